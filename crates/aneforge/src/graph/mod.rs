@@ -1,0 +1,169 @@
+//! The graph IR: an arena of MIL-level nodes in topological order, built from the user's DAG.
+//! Passes and the printer work on [`Graph`]; users build with [`Tensor`].
+
+pub mod tensor;
+
+use std::collections::{HashMap, HashSet};
+
+use crate::error::{Error, Result};
+use crate::ops::{io, Op, TensorType};
+pub use tensor::Tensor;
+
+/// Index of a node in a [`Graph`].
+pub type NodeId = usize;
+
+/// One output of one node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Value {
+    pub node: NodeId,
+    pub port: usize,
+}
+
+/// A graph node: an op, its input values and its output types.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    pub op: Op,
+    pub inputs: Vec<Value>,
+    pub outputs: Vec<TensorType>,
+}
+
+/// A whole program's graph: nodes in topological order, named input and output ports.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Graph {
+    pub nodes: Vec<Node>,
+    /// Input nodes in feeding order.
+    pub inputs: Vec<NodeId>,
+    /// Output ports: (name, value).
+    pub outputs: Vec<(String, Value)>,
+}
+
+/// Check a user-supplied port name is a MIL identifier.
+pub fn check_name(op: &str, name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::value(op, format!("name '{name}' is not an identifier (letters, digits and _, not starting with a digit, at most 64 characters)")))
+    }
+}
+
+impl Graph {
+    /// Collect the DAG under `outputs` (name `None` = automatic), order it, and name the ports.
+    /// Inputs are ordered by creation; an output that is an input or repeats an earlier output
+    /// is copied through `x * 1.0` (an empty program body crashes the ANE compiler).
+    pub fn from_outputs(outputs: &[(Option<String>, Tensor)]) -> Result<Graph> {
+        if outputs.is_empty() {
+            return Err(Error::value("compile", "no outputs given"));
+        }
+        // Wrap outputs that are inputs or repeat another output.
+        let mut outs: Vec<(Option<String>, Tensor)> = Vec::with_capacity(outputs.len());
+        for (name, t) in outputs {
+            if let Some(n) = name {
+                check_name("compile", n)?;
+            }
+            let repeated = outs.iter().any(|(_, o)| o.same(t));
+            let t = if matches!(t.op(), Op::Input(_)) || repeated { t.mul_scalar(1.0)? } else { t.clone() };
+            if t.dtype() != crate::DType::Fp16 {
+                return Err(Error::dtype("compile", format!("output {} is {} {:?}; program outputs must be fp16 (compare results are internal, feed them to select)", outs.len(), t.dtype(), t.shape())));
+            }
+            outs.push((name.clone(), t));
+        }
+
+        // Iterative post-order DFS (deep graphs must not overflow the stack).
+        let mut index: HashMap<*const tensor::NodeDef, NodeId> = HashMap::new();
+        let mut order: Vec<&Tensor> = Vec::new();
+        let mut stack: Vec<(&Tensor, usize)> = outs.iter().rev().map(|(_, t)| (t, 0)).collect();
+        while let Some((t, next)) = stack.pop() {
+            let key = std::sync::Arc::as_ptr(&t.node);
+            if index.contains_key(&key) {
+                continue;
+            }
+            if next < t.node.srcs.len() {
+                stack.push((t, next + 1));
+                let src = &t.node.srcs[next];
+                if !index.contains_key(&std::sync::Arc::as_ptr(&src.node)) {
+                    stack.push((src, 0));
+                }
+            } else {
+                index.insert(key, order.len());
+                order.push(t);
+            }
+        }
+
+        let mut nodes = Vec::with_capacity(order.len());
+        for t in &order {
+            let inputs = t.node.srcs.iter().map(|s| Value { node: index[&std::sync::Arc::as_ptr(&s.node)], port: s.port }).collect();
+            nodes.push(Node { op: t.node.op.clone(), inputs, outputs: t.node.outs.clone() });
+        }
+
+        // Inputs in creation order, with names resolved.
+        let mut inputs: Vec<NodeId> = (0..nodes.len()).filter(|&i| matches!(nodes[i].op, Op::Input(_))).collect();
+        inputs.sort_by_key(|&i| order[i].node.id);
+        let mut taken: HashSet<String> = HashSet::new();
+        let mut claim = |name: &str, what: &str| -> Result<()> {
+            if !taken.insert(name.to_string()) {
+                return Err(Error::value("compile", format!("{what} name '{name}' is used twice")));
+            }
+            Ok(())
+        };
+        for &i in &inputs {
+            if let Op::Input(io::Input { name: Some(n), .. }) = &nodes[i].op {
+                claim(n, "input")?;
+            }
+        }
+        for (name, _) in &outs {
+            if let Some(n) = name {
+                claim(n, "output")?;
+            }
+        }
+        let mut k = 0;
+        for &i in &inputs {
+            if let Op::Input(inp) = &mut nodes[i].op {
+                if inp.name.is_none() {
+                    while taken.contains(&format!("x{k}")) {
+                        k += 1;
+                    }
+                    inp.name = Some(format!("x{k}"));
+                    taken.insert(format!("x{k}"));
+                }
+            }
+        }
+        let mut outputs = Vec::with_capacity(outs.len());
+        let mut k = 0;
+        for (name, t) in &outs {
+            let name = match name {
+                Some(n) => n.clone(),
+                None => {
+                    while taken.contains(&format!("y{k}")) {
+                        k += 1;
+                    }
+                    taken.insert(format!("y{k}"));
+                    format!("y{k}")
+                }
+            };
+            outputs.push((name, Value { node: index[&std::sync::Arc::as_ptr(&t.node)], port: t.port }));
+        }
+        Ok(Graph { nodes, inputs, outputs })
+    }
+
+    /// Type of a value.
+    pub fn ty(&self, v: Value) -> &TensorType {
+        &self.nodes[v.node].outputs[v.port]
+    }
+
+    /// Name of input node `i` (every input node carries its resolved name).
+    pub fn input_name(&self, node: NodeId) -> &str {
+        match &self.nodes[node].op {
+            Op::Input(io::Input { name: Some(n), .. }) => n,
+            _ => "",
+        }
+    }
+
+    /// Number of compute nodes (everything but inputs and constants).
+    pub fn n_ops(&self) -> usize {
+        self.nodes.iter().filter(|n| !matches!(n.op, Op::Input(_) | Op::Const(_))).count()
+    }
+}

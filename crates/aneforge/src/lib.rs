@@ -1,0 +1,16 @@
+//! aneforge: compile a lazy tensor graph into one Apple Neural Engine program (MIL text +
+//! weight blob) and run it — on the ANE through Espresso's e5rt API, or anywhere on the
+//! reference executor, a CPU interpreter that defines each op under the fp16 contract.
+
+pub mod dtype;
+pub mod error;
+pub mod graph;
+pub mod mil;
+pub mod ops;
+pub mod shape;
+
+pub use dtype::DType;
+pub use error::{Error, Result};
+pub use graph::{Graph, Tensor};
+pub use ops::elementwise::select;
+pub use ops::io::{constant, image_input, input, input_port, scalar, HostArray, HostData};

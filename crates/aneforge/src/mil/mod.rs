@@ -1,0 +1,117 @@
+//! The MIL text dialect: printer, parser, literals and the weights.bin (MILBlob v2) container.
+
+pub mod blob;
+pub mod literal;
+pub mod parse;
+pub mod print;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use crate::error::{Error, Result};
+pub use literal::Literal;
+
+/// How an op's tensor arguments are spelled in MIL.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MilInputs {
+    /// Keyword arguments in input order; optional trailing ones may be absent (conv `bias`).
+    Named(Vec<&'static str>),
+    /// All inputs as one tuple argument (`concat(values = (a, b))`).
+    Tuple(&'static str),
+}
+
+/// The MIL spelling of one op: its name, compile-time parameters and tensor arguments.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MilOp {
+    pub op: &'static str,
+    pub params: Vec<(&'static str, Literal)>,
+    pub inputs: MilInputs,
+}
+
+impl MilOp {
+    /// An op whose tensor arguments are the given keywords.
+    pub fn new(op: &'static str, inputs: &[&'static str]) -> Self {
+        MilOp { op, params: Vec::new(), inputs: MilInputs::Named(inputs.to_vec()) }
+    }
+
+    /// Add a compile-time parameter.
+    pub fn param(mut self, name: &'static str, value: Literal) -> Self {
+        self.params.push((name, value));
+        self
+    }
+}
+
+/// The compile-time parameters of one parsed MIL statement, consumed by a family's `from_mil`.
+pub struct MilArgs {
+    /// File being parsed (for errors).
+    pub file: PathBuf,
+    /// Name of the statement (for errors).
+    pub stmt: String,
+    /// Parameters still unclaimed, by argument name.
+    pub params: BTreeMap<String, Literal>,
+}
+
+impl MilArgs {
+    fn err(&self, msg: String) -> Error {
+        Error::format(&self.file, None, format!("statement '{}': {msg}", self.stmt))
+    }
+
+    /// Take parameter `name`.
+    pub fn take(&mut self, name: &str) -> Result<Literal> {
+        self.params.remove(name).ok_or_else(|| self.err(format!("missing parameter '{name}'")))
+    }
+
+    /// Take an fp16 scalar parameter.
+    pub fn fp16(&mut self, name: &str) -> Result<f32> {
+        match self.take(name)? {
+            Literal::Fp16(v) => Ok(v),
+            other => Err(self.err(format!("parameter '{name}' must be fp16, got {}", other.mil_value()))),
+        }
+    }
+
+    /// Take an int32 (or uint32) scalar parameter.
+    pub fn int(&mut self, name: &str) -> Result<i64> {
+        match self.take(name)? {
+            Literal::Int32(v) => Ok(v as i64),
+            Literal::Uint32(v) => Ok(v as i64),
+            other => Err(self.err(format!("parameter '{name}' must be an integer, got {}", other.mil_value()))),
+        }
+    }
+
+    /// Take an int32 vector parameter.
+    pub fn ints(&mut self, name: &str) -> Result<Vec<i64>> {
+        match self.take(name)? {
+            Literal::Ints(v) => Ok(v.into_iter().map(i64::from).collect()),
+            other => Err(self.err(format!("parameter '{name}' must be an int32 tensor, got {}", other.mil_value()))),
+        }
+    }
+
+    /// Take a non-negative int32 vector parameter (extents, strides).
+    pub fn sizes(&mut self, name: &str) -> Result<Vec<usize>> {
+        let v = self.ints(name)?;
+        v.iter()
+            .map(|&x| usize::try_from(x).map_err(|_| self.err(format!("parameter '{name}' must be non-negative, got {v:?}"))))
+            .collect()
+    }
+
+    /// Take a bool parameter.
+    pub fn bool(&mut self, name: &str) -> Result<bool> {
+        match self.take(name)? {
+            Literal::Bool(v) => Ok(v),
+            other => Err(self.err(format!("parameter '{name}' must be bool, got {}", other.mil_value()))),
+        }
+    }
+
+    /// Take a string parameter.
+    pub fn string(&mut self, name: &str) -> Result<String> {
+        match self.take(name)? {
+            Literal::Str(v) => Ok(v),
+            other => Err(self.err(format!("parameter '{name}' must be a string, got {}", other.mil_value()))),
+        }
+    }
+
+    /// A format error about this statement.
+    pub fn error(&self, msg: impl Into<String>) -> Error {
+        self.err(msg.into())
+    }
+}

@@ -1,0 +1,1 @@
+//! f32 GEMM with arbitrary strides over the `gemm` crate (filled by the linear/conv work).

@@ -1,0 +1,114 @@
+//! Shared pieces of the reference kernels: the value buffer and broadcast indexing.
+
+use crate::shape::{self, Shape};
+
+/// One value inside the reference executor: f32 storage of fp16 (or uint8 / bool 0-1) numbers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Buf {
+    pub shape: Shape,
+    pub data: Vec<f32>,
+}
+
+impl Buf {
+    /// A zero-filled buffer of `shape`.
+    pub fn zeros(shape: &[usize]) -> Self {
+        Buf { shape: shape.to_vec(), data: vec![0.0; shape::numel(shape)] }
+    }
+}
+
+/// Strides of `shape` seen through a broadcast to `out` (0 on broadcast axes), padded to `out`'s rank.
+pub fn broadcast_strides(shape: &[usize], out: &[usize]) -> Vec<usize> {
+    let pad = out.len() - shape.len();
+    let st = shape::strides(shape);
+    (0..out.len())
+        .map(|i| if i < pad || shape[i - pad] == 1 { 0 } else { st[i - pad] })
+        .collect()
+}
+
+/// Call `f(out_index, offsets)` for every element of `out` in row-major order, where
+/// `offsets[k]` is the element of operand `k` (with strides from [`broadcast_strides`]).
+pub fn for_each_broadcast<const K: usize>(out: &[usize], strides: [&[usize]; K], mut f: impl FnMut(usize, [usize; K])) {
+    let rank = out.len();
+    if rank == 0 {
+        f(0, [0; K]);
+        return;
+    }
+    let mut idx = vec![0usize; rank];
+    let mut off = [0usize; K];
+    let inner = out[rank - 1];
+    let inner_st: [usize; K] = std::array::from_fn(|k| strides[k][rank - 1]);
+    let total = shape::numel(out);
+    let mut o = 0;
+    while o < total {
+        let mut cur = off;
+        for _ in 0..inner {
+            f(o, cur);
+            o += 1;
+            for k in 0..K {
+                cur[k] += inner_st[k];
+            }
+        }
+        // Advance the outer index (axes 0..rank-1).
+        let mut ax = rank - 1;
+        loop {
+            if ax == 0 {
+                return;
+            }
+            ax -= 1;
+            idx[ax] += 1;
+            for k in 0..K {
+                off[k] += strides[k][ax];
+            }
+            if idx[ax] < out[ax] {
+                break;
+            }
+            for k in 0..K {
+                off[k] -= strides[k][ax] * out[ax];
+            }
+            idx[ax] = 0;
+        }
+    }
+}
+
+/// Error function, |error| < 1.2e-7 (Numerical Recipes erfc Chebyshev fit), evaluated in f64.
+pub fn erf(x: f32) -> f32 {
+    let z = (x as f64).abs();
+    let t = 1.0 / (1.0 + 0.5 * z);
+    let poly = -z * z - 1.26551223
+        + t * (1.00002368
+            + t * (0.37409196
+                + t * (0.09678418
+                    + t * (-0.18628806
+                        + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))));
+    let erfc = t * poly.exp();
+    let r = 1.0 - erfc;
+    (if x < 0.0 { -r } else { r }) as f32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broadcast_walk_matches_manual_indexing() {
+        // a: [2,1,3], b: [4,1] -> out [2,4,3]
+        let out = [2, 4, 3];
+        let sa = broadcast_strides(&[2, 1, 3], &out);
+        let sb = broadcast_strides(&[4, 1], &out);
+        let mut seen = Vec::new();
+        for_each_broadcast(&out, [&sa, &sb], |o, [a, b]| seen.push((o, a, b)));
+        assert_eq!(seen.len(), 24);
+        for (o, a, b) in seen {
+            let (i, j, k) = (o / 12, (o / 3) % 4, o % 3);
+            assert_eq!(a, i * 3 + k);
+            assert_eq!(b, j);
+        }
+    }
+
+    #[test]
+    fn erf_matches_known_values() {
+        for (x, want) in [(0.0f32, 0.0f64), (0.5, 0.5204998778), (1.0, 0.8427007929), (-2.0, -0.9953222650), (3.5, 0.9999992569)] {
+            assert!((erf(x) as f64 - want).abs() < 2e-7, "erf({x})");
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! Op kinds, one file per family. Each family file holds, for its ops: the shape/dtype rule,
+//! the reference kernel, the MIL spelling (print and parse) and the builder methods on
+//! [`Tensor`](crate::Tensor). This module only dispatches.
+
+pub mod conv;
+pub mod elementwise;
+pub mod gemm;
+pub mod io;
+pub mod kernel;
+pub mod layout;
+pub mod linear;
+pub mod norm;
+pub mod pool;
+pub mod reduce;
+
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::mil::{MilArgs, MilOp};
+use crate::shape::Shape;
+pub use kernel::Buf;
+
+/// Type of one graph value: dtype and static shape.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TensorType {
+    pub dtype: DType,
+    pub shape: Shape,
+}
+
+impl TensorType {
+    /// An fp16 value of `shape`.
+    pub fn fp16(shape: Shape) -> Self {
+        TensorType { dtype: DType::Fp16, shape }
+    }
+}
+
+/// What every op family provides.
+pub trait Family {
+    /// The op name used in errors and docs (the MIL op name).
+    fn name(&self) -> &'static str;
+    /// Output types from input types; errors name the op and the shapes.
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>>;
+    /// The MIL spelling: op name, compile-time parameters and the names of the tensor arguments.
+    fn mil(&self) -> MilOp;
+    /// Reference kernel: read `inputs`, write every element of the preallocated `outputs`
+    /// (values in f32; the executor rounds fp16 outputs afterwards).
+    fn eval(&self, inputs: &[&Buf], outputs: &mut [Buf]) -> Result<()>;
+}
+
+/// Every op the graph IR knows. Nodes are MIL-level: one node prints as one MIL statement.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    /// A program input port.
+    Input(io::Input),
+    /// A baked constant (fp16 weight tensor in the blob, or an fp16 scalar).
+    Const(io::Const),
+    /// Dtype conversion (uint8 image port to fp16).
+    Cast(io::Cast),
+    /// Elementwise single-input ops.
+    Unary(elementwise::Unary),
+    /// Elementwise two-input ops with NumPy broadcasting.
+    Binary(elementwise::Binary),
+    /// Elementwise comparisons producing bool.
+    Compare(elementwise::Compare),
+    /// `select(cond, a, b)` with broadcasting.
+    Select(elementwise::Select),
+    /// Matrix multiply (NumPy `matmul` semantics, optional transposes).
+    MatMul(linear::MatMul),
+    /// 2-D convolution.
+    Conv(conv::Conv),
+    /// Max and average pooling.
+    Pool(pool::Pool),
+    /// Reductions over axes.
+    Reduce(reduce::Reduce),
+    /// Softmax along one axis.
+    Softmax(reduce::Softmax),
+    /// Inference batch normalisation.
+    BatchNorm(norm::BatchNorm),
+    /// Data movement: reshape, transpose, concat, split, slices, squeeze/expand, upsample.
+    Layout(layout::Layout),
+}
+
+macro_rules! dispatch {
+    ($self:expr, $f:ident ( $($arg:expr),* )) => {
+        match $self {
+            Op::Input(o) => o.$f($($arg),*),
+            Op::Const(o) => o.$f($($arg),*),
+            Op::Cast(o) => o.$f($($arg),*),
+            Op::Unary(o) => o.$f($($arg),*),
+            Op::Binary(o) => o.$f($($arg),*),
+            Op::Compare(o) => o.$f($($arg),*),
+            Op::Select(o) => o.$f($($arg),*),
+            Op::MatMul(o) => o.$f($($arg),*),
+            Op::Conv(o) => o.$f($($arg),*),
+            Op::Pool(o) => o.$f($($arg),*),
+            Op::Reduce(o) => o.$f($($arg),*),
+            Op::Softmax(o) => o.$f($($arg),*),
+            Op::BatchNorm(o) => o.$f($($arg),*),
+            Op::Layout(o) => o.$f($($arg),*),
+        }
+    };
+}
+
+impl Op {
+    /// The family's view of this op.
+    pub fn family(&self) -> &dyn Family {
+        dispatch!(self, as_family())
+    }
+
+    /// Rebuild an op from a parsed MIL statement; `None` if no family knows `op`.
+    pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
+        io::from_mil(op, args)
+            .or_else(|| elementwise::from_mil(op, args))
+            .or_else(|| linear::from_mil(op, args))
+            .or_else(|| conv::from_mil(op, args))
+            .or_else(|| pool::from_mil(op, args))
+            .or_else(|| reduce::from_mil(op, args))
+            .or_else(|| norm::from_mil(op, args))
+            .or_else(|| layout::from_mil(op, args))
+    }
+}
+
+/// Blanket helper so `dispatch!` can hand out `&dyn Family`.
+pub trait AsFamily {
+    fn as_family(&self) -> &dyn Family;
+}
+
+impl<T: Family> AsFamily for T {
+    fn as_family(&self) -> &dyn Family {
+        self
+    }
+}
