@@ -14,3 +14,10 @@ pub use error::{Error, Result};
 pub use graph::{Graph, Tensor};
 pub use ops::elementwise::select;
 pub use ops::io::{constant, image_input, input, input_port, scalar, HostArray, HostData};
+pub mod compile;
+pub mod exec;
+pub mod program;
+
+pub use compile::{compile, load_dir, CompileOptions, Compiled, Device};
+pub use exec::{Executor, Loaded, PortData, Precision};
+pub use program::{PortSpec, Program};

@@ -1,0 +1,188 @@
+//! A lowered program: the graph, its MIL text and weight blob, and the content-addressed
+//! program directory (`model.mil`, `weights.bin`, `program.json`) written atomically.
+
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::graph::Graph;
+use crate::mil::{parse, print};
+
+/// Name, dtype and shape of one program port.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PortSpec {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+}
+
+impl PortSpec {
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        crate::shape::numel(&self.shape)
+    }
+}
+
+/// The `program.json` manifest.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Manifest {
+    pub format: String,
+    pub aneforge_version: String,
+    pub opset: String,
+    pub sha256: String,
+    pub inputs: Vec<PortSpec>,
+    pub outputs: Vec<PortSpec>,
+}
+
+/// Manifest `format` value.
+pub const FORMAT: &str = "aneforge-program-1";
+/// Hex digits of the SHA-256 used for directory names.
+pub const KEY_LEN: usize = 32;
+
+/// A graph lowered to MIL text and a weight blob.
+#[derive(Clone, Debug)]
+pub struct Program {
+    pub graph: Graph,
+    pub mil: String,
+    pub weights: Vec<u8>,
+    /// Hex SHA-256 of the MIL text bytes followed by the blob bytes.
+    pub sha256: String,
+}
+
+impl Program {
+    /// Print a graph (byte-identical output for the same graph).
+    pub fn lower(graph: Graph) -> Result<Program> {
+        let p = print::print(&graph)?;
+        let sha256 = digest(&p.mil, &p.weights);
+        Ok(Program { graph, mil: p.mil, weights: p.weights, sha256 })
+    }
+
+    /// Input ports in feeding order.
+    pub fn inputs(&self) -> Vec<PortSpec> {
+        let g = &self.graph;
+        g.inputs.iter().map(|&i| PortSpec { name: g.input_name(i).to_string(), dtype: g.nodes[i].outputs[0].dtype, shape: g.nodes[i].outputs[0].shape.clone() }).collect()
+    }
+
+    /// Output ports in order.
+    pub fn outputs(&self) -> Vec<PortSpec> {
+        let g = &self.graph;
+        g.outputs.iter().map(|(n, v)| PortSpec { name: n.clone(), dtype: g.ty(*v).dtype, shape: g.ty(*v).shape.clone() }).collect()
+    }
+
+    /// The manifest describing this program.
+    pub fn manifest(&self) -> Manifest {
+        Manifest {
+            format: FORMAT.into(),
+            aneforge_version: env!("CARGO_PKG_VERSION").into(),
+            opset: print::OPSET.into(),
+            sha256: self.sha256.clone(),
+            inputs: self.inputs(),
+            outputs: self.outputs(),
+        }
+    }
+
+    /// Write into `<root>/<key>/` (content-addressed, atomic: temp dir + rename; an existing
+    /// complete directory is reused). Returns the directory.
+    pub fn write_cached(&self, root: &Path) -> Result<PathBuf> {
+        let dir = root.join(&self.sha256[..KEY_LEN]);
+        if self.matches_dir(&dir) {
+            return Ok(dir);
+        }
+        std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
+        let tmp = root.join(format!(".tmp-{}-{}-{}", &self.sha256[..12], std::process::id(), unique()));
+        std::fs::create_dir(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        let result = self.write_files(&tmp).and_then(|_| match std::fs::rename(&tmp, &dir) {
+            Ok(()) => Ok(()),
+            // Another process won the race: its directory holds the same bytes.
+            Err(_) if self.matches_dir(&dir) => Ok(()),
+            Err(e) => Err(Error::io(&dir, e)),
+        });
+        if tmp.exists() {
+            let _ = std::fs::remove_dir_all(&tmp);
+        }
+        result.map(|_| dir)
+    }
+
+    /// Write into a user-chosen directory, each file atomically (temp file + rename).
+    pub fn write_to(&self, dir: &Path) -> Result<PathBuf> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        self.write_files(dir)?;
+        Ok(dir.to_path_buf())
+    }
+
+    fn write_files(&self, dir: &Path) -> Result<()> {
+        let manifest = serde_json::to_string_pretty(&self.manifest()).expect("manifest serialises");
+        write_atomic(&dir.join("model.mil"), self.mil.as_bytes())?;
+        write_atomic(&dir.join("weights.bin"), &self.weights)?;
+        write_atomic(&dir.join("program.json"), manifest.as_bytes())
+    }
+
+    fn matches_dir(&self, dir: &Path) -> bool {
+        let same_mil = std::fs::read(dir.join("model.mil")).is_ok_and(|b| b == self.mil.as_bytes());
+        let same_len = std::fs::metadata(dir.join("weights.bin")).is_ok_and(|m| m.len() == self.weights.len() as u64);
+        same_mil && same_len && dir.join("program.json").is_file()
+    }
+
+    /// Read and parse a program directory; checks the blob and, when present, the manifest's hash and ports.
+    pub fn load_dir(dir: &Path) -> Result<Program> {
+        let mil_path = dir.join("model.mil");
+        let w_path = dir.join("weights.bin");
+        let mil_bytes = std::fs::read(&mil_path).map_err(|e| Error::io(&mil_path, e))?;
+        let mil = String::from_utf8(mil_bytes).map_err(|e| Error::format(&mil_path, Some(e.utf8_error().valid_up_to() as u64), "not UTF-8 text"))?;
+        let weights = std::fs::read(&w_path).map_err(|e| Error::io(&w_path, e))?;
+        let graph = parse::parse(&mil, &mil_path, &weights, &w_path)?;
+        let sha256 = digest(&mil, &weights);
+        let prog = Program { graph, mil, weights, sha256 };
+        let m_path = dir.join("program.json");
+        if m_path.exists() {
+            let text = std::fs::read_to_string(&m_path).map_err(|e| Error::io(&m_path, e))?;
+            let m: Manifest = serde_json::from_str(&text).map_err(|e| Error::format(&m_path, None, e.to_string()))?;
+            if m.sha256 != prog.sha256 {
+                return Err(Error::format(&m_path, None, format!("sha256 {} does not match model.mil + weights.bin ({})", m.sha256, prog.sha256)));
+            }
+            if m.inputs != prog.inputs() || m.outputs != prog.outputs() {
+                return Err(Error::format(&m_path, None, "ports differ from the ones model.mil declares"));
+            }
+        }
+        Ok(prog)
+    }
+}
+
+/// Hex SHA-256 of MIL text then blob bytes.
+fn digest(mil: &str, weights: &[u8]) -> String {
+    let mut h = Sha256::new();
+    h.update(mil.as_bytes());
+    h.update(weights);
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unique() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos())
+}
+
+/// Write `bytes` to `path` through a temporary sibling and a rename, so readers never see a torn file.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.tmp-{}-{}", std::process::id(), unique()));
+    std::fs::write(&tmp, bytes).map_err(|e| Error::io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        Error::io(path, e)
+    })
+}
+
+/// The cache root: `ANEFORGE_CACHE_DIR`, else `$XDG_CACHE_HOME/aneforge`, else `~/.cache/aneforge`.
+pub fn cache_root() -> PathBuf {
+    if let Some(d) = std::env::var_os("ANEFORGE_CACHE_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d);
+    }
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d).join("aneforge");
+    }
+    match std::env::var_os("HOME").filter(|d| !d.is_empty()) {
+        Some(h) => PathBuf::from(h).join(".cache").join("aneforge"),
+        None => std::env::temp_dir().join("aneforge-cache"),
+    }
+}
