@@ -6,13 +6,17 @@ pub mod dtype;
 pub mod error;
 pub mod graph;
 pub mod mil;
+pub mod npy;
 pub mod ops;
 pub mod shape;
 
 pub use dtype::DType;
 pub use error::{Error, Result};
 pub use graph::{Graph, Tensor};
+pub use ops::conv::{conv2d, ConvOptions};
 pub use ops::elementwise::select;
+pub use ops::layout::concat;
+pub use ops::norm::batch_norm;
 pub use ops::io::{constant, image_input, input, input_port, scalar, HostArray, HostData};
 pub mod compile;
 pub mod exec;

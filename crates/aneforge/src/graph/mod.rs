@@ -93,15 +93,23 @@ impl Graph {
             }
         }
 
+        // Canonical order: inputs first (in creation order, which is also the feeding order), then the rest in DFS order.
+        let mut input_pos: Vec<usize> = (0..order.len()).filter(|&i| matches!(order[i].op(), Op::Input(_))).collect();
+        input_pos.sort_by_key(|&i| order[i].node.id);
+        let n_in = input_pos.len();
+        let sequence: Vec<usize> = input_pos.into_iter().chain((0..order.len()).filter(|&i| !matches!(order[i].op(), Op::Input(_)))).collect();
+        let mut position = vec![0; order.len()];
+        for (new, &old) in sequence.iter().enumerate() {
+            position[old] = new;
+        }
+        let at = |t: &Tensor| position[index[&std::sync::Arc::as_ptr(&t.node)]];
         let mut nodes = Vec::with_capacity(order.len());
-        for t in &order {
-            let inputs = t.node.srcs.iter().map(|s| Value { node: index[&std::sync::Arc::as_ptr(&s.node)], port: s.port }).collect();
+        for &old in &sequence {
+            let t = order[old];
+            let inputs = t.node.srcs.iter().map(|s| Value { node: at(s), port: s.port }).collect();
             nodes.push(Node { op: t.node.op.clone(), inputs, outputs: t.node.outs.clone() });
         }
-
-        // Inputs in creation order, with names resolved.
-        let mut inputs: Vec<NodeId> = (0..nodes.len()).filter(|&i| matches!(nodes[i].op, Op::Input(_))).collect();
-        inputs.sort_by_key(|&i| order[i].node.id);
+        let inputs: Vec<NodeId> = (0..n_in).collect();
         let mut taken: HashSet<String> = HashSet::new();
         let mut claim = |name: &str, what: &str| -> Result<()> {
             if !taken.insert(name.to_string()) {
@@ -144,7 +152,7 @@ impl Graph {
                     format!("y{k}")
                 }
             };
-            outputs.push((name, Value { node: index[&std::sync::Arc::as_ptr(&t.node)], port: t.port }));
+            outputs.push((name, Value { node: at(t), port: t.port }));
         }
         Ok(Graph { nodes, inputs, outputs })
     }

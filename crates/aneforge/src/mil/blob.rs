@@ -45,8 +45,12 @@ impl BlobWriter {
         rec[16..24].copy_from_slice(&((desc + ALIGN) as u64).to_le_bytes());
         self.bytes.extend_from_slice(&rec);
         self.bytes.reserve(data_len + ALIGN);
-        for v in values {
-            self.bytes.extend_from_slice(&v.to_bits().to_le_bytes());
+        if cfg!(target_endian = "little") {
+            // SAFETY: f16 is a plain 2-byte value; on little-endian hosts its in-memory bytes are the file's bytes.
+            let raw = unsafe { std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), data_len) };
+            self.bytes.extend_from_slice(raw);
+        } else {
+            values.iter().for_each(|v| self.bytes.extend_from_slice(&v.to_bits().to_le_bytes()));
         }
         let padded = self.bytes.len().div_ceil(ALIGN) * ALIGN;
         self.bytes.resize(padded, 0);
@@ -67,6 +71,7 @@ impl BlobWriter {
 }
 
 /// A parsed weights.bin image; reads are bounds-checked against the file.
+#[derive(Debug)]
 pub struct BlobReader<'a> {
     bytes: &'a [u8],
     file: &'a Path,

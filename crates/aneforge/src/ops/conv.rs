@@ -1,8 +1,21 @@
 //! 2-D convolution (NCHW): stride, explicit padding (t, b, l, r), dilation, groups, optional bias.
+//! Also the sliding-window helpers (output size, input taps, MIL window parameters) shared with pooling.
 
+use rayon::prelude::*;
+
+use super::gemm::sgemm;
+use super::kernel::PAR_MIN_ELEMS;
+use super::io::{constant, expect_fp16, HostArray};
 use super::{Buf, Family, Op, TensorType};
-use crate::error::Result;
-use crate::mil::{MilArgs, MilOp};
+use crate::error::{Error, Result};
+use crate::graph::Tensor;
+use crate::mil::{Literal, MilArgs, MilOp};
+
+/// Widest kernel the ANE accepts.
+pub const MAX_KERNEL_WIDTH: usize = 15;
+
+/// MIL ops this family prints.
+pub const MIL_OPS: &[&str] = &["conv"];
 
 /// MIL `conv(x, weight, bias?, strides, pad_type = "custom", pad, dilations, groups)`.
 /// Inputs: x [N, Cin, H, W], weight [Cout, Cin/groups, kH, kW], optional bias [Cout].
@@ -15,22 +28,333 @@ pub struct Conv {
     pub groups: usize,
 }
 
+/// Builder options for [`conv2d`]: stride [sH, sW], pad [t, b, l, r], dilation [dH, dW], groups.
+#[derive(Clone, Copy, Debug)]
+pub struct ConvOptions {
+    pub stride: [usize; 2],
+    pub pad: [usize; 4],
+    pub dilation: [usize; 2],
+    pub groups: usize,
+}
+
+impl Default for ConvOptions {
+    /// Stride 1, no padding, dilation 1, one group.
+    fn default() -> Self {
+        ConvOptions { stride: [1, 1], pad: [0; 4], dilation: [1, 1], groups: 1 }
+    }
+}
+
+/// Output [H', W'] of a 2-D sliding window over `input` [H, W] with padding [t, b, l, r]; errors
+/// (naming `op`) for a zero kernel, stride or dilation, or a window larger than the padded input.
+pub fn window_output(op: &str, input: [usize; 2], kernel: [usize; 2], strides: [usize; 2], dilations: [usize; 2], pad: [usize; 4]) -> Result<[usize; 2]> {
+    if kernel.contains(&0) || strides.contains(&0) || dilations.contains(&0) {
+        return Err(Error::shape(op, format!("kernel {kernel:?}, strides {strides:?} and dilations {dilations:?} must all be >= 1")));
+    }
+    let mut out = [0; 2];
+    for a in 0..2 {
+        let span = dilations[a].saturating_mul(kernel[a] - 1).saturating_add(1);
+        let padded = input[a].saturating_add(pad[2 * a]).saturating_add(pad[2 * a + 1]);
+        if span > padded {
+            let what = format!("kernel {kernel:?} with dilations {dilations:?}");
+            return Err(Error::shape(op, format!("{what} spans {span} along {}, more than the padded input {input:?} + pad {pad:?}", ["H", "W"][a])));
+        }
+        out[a] = (padded - span) / strides[a] + 1;
+    }
+    Ok(out)
+}
+
+/// Input index read by output position `o` at kernel tap `k` along one axis, or `None` in the padding.
+pub fn tap(o: usize, k: usize, stride: usize, dilation: usize, pad_lo: usize, size: usize) -> Option<usize> {
+    (o * stride + k * dilation).checked_sub(pad_lo).filter(|&i| i < size)
+}
+
+/// A MIL int32 vector of window parameters (validated extents always fit in i32).
+pub fn ints(v: &[usize]) -> Literal {
+    Literal::Ints(v.iter().map(|&x| x as i32).collect())
+}
+
+/// Take a window parameter of exactly `N` non-negative ints.
+pub fn take_sizes<const N: usize>(args: &mut MilArgs, name: &str) -> Result<[usize; N]> {
+    let v = args.sizes(name)?;
+    v.as_slice().try_into().map_err(|_| args.error(format!("parameter '{name}' must have {N} values, got {v:?}")))
+}
+
+/// Take `pad_type`, which must be "custom" (the only spelling the printer emits).
+pub fn take_custom_pad(args: &mut MilArgs) -> Result<()> {
+    match args.string("pad_type")?.as_str() {
+        "custom" => Ok(()),
+        other => Err(args.error(format!("pad_type '{other}' is not supported (only custom)"))),
+    }
+}
+
+/// Validated conv geometry.
+struct Geom {
+    n: usize,
+    cin: usize,
+    h: usize,
+    w: usize,
+    cout: usize,
+    kh: usize,
+    kw: usize,
+    oh: usize,
+    ow: usize,
+}
+
+impl Conv {
+    /// Check x and weight shapes against the parameters; errors name the shapes.
+    fn geometry(&self, xs: &[usize], ws: &[usize]) -> Result<Geom> {
+        let err = |msg: String| Err(Error::shape("conv", format!("x {xs:?}, weight {ws:?}: {msg}")));
+        let (&[n, cin, h, w], &[cout, cg, kh, kw]) = (xs, ws) else {
+            return err("x must be rank 4 [N, Cin, H, W] and weight rank 4 [Cout, Cin/groups, kH, kW]".into());
+        };
+        let g = self.groups;
+        if g == 0 {
+            return err("groups must be >= 1".into());
+        }
+        if cg.checked_mul(g) != Some(cin) {
+            return err(format!("Cin = {cin} but weight has {cg} input channels per group x {g} groups"));
+        }
+        if cout % g != 0 {
+            return err(format!("Cout = {cout} is not divisible by groups = {g}"));
+        }
+        if kw > MAX_KERNEL_WIDTH {
+            return err(format!("kernel width {kw} exceeds the ANE limit of {MAX_KERNEL_WIDTH}"));
+        }
+        let [oh, ow] = window_output("conv", [h, w], [kh, kw], self.strides, self.dilations, self.pad)?;
+        Ok(Geom { n, cin, h, w, cout, kh, kw, oh, ow })
+    }
+
+    /// Gather one group's input planes `xs` [Cg, H, W] into `col` [Cg·kH·kW, H'·W'] (zeros in the padding).
+    fn im2col(&self, g: &Geom, xs: &[f32], col: &mut [f32]) {
+        let ([sh, sw], [dh, dw], [pt, _, pl, _]) = (self.strides, self.dilations, self.pad);
+        let fill = |(r, row): (usize, &mut [f32])| {
+            let (c, ky, kx) = (r / (g.kh * g.kw), r / g.kw % g.kh, r % g.kw);
+            let plane = &xs[c * g.h * g.w..(c + 1) * g.h * g.w];
+            for (oy, orow) in row.chunks_mut(g.ow).enumerate() {
+                match tap(oy, ky, sh, dh, pt, g.h) {
+                    None => orow.fill(0.0),
+                    Some(iy) => {
+                        for (ox, v) in orow.iter_mut().enumerate() {
+                            *v = tap(ox, kx, sw, dw, pl, g.w).map_or(0.0, |ix| plane[iy * g.w + ix]);
+                        }
+                    }
+                }
+            }
+        };
+        let p = g.oh * g.ow;
+        if col.len() >= PAR_MIN_ELEMS {
+            col.par_chunks_mut(p).enumerate().for_each(fill);
+        } else {
+            col.chunks_mut(p).enumerate().for_each(fill);
+        }
+    }
+}
+
 impl Family for Conv {
     fn name(&self) -> &'static str {
         "conv"
     }
-    fn infer(&self, _inputs: &[TensorType]) -> Result<Vec<TensorType>> {
-        todo!()
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        if !(2..=3).contains(&inputs.len()) {
+            return Err(Error::shape("conv", format!("expects 2 or 3 inputs (x, weight, bias?), got {}", inputs.len())));
+        }
+        expect_fp16("conv", inputs)?;
+        let g = self.geometry(&inputs[0].shape, &inputs[1].shape)?;
+        if let Some(b) = inputs.get(2).filter(|b| b.shape != [g.cout]) {
+            return Err(Error::shape("conv", format!("bias must have shape [{}] (Cout of weight {:?}), got {:?}", g.cout, inputs[1].shape, b.shape)));
+        }
+        Ok(vec![TensorType::fp16(vec![g.n, g.cout, g.oh, g.ow])])
     }
     fn mil(&self) -> MilOp {
-        todo!()
+        MilOp::new("conv", &["x", "weight", "bias"])
+            .param("dilations", ints(&self.dilations))
+            .param("groups", Literal::Int32(self.groups as i32))
+            .param("pad", ints(&self.pad))
+            .param("pad_type", Literal::Str("custom".into()))
+            .param("strides", ints(&self.strides))
     }
-    fn eval(&self, _ins: &[&Buf], _out: &mut [Buf]) -> Result<()> {
-        todo!()
+    fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
+        let (x, w) = (ins[0], ins[1]);
+        let g = self.geometry(&x.shape, &w.shape)?;
+        let (cg, cog, p, hw) = (g.cin / self.groups, g.cout / self.groups, g.oh * g.ow, g.h * g.w);
+        let kk = cg * g.kh * g.kw;
+        let od = &mut out[0].data;
+        // The bias initialises each output plane; the GEMM then accumulates onto it.
+        if let Some(b) = ins.get(2) {
+            od.chunks_mut(p).zip(b.data.iter().cycle()).for_each(|(plane, &v)| plane.fill(v));
+        }
+        let direct = g.kh == 1 && g.kw == 1 && self.strides == [1, 1] && self.pad == [0; 4];
+        let mut col = if direct { Vec::new() } else { vec![0.0; kk * p] };
+        for b in 0..g.n {
+            for gi in 0..self.groups {
+                let xo = (b * g.cin + gi * cg) * hw;
+                let xs = &x.data[xo..xo + cg * hw];
+                let src = if direct {
+                    xs
+                } else {
+                    self.im2col(&g, xs, &mut col);
+                    &col[..]
+                };
+                let oo = (b * g.cout + gi * cog) * p;
+                sgemm(cog, p, kk, &w.data[gi * cog * kk..], kk, 1, src, p, 1, &mut od[oo..oo + cog * p], p, ins.len() == 3);
+            }
+        }
+        Ok(())
     }
 }
 
 /// Parse `conv`.
-pub fn from_mil(_op: &str, _args: &mut MilArgs) -> Option<Result<Op>> {
-    None
+pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
+    if op != "conv" {
+        return None;
+    }
+    Some((|| {
+        take_custom_pad(args)?;
+        let g = args.int("groups")?;
+        let groups = usize::try_from(g).map_err(|_| args.error(format!("groups must be non-negative, got {g}")))?;
+        Ok(Op::Conv(Conv { strides: take_sizes(args, "strides")?, pad: take_sizes(args, "pad")?, dilations: take_sizes(args, "dilations")?, groups }))
+    })())
+}
+
+/// 2-D convolution of `x` [N, Cin, H, W] with a baked weight [Cout, Cin/groups, kH, kW] and optional bias [Cout].
+pub fn conv2d(x: &Tensor, weight: HostArray, bias: Option<HostArray>, opts: ConvOptions) -> Result<Tensor> {
+    let mut srcs = vec![x.clone(), constant("conv", weight)?];
+    if let Some(b) = bias {
+        srcs.push(constant("conv", b)?);
+    }
+    let conv = Conv { strides: opts.stride, pad: opts.pad, dilations: opts.dilation, groups: opts.groups };
+    Tensor::apply1(Op::Conv(conv), srcs)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::ops::gemm::tests::{assert_close, rand_vec};
+
+    /// Assert `op` prints alphabetically ordered params and `parse(print(op)) == op`, consuming every param.
+    pub(crate) fn mil_roundtrip(op: Op, parse: fn(&str, &mut MilArgs) -> Option<Result<Op>>) {
+        let m = op.family().mil();
+        assert!(m.params.windows(2).all(|p| p[0].0 < p[1].0), "{}: params not in alphabetical order", m.op);
+        let params = m.params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+        let mut args = MilArgs { file: "model.mil".into(), stmt: "s".into(), params };
+        assert_eq!(parse(m.op, &mut args).expect("op not recognised").unwrap(), op);
+        assert!(args.params.is_empty(), "unclaimed params {:?}", args.params);
+    }
+
+    fn conv(strides: [usize; 2], pad: [usize; 4], dilations: [usize; 2], groups: usize) -> Conv {
+        Conv { strides, pad, dilations, groups }
+    }
+
+    /// Direct-loop convolution in f64.
+    fn naive(c: &Conv, xs: [usize; 4], x: &[f32], ws: [usize; 4], w: &[f32], bias: Option<&[f32]>) -> Vec<f64> {
+        let ([n, cin, h, wd], [cout, cg, kh, kw]) = (xs, ws);
+        let ([sh, sw], [dh, dw], [pt, pb, pl, pr]) = (c.strides, c.dilations, c.pad);
+        let oh = (h + pt + pb - dh * (kh - 1) - 1) / sh + 1;
+        let ow = (wd + pl + pr - dw * (kw - 1) - 1) / sw + 1;
+        let cog = cout / c.groups;
+        let mut out = Vec::new();
+        for b in 0..n {
+            for co in 0..cout {
+                for oy in 0..oh {
+                    for ox in 0..ow {
+                        let mut s = bias.map_or(0.0, |bv| bv[co] as f64);
+                        for ci in 0..cg {
+                            for ky in 0..kh {
+                                for kx in 0..kw {
+                                    let iy = (oy * sh + ky * dh) as isize - pt as isize;
+                                    let ix = (ox * sw + kx * dw) as isize - pl as isize;
+                                    if iy < 0 || ix < 0 || iy >= h as isize || ix >= wd as isize {
+                                        continue;
+                                    }
+                                    let xc = (co / cog) * cg + ci;
+                                    let xv = x[((b * cin + xc) * h + iy as usize) * wd + ix as usize] as f64;
+                                    s += xv * w[((co * cg + ci) * kh + ky) * kw + kx] as f64;
+                                }
+                            }
+                        }
+                        out.push(s);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn check(c: Conv, xs: [usize; 4], ws: [usize; 4], with_bias: bool) {
+        let x = Buf { shape: xs.to_vec(), data: rand_vec(xs.iter().product(), 21) };
+        let w = Buf { shape: ws.to_vec(), data: rand_vec(ws.iter().product(), 22) };
+        let b = Buf { shape: vec![ws[0]], data: rand_vec(ws[0], 23) };
+        let mut types = vec![TensorType::fp16(xs.to_vec()), TensorType::fp16(ws.to_vec())];
+        let mut ins = vec![&x, &w];
+        if with_bias {
+            types.push(TensorType::fp16(vec![ws[0]]));
+            ins.push(&b);
+        }
+        let want = naive(&c, xs, &x.data, ws, &w.data, with_bias.then_some(&b.data[..]));
+        let shape = c.infer(&types).unwrap().remove(0).shape;
+        assert_eq!(shape.iter().product::<usize>(), want.len(), "{c:?} {xs:?} {ws:?}: output {shape:?}");
+        let mut out = [Buf::zeros(&shape)];
+        c.eval(&ins, &mut out).unwrap();
+        assert_close(&out[0].data, &want, 1e-5);
+    }
+
+    #[test]
+    fn kernel_matches_naive_on_awkward_shapes() {
+        check(conv([1, 1], [1, 1, 1, 1], [1, 1], 1), [2, 3, 7, 7], [5, 3, 3, 3], true);
+        check(conv([2, 2], [0, 2, 1, 3], [2, 2], 2), [1, 6, 7, 9], [4, 3, 3, 2], false);
+        check(conv([2, 1], [1, 1, 0, 0], [1, 1], 5), [2, 5, 7, 1], [5, 1, 3, 1], true);
+        check(conv([1, 2], [2, 0, 0, 1], [2, 1], 3), [2, 3, 7, 7], [9, 1, 3, 3], false);
+        check(conv([1, 1], [0; 4], [1, 1], 1), [2, 7, 5, 3], [3, 7, 1, 1], true);
+        check(conv([1, 1], [0; 4], [3, 3], 7), [1, 7, 1, 7], [7, 1, 1, 1], true);
+        check(conv([2, 2], [0; 4], [1, 1], 1), [1, 3, 7, 7], [2, 3, 1, 1], false);
+        check(conv([1, 1], [1, 1, 1, 1], [1, 1], 1), [1, 1, 1, 1], [1, 1, 3, 3], true);
+        check(conv([1, 1], [1, 1, 1, 1], [1, 1], 1), [2, 16, 40, 40], [8, 16, 3, 3], true);
+    }
+
+    #[test]
+    fn infer_rejects_bad_shapes_without_panicking() {
+        let t = |s: &[usize]| TensorType::fp16(s.to_vec());
+        let ok = conv([1, 1], [0; 4], [1, 1], 1);
+        let bad = |c: &Conv, ins: &[TensorType], needle: &str| {
+            let e = c.infer(ins).unwrap_err().to_string();
+            assert!(e.starts_with("conv: ") && e.contains(needle), "{e}");
+        };
+        bad(&ok, &[t(&[1, 3, 8]), t(&[4, 3, 1, 1])], "rank 4");
+        bad(&ok, &[t(&[1, 3, 8, 8]), t(&[4, 2, 1, 1])], "Cin = 3");
+        bad(&conv([1, 1], [0; 4], [1, 1], 2), &[t(&[1, 4, 8, 8]), t(&[3, 2, 1, 1])], "not divisible");
+        bad(&conv([1, 1], [0; 4], [1, 1], 0), &[t(&[1, 4, 8, 8]), t(&[3, 2, 1, 1])], "groups");
+        bad(&ok, &[t(&[1, 3, 8, 8]), t(&[4, 3, 1, 1]), t(&[3])], "bias");
+        bad(&ok, &[t(&[1, 3, 8, 8]), t(&[4, 3, 1, 1]), t(&[1, 4])], "bias");
+        bad(&conv([0, 1], [0; 4], [1, 1], 1), &[t(&[1, 3, 8, 8]), t(&[4, 3, 1, 1])], ">= 1");
+        bad(&conv([1, 1], [0; 4], [1, 0], 1), &[t(&[1, 3, 8, 8]), t(&[4, 3, 1, 1])], ">= 1");
+        bad(&ok, &[t(&[1, 3, 2, 8]), t(&[4, 3, 3, 3])], "spans 3 along H");
+        bad(&conv([1, 1], [0; 4], [4, 4], 1), &[t(&[1, 3, 8, 8]), t(&[4, 3, 3, 3])], "spans 9");
+        bad(&ok, &[t(&[1, 3, 8, 20]), t(&[4, 3, 1, 16])], "kernel width 16 exceeds the ANE limit of 15");
+        bad(&ok, &[t(&[1, 3, 8, 8])], "2 or 3 inputs");
+        assert!(conv([1, 1], [1, 1, 1, 1], [1, 1], 1).infer(&[t(&[1, 3, 1, 1]), t(&[4, 3, 3, 3])]).is_ok());
+    }
+
+    #[test]
+    fn builder_bakes_weight_and_bias() {
+        let x = crate::ops::io::input(&[1, 4, 9, 9]).unwrap();
+        let (w, b) = (vec![0.5f32; 8 * 2 * 3 * 3], vec![0.0f32; 8]);
+        let opts = ConvOptions { stride: [2, 2], pad: [1, 1, 1, 1], groups: 2, ..Default::default() };
+        let y = conv2d(&x, HostArray::f32(&[8, 2, 3, 3], &w), Some(HostArray::f32(&[8], &b)), opts).unwrap();
+        assert_eq!(y.shape(), [1, 8, 5, 5]);
+        assert_eq!(y.node.srcs.len(), 3);
+        assert!(conv2d(&x, HostArray::f32(&[8, 4, 3, 3], &w), None, opts).is_err());
+        assert!(conv2d(&x, HostArray::f32(&[8, 2, 3, 3], &w), None, ConvOptions::default()).is_err(), "groups 1 needs Cin/1");
+    }
+
+    #[test]
+    fn mil_round_trips_and_rejects_unknown_pad_type() {
+        mil_roundtrip(Op::Conv(conv([2, 1], [0, 1, 2, 3], [1, 2], 3)), from_mil);
+        let mut m = Conv::mil(&conv([1, 1], [0; 4], [1, 1], 1)).params;
+        m.retain(|(k, _)| *k != "pad_type");
+        let mut params: std::collections::BTreeMap<_, _> = m.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        params.insert("pad_type".into(), Literal::Str("same".into()));
+        let mut args = MilArgs { file: "model.mil".into(), stmt: "c".into(), params };
+        assert!(from_mil("conv", &mut args).unwrap().unwrap_err().to_string().contains("pad_type 'same'"));
+        assert!(from_mil("matmul", &mut args).is_none());
+    }
 }

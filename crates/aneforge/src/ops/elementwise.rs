@@ -4,7 +4,7 @@
 use rayon::prelude::*;
 
 use super::io::{expect_fp16, expect_inputs, scalar};
-use super::kernel::{broadcast_strides, erf, for_each_broadcast};
+use super::kernel::{broadcast_strides, erf, for_each_broadcast, PAR_MIN_ELEMS};
 use super::{Buf, Family, Op, TensorType};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -13,8 +13,13 @@ use crate::mil::literal::round_f16;
 use crate::mil::{Literal, MilArgs, MilOp};
 use crate::shape;
 
-/// Elements above which kernels split work across threads.
-const PAR_MIN: usize = 1 << 16;
+
+/// MIL ops this family prints.
+pub const MIL_OPS: &[&str] = &[
+    "relu", "gelu", "silu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "abs", "sin", "cos", "erf", "softplus", "relu6", "elu",
+    "leaky_relu", "clip", "add", "sub", "mul", "real_div", "maximum", "minimum", "pow", "greater", "less", "equal", "not_equal",
+    "less_equal", "greater_equal", "select",
+];
 
 /// Single-input elementwise ops. Parameters hold fp16-rounded values (as printed in MIL).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -158,7 +163,7 @@ impl Family for Unary {
     fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
         let (x, y) = (&ins[0].data, &mut out[0].data);
         let f = *self;
-        if y.len() >= PAR_MIN {
+        if y.len() >= PAR_MIN_ELEMS {
             y.par_chunks_mut(4096).zip(x.par_chunks(4096)).for_each(|(yc, xc)| yc.iter_mut().zip(xc).for_each(|(o, &v)| *o = f.apply(v)));
         } else {
             y.iter_mut().zip(x).for_each(|(o, &v)| *o = f.apply(v));
@@ -196,7 +201,7 @@ impl Binary {
 fn eval_broadcast2(a: &Buf, b: &Buf, out: &mut Buf, f: impl Fn(f32, f32) -> f32 + Sync) {
     let (ad, bd, od) = (&a.data, &b.data, &mut out.data);
     if ad.len() == od.len() && bd.len() == od.len() {
-        if od.len() >= PAR_MIN {
+        if od.len() >= PAR_MIN_ELEMS {
             od.par_iter_mut().zip(ad.par_iter().zip(bd.par_iter())).for_each(|(o, (&x, &y))| *o = f(x, y));
         } else {
             od.iter_mut().zip(ad.iter().zip(bd)).for_each(|(o, (&x, &y))| *o = f(x, y));

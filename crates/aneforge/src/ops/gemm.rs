@@ -1,1 +1,154 @@
-//! f32 GEMM with arbitrary strides over the `gemm` crate (filled by the linear/conv work).
+//! f32 GEMM with arbitrary strides over the `gemm` crate: a safe, bounds-checked wrapper used by
+//! the matmul and conv kernels (f32 accumulation; the executor rounds to fp16 once afterwards).
+
+use gemm::Parallelism;
+
+/// Multiply-adds (m·n·k) from which one GEMM runs on the rayon pool.
+pub const PAR_MIN_MACS: usize = 1 << 20;
+
+/// C = A·B, or C += A·B when `accumulate`, with A[i,p] = a[i·a_rs + p·a_cs], B[p,j] = b[p·b_rs + j·b_cs]
+/// and C[i,j] = c[i·c_rs + j] (m×k, k×n, m×n); panics if any index is out of bounds or rows of C overlap.
+#[allow(clippy::too_many_arguments)]
+pub fn sgemm(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[f32],
+    a_rs: usize,
+    a_cs: usize,
+    b: &[f32],
+    b_rs: usize,
+    b_cs: usize,
+    c: &mut [f32],
+    c_rs: usize,
+    accumulate: bool,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    // Highest element touched along two axes, or None on overflow.
+    let last = |e0: usize, s0: usize, e1: usize, s1: usize| (e0 - 1).checked_mul(s0)?.checked_add((e1 - 1).checked_mul(s1)?);
+    let fits = |l: Option<usize>, len: usize| matches!(l, Some(i) if i < len);
+    assert!(fits(last(m, c_rs, n, 1), c.len()), "sgemm: C {m}x{n} (row stride {c_rs}) exceeds {} elements", c.len());
+    assert!(m == 1 || c_rs >= n, "sgemm: C rows overlap (row stride {c_rs} < n = {n})");
+    if k == 0 {
+        if !accumulate {
+            c.chunks_mut(c_rs.max(n)).take(m).for_each(|row| row[..n].fill(0.0));
+        }
+        return;
+    }
+    assert!(fits(last(m, a_rs, k, a_cs), a.len()), "sgemm: A {m}x{k} (strides {a_rs}, {a_cs}) exceeds {} elements", a.len());
+    assert!(fits(last(k, b_rs, n, b_cs), b.len()), "sgemm: B {k}x{n} (strides {b_rs}, {b_cs}) exceeds {} elements", b.len());
+    // Strides of unit axes are never applied; normalise them so every stride fits in isize
+    // (a used stride times its extent is below a slice length, hence below isize::MAX).
+    let st = |extent: usize, s: usize| if extent == 1 { 1 } else { s as isize };
+    let par = if m.saturating_mul(n).saturating_mul(k) >= PAR_MIN_MACS {
+        Parallelism::Rayon(rayon::current_num_threads())
+    } else {
+        Parallelism::None
+    };
+    // SAFETY: the asserts above keep every A, B and C element the kernel addresses inside its
+    // slice; C rows are disjoint, and `c` is borrowed mutably so it aliases neither A nor B.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            c.as_mut_ptr(),
+            1,
+            st(m, c_rs),
+            accumulate,
+            a.as_ptr(),
+            st(k, a_cs),
+            st(m, a_rs),
+            b.as_ptr(),
+            st(n, b_cs),
+            st(k, b_rs),
+            1.0f32,
+            1.0f32,
+            false,
+            false,
+            false,
+            par,
+        );
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// Deterministic pseudo-random values in [-1, 1) (xorshift), for kernel tests.
+    pub(crate) fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    /// Assert `got` matches the f64 reference `want` elementwise within `tol` (relative to max(1, |want|)).
+    pub(crate) fn assert_close(got: &[f32], want: &[f64], tol: f64) {
+        assert_eq!(got.len(), want.len(), "length");
+        for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+            assert!((g as f64 - w).abs() <= tol * w.abs().max(1.0), "element {i}: got {g}, want {w}");
+        }
+    }
+
+    fn naive(m: usize, n: usize, k: usize, a: &[f32], a_st: (usize, usize), b: &[f32], b_st: (usize, usize)) -> Vec<f64> {
+        let mut c = vec![0.0f64; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                c[i * n + j] = (0..k).map(|p| a[i * a_st.0 + p * a_st.1] as f64 * b[p * b_st.0 + j * b_st.1] as f64).sum();
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn strided_and_transposed_operands_match_naive() {
+        for &(m, n, k) in &[(1, 1, 1), (7, 1, 5), (1, 9, 3), (13, 11, 17), (64, 70, 300)] {
+            let (a, b) = (rand_vec(m * k, 1), rand_vec(k * n, 2));
+            // Row-major A, column-major ("transposed") B.
+            let want = naive(m, n, k, &a, (k, 1), &b, (1, k));
+            let mut c = vec![f32::NAN; m * n];
+            sgemm(m, n, k, &a, k, 1, &b, 1, k, &mut c, n, false);
+            assert_close(&c, &want, 1e-5);
+            // Accumulate into a padded C (row stride n + 3).
+            let mut cp = vec![1.0f32; m * (n + 3)];
+            sgemm(m, n, k, &a, k, 1, &b, 1, k, &mut cp, n + 3, true);
+            for i in 0..m {
+                let want_row: Vec<f64> = want[i * n..(i + 1) * n].iter().map(|v| v + 1.0).collect();
+                assert_close(&cp[i * (n + 3)..i * (n + 3) + n], &want_row, 1e-5);
+                assert!(cp[i * (n + 3) + n..(i + 1) * (n + 3)].iter().all(|&v| v == 1.0), "padding untouched");
+            }
+        }
+    }
+
+    #[test]
+    fn large_product_uses_parallel_path_correctly() {
+        let (m, n, k) = (128, 96, 256);
+        let (a, b) = (rand_vec(m * k, 3), rand_vec(k * n, 4));
+        let mut c = vec![0.0; m * n];
+        sgemm(m, n, k, &a, 1, m, &b, n, 1, &mut c, n, false);
+        assert_close(&c, &naive(m, n, k, &a, (1, m), &b, (n, 1)), 1e-4);
+    }
+
+    #[test]
+    #[should_panic(expected = "exceeds")]
+    fn out_of_bounds_operand_panics() {
+        let mut c = vec![0.0; 4];
+        sgemm(2, 2, 3, &[0.0; 5], 3, 1, &[0.0; 6], 2, 1, &mut c, 2, false);
+    }
+
+    #[test]
+    #[should_panic(expected = "overlap")]
+    fn overlapping_rows_panic() {
+        let mut c = vec![0.0; 4];
+        sgemm(2, 2, 1, &[0.0; 2], 1, 1, &[0.0; 2], 2, 1, &mut c, 1, false);
+    }
+}

@@ -12,6 +12,9 @@ use crate::graph::{check_name, Tensor};
 use crate::mil::{Literal, MilArgs, MilOp};
 use crate::shape;
 
+/// MIL ops this family prints as statements.
+pub const MIL_OPS: &[&str] = &["const", "cast"];
+
 /// A program input port.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Input {
@@ -143,17 +146,27 @@ impl<'a> HostArray<'a> {
         if len != n {
             return Err(Error::shape(op, format!("weight data has {len} elements but shape {:?} needs {n}", self.shape)));
         }
-        let convert = |i: usize, v: f64, h: f16| -> Result<f16> {
-            if !v.is_finite() || !h.is_finite() {
-                let what = if v.is_finite() { "overflows fp16 (|x| > 65504)" } else { "is not finite" };
-                return Err(Error::value(op, format!("weight of shape {:?}: element {i} = {v} {what}", self.shape)));
+        let out: Vec<f16> = match self.data {
+            HostData::F16(d) => d.to_vec(),
+            HostData::F32(d) => {
+                use half::slice::HalfFloatSliceExt;
+                let mut out = vec![f16::ZERO; n];
+                out.convert_from_f32_slice(d);
+                out
             }
-            Ok(h)
+            HostData::F64(d) => d.iter().map(|&v| f16::from_f64(v)).collect(),
         };
-        match self.data {
-            HostData::F16(d) => d.iter().enumerate().map(|(i, &h)| convert(i, h.to_f64(), h)).collect(),
-            HostData::F32(d) => d.iter().enumerate().map(|(i, &v)| convert(i, v as f64, f16::from_f32(v))).collect(),
-            HostData::F64(d) => d.iter().enumerate().map(|(i, &v)| convert(i, v, f16::from_f64(v))).collect(),
+        match out.iter().position(|h| !h.is_finite()) {
+            None => Ok(out),
+            Some(i) => {
+                let v = match self.data {
+                    HostData::F16(d) => d[i].to_f64(),
+                    HostData::F32(d) => d[i] as f64,
+                    HostData::F64(d) => d[i],
+                };
+                let what = if v.is_finite() { "overflows fp16 (|x| > 65504)" } else { "is not finite" };
+                Err(Error::value(op, format!("weight of shape {:?}: element {i} = {v} {what}", self.shape)))
+            }
         }
     }
 }

@@ -2,6 +2,9 @@
 
 use crate::shape::{self, Shape};
 
+/// Elements above which a kernel splits its work across the rayon pool.
+pub const PAR_MIN_ELEMS: usize = 1 << 16;
+
 /// One value inside the reference executor: f32 storage of fp16 (or uint8 / bool 0-1) numbers.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Buf {

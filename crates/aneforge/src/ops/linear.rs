@@ -1,9 +1,20 @@
 //! Matrix multiply: `x @ W` with a baked weight (stored transposed, `transpose_y = true`),
-//! `linear(W, b)` (PyTorch convention) and `bmm` (tensor @ tensor), NumPy `matmul` semantics.
+//! `linear(W, b)` (PyTorch convention) and `matmul` (tensor @ tensor), NumPy `matmul` semantics.
 
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use super::gemm::{sgemm, PAR_MIN_MACS};
+use super::io::{self, constant, expect_fp16, expect_inputs, HostArray};
+use super::kernel::{broadcast_strides, for_each_broadcast};
 use super::{Buf, Family, Op, TensorType};
-use crate::error::Result;
-use crate::mil::{MilArgs, MilOp};
+use crate::error::{Error, Result};
+use crate::graph::Tensor;
+use crate::mil::{Literal, MilArgs, MilOp};
+
+/// MIL ops this family prints.
+pub const MIL_OPS: &[&str] = &["matmul"];
 
 /// MIL `matmul(x, y, transpose_x, transpose_y)`; transposes swap the last two axes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -12,22 +23,246 @@ pub struct MatMul {
     pub transpose_y: bool,
 }
 
+/// One operand seen as a stack of matrices: batch axes, matrix extents and element strides.
+struct Operand<'a> {
+    batch: &'a [usize],
+    /// (rows, cols) of the (possibly transposed) matrix as multiplied.
+    rows: usize,
+    cols: usize,
+    /// Element strides of those rows and columns inside one stored matrix.
+    rs: usize,
+    cs: usize,
+}
+
+impl<'a> Operand<'a> {
+    /// View `shape` as matrices; a rank-1 operand is promoted to [1, K] (`is_x`) or [K, 1]
+    /// and ignores `transpose` (as MIL does); `None` for a rank-0 shape.
+    fn new(shape: &'a [usize], transpose: bool, is_x: bool) -> Option<Self> {
+        let (batch, r0, r1) = match *shape {
+            [] => return None,
+            [k] if is_x => (&shape[..0], 1, k),
+            [k] => (&shape[..0], k, 1),
+            [.., r0, r1] => (&shape[..shape.len() - 2], r0, r1),
+        };
+        let t = transpose && shape.len() >= 2;
+        Some(if t {
+            Operand { batch, rows: r1, cols: r0, rs: 1, cs: r1 }
+        } else {
+            Operand { batch, rows: r0, cols: r1, rs: r1, cs: 1 }
+        })
+    }
+
+    /// Elements in one stored matrix.
+    fn size(&self) -> usize {
+        self.rows * self.cols
+    }
+}
+
+impl MatMul {
+    /// Both operands as matrix stacks plus the broadcast batch shape, or a shape error naming both shapes.
+    fn operands<'a>(&self, xs: &'a [usize], ys: &'a [usize]) -> Result<(Operand<'a>, Operand<'a>, Vec<usize>)> {
+        let desc = || format!("x {xs:?} (transpose_x = {}) and y {ys:?} (transpose_y = {})", self.transpose_x, self.transpose_y);
+        let (Some(x), Some(y)) = (Operand::new(xs, self.transpose_x, true), Operand::new(ys, self.transpose_y, false)) else {
+            return Err(Error::shape("matmul", format!("operands must have rank >= 1, got {}", desc())));
+        };
+        if x.cols != y.rows {
+            return Err(Error::shape("matmul", format!("{}: inner dimensions differ (K = {} vs {})", desc(), x.cols, y.rows)));
+        }
+        let batch = crate::shape::broadcast("matmul", x.batch, y.batch)
+            .map_err(|_| Error::shape("matmul", format!("{}: batch axes {:?} and {:?} do not broadcast", desc(), x.batch, y.batch)))?;
+        Ok((x, y, batch))
+    }
+}
+
 impl Family for MatMul {
     fn name(&self) -> &'static str {
         "matmul"
     }
-    fn infer(&self, _inputs: &[TensorType]) -> Result<Vec<TensorType>> {
-        todo!()
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        expect_inputs("matmul", inputs, 2)?;
+        expect_fp16("matmul", inputs)?;
+        let (xs, ys) = (&inputs[0].shape, &inputs[1].shape);
+        let (x, y, mut out) = self.operands(xs, ys)?;
+        if xs.len() >= 2 {
+            out.push(x.rows);
+        }
+        if ys.len() >= 2 {
+            out.push(y.cols);
+        }
+        Ok(vec![TensorType::fp16(out)])
     }
     fn mil(&self) -> MilOp {
-        todo!()
+        MilOp::new("matmul", &["x", "y"])
+            .param("transpose_x", Literal::Bool(self.transpose_x))
+            .param("transpose_y", Literal::Bool(self.transpose_y))
     }
-    fn eval(&self, _ins: &[&Buf], _out: &mut [Buf]) -> Result<()> {
-        todo!()
+    fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
+        let (xb, yb) = (ins[0], ins[1]);
+        let (x, y, batch) = self.operands(&xb.shape, &yb.shape)?;
+        let (m, n, k) = (x.rows, y.cols, x.cols);
+        let (sx, sy) = (broadcast_strides(x.batch, &batch), broadcast_strides(y.batch, &batch));
+        let mut offsets = Vec::new();
+        for_each_broadcast(&batch, [&sx, &sy], |_, [i, j]| offsets.push((i * x.size(), j * y.size())));
+        let run = |(c, &(xo, yo)): (&mut [f32], &(usize, usize))| {
+            sgemm(m, n, k, &xb.data[xo..], x.rs, x.cs, &yb.data[yo..], y.rs, y.cs, c, n, false);
+        };
+        let od = &mut out[0].data;
+        if offsets.len() > 1 && (m * n * k).saturating_mul(offsets.len()) >= PAR_MIN_MACS {
+            od.par_chunks_mut(m * n).zip(offsets.par_iter()).for_each(run);
+        } else {
+            od.chunks_mut(m * n).zip(offsets.iter()).for_each(run);
+        }
+        Ok(())
     }
 }
 
 /// Parse `matmul`.
-pub fn from_mil(_op: &str, _args: &mut MilArgs) -> Option<Result<Op>> {
-    None
+pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
+    match op {
+        "matmul" => Some((|| Ok(Op::MatMul(MatMul { transpose_x: args.bool("transpose_x")?, transpose_y: args.bool("transpose_y")? })))()),
+        _ => None,
+    }
+}
+
+/// A rank-2 host weight's [rows, cols], or a shape error naming `op` and `layout`.
+fn rank2(op: &str, w: &HostArray, layout: &str) -> Result<[usize; 2]> {
+    match *w.shape {
+        [r, c] => Ok([r, c]),
+        _ => Err(Error::shape(op, format!("weight must be rank 2 {layout}, got shape {:?}", w.shape))),
+    }
+}
+
+/// Builders.
+impl Tensor {
+    fn matmul_t(&self, other: &Tensor, transpose_y: bool) -> Result<Tensor> {
+        Tensor::apply1(Op::MatMul(MatMul { transpose_x: false, transpose_y }), vec![self.clone(), other.clone()])
+    }
+
+    /// self @ other with NumPy `matmul` semantics (rank-1 promotion, broadcast batch axes).
+    pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
+        self.matmul_t(other, false)
+    }
+
+    /// self @ W for a host weight W [K, N], baked transposed as a [N, K] const (`transpose_y = true`).
+    pub fn matmul_weight(&self, w: HostArray) -> Result<Tensor> {
+        let [k, n] = rank2("matmul", &w, "[K, N]")?;
+        let v = w.to_fp16("matmul")?;
+        let t: Vec<_> = (0..n * k).map(|i| v[(i % k) * n + i / k]).collect();
+        let wt = Tensor::apply1(Op::Const(io::Const { shape: vec![n, k], values: Arc::new(t) }), vec![])?;
+        self.matmul_t(&wt, true)
+    }
+
+    /// PyTorch `linear`: self @ W.T (+ b) for W [out, in] (baked as is, `transpose_y = true`) and bias [out].
+    pub fn linear(&self, w: HostArray, bias: Option<HostArray>) -> Result<Tensor> {
+        let [out, _] = rank2("linear", &w, "[out, in]")?;
+        let y = self.matmul_t(&constant("linear", w)?, true)?;
+        match bias {
+            None => Ok(y),
+            Some(b) if b.shape == [out] => y.add(&constant("linear", b)?),
+            Some(b) => Err(Error::shape("linear", format!("bias must have shape [{out}] for weight {:?}, got {:?}", w.shape, b.shape))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::conv::tests::mil_roundtrip;
+    use crate::ops::gemm::tests::{assert_close, rand_vec};
+
+    /// Direct-loop NumPy matmul in f64, written from the shapes and flags alone.
+    fn naive(tx: bool, ty: bool, xs: &[usize], x: &[f32], ys: &[usize], y: &[f32]) -> Vec<f64> {
+        let xs2 = if xs.len() == 1 { vec![1, xs[0]] } else { xs.to_vec() };
+        let ys2 = if ys.len() == 1 { vec![ys[0], 1] } else { ys.to_vec() };
+        let (tx, ty, xr, yr) = (tx && xs.len() > 1, ty && ys.len() > 1, xs2.len(), ys2.len());
+        let (m, k) = if tx { (xs2[xr - 1], xs2[xr - 2]) } else { (xs2[xr - 2], xs2[xr - 1]) };
+        let n = if ty { ys2[yr - 2] } else { ys2[yr - 1] };
+        let rank = xr.max(yr) - 2;
+        let pad = |s: &[usize]| [vec![1; rank + 2 - s.len()], s[..s.len() - 2].to_vec()].concat();
+        let (bx, by) = (pad(&xs2), pad(&ys2));
+        let batch: Vec<usize> = bx.iter().zip(&by).map(|(&a, &b)| a.max(b)).collect();
+        let mut out = Vec::new();
+        for bi in 0..batch.iter().product() {
+            let (mut rem, mut fx, mut fy, mut mx, mut my) = (bi, 0, 0, 1, 1);
+            for ax in (0..rank).rev() {
+                let i = rem % batch[ax];
+                rem /= batch[ax];
+                (fx, fy) = (fx + (i % bx[ax]) * mx, fy + (i % by[ax]) * my);
+                (mx, my) = (mx * bx[ax], my * by[ax]);
+            }
+            for i in 0..m {
+                for j in 0..n {
+                    let xv = |p: usize| x[fx * m * k + if tx { p * m + i } else { i * k + p }] as f64;
+                    let yv = |p: usize| y[fy * k * n + if ty { j * k + p } else { p * n + j }] as f64;
+                    out.push((0..k).map(|p| xv(p) * yv(p)).sum());
+                }
+            }
+        }
+        out
+    }
+
+    fn check(tx: bool, ty: bool, xs: &[usize], ys: &[usize], want_shape: &[usize]) {
+        let mm = MatMul { transpose_x: tx, transpose_y: ty };
+        let shape = mm.infer(&[TensorType::fp16(xs.to_vec()), TensorType::fp16(ys.to_vec())]).unwrap().remove(0).shape;
+        assert_eq!(shape, want_shape, "{mm:?} {xs:?} {ys:?}");
+        let x = Buf { shape: xs.to_vec(), data: rand_vec(xs.iter().product(), 11) };
+        let y = Buf { shape: ys.to_vec(), data: rand_vec(ys.iter().product(), 12) };
+        let mut out = [Buf::zeros(&shape)];
+        mm.eval(&[&x, &y], &mut out).unwrap();
+        assert_close(&out[0].data, &naive(tx, ty, xs, &x.data, ys, &y.data), 1e-5);
+    }
+
+    #[test]
+    fn kernel_matches_naive_on_awkward_shapes() {
+        check(false, false, &[7, 5], &[5, 3], &[7, 3]);
+        check(false, false, &[1, 1], &[1, 1], &[1, 1]);
+        check(false, false, &[5], &[5, 3], &[3]);
+        check(false, false, &[2, 7, 5], &[5], &[2, 7]);
+        check(false, false, &[5], &[5], &[]);
+        check(true, false, &[2, 5, 7], &[5, 3], &[2, 7, 3]);
+        check(false, true, &[2, 1, 7, 5], &[3, 3, 5], &[2, 3, 7, 3]);
+        check(true, true, &[3, 1, 5, 7], &[4, 9, 5], &[3, 4, 7, 9]);
+        check(true, true, &[5], &[3, 5], &[3]);
+        check(false, false, &[4, 64, 96], &[96, 80], &[4, 64, 80]);
+    }
+
+    #[test]
+    fn infer_rejects_bad_shapes_without_panicking() {
+        let mm = MatMul { transpose_x: false, transpose_y: false };
+        let t = |s: &[usize]| TensorType::fp16(s.to_vec());
+        let err = mm.infer(&[t(&[2, 3]), t(&[4, 5])]).unwrap_err().to_string();
+        assert!(err.contains("[2, 3]") && err.contains("[4, 5]") && err.contains("K = 3 vs 4"), "{err}");
+        assert!(mm.infer(&[t(&[2, 2, 3]), t(&[3, 3, 4])]).unwrap_err().to_string().contains("broadcast"));
+        assert!(mm.infer(&[t(&[]), t(&[3])]).is_err());
+        assert!(mm.infer(&[t(&[3])]).is_err());
+        let b = TensorType { dtype: crate::dtype::DType::Bool, shape: vec![3] };
+        assert!(mm.infer(&[b, t(&[3])]).is_err());
+    }
+
+    #[test]
+    fn builders_bake_weights_and_bias() {
+        let x = io::input(&[2, 3]).unwrap();
+        let w = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let y = x.matmul_weight(HostArray::f32(&[3, 2], &w)).unwrap();
+        assert_eq!(y.shape(), [2, 2]);
+        assert_eq!(*y.op(), Op::MatMul(MatMul { transpose_x: false, transpose_y: true }));
+        let Op::Const(c) = y.node.srcs[1].op() else { panic!("weight is not a const") };
+        assert_eq!(c.shape, [2, 3]);
+        assert_eq!(c.values.iter().map(|v| v.to_f32()).collect::<Vec<_>>(), [1.0, 3.0, 5.0, 2.0, 4.0, 6.0]);
+        assert!(x.matmul_weight(HostArray::f32(&[6], &w)).is_err());
+        assert!(x.matmul_weight(HostArray::f32(&[2, 3], &w)).is_err(), "K mismatch");
+        let l = x.linear(HostArray::f32(&[2, 3], &w), Some(HostArray::f32(&[2], &[0.5, -0.5]))).unwrap();
+        assert_eq!(l.shape(), [2, 2]);
+        assert_eq!(l.op().family().name(), "add");
+        assert!(x.linear(HostArray::f32(&[2, 3], &w), Some(HostArray::f32(&[1, 2], &[0.5, -0.5]))).is_err());
+        assert!(x.linear(HostArray::f32(&[3, 2], &w), None).is_err(), "in mismatch");
+        assert_eq!(x.matmul(&io::input(&[4, 3, 5]).unwrap()).unwrap().shape(), [4, 2, 5]);
+    }
+
+    #[test]
+    fn mil_round_trips() {
+        for (tx, ty) in [(false, false), (true, false), (false, true), (true, true)] {
+            mil_roundtrip(Op::MatMul(MatMul { transpose_x: tx, transpose_y: ty }), from_mil);
+        }
+    }
 }

@@ -119,6 +119,11 @@ impl Op {
     }
 }
 
+/// Every MIL op name the families print (each must have a lowering case in the tests).
+pub fn mil_op_names() -> Vec<&'static str> {
+    [io::MIL_OPS, elementwise::MIL_OPS, linear::MIL_OPS, conv::MIL_OPS, pool::MIL_OPS, reduce::MIL_OPS, norm::MIL_OPS, layout::MIL_OPS].concat()
+}
+
 /// Blanket helper so `dispatch!` can hand out `&dyn Family`.
 pub trait AsFamily {
     fn as_family(&self) -> &dyn Family;

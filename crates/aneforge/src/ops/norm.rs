@@ -1,9 +1,16 @@
 //! Normalisation: native inference `batch_norm`, and the composites layer_norm, rms_norm,
 //! group_norm and l2_norm, which are builder functions emitting MIL primitives.
 
+use super::elementwise::fp16_param;
+use super::io::{constant, expect_fp16, expect_inputs, Const, HostArray, HostData};
 use super::{Buf, Family, Op, TensorType};
-use crate::error::Result;
-use crate::mil::{MilArgs, MilOp};
+use crate::error::{Error, Result};
+use crate::graph::Tensor;
+use crate::mil::{Literal, MilArgs, MilOp};
+use crate::shape::{self, MAX_EXTENT};
+
+/// MIL ops this family prints (the composites emit other families' ops).
+pub const MIL_OPS: &[&str] = &["batch_norm"];
 
 /// MIL `batch_norm(x, mean, variance, gamma, beta, epsilon)`; x rank 3..=5, the four
 /// statistics are [C] tensors (C = x.shape[1]); `eps` holds the fp16-rounded value.
@@ -12,22 +19,353 @@ pub struct BatchNorm {
     pub eps: f32,
 }
 
+/// batch_norm's tensor arguments, in input order.
+const BN_INPUTS: [&str; 5] = ["x", "mean", "variance", "gamma", "beta"];
+
 impl Family for BatchNorm {
     fn name(&self) -> &'static str {
         "batch_norm"
     }
-    fn infer(&self, _inputs: &[TensorType]) -> Result<Vec<TensorType>> {
-        todo!()
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        expect_inputs("batch_norm", inputs, 5)?;
+        expect_fp16("batch_norm", inputs)?;
+        let s = &inputs[0].shape;
+        if !(3..=5).contains(&s.len()) {
+            return Err(Error::shape("batch_norm", format!("x must have rank 3..=5, got {s:?}")));
+        }
+        for (name, t) in BN_INPUTS.iter().zip(inputs).skip(1) {
+            if t.shape != [s[1]] {
+                return Err(Error::shape("batch_norm", format!("{name} must have shape [C] = [{}] for x {s:?}, got {:?}", s[1], t.shape)));
+            }
+        }
+        Ok(vec![inputs[0].clone()])
     }
     fn mil(&self) -> MilOp {
-        todo!()
+        MilOp::new("batch_norm", &BN_INPUTS).param("epsilon", Literal::Fp16(self.eps))
     }
-    fn eval(&self, _ins: &[&Buf], _out: &mut [Buf]) -> Result<()> {
-        todo!()
+    fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
+        let x = ins[0];
+        let (c, plane) = (x.shape[1], shape::numel(&x.shape[2..]));
+        let [mean, var, gamma, beta] = [1, 2, 3, 4].map(|i| &ins[i].data);
+        let scale: Vec<f32> = (0..c).map(|k| gamma[k] / (var[k] + self.eps).sqrt()).collect();
+        for (i, (yp, xp)) in out[0].data.chunks_mut(plane).zip(x.data.chunks(plane)).enumerate() {
+            let k = i % c;
+            yp.iter_mut().zip(xp).for_each(|(o, &v)| *o = (v - mean[k]) * scale[k] + beta[k]);
+        }
+        Ok(())
     }
 }
 
 /// Parse `batch_norm`.
-pub fn from_mil(_op: &str, _args: &mut MilArgs) -> Option<Result<Op>> {
-    None
+pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
+    match op {
+        "batch_norm" => Some(args.fp16("epsilon").map(|eps| Op::BatchNorm(BatchNorm { eps }))),
+        _ => None,
+    }
+}
+
+/// (x − mean)/√(var + eps)·gamma + beta over axis 1 of x (rank 3..=5); statistics are [C], absent gamma/beta = ones/zeros.
+pub fn batch_norm(x: &Tensor, mean: HostArray, var: HostArray, gamma: Option<HostArray>, beta: Option<HostArray>, eps: f32) -> Result<Tensor> {
+    let eps = norm_eps("batch_norm", eps)?;
+    let c = [x.shape().get(1).copied().unwrap_or(1)]; // a bad rank is reported by `infer`
+    let (ones, zeros) = (vec![1f32; c[0]], vec![0f32; c[0]]);
+    let stats = [mean, var, gamma.unwrap_or(HostArray::f32(&c, &ones)), beta.unwrap_or(HostArray::f32(&c, &zeros))];
+    let mut srcs = vec![x.clone()];
+    for s in stats {
+        srcs.push(constant("batch_norm", s)?);
+    }
+    Tensor::apply1(Op::BatchNorm(BatchNorm { eps }), srcs)
+}
+
+/// A norm's eps: finite, >= 0 and within fp16 range; returns the fp16-rounded value.
+fn norm_eps(op: &str, eps: f32) -> Result<f32> {
+    if eps < 0.0 {
+        return Err(Error::value(op, format!("eps = {eps} must be >= 0")));
+    }
+    fp16_param(op, "eps", eps)
+}
+
+/// Check affine operand `what` is [n] and view it as `shape` (a Const is rebuilt, anything else reshaped).
+fn affine_operand(op: &str, what: &str, t: &Tensor, n: usize, shape: &[usize]) -> Result<Tensor> {
+    if t.shape() != [n] {
+        return Err(Error::shape(op, format!("{what} must have shape [{n}], got {:?}", t.shape())));
+    }
+    match t.op() {
+        _ if t.shape() == shape => Ok(t.clone()),
+        Op::Const(c) => Tensor::apply1(Op::Const(Const { shape: shape.to_vec(), values: c.values.clone() }), vec![]),
+        _ => t.reshape(&shape.iter().map(|&d| d as i64).collect::<Vec<_>>()),
+    }
+}
+
+/// Composite norms (emit MIL primitives; gamma/beta are constants or trainable tensors).
+impl Tensor {
+    /// (x − mean)·rsqrt(mean((x − mean)²), eps) over `axes`, as reduce_mean/sub/mul/reduce_mean/rsqrt/mul.
+    fn standardize(&self, axes: &[i64], eps: f32) -> Result<Tensor> {
+        let d = self.sub(&self.mean(axes, true)?)?;
+        let var = d.mul(&d)?.mean(axes, true)?;
+        d.mul(&var.rsqrt(eps)?)
+    }
+    /// self·gamma + beta (absent terms skipped), each operand checked as [n] and viewed as `shape`.
+    fn affine(&self, op: &str, gamma: Option<&Tensor>, beta: Option<&Tensor>, n: usize, shape: &[usize]) -> Result<Tensor> {
+        let mut y = self.clone();
+        if let Some(g) = gamma {
+            y = y.mul(&affine_operand(op, "gamma", g, n, shape)?)?;
+        }
+        if let Some(b) = beta {
+            y = y.add(&affine_operand(op, "beta", b, n, shape)?)?;
+        }
+        Ok(y)
+    }
+    /// x / max(‖x‖₂ over `axis`, floor).
+    fn unit_norm(&self, axis: i64, floor: f32) -> Result<Tensor> {
+        self.div(&self.reduce_l2_norm(&[axis], true)?.maximum_scalar(floor)?)
+    }
+
+    /// LayerNorm over the last axis: (x − mean)/√(var + eps)·gamma + beta; gamma and beta are [D].
+    pub fn layer_norm(&self, gamma: Option<&Tensor>, beta: Option<&Tensor>, eps: f32) -> Result<Tensor> {
+        let y = self.standardize(&[-1], norm_eps("layer_norm", eps)?)?;
+        let d = y.shape()[y.rank() - 1];
+        y.affine("layer_norm", gamma, beta, d, &[d])
+    }
+    /// RMSNorm over the last axis (D): x / max(‖x‖, √(D·eps)) · gamma·√D (√D folded into a Const gamma); gamma is [D].
+    pub fn rms_norm(&self, gamma: Option<&Tensor>, eps: f32) -> Result<Tensor> {
+        norm_eps("rms_norm", eps)?;
+        let d = self.shape().last().copied().unwrap_or(1); // a scalar is rejected by the reduction
+        let k = (d as f64).sqrt();
+        let y = self.unit_norm(-1, (d as f64 * eps as f64).sqrt() as f32)?;
+        let Some(g) = gamma else { return y.mul_scalar(k as f32) };
+        let g = affine_operand("rms_norm", "gamma", g, d, &[d])?;
+        match g.op() {
+            Op::Const(c) => {
+                let scaled: Vec<f64> = c.values.iter().map(|v| v.to_f64() * k).collect();
+                y.mul(&constant("rms_norm", HostArray { shape: &c.shape, data: HostData::F64(&scaled) })?)
+            }
+            _ => y.mul_scalar(k as f32)?.mul(&g),
+        }
+    }
+    /// x / max(‖x‖₂, √eps) along `axis` (negative allowed).
+    pub fn l2_norm(&self, axis: i64, eps: f32) -> Result<Tensor> {
+        norm_eps("l2_norm", eps)?;
+        self.unit_norm(axis, eps.sqrt())
+    }
+    /// GroupNorm of x [N, C, H, W] in `num_groups` groups (C/G, H·W ≤ 65536), then ·gamma + beta ([C] each).
+    pub fn group_norm(&self, gamma: Option<&Tensor>, beta: Option<&Tensor>, num_groups: usize, eps: f32) -> Result<Tensor> {
+        const OP: &str = "group_norm";
+        let eps = norm_eps(OP, eps)?;
+        let &[n, c, h, w] = self.shape() else {
+            return Err(Error::shape(OP, format!("x must be [N, C, H, W], got {:?}", self.shape())));
+        };
+        if num_groups == 0 || c % num_groups != 0 {
+            return Err(Error::shape(OP, format!("C = {c} is not divisible by num_groups = {num_groups} (x {:?})", self.shape())));
+        }
+        let (cg, hw) = (c / num_groups, h * w);
+        if cg.max(hw) > MAX_EXTENT {
+            return Err(Error::shape(OP, format!("C/G = {cg} and H·W = {hw} must each be <= {MAX_EXTENT} (x {:?})", self.shape())));
+        }
+        let dims = |v: [usize; 4]| v.map(|d| d as i64);
+        let y = self.reshape(&dims([n, num_groups, cg, hw]))?.standardize(&[2, 3], eps)?.reshape(&dims([n, c, h, w]))?;
+        y.affine(OP, gamma, beta, c, &[1, c, 1, 1])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::Graph;
+    use crate::mil::literal::round_f16;
+    use crate::ops::layout::tests::{buf, data, mil_args, round_trip, run};
+    use crate::{input, input_port, DType};
+
+    /// Run every kernel of `out`'s DAG in order (f32, unrounded), feeding inputs in creation order; also the op names.
+    fn eval_dag(out: &Tensor, feeds: &[&[f32]]) -> (Vec<f32>, Vec<&'static str>) {
+        let g = Graph::from_outputs(&[(None, out.clone())]).unwrap();
+        let mut vals: Vec<Vec<Buf>> = Vec::new();
+        for (i, node) in g.nodes.iter().enumerate() {
+            let ins: Vec<&Buf> = node.inputs.iter().map(|v| &vals[v.node][v.port]).collect();
+            let mut outs: Vec<Buf> = node.outputs.iter().map(|t| Buf::zeros(&t.shape)).collect();
+            match g.inputs.iter().position(|&n| n == i) {
+                Some(k) => outs[0].data = feeds[k].to_vec(),
+                None => node.op.family().eval(&ins, &mut outs).unwrap(),
+            }
+            vals.push(outs);
+        }
+        let v = g.outputs[0].1;
+        let names = g.nodes.iter().filter(|n| !matches!(n.op, Op::Input(_) | Op::Const(_))).map(|n| n.op.family().name()).collect();
+        (vals[v.node][v.port].data.clone(), names)
+    }
+
+    fn assert_close(got: &[f32], want: &[f64], what: &str) {
+        assert_eq!(got.len(), want.len(), "{what}");
+        for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+            assert!((g as f64 - w).abs() <= 2e-4 * (1.0 + w.abs()), "{what}: element {i}: got {g}, want {w}");
+        }
+    }
+
+    /// f64 standardisation of consecutive groups of `n` values, then ·gamma[j(i)] + beta[j(i)].
+    fn naive_norm(x: &[f32], n: usize, eps: f64, rms: bool, affine: impl Fn(usize) -> (f64, f64)) -> Vec<f64> {
+        let mut out = Vec::with_capacity(x.len());
+        for g in x.chunks(n) {
+            let m = if rms { 0.0 } else { g.iter().map(|&v| v as f64).sum::<f64>() / n as f64 };
+            let var = g.iter().map(|&v| (v as f64 - m).powi(2)).sum::<f64>() / n as f64;
+            out.extend(g.iter().map(|&v| (v as f64 - m) / (var + eps).sqrt()));
+        }
+        out.iter().zip((0..).map(affine)).map(|(v, (a, b))| v * a + b).collect()
+    }
+
+    /// Affine parameters exactly representable in fp16.
+    fn params(n: usize, seed: u64) -> Vec<f32> {
+        data(n, seed).iter().map(|v| (v * 4.0).round() / 8.0 + 1.0).collect()
+    }
+
+    #[test]
+    fn batch_norm_matches_naive() {
+        for shape in [vec![2, 3, 5], vec![1, 7, 1], vec![1, 3, 2, 2, 2], vec![2, 783, 1, 1]] {
+            let (x, c) = (buf(&shape, 1), shape[1]);
+            let mut stats: Vec<Buf> = (0..4).map(|k| Buf { shape: vec![c], data: params(c, k + 2) }).collect();
+            stats[1].data.iter_mut().for_each(|v| *v = v.abs() + 0.5);
+            let op = Op::BatchNorm(BatchNorm { eps: 1e-3 });
+            let y = run(&op, &[&x, &stats[0], &stats[1], &stats[2], &stats[3]]).remove(0);
+            let plane = shape::numel(&shape[2..]);
+            let want: Vec<f64> = (0..x.data.len())
+                .map(|i| {
+                    let k = (i / plane) % c;
+                    let s = |j: usize| stats[j].data[k] as f64;
+                    (x.data[i] as f64 - s(0)) / (s(1) + 1e-3f32 as f64).sqrt() * s(2) + s(3)
+                })
+                .collect();
+            assert_close(&y.data, &want, &format!("batch_norm {shape:?}"));
+        }
+    }
+
+    #[test]
+    fn batch_norm_builder_and_errors() {
+        let x = input(&[2, 3, 4, 4]).unwrap();
+        let (s3, s4) = (vec![1f32; 3], vec![1f32; 4]);
+        let a3 = HostArray::f32(&[3], &s3);
+        let y = batch_norm(&x, a3, a3, None, Some(a3), 1e-5).unwrap();
+        assert_eq!((y.shape(), y.op()), (x.shape(), &Op::BatchNorm(BatchNorm { eps: round_f16(1e-5) })));
+        let errs = [
+            batch_norm(&input(&[2, 3]).unwrap(), a3, a3, None, None, 1e-5),
+            batch_norm(&input(&[3]).unwrap(), a3, a3, None, None, 1e-5),
+            batch_norm(&x, HostArray::f32(&[4], &s4), a3, None, None, 1e-5),
+            batch_norm(&x, a3, a3, Some(HostArray::f32(&[1, 3], &s3)), None, 1e-5),
+            batch_norm(&x, a3, a3, None, Some(HostArray::f32(&[3], &s4)), 1e-5),
+            batch_norm(&x, a3, a3, None, None, f32::NAN),
+            batch_norm(&x, a3, a3, None, None, f32::INFINITY),
+            batch_norm(&x, a3, a3, None, None, 1e6),
+            batch_norm(&x, a3, a3, None, None, -1.0),
+            batch_norm(&input_port(&[2, 3, 4], DType::Uint8, None).unwrap(), a3, a3, None, None, 1e-5),
+        ];
+        for (i, e) in errs.iter().enumerate() {
+            assert!(e.is_err(), "case {i} should fail");
+        }
+        let msg = batch_norm(&x, HostArray::f32(&[4], &s4), a3, None, None, 1e-5).unwrap_err().to_string();
+        assert!(msg.contains("batch_norm") && msg.contains("mean") && msg.contains("[2, 3, 4, 4]"), "{msg}");
+        assert!(batch_norm(&x, a3, a3, None, None, 1e-30).is_ok(), "eps rounding to 0 is fine");
+    }
+
+    #[test]
+    fn batch_norm_mil_round_trip() {
+        round_trip(&Op::BatchNorm(BatchNorm { eps: round_f16(1e-5) }), from_mil);
+        assert!(from_mil("batch_norm", &mut mil_args(vec![("epsilon", Literal::Int32(1))])).unwrap().is_err());
+        assert!(from_mil("layer_norm", &mut mil_args(vec![])).is_none());
+    }
+
+    #[test]
+    fn layer_norm_lowers_and_matches_naive() {
+        for shape in [vec![7, 783], vec![783], vec![2, 1, 3, 1, 5]] {
+            let d = shape[shape.len() - 1];
+            let (xv, gv, bv) = (buf(&shape, 1).data, params(d, 2), params(d, 3));
+            let x = input(&shape).unwrap();
+            let (g, b) = (constant("t", HostArray::f32(&[d], &gv)).unwrap(), constant("t", HostArray::f32(&[d], &bv)).unwrap());
+            let (y, ops) = eval_dag(&x.layer_norm(Some(&g), Some(&b), 1e-3).unwrap(), &[&xv]);
+            assert_eq!(ops, ["reduce_mean", "sub", "mul", "reduce_mean", "rsqrt", "mul", "mul", "add"]);
+            let eps = round_f16(1e-3) as f64;
+            assert_close(&y, &naive_norm(&xv, d, eps, false, |i| (gv[i % d] as f64, bv[i % d] as f64)), &format!("layer_norm {shape:?}"));
+            let (_, ops) = eval_dag(&x.layer_norm(None, None, 1e-3).unwrap(), &[&xv]);
+            assert_eq!(ops.len(), 6);
+        }
+        let x = input(&[4, 6]).unwrap();
+        let g = input(&[6]).unwrap();
+        assert!(x.layer_norm(Some(&g), None, 1e-5).is_ok(), "a tensor gamma is allowed");
+        assert!(x.layer_norm(Some(&input(&[1, 6]).unwrap()), None, 1e-5).is_err());
+        assert!(x.layer_norm(None, Some(&input(&[4]).unwrap()), 1e-5).is_err());
+        assert!(x.layer_norm(None, None, f32::NAN).is_err());
+        assert!(crate::scalar("t", 1.0).unwrap().layer_norm(None, None, 1e-5).is_err());
+    }
+
+    #[test]
+    fn rms_norm_folds_const_gamma_and_matches_naive() {
+        let (shape, d) = ([3, 783], 783);
+        let (xv, gv) = (buf(&shape, 4).data, params(d, 5));
+        let x = input(&shape).unwrap();
+        let g = constant("t", HostArray::f32(&[d], &gv)).unwrap();
+        let (y, ops) = eval_dag(&x.rms_norm(Some(&g), 1e-5).unwrap(), &[&xv]);
+        assert_eq!(ops, ["reduce_l2_norm", "maximum", "real_div", "mul"]);
+        // The folded constant is fp16(gamma·√D), so compare at fp16 precision.
+        let want = naive_norm(&xv, d, 1e-5, true, |i| (gv[i % d] as f64, 0.0));
+        assert!(y.iter().zip(&want).all(|(&a, &b)| (a as f64 - b).abs() <= 2e-3 * (1.0 + b.abs())));
+        let gt = input(&[d]).unwrap();
+        let (y, ops) = eval_dag(&x.rms_norm(Some(&gt), 1e-5).unwrap(), &[&xv, &gv]);
+        assert_eq!(ops, ["reduce_l2_norm", "maximum", "real_div", "mul", "mul"]);
+        assert_close(&y, &want, "rms_norm tensor gamma");
+        let (y, ops) = eval_dag(&x.rms_norm(None, 1e-5).unwrap(), &[&xv]);
+        assert_eq!(ops.len(), 4);
+        assert_close(&y, &naive_norm(&xv, d, 1e-5, true, |_| (1.0, 0.0)), "rms_norm");
+        let (y, _) = eval_dag(&input(&[2, 4]).unwrap().rms_norm(None, 1e-5).unwrap(), &[&[0.0; 8]]);
+        assert!(y.iter().all(|&v| v == 0.0), "a zero row stays finite");
+        assert!(x.rms_norm(Some(&input(&[782]).unwrap()), 1e-5).is_err());
+        assert!(x.rms_norm(None, -1e-5).is_err());
+        let big = constant("t", HostArray::f32(&[d], &vec![60000.0; d])).unwrap();
+        assert!(x.rms_norm(Some(&big), 1e-5).is_err(), "gamma·√D overflows fp16");
+    }
+
+    #[test]
+    fn l2_norm_matches_naive() {
+        let xv = buf(&[5, 3, 7], 6).data;
+        let x = input(&[5, 3, 7]).unwrap();
+        let (y, ops) = eval_dag(&x.l2_norm(-3, 1e-12).unwrap(), &[&xv]);
+        assert_eq!(ops, ["reduce_l2_norm", "maximum", "real_div"]);
+        let want: Vec<f64> = (0..xv.len())
+            .map(|i| {
+                let n = (0..5).map(|a| (xv[a * 21 + i % 21] as f64).powi(2)).sum::<f64>().sqrt();
+                xv[i] as f64 / n.max(1e-6)
+            })
+            .collect();
+        assert_close(&y, &want, "l2_norm");
+        let (y, _) = eval_dag(&input(&[3]).unwrap().l2_norm(0, 1e-12).unwrap(), &[&[0.0; 3]]);
+        assert!(y.iter().all(|&v| v == 0.0));
+        assert!(x.l2_norm(3, 1e-12).is_err());
+        assert!(x.l2_norm(0, f32::INFINITY).is_err());
+    }
+
+    #[test]
+    fn group_norm_lowers_and_matches_naive() {
+        let (shape, groups) = ([2, 6, 3, 5], 3);
+        let xv = buf(&shape, 7).data;
+        let (gv, bv) = (params(6, 8), params(6, 9));
+        let x = input(&shape).unwrap();
+        let g = constant("t", HostArray::f32(&[6], &gv)).unwrap();
+        let b = input(&[6]).unwrap();
+        let y = x.group_norm(Some(&g), Some(&b), groups, 1e-3).unwrap();
+        let (got, ops) = eval_dag(&y, &[&xv, &bv]);
+        // gamma (a Const) is rebuilt as [1, C, 1, 1]; beta (a tensor) is reshaped.
+        assert_eq!(ops, ["reshape", "reduce_mean", "sub", "mul", "reduce_mean", "rsqrt", "mul", "reshape", "mul", "reshape", "add"]);
+        let want = naive_norm(&xv, 2 * 15, round_f16(1e-3) as f64, false, |i| ((gv[i / 15 % 6]) as f64, bv[i / 15 % 6] as f64));
+        assert_close(&got, &want, "group_norm");
+        let errs = [
+            input(&[6, 3, 5]).unwrap().group_norm(None, None, 3, 1e-5),
+            x.group_norm(None, None, 4, 1e-5),
+            x.group_norm(None, None, 0, 1e-5),
+            input(&[1, 2, 256, 512]).unwrap().group_norm(None, None, 1, 1e-5),
+            x.group_norm(Some(&input(&[3]).unwrap()), None, 3, 1e-5),
+            x.group_norm(None, Some(&input(&[1, 6, 1, 1]).unwrap()), 3, 1e-5),
+            x.group_norm(None, None, 3, f32::NAN),
+        ];
+        for (i, e) in errs.iter().enumerate() {
+            assert!(e.is_err(), "case {i} should fail");
+        }
+        let msg = input(&[1, 2, 256, 512]).unwrap().group_norm(None, None, 1, 1e-5).unwrap_err().to_string();
+        assert!(msg.contains("group_norm") && msg.contains("131072"), "{msg}");
+    }
 }

@@ -1,8 +1,19 @@
 //! Reductions over axes (mean, sum, max, min, l2 norm) and softmax along one axis.
 
+use rayon::prelude::*;
+
+use super::io::{expect_fp16, expect_inputs};
+use super::kernel::{broadcast_strides, for_each_broadcast, PAR_MIN_ELEMS};
+use super::layout::{check_axes, index_param, ints};
 use super::{Buf, Family, Op, TensorType};
-use crate::error::Result;
-use crate::mil::{MilArgs, MilOp};
+use crate::error::{Error, Result};
+use crate::graph::Tensor;
+use crate::mil::{Literal, MilArgs, MilOp};
+use crate::shape;
+
+
+/// MIL ops this family prints.
+pub const MIL_OPS: &[&str] = &["reduce_mean", "reduce_sum", "reduce_max", "reduce_min", "reduce_l2_norm", "softmax"];
 
 /// Which reduction (MIL `reduce_<kind>`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,9 +40,11 @@ pub struct Softmax {
     pub axis: usize,
 }
 
-impl Family for Reduce {
-    fn name(&self) -> &'static str {
-        match self.kind {
+impl ReduceKind {
+    const ALL: [ReduceKind; 5] = [ReduceKind::Mean, ReduceKind::Sum, ReduceKind::Max, ReduceKind::Min, ReduceKind::L2Norm];
+
+    fn mil_name(self) -> &'static str {
+        match self {
             ReduceKind::Mean => "reduce_mean",
             ReduceKind::Sum => "reduce_sum",
             ReduceKind::Max => "reduce_max",
@@ -39,14 +52,99 @@ impl Family for Reduce {
             ReduceKind::L2Norm => "reduce_l2_norm",
         }
     }
-    fn infer(&self, _inputs: &[TensorType]) -> Result<Vec<TensorType>> {
-        todo!()
+}
+
+impl Reduce {
+    /// `shape` with the reduced axes set to 1.
+    fn kept_shape(&self, shape: &[usize]) -> Vec<usize> {
+        shape.iter().enumerate().map(|(i, &d)| if self.axes.contains(&i) { 1 } else { d }).collect()
+    }
+
+    /// Fold every input element into its output accumulator (f32, starting at `init`).
+    fn fold(&self, x: &Buf, y: &mut [f32], init: f32, f: impl Fn(f32, f32) -> f32 + Sync) {
+        y.fill(init);
+        let (first, last) = (self.axes[0], self.axes[self.axes.len() - 1]);
+        if last - first + 1 == self.axes.len() {
+            // Contiguous reduced axes: x is [outer, red, inner] and y is [outer, inner].
+            let inner = shape::numel(&x.shape[last + 1..]);
+            let block = shape::numel(&x.shape[first..=last]) * inner;
+            let body = |(acc, xs): (&mut [f32], &[f32])| {
+                if let [a] = acc {
+                    *a = xs.iter().fold(*a, |a, &v| f(a, v));
+                } else {
+                    for row in xs.chunks_exact(inner) {
+                        acc.iter_mut().zip(row).for_each(|(a, &v)| *a = f(*a, v));
+                    }
+                }
+            };
+            if x.data.len() >= PAR_MIN_ELEMS {
+                y.par_chunks_mut(inner).zip(x.data.par_chunks(block)).for_each(body);
+            } else {
+                y.chunks_mut(inner).zip(x.data.chunks(block)).for_each(body);
+            }
+        } else {
+            let st = broadcast_strides(&self.kept_shape(&x.shape), &x.shape);
+            for_each_broadcast(&x.shape, [&st], |i, [o]| y[o] = f(y[o], x.data[i]));
+        }
+    }
+}
+
+impl Family for Reduce {
+    fn name(&self) -> &'static str {
+        self.kind.mil_name()
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        expect_inputs(self.name(), inputs, 1)?;
+        expect_fp16(self.name(), inputs)?;
+        let s = &inputs[0].shape;
+        check_axes(self.name(), &self.axes, s.len(), s)?;
+        let out: Vec<usize> = if self.keep_dims {
+            self.kept_shape(s)
+        } else {
+            s.iter().enumerate().filter(|(i, _)| !self.axes.contains(i)).map(|(_, &d)| d).collect()
+        };
+        if out.is_empty() {
+            return Err(Error::shape(self.name(), format!("reducing every axis of {s:?} without keep_dims would give a rank-0 result")));
+        }
+        Ok(vec![TensorType::fp16(out)])
     }
     fn mil(&self) -> MilOp {
-        todo!()
+        MilOp::new(self.name(), &["x"]).param("axes", ints(&self.axes)).param("keep_dims", Literal::Bool(self.keep_dims))
     }
-    fn eval(&self, _ins: &[&Buf], _out: &mut [Buf]) -> Result<()> {
-        todo!()
+    /// Accumulates in f32; the ANE sums in fp16, so its large sums (above 2048) lose integer exactness and differ.
+    fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
+        let (x, y) = (ins[0], &mut out[0].data);
+        match self.kind {
+            ReduceKind::Mean | ReduceKind::Sum => self.fold(x, y, 0.0, |a, v| a + v),
+            ReduceKind::L2Norm => self.fold(x, y, 0.0, |a, v| a + v * v),
+            ReduceKind::Max => self.fold(x, y, f32::NEG_INFINITY, f32::max),
+            ReduceKind::Min => self.fold(x, y, f32::INFINITY, f32::min),
+        }
+        let n = (x.data.len() / y.len()) as f32;
+        match self.kind {
+            ReduceKind::Mean => y.iter_mut().for_each(|v| *v /= n),
+            ReduceKind::L2Norm => y.iter_mut().for_each(|v| *v = v.sqrt()),
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// Softmax of one `[n, inner]` block along its first axis, subtracting each column's max (f32).
+fn softmax_block(x: &[f32], y: &mut [f32], inner: usize) {
+    let mut max = vec![f32::NEG_INFINITY; inner];
+    for row in x.chunks_exact(inner) {
+        max.iter_mut().zip(row).for_each(|(m, &v)| *m = m.max(v));
+    }
+    let mut sum = vec![0f32; inner];
+    for (yr, xr) in y.chunks_exact_mut(inner).zip(x.chunks_exact(inner)) {
+        for (((o, &v), &m), s) in yr.iter_mut().zip(xr).zip(&max).zip(&mut sum) {
+            *o = (v - m).exp();
+            *s += *o;
+        }
+    }
+    for yr in y.chunks_exact_mut(inner) {
+        yr.iter_mut().zip(&sum).for_each(|(o, &s)| *o /= s);
     }
 }
 
@@ -54,18 +152,212 @@ impl Family for Softmax {
     fn name(&self) -> &'static str {
         "softmax"
     }
-    fn infer(&self, _inputs: &[TensorType]) -> Result<Vec<TensorType>> {
-        todo!()
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        expect_inputs("softmax", inputs, 1)?;
+        expect_fp16("softmax", inputs)?;
+        if self.axis >= inputs[0].shape.len() {
+            return Err(Error::shape("softmax", format!("axis {} is out of range for {:?}", self.axis, inputs[0].shape)));
+        }
+        Ok(vec![inputs[0].clone()])
     }
     fn mil(&self) -> MilOp {
-        todo!()
+        MilOp::new("softmax", &["x"]).param("axis", Literal::Int32(self.axis as i32))
     }
-    fn eval(&self, _ins: &[&Buf], _out: &mut [Buf]) -> Result<()> {
-        todo!()
+    fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
+        let (x, y) = (ins[0], &mut out[0].data);
+        let inner = shape::numel(&x.shape[self.axis + 1..]);
+        let block = x.shape[self.axis] * inner;
+        let body = |(ys, xs): (&mut [f32], &[f32])| softmax_block(xs, ys, inner);
+        if x.data.len() >= PAR_MIN_ELEMS {
+            y.par_chunks_mut(block).zip(x.data.par_chunks(block)).for_each(body);
+        } else {
+            y.chunks_mut(block).zip(x.data.chunks(block)).for_each(body);
+        }
+        Ok(())
     }
 }
 
 /// Parse reductions and softmax.
-pub fn from_mil(_op: &str, _args: &mut MilArgs) -> Option<Result<Op>> {
-    None
+pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
+    if op == "softmax" {
+        return Some(index_param(args, "axis").map(|axis| Op::Softmax(Softmax { axis })));
+    }
+    let kind = ReduceKind::ALL.into_iter().find(|k| k.mil_name() == op)?;
+    Some((|| Ok(Op::Reduce(Reduce { kind, axes: args.sizes("axes")?, keep_dims: args.bool("keep_dims")? })))())
+}
+
+/// Builders. Axes may be negative; reduced axes stay as extent 1 when `keep_dims`.
+impl Tensor {
+    fn reduce(&self, kind: ReduceKind, axes: &[i64], keep_dims: bool) -> Result<Tensor> {
+        let axes = shape::axes(kind.mil_name(), axes, self.rank())?;
+        Tensor::apply1(Op::Reduce(Reduce { kind, axes, keep_dims }), vec![self.clone()])
+    }
+
+    /// Mean over `axes`.
+    pub fn mean(&self, axes: &[i64], keep_dims: bool) -> Result<Tensor> {
+        self.reduce(ReduceKind::Mean, axes, keep_dims)
+    }
+    /// Sum over `axes` (the ANE accumulates in fp16: sums above 2048 lose integer exactness there).
+    pub fn sum(&self, axes: &[i64], keep_dims: bool) -> Result<Tensor> {
+        self.reduce(ReduceKind::Sum, axes, keep_dims)
+    }
+    /// Maximum over `axes`.
+    pub fn amax(&self, axes: &[i64], keep_dims: bool) -> Result<Tensor> {
+        self.reduce(ReduceKind::Max, axes, keep_dims)
+    }
+    /// Minimum over `axes`.
+    pub fn amin(&self, axes: &[i64], keep_dims: bool) -> Result<Tensor> {
+        self.reduce(ReduceKind::Min, axes, keep_dims)
+    }
+    /// sqrt(Σx²) over `axes` (the building block of l2_norm and rms_norm).
+    pub fn reduce_l2_norm(&self, axes: &[i64], keep_dims: bool) -> Result<Tensor> {
+        self.reduce(ReduceKind::L2Norm, axes, keep_dims)
+    }
+    /// Numerically stable softmax along `axis` (negative allowed).
+    pub fn softmax(&self, axis: i64) -> Result<Tensor> {
+        let axis = shape::axis("softmax", axis, self.rank())?;
+        Tensor::apply1(Op::Softmax(Softmax { axis }), vec![self.clone()])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::layout::tests::{buf, mil_args, ravel, round_trip, run, unravel};
+    use crate::{input, input_port, DType};
+
+    /// f64 reduction of `x` over `axes`, in keep_dims layout.
+    fn naive(kind: ReduceKind, x: &Buf, axes: &[usize]) -> Vec<f64> {
+        let kept: Vec<usize> = x.shape.iter().enumerate().map(|(i, &d)| if axes.contains(&i) { 1 } else { d }).collect();
+        let mut groups = vec![Vec::new(); shape::numel(&kept)];
+        for (i, &v) in x.data.iter().enumerate() {
+            let mut idx = unravel(i, &x.shape);
+            axes.iter().for_each(|&a| idx[a] = 0);
+            groups[ravel(&idx, &kept)].push(v as f64);
+        }
+        let sum = |g: &Vec<f64>| g.iter().sum::<f64>();
+        groups
+            .iter()
+            .map(|g| match kind {
+                ReduceKind::Sum => sum(g),
+                ReduceKind::Mean => sum(g) / g.len() as f64,
+                ReduceKind::Max => g.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                ReduceKind::Min => g.iter().copied().fold(f64::INFINITY, f64::min),
+                ReduceKind::L2Norm => g.iter().map(|v| v * v).sum::<f64>().sqrt(),
+            })
+            .collect()
+    }
+
+    fn assert_close(got: &[f32], want: &[f64], what: &str) {
+        assert_eq!(got.len(), want.len(), "{what}");
+        for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+            assert!((g as f64 - w).abs() <= 1e-4 * (1.0 + w.abs()), "{what}: element {i}: got {g}, want {w}");
+        }
+    }
+
+    #[test]
+    fn reductions_match_naive_on_awkward_shapes() {
+        let cases: [(&[usize], &[usize]); 10] = [
+            (&[783], &[0]),
+            (&[7, 783], &[1]),
+            (&[7, 783], &[0]),
+            (&[7, 783], &[0, 1]),
+            (&[3, 1, 7, 5], &[0, 2]),
+            (&[2, 3, 4, 5, 6], &[1, 3]),
+            (&[2, 3, 4, 5, 6], &[1, 2, 3]),
+            (&[2, 3, 4, 5, 6], &[0, 4]),
+            (&[40, 2, 1000], &[1]),
+            (&[70, 1000], &[1]),
+        ];
+        for (shape, axes) in cases {
+            let x = buf(shape, 7);
+            for kind in ReduceKind::ALL {
+                for keep_dims in [true, false] {
+                    let op = Op::Reduce(Reduce { kind, axes: axes.to_vec(), keep_dims });
+                    if axes.len() == shape.len() && !keep_dims {
+                        assert!(op.family().infer(&[TensorType::fp16(shape.to_vec())]).is_err());
+                        continue;
+                    }
+                    let y = run(&op, &[&x]).remove(0);
+                    assert_close(&y.data, &naive(kind, &x, axes), &format!("{kind:?} {shape:?} over {axes:?}"));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn softmax_matches_naive_and_is_stable() {
+        for (shape, axis) in [(vec![783], 0), (vec![3, 7, 5], 1), (vec![3, 7, 5], 2), (vec![2, 1, 3, 4, 5], 1), (vec![2, 1, 3, 4, 5], 0), (vec![300, 4, 60], 1)] {
+            let x = buf(&shape, 3);
+            let y = run(&Op::Softmax(Softmax { axis }), &[&x]).remove(0);
+            let want: Vec<f64> = (0..x.data.len())
+                .map(|i| {
+                    let idx = unravel(i, &shape);
+                    let row = (0..shape[axis]).map(|j| {
+                        let mut k = idx.clone();
+                        k[axis] = j;
+                        x.data[ravel(&k, &shape)] as f64
+                    });
+                    let m = row.clone().fold(f64::NEG_INFINITY, f64::max);
+                    (x.data[i] as f64 - m).exp() / row.map(|v| (v - m).exp()).sum::<f64>()
+                })
+                .collect();
+            assert_close(&y.data, &want, &format!("softmax {shape:?} axis {axis}"));
+        }
+        let big = Buf { shape: vec![2, 3], data: vec![60000.0, 59990.0, -60000.0, -65504.0, 65504.0, 0.0] };
+        let y = run(&Op::Softmax(Softmax { axis: 1 }), &[&big]).remove(0);
+        assert!(y.data.iter().all(|v| v.is_finite()));
+        assert_close(&y.data[..2], &[1.0 / (1.0 + (-10f64).exp()), (-10f64).exp() / (1.0 + (-10f64).exp())], "big");
+    }
+
+    #[test]
+    fn builders_and_errors() {
+        let x = input(&[2, 3, 4]).unwrap();
+        assert_eq!(x.mean(&[-1], true).unwrap().shape(), [2, 3, 1]);
+        assert_eq!(x.sum(&[0, 2], false).unwrap().shape(), [3]);
+        assert_eq!(x.amax(&[2, -3], false).unwrap().shape(), [3]);
+        assert_eq!(x.amin(&[1], false).unwrap().shape(), [2, 4]);
+        assert_eq!(x.reduce_l2_norm(&[0, 1, 2], true).unwrap().shape(), [1, 1, 1]);
+        assert_eq!(x.softmax(-2).unwrap().op(), &Op::Softmax(Softmax { axis: 1 }));
+        let u = input_port(&[2, 3], DType::Uint8, None).unwrap();
+        let errs = [
+            x.mean(&[3], true),
+            x.sum(&[-4], true),
+            x.amax(&[0, -3], true),
+            x.amin(&[], true),
+            x.sum(&[0, 1, 2], false),
+            input(&[783]).unwrap().mean(&[0], false),
+            u.sum(&[0], true),
+            x.softmax(3),
+            u.softmax(0),
+        ];
+        for (i, e) in errs.iter().enumerate() {
+            assert!(e.is_err(), "case {i} should fail");
+        }
+        let msg = x.sum(&[0, 1, 2], false).unwrap_err().to_string();
+        assert!(msg.contains("reduce_sum") && msg.contains("[2, 3, 4]"), "{msg}");
+        let unsorted = Reduce { kind: ReduceKind::Sum, axes: vec![1, 0], keep_dims: true };
+        assert!(unsorted.infer(&[TensorType::fp16(vec![2, 3])]).is_err());
+    }
+
+    #[test]
+    fn mil_round_trip() {
+        for kind in ReduceKind::ALL {
+            for keep_dims in [true, false] {
+                round_trip(&Op::Reduce(Reduce { kind, axes: vec![0, 2], keep_dims }), from_mil);
+            }
+        }
+        round_trip(&Op::Softmax(Softmax { axis: 3 }), from_mil);
+        let bad = [
+            ("reduce_sum", vec![("axes", Literal::Ints(vec![0])), ("keep_dims", Literal::Int32(1))]),
+            ("reduce_max", vec![("axes", Literal::Ints(vec![-1])), ("keep_dims", Literal::Bool(true))]),
+            ("reduce_min", vec![("keep_dims", Literal::Bool(true))]),
+            ("softmax", vec![("axis", Literal::Int32(-1))]),
+            ("softmax", vec![("axis", Literal::Fp16(1.0))]),
+        ];
+        for (op, params) in bad {
+            assert!(from_mil(op, &mut mil_args(params)).unwrap().is_err(), "{op}");
+        }
+        assert!(from_mil("reduce_prod", &mut mil_args(vec![])).is_none());
+    }
 }
