@@ -1,1 +1,31 @@
+//! Python bindings of aneforge (`aneforge._core`): thin wrappers over the core builders,
+//! `compile` / `load` and the loaded `Model`. No logic lives here: every check is the core's,
+//! and core errors surface as ValueError / TypeError / NotImplementedError / RuntimeError / OSError.
 
+mod convert;
+mod errors;
+mod model;
+mod ops;
+mod tensor;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<tensor::PyTensor>()?;
+    m.add_class::<model::Model>()?;
+    m.add_function(wrap_pyfunction!(ops::input, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::image_input, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::constant, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::conv, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::concat, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::split, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::select, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::maximum, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::minimum, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::batch_norm, m)?)?;
+    m.add_function(wrap_pyfunction!(model::compile, m)?)?;
+    m.add_function(wrap_pyfunction!(model::load, m)?)?;
+    Ok(())
+}

@@ -20,6 +20,17 @@ pub enum Precision {
     Fp32,
 }
 
+impl Precision {
+    /// Parse `fp16` / `float16` or `fp32` / `float32`.
+    pub fn parse(s: &str) -> Result<Precision> {
+        match s {
+            "fp16" | "float16" => Ok(Precision::Fp16),
+            "fp32" | "float32" => Ok(Precision::Fp32),
+            _ => Err(Error::value("compile", format!("unknown precision '{s}' (expected fp16 or fp32)"))),
+        }
+    }
+}
+
 /// A backend that can run programs.
 pub trait Executor {
     /// Short name reported as the device (`ane`, `reference`).

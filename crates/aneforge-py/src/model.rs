@@ -1,0 +1,337 @@
+//! `compile` / `load` and the `Model` class: feeding numpy arrays, running, returning float32 arrays.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use aneforge::{CompileOptions, Compiled, DType, Device, PortData, PortSpec, Precision};
+use half::f16;
+use numpy::{IxDyn, PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyNotImplementedError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::sync::MutexExt;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+
+use crate::convert::{asarray, borrow, fmt_shape, require, tensor, type_name};
+use crate::errors::IntoPy;
+use crate::tensor::PyTensor;
+
+/// Graphs whose values hold at least this many elements run with the GIL released.
+const DETACH_MIN_ELEMENTS: usize = 1 << 16;
+
+/// How `__call__` returns the outputs (mirrors what was passed to `compile`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum OutKind {
+    Single,
+    List,
+    Dict,
+}
+
+/// A compiled program, loaded on a device; call it with numpy arrays.
+#[pyclass(frozen, name = "Model", module = "aneforge")]
+pub struct Model {
+    inner: Mutex<Compiled>,
+    inputs: Vec<PortSpec>,
+    outputs: Vec<PortSpec>,
+    kind: OutKind,
+    device: &'static str,
+    dir: PathBuf,
+    n_ops: usize,
+    detach: bool,
+}
+
+fn not_implemented(option: &str) -> PyErr {
+    PyNotImplementedError::new_err(format!("compile: the {option} option is not implemented yet"))
+}
+
+impl Model {
+    fn new(c: Compiled, kind: OutKind) -> Model {
+        let work: usize = c.program.graph.nodes.iter().flat_map(|n| &n.outputs).map(|t| t.shape.iter().product::<usize>()).sum();
+        Model {
+            inputs: c.inputs().to_vec(),
+            outputs: c.outputs().to_vec(),
+            kind,
+            device: c.device(),
+            dir: c.dir.clone(),
+            n_ops: c.program.graph.n_ops(),
+            detach: work >= DETACH_MIN_ELEMENTS,
+            inner: Mutex::new(c),
+        }
+    }
+
+    fn names(ports: &[PortSpec]) -> String {
+        ports.iter().map(|p| format!("'{}'", p.name)).collect::<Vec<_>>().join(", ")
+    }
+
+    fn ports<'py>(py: Python<'py>, ports: &[PortSpec]) -> PyResult<Bound<'py, PyList>> {
+        let items = ports.iter().map(|p| Ok((p.name.as_str(), PyTuple::new(py, &p.shape)?, p.dtype.mil()))).collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, items)
+    }
+}
+
+fn check_shape(port: &PortSpec, got: &[usize]) -> PyResult<()> {
+    if got != port.shape.as_slice() {
+        return Err(PyValueError::new_err(format!(
+            "input '{}': expected shape {}, got an array of shape {}",
+            port.name,
+            fmt_shape(&port.shape),
+            fmt_shape(got)
+        )));
+    }
+    Ok(())
+}
+
+/// Write one numpy array (or array-like) into input port `i`.
+fn feed(c: &mut Compiled, i: usize, port: &PortSpec, obj: &Bound<'_, PyAny>) -> PyResult<()> {
+    // Fast path: a C-contiguous, aligned, native float32 array goes straight from numpy's buffer.
+    if port.dtype == DType::Fp16 {
+        if let Ok(a) = obj.cast::<PyArrayDyn<f32>>() {
+            if a.is_c_contiguous() && a.is_aligned() {
+                check_shape(port, a.shape())?;
+                // SAFETY: the GIL is held and no Python code runs while the slice is alive; the
+                // data is copied into the executor's buffer before returning.
+                let data = unsafe { a.as_slice() }.map_err(|e| PyValueError::new_err(e.to_string()))?;
+                return c.loaded.set_input(i, PortData::F32(data)).py();
+            }
+        }
+    }
+    let arr = match obj.cast::<PyUntypedArray>() {
+        Ok(a) => a.clone(),
+        Err(_) => {
+            let dtype = (port.dtype == DType::Fp16).then_some("float64");
+            asarray(obj, dtype).map_err(|e| PyTypeError::new_err(format!("input '{}': expected a numpy array, got {} ({e})", port.name, type_name(obj))))?
+        }
+    };
+    check_shape(port, arr.shape())?;
+    let d = arr.dtype();
+    let (kind, size) = (d.kind(), d.itemsize());
+    match port.dtype {
+        DType::Uint8 => match (kind, size) {
+            (b'u', 1) => {
+                let a = borrow::<u8>(&arr, "uint8")?;
+                c.loaded.set_input(i, PortData::U8(a.as_slice().map_err(|e| PyValueError::new_err(e.to_string()))?)).py()
+            }
+            (b'i', _) | (b'u', _) => {
+                let wide = require(arr.as_any(), if kind == b'i' { "int64" } else { "uint64" })?;
+                let vals: Vec<i128> = if kind == b'i' {
+                    borrow::<i64>(&wide, "int64")?.as_slice().map_err(|e| PyValueError::new_err(e.to_string()))?.iter().map(|&v| v as i128).collect()
+                } else {
+                    borrow::<u64>(&wide, "uint64")?.as_slice().map_err(|e| PyValueError::new_err(e.to_string()))?.iter().map(|&v| v as i128).collect()
+                };
+                if let Some((k, v)) = vals.iter().enumerate().find(|(_, &v)| !(0..=255).contains(&v)) {
+                    return Err(PyValueError::new_err(format!(
+                        "input '{}': element {k} = {v} is outside 0..=255 (uint8 port of shape {})",
+                        port.name,
+                        fmt_shape(&port.shape)
+                    )));
+                }
+                let bytes: Vec<u8> = vals.into_iter().map(|v| v as u8).collect();
+                c.loaded.set_input(i, PortData::U8(&bytes)).py()
+            }
+            _ => Err(PyTypeError::new_err(format!(
+                "input '{}' is a uint8 port (shape {}); pass an integer array with values in 0..=255, got dtype {d}",
+                port.name,
+                fmt_shape(&port.shape)
+            ))),
+        },
+        _ => {
+            let slice_err = |e: numpy::AsSliceError| PyValueError::new_err(e.to_string());
+            match (kind, size) {
+                (b'f', 2) => c.loaded.set_input(i, PortData::F16(borrow::<f16>(&arr, "float16")?.as_slice().map_err(slice_err)?)).py(),
+                (b'f', 4) => c.loaded.set_input(i, PortData::F32(borrow::<f32>(&arr, "float32")?.as_slice().map_err(slice_err)?)).py(),
+                (b'f', _) => c.loaded.set_input(i, PortData::F64(borrow::<f64>(&arr, "float64")?.as_slice().map_err(slice_err)?)).py(),
+                _ => Err(PyTypeError::new_err(format!(
+                    "input '{}' is an fp16 port (shape {}); pass a float16, float32 or float64 array, got dtype {d}",
+                    port.name,
+                    fmt_shape(&port.shape)
+                ))),
+            }
+        }
+    }
+}
+
+#[pymethods]
+impl Model {
+    /// Run on numpy arrays given in input creation order or by port name; returns float32 arrays.
+    #[pyo3(signature = (*args, **kwargs))]
+    fn __call__(&self, py: Python<'_>, args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyAny>> {
+        let n = self.inputs.len();
+        let mut guard = self.inner.lock_py_attached(py).unwrap_or_else(|p| p.into_inner());
+        let c = &mut *guard;
+        match kwargs.filter(|k| !k.is_empty()) {
+            None => {
+                if args.len() != n {
+                    return Err(PyTypeError::new_err(format!("model takes {n} input(s) ({}), got {}", Self::names(&self.inputs), args.len())));
+                }
+                for (i, port) in self.inputs.iter().enumerate() {
+                    let item = args.get_borrowed_item(i)?;
+                    feed(c, i, port, &item)?;
+                }
+            }
+            Some(kw) => {
+                if !args.is_empty() {
+                    return Err(PyTypeError::new_err(format!(
+                        "pass inputs either all by position or all by name ({}), not both",
+                        Self::names(&self.inputs)
+                    )));
+                }
+                let mut vals = Vec::with_capacity(n);
+                let mut missing = Vec::new();
+                for port in &self.inputs {
+                    match kw.get_item(&port.name)? {
+                        Some(v) => vals.push(v),
+                        None => missing.push(format!("'{}'", port.name)),
+                    }
+                }
+                if !missing.is_empty() {
+                    return Err(PyTypeError::new_err(format!("missing input(s) {} (inputs: {})", missing.join(", "), Self::names(&self.inputs))));
+                }
+                if kw.len() != n {
+                    let extra: Vec<String> = kw
+                        .keys()
+                        .iter()
+                        .filter(|k| k.extract::<&str>().map_or(true, |s| !self.inputs.iter().any(|p| p.name == s)))
+                        .map(|k| k.repr().map(|r| r.to_string()).unwrap_or_default())
+                        .collect();
+                    return Err(PyTypeError::new_err(format!("unknown input name(s) {} (inputs: {})", extra.join(", "), Self::names(&self.inputs))));
+                }
+                for (i, (port, v)) in self.inputs.iter().zip(&vals).enumerate() {
+                    feed(c, i, port, v)?;
+                }
+            }
+        }
+        if self.detach {
+            let loaded = &mut c.loaded;
+            py.detach(|| loaded.execute()).py()?;
+        } else {
+            c.loaded.execute().py()?;
+        }
+        let out = |j: usize| -> PyResult<Bound<'_, PyAny>> {
+            // SAFETY: `new` leaves the elements uninitialised; `read_output` writes all of them
+            // (it errors, and the array is dropped unread, if the length did not match).
+            let arr = unsafe { PyArrayDyn::<f32>::new(py, IxDyn(&self.outputs[j].shape), false) };
+            let s = unsafe { arr.as_slice_mut() }.map_err(|e| PyValueError::new_err(e.to_string()))?;
+            c.loaded.read_output(j, s).py()?;
+            Ok(arr.into_any())
+        };
+        Ok(match self.kind {
+            OutKind::Single => out(0)?.unbind(),
+            OutKind::List => PyList::new(py, (0..self.outputs.len()).map(out).collect::<PyResult<Vec<_>>>()?)?.into_any().unbind(),
+            OutKind::Dict => {
+                let d = PyDict::new(py);
+                for (j, p) in self.outputs.iter().enumerate() {
+                    d.set_item(&p.name, out(j)?)?;
+                }
+                d.into_any().unbind()
+            }
+        })
+    }
+
+    /// The executor running the program: "reference" or "ane".
+    #[getter]
+    fn device(&self) -> &'static str {
+        self.device
+    }
+    /// The program directory (model.mil, weights.bin, program.json).
+    #[getter]
+    fn program_dir(&self) -> String {
+        self.dir.display().to_string()
+    }
+    /// The MIL text of the program.
+    #[getter]
+    fn mil(&self, py: Python<'_>) -> PyResult<Py<PyString>> {
+        let c = self.inner.lock_py_attached(py).unwrap_or_else(|p| p.into_inner());
+        Ok(PyString::new(py, &c.program.mil).unbind())
+    }
+    /// Input ports in feeding order: (name, shape, dtype).
+    #[getter]
+    fn inputs<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        Self::ports(py, &self.inputs)
+    }
+    /// Output ports: (name, shape, dtype).
+    #[getter]
+    fn outputs<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        Self::ports(py, &self.outputs)
+    }
+    /// Number of compute ops in the program.
+    #[getter]
+    fn n_ops(&self) -> usize {
+        self.n_ops
+    }
+
+    fn __repr__(&self) -> String {
+        let ports = |ps: &[PortSpec]| ps.iter().map(|p| format!("{}: {} {}", p.name, p.dtype, fmt_shape(&p.shape))).collect::<Vec<_>>().join(", ");
+        format!(
+            "Model(device='{}', inputs=[{}], outputs=[{}], n_ops={}, program_dir='{}')",
+            self.device,
+            ports(&self.inputs),
+            ports(&self.outputs),
+            self.n_ops,
+            self.dir.display()
+        )
+    }
+}
+
+/// Compile `outputs` (a Tensor, a list/tuple of Tensors, or a dict name → Tensor) into one
+/// program, write its directory and load it on `device`.
+#[pyfunction]
+#[pyo3(signature = (outputs, device="auto", precision="fp16", build_dir=None, target=None, compress=None, int8=false, opt=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn compile(
+    py: Python<'_>,
+    outputs: &Bound<'_, PyAny>,
+    device: &str,
+    precision: &str,
+    build_dir: Option<PathBuf>,
+    target: Option<&Bound<'_, PyAny>>,
+    compress: Option<&Bound<'_, PyAny>>,
+    int8: bool,
+    opt: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Model> {
+    if target.is_some() {
+        return Err(not_implemented("target="));
+    }
+    if compress.is_some() {
+        return Err(not_implemented("compress="));
+    }
+    if int8 {
+        return Err(not_implemented("int8=True"));
+    }
+    if let Some(o) = opt {
+        if o.extract::<i64>().map_or(true, |v| v != 0) {
+            return Err(not_implemented("opt="));
+        }
+    }
+    let (outs, kind) = if let Ok(t) = outputs.cast::<PyTensor>() {
+        (vec![(None, t.get().t.clone())], OutKind::Single)
+    } else if let Ok(d) = outputs.cast::<PyDict>() {
+        let mut outs = Vec::with_capacity(d.len());
+        for (k, v) in d.iter() {
+            let name: String = k.extract().map_err(|_| PyTypeError::new_err(format!("compile: output names must be str, got {}", type_name(&k))))?;
+            let t = tensor(&v, "compile", &format!("output '{name}'"))?;
+            outs.push((Some(name), t));
+        }
+        (outs, OutKind::Dict)
+    } else if outputs.is_instance_of::<PyList>() || outputs.is_instance_of::<PyTuple>() {
+        let outs = outputs.try_iter()?.map(|t| Ok((None, tensor(&t?, "compile", "every output")?))).collect::<PyResult<Vec<_>>>()?;
+        (outs, OutKind::List)
+    } else {
+        return Err(PyTypeError::new_err(format!(
+            "compile: outputs must be a Tensor, a list or tuple of Tensors, or a dict name -> Tensor, got {}",
+            type_name(outputs)
+        )));
+    };
+    let opts = CompileOptions { device: Device::parse(device).py()?, precision: Precision::parse(precision).py()?, build_dir };
+    let compiled = py.detach(|| aneforge::compile(&outs, &opts)).py()?;
+    Ok(Model::new(compiled, kind))
+}
+
+/// Load a program directory (model.mil + weights.bin [+ program.json]) on `device`. Calls
+/// return one array for a single output, else a dict name → array.
+#[pyfunction]
+#[pyo3(signature = (program_dir, device="auto", precision="fp16"))]
+pub fn load(py: Python<'_>, program_dir: PathBuf, device: &str, precision: &str) -> PyResult<Model> {
+    let (device, precision) = (Device::parse(device).py()?, Precision::parse(precision).py()?);
+    let compiled = py.detach(|| aneforge::load_dir(&program_dir, device, precision)).py()?;
+    let kind = if compiled.outputs().len() == 1 { OutKind::Single } else { OutKind::Dict };
+    Ok(Model::new(compiled, kind))
+}

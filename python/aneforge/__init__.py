@@ -1,0 +1,44 @@
+"""aneforge: build a lazy tensor graph with NumPy-style calls (``af.input``, ``x.relu()``,
+``x @ W``, ``af.conv`` ...), then ``af.compile`` it into one Apple Neural Engine program — MIL
+text plus a weight blob in a content-addressed program directory — and call the returned
+``Model`` on NumPy arrays. On the ANE the program runs through Espresso's e5rt API; anywhere
+else (Linux, Intel Macs, CI) it runs on the reference executor, a CPU interpreter that defines
+every op under the fp16 contract (each op's output rounded to fp16; ``precision="fp32"``
+skips the rounding). ``model.device`` always says which executor ran it.
+"""
+
+from aneforge._core import (
+    Model,
+    Tensor,
+    __version__,
+    batch_norm,
+    compile,
+    concat,
+    constant,
+    conv,
+    image_input,
+    input,
+    load,
+    maximum,
+    minimum,
+    select,
+    split,
+)
+
+__all__ = [
+    "Model",
+    "Tensor",
+    "__version__",
+    "batch_norm",
+    "compile",
+    "concat",
+    "constant",
+    "conv",
+    "image_input",
+    "input",
+    "load",
+    "maximum",
+    "minimum",
+    "select",
+    "split",
+]

@@ -1,0 +1,292 @@
+"""Type stubs for aneforge: lazy tensor graphs compiled into one ANE program."""
+
+from collections.abc import Mapping, Sequence
+from os import PathLike
+from typing import Any, Literal, NoReturn, TypeAlias, final, overload
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+__all__ = [
+    "Model",
+    "Tensor",
+    "__version__",
+    "batch_norm",
+    "compile",
+    "concat",
+    "constant",
+    "conv",
+    "image_input",
+    "input",
+    "load",
+    "maximum",
+    "minimum",
+    "select",
+    "split",
+]
+
+_ArrayLike: TypeAlias = npt.ArrayLike
+"""A float16/float32/float64 numpy array, or anything ``numpy.asarray`` turns into floats."""
+_IntOrPair: TypeAlias = int | Sequence[int]
+"""An int (used for both spatial axes) or a pair (h, w)."""
+_Pad: TypeAlias = int | Sequence[int]
+"""Padding: an int, (ph, pw) or (top, bottom, left, right)."""
+_Axes: TypeAlias = int | Sequence[int]
+"""One axis or several (negative allowed)."""
+_Operand: TypeAlias = Tensor | float | int | npt.NDArray[np.floating]
+"""The other operand of an elementwise op: a Tensor, a Python float or a numpy array (baked as a constant)."""
+_Reflected: TypeAlias = float | int | npt.NDArray[np.floating]
+"""The left operand of a reflected operator (a float or a numpy array)."""
+_Port: TypeAlias = tuple[str, tuple[int, ...], str]
+"""(name, shape, dtype) of a program port."""
+
+@final
+class Tensor:
+    """A lazy tensor: a value of the graph being built, with a static shape and dtype."""
+
+    __array_ufunc__: None
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Static shape."""
+    @property
+    def dtype(self) -> str:
+        """Element type: "fp16", "uint8" or "bool"."""
+    @property
+    def ndim(self) -> int:
+        """Rank."""
+    @property
+    def op(self) -> str:
+        """Name of the op that produced this tensor."""
+    def __hash__(self) -> int:
+        """Identity hash (tensors compare and hash by identity)."""
+    def __bool__(self) -> NoReturn:
+        """Always raises TypeError: a lazy tensor has no truth value."""
+    def __array__(self, *args: object, **kwargs: object) -> NoReturn:
+        """Always raises TypeError: a lazy tensor has no values until compiled and run."""
+
+    # unary
+    def relu(self) -> Tensor:
+        """max(x, 0)."""
+    def gelu(self) -> Tensor:
+        """Exact (erf) GELU, x * Phi(x)."""
+    def silu(self) -> Tensor:
+        """x * sigmoid(x)."""
+    def sigmoid(self) -> Tensor:
+        """1 / (1 + exp(-x))."""
+    def tanh(self) -> Tensor:
+        """Hyperbolic tangent."""
+    def exp(self) -> Tensor:
+        """e ** x."""
+    def log(self, eps: float = 0.0) -> Tensor:
+        """ln(x + eps)."""
+    def sqrt(self) -> Tensor:
+        """Square root."""
+    def rsqrt(self, eps: float = 0.0) -> Tensor:
+        """1 / sqrt(x + eps)."""
+    def abs(self) -> Tensor:
+        """|x|."""
+    def square(self) -> Tensor:
+        """x * x."""
+    def sin(self) -> Tensor:
+        """sin(x)."""
+    def cos(self) -> Tensor:
+        """cos(x)."""
+    def erf(self) -> Tensor:
+        """Error function."""
+    def softplus(self) -> Tensor:
+        """ln(1 + exp(x))."""
+    def relu6(self) -> Tensor:
+        """min(max(x, 0), 6)."""
+    def elu(self, alpha: float = 1.0) -> Tensor:
+        """x if x > 0 else alpha * (exp(x) - 1)."""
+    def leaky_relu(self, alpha: float = 0.01) -> Tensor:
+        """x if x >= 0 else alpha * x."""
+    def clip(self, lo: float, hi: float) -> Tensor:
+        """min(max(x, lo), hi)."""
+    def clamp(self, lo: float, hi: float) -> Tensor:
+        """Alias of clip."""
+    def neg(self) -> Tensor:
+        """-x."""
+
+    # binary
+    def pow(self, other: _Operand) -> Tensor:
+        """self ** other (broadcasting)."""
+    def maximum(self, other: _Operand) -> Tensor:
+        """Elementwise maximum (broadcasting)."""
+    def minimum(self, other: _Operand) -> Tensor:
+        """Elementwise minimum (broadcasting)."""
+    def greater(self, other: _Operand) -> Tensor:
+        """self > other as a bool tensor (feed it to af.select)."""
+    def less(self, other: _Operand) -> Tensor:
+        """self < other as a bool tensor."""
+    def equal(self, other: _Operand) -> Tensor:
+        """self == other as a bool tensor."""
+    def not_equal(self, other: _Operand) -> Tensor:
+        """self != other as a bool tensor."""
+    def less_equal(self, other: _Operand) -> Tensor:
+        """self <= other as a bool tensor."""
+    def greater_equal(self, other: _Operand) -> Tensor:
+        """self >= other as a bool tensor."""
+    def __lt__(self, other: _Operand, /) -> Tensor:  # type: ignore[misc]
+        """Bool tensor self < other."""
+    def __le__(self, other: _Operand, /) -> Tensor:  # type: ignore[misc]
+        """Bool tensor self <= other."""
+    def __gt__(self, other: _Operand, /) -> Tensor:  # type: ignore[misc]
+        """Bool tensor self > other."""
+    def __ge__(self, other: _Operand, /) -> Tensor:  # type: ignore[misc]
+        """Bool tensor self >= other."""
+    def __add__(self, other: _Operand, /) -> Tensor:
+        """self + other."""
+    def __radd__(self, other: _Reflected, /) -> Tensor:  # type: ignore[misc]
+        """other + self."""
+    def __sub__(self, other: _Operand, /) -> Tensor:
+        """self - other."""
+    def __rsub__(self, other: _Reflected, /) -> Tensor:  # type: ignore[misc]
+        """other - self."""
+    def __mul__(self, other: _Operand, /) -> Tensor:
+        """self * other."""
+    def __rmul__(self, other: _Reflected, /) -> Tensor:  # type: ignore[misc]
+        """other * self."""
+    def __truediv__(self, other: _Operand, /) -> Tensor:
+        """self / other."""
+    def __rtruediv__(self, other: _Reflected, /) -> Tensor:  # type: ignore[misc]
+        """other / self."""
+    def __pow__(self, other: _Operand, mod: None = None, /) -> Tensor:
+        """self ** other."""
+    def __rpow__(self, other: _Reflected, mod: None = None, /) -> Tensor:  # type: ignore[misc]
+        """other ** self."""
+    def __neg__(self) -> Tensor:
+        """-self."""
+    def __pos__(self) -> Tensor:
+        """self."""
+    def __matmul__(self, other: Tensor | _ArrayLike, /) -> Tensor:
+        """self @ W for a numpy weight W [K, N], or self @ other for a Tensor."""
+    def __rmatmul__(self, other: object, /) -> NoReturn:
+        """Always raises TypeError: write x @ W, not W @ x."""
+
+    # linear algebra
+    def matmul(self, other: Tensor | _ArrayLike) -> Tensor:
+        """self @ other: a Tensor (NumPy matmul semantics) or a numpy weight [K, N]."""
+    def linear(self, weight: _ArrayLike, bias: _ArrayLike | None = None) -> Tensor:
+        """PyTorch linear: self @ weight.T + bias, weight [out, in], bias [out]."""
+
+    # layout
+    @overload
+    def reshape(self, shape: Sequence[int], /) -> Tensor: ...
+    @overload
+    def reshape(self, *shape: int) -> Tensor:
+        """Same elements in a new shape (one extent may be -1)."""
+    @overload
+    def transpose(self, perm: Sequence[int], /) -> Tensor: ...
+    @overload
+    def transpose(self, *perm: int) -> Tensor:
+        """Permute axes (no arguments: reverse them)."""
+    def squeeze(self, axes: _Axes) -> Tensor:
+        """Drop the given extent-1 axes."""
+    def expand_dims(self, axes: _Axes) -> Tensor:
+        """Insert extent-1 axes at the given output positions."""
+    def slice_by_size(self, begin: Sequence[int], size: Sequence[int]) -> Tensor:
+        """The static window begin .. begin + size on every axis."""
+    def split(self, num_or_sizes: int | Sequence[int], axis: int = 0) -> list[Tensor]:
+        """Equal parts (int) or parts of the given sizes (sequence) along axis."""
+    def upsample(self, scale: _IntOrPair = 2) -> Tensor:
+        """Nearest-neighbour upsample of the last two axes by integer factors."""
+
+    # reductions
+    def mean(self, axes: _Axes | None = None, keepdims: bool = True) -> Tensor:
+        """Mean over axes (None: every axis)."""
+    def sum(self, axes: _Axes | None = None, keepdims: bool = True) -> Tensor:
+        """Sum over axes (None: every axis)."""
+    def amax(self, axes: _Axes | None = None, keepdims: bool = True) -> Tensor:
+        """Maximum over axes (None: every axis)."""
+    def amin(self, axes: _Axes | None = None, keepdims: bool = True) -> Tensor:
+        """Minimum over axes (None: every axis)."""
+    def softmax(self, axis: int = -1) -> Tensor:
+        """Softmax along axis."""
+
+    # normalisation
+    def layer_norm(self, gamma: Tensor | _ArrayLike | None = None, beta: Tensor | _ArrayLike | None = None, eps: float = 1e-5) -> Tensor:
+        """Layer norm over the last axis, optional scale and shift."""
+    def rms_norm(self, gamma: Tensor | _ArrayLike | None = None, eps: float = 1e-5) -> Tensor:
+        """x / sqrt(mean(x**2, last axis) + eps) * gamma."""
+    def l2_norm(self, axis: int = -1, eps: float = 1e-12) -> Tensor:
+        """x / max(||x||_2 along axis, eps)."""
+    def group_norm(self, num_groups: int, gamma: Tensor | _ArrayLike | None = None, beta: Tensor | _ArrayLike | None = None, eps: float = 1e-5) -> Tensor:
+        """Group norm of NCHW-style x over channel groups, per-channel scale and shift."""
+
+    # pooling
+    def max_pool(self, kernel: _IntOrPair, stride: _IntOrPair | None = None, pad: _Pad = 0) -> Tensor:
+        """Max pooling over H, W (stride defaults to kernel)."""
+    def avg_pool(self, kernel: _IntOrPair, stride: _IntOrPair | None = None, pad: _Pad = 0, count_include_pad: bool = True) -> Tensor:
+        """Average pooling over H, W (stride defaults to kernel)."""
+
+@final
+class Model:
+    """A compiled program loaded on a device; call it with numpy arrays."""
+
+    def __call__(self, *arrays: _ArrayLike, **by_name: _ArrayLike) -> Any:
+        """Run on inputs (creation order or by name): a float32 array, a list or a dict, as passed to compile."""
+    @property
+    def device(self) -> Literal["reference", "ane"]:
+        """The executor running the program."""
+    @property
+    def program_dir(self) -> str:
+        """Directory holding model.mil, weights.bin and program.json."""
+    @property
+    def mil(self) -> str:
+        """The program's MIL text."""
+    @property
+    def inputs(self) -> list[_Port]:
+        """Input ports in feeding order: (name, shape, dtype)."""
+    @property
+    def outputs(self) -> list[_Port]:
+        """Output ports: (name, shape, dtype)."""
+    @property
+    def n_ops(self) -> int:
+        """Number of compute ops in the program."""
+
+def input(shape: int | Sequence[int], dtype: Literal["fp16", "uint8"] = "fp16", name: str | None = None) -> Tensor:
+    """A program input port (named x0, x1, ... in creation order unless name is given)."""
+
+def image_input(shape: Sequence[int], scale: float | Sequence[float] = ..., bias: float | Sequence[float] = 0.0, name: str | None = None) -> Tensor:
+    """A uint8 image port cast to fp16 and scaled: x * scale + bias (scale defaults to 1/255; scalars or per channel)."""
+
+def constant(array: _ArrayLike) -> Tensor:
+    """Bake a float array as an fp16 constant tensor."""
+
+def conv(x: Tensor, weight: _ArrayLike, stride: _IntOrPair = 1, pad: _Pad = 0, dilation: _IntOrPair = 1, groups: int = 1, bias: _ArrayLike | None = None) -> Tensor:
+    """2-D convolution of NCHW x with weight [Cout, Cin/groups, kH, kW] and optional bias [Cout]."""
+
+def concat(tensors: Sequence[Tensor], axis: int = 1) -> Tensor:
+    """Join tensors along axis."""
+
+def split(x: Tensor, num_or_sizes: int | Sequence[int], axis: int = 0) -> list[Tensor]:
+    """Equal parts (int) or parts of the given sizes (sequence) along axis."""
+
+def select(cond: Tensor, a: _Operand, b: _Operand) -> Tensor:
+    """a where cond (a bool tensor from a comparison) else b, broadcasting."""
+
+def maximum(a: _Operand, b: _Operand) -> Tensor:
+    """Elementwise maximum; at least one argument is a Tensor."""
+
+def minimum(a: _Operand, b: _Operand) -> Tensor:
+    """Elementwise minimum; at least one argument is a Tensor."""
+
+def batch_norm(x: Tensor, mean: _ArrayLike, var: _ArrayLike, gamma: _ArrayLike | None = None, beta: _ArrayLike | None = None, eps: float = 1e-5) -> Tensor:
+    """Inference batch norm over channel axis 1 with baked per-channel statistics."""
+
+def compile(
+    outputs: Tensor | Sequence[Tensor] | Mapping[str, Tensor],
+    device: Literal["auto", "ane", "reference", "cpu"] = "auto",
+    precision: Literal["fp16", "fp32"] = "fp16",
+    build_dir: str | PathLike[str] | None = None,
+    target: str | None = None,
+    compress: object | None = None,
+    int8: bool = False,
+    opt: int | None = None,
+) -> Model:
+    """Compile outputs into one program directory and load it (target/compress/int8/opt: not implemented yet)."""
+
+def load(program_dir: str | PathLike[str], device: Literal["auto", "ane", "reference", "cpu"] = "auto", precision: Literal["fp16", "fp32"] = "fp16") -> Model:
+    """Load a program directory; calls return one array for one output, else a dict name -> array."""

@@ -1,0 +1,521 @@
+"""Conformance corpus: every op kind against an independent NumPy float64 oracle.
+
+Each case builds a small graph through the public Python API, compiles it, runs it on seeded
+inputs and compares with a float64 NumPy implementation written here (not derived from the
+Rust kernels), evaluated on the fp16-rounded inputs and fp16-rounded weights — what the
+fp16 contract feeds every op.
+
+Metric: ``max|got - ref| <= tol * max(max|ref|, floor)``. ``tol`` is 2e-3 for single ops
+(fp16 output rounding is 2**-11 ~ 4.9e-4 relative); composites that round intermediate values
+to fp16 (layer/rms/group/l2 norm, and the quickstart-style chains) use 1e-2, noted in the case.
+``floor`` turns the bound absolute where the reference is near zero. Comparisons and select
+must match exactly, as must pure data movement (layout ops).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import pytest
+
+import aneforge as af
+
+# Every op kind that must have at least one case below.
+REQUIRED_KINDS = """
+relu gelu silu sigmoid tanh exp log sqrt rsqrt abs square sin cos erf softplus relu6 elu
+leaky_relu clip add sub mul real_div maximum minimum pow mul_scalar add_scalar sub_scalar
+div_scalar rsub_scalar rdiv_scalar greater less equal not_equal less_equal greater_equal
+select matmul linear bmm conv2d max_pool avg_pool mean sum amax amin softmax layer_norm
+rms_norm batch_norm group_norm l2_norm reshape transpose concat split slice_by_size squeeze
+expand_dims upsample image_input
+""".split()
+
+
+def q(a: np.ndarray) -> np.ndarray:
+    """fp16-rounded float64 copy (what the fp16 contract feeds an op)."""
+    return np.asarray(a, dtype=np.float64).astype(np.float16).astype(np.float64)
+
+
+def h(v: float) -> float:
+    """A scalar parameter as the core bakes it (fp16-rounded)."""
+    return float(np.float16(v))
+
+
+def uniform(shape, seed, lo=-4.0, hi=4.0):
+    return np.random.default_rng(seed).uniform(lo, hi, shape).astype(np.float32)
+
+
+def away(shape, seed, lo=0.5, hi=4.0):
+    """Magnitudes in [lo, hi] with random signs (safe denominators)."""
+    rng = np.random.default_rng(seed)
+    return (rng.uniform(lo, hi, shape) * rng.choice([-1.0, 1.0], shape)).astype(np.float32)
+
+
+def small_ints(shape, seed, lo=-3, hi=3):
+    """Few distinct values, so comparisons see ties."""
+    return np.random.default_rng(seed).integers(lo, hi + 1, shape).astype(np.float32)
+
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+@dataclass
+class Case:
+    id: str
+    kinds: tuple[str, ...]
+    arrays: list[np.ndarray]
+    build: Callable[..., object]
+    ref: Callable[..., object]
+    tol: float = 2e-3
+    floor: float = 1e-3
+    exact: bool = False
+    ports: Callable[[], list] | None = None
+    note: str = ""
+    fp32: bool = False  # also run with precision="fp32"
+
+
+CASES: list[Case] = []
+
+
+def case(id, kinds, arrays, build, ref, **kw):
+    kinds = (kinds,) if isinstance(kinds, str) else tuple(kinds)
+    CASES.append(Case(id, kinds, list(arrays), build, ref, **kw))
+
+
+# ---------------------------------------------------------------- unary -----------------
+UNARY = [
+    # kind, builder, oracle, shape, (lo, hi)
+    ("relu", lambda x: x.relu(), lambda x: np.maximum(x, 0), (1, 783), (-4, 4)),
+    ("relu", lambda x: x.relu(), lambda x: np.maximum(x, 0), (7, 13, 5), (-4, 4)),
+    ("gelu", lambda x: x.gelu(), lambda x: 0.5 * x * (1 + _erf(x / math.sqrt(2))), (7, 65), (-5, 5)),
+    ("silu", lambda x: x.silu(), lambda x: x / (1 + np.exp(-x)), (1, 783), (-6, 6)),
+    ("sigmoid", lambda x: x.sigmoid(), lambda x: 1 / (1 + np.exp(-x)), (3, 7, 33), (-8, 8)),
+    ("tanh", lambda x: x.tanh(), np.tanh, (1, 783), (-4, 4)),
+    ("exp", lambda x: x.exp(), np.exp, (7, 100), (-6, 6)),
+    ("log", lambda x: x.log(), np.log, (1, 783), (0.05, 8)),
+    ("log", lambda x: x.log(eps=0.5), lambda x: np.log(x + h(0.5)), (7, 9), (0.0, 8)),
+    ("sqrt", lambda x: x.sqrt(), np.sqrt, (1, 783), (0, 9)),
+    ("rsqrt", lambda x: x.rsqrt(), lambda x: 1 / np.sqrt(x), (7, 65), (0.05, 9)),
+    ("rsqrt", lambda x: x.rsqrt(eps=1e-3), lambda x: 1 / np.sqrt(x + h(1e-3)), (2, 3, 7), (0.0, 9)),
+    ("abs", lambda x: x.abs(), np.abs, (1, 783), (-4, 4)),
+    ("square", lambda x: x.square(), np.square, (7, 65), (-4, 4)),
+    ("sin", lambda x: x.sin(), np.sin, (1, 783), (-6, 6)),
+    ("cos", lambda x: x.cos(), np.cos, (1, 783), (-6, 6)),
+    ("erf", lambda x: x.erf(), _erf, (7, 65), (-3, 3)),
+    ("softplus", lambda x: x.softplus(), lambda x: np.log1p(np.exp(x)), (1, 783), (-8, 8)),
+    ("relu6", lambda x: x.relu6(), lambda x: np.clip(x, 0, 6), (7, 65), (-8, 8)),
+    ("elu", lambda x: x.elu(), lambda x: np.where(x > 0, x, np.expm1(x)), (1, 783), (-4, 4)),
+    ("elu", lambda x: x.elu(alpha=0.3), lambda x: np.where(x > 0, x, h(0.3) * np.expm1(x)), (7, 9), (-4, 4)),
+    ("leaky_relu", lambda x: x.leaky_relu(), lambda x: np.where(x >= 0, x, h(0.01) * x), (1, 783), (-4, 4)),
+    ("leaky_relu", lambda x: x.leaky_relu(alpha=0.2), lambda x: np.where(x >= 0, x, h(0.2) * x), (7, 9), (-4, 4)),
+    ("clip", lambda x: x.clip(-1.5, 2.25), lambda x: np.clip(x, -1.5, 2.25), (1, 783), (-4, 4)),
+    ("clip", lambda x: x.clamp(-0.1, 0.1), lambda x: np.clip(x, h(-0.1), h(0.1)), (7, 9), (-1, 1)),
+]
+for i, (kind, b, r, shape, (lo, hi)) in enumerate(UNARY):
+    case(f"{kind}-{'x'.join(map(str, shape))}-{i}", kind, [uniform(shape, 100 + i, lo, hi)], b, r)
+
+# ---------------------------------------------------------------- binary ----------------
+case("add-bcast", "add", [uniform((7, 1, 783), 1), uniform((1, 5, 1), 2)], lambda a, b: a + b, lambda a, b: a + b)
+case("add-same", "add", [uniform((1, 65), 3), uniform((1, 65), 4)], lambda a, b: a + b, lambda a, b: a + b)
+case("sub-bcast", "sub", [uniform((2, 7, 65), 5), uniform((65,), 6)], lambda a, b: a - b, lambda a, b: a - b)
+case("mul-bcast", "mul", [uniform((7, 1), 7), uniform((1, 783), 8)], lambda a, b: a * b, lambda a, b: a * b)
+case("real_div", "real_div", [uniform((7, 65), 9), away((7, 65), 10)], lambda a, b: a / b, lambda a, b: a / b)
+case("real_div-bcast", "real_div", [uniform((3, 1, 7), 11), away((5, 1), 12)], lambda a, b: a / b, lambda a, b: a / b)
+case("maximum", "maximum", [uniform((7, 65), 13), uniform((7, 65), 14)], lambda a, b: a.maximum(b), np.maximum)
+case("maximum-fn", "maximum", [uniform((1, 783), 15), uniform((783,), 16)], af.maximum, np.maximum)
+case("maximum-scalar", "maximum", [uniform((7, 9), 17)], lambda a: af.maximum(0.5, a), lambda a: np.maximum(a, 0.5))
+case("minimum", "minimum", [uniform((7, 65), 18), uniform((1, 65), 19)], lambda a, b: a.minimum(b), np.minimum)
+case("minimum-fn", "minimum", [uniform((2, 7, 5), 20)], lambda a: af.minimum(a, -0.25), lambda a: np.minimum(a, -0.25))
+case("pow", "pow", [uniform((7, 65), 21, 0.25, 4), uniform((7, 65), 22, -2, 2)], lambda a, b: a**b, np.power)
+case("pow-method", "pow", [uniform((1, 783), 23, 0.25, 3), uniform((1, 1), 24, -1, 2)], lambda a, b: a.pow(b), np.power)
+case("pow-scalar", ("pow", "pow_scalar"), [uniform((7, 9), 25, -3, 3)], lambda a: a**2.0, lambda a: a**2)
+case("neg", "neg", [uniform((7, 9), 26)], lambda a: -a, lambda a: -a)
+
+# ---------------------------------------------------------------- scalar ----------------
+SC = (7, 65)
+case("mul_scalar", "mul_scalar", [uniform(SC, 30)], lambda x: x * 2.5, lambda x: x * 2.5)
+case("mul_scalar-r", "mul_scalar", [uniform((1, 783), 31)], lambda x: 0.3 * x, lambda x: h(0.3) * x)
+case("add_scalar", "add_scalar", [uniform(SC, 32)], lambda x: x + 1.5, lambda x: x + 1.5)
+case("add_scalar-r", "add_scalar", [uniform(SC, 33)], lambda x: 3 + x, lambda x: x + 3)
+case("sub_scalar", "sub_scalar", [uniform(SC, 34)], lambda x: x - 0.75, lambda x: x - 0.75)
+case("div_scalar", "div_scalar", [uniform(SC, 35)], lambda x: x / 3.0, lambda x: x / 3.0)
+case("rsub_scalar", "rsub_scalar", [uniform(SC, 36)], lambda x: 2 - x, lambda x: 2 - x)
+case("rdiv_scalar", "rdiv_scalar", [away(SC, 37)], lambda x: 2 / x, lambda x: 2 / x)
+case("rpow", "pow", [uniform(SC, 38, -2, 2)], lambda x: 2.0**x, lambda x: 2.0**x)
+
+# ------------------------------------------------------------ comparisons ---------------
+CMP = [
+    ("greater", lambda a, b: a > b, np.greater),
+    ("less", lambda a, b: a < b, np.less),
+    ("equal", lambda a, b: a.equal(b), np.equal),
+    ("not_equal", lambda a, b: a.not_equal(b), np.not_equal),
+    ("less_equal", lambda a, b: a <= b, np.less_equal),
+    ("greater_equal", lambda a, b: a >= b, np.greater_equal),
+]
+for i, (kind, b, r) in enumerate(CMP):
+    case(
+        f"{kind}-tensor",
+        (kind, "select"),
+        [small_ints((7, 65), 40 + i), small_ints((1, 65), 50 + i)],
+        lambda x, y, b=b: af.select(b(x, y), 1.0, 0.0),
+        lambda x, y, r=r: np.where(r(x, y), 1.0, 0.0),
+        exact=True,
+    )
+    method = getattr(af.Tensor, kind)
+    case(
+        f"{kind}-scalar",
+        (kind, "select"),
+        [small_ints((1, 783), 60 + i)],
+        lambda x, m=method: af.select(m(x, 1.0), x, -x),
+        lambda x, r=r: np.where(r(x, 1.0), x, -x),
+        exact=True,
+    )
+case(
+    "select-bcast",
+    "select",
+    [uniform((7, 1, 65), 70), uniform((1, 5, 65), 71)],
+    lambda x, y: af.select(x > 0, x, y),
+    lambda x, y: np.where(x > 0, x, y),
+    exact=True,
+)
+case("select-rcmp", "select", [uniform((7, 9), 72)], lambda x: af.select(0.5 < x, x, 0.0), lambda x: np.where(x > 0.5, x, 0.0), exact=True)
+
+# ---------------------------------------------------------------- matmul ----------------
+W1 = uniform((100, 65), 80, -1, 1)
+case("matmul-3d", "matmul", [uniform((1, 7, 100), 81)], lambda x: x @ W1, lambda x: x @ q(W1))
+W2 = uniform((783, 13), 82, -1, 1)
+case("matmul-783", "matmul", [uniform((7, 783), 83)], lambda x: x.matmul(W2), lambda x: x @ q(W2))
+W3 = uniform((1, 1), 84, -1, 1)
+case("matmul-k1", "matmul", [uniform((7, 1), 85)], lambda x: x @ W3, lambda x: x @ q(W3))
+WL, BL = uniform((50, 64), 86, -1, 1), uniform((50,), 87, -1, 1)
+case("linear-bias", "linear", [uniform((3, 7, 64), 88)], lambda x: x.linear(WL, BL), lambda x: x @ q(WL).T + q(BL))
+WL2 = uniform((7, 783), 89, -0.5, 0.5)
+case("linear-nobias", "linear", [uniform((1, 783), 90)], lambda x: x.linear(WL2), lambda x: x @ q(WL2).T)
+case("bmm-bcast", "bmm", [uniform((2, 1, 7, 33), 91), uniform((3, 33, 5), 92)], lambda a, b: a @ b, np.matmul)
+case("bmm-vec", "bmm", [uniform((4, 7, 65), 93), uniform((65,), 94)], lambda a, b: a.matmul(b), np.matmul)
+
+
+# ---------------------------------------------------------------- conv ------------------
+def conv_ref(x, w, b=None, stride=(1, 1), pad=(0, 0, 0, 0), dil=(1, 1), groups=1):
+    """Direct convolution over explicit padded windows (float64)."""
+    n, cin, hh, ww = x.shape
+    cout, cg, kh, kw = w.shape
+    t, bo, l, r = pad
+    xp = np.zeros((n, cin, hh + t + bo, ww + l + r))
+    xp[:, :, t : t + hh, l : l + ww] = x
+    oh = (hh + t + bo - dil[0] * (kh - 1) - 1) // stride[0] + 1
+    ow = (ww + l + r - dil[1] * (kw - 1) - 1) // stride[1] + 1
+    out = np.zeros((n, cout, oh, ow))
+    cog = cout // groups
+    for g in range(groups):
+        xs, ws = xp[:, g * cg : (g + 1) * cg], w[g * cog : (g + 1) * cog]
+        for i in range(kh):
+            for j in range(kw):
+                y0, x0 = i * dil[0], j * dil[1]
+                patch = xs[:, :, y0 : y0 + stride[0] * (oh - 1) + 1 : stride[0], x0 : x0 + stride[1] * (ow - 1) + 1 : stride[1]]
+                out[:, g * cog : (g + 1) * cog] += np.einsum("nchw,oc->nohw", patch, ws[:, :, i, j])
+    if b is not None:
+        out += b[None, :, None, None]
+    return out
+
+
+CW = {k: uniform(s, 200 + i, -1, 1) for i, (k, s) in enumerate([
+    ("a", (8, 3, 3, 3)), ("ab", (8,)), ("b", (6, 4, 3, 2)), ("c", (4, 5, 3, 3)), ("d", (6, 4, 3, 3)),
+    ("e", (16, 1, 3, 3)), ("eb", (16,)), ("f", (5, 7, 1, 1)),
+])}
+case(
+    "conv-3x3-pad1-bias", "conv2d", [uniform((1, 3, 17, 23), 210)],
+    lambda x: af.conv(x, CW["a"], pad=1, bias=CW["ab"]),
+    lambda x: conv_ref(x, q(CW["a"]), q(CW["ab"]), pad=(1, 1, 1, 1)),
+)
+case(
+    "conv-stride2-pad4", "conv2d", [uniform((2, 4, 15, 9), 211)],
+    lambda x: af.conv(x, CW["b"], stride=2, pad=(1, 0, 2, 1)),
+    lambda x: conv_ref(x, q(CW["b"]), stride=(2, 2), pad=(1, 0, 2, 1)),
+)
+case(
+    "conv-dilation2", "conv2d", [uniform((1, 5, 19, 19), 212)],
+    lambda x: af.conv(x, CW["c"], pad=2, dilation=2),
+    lambda x: conv_ref(x, q(CW["c"]), pad=(2, 2, 2, 2), dil=(2, 2)),
+)
+case(
+    "conv-groups2-stride-hw", "conv2d", [uniform((1, 8, 10, 11), 213)],
+    lambda x: af.conv(x, CW["d"], stride=(1, 2), pad=(1, 0), groups=2),
+    lambda x: conv_ref(x, q(CW["d"]), stride=(1, 2), pad=(1, 1, 0, 0), groups=2),
+)
+case(
+    "conv-depthwise-bias", "conv2d", [uniform((1, 16, 12, 12), 214)],
+    lambda x: af.conv(x, CW["e"], pad=1, groups=16, bias=CW["eb"]),
+    lambda x: conv_ref(x, q(CW["e"]), q(CW["eb"]), pad=(1, 1, 1, 1), groups=16),
+)
+case(
+    "conv-1x1-w783", "conv2d", [uniform((1, 7, 1, 783), 215)],
+    lambda x: af.conv(x, CW["f"]),
+    lambda x: conv_ref(x, q(CW["f"])),
+)
+
+
+# ---------------------------------------------------------------- pooling ---------------
+def pool_ref(x, k, s, pad, mode, include_pad=True):
+    n, c, hh, ww = x.shape
+    t, b, l, r = pad
+    fill = -np.inf if mode == "max" else 0.0
+    xp = np.full((n, c, hh + t + b, ww + l + r), fill)
+    xp[:, :, t : t + hh, l : l + ww] = x
+    mask = np.zeros((hh + t + b, ww + l + r))
+    mask[t : t + hh, l : l + ww] = 1
+    oh, ow = (hh + t + b - k[0]) // s[0] + 1, (ww + l + r - k[1]) // s[1] + 1
+    win = lambda a, i, j: a[..., i : i + s[0] * (oh - 1) + 1 : s[0], j : j + s[1] * (ow - 1) + 1 : s[1]]
+    stack = np.stack([win(xp, i, j) for i in range(k[0]) for j in range(k[1])])
+    if mode == "max":
+        return stack.max(axis=0)
+    total = stack.sum(axis=0)
+    if include_pad:
+        return total / (k[0] * k[1])
+    count = np.stack([win(mask, i, j) for i in range(k[0]) for j in range(k[1])]).sum(axis=0)
+    return total / count
+
+
+case("max_pool-3s2p1", "max_pool", [uniform((1, 3, 15, 17), 300)], lambda x: x.max_pool(3, 2, 1), lambda x: pool_ref(x, (3, 3), (2, 2), (1, 1, 1, 1), "max"))
+case("max_pool-2", "max_pool", [uniform((2, 4, 8, 7), 301)], lambda x: x.max_pool(2), lambda x: pool_ref(x, (2, 2), (2, 2), (0, 0, 0, 0), "max"))
+case(
+    "avg_pool-incl", "avg_pool", [uniform((1, 3, 15, 17), 302)],
+    lambda x: x.avg_pool(3, stride=2, pad=1),
+    lambda x: pool_ref(x, (3, 3), (2, 2), (1, 1, 1, 1), "avg", include_pad=True),
+)
+case(
+    "avg_pool-excl", "avg_pool", [uniform((1, 3, 15, 17), 303)],
+    lambda x: x.avg_pool(3, stride=2, pad=1, count_include_pad=False),
+    lambda x: pool_ref(x, (3, 3), (2, 2), (1, 1, 1, 1), "avg", include_pad=False),
+)
+case(
+    "avg_pool-rect-pad4", "avg_pool", [uniform((2, 2, 9, 13), 304)],
+    lambda x: x.avg_pool((2, 3), stride=(1, 2), pad=(1, 0, 1, 2), count_include_pad=False),
+    lambda x: pool_ref(x, (2, 3), (1, 2), (1, 0, 1, 2), "avg", include_pad=False),
+)
+
+# ------------------------------------------------------------- reductions ---------------
+RED = [("mean", np.mean), ("sum", np.sum), ("amax", np.max), ("amin", np.min)]
+for i, (kind, fn) in enumerate(RED):
+    case(f"{kind}-last-keep", kind, [uniform((3, 7, 783), 400 + i)], lambda x, k=kind: getattr(x, k)(-1), lambda x, fn=fn: fn(x, axis=-1, keepdims=True))
+    case(
+        f"{kind}-02-drop", kind, [uniform((5, 7, 65), 410 + i)],
+        lambda x, k=kind: getattr(x, k)((0, 2), keepdims=False),
+        lambda x, fn=fn: fn(x, axis=(0, 2), keepdims=False),
+    )
+    case(f"{kind}-1-drop", kind, [uniform((2, 7, 1, 9), 420 + i)], lambda x, k=kind: getattr(x, k)(1, keepdims=False), lambda x, fn=fn: fn(x, axis=1))
+case("softmax-last", "softmax", [uniform((7, 783), 430)], lambda x: x.softmax(), lambda x: softmax_ref(x, -1))
+case("softmax-axis1", "softmax", [uniform((2, 7, 5), 431, -8, 8)], lambda x: x.softmax(axis=1), lambda x: softmax_ref(x, 1))
+
+
+def softmax_ref(x, axis):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+# ---------------------------------------------------------------- norms -----------------
+def standardize(x, axes, eps):
+    m = x.mean(axis=axes, keepdims=True)
+    v = ((x - m) ** 2).mean(axis=axes, keepdims=True)
+    return (x - m) / np.sqrt(v + eps)
+
+
+NG, NB = uniform((783,), 500, 0.5, 1.5), uniform((783,), 501, -1, 1)
+COMPOSITE = "composite of reduce/sub/mul/rsqrt with fp16 intermediates: 1e-2"
+case(
+    "layer_norm-affine", "layer_norm", [uniform((2, 7, 783), 502)],
+    lambda x: x.layer_norm(NG, NB),
+    lambda x: standardize(x, -1, h(1e-5)) * q(NG) + q(NB),
+    tol=1e-2, note=COMPOSITE,
+)
+case(
+    "layer_norm-plain", "layer_norm", [uniform((7, 65), 503, 0, 8)],
+    lambda x: x.layer_norm(eps=1e-3),
+    lambda x: standardize(x, -1, h(1e-3)),
+    tol=1e-2, note=COMPOSITE,
+)
+case(
+    "layer_norm-tensor-gamma", "layer_norm", [uniform((7, 33), 504), uniform((33,), 505, 0.5, 1.5)],
+    lambda x, g: x.layer_norm(g),
+    lambda x, g: standardize(x, -1, h(1e-5)) * g,
+    tol=1e-2, note=COMPOSITE,
+)
+
+
+def rms_ref(x, eps, g=None):
+    rms = np.sqrt((x**2).mean(axis=-1, keepdims=True))
+    y = x / np.maximum(rms, math.sqrt(eps))
+    return y if g is None else y * g
+
+
+case("rms_norm-affine", "rms_norm", [uniform((3, 7, 783), 510)], lambda x: x.rms_norm(NG), lambda x: rms_ref(x, h(1e-5), q(NG)), tol=1e-2, note=COMPOSITE)
+case("rms_norm-plain", "rms_norm", [uniform((7, 65), 511)], lambda x: x.rms_norm(), lambda x: rms_ref(x, h(1e-5)), tol=1e-2, note=COMPOSITE)
+
+BM, BV = uniform((6,), 520, -1, 1), uniform((6,), 521, 0.25, 4)
+BG, BB = uniform((6,), 522, 0.5, 1.5), uniform((6,), 523, -1, 1)
+c4 = lambda a: a[None, :, None, None]
+case(
+    "batch_norm-affine", "batch_norm", [uniform((2, 6, 5, 7), 524)],
+    lambda x: af.batch_norm(x, BM, BV, BG, BB),
+    lambda x: (x - c4(q(BM))) / np.sqrt(c4(q(BV)) + h(1e-5)) * c4(q(BG)) + c4(q(BB)),
+)
+case(
+    "batch_norm-rank3", "batch_norm", [uniform((1, 6, 783), 525)],
+    lambda x: af.batch_norm(x, BM, BV, eps=1e-3),
+    lambda x: (x - q(BM)[None, :, None]) / np.sqrt(q(BV)[None, :, None] + h(1e-3)),
+)
+
+GG, GB = uniform((8,), 530, 0.5, 1.5), uniform((8,), 531, -1, 1)
+
+
+def group_ref(x, groups, eps, g=None, b=None):
+    n, c = x.shape[:2]
+    y = standardize(x.reshape(n, groups, -1), -1, eps).reshape(x.shape)
+    if g is not None:
+        y = y * c4(g)
+    if b is not None:
+        y = y + c4(b)
+    return y
+
+
+case(
+    "group_norm-affine", "group_norm", [uniform((2, 8, 5, 7), 532)],
+    lambda x: x.group_norm(4, GG, GB),
+    lambda x: group_ref(x, 4, h(1e-5), q(GG), q(GB)),
+    tol=1e-2, note=COMPOSITE,
+)
+case(
+    "group_norm-1group", "group_norm", [uniform((1, 8, 3, 65), 533)],
+    lambda x: x.group_norm(1),
+    lambda x: group_ref(x, 1, h(1e-5)),
+    tol=1e-2, note=COMPOSITE,
+)
+
+
+def l2_ref(x, axis, eps):
+    n = np.sqrt((x**2).sum(axis=axis, keepdims=True))
+    return x / np.maximum(n, math.sqrt(eps))
+
+
+case("l2_norm-last", "l2_norm", [uniform((7, 783), 540)], lambda x: x.l2_norm(), lambda x: l2_ref(x, -1, 0.0), tol=1e-2, note=COMPOSITE)
+case("l2_norm-axis1", "l2_norm", [uniform((2, 7, 5), 541)], lambda x: x.l2_norm(axis=1, eps=1e-4), lambda x: l2_ref(x, 1, h(1e-4)), tol=1e-2, note=COMPOSITE)
+
+# ---------------------------------------------------------------- layout ----------------
+case("reshape", "reshape", [uniform((2, 3, 4, 5), 600)], lambda x: x.reshape(6, -1), lambda x: x.reshape(6, -1), exact=True)
+case("reshape-tuple", "reshape", [uniform((7, 783), 601)], lambda x: x.reshape((1, 7, 27, 29)), lambda x: x.reshape(1, 7, 27, 29), exact=True)
+case("transpose", "transpose", [uniform((2, 7, 65), 602)], lambda x: x.transpose(0, 2, 1), lambda x: x.transpose(0, 2, 1), exact=True)
+case("transpose-rev", "transpose", [uniform((3, 1, 7, 5), 603)], lambda x: x.transpose(), lambda x: x.transpose(), exact=True)
+case(
+    "concat-3", "concat", [uniform((2, 1, 5), 604), uniform((2, 7, 5), 605), uniform((2, 13, 5), 606)],
+    lambda a, b, c: af.concat([a, b, c], axis=1),
+    lambda a, b, c: np.concatenate([a, b, c], axis=1),
+    exact=True,
+)
+case("concat-neg", "concat", [uniform((3, 65), 607), uniform((3, 783), 608)], lambda a, b: af.concat((a, b), axis=-1), lambda a, b: np.concatenate([a, b], -1), exact=True)
+case("split-equal", "split", [uniform((6, 7, 5), 609)], lambda x: x.split(3), lambda x: np.split(x, 3), exact=True)
+case(
+    "split-sizes", "split", [uniform((2, 783), 610)],
+    lambda x: af.split(x, [1, 700, 82], axis=-1),
+    lambda x: np.split(x, [1, 701], axis=-1),
+    exact=True,
+)
+case(
+    "slice_by_size", "slice_by_size", [uniform((3, 7, 783), 611)],
+    lambda x: x.slice_by_size((1, 0, 3), (2, 7, 100)),
+    lambda x: x[1:3, 0:7, 3:103],
+    exact=True,
+)
+case("squeeze", "squeeze", [uniform((1, 7, 1, 5), 612)], lambda x: x.squeeze((0, 2)), lambda x: x.squeeze((0, 2)), exact=True)
+case("squeeze-neg", "squeeze", [uniform((7, 65, 1), 613)], lambda x: x.squeeze(-1), lambda x: x.squeeze(-1), exact=True)
+case("expand_dims", "expand_dims", [uniform((7, 5), 614)], lambda x: x.expand_dims((0, 2)), lambda x: x[None, :, None, :], exact=True)
+case("expand_dims-neg", "expand_dims", [uniform((7, 5), 615)], lambda x: x.expand_dims(-1), lambda x: x[..., None], exact=True)
+case("upsample-2", "upsample", [uniform((1, 3, 5, 7), 616)], lambda x: x.upsample(), lambda x: x.repeat(2, 2).repeat(2, 3), exact=True)
+case("upsample-2x3", "upsample", [uniform((2, 1, 7, 4), 617)], lambda x: x.upsample((2, 3)), lambda x: x.repeat(2, 2).repeat(3, 3), exact=True)
+
+# ------------------------------------------------------------ image_input ---------------
+IMG = np.random.default_rng(700).integers(0, 256, (1, 3, 7, 9)).astype(np.uint8)
+IMG_SCALE, IMG_BIAS = [0.0171, 0.0175, 0.0174], [-2.1179, -2.0357, -1.8044]
+case(
+    "image_input-per-channel", "image_input", [IMG],
+    lambda x: x,
+    lambda x: q(x * c4(q(np.array(IMG_SCALE)))) + c4(q(np.array(IMG_BIAS))),
+    ports=lambda: [af.image_input((1, 3, 7, 9), IMG_SCALE, IMG_BIAS)],
+)
+IMG2 = np.random.default_rng(701).integers(0, 256, (2, 1, 5, 783)).astype(np.uint8)
+case(
+    "image_input-default", "image_input", [IMG2],
+    lambda x: x.relu(),
+    lambda x: x * h(1 / 255),
+    ports=lambda: [af.image_input((2, 1, 5, 783))],
+)
+
+# ------------------------------------------------------------------ runner --------------
+FP32_IDS = {"gelu-7x65-2", "matmul-783", "conv-3x3-pad1-bias", "softmax-last", "layer_norm-affine", "sum-last-keep", "avg_pool-excl", "rdiv_scalar"}
+
+
+def _as_list(v):
+    return list(v) if isinstance(v, (list, tuple)) else [v]
+
+
+def run(c: Case, precision: str = "fp16", arrays=None):
+    arrays = c.arrays if arrays is None else arrays
+    ports = c.ports() if c.ports else [af.input(a.shape) for a in arrays]
+    out = c.build(*ports)
+    net = af.compile(out, precision=precision)
+    got = _as_list(net(*arrays))
+    ref = _as_list(c.ref(*[a.astype(np.float64) if a.dtype == np.uint8 else q(a) for a in arrays]))
+    assert len(got) == len(ref), c.id
+    return got, ref
+
+
+def rel_err(got, ref, floor):
+    return float(np.max(np.abs(got - ref))) / max(float(np.max(np.abs(ref))), floor)
+
+
+@pytest.mark.parametrize("c", CASES, ids=[c.id for c in CASES])
+def test_case(c: Case):
+    got, ref = run(c)
+    for g, r in zip(got, ref):
+        assert g.dtype == np.float32
+        assert g.shape == np.shape(r), f"{c.id}: shape {g.shape} vs reference {np.shape(r)}"
+        if c.exact:
+            np.testing.assert_array_equal(g, r, err_msg=c.id)
+        else:
+            err = rel_err(g, r, c.floor)
+            assert err <= c.tol, f"{c.id}: max|err|/max|ref| = {err:.3g} > {c.tol} {c.note}"
+
+
+@pytest.mark.parametrize("c", [c for c in CASES if c.id in FP32_IDS], ids=lambda c: c.id)
+def test_fp32_precision_is_much_tighter(c: Case):
+    # fp16-representable inputs: both modes then see the same values, only the rounding differs.
+    arrays = [q(a).astype(np.float32) for a in c.arrays]
+    got32, ref = run(c, "fp32", arrays)
+    got16, _ = run(c, "fp16", arrays)
+    for g32, g16, r in zip(got32, got16, ref):
+        e32, e16 = rel_err(g32, r, c.floor), rel_err(g16, r, c.floor)
+        assert e32 <= 1e-5, f"{c.id}: fp32 relative error {e32:.3g}"
+        assert e32 < e16, f"{c.id}: fp32 ({e32:.3g}) is not tighter than fp16 ({e16:.3g})"
+
+
+def test_fp32_ids_exist():
+    assert FP32_IDS <= {c.id for c in CASES}
+
+
+def test_every_required_op_kind_has_a_case():
+    covered = {k for c in CASES for k in c.kinds}
+    missing = [k for k in REQUIRED_KINDS if k not in covered]
+    assert not missing, f"op kinds without a conformance case: {missing}"
+
+
+def test_case_ids_are_unique():
+    ids = [c.id for c in CASES]
+    assert len(ids) == len(set(ids))
+
+
+def test_shapes_cover_awkward_extents():
+    extents = {d for c in CASES for a in c.arrays for d in a.shape}
+    assert {1, 7, 783} <= extents
+    assert any(d % 64 for d in extents if d > 64)
