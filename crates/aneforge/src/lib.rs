@@ -22,6 +22,6 @@ pub mod compile;
 pub mod exec;
 pub mod program;
 
-pub use compile::{compile, load_dir, CompileOptions, Compiled, Device};
+pub use compile::{compile, export, load_dir, CompileOptions, Compiled, Device};
 pub use exec::{Executor, Loaded, PortData, Precision};
 pub use program::{PortSpec, Program};

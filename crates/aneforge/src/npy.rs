@@ -127,7 +127,7 @@ pub fn parse(bytes: &[u8], file: &Path) -> Result<Npy> {
 }
 
 /// Encode an f32 array (C order) as `.npy` version 1 bytes; `data.len()` must equal the shape's product.
-pub fn to_bytes_f32(shape: &[usize], data: &[f32]) -> Vec<u8> {
+fn to_bytes_f32(shape: &[usize], data: &[f32]) -> Vec<u8> {
     assert_eq!(shape.iter().product::<usize>(), data.len(), "npy::to_bytes_f32: data length does not match shape {shape:?}");
     let dims: String = match shape {
         [d] => format!("({d},)"),
@@ -153,7 +153,8 @@ pub fn write_f32(path: &Path, shape: &[usize], data: &[f32]) -> Result<()> {
     if shape.iter().product::<usize>() != data.len() {
         return Err(Error::shape("npy::write_f32", format!("{} values do not fill shape {shape:?}", data.len())));
     }
-    write_atomic(path, &to_bytes_f32(shape, data))
+    let bytes = to_bytes_f32(shape, data);
+    write_atomic(path, |f| std::io::Write::write_all(f, &bytes))
 }
 
 /// Element kinds accepted on read.
