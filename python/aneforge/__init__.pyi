@@ -288,5 +288,8 @@ def compile(
 ) -> Model:
     """Compile outputs into one program directory and load it (target/compress/int8/opt: not implemented yet)."""
 
+def export(outputs: Tensor | Sequence[Tensor] | Mapping[str, Tensor], build_dir: str | PathLike[str] | None = None) -> str:
+    """Lower outputs and write the program directory (no executor load); returns its path."""
+
 def load(program_dir: str | PathLike[str], device: Literal["auto", "ane", "reference", "cpu"] = "auto", precision: Literal["fp16", "fp32"] = "fp16") -> Model:
     """Load a program directory; calls return one array for one output, else a dict name -> array."""

@@ -198,6 +198,16 @@ def test_load_reproduces_outputs():
     np.testing.assert_array_equal(res["p"], np.ones(3))
 
 
+def test_export_writes_the_same_directory_without_loading(tmp_path):
+    net = af.compile(build_det())
+    d = af.export(build_det(), build_dir=tmp_path / "exp")
+    assert Path(d) == tmp_path / "exp"
+    assert read_dir(d) == read_dir(net.program_dir)
+    assert af.export(build_det()) == net.program_dir
+    x = np.random.default_rng(6).standard_normal((1, 8, 6, 6)).astype(np.float32)
+    np.testing.assert_array_equal(af.load(d)(x), net(x))
+
+
 @pytest.mark.parametrize(
     "kw, name",
     [({"target": "h16"}, "target"), ({"compress": "int4"}, "compress"), ({"int8": True}, "int8"), ({"opt": 1}, "opt"), ({"opt": "O2"}, "opt")],

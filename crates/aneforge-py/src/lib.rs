@@ -27,5 +27,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::batch_norm, m)?)?;
     m.add_function(wrap_pyfunction!(model::compile, m)?)?;
     m.add_function(wrap_pyfunction!(model::load, m)?)?;
+    m.add_function(wrap_pyfunction!(model::export, m)?)?;
     Ok(())
 }

@@ -271,6 +271,29 @@ impl Model {
     }
 }
 
+/// Outputs given as a Tensor, a list/tuple of Tensors, or a dict name → Tensor.
+fn parse_outputs(outputs: &Bound<'_, PyAny>) -> PyResult<(Vec<(Option<String>, aneforge::Tensor)>, OutKind)> {
+    if let Ok(t) = outputs.cast::<PyTensor>() {
+        Ok((vec![(None, t.get().t.clone())], OutKind::Single))
+    } else if let Ok(d) = outputs.cast::<PyDict>() {
+        let mut outs = Vec::with_capacity(d.len());
+        for (k, v) in d.iter() {
+            let name: String = k.extract().map_err(|_| PyTypeError::new_err(format!("compile: output names must be str, got {}", type_name(&k))))?;
+            let t = tensor(&v, "compile", &format!("output '{name}'"))?;
+            outs.push((Some(name), t));
+        }
+        Ok((outs, OutKind::Dict))
+    } else if outputs.is_instance_of::<PyList>() || outputs.is_instance_of::<PyTuple>() {
+        let outs = outputs.try_iter()?.map(|t| Ok((None, tensor(&t?, "compile", "every output")?))).collect::<PyResult<Vec<_>>>()?;
+        Ok((outs, OutKind::List))
+    } else {
+        Err(PyTypeError::new_err(format!(
+            "compile: outputs must be a Tensor, a list or tuple of Tensors, or a dict name -> Tensor, got {}",
+            type_name(outputs)
+        )))
+    }
+}
+
 /// Compile `outputs` (a Tensor, a list/tuple of Tensors, or a dict name → Tensor) into one
 /// program, write its directory and load it on `device`.
 #[pyfunction]
@@ -301,28 +324,20 @@ pub fn compile(
             return Err(not_implemented("opt="));
         }
     }
-    let (outs, kind) = if let Ok(t) = outputs.cast::<PyTensor>() {
-        (vec![(None, t.get().t.clone())], OutKind::Single)
-    } else if let Ok(d) = outputs.cast::<PyDict>() {
-        let mut outs = Vec::with_capacity(d.len());
-        for (k, v) in d.iter() {
-            let name: String = k.extract().map_err(|_| PyTypeError::new_err(format!("compile: output names must be str, got {}", type_name(&k))))?;
-            let t = tensor(&v, "compile", &format!("output '{name}'"))?;
-            outs.push((Some(name), t));
-        }
-        (outs, OutKind::Dict)
-    } else if outputs.is_instance_of::<PyList>() || outputs.is_instance_of::<PyTuple>() {
-        let outs = outputs.try_iter()?.map(|t| Ok((None, tensor(&t?, "compile", "every output")?))).collect::<PyResult<Vec<_>>>()?;
-        (outs, OutKind::List)
-    } else {
-        return Err(PyTypeError::new_err(format!(
-            "compile: outputs must be a Tensor, a list or tuple of Tensors, or a dict name -> Tensor, got {}",
-            type_name(outputs)
-        )));
-    };
+    let (outs, kind) = parse_outputs(outputs)?;
     let opts = CompileOptions { device: Device::parse(device).py()?, precision: Precision::parse(precision).py()?, build_dir };
     let compiled = py.detach(|| aneforge::compile(&outs, &opts)).py()?;
     Ok(Model::new(compiled, kind))
+}
+
+/// Lower `outputs` and write the program directory (model.mil, weights.bin, program.json)
+/// into `build_dir` or the content-addressed cache, without loading it; returns the directory.
+#[pyfunction]
+#[pyo3(signature = (outputs, build_dir=None))]
+pub fn export(py: Python<'_>, outputs: &Bound<'_, PyAny>, build_dir: Option<PathBuf>) -> PyResult<String> {
+    let (outs, _) = parse_outputs(outputs)?;
+    let (_, dir) = py.detach(|| aneforge::export(&outs, build_dir.as_deref())).py()?;
+    Ok(dir.display().to_string())
 }
 
 /// Load a program directory (model.mil + weights.bin [+ program.json]) on `device`. Calls

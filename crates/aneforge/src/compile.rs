@@ -75,13 +75,20 @@ pub fn executor(device: Device, precision: Precision) -> Result<Box<dyn Executor
     }
 }
 
-/// Compile outputs (`None` name = automatic `y0`, `y1`, ...) into a program directory and load it.
-pub fn compile(outputs: &[(Option<String>, Tensor)], opts: &CompileOptions) -> Result<Compiled> {
+/// Lower outputs (`None` name = automatic `y0`, `y1`, ...) and write the program directory
+/// (into `build_dir`, else the content-addressed cache) without loading it on any executor.
+pub fn export(outputs: &[(Option<String>, Tensor)], build_dir: Option<&Path>) -> Result<(Program, PathBuf)> {
     let program = Program::lower(Graph::from_outputs(outputs)?)?;
-    let dir = match &opts.build_dir {
+    let dir = match build_dir {
         Some(d) => program.write_to(d)?,
         None => program.write_cached(&cache_root())?,
     };
+    Ok((program, dir))
+}
+
+/// Compile outputs into a program directory (see [`export`]) and load it on the chosen device.
+pub fn compile(outputs: &[(Option<String>, Tensor)], opts: &CompileOptions) -> Result<Compiled> {
+    let (program, dir) = export(outputs, opts.build_dir.as_deref())?;
     let loaded = executor(opts.device, opts.precision)?.load(&program, opts.precision)?;
     Ok(Compiled { program, dir, loaded })
 }

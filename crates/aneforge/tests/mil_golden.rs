@@ -55,7 +55,7 @@ fn every_mil_op_kind_has_a_case() {
 fn parse_of_print_is_the_same_graph_and_computes_the_same_bits() {
     for (name, t) in common::op_cases() {
         let p = lower(&t);
-        let g = parse(&p.mil, "model.mil".as_ref(), &p.weights, "weights.bin".as_ref()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let g = parse(&p.mil, "model.mil".as_ref(), &p.weights.to_bytes(), "weights.bin".as_ref()).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(g, p.graph, "{name}: parse(print(g)) != g");
         let q = Program::lower(g).unwrap();
         assert_eq!(q.mil, p.mil, "{name}: print(parse(print(g))) differs");

@@ -5,6 +5,7 @@
 //! MIL `BLOBFILE` offsets point at the descriptor.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use half::f16;
 
@@ -19,54 +20,87 @@ pub const DTYPE_FP16: u32 = 1;
 /// Every record starts at a multiple of this.
 pub const ALIGN: usize = 64;
 
-/// Builds a weights.bin image in memory.
-#[derive(Debug, Default)]
-pub struct BlobWriter {
-    bytes: Vec<u8>,
-    count: u32,
+/// A weights.bin layout over shared fp16 payloads: nothing is copied until it is hashed,
+/// written or materialised, and all three stream the same byte sequence.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Blob {
+    payloads: Vec<Arc<Vec<f16>>>,
+    len: u64,
 }
 
-impl BlobWriter {
+/// Bytes of a payload record: descriptor, data and padding to the next 64-byte boundary.
+fn record_len(values: usize) -> u64 {
+    (ALIGN + (values * 2).div_ceil(ALIGN) * ALIGN) as u64
+}
+
+impl Blob {
     /// An empty blob (header only).
     pub fn new() -> Self {
-        let mut bytes = vec![0u8; ALIGN];
-        bytes[4..8].copy_from_slice(&VERSION.to_le_bytes());
-        BlobWriter { bytes, count: 0 }
+        Blob { payloads: Vec::new(), len: ALIGN as u64 }
     }
 
     /// Append an fp16 payload; returns the descriptor offset for `BLOBFILE(offset = ...)`.
-    pub fn push_fp16(&mut self, values: &[f16]) -> u64 {
-        let desc = self.bytes.len();
-        let data_len = values.len() * 2;
-        let mut rec = [0u8; ALIGN];
-        rec[0..4].copy_from_slice(&SENTINEL.to_le_bytes());
-        rec[4..8].copy_from_slice(&DTYPE_FP16.to_le_bytes());
-        rec[8..16].copy_from_slice(&(data_len as u64).to_le_bytes());
-        rec[16..24].copy_from_slice(&((desc + ALIGN) as u64).to_le_bytes());
-        self.bytes.extend_from_slice(&rec);
-        self.bytes.reserve(data_len + ALIGN);
-        if cfg!(target_endian = "little") {
-            // SAFETY: f16 is a plain 2-byte value; on little-endian hosts its in-memory bytes are the file's bytes.
-            let raw = unsafe { std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), data_len) };
-            self.bytes.extend_from_slice(raw);
-        } else {
-            values.iter().for_each(|v| self.bytes.extend_from_slice(&v.to_bits().to_le_bytes()));
-        }
-        let padded = self.bytes.len().div_ceil(ALIGN) * ALIGN;
-        self.bytes.resize(padded, 0);
-        self.count += 1;
-        self.bytes[0..4].copy_from_slice(&self.count.to_le_bytes());
-        desc as u64
+    pub fn push_fp16(&mut self, values: Arc<Vec<f16>>) -> u64 {
+        let desc = self.len;
+        self.len += record_len(values.len());
+        self.payloads.push(values);
+        desc
     }
 
     /// Number of payloads.
-    pub fn count(&self) -> u32 {
-        self.count
+    pub fn count(&self) -> usize {
+        self.payloads.len()
     }
 
-    /// The finished file image.
-    pub fn finish(self) -> Vec<u8> {
-        self.bytes
+    /// Total file size in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether there are no payloads.
+    pub fn is_empty(&self) -> bool {
+        self.payloads.is_empty()
+    }
+
+    /// Feed the file's bytes, in order, to `sink` (header, then per payload descriptor, data, padding).
+    pub fn stream<E>(&self, mut sink: impl FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
+        let mut header = [0u8; ALIGN];
+        header[0..4].copy_from_slice(&(self.payloads.len() as u32).to_le_bytes());
+        header[4..8].copy_from_slice(&VERSION.to_le_bytes());
+        sink(&header)?;
+        let zeros = [0u8; ALIGN];
+        let mut desc = ALIGN as u64;
+        for values in &self.payloads {
+            let data_len = values.len() * 2;
+            let mut rec = [0u8; ALIGN];
+            rec[0..4].copy_from_slice(&SENTINEL.to_le_bytes());
+            rec[4..8].copy_from_slice(&DTYPE_FP16.to_le_bytes());
+            rec[8..16].copy_from_slice(&(data_len as u64).to_le_bytes());
+            rec[16..24].copy_from_slice(&(desc + ALIGN as u64).to_le_bytes());
+            sink(&rec)?;
+            if cfg!(target_endian = "little") {
+                // SAFETY: f16 is a plain 2-byte value; on little-endian hosts its in-memory bytes are the file's bytes.
+                sink(unsafe { std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), data_len) })?;
+            } else {
+                let le: Vec<u8> = values.iter().flat_map(|v| v.to_bits().to_le_bytes()).collect();
+                sink(&le)?;
+            }
+            let rec_len = record_len(values.len());
+            sink(&zeros[..(rec_len - ALIGN as u64) as usize - data_len])?;
+            desc += rec_len;
+        }
+        Ok(())
+    }
+
+    /// The whole file image.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.len as usize);
+        self.stream::<()>(|b| {
+            out.extend_from_slice(b);
+            Ok(())
+        })
+        .expect("infallible sink");
+        out
     }
 }
 
@@ -139,12 +173,13 @@ mod tests {
 
     #[test]
     fn layout_matches_milblob_v2() {
-        let mut w = BlobWriter::new();
+        let mut w = Blob::new();
         let a: Vec<f16> = [1.0f32, -2.0, 0.5].iter().map(|&v| f16::from_f32(v)).collect();
         let b: Vec<f16> = (0..40).map(|i| f16::from_f32(i as f32)).collect();
-        assert_eq!(w.push_fp16(&a), 64);
-        assert_eq!(w.push_fp16(&b), 192); // 64 + 64 (descriptor) + 6 bytes padded to 64
-        let bytes = w.finish();
+        assert_eq!(w.push_fp16(Arc::new(a)), 64);
+        assert_eq!(w.push_fp16(Arc::new(b.clone())), 192); // 64 + 64 (descriptor) + 6 bytes padded to 64
+        let bytes = w.to_bytes();
+        assert_eq!(bytes.len() as u64, w.len());
         assert_eq!(bytes.len(), 192 + 64 + 128);
         assert_eq!(&bytes[0..8], &[2, 0, 0, 0, 2, 0, 0, 0]);
         assert!(bytes[8..64].iter().all(|&x| x == 0));
@@ -162,9 +197,9 @@ mod tests {
 
     #[test]
     fn reader_rejects_corruption_with_offsets() {
-        let mut w = BlobWriter::new();
-        w.push_fp16(&[f16::ONE; 4]);
-        let good = w.finish();
+        let mut w = Blob::new();
+        w.push_fp16(Arc::new(vec![f16::ONE; 4]));
+        let good = w.to_bytes();
         let p = Path::new("w.bin");
         let r = BlobReader::new(&good, p).unwrap();
         for (off, n, needle) in [(0u64, 4, "not a 64-aligned"), (65, 4, "not a 64-aligned"), (64, 5, "needs 5 fp16"), (4096, 4, "inside the")] {

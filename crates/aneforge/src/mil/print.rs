@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::fmt::Write;
 
-use super::blob::BlobWriter;
+use super::blob::Blob;
 use super::literal::Literal;
 use super::MilInputs;
 use crate::error::{Error, Result};
@@ -24,7 +24,7 @@ pub const WEIGHTS_PATH: &str = "@model_path/weights.bin";
 #[derive(Clone, Debug, PartialEq)]
 pub struct Printed {
     pub mil: String,
-    pub weights: Vec<u8>,
+    pub weights: Blob,
 }
 
 /// MIL spelling of a value type: `tensor<fp16, [1, 3]>`, or `fp16` for a rank-0 value.
@@ -68,7 +68,7 @@ pub fn print(g: &Graph) -> Result<Printed> {
         }
         Ok(())
     };
-    let mut blob = BlobWriter::new();
+    let mut blob = Blob::new();
     let mut body = String::new();
     let name_of = |v: &Value| names[v.node][v.port].as_str();
 
@@ -83,7 +83,7 @@ pub fn print(g: &Graph) -> Result<Printed> {
                 let val = if c.shape.is_empty() {
                     Literal::Fp16(c.values[0].to_f32()).mil_value()
                 } else {
-                    let off = blob.push_fp16(&c.values);
+                    let off = blob.push_fp16(c.values.clone());
                     format!("{ty}(BLOBFILE(path = string(\"{WEIGHTS_PATH}\"), offset = uint64({off})))")
                 };
                 let n = &names[i][0];
@@ -125,5 +125,5 @@ pub fn print(g: &Graph) -> Result<Printed> {
     writeln!(mil, "program(1.3)\n{BUILD_INFO}\n{{\n    func main<{OPSET}>({}) {{", params.join(", ")).expect("write to String");
     mil.push_str(&body);
     writeln!(mil, "    }} -> ({});\n}}", outs.join(", ")).expect("write to String");
-    Ok(Printed { mil, weights: blob.finish() })
+    Ok(Printed { mil, weights: blob })
 }

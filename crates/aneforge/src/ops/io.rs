@@ -63,9 +63,8 @@ impl Family for Const {
         MilOp::new("const", &[])
     }
     fn eval(&self, _: &[&Buf], out: &mut [Buf]) -> Result<()> {
-        for (o, v) in out[0].data.iter_mut().zip(self.values.iter()) {
-            *o = v.to_f32();
-        }
+        use half::slice::HalfFloatSliceExt;
+        self.values.convert_to_f32_slice(&mut out[0].data);
         Ok(())
     }
 }

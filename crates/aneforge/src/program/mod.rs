@@ -1,6 +1,7 @@
 //! A lowered program: the graph, its MIL text and weight blob, and the content-addressed
 //! program directory (`model.mil`, `weights.bin`, `program.json`) written atomically.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -8,6 +9,7 @@ use sha2::{Digest, Sha256};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
+use crate::mil::blob::Blob;
 use crate::mil::{parse, print};
 
 /// Name, dtype and shape of one program port.
@@ -46,7 +48,7 @@ pub const KEY_LEN: usize = 32;
 pub struct Program {
     pub graph: Graph,
     pub mil: String,
-    pub weights: Vec<u8>,
+    pub weights: Blob,
     /// Hex SHA-256 of the MIL text bytes followed by the blob bytes.
     pub sha256: String,
 }
@@ -55,7 +57,14 @@ impl Program {
     /// Print a graph (byte-identical output for the same graph).
     pub fn lower(graph: Graph) -> Result<Program> {
         let p = print::print(&graph)?;
-        let sha256 = digest(&p.mil, &p.weights);
+        let mut h = Sha256::new();
+        h.update(p.mil.as_bytes());
+        p.weights.stream::<()>(|b| {
+            h.update(b);
+            Ok(())
+        })
+        .expect("infallible sink");
+        let sha256 = hex(&h.finalize());
         Ok(Program { graph, mil: p.mil, weights: p.weights, sha256 })
     }
 
@@ -114,18 +123,19 @@ impl Program {
 
     fn write_files(&self, dir: &Path) -> Result<()> {
         let manifest = serde_json::to_string_pretty(&self.manifest()).expect("manifest serialises");
-        write_atomic(&dir.join("model.mil"), self.mil.as_bytes())?;
-        write_atomic(&dir.join("weights.bin"), &self.weights)?;
-        write_atomic(&dir.join("program.json"), manifest.as_bytes())
+        write_atomic(&dir.join("model.mil"), |f| f.write_all(self.mil.as_bytes()))?;
+        write_atomic(&dir.join("weights.bin"), |f| self.weights.stream(|b| f.write_all(b)))?;
+        write_atomic(&dir.join("program.json"), |f| f.write_all(manifest.as_bytes()))
     }
 
     fn matches_dir(&self, dir: &Path) -> bool {
         let same_mil = std::fs::read(dir.join("model.mil")).is_ok_and(|b| b == self.mil.as_bytes());
-        let same_len = std::fs::metadata(dir.join("weights.bin")).is_ok_and(|m| m.len() == self.weights.len() as u64);
+        let same_len = std::fs::metadata(dir.join("weights.bin")).is_ok_and(|m| m.len() == self.weights.len());
         same_mil && same_len && dir.join("program.json").is_file()
     }
 
-    /// Read and parse a program directory; checks the blob and, when present, the manifest's hash and ports.
+    /// Read and parse a program directory (checking the blob and, when present, the manifest's
+    /// hash of the files and its ports); the result is the graph re-lowered to our canonical text.
     pub fn load_dir(dir: &Path) -> Result<Program> {
         let mil_path = dir.join("model.mil");
         let w_path = dir.join("weights.bin");
@@ -133,14 +143,17 @@ impl Program {
         let mil = String::from_utf8(mil_bytes).map_err(|e| Error::format(&mil_path, Some(e.utf8_error().valid_up_to() as u64), "not UTF-8 text"))?;
         let weights = std::fs::read(&w_path).map_err(|e| Error::io(&w_path, e))?;
         let graph = parse::parse(&mil, &mil_path, &weights, &w_path)?;
-        let sha256 = digest(&mil, &weights);
-        let prog = Program { graph, mil, weights, sha256 };
+        let mut h = Sha256::new();
+        h.update(mil.as_bytes());
+        h.update(&weights);
+        let file_sha = hex(&h.finalize());
+        let prog = Program::lower(graph)?;
         let m_path = dir.join("program.json");
         if m_path.exists() {
             let text = std::fs::read_to_string(&m_path).map_err(|e| Error::io(&m_path, e))?;
             let m: Manifest = serde_json::from_str(&text).map_err(|e| Error::format(&m_path, None, e.to_string()))?;
-            if m.sha256 != prog.sha256 {
-                return Err(Error::format(&m_path, None, format!("sha256 {} does not match model.mil + weights.bin ({})", m.sha256, prog.sha256)));
+            if m.sha256 != file_sha {
+                return Err(Error::format(&m_path, None, format!("sha256 {} does not match model.mil + weights.bin ({file_sha})", m.sha256)));
             }
             if m.inputs != prog.inputs() || m.outputs != prog.outputs() {
                 return Err(Error::format(&m_path, None, "ports differ from the ones model.mil declares"));
@@ -150,27 +163,29 @@ impl Program {
     }
 }
 
-/// Hex SHA-256 of MIL text then blob bytes.
-fn digest(mil: &str, weights: &[u8]) -> String {
-    let mut h = Sha256::new();
-    h.update(mil.as_bytes());
-    h.update(weights);
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+/// Lower-case hex of a digest.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn unique() -> u128 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos())
 }
 
-/// Write `bytes` to `path` through a temporary sibling and a rename, so readers never see a torn file.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+/// Write a file through a temporary sibling and a rename, so readers never see a torn file.
+pub fn write_atomic(path: &Path, fill: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>) -> Result<()> {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = path.with_file_name(format!(".{name}.tmp-{}-{}", std::process::id(), unique()));
-    std::fs::write(&tmp, bytes).map_err(|e| Error::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| {
+    let written = std::fs::File::create(&tmp).and_then(|f| {
+        let mut w = std::io::BufWriter::with_capacity(1 << 16, f);
+        fill(&mut w)?;
+        w.into_inner().map_err(|e| e.into_error())?.sync_data()
+    });
+    if let Err(e) = written.and_then(|_| std::fs::rename(&tmp, path)) {
         let _ = std::fs::remove_file(&tmp);
-        Error::io(path, e)
-    })
+        return Err(Error::io(path, e));
+    }
+    Ok(())
 }
 
 /// The cache root: `ANEFORGE_CACHE_DIR`, else `$XDG_CACHE_HOME/aneforge`, else `~/.cache/aneforge`.
