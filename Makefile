@@ -1,0 +1,43 @@
+# Set-up and everyday commands; everything they need comes from crates.io and PyPI.
+#   make demo   venv + Python package + CLI, then `aneforge info` and examples/quickstart.py
+#   make test   every Rust test, then the Python package and its pytest suite
+#   make bench  benchmark harness (installs onnx + onnxruntime into the venv) -> BENCHMARKS.md
+#   make clean  remove build products and the venv
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+CLI    := target/release/aneforge
+
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+export CARGO_TERM_COLOR ?= never
+
+.PHONY: demo test bench clean install cli
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+install: $(PY)
+	$(PIP) install .
+
+cli:
+	cargo build --release -p aneforge --bin aneforge
+
+demo: install cli
+	$(CLI) info
+	$(PY) examples/quickstart.py
+
+test: $(PY)
+	cargo test --workspace
+	$(PIP) install . pytest
+	$(PY) -m pytest python/tests -q
+
+bench: install
+	$(PIP) install onnx onnxruntime
+	$(PY) bench/run.py --out BENCHMARKS.md
+
+clean:
+	cargo clean
+	rm -rf $(VENV) build dist .pytest_cache python/aneforge/_core*.so
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +
