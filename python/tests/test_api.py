@@ -16,50 +16,27 @@ from test_conformance import conv_ref, q
 ON_ANE_MACHINE = sys.platform == "darwin" and platform.machine() == "arm64"
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "quickstart.py"
 
-# The README quickstart, verbatim (kept identical to examples/quickstart.py by a test below).
-QUICKSTART = '''"""aneforge quickstart: build a tiny conv net, compile it into one program, run it."""
+README = Path(__file__).resolve().parents[2] / "README.md"
 
-import time
 
-import numpy as np
-
-import aneforge as af
-
-rng = np.random.default_rng(0)
-W = rng.standard_normal((16, 3, 3, 3)).astype(np.float32) * 0.1  # [Cout, Cin, kH, kW]
-
-x = af.input((1, 3, 32, 32))
-y = af.conv(x, W, pad=1).relu().mean((2, 3))  # -> (1, 16, 1, 1)
-net = af.compile(y)
-
-img = rng.standard_normal((1, 3, 32, 32)).astype(np.float32)
-out = net(img)
-print("output", out.shape, out.ravel()[:4])
-print("device", net.device)
-print("program", net.program_dir)
-
-times = []
-for _ in range(200):
-    t0 = time.perf_counter()
-    net(img)
-    times.append(time.perf_counter() - t0)
-print(f"median per call: {np.median(times) * 1e6:.1f} us")
-'''
+def readme_quickstart() -> str:
+    """The first ```python block of the README: the quickstart exactly as users read it."""
+    text = README.read_text()
+    start = text.index("```python\n") + len("```python\n")
+    return text[start : text.index("```", start)]
 
 
 def rel_err(got, ref):
     return float(np.max(np.abs(got - ref))) / float(np.max(np.abs(ref)))
 
 
-def test_quickstart_is_the_example_file():
-    if not EXAMPLE.exists():
-        pytest.skip("examples/ not shipped with this checkout")
-    assert EXAMPLE.read_text() == QUICKSTART
+def test_readme_quickstart_is_the_example_file():
+    assert EXAMPLE.read_text() == readme_quickstart()
 
 
 def test_quickstart_matches_numpy(capsys):
     ns = {"__name__": "__quickstart__"}
-    exec(compile(QUICKSTART, "quickstart.py", "exec"), ns)
+    exec(compile(readme_quickstart(), "README.md quickstart", "exec"), ns)
     out, W, img, net = ns["out"], ns["W"], ns["img"], ns["net"]
     ref = np.maximum(conv_ref(q(img), q(W), pad=(1, 1, 1, 1)), 0).mean(axis=(2, 3), keepdims=True)
     assert out.shape == (1, 16, 1, 1) and out.dtype == np.float32

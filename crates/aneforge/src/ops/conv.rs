@@ -130,13 +130,24 @@ impl Conv {
         let fill = |(r, row): (usize, &mut [f32])| {
             let (c, ky, kx) = (r / (g.kh * g.kw), r / g.kw % g.kh, r % g.kw);
             let plane = &xs[c * g.h * g.w..(c + 1) * g.h * g.w];
+            // Output columns ox whose input column ox·sw + kx·dw − pl lies inside [0, W).
+            let shift = (kx * dw) as isize - pl as isize;
+            let lo = if shift >= 0 { 0 } else { (-shift as usize).div_ceil(sw) }.min(g.ow);
+            let hi = if shift >= g.w as isize { 0 } else { (g.w as isize - shift) as usize }.div_ceil(sw).clamp(lo, g.ow);
             for (oy, orow) in row.chunks_mut(g.ow).enumerate() {
-                match tap(oy, ky, sh, dh, pt, g.h) {
-                    None => orow.fill(0.0),
-                    Some(iy) => {
-                        for (ox, v) in orow.iter_mut().enumerate() {
-                            *v = tap(ox, kx, sw, dw, pl, g.w).map_or(0.0, |ix| plane[iy * g.w + ix]);
-                        }
+                let Some(iy) = tap(oy, ky, sh, dh, pt, g.h) else {
+                    orow.fill(0.0);
+                    continue;
+                };
+                let src = &plane[iy * g.w..(iy + 1) * g.w];
+                orow[..lo].fill(0.0);
+                orow[hi..].fill(0.0);
+                let first = (lo as isize * sw as isize + shift) as usize;
+                if sw == 1 {
+                    orow[lo..hi].copy_from_slice(&src[first..first + hi - lo]);
+                } else {
+                    for (v, ix) in orow[lo..hi].iter_mut().zip((first..).step_by(sw)) {
+                        *v = src[ix];
                     }
                 }
             }
@@ -176,15 +187,34 @@ impl Family for Conv {
     fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
         let (x, w) = (ins[0], ins[1]);
         let g = self.geometry(&x.shape, &w.shape)?;
-        let (cg, cog, p, hw) = (g.cin / self.groups, g.cout / self.groups, g.oh * g.ow, g.h * g.w);
-        let kk = cg * g.kh * g.kw;
+        let (p, kk) = (g.oh * g.ow, g.cin / self.groups * g.kh * g.kw);
         let od = &mut out[0].data;
         // The bias initialises each output plane; the GEMM then accumulates onto it.
         if let Some(b) = ins.get(2) {
             od.chunks_mut(p).zip(b.data.iter().cycle()).for_each(|(plane, &v)| plane.fill(v));
         }
         let direct = g.kh == 1 && g.kw == 1 && self.strides == [1, 1] && self.pad == [0; 4];
-        let mut col = if direct { Vec::new() } else { vec![0.0; kk * p] };
+        SCRATCH.with_borrow_mut(|col| {
+            if !direct && col.len() < kk * p {
+                col.resize(kk * p, 0.0);
+            }
+            self.run_groups(&g, x, w, od, col, direct, ins.len() == 3);
+        });
+        Ok(())
+    }
+}
+
+thread_local! {
+    /// im2col scratch, reused across convs and calls (every element is rewritten before use).
+    static SCRATCH: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl Conv {
+    /// One GEMM per (batch, group): weight [Cout/g, K] × columns [K, H'·W'] (+)= output planes.
+    #[allow(clippy::too_many_arguments)]
+    fn run_groups(&self, g: &Geom, x: &Buf, w: &Buf, od: &mut [f32], col: &mut [f32], direct: bool, has_bias: bool) {
+        let (cg, cog, p, hw) = (g.cin / self.groups, g.cout / self.groups, g.oh * g.ow, g.h * g.w);
+        let kk = cg * g.kh * g.kw;
         for b in 0..g.n {
             for gi in 0..self.groups {
                 let xo = (b * g.cin + gi * cg) * hw;
@@ -192,14 +222,13 @@ impl Family for Conv {
                 let src = if direct {
                     xs
                 } else {
-                    self.im2col(&g, xs, &mut col);
-                    &col[..]
+                    self.im2col(g, xs, &mut col[..kk * p]);
+                    &col[..kk * p]
                 };
                 let oo = (b * g.cout + gi * cog) * p;
-                sgemm(cog, p, kk, &w.data[gi * cog * kk..], kk, 1, src, p, 1, &mut od[oo..oo + cog * p], p, ins.len() == 3);
+                sgemm(cog, p, kk, &w.data[gi * cog * kk..], kk, 1, src, p, 1, &mut od[oo..oo + cog * p], p, has_bias);
             }
         }
-        Ok(())
     }
 }
 
