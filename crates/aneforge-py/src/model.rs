@@ -271,8 +271,11 @@ impl Model {
     }
 }
 
+/// Named (or automatically named) program outputs.
+type Outputs = Vec<(Option<String>, aneforge::Tensor)>;
+
 /// Outputs given as a Tensor, a list/tuple of Tensors, or a dict name → Tensor.
-fn parse_outputs(outputs: &Bound<'_, PyAny>) -> PyResult<(Vec<(Option<String>, aneforge::Tensor)>, OutKind)> {
+fn parse_outputs(outputs: &Bound<'_, PyAny>) -> PyResult<(Outputs, OutKind)> {
     if let Ok(t) = outputs.cast::<PyTensor>() {
         Ok((vec![(None, t.get().t.clone())], OutKind::Single))
     } else if let Ok(d) = outputs.cast::<PyDict>() {

@@ -126,7 +126,7 @@ mod tests {
         assert_eq!(hex_f16(0.0), "0x0p+0");
         assert_eq!(hex_f16(0.1), "0x1.998p-4"); // fp16(0.1) = 0.0999755859375
         assert_eq!(hex_f16(65504.0), "0x1.ffcp+15");
-        assert_eq!(hex_f16(5.960464477539063e-8), "0x1p-24"); // smallest subnormal
+        assert_eq!(hex_f16(2f32.powi(-24)), "0x1p-24"); // smallest subnormal
     }
 
     #[test]

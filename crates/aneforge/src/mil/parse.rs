@@ -183,10 +183,13 @@ enum ConstVal {
     Blob { shape: Vec<usize>, offset: u64, line: usize },
 }
 
+/// One argument: (keyword, referenced names, written as a tuple).
+type Arg = (String, Vec<String>, bool);
+
 struct Stmt {
     outs: Vec<(String, Vec<usize>, String)>, // (dtype, shape, name)
     op: String,
-    args: Vec<(String, Vec<String>, bool)>, // (arg, names, is_tuple)
+    args: Vec<Arg>,
     name: String,
     line: usize,
 }
@@ -397,7 +400,7 @@ pub fn parse(text: &str, mil_file: &Path, weights: &[u8], weights_file: &Path) -
 
     // Pass 1: rebuild each op to learn which argument names are tensor operands.
     let mut operand_consts: HashSet<String> = HashSet::new();
-    let mut ops: Vec<Option<(Op, Vec<(String, Vec<String>, bool)>)>> = Vec::with_capacity(order.len());
+    let mut ops: Vec<Option<(Op, Vec<Arg>)>> = Vec::with_capacity(order.len());
     for item in &order {
         let Err(st) = item else {
             ops.push(None);

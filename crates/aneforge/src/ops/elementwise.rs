@@ -4,7 +4,7 @@
 use rayon::prelude::*;
 
 use super::io::{expect_fp16, expect_inputs, scalar};
-use super::kernel::{broadcast_strides, erf, for_each_broadcast, PAR_MIN_ELEMS};
+use super::kernel::{broadcast_strides, erf, for_chunks, for_each_broadcast, PAR_MIN_ELEMS};
 use super::{Buf, Family, Op, TensorType};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -163,11 +163,7 @@ impl Family for Unary {
     fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
         let (x, y) = (&ins[0].data, &mut out[0].data);
         let f = *self;
-        if y.len() >= PAR_MIN_ELEMS {
-            y.par_chunks_mut(4096).zip(x.par_chunks(4096)).for_each(|(yc, xc)| yc.iter_mut().zip(xc).for_each(|(o, &v)| *o = f.apply(v)));
-        } else {
-            y.iter_mut().zip(x).for_each(|(o, &v)| *o = f.apply(v));
-        }
+        for_chunks(y, 4096, x, 4096, |yc, xc| yc.iter_mut().zip(xc).for_each(|(o, &v)| *o = f.apply(v)));
         Ok(())
     }
 }

@@ -5,6 +5,17 @@ use crate::shape::{self, Shape};
 /// Elements above which a kernel splits its work across the rayon pool.
 pub const PAR_MIN_ELEMS: usize = 1 << 16;
 
+/// Run `f` on matching chunks of `out` (`out_chunk` elements each) and `inp` (`in_chunk` each),
+/// on the rayon pool when `inp` has at least [`PAR_MIN_ELEMS`] elements.
+pub fn for_chunks(out: &mut [f32], out_chunk: usize, inp: &[f32], in_chunk: usize, f: impl Fn(&mut [f32], &[f32]) + Sync + Send) {
+    use rayon::prelude::*;
+    if inp.len() >= PAR_MIN_ELEMS {
+        out.par_chunks_mut(out_chunk).zip(inp.par_chunks(in_chunk)).for_each(|(o, i)| f(o, i));
+    } else {
+        out.chunks_mut(out_chunk).zip(inp.chunks(in_chunk)).for_each(|(o, i)| f(o, i));
+    }
+}
+
 /// One value inside the reference executor: f32 storage of fp16 (or uint8 / bool 0-1) numbers.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Buf {

@@ -1,9 +1,8 @@
 //! Max and average pooling over the last two axes of NCHW tensors.
 
-use rayon::prelude::*;
 
 use super::conv::{ints, take_custom_pad, take_sizes, tap, window_output};
-use super::kernel::PAR_MIN_ELEMS;
+use super::kernel::for_chunks;
 use super::io::{expect_fp16, expect_inputs};
 use super::{Buf, Family, Op, TensorType};
 use crate::error::{Error, Result};
@@ -98,13 +97,7 @@ impl Family for Pool {
         let x = ins[0];
         let [oh, ow] = self.output(&x.shape)?;
         let hw = [x.shape[2], x.shape[3]];
-        let run = |(o, xp): (&mut [f32], &[f32])| self.plane(xp, hw, o, ow);
-        let (od, plane_in, plane_out) = (&mut out[0].data, hw[0] * hw[1], oh * ow);
-        if x.data.len() >= PAR_MIN_ELEMS {
-            od.par_chunks_mut(plane_out).zip(x.data.par_chunks(plane_in)).for_each(run);
-        } else {
-            od.chunks_mut(plane_out).zip(x.data.chunks(plane_in)).for_each(run);
-        }
+        for_chunks(&mut out[0].data, oh * ow, &x.data, hw[0] * hw[1], |o, xp| self.plane(xp, hw, o, ow));
         Ok(())
     }
 }

@@ -1,9 +1,8 @@
 //! Reductions over axes (mean, sum, max, min, l2 norm) and softmax along one axis.
 
-use rayon::prelude::*;
 
 use super::io::{expect_fp16, expect_inputs};
-use super::kernel::{broadcast_strides, for_each_broadcast, PAR_MIN_ELEMS};
+use super::kernel::{broadcast_strides, for_chunks, for_each_broadcast};
 use super::layout::{check_axes, index_param, ints};
 use super::{Buf, Family, Op, TensorType};
 use crate::error::{Error, Result};
@@ -68,7 +67,7 @@ impl Reduce {
             // Contiguous reduced axes: x is [outer, red, inner] and y is [outer, inner].
             let inner = shape::numel(&x.shape[last + 1..]);
             let block = shape::numel(&x.shape[first..=last]) * inner;
-            let body = |(acc, xs): (&mut [f32], &[f32])| {
+            let body = |acc: &mut [f32], xs: &[f32]| {
                 if let [a] = acc {
                     *a = xs.iter().fold(*a, |a, &v| f(a, v));
                 } else {
@@ -77,11 +76,7 @@ impl Reduce {
                     }
                 }
             };
-            if x.data.len() >= PAR_MIN_ELEMS {
-                y.par_chunks_mut(inner).zip(x.data.par_chunks(block)).for_each(body);
-            } else {
-                y.chunks_mut(inner).zip(x.data.chunks(block)).for_each(body);
-            }
+            for_chunks(y, inner, &x.data, block, body);
         } else {
             let st = broadcast_strides(&self.kept_shape(&x.shape), &x.shape);
             for_each_broadcast(&x.shape, [&st], |i, [o]| y[o] = f(y[o], x.data[i]));
@@ -167,12 +162,7 @@ impl Family for Softmax {
         let (x, y) = (ins[0], &mut out[0].data);
         let inner = shape::numel(&x.shape[self.axis + 1..]);
         let block = x.shape[self.axis] * inner;
-        let body = |(ys, xs): (&mut [f32], &[f32])| softmax_block(xs, ys, inner);
-        if x.data.len() >= PAR_MIN_ELEMS {
-            y.par_chunks_mut(block).zip(x.data.par_chunks(block)).for_each(body);
-        } else {
-            y.chunks_mut(block).zip(x.data.chunks(block)).for_each(body);
-        }
+        for_chunks(y, block, &x.data, block, |ys, xs| softmax_block(xs, ys, inner));
         Ok(())
     }
 }
