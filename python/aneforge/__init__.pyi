@@ -2,7 +2,7 @@
 
 from collections.abc import Mapping, Sequence
 from os import PathLike
-from typing import Any, Literal, NoReturn, TypeAlias, final, overload
+from typing import Any, Literal, NoReturn, TypeAlias, TypedDict, final, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -40,6 +40,19 @@ _Reflected: TypeAlias = float | int | npt.NDArray[np.floating]
 """The left operand of a reflected operator (a float or a numpy array)."""
 _Port: TypeAlias = tuple[str, tuple[int, ...], str]
 """(name, shape, dtype) of a program port."""
+_Compress: TypeAlias = Literal["int8", "int4", "sparse", "blockwise", "auto"]
+"""A weight compression mode (see ``compile``)."""
+
+class _CompressionEntry(TypedDict):
+    """One weight of ``Model.compression_report()``."""
+
+    name: str
+    site: Literal["matmul", "conv"]
+    shape: tuple[int, ...]
+    encoding: Literal["sparse", "int4", "blockwise", "int8", "fp16"]
+    bytes_fp16: int
+    bytes_encoded: int
+    rel_error: float
 
 @final
 class Tensor:
@@ -245,6 +258,22 @@ class Model:
     @property
     def n_ops(self) -> int:
         """Number of compute ops in the program."""
+    def compression_report(self) -> list[_CompressionEntry]:
+        """Per weight: encoding, bytes before/after and relative L2 reconstruction error (empty without compress)."""
+    def input_view(self, name: str | None = None) -> npt.NDArray[np.float16] | npt.NDArray[np.uint8]:
+        """Writable numpy view of an input port's buffer (float16; uint8 for image ports); the only input when name is None.
+
+        No copy: what you write is what execute() reads. Views keep the model alive, are invalid
+        after release() (which refuses while any exist) and need precision="fp16".
+        """
+    def output_view(self, name: str | None = None) -> npt.NDArray[np.float16] | npt.NDArray[np.uint8]:
+        """Numpy view of an output port's buffer, rewritten in place by every execute(); the only output when name is None."""
+    def execute(self) -> None:
+        """Run on what the input buffers hold now: no copies in or out (pair with input_view / output_view)."""
+    def alias(self, output: str, input: str) -> None:
+        """Resident state: after every execute, input holds output. Call before the first execute (ValueError after)."""
+    def release(self) -> None:
+        """Free the program now (buffers and, on the ANE, its slot of the per-process budget); later calls raise RuntimeError."""
 
 def input(shape: int | Sequence[int], dtype: Literal["fp16", "uint8"] = "fp16", name: str | None = None) -> Tensor:
     """A program input port (named x0, x1, ... in creation order unless name is given)."""
@@ -282,14 +311,36 @@ def compile(
     precision: Literal["fp16", "fp32"] = "fp16",
     build_dir: str | PathLike[str] | None = None,
     target: str | None = None,
-    compress: object | None = None,
+    compress: _Compress | None = None,
+    compress_atol: float = 0.05,
+    block_size: int = 32,
     int8: bool = False,
     opt: int | None = None,
 ) -> Model:
-    """Compile outputs into one program directory and load it (target/compress/int8/opt: not implemented yet)."""
+    """Compile outputs into one program directory and load it.
 
-def export(outputs: Tensor | Sequence[Tensor] | Mapping[str, Tensor], build_dir: str | PathLike[str] | None = None) -> str:
-    """Lower outputs and write the program directory (no executor load); returns its path."""
+    compress: weights of matmul/conv as int8 (per output channel), int4 (16-entry palette; int8
+    where its relative L2 error exceeds compress_atol), sparse (mask + non-zeros where at most
+    half are non-zero), blockwise (int8 per block_size elements of the inner axis, which it must
+    divide; int8 past the gate) or auto (what the target family streams natively; family from
+    ANEFORGE_TARGET, else the host). int8=True means compress="int8". target/opt: not implemented yet.
+    """
 
-def load(program_dir: str | PathLike[str], device: Literal["auto", "ane", "reference", "cpu"] = "auto", precision: Literal["fp16", "fp32"] = "fp16") -> Model:
-    """Load a program directory; calls return one array for one output, else a dict name -> array."""
+def export(
+    outputs: Tensor | Sequence[Tensor] | Mapping[str, Tensor],
+    build_dir: str | PathLike[str] | None = None,
+    compress: _Compress | None = None,
+    compress_atol: float = 0.05,
+    block_size: int = 32,
+) -> str:
+    """Lower outputs (compressing weights as in compile) and write the program directory (no executor load); returns its path."""
+
+def load(
+    program_dir: str | PathLike[str],
+    device: Literal["auto", "ane", "reference", "cpu"] = "auto",
+    precision: Literal["fp16", "fp32"] = "fp16",
+    compress: _Compress | None = None,
+    compress_atol: float = 0.05,
+    block_size: int = 32,
+) -> Model:
+    """Load a program directory (with compress: its fp16 weights compressed into a new cached program); calls return one array for one output, else a dict name -> array."""

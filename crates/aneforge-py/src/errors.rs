@@ -11,7 +11,7 @@ pub fn to_py(e: Error) -> PyErr {
         Error::Shape { .. } | Error::Value { .. } | Error::Format { .. } => PyValueError::new_err(msg),
         Error::DType { .. } => PyTypeError::new_err(msg),
         Error::NotImplemented(_) => PyNotImplementedError::new_err(msg),
-        Error::Unavailable { .. } | Error::Runtime { .. } => PyRuntimeError::new_err(msg),
+        Error::Unavailable { .. } | Error::E5rt { .. } | Error::Runtime { .. } => PyRuntimeError::new_err(msg),
         Error::Io { .. } => PyOSError::new_err(msg),
     }
 }

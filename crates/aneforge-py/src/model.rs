@@ -1,12 +1,15 @@
-//! `compile` / `load` and the `Model` class: feeding numpy arrays, running, returning float32 arrays.
+//! `compile` / `load` and the `Model` class: feeding numpy arrays, running, returning float32
+//! arrays; zero-copy views of the port buffers, resident state (`alias`) and `release`.
 
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
+use aneforge::exec::{port_index, PortView};
 use aneforge::{CompileOptions, Compiled, DType, Device, PortData, PortSpec, Precision};
 use half::f16;
+use numpy::ndarray::ArrayViewD;
 use numpy::{IxDyn, PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyNotImplementedError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyNotImplementedError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
@@ -29,7 +32,10 @@ enum OutKind {
 /// A compiled program, loaded on a device; call it with numpy arrays.
 #[pyclass(frozen, name = "Model", module = "aneforge")]
 pub struct Model {
-    inner: Mutex<Compiled>,
+    /// `None` after `release()`.
+    inner: Mutex<Option<Compiled>>,
+    /// One clone per live view base: views keep the buffers they point at from being released.
+    views: Arc<()>,
     inputs: Vec<PortSpec>,
     outputs: Vec<PortSpec>,
     kind: OutKind,
@@ -54,8 +60,44 @@ impl Model {
             dir: c.dir.clone(),
             n_ops: c.program.graph.n_ops(),
             detach: work >= DETACH_MIN_ELEMENTS,
-            inner: Mutex::new(c),
+            inner: Mutex::new(Some(c)),
+            views: Arc::new(()),
         }
+    }
+
+    /// Run `f` on the loaded program; an error once `release()` was called.
+    fn with<R>(&self, py: Python<'_>, f: impl FnOnce(&mut Compiled) -> PyResult<R>) -> PyResult<R> {
+        let mut guard = self.inner.lock_py_attached(py).unwrap_or_else(|p| p.into_inner());
+        match guard.as_mut() {
+            Some(c) => f(c),
+            None => Err(PyRuntimeError::new_err("this model was released (Model.release()); compile or load the program again")),
+        }
+    }
+
+    /// A writable numpy array over input (or output) `name`'s buffer, kept alive by a [`ViewBase`].
+    fn view<'py>(slf: &Bound<'py, Self>, name: Option<&str>, output: bool) -> PyResult<Bound<'py, PyAny>> {
+        let (m, py) = (slf.get(), slf.py());
+        let (ports, op, what) = if output { (&m.outputs, "output_view", "output") } else { (&m.inputs, "input_view", "input") };
+        let i = port_index(ports, name, op, what).py()?;
+        let (ptr, uint8) = m.with(py, |c| {
+            let v = if output { c.loaded.output_view(i) } else { c.loaded.input_view(i) }.py()?;
+            Ok(match v {
+                PortView::F16(s) => (s.as_mut_ptr().cast::<u8>(), false),
+                PortView::U8(s) => (s.as_mut_ptr(), true),
+            })
+        })?;
+        let base = Bound::new(py, ViewBase { _model: slf.clone().unbind(), _token: m.views.clone() })?.into_any();
+        let shape = IxDyn(&ports[i].shape);
+        // SAFETY: `ptr` is the port buffer of the loaded program, holding the port's elements
+        // (fp16 aligned to 2, or uint8), at an address fixed while the program is loaded. The
+        // base keeps the model alive, and `release()` refuses while any base is alive.
+        Ok(unsafe {
+            if uint8 {
+                PyArrayDyn::<u8>::borrow_from_array(&ArrayViewD::from_shape_ptr(shape, ptr.cast_const()), base).into_any()
+            } else {
+                PyArrayDyn::<f16>::borrow_from_array(&ArrayViewD::from_shape_ptr(shape, ptr.cast::<f16>().cast_const()), base).into_any()
+            }
+        })
     }
 
     fn names(ports: &[PortSpec]) -> String {
@@ -65,6 +107,78 @@ impl Model {
     fn ports<'py>(py: Python<'py>, ports: &[PortSpec]) -> PyResult<Bound<'py, PyList>> {
         let items = ports.iter().map(|p| Ok((p.name.as_str(), PyTuple::new(py, &p.shape)?, p.dtype.mil()))).collect::<PyResult<Vec<_>>>()?;
         PyList::new(py, items)
+    }
+
+    /// Feed `args` / `kwargs`, execute, and return the outputs as `compile` was given them.
+    fn call(&self, py: Python<'_>, c: &mut Compiled, args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyAny>> {
+        let n = self.inputs.len();
+        match kwargs.filter(|k| !k.is_empty()) {
+            None => {
+                if args.len() != n {
+                    return Err(PyTypeError::new_err(format!("model takes {n} input(s) ({}), got {}", Self::names(&self.inputs), args.len())));
+                }
+                for (i, port) in self.inputs.iter().enumerate() {
+                    let item = args.get_borrowed_item(i)?;
+                    feed(c, i, port, &item)?;
+                }
+            }
+            Some(kw) => {
+                if !args.is_empty() {
+                    return Err(PyTypeError::new_err(format!(
+                        "pass inputs either all by position or all by name ({}), not both",
+                        Self::names(&self.inputs)
+                    )));
+                }
+                let mut vals = Vec::with_capacity(n);
+                let mut missing = Vec::new();
+                for port in &self.inputs {
+                    match kw.get_item(&port.name)? {
+                        Some(v) => vals.push(v),
+                        None => missing.push(format!("'{}'", port.name)),
+                    }
+                }
+                if !missing.is_empty() {
+                    return Err(PyTypeError::new_err(format!("missing input(s) {} (inputs: {})", missing.join(", "), Self::names(&self.inputs))));
+                }
+                if kw.len() != n {
+                    let extra: Vec<String> = kw
+                        .keys()
+                        .iter()
+                        .filter(|k| k.extract::<&str>().map_or(true, |s| !self.inputs.iter().any(|p| p.name == s)))
+                        .map(|k| k.repr().map(|r| r.to_string()).unwrap_or_default())
+                        .collect();
+                    return Err(PyTypeError::new_err(format!("unknown input name(s) {} (inputs: {})", extra.join(", "), Self::names(&self.inputs))));
+                }
+                for (i, (port, v)) in self.inputs.iter().zip(&vals).enumerate() {
+                    feed(c, i, port, v)?;
+                }
+            }
+        }
+        if self.detach {
+            let loaded = &mut c.loaded;
+            py.detach(|| loaded.execute()).py()?;
+        } else {
+            c.loaded.execute().py()?;
+        }
+        let out = |j: usize| -> PyResult<Bound<'_, PyAny>> {
+            // SAFETY: `new` leaves the elements uninitialised; `read_output` writes all of them
+            // (it errors, and the array is dropped unread, if the length did not match).
+            let arr = unsafe { PyArrayDyn::<f32>::new(py, IxDyn(&self.outputs[j].shape), false) };
+            let s = unsafe { arr.as_slice_mut() }.map_err(|e| PyValueError::new_err(e.to_string()))?;
+            c.loaded.read_output(j, s).py()?;
+            Ok(arr.into_any())
+        };
+        Ok(match self.kind {
+            OutKind::Single => out(0)?.unbind(),
+            OutKind::List => PyList::new(py, (0..self.outputs.len()).map(out).collect::<PyResult<Vec<_>>>()?)?.into_any().unbind(),
+            OutKind::Dict => {
+                let d = PyDict::new(py);
+                for (j, p) in self.outputs.iter().enumerate() {
+                    d.set_item(&p.name, out(j)?)?;
+                }
+                d.into_any().unbind()
+            }
+        })
     }
 }
 
@@ -154,78 +268,52 @@ impl Model {
     /// Run on numpy arrays given in input creation order or by port name; returns float32 arrays.
     #[pyo3(signature = (*args, **kwargs))]
     fn __call__(&self, py: Python<'_>, args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyAny>> {
-        let n = self.inputs.len();
-        let mut guard = self.inner.lock_py_attached(py).unwrap_or_else(|p| p.into_inner());
-        let c = &mut *guard;
-        match kwargs.filter(|k| !k.is_empty()) {
-            None => {
-                if args.len() != n {
-                    return Err(PyTypeError::new_err(format!("model takes {n} input(s) ({}), got {}", Self::names(&self.inputs), args.len())));
-                }
-                for (i, port) in self.inputs.iter().enumerate() {
-                    let item = args.get_borrowed_item(i)?;
-                    feed(c, i, port, &item)?;
-                }
-            }
-            Some(kw) => {
-                if !args.is_empty() {
-                    return Err(PyTypeError::new_err(format!(
-                        "pass inputs either all by position or all by name ({}), not both",
-                        Self::names(&self.inputs)
-                    )));
-                }
-                let mut vals = Vec::with_capacity(n);
-                let mut missing = Vec::new();
-                for port in &self.inputs {
-                    match kw.get_item(&port.name)? {
-                        Some(v) => vals.push(v),
-                        None => missing.push(format!("'{}'", port.name)),
-                    }
-                }
-                if !missing.is_empty() {
-                    return Err(PyTypeError::new_err(format!("missing input(s) {} (inputs: {})", missing.join(", "), Self::names(&self.inputs))));
-                }
-                if kw.len() != n {
-                    let extra: Vec<String> = kw
-                        .keys()
-                        .iter()
-                        .filter(|k| k.extract::<&str>().map_or(true, |s| !self.inputs.iter().any(|p| p.name == s)))
-                        .map(|k| k.repr().map(|r| r.to_string()).unwrap_or_default())
-                        .collect();
-                    return Err(PyTypeError::new_err(format!("unknown input name(s) {} (inputs: {})", extra.join(", "), Self::names(&self.inputs))));
-                }
-                for (i, (port, v)) in self.inputs.iter().zip(&vals).enumerate() {
-                    feed(c, i, port, v)?;
-                }
-            }
-        }
-        if self.detach {
-            let loaded = &mut c.loaded;
-            py.detach(|| loaded.execute()).py()?;
-        } else {
-            c.loaded.execute().py()?;
-        }
-        let out = |j: usize| -> PyResult<Bound<'_, PyAny>> {
-            // SAFETY: `new` leaves the elements uninitialised; `read_output` writes all of them
-            // (it errors, and the array is dropped unread, if the length did not match).
-            let arr = unsafe { PyArrayDyn::<f32>::new(py, IxDyn(&self.outputs[j].shape), false) };
-            let s = unsafe { arr.as_slice_mut() }.map_err(|e| PyValueError::new_err(e.to_string()))?;
-            c.loaded.read_output(j, s).py()?;
-            Ok(arr.into_any())
-        };
-        Ok(match self.kind {
-            OutKind::Single => out(0)?.unbind(),
-            OutKind::List => PyList::new(py, (0..self.outputs.len()).map(out).collect::<PyResult<Vec<_>>>()?)?.into_any().unbind(),
-            OutKind::Dict => {
-                let d = PyDict::new(py);
-                for (j, p) in self.outputs.iter().enumerate() {
-                    d.set_item(&p.name, out(j)?)?;
-                }
-                d.into_any().unbind()
+        self.with(py, |c| self.call(py, c, args, kwargs))
+    }
+
+    /// A writable numpy view of input `name` (the only input when omitted): float16 or uint8,
+    /// the port's shape, aliasing the executor's buffer (valid until `release()`).
+    #[pyo3(signature = (name=None))]
+    fn input_view<'py>(slf: &Bound<'py, Self>, name: Option<&str>) -> PyResult<Bound<'py, PyAny>> {
+        Self::view(slf, name, false)
+    }
+
+    /// A numpy view of output `name` (the only output when omitted), aliasing the buffer
+    /// `execute()` writes (valid until `release()`).
+    #[pyo3(signature = (name=None))]
+    fn output_view<'py>(slf: &Bound<'py, Self>, name: Option<&str>) -> PyResult<Bound<'py, PyAny>> {
+        Self::view(slf, name, true)
+    }
+
+    /// Run the program on what the input buffers hold now (no copies in or out).
+    fn execute(&self, py: Python<'_>) -> PyResult<()> {
+        self.with(py, |c| {
+            if self.detach {
+                let loaded = &mut c.loaded;
+                py.detach(|| loaded.execute()).py()
+            } else {
+                c.loaded.execute().py()
             }
         })
     }
 
+    /// After every execute, input `input` holds output `output` (resident state; the
+    /// reference package's share_buffer). Call before the first execute.
+    fn alias(&self, py: Python<'_>, output: &str, input: &str) -> PyResult<()> {
+        self.with(py, |c| c.loaded.alias(output, input).py())
+    }
+
+    /// Free the program now (its buffers and, on the ANE, its program slot); later calls
+    /// raise. Refused while views of its buffers are alive.
+    fn release(&self, py: Python<'_>) -> PyResult<()> {
+        let views = Arc::strong_count(&self.views) - 1;
+        if views > 0 {
+            return Err(PyRuntimeError::new_err(format!("release: {views} numpy view(s) of this model's buffers are still alive; delete them first")));
+        }
+        let c = self.inner.lock_py_attached(py).unwrap_or_else(|p| p.into_inner()).take();
+        drop(c);
+        Ok(())
+    }
     /// The executor running the program: "reference" or "ane".
     #[getter]
     fn device(&self) -> &'static str {
@@ -239,8 +327,7 @@ impl Model {
     /// The MIL text of the program.
     #[getter]
     fn mil(&self, py: Python<'_>) -> PyResult<Py<PyString>> {
-        let c = self.inner.lock_py_attached(py).unwrap_or_else(|p| p.into_inner());
-        Ok(PyString::new(py, &c.program.mil).unbind())
+        self.with(py, |c| Ok(PyString::new(py, &c.program.mil).unbind()))
     }
     /// Input ports in feeding order: (name, shape, dtype).
     #[getter]
@@ -256,6 +343,23 @@ impl Model {
     #[getter]
     fn n_ops(&self) -> usize {
         self.n_ops
+    }
+    /// One dict per weight when compiled with `compress`: name, site, shape, encoding,
+    /// bytes_fp16, bytes_encoded, rel_error (||W − dequant(W)|| / ||W||); else an empty list.
+    fn compression_report<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let rows = self.with(py, |c| Ok(c.report.clone()))?;
+        let rows = rows.iter().map(|e| {
+            let d = PyDict::new(py);
+            d.set_item("name", &e.name)?;
+            d.set_item("site", e.site)?;
+            d.set_item("shape", PyTuple::new(py, &e.shape)?)?;
+            d.set_item("encoding", e.encoding.name())?;
+            d.set_item("bytes_fp16", e.bytes_fp16)?;
+            d.set_item("bytes_encoded", e.bytes_encoded)?;
+            d.set_item("rel_error", e.rel_error)?;
+            Ok(d)
+        });
+        PyList::new(py, rows.collect::<PyResult<Vec<_>>>()?)
     }
 
     fn __repr__(&self) -> String {
@@ -273,6 +377,13 @@ impl Model {
 
 /// Named (or automatically named) program outputs.
 type Outputs = Vec<(Option<String>, aneforge::Tensor)>;
+
+/// The base object of a view: keeps the model alive and counts as a live view.
+#[pyclass(frozen, name = "_PortBuffer", module = "aneforge")]
+struct ViewBase {
+    _model: Py<Model>,
+    _token: Arc<()>,
+}
 
 /// Outputs given as a Tensor, a list/tuple of Tensors, or a dict name → Tensor.
 fn parse_outputs(outputs: &Bound<'_, PyAny>) -> PyResult<(Outputs, OutKind)> {
@@ -300,7 +411,7 @@ fn parse_outputs(outputs: &Bound<'_, PyAny>) -> PyResult<(Outputs, OutKind)> {
 /// Compile `outputs` (a Tensor, a list/tuple of Tensors, or a dict name → Tensor) into one
 /// program, write its directory and load it on `device`.
 #[pyfunction]
-#[pyo3(signature = (outputs, device="auto", precision="fp16", build_dir=None, target=None, compress=None, int8=false, opt=None))]
+#[pyo3(signature = (outputs, device="auto", precision="fp16", build_dir=None, target=None, compress=None, compress_atol=0.05, block_size=32, int8=false, opt=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn compile(
     py: Python<'_>,
@@ -309,47 +420,59 @@ pub fn compile(
     precision: &str,
     build_dir: Option<PathBuf>,
     target: Option<&Bound<'_, PyAny>>,
-    compress: Option<&Bound<'_, PyAny>>,
+    compress: Option<&str>,
+    compress_atol: f32,
+    block_size: i64,
     int8: bool,
     opt: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Model> {
     if target.is_some() {
         return Err(not_implemented("target="));
     }
-    if compress.is_some() {
-        return Err(not_implemented("compress="));
-    }
-    if int8 {
-        return Err(not_implemented("int8=True"));
-    }
+    let compress = match (compress, int8) {
+        (Some(m), true) if m != "int8" => return Err(PyValueError::new_err(format!("compile: int8=True means compress='int8', which conflicts with compress='{m}'"))),
+        (None, true) => Some("int8"),
+        (m, _) => m,
+    };
     if let Some(o) = opt {
         if o.extract::<i64>().map_or(true, |v| v != 0) {
             return Err(not_implemented("opt="));
         }
     }
     let (outs, kind) = parse_outputs(outputs)?;
-    let opts = CompileOptions { device: Device::parse(device).py()?, precision: Precision::parse(precision).py()?, build_dir };
+    let base = CompileOptions { device: Device::parse(device).py()?, precision: Precision::parse(precision).py()?, build_dir, ..Default::default() };
+    let opts = with_compression(base, compress, compress_atol, block_size)?;
     let compiled = py.detach(|| aneforge::compile(&outs, &opts)).py()?;
     Ok(Model::new(compiled, kind))
+}
+
+/// `opts` with the `compress` mode (`None` = fp16 weights), its error budget and block size.
+fn with_compression(opts: CompileOptions, compress: Option<&str>, compress_atol: f32, block_size: i64) -> PyResult<CompileOptions> {
+    let block_size = usize::try_from(block_size).map_err(|_| PyValueError::new_err(format!("compile: block_size must be >= 1, got {block_size}")))?;
+    let compress = compress.map(aneforge::Compress::parse).transpose().py()?;
+    Ok(CompileOptions { compress, compress_atol, block_size, ..opts })
 }
 
 /// Lower `outputs` and write the program directory (model.mil, weights.bin, program.json)
 /// into `build_dir` or the content-addressed cache, without loading it; returns the directory.
 #[pyfunction]
-#[pyo3(signature = (outputs, build_dir=None))]
-pub fn export(py: Python<'_>, outputs: &Bound<'_, PyAny>, build_dir: Option<PathBuf>) -> PyResult<String> {
+#[pyo3(signature = (outputs, build_dir=None, compress=None, compress_atol=0.05, block_size=32))]
+pub fn export(py: Python<'_>, outputs: &Bound<'_, PyAny>, build_dir: Option<PathBuf>, compress: Option<&str>, compress_atol: f32, block_size: i64) -> PyResult<String> {
     let (outs, _) = parse_outputs(outputs)?;
-    let (_, dir) = py.detach(|| aneforge::export(&outs, build_dir.as_deref())).py()?;
-    Ok(dir.display().to_string())
+    let opts = with_compression(CompileOptions { build_dir, ..Default::default() }, compress, compress_atol, block_size)?;
+    let exported = py.detach(|| aneforge::export(&outs, &opts)).py()?;
+    Ok(exported.dir.display().to_string())
 }
 
-/// Load a program directory (model.mil + weights.bin [+ program.json]) on `device`. Calls
-/// return one array for a single output, else a dict name → array.
+/// Load a program directory (model.mil + weights.bin [+ program.json]) on `device`. With
+/// `compress`, its fp16 weights are compressed into a new program in the cache. Calls return
+/// one array for a single output, else a dict name → array.
 #[pyfunction]
-#[pyo3(signature = (program_dir, device="auto", precision="fp16"))]
-pub fn load(py: Python<'_>, program_dir: PathBuf, device: &str, precision: &str) -> PyResult<Model> {
-    let (device, precision) = (Device::parse(device).py()?, Precision::parse(precision).py()?);
-    let compiled = py.detach(|| aneforge::load_dir(&program_dir, device, precision)).py()?;
+#[pyo3(signature = (program_dir, device="auto", precision="fp16", compress=None, compress_atol=0.05, block_size=32))]
+pub fn load(py: Python<'_>, program_dir: PathBuf, device: &str, precision: &str, compress: Option<&str>, compress_atol: f32, block_size: i64) -> PyResult<Model> {
+    let base = CompileOptions { device: Device::parse(device).py()?, precision: Precision::parse(precision).py()?, ..Default::default() };
+    let opts = with_compression(base, compress, compress_atol, block_size)?;
+    let compiled = py.detach(|| aneforge::load_dir_with(&program_dir, &opts)).py()?;
     let kind = if compiled.outputs().len() == 1 { OutKind::Single } else { OutKind::Dict };
     Ok(Model::new(compiled, kind))
 }

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 
+use crate::compress::{self, Compress, CompressOptions, CompressionEntry};
 use crate::error::{Error, Result};
 use crate::exec::{ane::Ane, reference::Reference, Executor, Loaded, PortData, Precision};
 use crate::graph::{Graph, Tensor};
@@ -33,12 +34,25 @@ impl Device {
 }
 
 /// Options of [`compile`].
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct CompileOptions {
     pub device: Device,
     pub precision: Precision,
     /// Write the program here instead of the content-addressed cache.
     pub build_dir: Option<PathBuf>,
+    /// Compress the weights (see [`crate::compress`]); `None` keeps them fp16.
+    pub compress: Option<Compress>,
+    /// Relative L2 error budget per weight for the gated encodings (int4, blockwise), in (0, 1].
+    pub compress_atol: f32,
+    /// Blockwise int8 block length along a weight's inner axis; it must divide that axis.
+    pub block_size: usize,
+}
+
+impl Default for CompileOptions {
+    /// Auto device, fp16, the cache, no compression (atol 0.05, block 32 when enabled).
+    fn default() -> Self {
+        CompileOptions { device: Device::Auto, precision: Precision::Fp16, build_dir: None, compress: None, compress_atol: 0.05, block_size: 32 }
+    }
 }
 
 /// A compiled, loaded program.
@@ -46,58 +60,109 @@ pub struct Compiled {
     pub program: Program,
     pub dir: PathBuf,
     pub loaded: Box<dyn Loaded>,
+    /// One entry per weight when compiled with `compress` (else empty).
+    pub report: Vec<CompressionEntry>,
+}
+
+/// A program written to its directory, with its compression report (empty without `compress`).
+pub struct Exported {
+    pub program: Program,
+    pub dir: PathBuf,
+    pub report: Vec<CompressionEntry>,
 }
 
 static NOTICE: Once = Once::new();
 
-/// Pick the executor for `device`; `Auto` falls back to the reference executor with a one-time notice.
+/// `ANEFORGE_DEVICE` (auto, ane, reference or cpu) when set and non-empty, else `Auto`.
+fn device_from_env() -> Result<Device> {
+    match std::env::var("ANEFORGE_DEVICE") {
+        Ok(v) if !v.is_empty() => Device::parse(&v).map_err(|_| Error::value("ANEFORGE_DEVICE", format!("'{v}' is not a device (expected auto, ane, reference or cpu)"))),
+        _ => Ok(Device::Auto),
+    }
+}
+
+/// Pick the executor for `device`. An explicit `Ane` / `Reference` wins; `Auto` defers to
+/// `ANEFORGE_DEVICE`, then takes the ANE when its check passes, else the reference executor
+/// (with a one-time notice on stderr unless `ANEFORGE_QUIET` is set).
 pub fn executor(device: Device, precision: Precision) -> Result<Box<dyn Executor>> {
-    let ane = Ane;
+    let device = if device == Device::Auto { device_from_env()? } else { device };
     match device {
         Device::Reference => Ok(Box::new(Reference)),
         Device::Ane => {
+            let ane = Ane::from_env()?;
             ane.check()?;
             if precision == Precision::Fp32 {
                 return Err(Error::value("compile", "precision='fp32' exists only on the reference executor (the ANE computes in fp16)"));
             }
             Ok(Box::new(ane))
         }
-        Device::Auto => match ane.check() {
-            Ok(()) if precision == Precision::Fp16 => Ok(Box::new(ane)),
-            Ok(()) => Ok(Box::new(Reference)),
-            Err(e) => {
-                if std::env::var_os("ANEFORGE_QUIET").is_none() {
-                    NOTICE.call_once(|| eprintln!("aneforge: {e}; running on the reference executor (CPU)"));
+        Device::Auto if precision == Precision::Fp32 => Ok(Box::new(Reference)),
+        Device::Auto => {
+            let ane = Ane::from_env()?;
+            match ane.check() {
+                Ok(()) => Ok(Box::new(ane)),
+                Err(e) => {
+                    if std::env::var_os("ANEFORGE_QUIET").is_none() {
+                        NOTICE.call_once(|| eprintln!("aneforge: {e}; running on the reference executor (CPU)"));
+                    }
+                    Ok(Box::new(Reference))
                 }
-                Ok(Box::new(Reference))
             }
-        },
+        }
     }
 }
 
-/// Lower outputs (`None` name = automatic `y0`, `y1`, ...) and write the program directory
-/// (into `build_dir`, else the content-addressed cache) without loading it on any executor.
-pub fn export(outputs: &[(Option<String>, Tensor)], build_dir: Option<&Path>) -> Result<(Program, PathBuf)> {
-    let program = Program::lower(Graph::from_outputs(outputs)?)?;
-    let dir = match build_dir {
+/// Lower outputs (`None` name = `y0`, `y1`, ...), compressed per `opts.compress`, and write the
+/// program directory (`opts.build_dir`, else the cache) without loading it.
+pub fn export(outputs: &[(Option<String>, Tensor)], opts: &CompileOptions) -> Result<Exported> {
+    write_program(Graph::from_outputs(outputs)?, opts)
+}
+
+/// Compress `graph` (when asked), lower it and write its directory.
+fn write_program(graph: Graph, opts: &CompileOptions) -> Result<Exported> {
+    compress::check_options(opts.compress_atol, opts.block_size)?;
+    let (graph, report) = match opts.compress {
+        Some(mode) => compress::compress(graph, &CompressOptions { mode, atol: opts.compress_atol, block_size: opts.block_size, family: None })?,
+        None => (graph, Vec::new()),
+    };
+    let program = Program::lower(graph)?;
+    let dir = match &opts.build_dir {
         Some(d) => program.write_to(d)?,
         None => program.write_cached(&cache_root())?,
     };
-    Ok((program, dir))
+    Ok(Exported { program, dir, report })
+}
+
+/// Load a written program on `opts.device`.
+fn load_exported(e: Exported, opts: &CompileOptions) -> Result<Compiled> {
+    let loaded = executor(opts.device, opts.precision)?.load(&e.program, &e.dir, opts.precision)?;
+    Ok(Compiled { program: e.program, dir: e.dir, loaded, report: e.report })
 }
 
 /// Compile outputs into a program directory (see [`export`]) and load it on the chosen device.
 pub fn compile(outputs: &[(Option<String>, Tensor)], opts: &CompileOptions) -> Result<Compiled> {
-    let (program, dir) = export(outputs, opts.build_dir.as_deref())?;
-    let loaded = executor(opts.device, opts.precision)?.load(&program, opts.precision)?;
-    Ok(Compiled { program, dir, loaded })
+    load_exported(export(outputs, opts)?, opts)
+}
+
+/// Compress a program directory's fp16 weights per `opts` into a new program directory (not loaded).
+pub fn compress_dir(dir: &Path, opts: &CompileOptions) -> Result<Exported> {
+    write_program(Program::load_dir(dir)?.graph, opts)
+}
+
+/// Load a program directory on `opts.device`; with `opts.compress`, through [`compress_dir`].
+pub fn load_dir_with(dir: &Path, opts: &CompileOptions) -> Result<Compiled> {
+    compress::check_options(opts.compress_atol, opts.block_size)?;
+    if opts.compress.is_none() {
+        return load_dir(dir, opts.device, opts.precision);
+    }
+    load_exported(compress_dir(dir, opts)?, opts)
 }
 
 /// Load a program directory (written by us or in the same dialect) on `device`.
 pub fn load_dir(dir: &Path, device: Device, precision: Precision) -> Result<Compiled> {
     let program = Program::load_dir(dir)?;
-    let loaded = executor(device, precision)?.load(&program, precision)?;
-    Ok(Compiled { program, dir: dir.to_path_buf(), loaded })
+    let loaded = executor(device, precision)?.load(&program, dir, precision)?;
+    Ok(Compiled { program, dir: dir.to_path_buf(), loaded, report: Vec::new() })
 }
 
 impl Compiled {

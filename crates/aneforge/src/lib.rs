@@ -19,9 +19,13 @@ pub use ops::layout::concat;
 pub use ops::norm::batch_norm;
 pub use ops::io::{constant, image_input, input, input_port, scalar, HostArray, HostData};
 pub mod compile;
+pub mod corpus;
+pub mod compress;
 pub mod exec;
 pub mod program;
+pub mod targets;
 
-pub use compile::{compile, export, load_dir, CompileOptions, Compiled, Device};
+pub use compile::{compile, compress_dir, export, load_dir, load_dir_with, CompileOptions, Compiled, Device, Exported};
+pub use compress::{Compress, CompressionEntry, Encoding};
 pub use exec::{Executor, Loaded, PortData, Precision};
 pub use program::{PortSpec, Program};

@@ -179,3 +179,29 @@ fn bad_options_exit_1() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("frobnicate"));
 }
+
+#[test]
+fn compress_writes_a_smaller_program_and_prints_the_report() {
+    let root = scratch("compress");
+    let x = input_port(&[2, 64], DType::Fp16, Some("x")).unwrap();
+    let w: Vec<f32> = (0..64 * 32).map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0).collect();
+    let y = x.matmul_weight(HostArray::f32(&[64, 32], &w)).unwrap();
+    Program::lower(Graph::from_outputs(&[(Some("y".into()), y)]).unwrap()).unwrap().write_to(&root.join("prog")).unwrap();
+    let out = aneforge(&["compress", "prog", "--mode", "int8", "-o", "small"], &root);
+    let s = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let row: Vec<&str> = s.lines().find(|l| l.starts_with("t1 ")).unwrap_or_else(|| panic!("{s}")).split_whitespace().collect();
+    // [32, 64] as baked: 4096 fp16 bytes → 2048 int8 codes + 32 fp16 scales
+    assert_eq!(row[..7], ["t1", "matmul", "[32,", "64]", "int8", "4096", "2112"], "{s}");
+    assert!(row[7].parse::<f64>().unwrap() < 0.01, "{s}");
+    assert!(s.contains("wrote small"), "{s}");
+    let size = |d: &str| std::fs::metadata(root.join(d).join("weights.bin")).unwrap().len();
+    assert!(size("small") * 100 <= size("prog") * 55, "{} vs {}", size("small"), size("prog"));
+    npy::write_f32(&root.join("x.npy"), &[2, 64], &[0.5; 128]).unwrap();
+    let run = aneforge(&["run", "small", "-i", "x=x.npy", "-o", "outs"], &root);
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let err = fails(&["compress", "prog", "--mode", "int3"], &root);
+    assert!(err.contains("unknown compress mode 'int3'"), "{err}");
+    let err = fails(&["compress", "prog", "--mode", "blockwise", "--block-size", "48"], &root);
+    assert!(err.contains("block_size 48 does not divide the inner axis (64) of weight t1 [32, 64]"), "{err}");
+}

@@ -52,7 +52,7 @@ fn non_finite_or_overflowing_weights_are_rejected() {
 fn call_time_inputs_are_checked() {
     let x = input(&[1, 4]).unwrap();
     let p = Program::lower(Graph::from_outputs(&[(None, x.relu().unwrap())]).unwrap()).unwrap();
-    let mut l = Reference.load(&p, Precision::Fp16).unwrap();
+    let mut l = Reference.load(&p, std::path::Path::new("."), Precision::Fp16).unwrap();
     let e = l.set_input(0, PortData::F32(&[1.0; 3])).unwrap_err();
     assert!(matches!(e, Error::Shape { .. }) && e.to_string().contains("input 'x0'"), "{e}");
     for (v, what) in [(f32::NAN, "not finite"), (f32::INFINITY, "not finite"), (70000.0, "overflows")] {
@@ -71,7 +71,7 @@ fn graphs_that_output_inputs_or_bools_are_handled() {
     let g = Graph::from_outputs(&[(None, x.clone()), (None, x.clone())]).unwrap();
     let p = Program::lower(g).unwrap();
     assert_eq!(p.graph.n_ops(), 2, "each pass-through output gets its own copy op");
-    let mut l = Reference.load(&p, Precision::Fp16).unwrap();
+    let mut l = Reference.load(&p, std::path::Path::new("."), Precision::Fp16).unwrap();
     l.set_input(0, PortData::F32(&[1.0, 2.0, 3.0])).unwrap();
     l.execute().unwrap();
     let mut o = [0.0; 3];

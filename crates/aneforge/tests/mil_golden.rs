@@ -14,7 +14,7 @@ fn lower(t: &aneforge::Tensor) -> Program {
 }
 
 fn run(p: &Program) -> Vec<Vec<f32>> {
-    let mut l = Reference.load(p, Precision::Fp16).unwrap();
+    let mut l = Reference.load(p, std::path::Path::new("."), Precision::Fp16).unwrap();
     let ins = l.inputs().to_vec();
     let feeds: Vec<Vec<f32>> = ins.iter().enumerate().map(|(i, s)| common::data(s.numel(), 100 + i as u64).iter().map(|v| v * 3.0).collect()).collect();
     let u8s: Vec<Vec<u8>> = ins.iter().map(|s| (0..s.numel()).map(|i| (i * 37 % 256) as u8).collect()).collect();

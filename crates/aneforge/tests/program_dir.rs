@@ -108,7 +108,7 @@ fn compile_and_load_dir_agree() {
 fn alias_keeps_state_resident_counter_counts() {
     let x = input(&[1, 4]).unwrap();
     let p = Program::lower(Graph::from_outputs(&[(Some("next".into()), x.add_scalar(1.0).unwrap())]).unwrap()).unwrap();
-    let mut l = Reference.load(&p, Precision::Fp16).unwrap();
+    let mut l = Reference.load(&p, std::path::Path::new("."), Precision::Fp16).unwrap();
     l.set_input(0, PortData::F32(&[0.0; 4])).unwrap();
     l.alias("next", "x0").unwrap();
     let mut out = [0.0f32; 4];
@@ -118,6 +118,6 @@ fn alias_keeps_state_resident_counter_counts() {
         assert_eq!(out, [k as f32; 4]);
     }
     assert!(l.alias("next", "x0").unwrap_err().to_string().contains("before the first execute"));
-    let mut l = Reference.load(&p, Precision::Fp16).unwrap();
+    let mut l = Reference.load(&p, std::path::Path::new("."), Precision::Fp16).unwrap();
     assert!(l.alias("nope", "x0").unwrap_err().to_string().contains("no output port named 'nope'"));
 }

@@ -1,12 +1,14 @@
-//! The `aneforge` command line: `info` (version, platform, executors, cache) and `run` (run a
-//! program directory on `.npy` inputs). Failures print one message on stderr and exit 1.
+//! The `aneforge` command line: `info` (version, platform, executors, cache), `run` (run a
+//! program directory on `.npy` inputs), `selfcheck` (verify the ANE executor on a Mac) and
+//! `ops` (the op census). Failures print one message on stderr and exit 1.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use aneforge::exec::{ane::Ane, reference::Reference};
+use aneforge::exec::ane::{selfcheck, Ane};
+use aneforge::exec::reference::Reference;
 use aneforge::{npy, Device, Error, Executor, PortSpec, Precision, Result};
 use clap::{Parser, Subcommand};
 
@@ -42,6 +44,40 @@ enum Command {
         #[arg(long, value_name = "N")]
         repeat: Option<usize>,
     },
+    /// Run tiny programs on the ANE, compare each with the reference executor and write a JSON
+    /// report (exits 1 when a check fails or no ANE is present).
+    Selfcheck {
+        /// Where to write the report.
+        #[arg(long, default_value = "aneforge-selfcheck.json")]
+        report: PathBuf,
+        /// Executes per check for the latency median.
+        #[arg(long, default_value_t = 100)]
+        repeat: usize,
+    },
+    /// List every MIL op with its status on ANE hardware (from a selfcheck report made on a Mac).
+    Ops {
+        /// A selfcheck report produced on a Mac's ANE.
+        #[arg(long)]
+        report: Option<PathBuf>,
+    },
+    /// Compress the fp16 weights of a program directory into a new program and print the
+    /// per-weight report (encoding, bytes before/after, relative L2 reconstruction error).
+    Compress {
+        /// The program directory.
+        dir: PathBuf,
+        /// int8, int4, sparse, blockwise or auto (auto: the family of ANEFORGE_TARGET or the host).
+        #[arg(long)]
+        mode: String,
+        /// Relative L2 error budget per weight for int4 and blockwise.
+        #[arg(long, default_value_t = 0.05)]
+        atol: f32,
+        /// Blockwise block length along each weight's inner axis (must divide it).
+        #[arg(long, default_value_t = 32)]
+        block_size: usize,
+        /// Write the new program here instead of the cache.
+        #[arg(short, long)]
+        output_dir: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -59,12 +95,15 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Info => {
             info();
-            Ok(())
+            Ok(ExitCode::SUCCESS)
         }
-        Command::Run { dir, inputs, output_dir, device, precision, repeat } => run(&dir, &inputs, output_dir.as_deref(), &device, &precision, repeat),
+        Command::Run { dir, inputs, output_dir, device, precision, repeat } => run(&dir, &inputs, output_dir.as_deref(), &device, &precision, repeat).map(|()| ExitCode::SUCCESS),
+        Command::Selfcheck { report, repeat } => run_selfcheck(&report, repeat),
+        Command::Ops { report } => ops(report.as_deref()).map(|()| ExitCode::SUCCESS),
+        Command::Compress { dir, mode, atol, block_size, output_dir } => compress(&dir, &mode, atol, block_size, output_dir).map(|()| ExitCode::SUCCESS),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("aneforge: error: {e}");
             ExitCode::FAILURE
@@ -85,8 +124,11 @@ fn info() {
     println!("aneforge {}", env!("CARGO_PKG_VERSION"));
     println!("platform: {}/{}", std::env::consts::OS, std::env::consts::ARCH);
     println!("executors:");
-    for ex in [&Reference as &dyn Executor, &Ane] {
+    for ex in [&Reference as &dyn Executor, &Ane::default()] {
         println!("  {}: {}", ex.name(), availability(ex));
+    }
+    if let Some(lib) = std::env::var_os("ANEFORGE_E5RT_LIBRARY").filter(|p| !p.is_empty()) {
+        println!("e5rt library: {} (ANEFORGE_E5RT_LIBRARY, for tests: not hardware)", lib.to_string_lossy());
     }
     println!("cache dir: {}", aneforge::program::cache_root().display());
     println!("threads: {} (rayon; set RAYON_NUM_THREADS to change)", rayon::current_num_threads());
@@ -163,5 +205,76 @@ fn run(dir: &Path, args: &[String], output_dir: Option<&Path>, device: &str, pre
         times.sort_by(f64::total_cmp);
         println!("median per call: {:.1} µs over {n} runs", times[n / 2] * 1e6);
     }
+    Ok(())
+}
+
+/// Write `text` to stdout; a closed pipe (`| head`) is not an error.
+fn emit(text: &str) {
+    let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());
+}
+
+/// `aneforge selfcheck`: exit 1 without an ANE, or when any check fails.
+fn run_selfcheck(report: &Path, repeat: usize) -> Result<ExitCode> {
+    if let Err(e) = aneforge::exec::ane::library() {
+        match e {
+            Error::Unavailable { step, reason, .. } => emit(&format!("no Apple Neural Engine is present: {step}: {reason}\n")),
+            e => emit(&format!("no Apple Neural Engine is present: {e}\n")),
+        }
+        return Ok(ExitCode::FAILURE);
+    }
+    let work = std::env::temp_dir().join(format!("aneforge-selfcheck-{}", std::process::id()));
+    let r = selfcheck::run(&work, repeat);
+    let _ = std::fs::remove_dir_all(&work);
+    let r = r?;
+    let mut out = format!("{:<38} {:<6} {:>10} {:>11}  backend\n", "check", "result", "max error", "latency µs");
+    for c in &r.checks {
+        let err = c.max_abs_error.map_or("inf".into(), |e| format!("{e:.3e}"));
+        let lat = c.latency_us.map_or("-".into(), |t| format!("{t:.1}"));
+        let result = format!("{:?}", c.outcome).to_lowercase();
+        out += &format!("{:<38} {result:<6} {err:>10} {lat:>11}  {}\n", c.name, c.backend.as_deref().unwrap_or("-"));
+        if let Some(e) = &c.error {
+            out += &format!("    {e}\n");
+        }
+    }
+    out += &format!("status words: {}\nrelease: {}\n", r.conventions.status_verdict, r.conventions.release_verdict);
+    if !r.hardware {
+        out += &format!("NOTE: {} is not Apple's Espresso framework: this is NOT a hardware result\n", r.library);
+    }
+    let json = serde_json::to_string_pretty(&r).map_err(|e| Error::value("selfcheck", e.to_string()))?;
+    aneforge::program::write_atomic(report, |f| std::io::Write::write_all(f, json.as_bytes()))?;
+    out += &format!("{} passed, {} failed; wrote {}\n", r.passed, r.failed, report.display());
+    emit(&out);
+    Ok(if r.failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// `aneforge ops`: every MIL op and its hardware status.
+fn ops(report: Option<&Path>) -> Result<()> {
+    let (r, mut out) = match report {
+        Some(path) => {
+            let r = selfcheck::read_hardware_report(path)?;
+            let head = format!("hardware column from {} ({}, macOS {})\n", path.display(), r.chip.as_deref().unwrap_or("unknown chip"), r.macos_version.as_deref().unwrap_or("unknown"));
+            (Some(r), head)
+        }
+        None => (None, "no selfcheck report given: no op has been verified on ANE hardware\n".to_string()),
+    };
+    for (op, status) in selfcheck::census(r.as_ref()) {
+        out += &format!("{op:<28} {status}\n");
+    }
+    emit(&out);
+    Ok(())
+}
+
+/// `aneforge compress`: write the compressed program and print its report.
+fn compress(dir: &Path, mode: &str, atol: f32, block_size: usize, output_dir: Option<PathBuf>) -> Result<()> {
+    let opts = aneforge::CompileOptions { compress: Some(aneforge::Compress::parse(mode)?), compress_atol: atol, block_size, build_dir: output_dir, ..Default::default() };
+    let e = aneforge::compress_dir(dir, &opts)?;
+    let mut out = format!("{:<8} {:<7} {:<20} {:<10} {:>12} {:>12} {:>10}\n", "weight", "site", "shape", "encoding", "fp16 bytes", "bytes", "rel error");
+    for r in &e.report {
+        let shape = format!("{:?}", r.shape);
+        out += &format!("{:<8} {:<7} {shape:<20} {:<10} {:>12} {:>12} {:>10.3e}\n", r.name, r.site, r.encoding.name(), r.bytes_fp16, r.bytes_encoded, r.rel_error);
+    }
+    let (before, after) = e.report.iter().fold((0, 0), |(b, a), r| (b + r.bytes_fp16, a + r.bytes_encoded));
+    out += &format!("{} weights: {before} -> {after} bytes ({:.3}x); weights.bin {} bytes\nwrote {}\n", e.report.len(), after as f64 / before.max(1) as f64, e.program.weights.len(), e.dir.display());
+    emit(&out);
     Ok(())
 }

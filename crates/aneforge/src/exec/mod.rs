@@ -1,8 +1,10 @@
 //! Executors: the `Executor` trait the ANE (e5rt) and reference (CPU) executors implement,
-//! port data, and input validation shared by both.
+//! port data and zero-copy port views, and input validation shared by both.
 
 pub mod ane;
 pub mod reference;
+
+use std::path::Path;
 
 use half::f16;
 
@@ -37,8 +39,8 @@ pub trait Executor {
     fn name(&self) -> &'static str;
     /// Whether it can run here; the error names the exact step that failed.
     fn check(&self) -> Result<()>;
-    /// Prepare a program for execution (buffers allocated, constants loaded).
-    fn load(&self, program: &Program, precision: Precision) -> Result<Box<dyn Loaded>>;
+    /// Prepare a program written to `dir` (`model.mil`, `weights.bin`) for execution.
+    fn load(&self, program: &Program, dir: &Path, precision: Precision) -> Result<Box<dyn Loaded>>;
 }
 
 /// Host data written into an input port.
@@ -66,7 +68,46 @@ impl PortData<'_> {
     }
 }
 
-/// A program ready to run with named input and output buffers.
+/// A port's buffer seen in place: dense row-major elements in the port's dtype.
+#[derive(Debug)]
+pub enum PortView<'a> {
+    F16(&'a mut [f16]),
+    U8(&'a mut [u8]),
+}
+
+impl PortView<'_> {
+    /// Copy port data already validated by [`check_port_data`] into this buffer (floats are rounded to fp16).
+    pub fn write(self, data: PortData) {
+        use half::slice::HalfFloatSliceExt;
+        match (self, data) {
+            (PortView::F16(d), PortData::F32(x)) => d.convert_from_f32_slice(x),
+            (PortView::F16(d), PortData::F64(x)) => d.iter_mut().zip(x).for_each(|(d, &v)| *d = f16::from_f32(v as f32)),
+            (PortView::F16(d), PortData::F16(x)) => d.copy_from_slice(x),
+            (PortView::U8(d), PortData::U8(x)) => d.copy_from_slice(x),
+            _ => unreachable!("check_port_data matched the dtype"),
+        }
+    }
+}
+
+/// Input port `index` of `inputs`, after checking `data` against it (see [`check_port_data`]).
+pub fn checked_input<'a>(inputs: &'a [PortSpec], index: usize, data: &PortData) -> Result<&'a PortSpec> {
+    let port = inputs.get(index).ok_or_else(|| Error::value("set_input", format!("input index {index} out of range ({} inputs)", inputs.len())))?;
+    check_port_data(port, data)?;
+    Ok(port)
+}
+
+/// Index of the port named `name` in `ports` (`None`: the only port); errors list the names.
+pub fn port_index(ports: &[PortSpec], name: Option<&str>, op: &str, what: &str) -> Result<usize> {
+    let names = || ports.iter().map(|p| p.name.as_str()).collect::<Vec<_>>();
+    match name {
+        Some(n) => ports.iter().position(|p| p.name == n).ok_or_else(|| Error::value(op, format!("no {what} port named '{n}' ({what}s: {:?})", names()))),
+        None if ports.len() == 1 => Ok(0),
+        None => Err(Error::value(op, format!("the program has {} {what}s {:?}; name one", ports.len(), names()))),
+    }
+}
+
+/// A program ready to run with named input and output buffers. `Send` but not `Sync`: a
+/// program is used by one thread at a time (share it across threads behind a lock).
 pub trait Loaded: Send {
     /// Name of the executor running it.
     fn device(&self) -> &'static str;
@@ -83,10 +124,14 @@ pub trait Loaded: Send {
     /// After every execute, input `input` holds output `output` (resident state). Must be
     /// called before the first execute; shapes and dtypes must match.
     fn alias(&mut self, output: &str, input: &str) -> Result<()>;
+    /// The buffer input `index` is read from; its address is fixed while the program is loaded.
+    fn input_view(&mut self, index: usize) -> Result<PortView<'_>>;
+    /// The buffer output `index` is written to; its address is fixed while the program is loaded.
+    fn output_view(&mut self, index: usize) -> Result<PortView<'_>>;
 }
 
 /// Check port data against its spec: element count, dtype family, and for fp16 ports that
-/// every value is finite and representable (|x| ≤ 65504). Errors name the port and the value.
+/// every value rounds to a finite fp16 (f64 values through f32). Errors name the port and value.
 pub fn check_port_data(port: &PortSpec, data: &PortData) -> Result<()> {
     let op = format!("input '{}'", port.name);
     if data.len() != port.numel() {
@@ -101,12 +146,15 @@ pub fn check_port_data(port: &PortSpec, data: &PortData) -> Result<()> {
                 let what = if v.is_finite() { "overflows fp16 (|x| > 65504)" } else { "is not finite" };
                 Err(Error::value(op.clone(), format!("element {i} = {v} {what} (shape {:?})", port.shape)))
             };
+            // An f32 rounds (to nearest even) to a finite fp16 exactly when |x| < 65520; f64
+            // data goes through f32 first.
+            let overflows = |v: f32| v.is_nan() || v.abs() >= 65520.0;
             match d {
-                PortData::F32(x) => match x.iter().position(|v| !f16::from_f32(*v).is_finite()) {
+                PortData::F32(x) => match x.iter().position(|&v| overflows(v)) {
                     Some(i) => bad(i, x[i] as f64),
                     None => Ok(()),
                 },
-                PortData::F64(x) => match x.iter().position(|v| !f16::from_f64(*v).is_finite()) {
+                PortData::F64(x) => match x.iter().position(|&v| overflows(v as f32)) {
                     Some(i) => bad(i, x[i]),
                     None => Ok(()),
                 },
@@ -118,5 +166,25 @@ pub fn check_port_data(port: &PortSpec, data: &PortData) -> Result<()> {
             }
         }
         (DType::Bool, _) => Err(Error::dtype(op, "bool ports do not exist")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The range test agrees with rounding to fp16 (f64 through f32) at the overflow boundary.
+    #[test]
+    fn fp16_range_check_matches_rounding() {
+        let port = PortSpec { name: "x".into(), dtype: DType::Fp16, shape: vec![1] };
+        let below = f32::from_bits(65520f32.to_bits() - 1);
+        for (v, finite) in [(below, true), (65520.0, false), (-below, true), (-65520.0, false), (f32::NAN, false), (f32::INFINITY, false)] {
+            assert_eq!(f16::from_f32(v).is_finite(), finite, "{v}");
+            assert_eq!(check_port_data(&port, &PortData::F32(&[v])).is_ok(), finite, "{v}");
+            assert_eq!(check_port_data(&port, &PortData::F64(&[v as f64])).is_ok(), finite, "{v}");
+        }
+        let (below64, rounds_below) = (f64::from_bits(65520f64.to_bits() - 1), 65519.99);
+        assert!(!f16::from_f32(below64 as f32).is_finite() && check_port_data(&port, &PortData::F64(&[below64])).is_err());
+        assert!(f16::from_f32(rounds_below as f32).is_finite() && check_port_data(&port, &PortData::F64(&[rounds_below])).is_ok());
     }
 }

@@ -170,8 +170,8 @@ impl Graph {
         }
     }
 
-    /// Number of compute nodes (everything but inputs and constants).
+    /// Number of compute nodes (everything but inputs and constants, compressed ones included).
     pub fn n_ops(&self) -> usize {
-        self.nodes.iter().filter(|n| !matches!(n.op, Op::Input(_) | Op::Const(_))).count()
+        self.nodes.iter().filter(|n| !matches!(n.op, Op::Input(_) | Op::Const(_) | Op::Constexpr(_))).count()
     }
 }

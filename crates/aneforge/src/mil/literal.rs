@@ -1,4 +1,4 @@
-//! MIL literal values (`fp16(0x1.8p+1)`, `int32(3)`, `bool(true)`, `string("x")`,
+//! MIL literal values (`fp16(0x1.8p+1)`, `int32(3)`, `int8(0)`, `bool(true)`, `string("x")`,
 //! `tensor<int32, [2]>([1, 1])`) and the fp16 hex-float spelling.
 
 use half::f16;
@@ -10,6 +10,8 @@ pub enum Literal {
     Fp16(f32),
     /// A signed 32-bit integer scalar.
     Int32(i32),
+    /// A signed 8-bit integer scalar (constexpr zero points).
+    Int8(i8),
     /// An unsigned 32-bit integer scalar.
     Uint32(u32),
     /// A boolean scalar.
@@ -26,6 +28,7 @@ impl Literal {
         match self {
             Literal::Fp16(_) => "fp16".into(),
             Literal::Int32(_) => "int32".into(),
+            Literal::Int8(_) => "int8".into(),
             Literal::Uint32(_) => "uint32".into(),
             Literal::Bool(_) => "bool".into(),
             Literal::Str(_) => "string".into(),
@@ -38,6 +41,7 @@ impl Literal {
         match self {
             Literal::Fp16(v) => format!("fp16({})", hex_f16(*v)),
             Literal::Int32(v) => format!("int32({v})"),
+            Literal::Int8(v) => format!("int8({v})"),
             Literal::Uint32(v) => format!("uint32({v})"),
             Literal::Bool(v) => format!("bool({v})"),
             Literal::Str(s) => format!("string(\"{s}\")"),

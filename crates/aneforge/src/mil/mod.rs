@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use crate::error::{Error, Result};
+use blob::{BlobType, Payload};
 pub use literal::Literal;
 
 /// How an op's tensor arguments are spelled in MIL.
@@ -26,17 +27,25 @@ pub struct MilOp {
     pub op: &'static str,
     pub params: Vec<(&'static str, Literal)>,
     pub inputs: MilInputs,
+    /// Arguments given inline as typed `BLOBFILE` tensors (constexpr ops): name, shape, payload.
+    pub blobs: Vec<(&'static str, Vec<usize>, Payload)>,
 }
 
 impl MilOp {
     /// An op whose tensor arguments are the given keywords.
     pub fn new(op: &'static str, inputs: &[&'static str]) -> Self {
-        MilOp { op, params: Vec::new(), inputs: MilInputs::Named(inputs.to_vec()) }
+        MilOp { op, params: Vec::new(), inputs: MilInputs::Named(inputs.to_vec()), blobs: Vec::new() }
     }
 
     /// Add a compile-time parameter.
     pub fn param(mut self, name: &'static str, value: Literal) -> Self {
         self.params.push((name, value));
+        self
+    }
+
+    /// Add an inline blob tensor argument of `shape`.
+    pub fn blob(mut self, name: &'static str, shape: &[usize], payload: Payload) -> Self {
+        self.blobs.push((name, shape.to_vec(), payload));
         self
     }
 }
@@ -49,9 +58,16 @@ pub struct MilArgs {
     pub stmt: String,
     /// Parameters still unclaimed, by argument name.
     pub params: BTreeMap<String, Literal>,
+    /// Inline blob tensor arguments still unclaimed: name → (shape, payload).
+    pub blobs: BTreeMap<String, (Vec<usize>, Payload)>,
 }
 
 impl MilArgs {
+    /// Arguments of statement `stmt` in `file` holding `params` and no blob arguments.
+    pub fn new(file: impl Into<PathBuf>, stmt: impl Into<String>, params: BTreeMap<String, Literal>) -> Self {
+        MilArgs { file: file.into(), stmt: stmt.into(), params, blobs: BTreeMap::new() }
+    }
+
     fn err(&self, msg: String) -> Error {
         Error::format(&self.file, None, format!("statement '{}': {msg}", self.stmt))
     }
@@ -92,6 +108,23 @@ impl MilArgs {
         v.iter()
             .map(|&x| usize::try_from(x).map_err(|_| self.err(format!("parameter '{name}' must be non-negative, got {v:?}"))))
             .collect()
+    }
+
+    /// Take an int8 scalar parameter.
+    pub fn int8(&mut self, name: &str) -> Result<i8> {
+        match self.take(name)? {
+            Literal::Int8(v) => Ok(v),
+            other => Err(self.err(format!("parameter '{name}' must be int8, got {}", other.mil_value()))),
+        }
+    }
+
+    /// Take an inline blob argument of element type `ty`: its shape and payload.
+    pub fn blob(&mut self, name: &str, ty: BlobType) -> Result<(Vec<usize>, Payload)> {
+        let (shape, p) = self.blobs.remove(name).ok_or_else(|| self.err(format!("missing tensor argument '{name}'")))?;
+        if p.ty() != ty {
+            return Err(self.err(format!("argument '{name}' must be a {} tensor, got {}", ty.mil(), p.ty().mil())));
+        }
+        Ok((shape, p))
     }
 
     /// Take a bool parameter.

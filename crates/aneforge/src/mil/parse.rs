@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
-use super::blob::BlobReader;
+use super::blob::{BlobReader, BlobType};
 use super::literal::{parse_float, round_f16, Literal};
 use super::{MilArgs, MilInputs};
 use crate::dtype::DType;
@@ -185,11 +185,14 @@ enum ConstVal {
 
 /// One argument: (keyword, referenced names, written as a tuple).
 type Arg = (String, Vec<String>, bool);
+/// One inline `BLOBFILE` tensor argument: (keyword, dtype, shape, descriptor offset).
+type BlobArg = (String, String, Vec<usize>, u64);
 
 struct Stmt {
     outs: Vec<(String, Vec<usize>, String)>, // (dtype, shape, name)
     op: String,
     args: Vec<Arg>,
+    blobs: Vec<BlobArg>,
     name: String,
     line: usize,
 }
@@ -208,6 +211,7 @@ fn scalar_literal(lx: &mut Lexer, dt: &str) -> Result<Literal> {
             Literal::Fp16(r)
         }
         "int32" => Literal::Int32(i32::try_from(lx.int()?).map_err(|_| lx.err("int32 literal out of range"))?),
+        "int8" => Literal::Int8(i8::try_from(lx.int()?).map_err(|_| lx.err("int8 literal out of range"))?),
         "uint32" => Literal::Uint32(u32::try_from(lx.int()?).map_err(|_| lx.err("uint32 literal out of range"))?),
         "bool" => Literal::Bool(match lx.ident()?.as_str() {
             "true" => true,
@@ -252,30 +256,38 @@ fn const_value(lx: &mut Lexer, dt: &str, shape: &[usize]) -> Result<ConstVal> {
         if dt != "fp16" {
             return Err(lx.err(format!("BLOBFILE constants must be fp16, got {dt}")));
         }
-        lx.keyword("BLOBFILE")?;
-        lx.punct('(')?;
-        lx.keyword("path")?;
-        lx.punct('=')?;
-        lx.keyword("string")?;
-        lx.punct('(')?;
-        let path = lx.string()?;
-        if path != super::print::WEIGHTS_PATH {
-            return Err(lx.err(format!("BLOBFILE path '{path}' is not {}", super::print::WEIGHTS_PATH)));
-        }
-        lx.punct(')')?;
-        lx.punct(',')?;
-        lx.keyword("offset")?;
-        lx.punct('=')?;
-        lx.keyword("uint64")?;
-        lx.punct('(')?;
-        let off = lx.int()?;
-        lx.punct(')')?;
-        lx.punct(')')?;
-        ConstVal::Blob { shape: shape.to_vec(), offset: u64::try_from(off).map_err(|_| lx.err("negative offset"))?, line }
+        ConstVal::Blob { shape: shape.to_vec(), offset: blobfile(lx)?, line }
     };
     lx.punct(')')?;
     Ok(v)
 }
+
+/// `BLOBFILE(path = string("@model_path/weights.bin"), offset = uint64(N))` → N.
+fn blobfile(lx: &mut Lexer) -> Result<u64> {
+    lx.keyword("BLOBFILE")?;
+    lx.punct('(')?;
+    lx.keyword("path")?;
+    lx.punct('=')?;
+    lx.keyword("string")?;
+    lx.punct('(')?;
+    let path = lx.string()?;
+    if path != super::print::WEIGHTS_PATH {
+        return Err(lx.err(format!("BLOBFILE path '{path}' is not {}", super::print::WEIGHTS_PATH)));
+    }
+    lx.punct(')')?;
+    lx.punct(',')?;
+    lx.keyword("offset")?;
+    lx.punct('=')?;
+    lx.keyword("uint64")?;
+    lx.punct('(')?;
+    let off = lx.int()?;
+    lx.punct(')')?;
+    lx.punct(')')?;
+    u64::try_from(off).map_err(|_| lx.err("negative offset"))
+}
+
+/// Highest rank of an inline blob argument (a rank-5 weight's palette has rank 7).
+const MAX_BLOB_RANK: usize = 7;
 
 /// Parse MIL text (`mil_file` names it in errors) with its weight blob into a graph.
 pub fn parse(text: &str, mil_file: &Path, weights: &[u8], weights_file: &Path) -> Result<Graph> {
@@ -325,11 +337,16 @@ pub fn parse(text: &str, mil_file: &Path, weights: &[u8], weights_file: &Path) -
         lx.punct('=')?;
         let op = lx.ident()?;
         lx.punct('(')?;
-        let mut args = Vec::new();
+        let (mut args, mut blobs) = (Vec::new(), Vec::new());
         while !lx.is_punct(')') {
             let k = lx.ident()?;
             lx.punct('=')?;
-            if lx.is_punct('(') {
+            if lx.peek() == Some(&Tok::Ident("tensor".into())) {
+                let (dt, shape) = lx.ty()?;
+                lx.punct('(')?;
+                blobs.push((k, dt, shape, blobfile(lx)?));
+                lx.punct(')')?;
+            } else if lx.is_punct('(') {
                 lx.punct('(')?;
                 let mut vs = Vec::new();
                 while !lx.is_punct(')') {
@@ -356,7 +373,7 @@ pub fn parse(text: &str, mil_file: &Path, weights: &[u8], weights_file: &Path) -
         let name = lx.string()?;
         lx.punct(')')?;
         if op == "const" {
-            if outs.len() != 1 || !args.is_empty() {
+            if outs.len() != 1 || !args.is_empty() || !blobs.is_empty() {
                 return Err(lx.err("const takes no arguments and has one output"));
             }
             lx.punct(',')?;
@@ -369,7 +386,7 @@ pub fn parse(text: &str, mil_file: &Path, weights: &[u8], weights_file: &Path) -
             }
             order.push(Ok(cname.clone()));
         } else {
-            order.push(Err(Stmt { outs, op, args, name, line }));
+            order.push(Err(Stmt { outs, op, args, blobs, name, line }));
         }
         lx.punct(']')?;
         lx.punct(';')?;
@@ -406,7 +423,7 @@ pub fn parse(text: &str, mil_file: &Path, weights: &[u8], weights_file: &Path) -
             ops.push(None);
             continue;
         };
-        let mut margs = MilArgs { file: mil_file.to_path_buf(), stmt: st.name.clone(), params: BTreeMap::new() };
+        let mut margs = MilArgs::new(mil_file, st.name.clone(), BTreeMap::new());
         let mut tensor_args = Vec::new();
         let mut scalar_candidates = Vec::new();
         for (k, vs, tuple) in &st.args {
@@ -420,6 +437,16 @@ pub fn parse(text: &str, mil_file: &Path, weights: &[u8], weights_file: &Path) -
                 _ => tensor_args.push((k.clone(), vs.clone(), *tuple)),
             }
         }
+        for (k, dt, shape, offset) in &st.blobs {
+            let ty = BlobType::parse(dt).ok_or_else(|| ferr(st.line, format!("argument '{k}': {dt} is not a blob tensor type (fp16, int8, uint4, uint1)")))?;
+            // Palettes have rank + 2 axes, so these shapes may exceed the graph's rank limit.
+            let n = shape.iter().try_fold(1usize, |a, &d| if d == 0 { None } else { a.checked_mul(d) }).filter(|_| (1..=MAX_BLOB_RANK).contains(&shape.len()));
+            let n = n.ok_or_else(|| ferr(st.line, format!("argument '{k}': {shape:?} is not a tensor shape (rank 1..={MAX_BLOB_RANK}, extents >= 1)")))?;
+            let payload = blob.read(*offset, ty, n)?;
+            if margs.blobs.insert(k.clone(), (shape.clone(), payload)).is_some() {
+                return Err(ferr(st.line, format!("{}: argument '{k}' is given twice", st.op)));
+            }
+        }
         let op = Op::from_mil(&st.op, &mut margs).ok_or_else(|| ferr(st.line, format!("unknown op '{}'", st.op)))??;
         // fp16 scalars the op did not claim as parameters are tensor operands (`mul(x, y = 2.5)`).
         for cand in scalar_candidates {
@@ -427,7 +454,7 @@ pub fn parse(text: &str, mil_file: &Path, weights: &[u8], weights_file: &Path) -
                 tensor_args.push(cand);
             }
         }
-        if let Some(k) = margs.params.keys().next() {
+        if let Some(k) = margs.params.keys().chain(margs.blobs.keys()).next() {
             return Err(ferr(st.line, format!("{}: unexpected argument '{k}'", st.op)));
         }
         for (_, vs, _) in &tensor_args {
@@ -454,7 +481,7 @@ pub fn parse(text: &str, mil_file: &Path, weights: &[u8], weights_file: &Path) -
                     continue;
                 }
                 let (shape, values_f16) = match &consts[cname] {
-                    ConstVal::Lit(Literal::Fp16(v)) => (vec![], vec![half::f16::from_f32(*v)]),
+                    ConstVal::Lit(Literal::Fp16(v)) => (vec![], Arc::new(vec![half::f16::from_f32(*v)])),
                     ConstVal::Blob { shape, offset, line } => {
                         crate::shape::check(&format!("const '{cname}' (line {line})"), shape)?;
                         (shape.clone(), blob.read_fp16(*offset, crate::shape::numel(shape))?)
@@ -466,7 +493,7 @@ pub fn parse(text: &str, mil_file: &Path, weights: &[u8], weights_file: &Path) -
                 }
                 values.insert(cname.clone(), Value { node: nodes.len(), port: 0 });
                 let ty = TensorType::fp16(shape.clone());
-                nodes.push(Node { op: Op::Const(io::Const { shape, values: Arc::new(values_f16) }), inputs: vec![], outputs: vec![ty] });
+                nodes.push(Node { op: Op::Const(io::Const { shape, values: values_f16 }), inputs: vec![], outputs: vec![ty] });
             }
             (Err(st), Some((op, targs))) => {
                 let m = op.family().mil();

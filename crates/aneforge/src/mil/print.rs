@@ -1,11 +1,12 @@
 //! Graph → `model.mil` text + `weights.bin` image. One statement per node (plus one named
 //! `const()` per compile-time parameter), arguments in alphabetical order, fp16 scalars as
-//! hex floats, weights as `BLOBFILE` references to their descriptors.
+//! hex floats, weights as `BLOBFILE` references to their descriptors (inline typed `BLOBFILE`
+//! tensor arguments for constexpr ops).
 
 use std::collections::HashSet;
 use std::fmt::Write;
 
-use super::blob::Blob;
+use super::blob::{Blob, Payload};
 use super::literal::Literal;
 use super::MilInputs;
 use crate::error::{Error, Result};
@@ -34,6 +35,12 @@ pub fn type_str(t: &TensorType) -> String {
     }
     let dims: Vec<String> = t.shape.iter().map(|d| d.to_string()).collect();
     format!("tensor<{}, [{}]>", t.dtype.mil(), dims.join(", "))
+}
+
+/// A typed `BLOBFILE` tensor value pointing at the descriptor at `offset`.
+fn blobfile(dtype: &str, shape: &[usize], offset: u64) -> String {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    format!("tensor<{dtype}, [{}]>(BLOBFILE(path = string(\"{WEIGHTS_PATH}\"), offset = uint64({offset})))", dims.join(", "))
 }
 
 /// Names of every value: input names, output names, else `t{node}` / `t{node}_{port}`.
@@ -83,8 +90,7 @@ pub fn print(g: &Graph) -> Result<Printed> {
                 let val = if c.shape.is_empty() {
                     Literal::Fp16(c.values[0].to_f32()).mil_value()
                 } else {
-                    let off = blob.push_fp16(c.values.clone());
-                    format!("{ty}(BLOBFILE(path = string(\"{WEIGHTS_PATH}\"), offset = uint64({off})))")
+                    blobfile("fp16", &c.shape, blob.push(Payload::Fp16(c.values.clone())))
                 };
                 let n = &names[i][0];
                 writeln!(body, "        {ty} {n} = const()[name = string(\"{n}\"), val = {val}];").expect("write to String");
@@ -99,6 +105,9 @@ pub fn print(g: &Graph) -> Result<Printed> {
                     writeln!(body, "        {} {cname} = const()[name = string(\"{cname}\"), val = {}];", lit.mil_type(), lit.mil_value())
                         .expect("write to String");
                     args.push((pname.to_string(), cname));
+                }
+                for (aname, shape, payload) in &m.blobs {
+                    args.push((aname.to_string(), blobfile(payload.ty().mil(), shape, blob.push(payload.clone()))));
                 }
                 match &m.inputs {
                     MilInputs::Named(keys) => {

@@ -265,7 +265,7 @@ pub(crate) mod tests {
         let m = op.family().mil();
         assert!(m.params.windows(2).all(|p| p[0].0 < p[1].0), "{}: params not in alphabetical order", m.op);
         let params = m.params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
-        let mut args = MilArgs { file: "model.mil".into(), stmt: "s".into(), params };
+        let mut args = MilArgs::new("model.mil", "s", params);
         assert_eq!(parse(m.op, &mut args).expect("op not recognised").unwrap(), op);
         assert!(args.params.is_empty(), "unclaimed params {:?}", args.params);
     }
@@ -382,7 +382,7 @@ pub(crate) mod tests {
         m.retain(|(k, _)| *k != "pad_type");
         let mut params: std::collections::BTreeMap<_, _> = m.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
         params.insert("pad_type".into(), Literal::Str("same".into()));
-        let mut args = MilArgs { file: "model.mil".into(), stmt: "c".into(), params };
+        let mut args = MilArgs::new("model.mil", "c", params);
         assert!(from_mil("conv", &mut args).unwrap().unwrap_err().to_string().contains("pad_type 'same'"));
         assert!(from_mil("matmul", &mut args).is_none());
     }

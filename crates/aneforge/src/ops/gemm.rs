@@ -79,17 +79,7 @@ pub(crate) mod tests {
     use super::*;
 
     /// Deterministic pseudo-random values in [-1, 1) (xorshift), for kernel tests.
-    pub(crate) fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-            })
-            .collect()
-    }
+    pub(crate) use crate::corpus::data as rand_vec;
 
     /// Assert `got` matches the f64 reference `want` elementwise within `tol` (relative to max(1, |want|)).
     pub(crate) fn assert_close(got: &[f32], want: &[f64], tol: f64) {

@@ -176,6 +176,7 @@ impl Family for Layout {
                 op: "concat",
                 params: vec![("axis", Literal::Int32(*axis as i32)), ("interleave", Literal::Bool(false))],
                 inputs: MilInputs::Tuple("values"),
+                blobs: Vec::new(),
             },
             Layout::Split { axis, sizes } => x.param("axis", Literal::Int32(*axis as i32)).param("split_sizes", ints(sizes)),
             Layout::SliceBySize { begin, size } => x.param("begin", ints(begin)).param("size", ints(size)),
@@ -404,7 +405,7 @@ pub(crate) mod tests {
     }
     /// MilArgs holding `params`.
     pub(crate) fn mil_args(params: Vec<(&str, Literal)>) -> MilArgs {
-        MilArgs { file: "t.mil".into(), stmt: "s".into(), params: params.into_iter().map(|(k, v)| (k.to_string(), v)).collect() }
+        MilArgs::new("t.mil", "s", params.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
     }
 
     /// Check every element of every output of `op` equals the input element `src([output, index..])` names (input, flat index).

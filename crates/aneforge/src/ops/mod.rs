@@ -2,6 +2,7 @@
 //! the reference kernel, the MIL spelling (print and parse) and the builder methods on
 //! [`Tensor`](crate::Tensor). This module only dispatches.
 
+pub mod constexpr;
 pub mod conv;
 pub mod elementwise;
 pub mod gemm;
@@ -53,6 +54,8 @@ pub enum Op {
     Input(io::Input),
     /// A baked constant (fp16 weight tensor in the blob, or an fp16 scalar).
     Const(io::Const),
+    /// A compressed weight expanded to fp16 at load time (int8, int4 palette, sparse, blockwise).
+    Constexpr(constexpr::Constexpr),
     /// Dtype conversion (uint8 image port to fp16).
     Cast(io::Cast),
     /// Elementwise single-input ops.
@@ -84,6 +87,7 @@ macro_rules! dispatch {
         match $self {
             Op::Input(o) => o.$f($($arg),*),
             Op::Const(o) => o.$f($($arg),*),
+            Op::Constexpr(o) => o.$f($($arg),*),
             Op::Cast(o) => o.$f($($arg),*),
             Op::Unary(o) => o.$f($($arg),*),
             Op::Binary(o) => o.$f($($arg),*),
@@ -109,6 +113,7 @@ impl Op {
     /// Rebuild an op from a parsed MIL statement; `None` if no family knows `op`.
     pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
         io::from_mil(op, args)
+            .or_else(|| constexpr::from_mil(op, args))
             .or_else(|| elementwise::from_mil(op, args))
             .or_else(|| linear::from_mil(op, args))
             .or_else(|| conv::from_mil(op, args))
@@ -121,7 +126,7 @@ impl Op {
 
 /// Every MIL op name the families print (each must have a lowering case in the tests).
 pub fn mil_op_names() -> Vec<&'static str> {
-    [io::MIL_OPS, elementwise::MIL_OPS, linear::MIL_OPS, conv::MIL_OPS, pool::MIL_OPS, reduce::MIL_OPS, norm::MIL_OPS, layout::MIL_OPS].concat()
+    [io::MIL_OPS, constexpr::MIL_OPS, elementwise::MIL_OPS, linear::MIL_OPS, conv::MIL_OPS, pool::MIL_OPS, reduce::MIL_OPS, norm::MIL_OPS, layout::MIL_OPS].concat()
 }
 
 /// Blanket helper so `dispatch!` can hand out `&dyn Family`.

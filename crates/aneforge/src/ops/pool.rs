@@ -224,7 +224,7 @@ mod tests {
             mil_roundtrip(Op::Pool(pool(kind, [3, 2], [2, 1], [1, 0, 0, 1])), from_mil);
         }
         let params = [("ceil_mode".to_string(), Literal::Bool(true))].into_iter().collect();
-        let mut args = MilArgs { file: "model.mil".into(), stmt: "p".into(), params };
+        let mut args = MilArgs::new("model.mil", "p", params);
         assert!(from_mil("max_pool", &mut args).unwrap().unwrap_err().to_string().contains("ceil_mode"));
     }
 }

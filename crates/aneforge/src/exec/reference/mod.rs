@@ -1,12 +1,16 @@
 //! The reference executor: a CPU interpreter of the lowered graph under the fp16 contract
-//! (every fp16 op output rounded to fp16, round-to-nearest-even; f32 inside ops).
+//! (every fp16 op output rounded to fp16, round-to-nearest-even; f32 inside ops). In fp16 mode
+//! the ports are fp16 / uint8 buffers, like the device's, so views and aliasing behave the same.
+
+use std::path::Path;
 
 use half::f16;
+use half::slice::HalfFloatSliceExt;
 
-use super::{check_port_data, Executor, Loaded, PortData, Precision};
+use super::{checked_input, port_index, Executor, Loaded, PortData, PortView, Precision};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::ops::{Buf, Family, Op};
+use crate::ops::{Buf, Op};
 use crate::program::{PortSpec, Program};
 
 /// The CPU reference executor (always available).
@@ -20,8 +24,54 @@ impl Executor for Reference {
     fn check(&self) -> Result<()> {
         Ok(())
     }
-    fn load(&self, program: &Program, precision: Precision) -> Result<Box<dyn Loaded>> {
+    fn load(&self, program: &Program, _dir: &Path, precision: Precision) -> Result<Box<dyn Loaded>> {
         Ok(Box::new(RefProgram::new(program, precision)?))
+    }
+}
+
+/// A port buffer in fp16 mode: what the host writes and reads, and what views point at.
+enum PortBuf {
+    F16(Vec<f16>),
+    U8(Vec<u8>),
+}
+
+impl PortBuf {
+    fn new(port: &PortSpec) -> PortBuf {
+        match port.dtype {
+            DType::Uint8 => PortBuf::U8(vec![0; port.numel()]),
+            _ => PortBuf::F16(vec![f16::ZERO; port.numel()]),
+        }
+    }
+
+    fn view(&mut self) -> PortView<'_> {
+        match self {
+            PortBuf::F16(v) => PortView::F16(v),
+            PortBuf::U8(v) => PortView::U8(v),
+        }
+    }
+
+    /// Widen into an executor value buffer.
+    fn load_into(&self, dst: &mut [f32]) {
+        match self {
+            PortBuf::F16(v) => v.convert_to_f32_slice(dst),
+            PortBuf::U8(v) => dst.iter_mut().zip(v).for_each(|(d, &b)| *d = b as f32),
+        }
+    }
+
+    /// Store an executor value buffer (fp16 values are already rounded; uint8 values are integers).
+    fn store_from(&mut self, src: &[f32]) {
+        match self {
+            PortBuf::F16(v) => v.convert_from_f32_slice(src),
+            PortBuf::U8(v) => v.iter_mut().zip(src).for_each(|(d, &x)| *d = x as u8),
+        }
+    }
+
+    fn copy_from(&mut self, other: &PortBuf) {
+        match (self, other) {
+            (PortBuf::F16(d), PortBuf::F16(s)) => d.copy_from_slice(s),
+            (PortBuf::U8(d), PortBuf::U8(s)) => d.copy_from_slice(s),
+            _ => unreachable!("alias checked that the dtypes match"),
+        }
     }
 }
 
@@ -41,14 +91,16 @@ pub struct RefProgram {
     input_bufs: Vec<usize>,
     outputs: Vec<PortSpec>,
     output_bufs: Vec<usize>,
+    /// fp16 mode: the input and output port buffers; empty in fp32 mode (values stay f32).
+    in_ports: Vec<PortBuf>,
+    out_ports: Vec<PortBuf>,
+    /// (output index, input index) pairs from `alias`.
     aliases: Vec<(usize, usize)>,
-    precision: Precision,
     executed: bool,
 }
 
 /// Round every element to the nearest fp16 (ties to even; overflow to ±inf).
 pub fn round_to_fp16(data: &mut [f32]) {
-    use half::slice::HalfFloatSliceExt;
     let mut tmp = [f16::ZERO; 256];
     for chunk in data.chunks_mut(256) {
         let t = &mut tmp[..chunk.len()];
@@ -71,9 +123,10 @@ impl RefProgram {
         for (i, n) in g.nodes.iter().enumerate() {
             match &n.op {
                 Op::Input(_) => {}
-                Op::Const(c) => {
+                // Constants, compressed ones included, are evaluated once at load.
+                Op::Const(_) | Op::Constexpr(_) => {
                     let b = &mut bufs[slot[i][0]];
-                    c.eval(&[], std::slice::from_mut(b))?;
+                    n.op.family().eval(&[], std::slice::from_mut(b))?;
                 }
                 op => steps.push(Step {
                     op: op.clone(),
@@ -83,24 +136,31 @@ impl RefProgram {
                 }),
             }
         }
+        let (inputs, outputs) = (program.inputs(), program.outputs());
+        let fp16 = precision == Precision::Fp16;
         Ok(RefProgram {
             steps,
-            inputs: program.inputs(),
+            in_ports: if fp16 { inputs.iter().map(PortBuf::new).collect() } else { Vec::new() },
+            out_ports: if fp16 { outputs.iter().map(PortBuf::new).collect() } else { Vec::new() },
+            inputs,
             input_bufs: g.inputs.iter().map(|&i| slot[i][0]).collect(),
-            outputs: program.outputs(),
+            outputs,
             output_bufs: g.outputs.iter().map(|(_, v)| slot[v.node][v.port]).collect(),
             bufs,
             aliases: Vec::new(),
-            precision,
             executed: false,
         })
     }
 
-    fn port<'a>(ports: &'a [PortSpec], name: &str, what: &str) -> Result<(usize, &'a PortSpec)> {
-        ports.iter().enumerate().find(|(_, p)| p.name == name).ok_or_else(|| {
-            let names: Vec<&str> = ports.iter().map(|p| p.name.as_str()).collect();
-            Error::value("alias", format!("no {what} port named '{name}' (ports: {names:?})"))
-        })
+    /// Port `index` of `n` as a view; fp32 programs have no port buffers.
+    fn view<'a>(ports: &'a mut [PortBuf], index: usize, n: usize, op: &str) -> Result<PortView<'a>> {
+        if index >= n {
+            return Err(Error::value(op, format!("port index {index} out of range ({n} ports)")));
+        }
+        match ports.get_mut(index) {
+            Some(p) => Ok(p.view()),
+            None => Err(Error::value(op, "views need precision='fp16' (this program was loaded with precision='fp32', whose values are not fp16 buffers)")),
+        }
     }
 }
 
@@ -116,22 +176,26 @@ impl Loaded for RefProgram {
     }
 
     fn set_input(&mut self, index: usize, data: PortData) -> Result<()> {
-        let port = self.inputs.get(index).ok_or_else(|| Error::value("set_input", format!("input index {index} out of range ({} inputs)", self.inputs.len())))?;
-        check_port_data(port, &data)?;
-        let dst = &mut self.bufs[self.input_bufs[index]].data;
-        match data {
-            PortData::F32(x) => dst.copy_from_slice(x),
-            PortData::F64(x) => dst.iter_mut().zip(x).for_each(|(d, &v)| *d = v as f32),
-            PortData::F16(x) => dst.iter_mut().zip(x).for_each(|(d, v)| *d = v.to_f32()),
-            PortData::U8(x) => dst.iter_mut().zip(x).for_each(|(d, &v)| *d = v as f32),
-        }
-        if self.precision == Precision::Fp16 && port.dtype == DType::Fp16 && !matches!(data, PortData::F16(_)) {
-            round_to_fp16(dst);
+        checked_input(&self.inputs, index, &data)?;
+        match self.in_ports.get_mut(index) {
+            Some(p) => p.view().write(data),
+            None => {
+                let dst = &mut self.bufs[self.input_bufs[index]].data;
+                match data {
+                    PortData::F32(x) => dst.copy_from_slice(x),
+                    PortData::F64(x) => dst.iter_mut().zip(x).for_each(|(d, &v)| *d = v as f32),
+                    PortData::F16(x) => x.convert_to_f32_slice(dst),
+                    PortData::U8(x) => dst.iter_mut().zip(x).for_each(|(d, &v)| *d = v as f32),
+                }
+            }
         }
         Ok(())
     }
 
     fn execute(&mut self) -> Result<()> {
+        for (port, &b) in self.in_ports.iter().zip(&self.input_bufs) {
+            port.load_into(&mut self.bufs[b].data);
+        }
         let mut outs: Vec<Buf> = Vec::new();
         for step in &self.steps {
             outs.clear();
@@ -146,9 +210,20 @@ impl Loaded for RefProgram {
             }
             r?;
         }
-        for &(out, inp) in &self.aliases {
-            let (a, b) = if out < inp { let (l, r) = self.bufs.split_at_mut(inp); (&l[out], &mut r[0]) } else { let (l, r) = self.bufs.split_at_mut(out); (&r[0], &mut l[inp]) };
-            b.data.copy_from_slice(&a.data);
+        for (port, &b) in self.out_ports.iter_mut().zip(&self.output_bufs) {
+            port.store_from(&self.bufs[b].data);
+        }
+        for &(o, i) in &self.aliases {
+            if self.in_ports.is_empty() {
+                let (src, dst) = (self.output_bufs[o], self.input_bufs[i]);
+                if src != dst {
+                    let (lo, hi) = self.bufs.split_at_mut(src.max(dst));
+                    let (s, d) = if src < dst { (&lo[src], &mut hi[0]) } else { (&hi[0], &mut lo[dst]) };
+                    d.data.copy_from_slice(&s.data);
+                }
+            } else {
+                self.in_ports[i].copy_from(&self.out_ports[o]);
+            }
         }
         self.executed = true;
         Ok(())
@@ -159,7 +234,10 @@ impl Loaded for RefProgram {
         if out.len() != port.numel() {
             return Err(Error::shape(format!("output '{}'", port.name), format!("needs {} elements, got a buffer of {}", port.numel(), out.len())));
         }
-        out.copy_from_slice(&self.bufs[self.output_bufs[index]].data);
+        match self.out_ports.get(index) {
+            Some(p) => p.load_into(out),
+            None => out.copy_from_slice(&self.bufs[self.output_bufs[index]].data),
+        }
         Ok(())
     }
 
@@ -167,12 +245,22 @@ impl Loaded for RefProgram {
         if self.executed {
             return Err(Error::value("alias", format!("alias('{output}', '{input}') must be called before the first execute")));
         }
-        let (oi, op) = Self::port(&self.outputs, output, "output")?;
-        let (ii, ip) = Self::port(&self.inputs, input, "input")?;
+        let oi = port_index(&self.outputs, Some(output), "alias", "output")?;
+        let ii = port_index(&self.inputs, Some(input), "alias", "input")?;
+        let (op, ip) = (&self.outputs[oi], &self.inputs[ii]);
         if op.shape != ip.shape || op.dtype != ip.dtype {
             return Err(Error::shape("alias", format!("output '{output}' is {} {:?} but input '{input}' is {} {:?}", op.dtype, op.shape, ip.dtype, ip.shape)));
         }
-        self.aliases.push((self.output_bufs[oi], self.input_bufs[ii]));
+        self.aliases.push((oi, ii));
         Ok(())
     }
+
+    fn input_view(&mut self, index: usize) -> Result<PortView<'_>> {
+        Self::view(&mut self.in_ports, index, self.inputs.len(), "input_view")
+    }
+
+    fn output_view(&mut self, index: usize) -> Result<PortView<'_>> {
+        Self::view(&mut self.out_ports, index, self.outputs.len(), "output_view")
+    }
 }
+
