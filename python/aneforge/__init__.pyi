@@ -17,13 +17,22 @@ __all__ = [
     "concat",
     "constant",
     "conv",
+    "crop",
+    "depth_to_space",
+    "gather",
     "image_input",
     "input",
+    "instance_norm",
     "load",
     "maximum",
     "minimum",
+    "pixel_shuffle",
+    "pixel_unshuffle",
     "select",
+    "space_to_depth",
     "split",
+    "stack",
+    "where",
 ]
 
 _ArrayLike: TypeAlias = npt.ArrayLike
@@ -121,6 +130,36 @@ class Tensor:
         """Alias of clip."""
     def neg(self) -> Tensor:
         """-x."""
+    def floor(self) -> Tensor:
+        """Largest integer <= x."""
+    def ceil(self) -> Tensor:
+        """Smallest integer >= x."""
+    def round(self) -> Tensor:
+        """Nearest integer, ties to even (like numpy.round)."""
+    def sign(self) -> Tensor:
+        """-1, 0 or 1."""
+    def atan(self) -> Tensor:
+        """arctan(x)."""
+    def exp2(self) -> Tensor:
+        """2 ** x."""
+    def softsign(self) -> Tensor:
+        """x / (1 + |x|)."""
+    def inverse(self, eps: float = 0.0) -> Tensor:
+        """1 / (x + eps)."""
+    def threshold(self, alpha: float = 0.0) -> Tensor:
+        """max(x, alpha)."""
+    def thresholded_relu(self, alpha: float = 1.0) -> Tensor:
+        """x where x >= alpha, else 0."""
+    def scaled_tanh(self, alpha: float = 1.0, beta: float = 1.0) -> Tensor:
+        """alpha * tanh(beta * x)."""
+    def clamped_relu(self, alpha: float = 0.0, beta: float = 6.0) -> Tensor:
+        """min(x if x >= 0 else alpha * x, beta)."""
+    def sigmoid_hard(self, alpha: float = 0.2, beta: float = 0.5) -> Tensor:
+        """min(max(alpha * x + beta, 0), 1)."""
+    def linear_activation(self, alpha: float = 1.0, beta: float = 0.0) -> Tensor:
+        """alpha * x + beta in one op."""
+    def logical_not(self) -> Tensor:
+        """Boolean not of a bool tensor (a comparison result)."""
 
     # binary
     def pow(self, other: _Operand) -> Tensor:
@@ -195,6 +234,14 @@ class Tensor:
     @overload
     def transpose(self, *perm: int) -> Tensor:
         """Permute axes (no arguments: reverse them)."""
+    def reverse(self, axes: _Axes) -> Tensor:
+        """Flip the order of elements along the given axes."""
+    def tile(self, reps: Sequence[int]) -> Tensor:
+        """Repeat the tensor reps[i] times along axis i (one factor per axis)."""
+    def flatten2d(self, axis: int = 1) -> Tensor:
+        """Collapse to 2-D: (prod(shape[:axis]), prod(shape[axis:]))."""
+    def cumsum(self, axis: int = -1) -> Tensor:
+        """Running sum along the last axis (a matmul with a baked triangular ones matrix)."""
     def squeeze(self, axes: _Axes) -> Tensor:
         """Drop the given extent-1 axes."""
     def expand_dims(self, axes: _Axes) -> Tensor:
@@ -215,6 +262,16 @@ class Tensor:
         """Maximum over axes (None: every axis)."""
     def amin(self, axes: _Axes | None = None, keepdims: bool = True) -> Tensor:
         """Minimum over axes (None: every axis)."""
+    def l1_norm(self, axes: _Axes | None = None, keepdims: bool = True) -> Tensor:
+        """Sum of |x| over axes (None: every axis)."""
+    def log_sum(self, axes: _Axes | None = None, keepdims: bool = True) -> Tensor:
+        """ln of the sum over axes (None: every axis)."""
+    def sum_square(self, axes: _Axes | None = None, keepdims: bool = True) -> Tensor:
+        """Sum of x * x over axes (None: every axis)."""
+    def log_sum_exp(self, axes: _Axes | None = None, keepdims: bool = True) -> Tensor:
+        """ln(sum(exp(x))) over axes (None: every axis), computed stably."""
+    def reduce_log_sum_exp(self, axes: _Axes | None = None, keepdims: bool = True) -> Tensor:
+        """Alias of log_sum_exp."""
     def softmax(self, axis: int = -1) -> Tensor:
         """Softmax along axis."""
 
@@ -225,6 +282,8 @@ class Tensor:
         """x / sqrt(mean(x**2, last axis) + eps) * gamma."""
     def l2_norm(self, axis: int = -1, eps: float = 1e-12) -> Tensor:
         """x / max(||x||_2 along axis, eps)."""
+    def channel_layer_norm(self, gamma: Tensor | _ArrayLike | None = None, beta: Tensor | _ArrayLike | None = None, eps: float = 1e-5) -> Tensor:
+        """Layer norm over channel axis 1 of x [N, C, 1, S], optional [C] scale and shift."""
     def group_norm(self, num_groups: int, gamma: Tensor | _ArrayLike | None = None, beta: Tensor | _ArrayLike | None = None, eps: float = 1e-5) -> Tensor:
         """Group norm of NCHW-style x over channel groups, per-channel scale and shift."""
 
@@ -290,11 +349,35 @@ def conv(x: Tensor, weight: _ArrayLike, stride: _IntOrPair = 1, pad: _Pad = 0, d
 def concat(tensors: Sequence[Tensor], axis: int = 1) -> Tensor:
     """Join tensors along axis."""
 
+def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
+    """Join equal-shaped tensors along a new axis."""
+
+def gather(x: Tensor, indices: int | Sequence[int], axis: int = 0) -> Tensor:
+    """Elements of x at static indices along axis (numpy.take), as slices joined by concat."""
+
+def crop(x: Tensor, top: int, bottom: int, left: int, right: int) -> Tensor:
+    """Drop rows (top, bottom) and columns (left, right) of the last two axes."""
+
+def space_to_depth(x: Tensor, block_size: int = 2) -> Tensor:
+    """[N, C, H*r, W*r] -> [N, C*r*r, H, W], TensorFlow (DCR) channel order."""
+
+def depth_to_space(x: Tensor, block_size: int = 2) -> Tensor:
+    """[N, C*r*r, H, W] -> [N, C, H*r, W*r], TensorFlow (DCR) channel order."""
+
+def pixel_shuffle(x: Tensor, r: int) -> Tensor:
+    """[N, C*r*r, H, W] -> [N, C, H*r, W*r], PyTorch channel order."""
+
+def pixel_unshuffle(x: Tensor, r: int) -> Tensor:
+    """[N, C, H*r, W*r] -> [N, C*r*r, H, W], PyTorch channel order."""
+
 def split(x: Tensor, num_or_sizes: int | Sequence[int], axis: int = 0) -> list[Tensor]:
     """Equal parts (int) or parts of the given sizes (sequence) along axis."""
 
 def select(cond: Tensor, a: _Operand, b: _Operand) -> Tensor:
     """a where cond (a bool tensor from a comparison) else b, broadcasting."""
+
+def where(cond: Tensor, a: _Operand, b: _Operand) -> Tensor:
+    """Alias of select (numpy.where spelling)."""
 
 def maximum(a: _Operand, b: _Operand) -> Tensor:
     """Elementwise maximum; at least one argument is a Tensor."""
@@ -304,6 +387,9 @@ def minimum(a: _Operand, b: _Operand) -> Tensor:
 
 def batch_norm(x: Tensor, mean: _ArrayLike, var: _ArrayLike, gamma: _ArrayLike | None = None, beta: _ArrayLike | None = None, eps: float = 1e-5) -> Tensor:
     """Inference batch norm over channel axis 1 with baked per-channel statistics."""
+
+def instance_norm(x: Tensor, gamma: _ArrayLike | None = None, beta: _ArrayLike | None = None, eps: float = 1e-5) -> Tensor:
+    """Per-(n, c) plane normalisation of x ([N, C, H, W]) with optional [C] gamma and beta."""
 
 def compile(
     outputs: Tensor | Sequence[Tensor] | Mapping[str, Tensor],
@@ -323,17 +409,51 @@ def compile(
     where its relative L2 error exceeds compress_atol), sparse (mask + non-zeros where at most
     half are non-zero), blockwise (int8 per block_size elements of the inner axis, which it must
     divide; int8 past the gate) or auto (what the target family streams natively; family from
-    ANEFORGE_TARGET, else the host). int8=True means compress="int8". target/opt: not implemented yet.
+    the target). int8=True means compress="int8". opt: not implemented yet.
+
+    target: an arch string (h13, h14g, h16s, ...) or family (A13..A16) to gate on; None means
+    ANEFORGE_TARGET, else the host's family on an Apple Silicon Mac, else no gating. Ops below
+    their family floor without a decomposition, or shapes over a family limit, raise
+    NotImplementedError naming the op, the limit and the family; sin/cos below A15 become fp16
+    polynomials (max error ~1e-3 for |x| <= 4*pi); OLDER arches (h11, h12, m9, t0) raise
+    NotImplementedError and unknown strings ValueError.
     """
+
+class _OpEntry(TypedDict):
+    node: int
+    op: str
+    shape: list[int]
+    floor: str
+
+class _Oversize(TypedDict):
+    node: int
+    op: str
+    shape: list[int]
+    limit: Literal["max_tensor_dim", "channel_extent", "transpose_extent", "conv_kw_max"]
+    value: int
+    max: int
+
+class _Preflight(TypedDict):
+    family: str
+    ok: bool
+    native: list[_OpEntry]
+    decompose: list[_OpEntry]
+    reject: list[_OpEntry]
+    oversize: list[_Oversize]
+
+def preflight(outputs: Tensor | Sequence[Tensor] | Mapping[str, Tensor], target: str) -> _Preflight:
+    """Static capability gate for target (arch string or family): each compute op as native /
+    decompose / reject (with its floor family) and every value or conv kernel over a limit."""
 
 def export(
     outputs: Tensor | Sequence[Tensor] | Mapping[str, Tensor],
     build_dir: str | PathLike[str] | None = None,
+    target: str | None = None,
     compress: _Compress | None = None,
     compress_atol: float = 0.05,
     block_size: int = 32,
 ) -> str:
-    """Lower outputs (compressing weights as in compile) and write the program directory (no executor load); returns its path."""
+    """Lower outputs (gated on target and compressing weights as in compile) and write the program directory (no executor load); returns its path."""
 
 def load(
     program_dir: str | PathLike[str],

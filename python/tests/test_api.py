@@ -187,7 +187,7 @@ def test_export_writes_the_same_directory_without_loading(tmp_path):
 
 @pytest.mark.parametrize(
     "kw, name",
-    [({"target": "h16"}, "target"), ({"opt": 1}, "opt"), ({"opt": "O2"}, "opt")],
+    [({"opt": 1}, "opt"), ({"opt": "O2"}, "opt")],
 )
 def test_unimplemented_options(kw, name):
     with pytest.raises(NotImplementedError, match=f"{name}.*not implemented yet"):

@@ -30,7 +30,10 @@ leaky_relu clip add sub mul real_div maximum minimum pow mul_scalar add_scalar s
 div_scalar rsub_scalar rdiv_scalar greater less equal not_equal less_equal greater_equal
 select matmul linear bmm conv2d max_pool avg_pool mean sum amax amin softmax layer_norm
 rms_norm batch_norm group_norm l2_norm reshape transpose concat split slice_by_size squeeze
-expand_dims upsample image_input
+expand_dims upsample image_input floor ceil round sign atan exp2 softsign inverse threshold
+thresholded_relu scaled_tanh clamped_relu sigmoid_hard linear_activation logical_not where
+l1_norm log_sum sum_square log_sum_exp reverse tile flatten2d stack cumsum gather crop
+space_to_depth depth_to_space pixel_shuffle pixel_unshuffle instance_norm channel_layer_norm
 """.split()
 
 
@@ -117,6 +120,37 @@ UNARY = [
 for i, (kind, b, r, shape, (lo, hi)) in enumerate(UNARY):
     case(f"{kind}-{'x'.join(map(str, shape))}-{i}", kind, [uniform(shape, 100 + i, lo, hi)], b, r)
 
+UNARY_PARAM = [
+    ("atan", lambda x: x.atan(), np.arctan, (1, 783), (-8, 8)),
+    ("exp2", lambda x: x.exp2(), np.exp2, (7, 65), (-8, 8)),
+    ("softsign", lambda x: x.softsign(), lambda x: x / (1 + np.abs(x)), (1, 783), (-8, 8)),
+    ("inverse", lambda x: x.inverse(), lambda x: 1 / x, (7, 65), (0.25, 8)),
+    ("inverse", lambda x: x.inverse(eps=0.3), lambda x: 1 / (x + h(0.3)), (1, 7, 9), (0.0, 8)),
+    ("threshold", lambda x: x.threshold(), lambda x: np.maximum(x, 0), (1, 783), (-4, 4)),
+    ("threshold", lambda x: x.threshold(alpha=-0.3), lambda x: np.maximum(x, h(-0.3)), (7, 9), (-1, 1)),
+    ("thresholded_relu", lambda x: x.thresholded_relu(), lambda x: np.where(x >= 1, x, 0), (1, 783), (-4, 4)),
+    ("thresholded_relu", lambda x: x.thresholded_relu(alpha=0.3), lambda x: np.where(x >= h(0.3), x, 0), (7, 9), (-1, 1)),
+    ("scaled_tanh", lambda x: x.scaled_tanh(), np.tanh, (1, 783), (-4, 4)),
+    ("scaled_tanh", lambda x: x.scaled_tanh(1.7, 0.6), lambda x: h(1.7) * np.tanh(h(0.6) * x), (7, 65), (-4, 4)),
+    ("clamped_relu", lambda x: x.clamped_relu(), lambda x: np.clip(x, 0, 6), (1, 783), (-8, 8)),
+    ("clamped_relu", lambda x: x.clamped_relu(0.1, 2.5), lambda x: np.minimum(np.where(x >= 0, x, h(0.1) * x), 2.5), (7, 9), (-4, 4)),
+    ("sigmoid_hard", lambda x: x.sigmoid_hard(), lambda x: np.clip(h(0.2) * x + 0.5, 0, 1), (1, 783), (-4, 4)),
+    ("sigmoid_hard", lambda x: x.sigmoid_hard(0.3, 0.4), lambda x: np.clip(h(0.3) * x + h(0.4), 0, 1), (7, 65), (-4, 4)),
+    ("linear_activation", lambda x: x.linear_activation(), lambda x: x, (1, 783), (-4, 4)),
+    ("linear_activation", lambda x: x.linear_activation(-1.3, 0.7), lambda x: h(-1.3) * x + h(0.7), (7, 9), (-4, 4)),
+]
+for i, (kind, b, r, shape, (lo, hi)) in enumerate(UNARY_PARAM):
+    case(f"{kind}-{'x'.join(map(str, shape))}-p{i}", kind, [uniform(shape, 150 + i, lo, hi)], b, r)
+
+# Integer-valued results match exactly; halves exercise round's ties-to-even (numpy.round).
+halves = lambda shape, seed: small_ints(shape, seed, -9, 9) / 2
+case("floor", "floor", [uniform((1, 783), 180, -40, 40)], lambda x: x.floor(), np.floor, exact=True)
+case("ceil", "ceil", [uniform((7, 65), 181, -40, 40)], lambda x: x.ceil(), np.ceil, exact=True)
+case("round-ties", "round", [halves((7, 65), 182)], lambda x: x.round(), np.round, exact=True)
+case("round", "round", [uniform((1, 783), 183, -40, 40)], lambda x: x.round(), np.round, exact=True)
+case("sign", "sign", [small_ints((7, 9), 184)], lambda x: x.sign(), np.sign, exact=True)
+case("sign-1", "sign", [uniform((1,), 185)], lambda x: x.sign(), np.sign, exact=True)
+
 # ---------------------------------------------------------------- binary ----------------
 case("add-bcast", "add", [uniform((7, 1, 783), 1), uniform((1, 5, 1), 2)], lambda a, b: a + b, lambda a, b: a + b)
 case("add-same", "add", [uniform((1, 65), 3), uniform((1, 65), 4)], lambda a, b: a + b, lambda a, b: a + b)
@@ -181,6 +215,15 @@ case(
     lambda x, y: np.where(x > 0, x, y),
     exact=True,
 )
+case(
+    "logical_not",
+    ("logical_not", "select"),
+    [small_ints((7, 65), 73), small_ints((1, 65), 74)],
+    lambda x, y: af.select((x > y).logical_not(), 1.0, 0.0),
+    lambda x, y: np.where(np.logical_not(x > y), 1.0, 0.0),
+    exact=True,
+)
+case("where", "where", [uniform((7, 1, 65), 75), uniform((1, 5, 65), 76)], lambda x, y: af.where(x < y, x, y), np.minimum, exact=True)
 case("select-rcmp", "select", [uniform((7, 9), 72)], lambda x: af.select(0.5 < x, x, 0.0), lambda x: np.where(x > 0.5, x, 0.0), exact=True)
 
 # ---------------------------------------------------------------- matmul ----------------
@@ -197,6 +240,11 @@ case("linear-nobias", "linear", [uniform((1, 783), 90)], lambda x: x.linear(WL2)
 case("bmm-bcast", "bmm", [uniform((2, 1, 7, 33), 91), uniform((3, 33, 5), 92)], lambda a, b: a @ b, np.matmul)
 case("bmm-vec", "bmm", [uniform((4, 7, 65), 93), uniform((65,), 94)], lambda a, b: a.matmul(b), np.matmul)
 
+
+# cumsum is a matmul with f32 accumulation, rounded once.
+case("cumsum", "cumsum", [uniform((7, 65), 95)], lambda x: x.cumsum(), lambda x: np.cumsum(x, axis=-1))
+case("cumsum-783", "cumsum", [uniform((2, 1, 783), 96)], lambda x: x.cumsum(axis=2), lambda x: np.cumsum(x, axis=-1))
+case("cumsum-1", "cumsum", [uniform((7, 1), 97)], lambda x: x.cumsum(), lambda x: x)
 
 # ---------------------------------------------------------------- conv ------------------
 def conv_ref(x, w, b=None, stride=(1, 1), pad=(0, 0, 0, 0), dil=(1, 1), groups=1):
@@ -307,6 +355,29 @@ for i, (kind, fn) in enumerate(RED):
         lambda x, fn=fn: fn(x, axis=(0, 2), keepdims=False),
     )
     case(f"{kind}-1-drop", kind, [uniform((2, 7, 1, 9), 420 + i)], lambda x, k=kind: getattr(x, k)(1, keepdims=False), lambda x, fn=fn: fn(x, axis=1))
+
+
+def lse_ref(x, axis, keepdims=False):
+    m = x.max(axis=axis, keepdims=True)
+    r = m + np.log(np.exp(x - m).sum(axis=axis, keepdims=True))
+    return r if keepdims else np.squeeze(r, axis=axis)
+
+
+RED2 = [
+    ("l1_norm", lambda x, axis, keepdims=False: np.abs(x).sum(axis=axis, keepdims=keepdims), -4),
+    ("log_sum", lambda x, axis, keepdims=False: np.log(x.sum(axis=axis, keepdims=keepdims)), 0.05),
+    ("sum_square", lambda x, axis, keepdims=False: (x * x).sum(axis=axis, keepdims=keepdims), -4),
+    ("log_sum_exp", lse_ref, -8),
+]
+for i, (kind, fn, lo) in enumerate(RED2):
+    case(f"{kind}-last-keep", kind, [uniform((3, 7, 783), 440 + i, lo)], lambda x, k=kind: getattr(x, k)(-1), lambda x, fn=fn: fn(x, -1, keepdims=True))
+    case(
+        f"{kind}-02-drop", kind, [uniform((5, 7, 65), 450 + i, lo)],
+        lambda x, k=kind: getattr(x, k)((0, 2), keepdims=False),
+        lambda x, fn=fn: fn(x, (0, 2)),
+    )
+    case(f"{kind}-1-drop", kind, [uniform((2, 7, 1, 9), 460 + i, lo)], lambda x, k=kind: getattr(x, k)(1, keepdims=False), lambda x, fn=fn: fn(x, 1))
+case("log_sum_exp-alias-big", "log_sum_exp", [uniform((7, 65), 470, 8, 11)], lambda x: x.reduce_log_sum_exp(-1), lambda x: lse_ref(x, -1, keepdims=True))
 case("softmax-last", "softmax", [uniform((7, 783), 430)], lambda x: x.softmax(), lambda x: softmax_ref(x, -1))
 case("softmax-axis1", "softmax", [uniform((2, 7, 5), 431, -8, 8)], lambda x: x.softmax(axis=1), lambda x: softmax_ref(x, 1))
 
@@ -366,6 +437,30 @@ case(
     "batch_norm-rank3", "batch_norm", [uniform((1, 6, 783), 525)],
     lambda x: af.batch_norm(x, BM, BV, eps=1e-3),
     lambda x: (x - q(BM)[None, :, None]) / np.sqrt(q(BV)[None, :, None] + h(1e-3)),
+)
+
+case(
+    "instance_norm-affine", "instance_norm", [uniform((2, 6, 7, 65), 526)],
+    lambda x: af.instance_norm(x, BG, BB),
+    lambda x: standardize(x, (2, 3), h(1e-5)) * c4(q(BG)) + c4(q(BB)),
+)
+case(
+    "instance_norm-rank3", "instance_norm", [uniform((1, 6, 783), 527)],
+    lambda x: af.instance_norm(x, eps=1e-3),
+    lambda x: standardize(x, 2, h(1e-3)),
+)
+
+case(
+    "channel_layer_norm-affine", "channel_layer_norm", [uniform((2, 6, 1, 783), 528)],
+    lambda x: x.channel_layer_norm(BG, BB),
+    lambda x: standardize(x, 1, h(1e-5)) * c4(q(BG)) + c4(q(BB)),
+    tol=1e-2, note=COMPOSITE,
+)
+case(
+    "channel_layer_norm-plain", "channel_layer_norm", [uniform((1, 7, 1, 65), 529)],
+    lambda x: x.channel_layer_norm(eps=1e-3),
+    lambda x: standardize(x, 1, h(1e-3)),
+    tol=1e-2, note=COMPOSITE,
 )
 
 GG, GB = uniform((8,), 530, 0.5, 1.5), uniform((8,), 531, -1, 1)
@@ -432,6 +527,45 @@ case("squeeze", "squeeze", [uniform((1, 7, 1, 5), 612)], lambda x: x.squeeze((0,
 case("squeeze-neg", "squeeze", [uniform((7, 65, 1), 613)], lambda x: x.squeeze(-1), lambda x: x.squeeze(-1), exact=True)
 case("expand_dims", "expand_dims", [uniform((7, 5), 614)], lambda x: x.expand_dims((0, 2)), lambda x: x[None, :, None, :], exact=True)
 case("expand_dims-neg", "expand_dims", [uniform((7, 5), 615)], lambda x: x.expand_dims(-1), lambda x: x[..., None], exact=True)
+case("reverse", "reverse", [uniform((2, 7, 65), 620)], lambda x: x.reverse((0, -1)), lambda x: x[::-1, :, ::-1], exact=True)
+case("reverse-1", "reverse", [uniform((1, 783), 621)], lambda x: x.reverse(1), lambda x: x[:, ::-1], exact=True)
+case("tile", "tile", [uniform((7, 1, 65), 622)], lambda x: x.tile((2, 3, 1)), lambda x: np.tile(x, (2, 3, 1)), exact=True)
+case("tile-1", "tile", [uniform((1, 7), 623)], lambda x: x.tile([3, 1]), lambda x: np.tile(x, (3, 1)), exact=True)
+case("flatten2d", "flatten2d", [uniform((2, 7, 1, 65), 624)], lambda x: x.flatten2d(), lambda x: x.reshape(2, -1), exact=True)
+case("flatten2d-neg", "flatten2d", [uniform((3, 7, 5), 625)], lambda x: x.flatten2d(-1), lambda x: x.reshape(21, 5), exact=True)
+case("stack", "stack", [uniform((7, 65), 626), uniform((7, 65), 627)], lambda a, b: af.stack([a, b]), lambda a, b: np.stack([a, b]), exact=True)
+case(
+    "stack-neg", "stack", [uniform((1, 783), 628), uniform((1, 783), 629), uniform((1, 783), 630)],
+    lambda a, b, c: af.stack((a, b, c), axis=-1),
+    lambda a, b, c: np.stack([a, b, c], axis=-1),
+    exact=True,
+)
+case("gather", "gather", [uniform((7, 65), 631)], lambda x: af.gather(x, [0, 1, 2, 64, -1, 3, 3], axis=-1), lambda x: np.take(x, [0, 1, 2, 64, 64, 3, 3], axis=-1), exact=True)
+case("gather-1", "gather", [uniform((2, 7, 5), 632)], lambda x: af.gather(x, 6, axis=1), lambda x: np.take(x, [6], axis=1), exact=True)
+
+
+def d2s_ref(x, r, dcr):
+    """depth -> space: DCR reads channel (i*r + j)*C + c, PyTorch reads c*r*r + i*r + j."""
+    n, cd, h, w = x.shape
+    c = cd // (r * r)
+    t = x.reshape(n, r, r, c, h, w).transpose(0, 3, 4, 1, 5, 2) if dcr else x.reshape(n, c, r, r, h, w).transpose(0, 1, 4, 2, 5, 3)
+    return t.reshape(n, c, h * r, w * r)
+
+
+def s2d_ref(x, r, dcr):
+    n, c, hh, ww = x.shape
+    h, w = hh // r, ww // r
+    t = x.reshape(n, c, h, r, w, r)
+    t = t.transpose(0, 3, 5, 1, 2, 4) if dcr else t.transpose(0, 1, 3, 5, 2, 4)
+    return t.reshape(n, c * r * r, h, w)
+
+
+case("crop", "crop", [uniform((2, 3, 7, 65), 633)], lambda x: af.crop(x, 1, 2, 3, 0), lambda x: x[..., 1:5, 3:], exact=True)
+case("crop-1", "crop", [uniform((1, 1, 783), 634)], lambda x: af.crop(x, 0, 0, 0, 782), lambda x: x[..., :1], exact=True)
+case("space_to_depth", "space_to_depth", [uniform((2, 3, 14, 6), 635)], lambda x: af.space_to_depth(x), lambda x: s2d_ref(x, 2, True), exact=True)
+case("depth_to_space", "depth_to_space", [uniform((1, 18, 7, 5), 636)], lambda x: af.depth_to_space(x, 3), lambda x: d2s_ref(x, 3, True), exact=True)
+case("pixel_shuffle", "pixel_shuffle", [uniform((2, 12, 7, 5), 637)], lambda x: af.pixel_shuffle(x, 2), lambda x: d2s_ref(x, 2, False), exact=True)
+case("pixel_unshuffle", "pixel_unshuffle", [uniform((1, 2, 21, 9), 638)], lambda x: af.pixel_unshuffle(x, 3), lambda x: s2d_ref(x, 3, False), exact=True)
 case("upsample-2", "upsample", [uniform((1, 3, 5, 7), 616)], lambda x: x.upsample(), lambda x: x.repeat(2, 2).repeat(2, 3), exact=True)
 case("upsample-2x3", "upsample", [uniform((2, 1, 7, 4), 617)], lambda x: x.upsample((2, 3)), lambda x: x.repeat(2, 2).repeat(3, 3), exact=True)
 

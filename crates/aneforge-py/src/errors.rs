@@ -10,7 +10,7 @@ pub fn to_py(e: Error) -> PyErr {
     match e {
         Error::Shape { .. } | Error::Value { .. } | Error::Format { .. } => PyValueError::new_err(msg),
         Error::DType { .. } => PyTypeError::new_err(msg),
-        Error::NotImplemented(_) => PyNotImplementedError::new_err(msg),
+        Error::NotImplemented(_) | Error::Target { .. } => PyNotImplementedError::new_err(msg),
         Error::Unavailable { .. } | Error::E5rt { .. } | Error::Runtime { .. } => PyRuntimeError::new_err(msg),
         Error::Io { .. } => PyOSError::new_err(msg),
     }

@@ -6,6 +6,7 @@ mod convert;
 mod errors;
 mod model;
 mod ops;
+mod targets;
 mod tensor;
 
 use pyo3::prelude::*;
@@ -20,13 +21,22 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::constant, m)?)?;
     m.add_function(wrap_pyfunction!(ops::conv, m)?)?;
     m.add_function(wrap_pyfunction!(ops::concat, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::stack, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::gather, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::crop, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::space_to_depth, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::depth_to_space, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::pixel_shuffle, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::pixel_unshuffle, m)?)?;
     m.add_function(wrap_pyfunction!(ops::split, m)?)?;
     m.add_function(wrap_pyfunction!(ops::select, m)?)?;
     m.add_function(wrap_pyfunction!(ops::maximum, m)?)?;
     m.add_function(wrap_pyfunction!(ops::minimum, m)?)?;
     m.add_function(wrap_pyfunction!(ops::batch_norm, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::instance_norm, m)?)?;
     m.add_function(wrap_pyfunction!(model::compile, m)?)?;
     m.add_function(wrap_pyfunction!(model::load, m)?)?;
     m.add_function(wrap_pyfunction!(model::export, m)?)?;
+    m.add_function(wrap_pyfunction!(targets::preflight, m)?)?;
     Ok(())
 }

@@ -23,7 +23,7 @@ const DETACH_MIN_ELEMENTS: usize = 1 << 16;
 
 /// How `__call__` returns the outputs (mirrors what was passed to `compile`).
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum OutKind {
+pub(crate) enum OutKind {
     Single,
     List,
     Dict,
@@ -376,7 +376,7 @@ impl Model {
 }
 
 /// Named (or automatically named) program outputs.
-type Outputs = Vec<(Option<String>, aneforge::Tensor)>;
+pub(crate) type Outputs = Vec<(Option<String>, aneforge::Tensor)>;
 
 /// The base object of a view: keeps the model alive and counts as a live view.
 #[pyclass(frozen, name = "_PortBuffer", module = "aneforge")]
@@ -386,7 +386,7 @@ struct ViewBase {
 }
 
 /// Outputs given as a Tensor, a list/tuple of Tensors, or a dict name → Tensor.
-fn parse_outputs(outputs: &Bound<'_, PyAny>) -> PyResult<(Outputs, OutKind)> {
+pub(crate) fn parse_outputs(outputs: &Bound<'_, PyAny>) -> PyResult<(Outputs, OutKind)> {
     if let Ok(t) = outputs.cast::<PyTensor>() {
         Ok((vec![(None, t.get().t.clone())], OutKind::Single))
     } else if let Ok(d) = outputs.cast::<PyDict>() {
@@ -419,16 +419,13 @@ pub fn compile(
     device: &str,
     precision: &str,
     build_dir: Option<PathBuf>,
-    target: Option<&Bound<'_, PyAny>>,
+    target: Option<String>,
     compress: Option<&str>,
     compress_atol: f32,
     block_size: i64,
     int8: bool,
     opt: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Model> {
-    if target.is_some() {
-        return Err(not_implemented("target="));
-    }
     let compress = match (compress, int8) {
         (Some(m), true) if m != "int8" => return Err(PyValueError::new_err(format!("compile: int8=True means compress='int8', which conflicts with compress='{m}'"))),
         (None, true) => Some("int8"),
@@ -440,7 +437,7 @@ pub fn compile(
         }
     }
     let (outs, kind) = parse_outputs(outputs)?;
-    let base = CompileOptions { device: Device::parse(device).py()?, precision: Precision::parse(precision).py()?, build_dir, ..Default::default() };
+    let base = CompileOptions { device: Device::parse(device).py()?, precision: Precision::parse(precision).py()?, build_dir, target, ..Default::default() };
     let opts = with_compression(base, compress, compress_atol, block_size)?;
     let compiled = py.detach(|| aneforge::compile(&outs, &opts)).py()?;
     Ok(Model::new(compiled, kind))
@@ -454,12 +451,12 @@ fn with_compression(opts: CompileOptions, compress: Option<&str>, compress_atol:
 }
 
 /// Lower `outputs` and write the program directory (model.mil, weights.bin, program.json)
-/// into `build_dir` or the content-addressed cache, without loading it; returns the directory.
+/// into `build_dir` or the content-addressed cache (gated on `target` as in `compile`), without loading it; returns the directory.
 #[pyfunction]
-#[pyo3(signature = (outputs, build_dir=None, compress=None, compress_atol=0.05, block_size=32))]
-pub fn export(py: Python<'_>, outputs: &Bound<'_, PyAny>, build_dir: Option<PathBuf>, compress: Option<&str>, compress_atol: f32, block_size: i64) -> PyResult<String> {
+#[pyo3(signature = (outputs, build_dir=None, target=None, compress=None, compress_atol=0.05, block_size=32))]
+pub fn export(py: Python<'_>, outputs: &Bound<'_, PyAny>, build_dir: Option<PathBuf>, target: Option<String>, compress: Option<&str>, compress_atol: f32, block_size: i64) -> PyResult<String> {
     let (outs, _) = parse_outputs(outputs)?;
-    let opts = with_compression(CompileOptions { build_dir, ..Default::default() }, compress, compress_atol, block_size)?;
+    let opts = with_compression(CompileOptions { build_dir, target, ..Default::default() }, compress, compress_atol, block_size)?;
     let exported = py.detach(|| aneforge::export(&outs, &opts)).py()?;
     Ok(exported.dir.display().to_string())
 }

@@ -1,10 +1,11 @@
-//! Free builder functions: ports, constants, conv, concat/split, select, batch_norm.
+//! Free builder functions: ports, constants, conv, concat/stack/split, select, batch_norm,
+//! instance_norm, gather, crop and the depth/space shuffles.
 
 use aneforge::ops::conv::{conv2d, ConvOptions};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 
-use crate::convert::{floats, opt_host, opt_weight, pad4, pair, sizes, tensor, tensor_like, type_name, Weight};
+use crate::convert::{floats, ints, opt_host, opt_weight, pad4, pair, sizes, tensor, tensor_like, type_name, Weight};
 use crate::errors::IntoPy;
 use crate::tensor::{wrap, PyTensor};
 
@@ -78,6 +79,54 @@ pub fn concat(tensors: &Bound<'_, PyAny>, axis: i64) -> R {
     wrap(aneforge::ops::layout::concat(&ts, axis))
 }
 
+/// Join equal-shaped tensors along a new axis.
+#[pyfunction]
+#[pyo3(signature = (tensors, axis=0))]
+pub fn stack(tensors: &Bound<'_, PyAny>, axis: i64) -> R {
+    let items = tensors.try_iter().map_err(|_| PyTypeError::new_err(format!("stack: expected a sequence of Tensors, got {}", type_name(tensors))))?;
+    let ts = items.map(|t| tensor(&t?, "stack", "every item")).collect::<PyResult<Vec<_>>>()?;
+    wrap(aneforge::stack(&ts, axis))
+}
+
+/// Elements of `x` at static indices along `axis` (numpy.take), as slices joined by concat.
+#[pyfunction]
+#[pyo3(signature = (x, indices, axis=0))]
+pub fn gather(x: &Bound<'_, PyAny>, indices: &Bound<'_, PyAny>, axis: i64) -> R {
+    wrap(tensor(x, "gather", "x")?.gather(&ints(indices, "gather", "indices")?, axis))
+}
+
+/// Drop rows (top, bottom) and columns (left, right) of the last two axes.
+#[pyfunction]
+pub fn crop(x: &Bound<'_, PyAny>, top: usize, bottom: usize, left: usize, right: usize) -> R {
+    wrap(tensor(x, "crop", "x")?.crop(top, bottom, left, right))
+}
+
+/// [N, C, H*r, W*r] -> [N, C*r*r, H, W], TensorFlow (DCR) channel order.
+#[pyfunction]
+#[pyo3(signature = (x, block_size=2))]
+pub fn space_to_depth(x: &Bound<'_, PyAny>, block_size: usize) -> R {
+    wrap(tensor(x, "space_to_depth", "x")?.space_to_depth(block_size))
+}
+
+/// [N, C*r*r, H, W] -> [N, C, H*r, W*r], TensorFlow (DCR) channel order.
+#[pyfunction]
+#[pyo3(signature = (x, block_size=2))]
+pub fn depth_to_space(x: &Bound<'_, PyAny>, block_size: usize) -> R {
+    wrap(tensor(x, "depth_to_space", "x")?.depth_to_space(block_size))
+}
+
+/// [N, C*r*r, H, W] -> [N, C, H*r, W*r], PyTorch channel order.
+#[pyfunction]
+pub fn pixel_shuffle(x: &Bound<'_, PyAny>, r: usize) -> R {
+    wrap(tensor(x, "pixel_shuffle", "x")?.pixel_shuffle(r))
+}
+
+/// [N, C, H*r, W*r] -> [N, C*r*r, H, W], PyTorch channel order.
+#[pyfunction]
+pub fn pixel_unshuffle(x: &Bound<'_, PyAny>, r: usize) -> R {
+    wrap(tensor(x, "pixel_unshuffle", "x")?.pixel_unshuffle(r))
+}
+
 /// Split `x` into equal parts (int) or parts of the given sizes (sequence) along `axis`.
 #[pyfunction]
 #[pyo3(signature = (x, num_or_sizes, axis=0))]
@@ -130,4 +179,13 @@ pub fn batch_norm(
     let (m, v) = (Weight::extract(mean, "batch_norm")?, Weight::extract(var, "batch_norm")?);
     let (g, b) = (opt_weight(gamma, "batch_norm")?, opt_weight(beta, "batch_norm")?);
     wrap(aneforge::ops::norm::batch_norm(&x, m.host()?, v.host()?, opt_host(&g)?, opt_host(&b)?, eps))
+}
+
+/// Per-(n, c) plane normalisation of x ([N, C, H, W]) with optional [C] gamma and beta.
+#[pyfunction]
+#[pyo3(signature = (x, gamma=None, beta=None, eps=1e-5))]
+pub fn instance_norm(x: &Bound<'_, PyAny>, gamma: Option<&Bound<'_, PyAny>>, beta: Option<&Bound<'_, PyAny>>, eps: f32) -> R {
+    let x = tensor(x, "instance_norm", "x")?;
+    let (g, b) = (opt_weight(gamma, "instance_norm")?, opt_weight(beta, "instance_norm")?);
+    wrap(aneforge::ops::norm::instance_norm(&x, opt_host(&g)?, opt_host(&b)?, eps))
 }

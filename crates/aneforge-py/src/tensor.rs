@@ -225,6 +225,73 @@ impl PyTensor {
     fn neg(&self) -> R {
         wrap(self.t.neg())
     }
+    /// Largest integer <= x.
+    fn floor(&self) -> R {
+        wrap(self.t.floor())
+    }
+    /// Smallest integer >= x.
+    fn ceil(&self) -> R {
+        wrap(self.t.ceil())
+    }
+    /// Nearest integer, ties to even (like numpy.round).
+    fn round(&self) -> R {
+        wrap(self.t.round())
+    }
+    /// -1, 0 or 1.
+    fn sign(&self) -> R {
+        wrap(self.t.sign())
+    }
+    /// arctan(x).
+    fn atan(&self) -> R {
+        wrap(self.t.atan())
+    }
+    /// 2 ** x.
+    fn exp2(&self) -> R {
+        wrap(self.t.exp2())
+    }
+    /// x / (1 + |x|).
+    fn softsign(&self) -> R {
+        wrap(self.t.softsign())
+    }
+    /// 1 / (x + eps).
+    #[pyo3(signature = (eps=0.0))]
+    fn inverse(&self, eps: f32) -> R {
+        wrap(self.t.inverse(eps))
+    }
+    /// max(x, alpha).
+    #[pyo3(signature = (alpha=0.0))]
+    fn threshold(&self, alpha: f32) -> R {
+        wrap(self.t.threshold(alpha))
+    }
+    /// x where x >= alpha, else 0.
+    #[pyo3(signature = (alpha=1.0))]
+    fn thresholded_relu(&self, alpha: f32) -> R {
+        wrap(self.t.thresholded_relu(alpha))
+    }
+    /// alpha * tanh(beta * x).
+    #[pyo3(signature = (alpha=1.0, beta=1.0))]
+    fn scaled_tanh(&self, alpha: f32, beta: f32) -> R {
+        wrap(self.t.scaled_tanh(alpha, beta))
+    }
+    /// min(x if x >= 0 else alpha * x, beta).
+    #[pyo3(signature = (alpha=0.0, beta=6.0))]
+    fn clamped_relu(&self, alpha: f32, beta: f32) -> R {
+        wrap(self.t.clamped_relu(alpha, beta))
+    }
+    /// min(max(alpha * x + beta, 0), 1).
+    #[pyo3(signature = (alpha=0.2, beta=0.5))]
+    fn sigmoid_hard(&self, alpha: f32, beta: f32) -> R {
+        wrap(self.t.sigmoid_hard(alpha, beta))
+    }
+    /// alpha * x + beta in one op.
+    #[pyo3(signature = (alpha=1.0, beta=0.0))]
+    fn linear_activation(&self, alpha: f32, beta: f32) -> R {
+        wrap(self.t.linear_activation(alpha, beta))
+    }
+    /// Boolean not of a bool tensor (a comparison result).
+    fn logical_not(&self) -> R {
+        wrap(self.t.logical_not())
+    }
 
     /// self ** other (broadcasting).
     fn pow(&self, other: &Bound<'_, PyAny>) -> R {
@@ -390,6 +457,24 @@ impl PyTensor {
         let perm = if perm.is_empty() { (0..self.t.rank() as i64).rev().collect() } else { varargs(perm, "transpose", "perm")? };
         wrap(self.t.transpose(&perm))
     }
+    /// Flip the order of elements along the given axes.
+    fn reverse(&self, axes: &Bound<'_, PyAny>) -> R {
+        wrap(self.t.reverse(&ints(axes, "reverse", "axes")?))
+    }
+    /// Repeat the tensor reps[i] times along axis i (one factor per axis).
+    fn tile(&self, reps: &Bound<'_, PyAny>) -> R {
+        wrap(self.t.tile(&sizes(reps, "tile", "reps")?))
+    }
+    /// Collapse to 2-D: (prod(shape[:axis]), prod(shape[axis:])).
+    #[pyo3(signature = (axis=1))]
+    fn flatten2d(&self, axis: i64) -> R {
+        wrap(self.t.flatten2d(axis))
+    }
+    /// Running sum along the last axis (a matmul with a baked triangular ones matrix).
+    #[pyo3(signature = (axis=-1))]
+    fn cumsum(&self, axis: i64) -> R {
+        wrap(self.t.cumsum(axis))
+    }
     /// Drop the given extent-1 axes.
     fn squeeze(&self, axes: &Bound<'_, PyAny>) -> R {
         wrap(self.t.squeeze(&ints(axes, "squeeze", "axes")?))
@@ -428,6 +513,31 @@ impl PyTensor {
     fn amin(&self, axes: Option<&Bound<'_, PyAny>>, keepdims: bool) -> R {
         wrap(self.t.amin(&axes_arg(&self.t, axes, "reduce_min")?, keepdims))
     }
+    /// Sum of |x| over axes (None: every axis).
+    #[pyo3(signature = (axes=None, keepdims=true))]
+    fn l1_norm(&self, axes: Option<&Bound<'_, PyAny>>, keepdims: bool) -> R {
+        wrap(self.t.l1_norm(&axes_arg(&self.t, axes, "reduce_l1_norm")?, keepdims))
+    }
+    /// ln of the sum over axes (None: every axis).
+    #[pyo3(signature = (axes=None, keepdims=true))]
+    fn log_sum(&self, axes: Option<&Bound<'_, PyAny>>, keepdims: bool) -> R {
+        wrap(self.t.log_sum(&axes_arg(&self.t, axes, "reduce_log_sum")?, keepdims))
+    }
+    /// Sum of x * x over axes (None: every axis).
+    #[pyo3(signature = (axes=None, keepdims=true))]
+    fn sum_square(&self, axes: Option<&Bound<'_, PyAny>>, keepdims: bool) -> R {
+        wrap(self.t.sum_square(&axes_arg(&self.t, axes, "reduce_sum_square")?, keepdims))
+    }
+    /// ln(sum(exp(x))) over axes (None: every axis), computed stably.
+    #[pyo3(signature = (axes=None, keepdims=true))]
+    fn log_sum_exp(&self, axes: Option<&Bound<'_, PyAny>>, keepdims: bool) -> R {
+        wrap(self.t.log_sum_exp(&axes_arg(&self.t, axes, "reduce_log_sum_exp")?, keepdims))
+    }
+    /// Alias of log_sum_exp.
+    #[pyo3(signature = (axes=None, keepdims=true))]
+    fn reduce_log_sum_exp(&self, axes: Option<&Bound<'_, PyAny>>, keepdims: bool) -> R {
+        self.log_sum_exp(axes, keepdims)
+    }
     /// Softmax along axis.
     #[pyo3(signature = (axis=-1), text_signature = "($self, axis=-1)")]
     fn softmax(&self, axis: i64) -> R {
@@ -450,6 +560,12 @@ impl PyTensor {
     #[pyo3(signature = (axis=-1, eps=1e-12), text_signature = "($self, axis=-1, eps=1e-12)")]
     fn l2_norm(&self, axis: i64, eps: f32) -> R {
         wrap(self.t.l2_norm(axis, eps))
+    }
+    /// Layer norm over channel axis 1 of x [N, C, 1, S], optional [C] scale and shift.
+    #[pyo3(signature = (gamma=None, beta=None, eps=1e-5))]
+    fn channel_layer_norm(&self, gamma: Option<&Bound<'_, PyAny>>, beta: Option<&Bound<'_, PyAny>>, eps: f32) -> R {
+        let (g, b) = (norm_param(gamma, "channel_layer_norm")?, norm_param(beta, "channel_layer_norm")?);
+        wrap(self.t.channel_layer_norm(g.as_ref(), b.as_ref(), eps))
     }
     /// Group norm of NCHW-style x over channel groups, per-channel scale and shift.
     #[pyo3(signature = (num_groups, gamma=None, beta=None, eps=1e-5))]

@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::exec::{ane::Ane, reference::Reference, Executor, Loaded, PortData, Precision};
 use crate::graph::{Graph, Tensor};
 use crate::program::{cache_root, PortSpec, Program};
+use crate::{passes, targets};
 
 /// Where to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -46,12 +47,15 @@ pub struct CompileOptions {
     pub compress_atol: f32,
     /// Blockwise int8 block length along a weight's inner axis; it must divide that axis.
     pub block_size: usize,
+    /// Arch string or family name to gate on (see [`targets::compile_target`]): `None` = `ANEFORGE_TARGET`,
+    /// else the host's family on an Apple Silicon Mac, else no gating.
+    pub target: Option<String>,
 }
 
 impl Default for CompileOptions {
-    /// Auto device, fp16, the cache, no compression (atol 0.05, block 32 when enabled).
+    /// Auto device, fp16, the cache, no compression (atol 0.05, block 32 when enabled), target from the environment.
     fn default() -> Self {
-        CompileOptions { device: Device::Auto, precision: Precision::Fp16, build_dir: None, compress: None, compress_atol: 0.05, block_size: 32 }
+        CompileOptions { device: Device::Auto, precision: Precision::Fp16, build_dir: None, compress: None, compress_atol: 0.05, block_size: 32, target: None }
     }
 }
 
@@ -118,11 +122,16 @@ pub fn export(outputs: &[(Option<String>, Tensor)], opts: &CompileOptions) -> Re
     write_program(Graph::from_outputs(outputs)?, opts)
 }
 
-/// Compress `graph` (when asked), lower it and write its directory.
+/// Gate `graph` on the target (when there is one), compress it (when asked), lower it and write its directory.
 fn write_program(graph: Graph, opts: &CompileOptions) -> Result<Exported> {
     compress::check_options(opts.compress_atol, opts.block_size)?;
+    let target = targets::compile_target(opts.target.as_deref())?;
+    let graph = match target {
+        Some(t) => passes::retarget(graph, t, opts.precision)?,
+        None => graph,
+    };
     let (graph, report) = match opts.compress {
-        Some(mode) => compress::compress(graph, &CompressOptions { mode, atol: opts.compress_atol, block_size: opts.block_size, family: None })?,
+        Some(mode) => compress::compress(graph, &CompressOptions { mode, atol: opts.compress_atol, block_size: opts.block_size, family: target.map(|t| t.family) })?,
         None => (graph, Vec::new()),
     };
     let program = Program::lower(graph)?;

@@ -12,8 +12,9 @@ use crate::ops::constexpr::{Constexpr, Encoded};
 use crate::ops::conv::{conv2d, ConvOptions};
 use crate::ops::elementwise::Compare;
 use crate::ops::io::HostArray;
+use crate::ops::norm::instance_norm;
 use crate::ops::Op;
-use crate::{batch_norm, concat, constant, image_input, input, select, Tensor};
+use crate::{batch_norm, concat, constant, image_input, input, select, stack, Tensor};
 
 /// Deterministic pseudo-random values in [-1, 1) (xorshift; the same on every platform).
 pub fn data(n: usize, seed: u64) -> Vec<f32> {
@@ -80,6 +81,20 @@ pub fn conformance() -> Result<Vec<(&'static str, Tensor)>> {
         ("elu", xs.elu(0.5)?),
         ("leaky_relu", xs.leaky_relu(0.1)?),
         ("clip", xs.clip(-0.5, 0.75)?),
+        ("floor", xs.mul_scalar(3.0)?.floor()?),
+        ("ceil", xs.mul_scalar(3.0)?.ceil()?),
+        ("round", xs.mul_scalar(3.0)?.round()?),
+        ("sign", xs.sign()?),
+        ("atan", xs.atan()?),
+        ("exp2", xs.exp2()?),
+        ("softsign", xs.softsign()?),
+        ("inverse", xs.add_scalar(2.0)?.inverse(1e-3)?),
+        ("threshold", xs.threshold(0.25)?),
+        ("thresholded_relu", xs.thresholded_relu(0.25)?),
+        ("scaled_tanh", xs.scaled_tanh(1.5, 0.5)?),
+        ("clamped_relu", xs.clamped_relu(0.1, 0.5)?),
+        ("sigmoid_hard", xs.sigmoid_hard(0.2, 0.5)?),
+        ("linear_activation", xs.linear_activation(2.0, -0.5)?),
         ("add", x()?.add(&y()?)?),
         ("sub", x()?.sub(&y()?)?),
         ("mul", x()?.mul_scalar(2.5)?),
@@ -101,6 +116,7 @@ pub fn conformance() -> Result<Vec<(&'static str, Tensor)>> {
     }
     let a = x()?;
     c.push(("select", select(&a.compare_scalar(Compare::Greater, 0.0)?, &a, &a.neg()?)?));
+    c.push(("logical_not", select(&a.compare_scalar(Compare::Greater, 0.0)?.logical_not()?, &a, &a.neg()?)?));
     c.push(("matmul", x()?.matmul_weight(HostArray::f32(&[7, 3], &data(21, 1)))?));
     c.push(("linear", x()?.linear(HostArray::f32(&[3, 7], &data(21, 2)), Some(HostArray::f32(&[3], &data(3, 3))))?));
     c.push(("bmm", input(&[2, 3, 4])?.matmul(&input(&[4, 5])?)?));
@@ -112,6 +128,10 @@ pub fn conformance() -> Result<Vec<(&'static str, Tensor)>> {
     c.push(("reduce_sum", img()?.sum(&[1], false)?));
     c.push(("reduce_max", img()?.amax(&[-1], true)?));
     c.push(("reduce_min", img()?.amin(&[0, 2], false)?));
+    c.push(("reduce_l1_norm", img()?.l1_norm(&[1, 3], true)?));
+    c.push(("reduce_log_sum", img()?.abs()?.add_scalar(0.5)?.log_sum(&[-1], false)?));
+    c.push(("reduce_sum_square", img()?.sum_square(&[2], true)?));
+    c.push(("reduce_log_sum_exp", img()?.log_sum_exp(&[1, 2, 3], true)?));
     c.push(("softmax", x()?.softmax(-1)?));
     c.push(("layer_norm", x()?.layer_norm(Some(&w(&[7], 6)?), Some(&w(&[7], 7)?), 1e-5)?));
     c.push(("rms_norm", x()?.rms_norm(Some(&w(&[7], 8)?), 1e-5)?));
@@ -120,6 +140,7 @@ pub fn conformance() -> Result<Vec<(&'static str, Tensor)>> {
     let var: Vec<f32> = data(4, 11).iter().map(|v| v.abs() + 0.5).collect();
     let (mean, gamma, beta) = (data(4, 12), data(4, 13), data(4, 14));
     c.push(("batch_norm", batch_norm(&img()?, HostArray::f32(&[4], &mean), HostArray::f32(&[4], &var), Some(HostArray::f32(&[4], &gamma)), Some(HostArray::f32(&[4], &beta)), 1e-5)?));
+    c.push(("instance_norm", instance_norm(&img()?, Some(HostArray::f32(&[4], &gamma)), Some(HostArray::f32(&[4], &beta)), 1e-5)?));
     c.push(("reshape", x()?.reshape(&[7, -1])?));
     c.push(("transpose", img()?.transpose(&[0, 2, 3, 1])?));
     c.push(("concat", concat(&[x()?, input(&[2, 3])?], -1)?));
@@ -128,6 +149,15 @@ pub fn conformance() -> Result<Vec<(&'static str, Tensor)>> {
     c.push(("squeeze", input(&[1, 5, 1])?.squeeze(&[0, 2])?));
     c.push(("expand_dims", x()?.expand_dims(&[0, -1])?));
     c.push(("upsample_nearest_neighbor", img()?.upsample(2, 3)?));
+    c.push(("reverse", img()?.reverse(&[1, -1])?));
+    c.push(("tile", x()?.tile(&[2, 3])?));
+    c.push(("flatten2d", img()?.flatten2d(2)?));
+    c.push(("stack", stack(&[x()?, x()?.abs()?], 1)?));
+    c.push(("crop", img()?.crop(1, 0, 2, 1)?));
+    c.push(("space_to_depth", img()?.space_to_depth(2)?));
+    c.push(("depth_to_space", img()?.depth_to_space(2)?));
+    c.push(("pixel_shuffle", img()?.pixel_shuffle(2)?));
+    c.push(("pixel_unshuffle", img()?.pixel_unshuffle(3)?));
     c.push(("cast", image_input(&[1, 3, 2, 2], &[1.0 / 255.0], &[0.5, -0.5, 0.25], None)?));
     c.extend(constexpr_cases(x)?);
     Ok(c)

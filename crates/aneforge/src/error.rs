@@ -26,6 +26,9 @@ pub enum Error {
     /// An option or feature that exists in the API but is not implemented yet (Python: NotImplementedError).
     #[error("{0}")]
     NotImplemented(String),
+    /// Ops or shapes the target family cannot run: names each op, limit and value (Python: NotImplementedError).
+    #[error("target family {family}: {msg}")]
+    Target { family: &'static str, msg: String },
     /// An e5rt call that returned a non-zero status, with e5rt's last error message (Python: RuntimeError).
     #[error("{function} failed with status {status}: {message}")]
     E5rt { function: &'static str, status: i64, message: String },

@@ -16,6 +16,7 @@ pub use graph::{Graph, Tensor};
 pub use ops::conv::{conv2d, ConvOptions};
 pub use ops::elementwise::select;
 pub use ops::layout::concat;
+pub use ops::rearrange::stack;
 pub use ops::norm::batch_norm;
 pub use ops::io::{constant, image_input, input, input_port, scalar, HostArray, HostData};
 pub mod compile;
@@ -23,6 +24,7 @@ pub mod corpus;
 pub mod compress;
 pub mod exec;
 pub mod program;
+pub mod passes;
 pub mod targets;
 
 pub use compile::{compile, compress_dir, export, load_dir, load_dir_with, CompileOptions, Compiled, Device, Exported};

@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use aneforge::exec::ane::{selfcheck, Ane};
 use aneforge::exec::reference::Reference;
+use aneforge::targets::{op_status, Family};
 use aneforge::{npy, Device, Error, Executor, PortSpec, Precision, Result};
 use clap::{Parser, Subcommand};
 
@@ -54,7 +55,7 @@ enum Command {
         #[arg(long, default_value_t = 100)]
         repeat: usize,
     },
-    /// List every MIL op with its status on ANE hardware (from a selfcheck report made on a Mac).
+    /// List every MIL op with its status per family and on ANE hardware (from a selfcheck report made on a Mac).
     Ops {
         /// A selfcheck report produced on a Mac's ANE.
         #[arg(long)]
@@ -247,7 +248,7 @@ fn run_selfcheck(report: &Path, repeat: usize) -> Result<ExitCode> {
     Ok(if r.failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
-/// `aneforge ops`: every MIL op and its hardware status.
+/// `aneforge ops`: every MIL op, its status per family (native / decompose / reject) and its hardware status.
 fn ops(report: Option<&Path>) -> Result<()> {
     let (r, mut out) = match report {
         Some(path) => {
@@ -257,8 +258,11 @@ fn ops(report: Option<&Path>) -> Result<()> {
         }
         None => (None, "no selfcheck report given: no op has been verified on ANE hardware\n".to_string()),
     };
+    let families = [Family::A13, Family::A14, Family::A15, Family::A16];
+    out += &format!("{:<28} {}hardware\n", "op", families.map(|f| format!("{:<10}", f.name())).concat());
     for (op, status) in selfcheck::census(r.as_ref()) {
-        out += &format!("{op:<28} {status}\n");
+        let columns = families.map(|f| format!("{:<10}", op_status(op, f).name())).concat();
+        out += &format!("{op:<28} {columns}{status}\n");
     }
     emit(&out);
     Ok(())

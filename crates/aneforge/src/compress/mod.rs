@@ -266,7 +266,7 @@ fn candidates(opts: &CompressOptions) -> Result<Vec<Encoding>> {
         Compress::Auto => {
             let native = targets::native_streams(match opts.family {
                 Some(f) => f,
-                None => targets::host_family()?,
+                None => targets::detect_host()?,
             });
             [Encoding::Sparse, Encoding::Int4, Encoding::Blockwise, Encoding::Int8].into_iter().filter(|e| native.contains(e)).collect()
         }

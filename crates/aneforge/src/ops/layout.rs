@@ -232,7 +232,7 @@ fn gather(src: &[f32], base: usize, strides: &[usize], out: &mut Buf) {
 }
 
 /// For `parts` laid side by side along `axis` of `whole`, call `f(part, part_range, whole_range)` per contiguous block.
-fn for_each_block(axis: usize, whole: &[usize], parts: &[&[usize]], mut f: impl FnMut(usize, Range<usize>, Range<usize>)) {
+pub(crate) fn for_each_block(axis: usize, whole: &[usize], parts: &[&[usize]], mut f: impl FnMut(usize, Range<usize>, Range<usize>)) {
     let row = shape::numel(&whole[axis..]);
     let mut off = 0;
     for (k, p) in parts.iter().enumerate() {

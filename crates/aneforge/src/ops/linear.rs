@@ -1,5 +1,6 @@
 //! Matrix multiply: `x @ W` with a baked weight (stored transposed, `transpose_y = true`),
-//! `linear(W, b)` (PyTorch convention) and `matmul` (tensor @ tensor), NumPy `matmul` semantics.
+//! `linear(W, b)` (PyTorch convention), `matmul` (tensor @ tensor), NumPy `matmul` semantics, and
+//! `cumsum` along the last axis (a matmul with a baked triangular ones matrix).
 
 use std::sync::Arc;
 
@@ -12,6 +13,7 @@ use super::{Buf, Family, Op, TensorType};
 use crate::error::{Error, Result};
 use crate::graph::Tensor;
 use crate::mil::{Literal, MilArgs, MilOp};
+use crate::shape;
 
 /// MIL ops this family prints.
 pub const MIL_OPS: &[&str] = &["matmul"];
@@ -164,6 +166,26 @@ impl Tensor {
     }
 }
 
+/// Largest last-axis extent `cumsum` accepts (it bakes a K×K weight).
+pub const CUMSUM_MAX_K: usize = 4096;
+
+impl Tensor {
+    /// Running sum along the last axis (`axis` must name it), as `linear` with a lower-triangular
+    /// ones weight (x @ upper-triangular); K ≤ [`CUMSUM_MAX_K`].
+    pub fn cumsum(&self, axis: i64) -> Result<Tensor> {
+        let last = self.rank() - 1;
+        if shape::axis("cumsum", axis, self.rank())? != last {
+            return Err(Error::shape("cumsum", format!("only the last axis is supported, got axis {axis} of {:?}", self.shape())));
+        }
+        let k = self.shape()[last];
+        if k > CUMSUM_MAX_K {
+            return Err(Error::shape("cumsum", format!("last axis of {:?} has extent {k} > {CUMSUM_MAX_K} (cumsum bakes a K x K weight)", self.shape())));
+        }
+        let w: Vec<f32> = (0..k * k).map(|i| f32::from(u8::from(i % k <= i / k))).collect();
+        self.linear(HostArray::f32(&[k, k], &w), None)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,6 +279,19 @@ mod tests {
         assert!(x.linear(HostArray::f32(&[2, 3], &w), Some(HostArray::f32(&[1, 2], &[0.5, -0.5]))).is_err());
         assert!(x.linear(HostArray::f32(&[3, 2], &w), None).is_err(), "in mismatch");
         assert_eq!(x.matmul(&io::input(&[4, 3, 5]).unwrap()).unwrap().shape(), [4, 2, 5]);
+    }
+
+    /// cumsum is linear with W[j][i] = 1 for i <= j (so y[j] = Σ_{i≤j} x[i]); other axes are errors.
+    #[test]
+    fn cumsum_bakes_a_triangular_weight() {
+        let x = io::input(&[2, 3]).unwrap();
+        let y = x.cumsum(-1).unwrap();
+        assert_eq!((y.shape(), y.op()), (&[2usize, 3][..], &Op::MatMul(MatMul { transpose_x: false, transpose_y: true })));
+        let Op::Const(c) = y.node.srcs[1].op() else { panic!("weight is not a const") };
+        assert_eq!(c.values.iter().map(|v| v.to_f32()).collect::<Vec<_>>(), [1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0]);
+        assert!(x.cumsum(1).is_ok());
+        assert!(x.cumsum(0).is_err() && x.cumsum(2).is_err() && x.cumsum(-3).is_err());
+        assert!(io::input(&[1, CUMSUM_MAX_K + 1]).unwrap().cumsum(-1).is_err());
     }
 
     #[test]

@@ -12,7 +12,9 @@ pub mod layout;
 pub mod linear;
 pub mod norm;
 pub mod pool;
+pub mod rearrange;
 pub mod reduce;
+pub mod unary;
 
 use crate::dtype::DType;
 use crate::error::Result;
@@ -58,8 +60,8 @@ pub enum Op {
     Constexpr(constexpr::Constexpr),
     /// Dtype conversion (uint8 image port to fp16).
     Cast(io::Cast),
-    /// Elementwise single-input ops.
-    Unary(elementwise::Unary),
+    /// Elementwise single-input ops (fp16 math and activations; `logical_not` on bool).
+    Unary(unary::Unary),
     /// Elementwise two-input ops with NumPy broadcasting.
     Binary(elementwise::Binary),
     /// Elementwise comparisons producing bool.
@@ -78,8 +80,12 @@ pub enum Op {
     Softmax(reduce::Softmax),
     /// Inference batch normalisation.
     BatchNorm(norm::BatchNorm),
+    /// Per-instance normalisation over the spatial axes.
+    InstanceNorm(norm::InstanceNorm),
     /// Data movement: reshape, transpose, concat, split, slices, squeeze/expand, upsample.
     Layout(layout::Layout),
+    /// More data movement: reverse, tile, flatten2d, stack.
+    Rearrange(rearrange::Rearrange),
 }
 
 macro_rules! dispatch {
@@ -99,7 +105,9 @@ macro_rules! dispatch {
             Op::Reduce(o) => o.$f($($arg),*),
             Op::Softmax(o) => o.$f($($arg),*),
             Op::BatchNorm(o) => o.$f($($arg),*),
+            Op::InstanceNorm(o) => o.$f($($arg),*),
             Op::Layout(o) => o.$f($($arg),*),
+            Op::Rearrange(o) => o.$f($($arg),*),
         }
     };
 }
@@ -114,6 +122,7 @@ impl Op {
     pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
         io::from_mil(op, args)
             .or_else(|| constexpr::from_mil(op, args))
+            .or_else(|| unary::from_mil(op, args))
             .or_else(|| elementwise::from_mil(op, args))
             .or_else(|| linear::from_mil(op, args))
             .or_else(|| conv::from_mil(op, args))
@@ -121,12 +130,13 @@ impl Op {
             .or_else(|| reduce::from_mil(op, args))
             .or_else(|| norm::from_mil(op, args))
             .or_else(|| layout::from_mil(op, args))
+            .or_else(|| rearrange::from_mil(op, args))
     }
 }
 
 /// Every MIL op name the families print (each must have a lowering case in the tests).
 pub fn mil_op_names() -> Vec<&'static str> {
-    [io::MIL_OPS, constexpr::MIL_OPS, elementwise::MIL_OPS, linear::MIL_OPS, conv::MIL_OPS, pool::MIL_OPS, reduce::MIL_OPS, norm::MIL_OPS, layout::MIL_OPS].concat()
+    [io::MIL_OPS, constexpr::MIL_OPS, unary::MIL_OPS, elementwise::MIL_OPS, linear::MIL_OPS, conv::MIL_OPS, pool::MIL_OPS, reduce::MIL_OPS, norm::MIL_OPS, layout::MIL_OPS, rearrange::MIL_OPS].concat()
 }
 
 /// Blanket helper so `dispatch!` can hand out `&dyn Family`.

@@ -1,4 +1,4 @@
-//! Normalisation: native inference `batch_norm`, and the composites layer_norm, rms_norm,
+//! Normalisation: native inference `batch_norm` and `instance_norm`, and the composites layer_norm, rms_norm,
 //! group_norm and l2_norm, which are builder functions emitting MIL primitives.
 
 use super::elementwise::fp16_param;
@@ -10,12 +10,19 @@ use crate::mil::{Literal, MilArgs, MilOp};
 use crate::shape::{self, MAX_EXTENT};
 
 /// MIL ops this family prints (the composites emit other families' ops).
-pub const MIL_OPS: &[&str] = &["batch_norm"];
+pub const MIL_OPS: &[&str] = &["batch_norm", "instance_norm"];
 
 /// MIL `batch_norm(x, mean, variance, gamma, beta, epsilon)`; x rank 3..=5, the four
 /// statistics are [C] tensors (C = x.shape[1]); `eps` holds the fp16-rounded value.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BatchNorm {
+    pub eps: f32,
+}
+
+/// MIL `instance_norm(x, gamma, beta, epsilon)`: each (n, c) plane of x (rank 3 or 4)
+/// normalised by its own mean and population variance, then gamma/beta ([C]) applied.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct InstanceNorm {
     pub eps: f32,
 }
 
@@ -56,10 +63,47 @@ impl Family for BatchNorm {
     }
 }
 
-/// Parse `batch_norm`.
+impl Family for InstanceNorm {
+    fn name(&self) -> &'static str {
+        "instance_norm"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        expect_inputs("instance_norm", inputs, 3)?;
+        expect_fp16("instance_norm", inputs)?;
+        let s = &inputs[0].shape;
+        if !(3..=4).contains(&s.len()) {
+            return Err(Error::shape("instance_norm", format!("x must have rank 3 or 4 ([N, C, H, W]), got {s:?}")));
+        }
+        for (name, t) in ["gamma", "beta"].iter().zip(&inputs[1..]) {
+            if t.shape != [s[1]] {
+                return Err(Error::shape("instance_norm", format!("{name} must have shape [C] = [{}] for x {s:?}, got {:?}", s[1], t.shape)));
+            }
+        }
+        Ok(vec![inputs[0].clone()])
+    }
+    fn mil(&self) -> MilOp {
+        MilOp::new("instance_norm", &["x", "gamma", "beta"]).param("epsilon", Literal::Fp16(self.eps))
+    }
+    fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
+        let x = ins[0];
+        let (c, plane) = (x.shape[1], shape::numel(&x.shape[2..]));
+        let (gamma, beta) = (&ins[1].data, &ins[2].data);
+        for (i, (yp, xp)) in out[0].data.chunks_mut(plane).zip(x.data.chunks(plane)).enumerate() {
+            let k = i % c;
+            let mean = xp.iter().sum::<f32>() / plane as f32;
+            let var = xp.iter().map(|&v| (v - mean) * (v - mean)).sum::<f32>() / plane as f32;
+            let scale = gamma[k] / (var + self.eps).sqrt();
+            yp.iter_mut().zip(xp).for_each(|(o, &v)| *o = (v - mean) * scale + beta[k]);
+        }
+        Ok(())
+    }
+}
+
+/// Parse `batch_norm` and `instance_norm`.
 pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
     match op {
         "batch_norm" => Some(args.fp16("epsilon").map(|eps| Op::BatchNorm(BatchNorm { eps }))),
+        "instance_norm" => Some(args.fp16("epsilon").map(|eps| Op::InstanceNorm(InstanceNorm { eps }))),
         _ => None,
     }
 }
@@ -75,6 +119,19 @@ pub fn batch_norm(x: &Tensor, mean: HostArray, var: HostArray, gamma: Option<Hos
         srcs.push(constant("batch_norm", s)?);
     }
     Tensor::apply1(Op::BatchNorm(BatchNorm { eps }), srcs)
+}
+
+/// Per-(n, c) plane normalisation of x ([N, C, H, W] or rank 3) with [C] gamma/beta (absent = ones/zeros).
+pub fn instance_norm(x: &Tensor, gamma: Option<HostArray>, beta: Option<HostArray>, eps: f32) -> Result<Tensor> {
+    let eps = norm_eps("instance_norm", eps)?;
+    let c = [x.shape().get(1).copied().unwrap_or(1)]; // a bad rank is reported by `infer`
+    let (ones, zeros) = (vec![1f32; c[0]], vec![0f32; c[0]]);
+    let affine = [gamma.unwrap_or(HostArray::f32(&c, &ones)), beta.unwrap_or(HostArray::f32(&c, &zeros))];
+    let mut srcs = vec![x.clone()];
+    for a in affine {
+        srcs.push(constant("instance_norm", a)?);
+    }
+    Tensor::apply1(Op::InstanceNorm(InstanceNorm { eps }), srcs)
 }
 
 /// A norm's eps: finite, >= 0 and within fp16 range; returns the fp16-rounded value.
@@ -126,6 +183,16 @@ impl Tensor {
         let y = self.standardize(&[-1], norm_eps("layer_norm", eps)?)?;
         let d = y.shape()[y.rank() - 1];
         y.affine("layer_norm", gamma, beta, d, &[d])
+    }
+    /// LayerNorm over channel axis 1 of x [N, C, 1, S] (the ANE transformer layout), same chain
+    /// as `layer_norm`; gamma and beta are [C], applied as [1, C, 1, 1].
+    pub fn channel_layer_norm(&self, gamma: Option<&Tensor>, beta: Option<&Tensor>, eps: f32) -> Result<Tensor> {
+        const OP: &str = "channel_layer_norm";
+        let eps = norm_eps(OP, eps)?;
+        let &[_, c, 1, _] = self.shape() else {
+            return Err(Error::shape(OP, format!("x must be [N, C, 1, S], got {:?}", self.shape())));
+        };
+        self.standardize(&[1], eps)?.affine(OP, gamma, beta, c, &[1, c, 1, 1])
     }
     /// RMSNorm over the last axis (D): x / max(‖x‖, √(D·eps)) · gamma·√D (√D folded into a Const gamma); gamma is [D].
     pub fn rms_norm(&self, gamma: Option<&Tensor>, eps: f32) -> Result<Tensor> {
@@ -272,6 +339,40 @@ mod tests {
     }
 
     #[test]
+    fn instance_norm_matches_naive_and_errors() {
+        for shape in [vec![2, 3, 5], vec![1, 7, 1], vec![2, 3, 7, 65]] {
+            let (x, c) = (buf(&shape, 4), shape[1]);
+            let (g, b) = (Buf { shape: vec![c], data: params(c, 7) }, Buf { shape: vec![c], data: params(c, 8) });
+            let y = run(&Op::InstanceNorm(InstanceNorm { eps: 1e-3 }), &[&x, &g, &b]).remove(0);
+            let plane = shape::numel(&shape[2..]);
+            let mut want = Vec::new();
+            for (i, p) in x.data.chunks(plane).enumerate() {
+                let k = i % c;
+                let mean = p.iter().map(|&v| v as f64).sum::<f64>() / plane as f64;
+                let var = p.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / plane as f64;
+                want.extend(p.iter().map(|&v| (v as f64 - mean) / (var + 1e-3f32 as f64).sqrt() * g.data[k] as f64 + b.data[k] as f64));
+            }
+            assert_close(&y.data, &want, &format!("instance_norm {shape:?}"));
+        }
+        let x = input(&[2, 3, 4, 4]).unwrap();
+        let s3 = vec![1f32; 3];
+        let a3 = HostArray::f32(&[3], &s3);
+        let y = instance_norm(&x, Some(a3), None, 1e-5).unwrap();
+        assert_eq!((y.shape(), y.op()), (x.shape(), &Op::InstanceNorm(InstanceNorm { eps: round_f16(1e-5) })));
+        for e in [
+            instance_norm(&input(&[2, 3]).unwrap(), None, None, 1e-5),
+            instance_norm(&input(&[1, 3, 2, 2, 2]).unwrap(), None, None, 1e-5),
+            instance_norm(&x, Some(HostArray::f32(&[1, 3], &s3)), None, 1e-5),
+            instance_norm(&x, None, Some(HostArray::f32(&[2], &s3[..2])), 1e-5),
+            instance_norm(&x, None, None, f32::NAN),
+            instance_norm(&input_port(&[2, 3, 4], DType::Uint8, None).unwrap(), None, None, 1e-5),
+        ] {
+            assert!(e.is_err());
+        }
+        round_trip(&Op::InstanceNorm(InstanceNorm { eps: round_f16(1e-5) }), from_mil);
+    }
+
+    #[test]
     fn layer_norm_lowers_and_matches_naive() {
         for shape in [vec![7, 783], vec![783], vec![2, 1, 3, 1, 5]] {
             let d = shape[shape.len() - 1];
@@ -292,6 +393,29 @@ mod tests {
         assert!(x.layer_norm(None, Some(&input(&[4]).unwrap()), 1e-5).is_err());
         assert!(x.layer_norm(None, None, f32::NAN).is_err());
         assert!(crate::scalar("t", 1.0).unwrap().layer_norm(None, None, 1e-5).is_err());
+    }
+
+    #[test]
+    fn channel_layer_norm_lowers_and_matches_naive() {
+        let (shape, c, s) = ([2, 7, 1, 65], 7, 65);
+        let (xv, gv, bv) = (buf(&shape, 5).data, params(c, 6), params(c, 7));
+        let x = input(&shape).unwrap();
+        let (g, b) = (constant("t", HostArray::f32(&[c], &gv)).unwrap(), constant("t", HostArray::f32(&[c], &bv)).unwrap());
+        let (y, ops) = eval_dag(&x.channel_layer_norm(Some(&g), Some(&b), 1e-3).unwrap(), &[&xv]);
+        assert_eq!(ops, ["reduce_mean", "sub", "mul", "reduce_mean", "rsqrt", "mul", "mul", "add"]);
+        let eps = round_f16(1e-3) as f64;
+        let mut want = vec![0f64; xv.len()];
+        for (n, j) in (0..2).flat_map(|n| (0..s).map(move |j| (n, j))) {
+            let at = |k: usize| n * c * s + k * s + j;
+            let mean = (0..c).map(|k| xv[at(k)] as f64).sum::<f64>() / c as f64;
+            let var = (0..c).map(|k| (xv[at(k)] as f64 - mean).powi(2)).sum::<f64>() / c as f64;
+            (0..c).for_each(|k| want[at(k)] = (xv[at(k)] as f64 - mean) / (var + eps).sqrt() * gv[k] as f64 + bv[k] as f64);
+        }
+        assert_close(&y, &want, "channel_layer_norm");
+        assert!(input(&[2, 7, 2, 65]).unwrap().channel_layer_norm(None, None, 1e-5).is_err());
+        assert!(input(&[7, 65]).unwrap().channel_layer_norm(None, None, 1e-5).is_err());
+        assert!(x.channel_layer_norm(Some(&input(&[65]).unwrap()), None, 1e-5).is_err());
+        assert!(x.channel_layer_norm(None, None, -1.0).is_err());
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! Reductions over axes (mean, sum, max, min, l2 norm) and softmax along one axis.
+//! Reductions over axes (mean, sum, max, min, l1/l2 norm, log-sum, sum of squares,
+//! log-sum-exp) and softmax along one axis.
 
 
 use super::io::{expect_fp16, expect_inputs};
@@ -12,7 +13,10 @@ use crate::shape;
 
 
 /// MIL ops this family prints.
-pub const MIL_OPS: &[&str] = &["reduce_mean", "reduce_sum", "reduce_max", "reduce_min", "reduce_l2_norm", "softmax"];
+pub const MIL_OPS: &[&str] = &[
+    "reduce_mean", "reduce_sum", "reduce_max", "reduce_min", "reduce_l2_norm", "reduce_l1_norm", "reduce_log_sum", "reduce_sum_square",
+    "reduce_log_sum_exp", "softmax",
+];
 
 /// Which reduction (MIL `reduce_<kind>`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,6 +27,14 @@ pub enum ReduceKind {
     Min,
     /// sqrt(sum(x²)); used by l2_norm and rms_norm.
     L2Norm,
+    /// sum(|x|).
+    L1Norm,
+    /// ln(sum(x)).
+    LogSum,
+    /// sum(x²).
+    SumSquare,
+    /// ln(sum(e^x)), computed as m + ln(sum(e^(x − m))) with m the max (no overflow).
+    LogSumExp,
 }
 
 /// MIL `reduce_*(x, axes, keep_dims)`; `axes` are normalised (non-negative, sorted, unique).
@@ -40,7 +52,17 @@ pub struct Softmax {
 }
 
 impl ReduceKind {
-    const ALL: [ReduceKind; 5] = [ReduceKind::Mean, ReduceKind::Sum, ReduceKind::Max, ReduceKind::Min, ReduceKind::L2Norm];
+    const ALL: [ReduceKind; 9] = [
+        ReduceKind::Mean,
+        ReduceKind::Sum,
+        ReduceKind::Max,
+        ReduceKind::Min,
+        ReduceKind::L2Norm,
+        ReduceKind::L1Norm,
+        ReduceKind::LogSum,
+        ReduceKind::SumSquare,
+        ReduceKind::LogSumExp,
+    ];
 
     fn mil_name(self) -> &'static str {
         match self {
@@ -49,6 +71,10 @@ impl ReduceKind {
             ReduceKind::Max => "reduce_max",
             ReduceKind::Min => "reduce_min",
             ReduceKind::L2Norm => "reduce_l2_norm",
+            ReduceKind::L1Norm => "reduce_l1_norm",
+            ReduceKind::LogSum => "reduce_log_sum",
+            ReduceKind::SumSquare => "reduce_sum_square",
+            ReduceKind::LogSumExp => "reduce_log_sum_exp",
         }
     }
 }
@@ -57,6 +83,14 @@ impl Reduce {
     /// `shape` with the reduced axes set to 1.
     fn kept_shape(&self, shape: &[usize]) -> Vec<usize> {
         shape.iter().enumerate().map(|(i, &d)| if self.axes.contains(&i) { 1 } else { d }).collect()
+    }
+
+    /// Turn per-output maxima `y` into ln(sum(e^x)) = max + ln(sum(e^(x − max))).
+    fn log_sum_exp_from_max(&self, x: &Buf, y: &mut [f32]) {
+        let st = broadcast_strides(&self.kept_shape(&x.shape), &x.shape);
+        let mut sum = vec![0f32; y.len()];
+        for_each_broadcast(&x.shape, [&st], |i, [o]| sum[o] += (x.data[i] - y[o]).exp());
+        y.iter_mut().zip(&sum).for_each(|(m, s)| *m += s.ln());
     }
 
     /// Fold every input element into its output accumulator (f32, starting at `init`).
@@ -110,15 +144,18 @@ impl Family for Reduce {
     fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
         let (x, y) = (ins[0], &mut out[0].data);
         match self.kind {
-            ReduceKind::Mean | ReduceKind::Sum => self.fold(x, y, 0.0, |a, v| a + v),
-            ReduceKind::L2Norm => self.fold(x, y, 0.0, |a, v| a + v * v),
-            ReduceKind::Max => self.fold(x, y, f32::NEG_INFINITY, f32::max),
+            ReduceKind::Mean | ReduceKind::Sum | ReduceKind::LogSum => self.fold(x, y, 0.0, |a, v| a + v),
+            ReduceKind::L2Norm | ReduceKind::SumSquare => self.fold(x, y, 0.0, |a, v| a + v * v),
+            ReduceKind::L1Norm => self.fold(x, y, 0.0, |a, v| a + v.abs()),
+            ReduceKind::Max | ReduceKind::LogSumExp => self.fold(x, y, f32::NEG_INFINITY, f32::max),
             ReduceKind::Min => self.fold(x, y, f32::INFINITY, f32::min),
         }
         let n = (x.data.len() / y.len()) as f32;
         match self.kind {
             ReduceKind::Mean => y.iter_mut().for_each(|v| *v /= n),
             ReduceKind::L2Norm => y.iter_mut().for_each(|v| *v = v.sqrt()),
+            ReduceKind::LogSum => y.iter_mut().for_each(|v| *v = v.ln()),
+            ReduceKind::LogSumExp => self.log_sum_exp_from_max(x, y),
             _ => {}
         }
         Ok(())
@@ -203,6 +240,22 @@ impl Tensor {
     pub fn reduce_l2_norm(&self, axes: &[i64], keep_dims: bool) -> Result<Tensor> {
         self.reduce(ReduceKind::L2Norm, axes, keep_dims)
     }
+    /// Σ|x| over `axes`.
+    pub fn l1_norm(&self, axes: &[i64], keep_dims: bool) -> Result<Tensor> {
+        self.reduce(ReduceKind::L1Norm, axes, keep_dims)
+    }
+    /// ln(Σx) over `axes` (NaN where the sum is negative, as ln is).
+    pub fn log_sum(&self, axes: &[i64], keep_dims: bool) -> Result<Tensor> {
+        self.reduce(ReduceKind::LogSum, axes, keep_dims)
+    }
+    /// Σx² over `axes`.
+    pub fn sum_square(&self, axes: &[i64], keep_dims: bool) -> Result<Tensor> {
+        self.reduce(ReduceKind::SumSquare, axes, keep_dims)
+    }
+    /// ln(Σe^x) over `axes`, computed stably (max subtracted before exponentiating).
+    pub fn log_sum_exp(&self, axes: &[i64], keep_dims: bool) -> Result<Tensor> {
+        self.reduce(ReduceKind::LogSumExp, axes, keep_dims)
+    }
     /// Numerically stable softmax along `axis` (negative allowed).
     pub fn softmax(&self, axis: i64) -> Result<Tensor> {
         let axis = shape::axis("softmax", axis, self.rank())?;
@@ -234,6 +287,10 @@ mod tests {
                 ReduceKind::Max => g.iter().copied().fold(f64::NEG_INFINITY, f64::max),
                 ReduceKind::Min => g.iter().copied().fold(f64::INFINITY, f64::min),
                 ReduceKind::L2Norm => g.iter().map(|v| v * v).sum::<f64>().sqrt(),
+                ReduceKind::L1Norm => g.iter().map(|v| v.abs()).sum(),
+                ReduceKind::LogSum => sum(g).ln(),
+                ReduceKind::SumSquare => g.iter().map(|v| v * v).sum(),
+                ReduceKind::LogSumExp => g.iter().map(|v| v.exp()).sum::<f64>().ln(),
             })
             .collect()
     }
@@ -261,15 +318,17 @@ mod tests {
         ];
         for (shape, axes) in cases {
             let x = buf(shape, 7);
+            let positive = Buf { shape: x.shape.clone(), data: x.data.iter().map(|v| v.abs() + 0.01).collect() };
             for kind in ReduceKind::ALL {
+                let x = if kind == ReduceKind::LogSum { &positive } else { &x };
                 for keep_dims in [true, false] {
                     let op = Op::Reduce(Reduce { kind, axes: axes.to_vec(), keep_dims });
                     if axes.len() == shape.len() && !keep_dims {
                         assert!(op.family().infer(&[TensorType::fp16(shape.to_vec())]).is_err());
                         continue;
                     }
-                    let y = run(&op, &[&x]).remove(0);
-                    assert_close(&y.data, &naive(kind, &x, axes), &format!("{kind:?} {shape:?} over {axes:?}"));
+                    let y = run(&op, &[x]).remove(0);
+                    assert_close(&y.data, &naive(kind, x, axes), &format!("{kind:?} {shape:?} over {axes:?}"));
                 }
             }
         }
@@ -300,6 +359,19 @@ mod tests {
         assert_close(&y.data[..2], &[1.0 / (1.0 + (-10f64).exp()), (-10f64).exp() / (1.0 + (-10f64).exp())], "big");
     }
 
+    /// log_sum_exp of values near fp16's limits stays finite (the max is subtracted first).
+    #[test]
+    fn log_sum_exp_is_stable() {
+        let big = Buf { shape: vec![2, 3], data: vec![60000.0, 59990.0, -60000.0, -65504.0, -65500.0, -65504.0] };
+        let op = Op::Reduce(Reduce { kind: ReduceKind::LogSumExp, axes: vec![1], keep_dims: true });
+        let y = run(&op, &[&big]).remove(0);
+        let lse = |v: &[f64]| {
+            let m = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            m + v.iter().map(|x| (x - m).exp()).sum::<f64>().ln()
+        };
+        assert_close(&y.data, &[lse(&[60000.0, 59990.0, -60000.0]), lse(&[-65504.0, -65500.0, -65504.0])], "big");
+    }
+
     #[test]
     fn builders_and_errors() {
         let x = input(&[2, 3, 4]).unwrap();
@@ -308,6 +380,10 @@ mod tests {
         assert_eq!(x.amax(&[2, -3], false).unwrap().shape(), [3]);
         assert_eq!(x.amin(&[1], false).unwrap().shape(), [2, 4]);
         assert_eq!(x.reduce_l2_norm(&[0, 1, 2], true).unwrap().shape(), [1, 1, 1]);
+        assert_eq!(x.l1_norm(&[1], true).unwrap().shape(), [2, 1, 4]);
+        assert_eq!(x.log_sum(&[-1], false).unwrap().shape(), [2, 3]);
+        assert_eq!(x.sum_square(&[0], false).unwrap().shape(), [3, 4]);
+        assert_eq!(x.log_sum_exp(&[0, 2], true).unwrap().shape(), [1, 3, 1]);
         assert_eq!(x.softmax(-2).unwrap().op(), &Op::Softmax(Softmax { axis: 1 }));
         let u = input_port(&[2, 3], DType::Uint8, None).unwrap();
         let errs = [
@@ -318,6 +394,10 @@ mod tests {
             x.sum(&[0, 1, 2], false),
             input(&[783]).unwrap().mean(&[0], false),
             u.sum(&[0], true),
+            x.l1_norm(&[3], true),
+            x.log_sum(&[0, 0], true),
+            u.sum_square(&[0], true),
+            x.log_sum_exp(&[0, 1, 2], false),
             x.softmax(3),
             u.softmax(0),
         ];

@@ -1,14 +1,26 @@
-//! ANE target families (named by the compiler's arch strings) and what the compiler uses of
-//! them so far: which compressed weight encodings a family streams natively, and host detection.
+//! ANE targets: the compiler's 28 arch strings and 5 families ([`arch`]), op floors ([`floors`]),
+//! numeric limits ([`limits`]), the static [`preflight`] gate, natively streamed weight encodings,
+//! and host detection.
+
+pub mod arch;
+pub mod floors;
+pub mod limits;
+pub mod preflight;
 
 use std::sync::Once;
 
 use crate::compress::Encoding;
-use crate::error::{Error, Result};
+use crate::error::Result;
+pub use arch::{parse_target, Target};
+pub use floors::{op_floor, op_status, Status};
+pub use limits::{limit, Limit};
+pub use preflight::{preflight, require_mil, OpEntry, Oversize, Preflight};
 
-/// An ANE generation with the same compiler behaviour.
+/// An ANE generation with the same compiler behaviour (ordered oldest first).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Family {
+    /// Pre-M1 chips (`h11`, `h12`, `m9`, `t0`): below the MIL floor, nothing compiles.
+    Older,
     /// M1 (`h13`).
     A13,
     /// M2 (`h14`).
@@ -19,37 +31,19 @@ pub enum Family {
     A16,
 }
 
-/// Arch strings the compiler accepts, by family.
-const ARCHES: &[(Family, &[&str])] = &[
-    (Family::A13, &["h13", "h13g", "t1"]),
-    (Family::A14, &["h14", "h14g", "h14c"]),
-    (Family::A15, &["h15", "h15g", "h15c", "m11"]),
-    (Family::A16, &["h16", "h16g", "h16c", "h16s", "h17", "h17a", "h17g", "h17s", "h17c", "h17d", "h18"]),
-];
-
-/// Arch strings of chips below the MIL floor.
-const OLDER: &[&str] = &["h11", "h12", "m9", "t0"];
-
 impl Family {
-    /// The family's name (`A13` ... `A16`).
+    /// Every family, oldest first.
+    pub const ALL: [Family; 5] = [Family::Older, Family::A13, Family::A14, Family::A15, Family::A16];
+
+    /// The family's name (`OLDER`, `A13` ... `A16`).
     pub fn name(self) -> &'static str {
         match self {
+            Family::Older => "OLDER",
             Family::A13 => "A13",
             Family::A14 => "A14",
             Family::A15 => "A15",
             Family::A16 => "A16",
         }
-    }
-
-    /// The family of an arch string (`h13`, `h16s`, `m11` ...; case-insensitive); errors name it.
-    pub fn from_arch(arch: &str) -> Result<Family> {
-        let a = arch.trim().to_ascii_lowercase();
-        if let Some((f, _)) = ARCHES.iter().find(|(_, names)| names.contains(&a.as_str())) {
-            return Ok(*f);
-        }
-        let known: Vec<&str> = ARCHES.iter().flat_map(|(_, n)| n.iter().copied()).collect();
-        let why = if OLDER.contains(&a.as_str()) { "is below the MIL floor (H13 and newer only)" } else { "is not a known ANE arch" };
-        Err(Error::value("target", format!("'{arch}' {why}; expected one of {}", known.join(", "))))
     }
 
     /// The family of an `Apple M<n>` CPU brand string (M1 → A13, M2 → A14, M3 → A15, M4/M5 → A16).
@@ -72,19 +66,20 @@ impl std::fmt::Display for Family {
     }
 }
 
-/// Encodings a family streams compressed from DRAM (the others it folds back to fp16 at compile time).
+/// Encodings a family streams compressed from DRAM (the others it folds back to fp16 at compile time; OLDER: none).
 pub fn native_streams(family: Family) -> &'static [Encoding] {
     match family {
+        Family::Older => &[],
         Family::A13 => &[Encoding::Int4, Encoding::Sparse],
         Family::A14 => &[Encoding::Int4, Encoding::Int8, Encoding::Sparse],
         Family::A15 | Family::A16 => &[Encoding::Int4, Encoding::Int8, Encoding::Sparse, Encoding::Blockwise],
     }
 }
 
-/// The family from an `ANEFORGE_TARGET` value, else a CPU brand string, else A13 plus a notice.
+/// The family from an `ANEFORGE_TARGET` value (an arch or family name), else a CPU brand string, else A13 plus a notice.
 pub fn detect(target: Option<&str>, brand: Option<&str>) -> Result<(Family, Option<String>)> {
     if let Some(t) = target.filter(|t| !t.trim().is_empty()) {
-        return Family::from_arch(t).map(|f| (f, None));
+        return parse_target(t).map(|t| (t.family, None));
     }
     match brand.and_then(Family::from_brand) {
         Some(f) => Ok((f, None)),
@@ -95,16 +90,32 @@ pub fn detect(target: Option<&str>, brand: Option<&str>) -> Result<(Family, Opti
     }
 }
 
+/// The CPU brand string (`sysctl machdep.cpu.brand_string`) on macOS, else `None`.
+fn host_brand() -> Option<String> {
+    if !cfg!(target_os = "macos") {
+        return None;
+    }
+    std::process::Command::new("sysctl").args(["-n", "machdep.cpu.brand_string"]).output().ok().map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+/// `ANEFORGE_TARGET` when set and non-empty.
+fn env_target() -> Option<String> {
+    std::env::var("ANEFORGE_TARGET").ok().filter(|t| !t.trim().is_empty())
+}
+
+/// The target to gate a compile on: `target`, else `ANEFORGE_TARGET`, else an Apple Silicon
+/// host's family; `None` (no gating) on other hosts. Unknown names are errors.
+pub fn compile_target(target: Option<&str>) -> Result<Option<Target>> {
+    match target.map(str::to_string).or_else(env_target) {
+        Some(t) => parse_target(&t).map(Some),
+        None => Ok(host_brand().as_deref().and_then(Family::from_brand).map(|family| Target { arch: None, family })),
+    }
+}
+
 /// The host's family via [`detect`] (`sysctl` brand on macOS); the A13 notice prints once unless `ANEFORGE_QUIET`.
-pub fn host_family() -> Result<Family> {
+pub fn detect_host() -> Result<Family> {
     static NOTICE: Once = Once::new();
-    let target = std::env::var("ANEFORGE_TARGET").ok();
-    let brand = if cfg!(target_os = "macos") {
-        std::process::Command::new("sysctl").args(["-n", "machdep.cpu.brand_string"]).output().ok().map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-    } else {
-        None
-    };
-    let (family, notice) = detect(target.as_deref(), brand.as_deref())?;
+    let (family, notice) = detect(env_target().as_deref(), host_brand().as_deref())?;
     if let Some(n) = notice.filter(|_| std::env::var_os("ANEFORGE_QUIET").is_none()) {
         NOTICE.call_once(|| eprintln!("{n}"));
     }
@@ -112,28 +123,8 @@ pub fn host_family() -> Result<Family> {
 }
 
 #[cfg(test)]
-mod tests {
+mod host_tests {
     use super::*;
-
-    #[test]
-    fn arch_strings_map_to_families() {
-        for (arch, f) in [
-            ("h13", Family::A13),
-            ("t1", Family::A13),
-            ("H14G", Family::A14),
-            ("m11", Family::A15),
-            ("h16s", Family::A16),
-            ("h17s", Family::A16),
-            ("h18", Family::A16),
-        ] {
-            assert_eq!(Family::from_arch(arch).unwrap(), f, "{arch}");
-        }
-        assert_eq!(ARCHES.iter().map(|(_, n)| n.len()).sum::<usize>(), 21);
-        let e = Family::from_arch("h99").unwrap_err().to_string();
-        assert!(e.contains("'h99' is not a known ANE arch") && e.contains("h16s"), "{e}");
-        assert!(Family::from_arch("h12").unwrap_err().to_string().contains("below the MIL floor"));
-        assert!(Family::from_arch("u1").is_err());
-    }
 
     #[test]
     fn brand_strings_and_fallback() {
@@ -149,6 +140,9 @@ mod tests {
         assert_eq!(f, Family::A13);
         assert!(notice.unwrap().contains("assuming target family A13"));
         assert!(detect(Some("zz"), None).is_err());
+        assert_eq!(detect(Some("h12"), None).unwrap().0, Family::Older);
+        assert_eq!(compile_target(Some("h14c")).unwrap(), Some(Target { arch: Some("h14c"), family: Family::A14 }));
+        assert!(compile_target(Some("u2")).is_err());
     }
 
     #[test]
@@ -157,5 +151,9 @@ mod tests {
         assert!(native_streams(Family::A14).contains(&Encoding::Int8) && !native_streams(Family::A14).contains(&Encoding::Blockwise));
         assert_eq!(native_streams(Family::A15).len(), 4);
         assert!(native_streams(Family::A16).contains(&Encoding::Blockwise));
+        assert!(native_streams(Family::Older).is_empty());
     }
 }
+
+#[cfg(test)]
+mod tests;
