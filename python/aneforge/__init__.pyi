@@ -17,21 +17,30 @@ __all__ = [
     "concat",
     "constant",
     "conv",
+    "conv_transpose",
     "crop",
+    "cross_attention",
     "depth_to_space",
+    "dynamic_conv",
     "gather",
+    "geglu",
     "image_input",
     "input",
     "instance_norm",
     "load",
     "maximum",
+    "mha",
     "minimum",
     "pixel_shuffle",
     "pixel_unshuffle",
+    "resize_bilinear",
+    "resize_nearest_neighbor",
+    "sdpa",
     "select",
     "space_to_depth",
     "split",
     "stack",
+    "upsample_bilinear",
     "where",
 ]
 
@@ -346,6 +355,12 @@ def constant(array: _ArrayLike) -> Tensor:
 def conv(x: Tensor, weight: _ArrayLike, stride: _IntOrPair = 1, pad: _Pad = 0, dilation: _IntOrPair = 1, groups: int = 1, bias: _ArrayLike | None = None) -> Tensor:
     """2-D convolution of NCHW x with weight [Cout, Cin/groups, kH, kW] and optional bias [Cout]."""
 
+def dynamic_conv(x: Tensor, weight: Tensor, stride: _IntOrPair = 1, pad: _Pad = 0, dilation: _IntOrPair = 1, groups: int = 1) -> Tensor:
+    """Convolution of NCHW x (batch 1) with a weight tensor [Cout, Cin/groups, kH, kW] computed in the graph."""
+
+def conv_transpose(x: Tensor, weight: _ArrayLike, stride: _IntOrPair = 1, pad: _Pad = 0, dilation: _IntOrPair = 1, groups: int = 1, bias: _ArrayLike | None = None) -> Tensor:
+    """2-D transposed convolution of NCHW x with weight [Cin, Cout/groups, kH, kW] (PyTorch layout); pad crops the output."""
+
 def concat(tensors: Sequence[Tensor], axis: int = 1) -> Tensor:
     """Join tensors along axis."""
 
@@ -354,6 +369,41 @@ def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
 
 def gather(x: Tensor, indices: int | Sequence[int], axis: int = 0) -> Tensor:
     """Elements of x at static indices along axis (numpy.take), as slices joined by concat."""
+
+def geglu(x: Tensor, weight: _ArrayLike, bias: _ArrayLike | None = None) -> Tensor:
+    """GEGLU: weight [2*Dff, D] (bias [2*Dff]) split into value and gate halves; linear(value) * gelu(linear(gate))."""
+
+def sdpa(q: Tensor, k: Tensor, v: Tensor, scale: float | None = None, is_causal: bool = False, attn_mask: _ArrayLike | None = None) -> Tensor:
+    """Decomposed, query-tiled softmax(q @ k^T * scale (+ mask)) @ v on [1, H, S, D]; attn_mask is one plane [1, 1, Sq, Skv]."""
+
+def mha(
+    x: Tensor,
+    wq: _ArrayLike,
+    bq: _ArrayLike | None,
+    wk: _ArrayLike,
+    bk: _ArrayLike | None,
+    wv: _ArrayLike,
+    bv: _ArrayLike | None,
+    wo: _ArrayLike,
+    bo: _ArrayLike | None,
+    n_heads: int,
+) -> Tensor:
+    """Self-attention on x [S, D] (PyTorch linear weights [out, in]; biases may be None), query-tiled."""
+
+def cross_attention(
+    x: Tensor,
+    context: Tensor,
+    wq: _ArrayLike,
+    wk: _ArrayLike,
+    wv: _ArrayLike,
+    wo: _ArrayLike,
+    n_heads: int,
+    bq: _ArrayLike | None = None,
+    bk: _ArrayLike | None = None,
+    bv: _ArrayLike | None = None,
+    bo: _ArrayLike | None = None,
+) -> Tensor:
+    """Attention of x [S, D] over context [T, Dc]; query-tiled only when S >= 768 and T >= 512."""
 
 def crop(x: Tensor, top: int, bottom: int, left: int, right: int) -> Tensor:
     """Drop rows (top, bottom) and columns (left, right) of the last two axes."""
@@ -369,6 +419,15 @@ def pixel_shuffle(x: Tensor, r: int) -> Tensor:
 
 def pixel_unshuffle(x: Tensor, r: int) -> Tensor:
     """[N, C, H*r, W*r] -> [N, C*r*r, H, W], PyTorch channel order."""
+
+def resize_nearest_neighbor(x: Tensor, target_h: int, target_w: int) -> Tensor:
+    """Nearest-neighbour resize of the last two axes to (target_h, target_w): source index floor(i * in / out)."""
+
+def resize_bilinear(x: Tensor, target_h: int, target_w: int, align_corners: bool = False) -> Tensor:
+    """Bilinear resize of the last two axes to (target_h, target_w), half-pixel unless align_corners."""
+
+def upsample_bilinear(x: Tensor, scale: float | Sequence[float] = 2.0, align_corners: bool = False) -> Tensor:
+    """Bilinear upsample of the last two axes by a factor (or (sh, sw)) to floor(in * s), half-pixel unless align_corners."""
 
 def split(x: Tensor, num_or_sizes: int | Sequence[int], axis: int = 0) -> list[Tensor]:
     """Equal parts (int) or parts of the given sizes (sequence) along axis."""

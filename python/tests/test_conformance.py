@@ -34,6 +34,8 @@ expand_dims upsample image_input floor ceil round sign atan exp2 softsign invers
 thresholded_relu scaled_tanh clamped_relu sigmoid_hard linear_activation logical_not where
 l1_norm log_sum sum_square log_sum_exp reverse tile flatten2d stack cumsum gather crop
 space_to_depth depth_to_space pixel_shuffle pixel_unshuffle instance_norm channel_layer_norm
+resize_nearest_neighbor resize_bilinear upsample_bilinear geglu conv_transpose sdpa mha dynamic_conv
+cross_attention
 """.split()
 
 
@@ -241,10 +243,60 @@ case("bmm-bcast", "bmm", [uniform((2, 1, 7, 33), 91), uniform((3, 33, 5), 92)], 
 case("bmm-vec", "bmm", [uniform((4, 7, 65), 93), uniform((65,), 94)], lambda a, b: a.matmul(b), np.matmul)
 
 
+def geglu_ref(x, w, b=None):
+    """value * gelu(gate): value from the first half of the rows of w (and b), gate from the second."""
+    y = x @ q(w).T + (0 if b is None else q(b))
+    value, gate = np.split(y, 2, axis=-1)
+    return value * 0.5 * gate * (1 + _erf(gate / math.sqrt(2)))
+
+
+# geglu is a composite (two linears, gelu, mul): the linears and gelu round to fp16 between ops, so 1e-2.
+WGE, BGE = uniform((66, 65), 98, -0.25, 0.25), uniform((66,), 99, -1, 1)
+case("geglu", "geglu", [uniform((1, 7, 65), 100)], lambda x: af.geglu(x, WGE, BGE), lambda x: geglu_ref(x, WGE, BGE), tol=1e-2, note="composite")
+WGE2 = uniform((2, 783), 101, -0.1, 0.1)
+case("geglu-dff1", "geglu", [uniform((7, 783), 102)], lambda x: af.geglu(x, WGE2), lambda x: geglu_ref(x, WGE2), tol=1e-2, note="composite")
+
+
 # cumsum is a matmul with f32 accumulation, rounded once.
 case("cumsum", "cumsum", [uniform((7, 65), 95)], lambda x: x.cumsum(), lambda x: np.cumsum(x, axis=-1))
 case("cumsum-783", "cumsum", [uniform((2, 1, 783), 96)], lambda x: x.cumsum(axis=2), lambda x: np.cumsum(x, axis=-1))
 case("cumsum-1", "cumsum", [uniform((7, 1), 97)], lambda x: x.cumsum(), lambda x: x)
+
+# Attention composites (matmul, scale, softmax, matmul per query tile; fp16 between ops): 1e-2.
+def attention_ref(q, k, v, scale=None, mask=None):
+    """softmax(q @ k^T * scale + mask) @ v over the last two axes (float64)."""
+    s = q @ np.swapaxes(k, -1, -2) * (1 / math.sqrt(q.shape[-1]) if scale is None else h(scale))
+    s = s + (0 if mask is None else mask)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return (p / p.sum(-1, keepdims=True)) @ v
+
+
+def heads(t, n):
+    """[S, D] -> [n, S, D / n]."""
+    return t.reshape(t.shape[0], n, -1).transpose(1, 0, 2)
+
+
+def block_ref(x, ctx, w, b, n):
+    """Projections (PyTorch linear), per-head attention, merged heads, output projection."""
+    lin = lambda t, i: t @ q(w[i]).T + (0 if b[i] is None else q(b[i]))
+    o = attention_ref(heads(lin(x, 0), n), heads(lin(ctx, 1), n), heads(lin(ctx, 2), n))
+    return lin(o.transpose(1, 0, 2).reshape(x.shape[0], -1), 3)
+
+
+CAUSAL = np.triu(np.full((800, 800), -1e4), 1)
+AMASK = np.where(np.random.default_rng(110).uniform(size=(1, 1, 7, 33)) < 0.3, -1e4, 0.0).astype(np.float32)
+case("sdpa-causal-2tiles", "sdpa", [uniform((1, 2, 800, 8), 111, -1, 1)] * 3, lambda a, b, c: af.sdpa(a, b, c, is_causal=True), lambda a, b, c: attention_ref(a, b, c, mask=CAUSAL), tol=1e-2)
+case("sdpa-mask-scale", "sdpa", [uniform((1, 3, 7, 65), 112, -1, 1), uniform((1, 3, 33, 65), 113, -1, 1), uniform((1, 3, 33, 5), 114)], lambda a, b, c: af.sdpa(a, b, c, scale=0.3, attn_mask=AMASK), lambda a, b, c: attention_ref(a, b, c, 0.3, q(AMASK)), tol=1e-2)
+MW = [uniform((16, 16), 115 + i, -0.5, 0.5) for i in range(4)]
+MB = [uniform((16,), 119 + i, -0.5, 0.5) for i in range(4)]
+case("mha-770-2tiles", "mha", [uniform((770, 16), 123, -1, 1)], lambda x: af.mha(x, MW[0], MB[0], MW[1], MB[1], MW[2], MB[2], MW[3], MB[3], 2), lambda x: block_ref(x, x, MW, MB, 2), tol=1e-2)
+case("mha-1", "mha", [uniform((1, 16), 124, -1, 1)], lambda x: af.mha(x, MW[0], None, MW[1], None, MW[2], None, MW[3], None, 4), lambda x: block_ref(x, x, MW, [None] * 4, 4), tol=1e-2)
+CW_ = [uniform((16, 16), 125, -0.5, 0.5), uniform((16, 7), 126, -0.5, 0.5), uniform((16, 7), 127, -0.5, 0.5), uniform((16, 16), 128, -0.5, 0.5)]
+case(
+    "cross_attention-tiled", "cross_attention", [uniform((768, 16), 129, -1, 1), uniform((512, 7), 130, -1, 1)],
+    lambda x, c: af.cross_attention(x, c, *CW_, 2, bq=MB[0], bo=MB[3]), lambda x, c: block_ref(x, c, CW_, [MB[0], None, None, MB[3]], 2), tol=1e-2,
+)
+case("cross_attention-small", "cross_attention", [uniform((7, 16), 131, -1, 1), uniform((9, 7), 132, -1, 1)], lambda x, c: af.cross_attention(x, c, *CW_, 4), lambda x, c: block_ref(x, c, CW_, [None] * 4, 4), tol=1e-2)
 
 # ---------------------------------------------------------------- conv ------------------
 def conv_ref(x, w, b=None, stride=(1, 1), pad=(0, 0, 0, 0), dil=(1, 1), groups=1):
@@ -305,6 +357,48 @@ case(
     lambda x: conv_ref(x, q(CW["f"])),
 )
 
+# dynamic_conv: the weight is a second program input (fp16-rounded like any input).
+case(
+    "dynamic_conv-groups2", "dynamic_conv", [uniform((1, 4, 9, 65), 216), uniform((6, 2, 3, 3), 217, -1, 1)],
+    lambda x, w: af.dynamic_conv(x, w, stride=(1, 2), pad=1, groups=2),
+    lambda x, w: conv_ref(x, w, stride=(1, 2), pad=(1, 1, 1, 1), groups=2),
+)
+
+
+def conv_transpose_ref(x, w, b=None, stride=(1, 1), pad=(0, 0, 0, 0), dil=(1, 1), groups=1):
+    """Scatter form: each input pixel adds x * w[ci, co] over its strided kernel window, then pad crops (float64)."""
+    n, cin, hh, ww = x.shape
+    _, cog, kh, kw = w.shape
+    cig = cin // groups
+    full = np.zeros((n, cog * groups, (hh - 1) * stride[0] + dil[0] * (kh - 1) + 1, (ww - 1) * stride[1] + dil[1] * (kw - 1) + 1))
+    for g in range(groups):
+        xs, ws = x[:, g * cig : (g + 1) * cig], w[g * cig : (g + 1) * cig]
+        for i in range(kh):
+            for j in range(kw):
+                y0, x0 = i * dil[0], j * dil[1]
+                rows, cols = slice(y0, y0 + stride[0] * (hh - 1) + 1, stride[0]), slice(x0, x0 + stride[1] * (ww - 1) + 1, stride[1])
+                full[:, g * cog : (g + 1) * cog, rows, cols] += np.einsum("nchw,co->nohw", xs, ws[:, :, i, j])
+    t, bo, l, r = pad
+    out = full[:, :, t : full.shape[2] - bo, l : full.shape[3] - r]
+    return out if b is None else out + b[None, :, None, None]
+
+
+CTW = {k: uniform(s, 220 + i, -1, 1) for i, (k, s) in enumerate([("a", (3, 5, 3, 3)), ("ab", (5,)), ("b", (4, 3, 2, 3)), ("c", (7, 1, 4, 4))])}
+case(
+    "conv_transpose-stride2-bias", "conv_transpose", [uniform((1, 3, 7, 9), 224)],
+    lambda x: af.conv_transpose(x, CTW["a"], stride=2, pad=1, bias=CTW["ab"]),
+    lambda x: conv_transpose_ref(x, q(CTW["a"]), q(CTW["ab"]), stride=(2, 2), pad=(1, 1, 1, 1)),
+)
+case(
+    "conv_transpose-groups2-dilation", "conv_transpose", [uniform((2, 4, 5, 65), 225)],
+    lambda x: af.conv_transpose(x, CTW["b"], stride=(1, 3), pad=(0, 1, 2, 0), dilation=(2, 1), groups=2),
+    lambda x: conv_transpose_ref(x, q(CTW["b"]), stride=(1, 3), pad=(0, 1, 2, 0), dil=(2, 1), groups=2),
+)
+case(
+    "conv_transpose-depthwise-1px", "conv_transpose", [uniform((1, 7, 1, 1), 226)],
+    lambda x: af.conv_transpose(x, CTW["c"], stride=4, groups=7),
+    lambda x: conv_transpose_ref(x, q(CTW["c"]), stride=(4, 4), groups=7),
+)
 
 # ---------------------------------------------------------------- pooling ---------------
 def pool_ref(x, k, s, pad, mode, include_pad=True):
@@ -568,6 +662,46 @@ case("pixel_shuffle", "pixel_shuffle", [uniform((2, 12, 7, 5), 637)], lambda x: 
 case("pixel_unshuffle", "pixel_unshuffle", [uniform((1, 2, 21, 9), 638)], lambda x: af.pixel_unshuffle(x, 3), lambda x: s2d_ref(x, 3, False), exact=True)
 case("upsample-2", "upsample", [uniform((1, 3, 5, 7), 616)], lambda x: x.upsample(), lambda x: x.repeat(2, 2).repeat(2, 3), exact=True)
 case("upsample-2x3", "upsample", [uniform((2, 1, 7, 4), 617)], lambda x: x.upsample((2, 3)), lambda x: x.repeat(2, 2).repeat(3, 3), exact=True)
+
+
+def nearest_ref(x, oh, ow):
+    """Nearest neighbour: output (i, j) reads input (floor(i * H / oh), floor(j * W / ow))."""
+    ih, iw = x.shape[-2:]
+    return x[..., (np.arange(oh) * ih) // oh, :][..., (np.arange(ow) * iw) // ow]
+
+
+def interp_matrix(n, out, align, step):
+    """[out, n] linear-interpolation weights; half-pixel source (i + 0.5) * step - 0.5 unless align."""
+    m = np.zeros((out, n))
+    for i in range(out):
+        src = (i * (n - 1) / (out - 1) if out > 1 else 0.0) if align else (i + 0.5) * step - 0.5
+        src = min(max(src, 0.0), n - 1)
+        lo = int(np.floor(src))
+        m[i, lo] += 1 - (src - lo)
+        m[i, min(lo + 1, n - 1)] += src - lo
+    return m
+
+
+def bilinear_ref(x, oh, ow, align, steps=None):
+    ih, iw = x.shape[-2:]
+    sh, sw = steps or (ih / oh, iw / ow)
+    return np.einsum("ih,...hw,jw->...ij", interp_matrix(ih, oh, align, sh), x, interp_matrix(iw, ow, align, sw))
+
+
+def upsample_bilinear_ref(x, sh, sw, align):
+    ih, iw = x.shape[-2:]
+    return bilinear_ref(x, int(ih * sh), int(iw * sw), align, (1 / sh, 1 / sw))
+
+
+case("resize_nearest-up", "resize_nearest_neighbor", [uniform((1, 3, 7, 5), 640)], lambda x: af.resize_nearest_neighbor(x, 13, 11), lambda x: nearest_ref(x, 13, 11), exact=True)
+case("resize_nearest-down", "resize_nearest_neighbor", [uniform((2, 2, 65, 9), 641)], lambda x: af.resize_nearest_neighbor(x, 7, 4), lambda x: nearest_ref(x, 7, 4), exact=True)
+case("resize_nearest-rank3", "resize_nearest_neighbor", [uniform((3, 1, 783), 642)], lambda x: af.resize_nearest_neighbor(x, 1, 100), lambda x: nearest_ref(x, 1, 100), exact=True)
+case("resize_bilinear-half", "resize_bilinear", [uniform((1, 3, 7, 5), 643)], lambda x: af.resize_bilinear(x, 15, 12), lambda x: bilinear_ref(x, 15, 12, False))
+case("resize_bilinear-align", "resize_bilinear", [uniform((2, 1, 9, 65), 644)], lambda x: af.resize_bilinear(x, 5, 130, align_corners=True), lambda x: bilinear_ref(x, 5, 130, True))
+case("resize_bilinear-down", "resize_bilinear", [uniform((4, 13, 7), 645)], lambda x: af.resize_bilinear(x, 1, 3), lambda x: bilinear_ref(x, 1, 3, False))
+case("upsample_bilinear-2", "upsample_bilinear", [uniform((1, 3, 7, 5), 646)], lambda x: af.upsample_bilinear(x), lambda x: upsample_bilinear_ref(x, 2, 2, False))
+case("upsample_bilinear-align", "upsample_bilinear", [uniform((2, 2, 5, 9), 647)], lambda x: af.upsample_bilinear(x, (1.5, 3.0), align_corners=True), lambda x: upsample_bilinear_ref(x, 1.5, 3.0, True))
+case("upsample_bilinear-frac", "upsample_bilinear", [uniform((1, 1, 7, 7), 648)], lambda x: af.upsample_bilinear(x, 2.5), lambda x: upsample_bilinear_ref(x, 2.5, 2.5, False))
 
 # ------------------------------------------------------------ image_input ---------------
 IMG = np.random.default_rng(700).integers(0, 256, (1, 3, 7, 9)).astype(np.uint8)

@@ -79,6 +79,30 @@ def test_conv_errors():
         af.conv(np.ones((1, 3, 8, 8)), np.ones((4, 3, 3, 3)))
 
 
+def test_resize_conv_transpose_and_attention_errors():
+    x = af.input((1, 4, 5, 6))
+    with raises(ValueError, "resize_bilinear", "output (0, 3)"):
+        af.resize_bilinear(x, 0, 3)
+    with raises(ValueError, "upsample_bilinear", "scale"):
+        af.upsample_bilinear(x, -1.0)
+    with raises(ValueError, "upsample_bilinear", "pair"):
+        af.upsample_bilinear(x, (1.0, 2.0, 3.0))
+    with raises(ValueError, "conv_transpose", "[3, 4, 3, 3]"):
+        af.conv_transpose(x, np.zeros((3, 4, 3, 3), np.float32))
+    with raises(ValueError, "dynamic_conv", "batch 1"):
+        af.dynamic_conv(af.input((2, 4, 5, 6)), af.input((3, 4, 3, 3)))
+    with raises(ValueError, "geglu", "even"):
+        af.geglu(af.input((2, 5)), np.zeros((5, 5), np.float32))
+    q = af.input((1, 2, 7, 8))
+    with raises(ValueError, "sdpa", "[1, 1, 7, 7]"):
+        af.sdpa(q, q, q, attn_mask=np.zeros((1, 2, 7, 7), np.float32))
+    with raises(ValueError, "sdpa", "Sq == Skv"):
+        af.sdpa(q, af.input((1, 2, 9, 8)), af.input((1, 2, 9, 8)), is_causal=True)
+    w = np.zeros((8, 8), np.float32)
+    with raises(ValueError, "mha", "n_heads"):
+        af.mha(af.input((3, 8)), w, None, w, None, w, None, w, None, 3)
+
+
 def test_reshape_count_mismatch():
     with raises(ValueError, "reshape", "[2, 3]", "[5, 5]"):
         af.input((2, 3)).reshape(5, 5)

@@ -20,6 +20,12 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::image_input, m)?)?;
     m.add_function(wrap_pyfunction!(ops::constant, m)?)?;
     m.add_function(wrap_pyfunction!(ops::conv, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::conv_transpose, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::dynamic_conv, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::geglu, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::sdpa, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::mha, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::cross_attention, m)?)?;
     m.add_function(wrap_pyfunction!(ops::concat, m)?)?;
     m.add_function(wrap_pyfunction!(ops::stack, m)?)?;
     m.add_function(wrap_pyfunction!(ops::gather, m)?)?;
@@ -28,6 +34,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::depth_to_space, m)?)?;
     m.add_function(wrap_pyfunction!(ops::pixel_shuffle, m)?)?;
     m.add_function(wrap_pyfunction!(ops::pixel_unshuffle, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::resize_nearest_neighbor, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::resize_bilinear, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::upsample_bilinear, m)?)?;
     m.add_function(wrap_pyfunction!(ops::split, m)?)?;
     m.add_function(wrap_pyfunction!(ops::select, m)?)?;
     m.add_function(wrap_pyfunction!(ops::maximum, m)?)?;

@@ -1,8 +1,10 @@
-//! Free builder functions: ports, constants, conv, concat/stack/split, select, batch_norm,
-//! instance_norm, gather, crop and the depth/space shuffles.
+//! Free builder functions: ports, constants, conv, conv_transpose, concat/stack/split, select, batch_norm,
+//! instance_norm, gather, crop, the depth/space shuffles, the resize ops, geglu and attention.
 
-use aneforge::ops::conv::{conv2d, ConvOptions};
-use pyo3::exceptions::PyTypeError;
+use aneforge::ops::conv::{conv2d, dynamic_conv as conv_dynamic, ConvOptions};
+use aneforge::ops::conv_transpose::conv_transpose2d;
+use aneforge::AttentionWeights;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::convert::{floats, ints, opt_host, opt_weight, pad4, pair, sizes, tensor, tensor_like, type_name, Weight};
@@ -56,13 +58,120 @@ pub fn conv(
     let x = tensor(x, "conv", "x")?;
     let w = Weight::extract(weight, "conv")?;
     let b = opt_weight(bias, "conv")?;
-    let opts = ConvOptions {
-        stride: given(stride).map(|s| pair(s, "conv", "stride")).transpose()?.unwrap_or([1, 1]),
-        pad: given(pad).map(|p| pad4(p, "conv")).transpose()?.unwrap_or([0; 4]),
-        dilation: given(dilation).map(|d| pair(d, "conv", "dilation")).transpose()?.unwrap_or([1, 1]),
+    wrap(conv2d(&x, w.host()?, opt_host(&b)?, conv_options("conv", stride, pad, dilation, groups)?))
+}
+
+/// 2-D transposed convolution of NCHW `x` with a baked weight [Cin, Cout/groups, kH, kW]; pad crops the output.
+#[pyfunction]
+#[pyo3(signature = (x, weight, stride=None, pad=None, dilation=None, groups=1, bias=None), text_signature = "(x, weight, stride=1, pad=0, dilation=1, groups=1, bias=None)")]
+#[allow(clippy::too_many_arguments)]
+pub fn conv_transpose(
+    x: &Bound<'_, PyAny>,
+    weight: &Bound<'_, PyAny>,
+    stride: Option<&Bound<'_, PyAny>>,
+    pad: Option<&Bound<'_, PyAny>>,
+    dilation: Option<&Bound<'_, PyAny>>,
+    groups: usize,
+    bias: Option<&Bound<'_, PyAny>>,
+) -> R {
+    let op = "conv_transpose";
+    let x = tensor(x, op, "x")?;
+    let w = Weight::extract(weight, op)?;
+    let b = opt_weight(bias, op)?;
+    wrap(conv_transpose2d(&x, w.host()?, opt_host(&b)?, conv_options(op, stride, pad, dilation, groups)?))
+}
+
+/// Convolution of NCHW x (batch 1) with a weight tensor [Cout, Cin/groups, kH, kW] computed in the graph.
+#[pyfunction]
+#[pyo3(signature = (x, weight, stride=None, pad=None, dilation=None, groups=1), text_signature = "(x, weight, stride=1, pad=0, dilation=1, groups=1)")]
+pub fn dynamic_conv(x: &Bound<'_, PyAny>, weight: &Bound<'_, PyAny>, stride: Option<&Bound<'_, PyAny>>, pad: Option<&Bound<'_, PyAny>>, dilation: Option<&Bound<'_, PyAny>>, groups: usize) -> R {
+    let op = "dynamic_conv";
+    let (x, w) = (tensor(x, op, "x")?, tensor(weight, op, "weight")?);
+    wrap(conv_dynamic(&x, &w, conv_options(op, stride, pad, dilation, groups)?))
+}
+
+/// Stride, pad, dilation (None: 1, 0, 1) and groups of a conv-like op.
+fn conv_options(op: &str, stride: Option<&Bound<'_, PyAny>>, pad: Option<&Bound<'_, PyAny>>, dilation: Option<&Bound<'_, PyAny>>, groups: usize) -> PyResult<ConvOptions> {
+    Ok(ConvOptions {
+        stride: given(stride).map(|s| pair(s, op, "stride")).transpose()?.unwrap_or([1, 1]),
+        pad: given(pad).map(|p| pad4(p, op)).transpose()?.unwrap_or([0; 4]),
+        dilation: given(dilation).map(|d| pair(d, op, "dilation")).transpose()?.unwrap_or([1, 1]),
         groups,
-    };
-    wrap(conv2d(&x, w.host()?, opt_host(&b)?, opts))
+    })
+}
+
+/// GEGLU: weight [2*Dff, D] (bias [2*Dff]) split into value and gate halves; linear(value) * gelu(linear(gate)).
+#[pyfunction]
+#[pyo3(signature = (x, weight, bias=None))]
+pub fn geglu(x: &Bound<'_, PyAny>, weight: &Bound<'_, PyAny>, bias: Option<&Bound<'_, PyAny>>) -> R {
+    let w = Weight::extract(weight, "geglu")?;
+    let b = opt_weight(bias, "geglu")?;
+    wrap(tensor(x, "geglu", "x")?.geglu(w.host()?, opt_host(&b)?))
+}
+
+/// Decomposed, query-tiled softmax(q @ k^T * scale (+ mask)) @ v on [1, H, S, D] tensors.
+#[pyfunction]
+#[pyo3(signature = (q, k, v, scale=None, is_causal=false, attn_mask=None))]
+pub fn sdpa(q: &Bound<'_, PyAny>, k: &Bound<'_, PyAny>, v: &Bound<'_, PyAny>, scale: Option<f32>, is_causal: bool, attn_mask: Option<&Bound<'_, PyAny>>) -> R {
+    let m = opt_weight(attn_mask, "sdpa")?;
+    let (q, k, v) = (tensor(q, "sdpa", "q")?, tensor(k, "sdpa", "k")?, tensor(v, "sdpa", "v")?);
+    wrap(aneforge::sdpa(&q, &k, &v, scale, is_causal, opt_host(&m)?))
+}
+
+/// The eight projection arrays of an attention block, extracted (biases optional).
+struct Projections<'py>([Weight<'py>; 4], [Option<Weight<'py>>; 4]);
+
+impl<'py> Projections<'py> {
+    fn extract(op: &str, w: [&Bound<'py, PyAny>; 4], b: [Option<&Bound<'py, PyAny>>; 4]) -> PyResult<Self> {
+        let [wq, wk, wv, wo] = w.map(|o| Weight::extract(o, op));
+        let [bq, bk, bv, bo] = b.map(|o| opt_weight(o, op));
+        Ok(Projections([wq?, wk?, wv?, wo?], [bq?, bk?, bv?, bo?]))
+    }
+    fn host(&self) -> PyResult<AttentionWeights<'_>> {
+        let ([wq, wk, wv, wo], [bq, bk, bv, bo]) = (&self.0, &self.1);
+        Ok(AttentionWeights { wq: wq.host()?, wk: wk.host()?, wv: wv.host()?, wo: wo.host()?, bq: opt_host(bq)?, bk: opt_host(bk)?, bv: opt_host(bv)?, bo: opt_host(bo)? })
+    }
+}
+
+/// Self-attention on x [S, D] (PyTorch linear weights [out, in]; biases may be None), query-tiled.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub fn mha<'py>(
+    x: &Bound<'py, PyAny>,
+    wq: &Bound<'py, PyAny>,
+    bq: Option<&Bound<'py, PyAny>>,
+    wk: &Bound<'py, PyAny>,
+    bk: Option<&Bound<'py, PyAny>>,
+    wv: &Bound<'py, PyAny>,
+    bv: Option<&Bound<'py, PyAny>>,
+    wo: &Bound<'py, PyAny>,
+    bo: Option<&Bound<'py, PyAny>>,
+    n_heads: usize,
+) -> R {
+    let p = Projections::extract("mha", [wq, wk, wv, wo], [bq, bk, bv, bo])?;
+    wrap(tensor(x, "mha", "x")?.mha(p.host()?, n_heads))
+}
+
+/// Attention of x [S, D] over context [T, Dc]; query-tiled only when S >= 768 and T >= 512.
+#[pyfunction]
+#[pyo3(signature = (x, context, wq, wk, wv, wo, n_heads, bq=None, bk=None, bv=None, bo=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn cross_attention<'py>(
+    x: &Bound<'py, PyAny>,
+    context: &Bound<'py, PyAny>,
+    wq: &Bound<'py, PyAny>,
+    wk: &Bound<'py, PyAny>,
+    wv: &Bound<'py, PyAny>,
+    wo: &Bound<'py, PyAny>,
+    n_heads: usize,
+    bq: Option<&Bound<'py, PyAny>>,
+    bk: Option<&Bound<'py, PyAny>>,
+    bv: Option<&Bound<'py, PyAny>>,
+    bo: Option<&Bound<'py, PyAny>>,
+) -> R {
+    let p = Projections::extract("cross_attention", [wq, wk, wv, wo], [bq, bk, bv, bo])?;
+    let ctx = tensor(context, "cross_attention", "context")?;
+    wrap(tensor(x, "cross_attention", "x")?.cross_attention(&ctx, p.host()?, n_heads))
 }
 
 /// An optional argument that is present and not None.
@@ -125,6 +234,32 @@ pub fn pixel_shuffle(x: &Bound<'_, PyAny>, r: usize) -> R {
 #[pyfunction]
 pub fn pixel_unshuffle(x: &Bound<'_, PyAny>, r: usize) -> R {
     wrap(tensor(x, "pixel_unshuffle", "x")?.pixel_unshuffle(r))
+}
+
+/// Nearest-neighbour resize of the last two axes to (target_h, target_w): source index floor(i * in / out).
+#[pyfunction]
+pub fn resize_nearest_neighbor(x: &Bound<'_, PyAny>, target_h: usize, target_w: usize) -> R {
+    wrap(tensor(x, "resize_nearest_neighbor", "x")?.resize_nearest_neighbor(target_h, target_w))
+}
+
+/// Bilinear resize of the last two axes to (target_h, target_w), half-pixel unless align_corners.
+#[pyfunction]
+#[pyo3(signature = (x, target_h, target_w, align_corners=false))]
+pub fn resize_bilinear(x: &Bound<'_, PyAny>, target_h: usize, target_w: usize, align_corners: bool) -> R {
+    wrap(tensor(x, "resize_bilinear", "x")?.resize_bilinear(target_h, target_w, align_corners))
+}
+
+/// Bilinear upsample of the last two axes by a factor (or (sh, sw)) to floor(in * s), half-pixel unless align_corners.
+#[pyfunction]
+#[pyo3(signature = (x, scale=None, align_corners=false), text_signature = "(x, scale=2.0, align_corners=False)")]
+pub fn upsample_bilinear(x: &Bound<'_, PyAny>, scale: Option<&Bound<'_, PyAny>>, align_corners: bool) -> R {
+    let [sh, sw] = match given(scale).map(|s| floats(s, "upsample_bilinear", "scale")).transpose()?.as_deref() {
+        None => [2.0, 2.0],
+        Some(&[s]) => [s, s],
+        Some(&[h, w]) => [h, w],
+        Some(v) => return Err(PyValueError::new_err(format!("upsample_bilinear: scale must be a float or a pair, got {v:?}"))),
+    };
+    wrap(tensor(x, "upsample_bilinear", "x")?.upsample_bilinear(sh, sw, align_corners))
 }
 
 /// Split `x` into equal parts (int) or parts of the given sizes (sequence) along `axis`.

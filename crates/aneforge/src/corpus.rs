@@ -10,6 +10,7 @@ use crate::error::Result;
 use crate::mil::blob::{BlobType, Packed};
 use crate::ops::constexpr::{Constexpr, Encoded};
 use crate::ops::conv::{conv2d, ConvOptions};
+use crate::ops::conv_transpose::conv_transpose2d;
 use crate::ops::elementwise::Compare;
 use crate::ops::io::HostArray;
 use crate::ops::norm::instance_norm;
@@ -158,6 +159,11 @@ pub fn conformance() -> Result<Vec<(&'static str, Tensor)>> {
     c.push(("depth_to_space", img()?.depth_to_space(2)?));
     c.push(("pixel_shuffle", img()?.pixel_shuffle(2)?));
     c.push(("pixel_unshuffle", img()?.pixel_unshuffle(3)?));
+    let (wt, opts) = (data(4 * 3 * 3 * 2, 15), ConvOptions { stride: [2, 1], pad: [1, 0, 0, 1], ..ConvOptions::default() });
+    c.push(("conv_transpose", conv_transpose2d(&img()?, HostArray::f32(&[4, 3, 3, 2], &wt), None, opts)?));
+    c.push(("resize_nearest_neighbor", img()?.resize_nearest_neighbor(5, 4)?));
+    c.push(("resize_bilinear", img()?.resize_bilinear(3, 9, false)?));
+    c.push(("upsample_bilinear", img()?.upsample_bilinear(1.5, 2.0, true)?));
     c.push(("cast", image_input(&[1, 3, 2, 2], &[1.0 / 255.0], &[0.5, -0.5, 0.25], None)?));
     c.extend(constexpr_cases(x)?);
     Ok(c)

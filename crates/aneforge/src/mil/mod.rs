@@ -85,6 +85,14 @@ impl MilArgs {
         }
     }
 
+    /// Take an fp32 scalar parameter.
+    pub fn fp32(&mut self, name: &str) -> Result<f32> {
+        match self.take(name)? {
+            Literal::Fp32(v) => Ok(v),
+            other => Err(self.err(format!("parameter '{name}' must be fp32, got {}", other.mil_value()))),
+        }
+    }
+
     /// Take an int32 (or uint32) scalar parameter.
     pub fn int(&mut self, name: &str) -> Result<i64> {
         match self.take(name)? {

@@ -210,6 +210,14 @@ fn scalar_literal(lx: &mut Lexer, dt: &str) -> Result<Literal> {
             }
             Literal::Fp16(r)
         }
+        "fp32" => {
+            let s = lx.num()?;
+            let v = parse_float(&s).ok_or_else(|| lx.err(format!("'{s}' is not a float")))?;
+            if !(v as f32).is_finite() || (v as f32) as f64 != v {
+                return Err(lx.err(format!("fp32 literal {s} is not a finite fp32 value")));
+            }
+            Literal::Fp32(v as f32)
+        }
         "int32" => Literal::Int32(i32::try_from(lx.int()?).map_err(|_| lx.err("int32 literal out of range"))?),
         "int8" => Literal::Int8(i8::try_from(lx.int()?).map_err(|_| lx.err("int8 literal out of range"))?),
         "uint32" => Literal::Uint32(u32::try_from(lx.int()?).map_err(|_| lx.err("uint32 literal out of range"))?),

@@ -1,4 +1,5 @@
-//! 2-D convolution (NCHW): stride, explicit padding (t, b, l, r), dilation, groups, optional bias.
+//! 2-D convolution (NCHW): stride, explicit padding (t, b, l, r), dilation, groups, optional bias;
+//! the weight is baked (`conv2d`) or a graph tensor (`dynamic_conv`, batch 1).
 //! Also the sliding-window helpers (output size, input taps, MIL window parameters) shared with pooling.
 
 use rayon::prelude::*;
@@ -255,6 +256,15 @@ pub fn conv2d(x: &Tensor, weight: HostArray, bias: Option<HostArray>, opts: Conv
     Tensor::apply1(Op::Conv(conv), srcs)
 }
 
+/// Convolution whose weight [Cout, Cin/groups, kH, kW] is a graph tensor (MIL `conv` with a non-const weight); batch 1.
+pub fn dynamic_conv(x: &Tensor, weight: &Tensor, opts: ConvOptions) -> Result<Tensor> {
+    if x.shape().first() != Some(&1) {
+        return Err(Error::shape("dynamic_conv", format!("x must have batch 1, got {:?}", x.shape())));
+    }
+    let conv = Conv { strides: opts.stride, pad: opts.pad, dilations: opts.dilation, groups: opts.groups };
+    Tensor::apply1(Op::Conv(conv), vec![x.clone(), weight.clone()])
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -373,6 +383,17 @@ pub(crate) mod tests {
         assert_eq!(y.node.srcs.len(), 3);
         assert!(conv2d(&x, HostArray::f32(&[8, 4, 3, 3], &w), None, opts).is_err());
         assert!(conv2d(&x, HostArray::f32(&[8, 2, 3, 3], &w), None, ConvOptions::default()).is_err(), "groups 1 needs Cin/1");
+    }
+
+    /// dynamic_conv feeds a graph tensor as the weight; batch must be 1 and shapes are checked.
+    #[test]
+    fn dynamic_conv_takes_a_tensor_weight() {
+        let (x, w) = (crate::ops::io::input(&[1, 4, 9, 9]).unwrap(), crate::ops::io::input(&[6, 2, 3, 3]).unwrap());
+        let opts = ConvOptions { pad: [1, 1, 1, 1], groups: 2, ..Default::default() };
+        let y = dynamic_conv(&x, &w, opts).unwrap();
+        assert_eq!((y.shape(), y.node.srcs.len()), (&[1usize, 6, 9, 9][..], 2));
+        assert!(dynamic_conv(&crate::ops::io::input(&[2, 4, 9, 9]).unwrap(), &w, opts).is_err());
+        assert!(dynamic_conv(&x, &w, ConvOptions::default()).is_err());
     }
 
     #[test]

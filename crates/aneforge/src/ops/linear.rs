@@ -1,13 +1,14 @@
 //! Matrix multiply: `x @ W` with a baked weight (stored transposed, `transpose_y = true`),
 //! `linear(W, b)` (PyTorch convention), `matmul` (tensor @ tensor), NumPy `matmul` semantics, and
-//! `cumsum` along the last axis (a matmul with a baked triangular ones matrix).
+//! `cumsum` along the last axis (a matmul with a baked triangular ones matrix) and the `geglu`
+//! composite (two linears, gelu, mul).
 
 use std::sync::Arc;
 
 use rayon::prelude::*;
 
 use super::gemm::{sgemm, PAR_MIN_MACS};
-use super::io::{self, constant, expect_fp16, expect_inputs, HostArray};
+use super::io::{self, constant, expect_fp16, expect_inputs, HostArray, HostData};
 use super::kernel::{broadcast_strides, for_each_broadcast};
 use super::{Buf, Family, Op, TensorType};
 use crate::error::{Error, Result};
@@ -184,6 +185,26 @@ impl Tensor {
         let w: Vec<f32> = (0..k * k).map(|i| f32::from(u8::from(i % k <= i / k))).collect();
         self.linear(HostArray::f32(&[k, k], &w), None)
     }
+
+    /// GEGLU: `weight` [2·Dff, D] (and `bias` [2·Dff]) split at build time into value (first Dff
+    /// rows) and gate halves; returns `linear(value) · gelu(linear(gate))`, [.., Dff].
+    pub fn geglu(&self, weight: HostArray, bias: Option<HostArray>) -> Result<Tensor> {
+        let [rows, d] = rank2("geglu", &weight, "[2*Dff, D]")?;
+        if rows % 2 != 0 || rows == 0 {
+            return Err(Error::shape("geglu", format!("weight {:?} needs an even, non-zero row count 2*Dff", weight.shape)));
+        }
+        let dff = rows / 2;
+        if let Some(b) = bias.filter(|b| b.shape != [rows]) {
+            return Err(Error::shape("geglu", format!("bias must have shape [{rows}] for weight {:?}, got {:?}", weight.shape, b.shape)));
+        }
+        let (w, b) = (weight.to_fp16("geglu")?, bias.map(|b| b.to_fp16("geglu")).transpose()?);
+        let half = |i: usize| -> Result<Tensor> {
+            let wh = HostArray { shape: &[dff, d], data: HostData::F16(&w[i * dff * d..(i + 1) * dff * d]) };
+            let bh = b.as_ref().map(|b| HostArray { shape: std::slice::from_ref(&dff), data: HostData::F16(&b[i * dff..(i + 1) * dff]) });
+            self.linear(wh, bh)
+        };
+        half(0)?.mul(&half(1)?.gelu()?)
+    }
 }
 
 #[cfg(test)]
@@ -191,6 +212,7 @@ mod tests {
     use super::*;
     use crate::ops::conv::tests::mil_roundtrip;
     use crate::ops::gemm::tests::{assert_close, rand_vec};
+    use crate::input;
 
     /// Direct-loop NumPy matmul in f64, written from the shapes and flags alone.
     fn naive(tx: bool, ty: bool, xs: &[usize], x: &[f32], ys: &[usize], y: &[f32]) -> Vec<f64> {
@@ -282,6 +304,23 @@ mod tests {
     }
 
     /// cumsum is linear with W[j][i] = 1 for i <= j (so y[j] = Σ_{i≤j} x[i]); other axes are errors.
+    /// geglu = value · gelu(gate) from the two halves of the weight; shape errors are Err.
+    #[test]
+    fn geglu_splits_the_weight() {
+        let (w, b) = (rand_vec(6 * 5, 40), rand_vec(6, 41));
+        let y = input(&[7, 5]).unwrap().geglu(HostArray::f32(&[6, 5], &w), Some(HostArray::f32(&[6], &b))).unwrap();
+        assert_eq!((y.shape(), y.op().family().name()), (&[7usize, 3][..], "mul"));
+        let x = input(&[2, 5]).unwrap();
+        for bad in [
+            x.geglu(HostArray::f32(&[5, 5], &w[..25]), None),
+            x.geglu(HostArray::f32(&[30], &w), None),
+            x.geglu(HostArray::f32(&[6, 5], &w), Some(HostArray::f32(&[3], &b[..3]))),
+            input(&[2, 4]).unwrap().geglu(HostArray::f32(&[6, 5], &w), None),
+        ] {
+            assert!(bad.is_err());
+        }
+    }
+
     #[test]
     fn cumsum_bakes_a_triangular_weight() {
         let x = io::input(&[2, 3]).unwrap();

@@ -2,8 +2,10 @@
 //! the reference kernel, the MIL spelling (print and parse) and the builder methods on
 //! [`Tensor`](crate::Tensor). This module only dispatches.
 
+pub mod attention;
 pub mod constexpr;
 pub mod conv;
+pub mod conv_transpose;
 pub mod elementwise;
 pub mod gemm;
 pub mod io;
@@ -14,6 +16,7 @@ pub mod norm;
 pub mod pool;
 pub mod rearrange;
 pub mod reduce;
+pub mod resize;
 pub mod unary;
 
 use crate::dtype::DType;
@@ -72,6 +75,8 @@ pub enum Op {
     MatMul(linear::MatMul),
     /// 2-D convolution.
     Conv(conv::Conv),
+    /// 2-D transposed convolution.
+    ConvTranspose(conv_transpose::ConvTranspose),
     /// Max and average pooling.
     Pool(pool::Pool),
     /// Reductions over axes.
@@ -86,6 +91,8 @@ pub enum Op {
     Layout(layout::Layout),
     /// More data movement: reverse, tile, flatten2d, stack.
     Rearrange(rearrange::Rearrange),
+    /// Nearest-neighbour and bilinear resize of the last two axes (target sizes or scale factors).
+    Resize(resize::Resize),
 }
 
 macro_rules! dispatch {
@@ -101,6 +108,7 @@ macro_rules! dispatch {
             Op::Select(o) => o.$f($($arg),*),
             Op::MatMul(o) => o.$f($($arg),*),
             Op::Conv(o) => o.$f($($arg),*),
+            Op::ConvTranspose(o) => o.$f($($arg),*),
             Op::Pool(o) => o.$f($($arg),*),
             Op::Reduce(o) => o.$f($($arg),*),
             Op::Softmax(o) => o.$f($($arg),*),
@@ -108,6 +116,7 @@ macro_rules! dispatch {
             Op::InstanceNorm(o) => o.$f($($arg),*),
             Op::Layout(o) => o.$f($($arg),*),
             Op::Rearrange(o) => o.$f($($arg),*),
+            Op::Resize(o) => o.$f($($arg),*),
         }
     };
 }
@@ -126,17 +135,19 @@ impl Op {
             .or_else(|| elementwise::from_mil(op, args))
             .or_else(|| linear::from_mil(op, args))
             .or_else(|| conv::from_mil(op, args))
+            .or_else(|| conv_transpose::from_mil(op, args))
             .or_else(|| pool::from_mil(op, args))
             .or_else(|| reduce::from_mil(op, args))
             .or_else(|| norm::from_mil(op, args))
             .or_else(|| layout::from_mil(op, args))
             .or_else(|| rearrange::from_mil(op, args))
+            .or_else(|| resize::from_mil(op, args))
     }
 }
 
 /// Every MIL op name the families print (each must have a lowering case in the tests).
 pub fn mil_op_names() -> Vec<&'static str> {
-    [io::MIL_OPS, constexpr::MIL_OPS, unary::MIL_OPS, elementwise::MIL_OPS, linear::MIL_OPS, conv::MIL_OPS, pool::MIL_OPS, reduce::MIL_OPS, norm::MIL_OPS, layout::MIL_OPS, rearrange::MIL_OPS].concat()
+    [io::MIL_OPS, constexpr::MIL_OPS, unary::MIL_OPS, elementwise::MIL_OPS, linear::MIL_OPS, conv::MIL_OPS, conv_transpose::MIL_OPS, pool::MIL_OPS, reduce::MIL_OPS, norm::MIL_OPS, layout::MIL_OPS, rearrange::MIL_OPS, resize::MIL_OPS].concat()
 }
 
 /// Blanket helper so `dispatch!` can hand out `&dyn Family`.

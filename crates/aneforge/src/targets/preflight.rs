@@ -59,7 +59,7 @@ pub fn preflight(graph: &Graph, family: Family) -> Result<Preflight> {
         }
         match &n.op {
             Op::Layout(_) if op == "transpose" => over(Limit::TransposeExtent, shape.iter().product()),
-            Op::Conv(_) => over(Limit::ConvKwMax, graph.ty(n.inputs[1]).shape[3]),
+            Op::Conv(_) | Op::ConvTranspose(_) => over(Limit::ConvKwMax, graph.ty(n.inputs[1]).shape[3]),
             _ => {}
         }
         if matches!(n.op, Op::Input(_) | Op::Const(_) | Op::Constexpr(_)) {

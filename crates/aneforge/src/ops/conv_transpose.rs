@@ -1,0 +1,207 @@
+//! 2-D transposed convolution (NCHW), the adjoint of [`Conv`](super::conv::Conv): each input
+//! element scatters `x · weight[ci, co]` over its kernel window of the output.
+
+use super::conv::{ints, take_custom_pad, take_sizes, ConvOptions, MAX_KERNEL_WIDTH};
+use super::io::{constant, expect_fp16, expect_inputs, HostArray};
+use super::{Buf, Family, Op, TensorType};
+use crate::error::{Error, Result};
+use crate::graph::Tensor;
+use crate::mil::{Literal, MilArgs, MilOp};
+
+/// MIL ops this family prints.
+pub const MIL_OPS: &[&str] = &["conv_transpose"];
+
+/// MIL `conv_transpose(x, weight, strides, pad_type = "custom", pad, dilations, groups)`.
+/// Inputs: x [N, Cin, H, W], weight [Cin, Cout/groups, kH, kW]; output extent per axis
+/// `(in − 1)·s + d·(k − 1) + 1 − pad_lo − pad_hi`. The builder adds a bias as a separate `add`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConvTranspose {
+    pub strides: [usize; 2],
+    /// Padding (top, bottom, left, right) removed from the full output.
+    pub pad: [usize; 4],
+    pub dilations: [usize; 2],
+    pub groups: usize,
+}
+
+impl ConvTranspose {
+    /// Output shape [N, Cout, H', W'] for x and weight shapes; errors name both shapes.
+    fn out_shape(&self, xs: &[usize], ws: &[usize]) -> Result<[usize; 4]> {
+        let err = |msg: String| Err(Error::shape("conv_transpose", format!("x {xs:?}, weight {ws:?}: {msg}")));
+        let (&[n, cin, h, w], &[wcin, cog, kh, kw]) = (xs, ws) else {
+            return err("x must be rank 4 [N, Cin, H, W] and weight rank 4 [Cin, Cout/groups, kH, kW]".into());
+        };
+        let g = self.groups;
+        if g == 0 || cin != wcin || cin % g != 0 {
+            return err(format!("weight dim 0 must equal Cin = {cin}, divisible by groups = {g} (>= 1)"));
+        }
+        if [kh, kw, cog].contains(&0) || self.strides.contains(&0) || self.dilations.contains(&0) {
+            return err(format!("kernel, Cout/groups, strides {:?} and dilations {:?} must all be >= 1", self.strides, self.dilations));
+        }
+        if kw > MAX_KERNEL_WIDTH {
+            return err(format!("kernel width {kw} exceeds the ANE limit of {MAX_KERNEL_WIDTH}"));
+        }
+        let mut out = [0; 2];
+        for (a, (size, k)) in [(h, kh), (w, kw)].into_iter().enumerate() {
+            let full = (size - 1).saturating_mul(self.strides[a]).saturating_add(self.dilations[a].saturating_mul(k - 1)).saturating_add(1);
+            let crop = self.pad[2 * a].saturating_add(self.pad[2 * a + 1]);
+            if crop >= full {
+                return err(format!("pad {:?} removes the whole {full}-wide output along {}", self.pad, ["H", "W"][a]));
+            }
+            out[a] = full - crop;
+        }
+        Ok([n, cog * g, out[0], out[1]])
+    }
+}
+
+impl Family for ConvTranspose {
+    fn name(&self) -> &'static str {
+        "conv_transpose"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        expect_inputs("conv_transpose", inputs, 2)?;
+        expect_fp16("conv_transpose", inputs)?;
+        let s = self.out_shape(&inputs[0].shape, &inputs[1].shape)?;
+        crate::shape::check("conv_transpose", &s)?;
+        Ok(vec![TensorType::fp16(s.to_vec())])
+    }
+    fn mil(&self) -> MilOp {
+        MilOp::new("conv_transpose", &["x", "weight"])
+            .param("dilations", ints(&self.dilations))
+            .param("groups", Literal::Int32(self.groups as i32))
+            .param("pad", ints(&self.pad))
+            .param("pad_type", Literal::Str("custom".into()))
+            .param("strides", ints(&self.strides))
+    }
+    fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
+        let (x, w) = (ins[0], ins[1]);
+        let [n, cout, oh, ow] = self.out_shape(&x.shape, &w.shape)?;
+        let ([_, cin, h, wd], [_, cog, kh, kw]) = (<[usize; 4]>::try_from(x.shape.as_slice()).unwrap_or_default(), <[usize; 4]>::try_from(w.shape.as_slice()).unwrap_or_default());
+        let ([sh, sw], [dh, dw], [pt, _, pl, _]) = (self.strides, self.dilations, self.pad);
+        let cig = cin / self.groups;
+        let y = &mut out[0].data;
+        y.fill(0.0);
+        // Output index along one axis for input index i and tap k, if inside the cropped output.
+        let pos = |i: usize, k: usize, s: usize, d: usize, lo: usize, size: usize| (i * s + k * d).checked_sub(lo).filter(|&o| o < size);
+        for b in 0..n {
+            for ci in 0..cin {
+                let co0 = ci / cig * cog;
+                let plane = &x.data[(b * cin + ci) * h * wd..][..h * wd];
+                for col in 0..cog {
+                    let taps = &w.data[(ci * cog + col) * kh * kw..][..kh * kw];
+                    let oplane = &mut y[(b * cout + co0 + col) * oh * ow..][..oh * ow];
+                    for (iy, row) in plane.chunks_exact(wd).enumerate() {
+                        for ky in 0..kh {
+                            let Some(oy) = pos(iy, ky, sh, dh, pt, oh) else { continue };
+                            let orow = &mut oplane[oy * ow..][..ow];
+                            for (kx, &t) in taps[ky * kw..][..kw].iter().enumerate() {
+                                for (ix, &v) in row.iter().enumerate() {
+                                    if let Some(ox) = pos(ix, kx, sw, dw, pl, ow) {
+                                        orow[ox] += v * t;
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Parse `conv_transpose`.
+pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
+    if op != "conv_transpose" {
+        return None;
+    }
+    Some((|| {
+        take_custom_pad(args)?;
+        let g = args.int("groups")?;
+        let groups = usize::try_from(g).map_err(|_| args.error(format!("groups must be non-negative, got {g}")))?;
+        Ok(Op::ConvTranspose(ConvTranspose { strides: take_sizes(args, "strides")?, pad: take_sizes(args, "pad")?, dilations: take_sizes(args, "dilations")?, groups }))
+    })())
+}
+
+/// Transposed convolution of `x` [N, Cin, H, W] with a baked weight [Cin, Cout/groups, kH, kW]
+/// (PyTorch layout) and optional bias [Cout] (added after the op); `opts.pad` crops the output.
+pub fn conv_transpose2d(x: &Tensor, weight: HostArray, bias: Option<HostArray>, opts: ConvOptions) -> Result<Tensor> {
+    let op = ConvTranspose { strides: opts.stride, pad: opts.pad, dilations: opts.dilation, groups: opts.groups };
+    let y = Tensor::apply1(Op::ConvTranspose(op), vec![x.clone(), constant("conv_transpose", weight)?])?;
+    match bias {
+        None => Ok(y),
+        Some(b) if b.shape == [y.shape()[1]] => y.add(&constant("conv_transpose", HostArray { shape: &[y.shape()[1], 1, 1], data: b.data })?),
+        Some(b) => Err(Error::shape("conv_transpose", format!("bias must have shape [{}] (Cout), got {:?}", y.shape()[1], b.shape))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::conv::tests::mil_roundtrip;
+    use crate::ops::gemm::tests::rand_vec;
+    use crate::ops::layout::tests::run;
+
+    /// Direct gather-form f64 loop: out[co, oy, ox] = Σ x[ci, iy, ix] · w[ci, co % cog, ky, kx] over
+    /// iy·s + ky·d − pad = oy (same along W) within the group.
+    fn naive(c: &ConvTranspose, x: &Buf, w: &Buf, out: [usize; 4]) -> Vec<f64> {
+        let ([n, cin, h, wd], [_, cog, kh, kw], [_, cout, oh, ow]) = (x.shape[..].try_into().unwrap(), w.shape[..].try_into().unwrap(), out);
+        let cig = cin / c.groups;
+        let mut y = vec![0.0; n * cout * oh * ow];
+        for (o, v) in y.iter_mut().enumerate() {
+            let (b, co, oy, ox) = (o / (cout * oh * ow), o / (oh * ow) % cout, o / ow % oh, o % ow);
+            for ci in (co / cog * cig)..(co / cog + 1) * cig {
+                for (iy, ky, ix, kx) in (0..h).flat_map(|iy| (0..kh).flat_map(move |ky| (0..wd).flat_map(move |ix| (0..kw).map(move |kx| (iy, ky, ix, kx))))) {
+                    if iy * c.strides[0] + ky * c.dilations[0] == oy + c.pad[0] && ix * c.strides[1] + kx * c.dilations[1] == ox + c.pad[2] {
+                        *v += x.data[((b * cin + ci) * h + iy) * wd + ix] as f64 * w.data[((ci * cog + co % cog) * kh + ky) * kw + kx] as f64;
+                    }
+                }
+            }
+        }
+        y
+    }
+
+    #[test]
+    fn kernel_matches_naive() {
+        let cases = [
+            ([1, 2, 3, 4], [2, 3, 3, 3], ConvTranspose { strides: [1, 1], pad: [0; 4], dilations: [1, 1], groups: 1 }),
+            ([2, 4, 5, 3], [4, 1, 2, 3], ConvTranspose { strides: [2, 3], pad: [1, 0, 0, 2], dilations: [1, 1], groups: 2 }),
+            ([1, 3, 4, 7], [3, 2, 3, 2], ConvTranspose { strides: [2, 1], pad: [1, 1, 1, 1], dilations: [2, 3], groups: 1 }),
+            ([1, 6, 1, 1], [6, 1, 1, 15], ConvTranspose { strides: [1, 1], pad: [0; 4], dilations: [1, 1], groups: 6 }),
+        ];
+        for (i, (xs, ws, c)) in cases.into_iter().enumerate() {
+            let x = Buf { shape: xs.to_vec(), data: rand_vec(xs.iter().product(), i as u64) };
+            let w = Buf { shape: ws.to_vec(), data: rand_vec(ws.iter().product(), 50 + i as u64) };
+            let y = run(&Op::ConvTranspose(c.clone()), &[&x, &w]).remove(0);
+            let want = naive(&c, &x, &w, c.out_shape(&xs, &ws).unwrap());
+            assert_eq!(y.data.len(), want.len());
+            for (k, (&g, &r)) in y.data.iter().zip(&want).enumerate() {
+                assert!((g as f64 - r).abs() < 1e-4, "case {i} element {k}: {g} vs {r}");
+            }
+        }
+    }
+
+    #[test]
+    fn shapes_errors_and_mil() {
+        let x = crate::input(&[1, 4, 5, 6]).unwrap();
+        let w = rand_vec(4 * 3 * 3 * 3, 9);
+        let opts = ConvOptions { stride: [2, 2], pad: [1, 1, 1, 1], ..ConvOptions::default() };
+        let y = conv_transpose2d(&x, HostArray::f32(&[4, 3, 3, 3], &w), Some(HostArray::f32(&[3], &w[..3])), opts).unwrap();
+        assert_eq!((y.shape(), y.op().family().name()), (&[1usize, 3, 9, 11][..], "add"));
+        let grouped = ConvOptions { groups: 2, ..ConvOptions::default() };
+        assert_eq!(conv_transpose2d(&x, HostArray::f32(&[4, 3, 3, 3], &w), None, grouped).unwrap().shape(), [1, 6, 7, 8]);
+        let bad = [
+            conv_transpose2d(&x, HostArray::f32(&[3, 4, 3, 3], &w), None, ConvOptions::default()),
+            conv_transpose2d(&x, HostArray::f32(&[4, 3, 3, 3], &w), None, ConvOptions { groups: 3, ..ConvOptions::default() }),
+            conv_transpose2d(&x, HostArray::f32(&[4, 3, 3, 3], &w), None, ConvOptions { stride: [0, 1], ..ConvOptions::default() }),
+            conv_transpose2d(&x, HostArray::f32(&[4, 3, 3, 3], &w), None, ConvOptions { pad: [4, 3, 0, 0], ..ConvOptions::default() }),
+            conv_transpose2d(&x, HostArray::f32(&[4, 3, 3, 3], &w), Some(HostArray::f32(&[4], &w[..4])), ConvOptions::default()),
+            conv_transpose2d(&x, HostArray::f32(&[1, 1, 1, 16], &w[..16]), None, ConvOptions::default()),
+            conv_transpose2d(&x, HostArray::f32(&[4, 27], &w), None, ConvOptions::default()),
+        ];
+        for (i, e) in bad.iter().enumerate() {
+            assert!(e.is_err(), "case {i} should fail");
+        }
+        mil_roundtrip(Op::ConvTranspose(ConvTranspose { strides: [2, 1], pad: [1, 0, 2, 3], dilations: [1, 2], groups: 2 }), from_mil);
+        assert!(from_mil("conv", &mut MilArgs::new("m", "s", Default::default())).is_none());
+    }
+}

@@ -1,0 +1,255 @@
+//! Resizing the last two axes: to a target size by nearest neighbour (source index
+//! `floor(i · in / out)`) or bilinear interpolation, or by fp32 scale factors (bilinear). fp16, rank 3+.
+
+use super::io::{expect_fp16, expect_inputs};
+use super::layout::index_param;
+use super::{Buf, Family, Op, TensorType};
+use crate::error::{Error, Result};
+use crate::graph::Tensor;
+use crate::mil::{Literal, MilArgs, MilOp};
+use crate::shape;
+
+/// MIL ops this family prints.
+pub const MIL_OPS: &[&str] = &["resize_nearest_neighbor", "resize_bilinear", "upsample_bilinear"];
+
+/// Resize ops; `h`, `w` are target sizes, `sh`, `sw` scale factors of the last two axes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Resize {
+    /// MIL `resize_nearest_neighbor(target_size_height, target_size_width, x)`: output (i, j) reads
+    /// input (floor(i · H / h), floor(j · W / w)).
+    Nearest { h: usize, w: usize },
+    /// MIL `resize_bilinear(sampling_mode, target_size_height, target_size_width, x)`: source
+    /// coordinate `(i + 0.5) · in / out − 0.5` ("DEFAULT", half-pixel) or `i · (in − 1) / (out − 1)`
+    /// ("ALIGN_CORNERS"), clamped to [0, in − 1], interpolated between its two neighbours.
+    Bilinear { h: usize, w: usize, align_corners: bool },
+    /// MIL `upsample_bilinear(align_corners, scale_factor_height, scale_factor_width, x)` (fp32
+    /// factors): output extent `floor(in · s)`; source `(i + 0.5) / s − 0.5` (half-pixel) or as
+    /// align-corners above.
+    Upsample { sh: f32, sw: f32, align_corners: bool },
+}
+
+impl Resize {
+    /// Output extents of the last two axes for input extents `(h, w)`.
+    fn target(&self, h: usize, w: usize) -> (usize, usize) {
+        match *self {
+            Resize::Nearest { h, w } | Resize::Bilinear { h, w, .. } => (h, w),
+            Resize::Upsample { sh, sw, .. } => ((h as f64 * sh as f64).floor() as usize, (w as f64 * sw as f64).floor() as usize),
+        }
+    }
+    /// Per output index along one axis of extent `n → out` (`scale`: the op's factor for that axis,
+    /// if any): (lower source, upper source, weight of upper).
+    fn taps(&self, n: usize, out: usize, scale: Option<f32>) -> Vec<(usize, usize, f32)> {
+        let ratio = scale.map_or(n as f64 / out as f64, |s| 1.0 / s as f64);
+        (0..out)
+            .map(|i| match *self {
+                Resize::Nearest { .. } => (i * n / out, 0, 0.0),
+                Resize::Bilinear { align_corners, .. } | Resize::Upsample { align_corners, .. } => {
+                    let src = if align_corners {
+                        if out > 1 { i as f64 * (n - 1) as f64 / (out - 1) as f64 } else { 0.0 }
+                    } else {
+                        (i as f64 + 0.5) * ratio - 0.5
+                    };
+                    let src = src.clamp(0.0, (n - 1) as f64);
+                    let lo = src.floor() as usize;
+                    (lo, (lo + 1).min(n - 1), (src - lo as f64) as f32)
+                }
+            })
+            .collect()
+    }
+}
+
+impl Family for Resize {
+    fn name(&self) -> &'static str {
+        match self {
+            Resize::Nearest { .. } => "resize_nearest_neighbor",
+            Resize::Bilinear { .. } => "resize_bilinear",
+            Resize::Upsample { .. } => "upsample_bilinear",
+        }
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        let op = self.name();
+        expect_inputs(op, inputs, 1)?;
+        expect_fp16(op, inputs)?;
+        let mut s = inputs[0].shape.clone();
+        let r = s.len();
+        if let Resize::Upsample { sh, sw, .. } = *self {
+            if !(sh.is_finite() && sw.is_finite() && sh > 0.0 && sw > 0.0) {
+                return Err(Error::value(op, format!("scale factors must be finite and > 0, got ({sh}, {sw})")));
+            }
+        }
+        let (h, w) = if r >= 3 { self.target(s[r - 2], s[r - 1]) } else { (0, 0) };
+        if r < 3 || h == 0 || w == 0 || s[r - 2] == 0 || s[r - 1] == 0 {
+            return Err(Error::shape(op, format!("needs rank >= 3 and output sizes >= 1, got shape {s:?} with output ({h}, {w})")));
+        }
+        (s[r - 2], s[r - 1]) = (h, w);
+        shape::check(op, &s)?;
+        Ok(vec![TensorType::fp16(s)])
+    }
+    fn mil(&self) -> MilOp {
+        let x = MilOp::new(self.name(), &["x"]);
+        let size = |x: MilOp, h: usize, w: usize| x.param("target_size_height", Literal::Int32(h as i32)).param("target_size_width", Literal::Int32(w as i32));
+        match *self {
+            Resize::Nearest { h, w } => size(x, h, w),
+            Resize::Bilinear { h, w, align_corners } => size(x.param("sampling_mode", Literal::Str(if align_corners { "ALIGN_CORNERS" } else { "DEFAULT" }.into())), h, w),
+            Resize::Upsample { sh, sw, align_corners } => x
+                .param("align_corners", Literal::Bool(align_corners))
+                .param("scale_factor_height", Literal::Fp32(sh))
+                .param("scale_factor_width", Literal::Fp32(sw)),
+        }
+    }
+    fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
+        let (x, y) = (ins[0], &mut out[0]);
+        let r = x.shape.len();
+        let (ih, iw, oh, ow) = (x.shape[r - 2], x.shape[r - 1], y.shape[r - 2], y.shape[r - 1]);
+        let (sh, sw) = match *self {
+            Resize::Upsample { sh, sw, .. } => (Some(sh), Some(sw)),
+            _ => (None, None),
+        };
+        let (rows, cols) = (self.taps(ih, oh, sh), self.taps(iw, ow, sw));
+        for (plane, o) in x.data.chunks_exact(ih * iw).zip(y.data.chunks_exact_mut(oh * ow)) {
+            for (orow, &(r0, r1, fr)) in o.chunks_exact_mut(ow).zip(&rows) {
+                let (a, b) = (&plane[r0 * iw..(r0 + 1) * iw], &plane[r1 * iw..(r1 + 1) * iw]);
+                for (v, &(c0, c1, fc)) in orow.iter_mut().zip(&cols) {
+                    *v = match self {
+                        Resize::Nearest { .. } => a[c0],
+                        Resize::Bilinear { .. } | Resize::Upsample { .. } => {
+                            let top = a[c0] + (a[c1] - a[c0]) * fc;
+                            let bottom = b[c0] + (b[c1] - b[c0]) * fc;
+                            top + (bottom - top) * fr
+                        }
+                    };
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Parse resize ops.
+pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
+    let size = |args: &mut MilArgs| Ok((index_param(args, "target_size_height")?, index_param(args, "target_size_width")?));
+    let parsed = match op {
+        "resize_nearest_neighbor" => size(args).map(|(h, w)| Resize::Nearest { h, w }),
+        "resize_bilinear" => (|| {
+            let (h, w) = size(args)?;
+            let align_corners = match args.string("sampling_mode")?.as_str() {
+                "DEFAULT" => false,
+                "ALIGN_CORNERS" => true,
+                m => return Err(args.error(format!("resize_bilinear sampling_mode '{m}' is not supported (DEFAULT or ALIGN_CORNERS)"))),
+            };
+            Ok(Resize::Bilinear { h, w, align_corners })
+        })(),
+        "upsample_bilinear" => (|| {
+            Ok(Resize::Upsample { sh: args.fp32("scale_factor_height")?, sw: args.fp32("scale_factor_width")?, align_corners: args.bool("align_corners")? })
+        })(),
+        _ => return None,
+    };
+    Some(parsed.map(Op::Resize))
+}
+
+/// Builders (fp16, rank >= 3; the last two axes are resized).
+impl Tensor {
+    /// Nearest-neighbour resize of the last two axes to `(h, w)`; output (i, j) reads input (floor(i·H/h), floor(j·W/w)).
+    pub fn resize_nearest_neighbor(&self, h: usize, w: usize) -> Result<Tensor> {
+        Tensor::apply1(Op::Resize(Resize::Nearest { h, w }), vec![self.clone()])
+    }
+    /// Bilinear resize of the last two axes to `(h, w)`, half-pixel sampling unless `align_corners`.
+    pub fn resize_bilinear(&self, h: usize, w: usize, align_corners: bool) -> Result<Tensor> {
+        Tensor::apply1(Op::Resize(Resize::Bilinear { h, w, align_corners }), vec![self.clone()])
+    }
+    /// Bilinear upsample of the last two axes by factors `(sh, sw)` > 0 to `floor(in · s)`, half-pixel unless `align_corners`.
+    pub fn upsample_bilinear(&self, sh: f32, sw: f32, align_corners: bool) -> Result<Tensor> {
+        Tensor::apply1(Op::Resize(Resize::Upsample { sh, sw, align_corners }), vec![self.clone()])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input;
+    use crate::ops::layout::tests::{buf, mil_args, ravel, round_trip, run, unravel};
+
+    /// Naive f64 source coordinate along one axis `n → out`; `ratio` = in/out (resize) or 1/scale (upsample).
+    fn coord(i: usize, n: usize, out: usize, align: bool, ratio: f64) -> f64 {
+        let s = if !align { (i as f64 + 0.5) * ratio - 0.5 } else if out > 1 { i as f64 * (n - 1) as f64 / (out - 1) as f64 } else { 0.0 };
+        s.clamp(0.0, (n - 1) as f64)
+    }
+
+    /// Check a bilinear op's output on `x` [2, 3, 5, 7] against naive f64 interpolation.
+    fn check_bilinear(op: Resize, x: &Buf, ratios: Option<(f64, f64)>) {
+        let align = matches!(op, Resize::Bilinear { align_corners: true, .. } | Resize::Upsample { align_corners: true, .. });
+        let y = run(&Op::Resize(op.clone()), &[x]).remove(0);
+        let (h, w) = (y.shape[2], y.shape[3]);
+        let (rh, rw) = ratios.unwrap_or((5.0 / h as f64, 7.0 / w as f64));
+        for (o, &v) in y.data.iter().enumerate() {
+            let [n, c, i, j] = <[usize; 4]>::try_from(unravel(o, &y.shape)).unwrap();
+            let (si, sj) = (coord(i, 5, h, align, rh), coord(j, 7, w, align, rw));
+            let mut want = 0.0;
+            for (ii, wi) in [(si.floor(), 1.0 - si.fract()), ((si.floor() + 1.0).min(4.0), si.fract())] {
+                for (jj, wj) in [(sj.floor(), 1.0 - sj.fract()), ((sj.floor() + 1.0).min(6.0), sj.fract())] {
+                    want += wi * wj * x.data[ravel(&[n, c, ii as usize, jj as usize], &x.shape)] as f64;
+                }
+            }
+            assert!((v as f64 - want).abs() < 1e-5, "{op:?} element {o}: {v} vs {want}");
+        }
+    }
+
+    #[test]
+    fn kernels_match_naive() {
+        let x = buf(&[2, 3, 5, 7], 1);
+        for (h, w) in [(5, 7), (11, 3), (1, 1), (2, 15)] {
+            let y = run(&Op::Resize(Resize::Nearest { h, w }), &[&x]).remove(0);
+            for (o, &v) in y.data.iter().enumerate() {
+                let [n, c, i, j] = <[usize; 4]>::try_from(unravel(o, &y.shape)).unwrap();
+                assert_eq!(v, x.data[ravel(&[n, c, i * 5 / h, j * 7 / w], &x.shape)], "nearest ({h}, {w}) element {o}");
+            }
+            for align_corners in [false, true] {
+                check_bilinear(Resize::Bilinear { h, w, align_corners }, &x, None);
+            }
+        }
+        for (sh, sw) in [(2.0, 2.0), (1.5, 3.0), (0.5, 1.0), (2.5, 0.75)] {
+            for align_corners in [false, true] {
+                check_bilinear(Resize::Upsample { sh, sw, align_corners }, &x, Some((1.0 / sh as f64, 1.0 / sw as f64)));
+            }
+        }
+        let same = run(&Op::Resize(Resize::Bilinear { h: 5, w: 7, align_corners: false }), &[&x]).remove(0);
+        assert_eq!(same, x, "resizing to the input size is the identity");
+    }
+
+    #[test]
+    fn builders_errors_and_mil() {
+        let x = input(&[1, 2, 3, 4]).unwrap();
+        assert_eq!(x.resize_nearest_neighbor(7, 1).unwrap().shape(), [1, 2, 7, 1]);
+        assert_eq!(x.resize_bilinear(2, 9, true).unwrap().shape(), [1, 2, 2, 9]);
+        assert_eq!(x.upsample_bilinear(2.0, 1.5, false).unwrap().shape(), [1, 2, 6, 6]);
+        let b = x.compare_scalar(crate::ops::elementwise::Compare::Less, 0.0).unwrap();
+        let errs = [
+            x.resize_nearest_neighbor(0, 2),
+            x.resize_bilinear(2, 0, false),
+            input(&[3, 4]).unwrap().resize_bilinear(2, 2, false),
+            x.resize_nearest_neighbor(1 << 20, 1 << 20),
+            b.resize_nearest_neighbor(2, 2),
+            x.upsample_bilinear(0.0, 2.0, false),
+            x.upsample_bilinear(2.0, f32::NAN, true),
+            x.upsample_bilinear(0.25, 1.0, false),
+            input(&[3, 4]).unwrap().upsample_bilinear(2.0, 2.0, false),
+        ];
+        for (i, e) in errs.iter().enumerate() {
+            assert!(e.is_err(), "case {i} should fail");
+        }
+        let ops = [
+            Resize::Nearest { h: 3, w: 8 },
+            Resize::Bilinear { h: 1, w: 2, align_corners: false },
+            Resize::Bilinear { h: 4, w: 5, align_corners: true },
+            Resize::Upsample { sh: 2.0, sw: 0.3, align_corners: false },
+        ];
+        for r in ops {
+            round_trip(&Op::Resize(r), from_mil);
+        }
+        let bad = vec![("sampling_mode", Literal::Str("OFFSET_CORNERS".into())), ("target_size_height", Literal::Int32(2)), ("target_size_width", Literal::Int32(2))];
+        assert!(from_mil("resize_bilinear", &mut mil_args(bad)).unwrap().is_err());
+        let int_scale = vec![("align_corners", Literal::Bool(false)), ("scale_factor_height", Literal::Int32(2)), ("scale_factor_width", Literal::Fp32(2.0))];
+        assert!(from_mil("upsample_bilinear", &mut mil_args(int_scale)).unwrap().is_err());
+        assert!(from_mil("crop", &mut mil_args(vec![])).is_none());
+    }
+}
