@@ -238,12 +238,15 @@ pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
     if op != "conv" {
         return None;
     }
-    Some((|| {
-        take_custom_pad(args)?;
-        let g = args.int("groups")?;
-        let groups = usize::try_from(g).map_err(|_| args.error(format!("groups must be non-negative, got {g}")))?;
-        Ok(Op::Conv(Conv { strides: take_sizes(args, "strides")?, pad: take_sizes(args, "pad")?, dilations: take_sizes(args, "dilations")?, groups }))
-    })())
+    Some(take_conv_params(args).map(|o| Op::Conv(Conv { strides: o.stride, pad: o.pad, dilations: o.dilation, groups: o.groups })))
+}
+
+/// Take the parameters `conv` and `conv_transpose` share: `pad_type = "custom"`, strides, pad, dilations, groups.
+pub fn take_conv_params(args: &mut MilArgs) -> Result<ConvOptions> {
+    take_custom_pad(args)?;
+    let g = args.int("groups")?;
+    let groups = usize::try_from(g).map_err(|_| args.error(format!("groups must be non-negative, got {g}")))?;
+    Ok(ConvOptions { stride: take_sizes(args, "strides")?, pad: take_sizes(args, "pad")?, dilation: take_sizes(args, "dilations")?, groups })
 }
 
 /// 2-D convolution of `x` [N, Cin, H, W] with a baked weight [Cout, Cin/groups, kH, kW] and optional bias [Cout].

@@ -1,7 +1,7 @@
 //! 2-D transposed convolution (NCHW), the adjoint of [`Conv`](super::conv::Conv): each input
 //! element scatters `x · weight[ci, co]` over its kernel window of the output.
 
-use super::conv::{ints, take_custom_pad, take_sizes, ConvOptions, MAX_KERNEL_WIDTH};
+use super::conv::{ints, take_conv_params, ConvOptions, MAX_KERNEL_WIDTH};
 use super::io::{constant, expect_fp16, expect_inputs, HostArray};
 use super::{Buf, Family, Op, TensorType};
 use crate::error::{Error, Result};
@@ -114,12 +114,7 @@ pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
     if op != "conv_transpose" {
         return None;
     }
-    Some((|| {
-        take_custom_pad(args)?;
-        let g = args.int("groups")?;
-        let groups = usize::try_from(g).map_err(|_| args.error(format!("groups must be non-negative, got {g}")))?;
-        Ok(Op::ConvTranspose(ConvTranspose { strides: take_sizes(args, "strides")?, pad: take_sizes(args, "pad")?, dilations: take_sizes(args, "dilations")?, groups }))
-    })())
+    Some(take_conv_params(args).map(|o| Op::ConvTranspose(ConvTranspose { strides: o.stride, pad: o.pad, dilations: o.dilation, groups: o.groups })))
 }
 
 /// Transposed convolution of `x` [N, Cin, H, W] with a baked weight [Cin, Cout/groups, kH, kW]
