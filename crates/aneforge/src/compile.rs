@@ -197,12 +197,6 @@ impl Compiled {
             self.loaded.set_input(i, *d)?;
         }
         self.loaded.execute()?;
-        (0..self.outputs().len())
-            .map(|i| {
-                let mut out = vec![0.0; self.outputs()[i].numel()];
-                self.loaded.read_output(i, &mut out)?;
-                Ok(out)
-            })
-            .collect()
+        self.loaded.read_outputs()
     }
 }

@@ -23,13 +23,7 @@ fn run(p: &Program) -> Vec<Vec<f32>> {
         l.set_input(i, d).unwrap();
     }
     l.execute().unwrap();
-    (0..l.outputs().len())
-        .map(|i| {
-            let mut o = vec![0.0; l.outputs()[i].numel()];
-            l.read_output(i, &mut o).unwrap();
-            o
-        })
-        .collect()
+    l.read_outputs().unwrap()
 }
 
 #[test]

@@ -62,13 +62,7 @@ fn run(g: &Graph) -> Vec<Vec<f32>> {
         l.set_input(i, PortData::F32(f)).unwrap();
     }
     l.execute().unwrap();
-    (0..l.outputs().len())
-        .map(|i| {
-            let mut o = vec![0.0; l.outputs()[i].numel()];
-            l.read_output(i, &mut o).unwrap();
-            o
-        })
-        .collect()
+    l.read_outputs().unwrap()
 }
 
 /// The same graph with every constexpr replaced by a plain const of its dequantized values.

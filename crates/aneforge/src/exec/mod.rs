@@ -121,6 +121,16 @@ pub trait Loaded: Send {
     fn execute(&mut self) -> Result<()>;
     /// Copy output `index` into `out` (length = the port's element count), as f32.
     fn read_output(&self, index: usize, out: &mut [f32]) -> Result<()>;
+    /// Every output, in order, as freshly allocated f32 vectors.
+    fn read_outputs(&self) -> Result<Vec<Vec<f32>>> {
+        (0..self.outputs().len())
+            .map(|i| {
+                let mut out = vec![0.0; self.outputs()[i].numel()];
+                self.read_output(i, &mut out)?;
+                Ok(out)
+            })
+            .collect()
+    }
     /// After every execute, input `input` holds output `output` (resident state). Must be
     /// called before the first execute; shapes and dtypes must match.
     fn alias(&mut self, output: &str, input: &str) -> Result<()>;

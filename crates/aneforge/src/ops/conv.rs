@@ -178,12 +178,7 @@ impl Family for Conv {
         Ok(vec![TensorType::fp16(vec![g.n, g.cout, g.oh, g.ow])])
     }
     fn mil(&self) -> MilOp {
-        MilOp::new("conv", &["x", "weight", "bias"])
-            .param("dilations", ints(&self.dilations))
-            .param("groups", Literal::Int32(self.groups as i32))
-            .param("pad", ints(&self.pad))
-            .param("pad_type", Literal::Str("custom".into()))
-            .param("strides", ints(&self.strides))
+        conv_params(MilOp::new("conv", &["x", "weight", "bias"]), self.strides, self.pad, self.dilations, self.groups)
     }
     fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
         let (x, w) = (ins[0], ins[1]);
@@ -239,6 +234,15 @@ pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
         return None;
     }
     Some(take_conv_params(args).map(|o| Op::Conv(Conv { strides: o.stride, pad: o.pad, dilations: o.dilation, groups: o.groups })))
+}
+
+/// Add the parameters `conv` and `conv_transpose` share, in alphabetical order.
+pub fn conv_params(m: MilOp, strides: [usize; 2], pad: [usize; 4], dilations: [usize; 2], groups: usize) -> MilOp {
+    m.param("dilations", ints(&dilations))
+        .param("groups", Literal::Int32(groups as i32))
+        .param("pad", ints(&pad))
+        .param("pad_type", Literal::Str("custom".into()))
+        .param("strides", ints(&strides))
 }
 
 /// Take the parameters `conv` and `conv_transpose` share: `pad_type = "custom"`, strides, pad, dilations, groups.

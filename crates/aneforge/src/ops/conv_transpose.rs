@@ -1,12 +1,12 @@
 //! 2-D transposed convolution (NCHW), the adjoint of [`Conv`](super::conv::Conv): each input
 //! element scatters `x · weight[ci, co]` over its kernel window of the output.
 
-use super::conv::{ints, take_conv_params, ConvOptions, MAX_KERNEL_WIDTH};
+use super::conv::{conv_params, take_conv_params, ConvOptions, MAX_KERNEL_WIDTH};
 use super::io::{constant, expect_fp16, expect_inputs, HostArray};
 use super::{Buf, Family, Op, TensorType};
 use crate::error::{Error, Result};
 use crate::graph::Tensor;
-use crate::mil::{Literal, MilArgs, MilOp};
+use crate::mil::{MilArgs, MilOp};
 
 /// MIL ops this family prints.
 pub const MIL_OPS: &[&str] = &["conv_transpose"];
@@ -65,12 +65,7 @@ impl Family for ConvTranspose {
         Ok(vec![TensorType::fp16(s.to_vec())])
     }
     fn mil(&self) -> MilOp {
-        MilOp::new("conv_transpose", &["x", "weight"])
-            .param("dilations", ints(&self.dilations))
-            .param("groups", Literal::Int32(self.groups as i32))
-            .param("pad", ints(&self.pad))
-            .param("pad_type", Literal::Str("custom".into()))
-            .param("strides", ints(&self.strides))
+        conv_params(MilOp::new("conv_transpose", &["x", "weight"]), self.strides, self.pad, self.dilations, self.groups)
     }
     fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
         let (x, w) = (ins[0], ins[1]);
