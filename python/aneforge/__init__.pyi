@@ -423,8 +423,10 @@ def pixel_unshuffle(x: Tensor, r: int) -> Tensor:
 def resize_nearest_neighbor(x: Tensor, target_h: int, target_w: int) -> Tensor:
     """Nearest-neighbour resize of the last two axes to (target_h, target_w): source index floor(i * in / out)."""
 
-def resize_bilinear(x: Tensor, target_h: int, target_w: int, align_corners: bool = False) -> Tensor:
-    """Bilinear resize of the last two axes to (target_h, target_w), half-pixel unless align_corners."""
+def resize_bilinear(x: Tensor, target_h: int, target_w: int, align_corners: bool = False, sampling_mode: str | None = None) -> Tensor:
+    """Bilinear resize of the last two axes to (target_h, target_w), half-pixel (MIL UNALIGN_CORNERS) unless
+    align_corners; sampling_mode ("STRICT_ALIGN_CORNERS", "ALIGN_CORNERS", "DEFAULT", "OFFSET_CORNERS",
+    "UNALIGN_CORNERS") selects any MIL mode instead."""
 
 def upsample_bilinear(x: Tensor, scale: float | Sequence[float] = 2.0, align_corners: bool = False) -> Tensor:
     """Bilinear upsample of the last two axes by a factor (or (sh, sw)) to floor(in * s), half-pixel unless align_corners."""

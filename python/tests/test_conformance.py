@@ -670,35 +670,67 @@ def nearest_ref(x, oh, ow):
     return x[..., (np.arange(oh) * ih) // oh, :][..., (np.arange(ow) * iw) // ow]
 
 
-def interp_matrix(n, out, align, step):
-    """[out, n] linear-interpolation weights; half-pixel source (i + 0.5) * step - 0.5 unless align."""
+def grid(mode, n, out):
+    """Source coordinates of resize_bilinear's sampling modes (coremltools' op documentation), clamped."""
+    i = np.arange(out, dtype=np.float64)
+    if mode == "UNALIGN_CORNERS":  # half-pixel
+        src = (i + 0.5) * (n / out) - 0.5
+    elif mode == "OFFSET_CORNERS":
+        delta = max(1, n - 1) / out
+        src = 0.5 * delta + i * delta
+    elif out == 1:
+        src = np.full(1, (n - 1) / 2 if mode == "ALIGN_CORNERS" else 0.0)
+    elif mode == "DEFAULT":
+        src = i * (n - n / out) / (out - 1)
+    else:  # STRICT_ALIGN_CORNERS, ALIGN_CORNERS
+        src = i * (n - 1) / (out - 1)
+    return np.clip(src, 0.0, n - 1)
+
+
+def interp_matrix(n, out, mode):
+    """[out, n] linear-interpolation weights for the sampling grid of `mode`."""
     m = np.zeros((out, n))
-    for i in range(out):
-        src = (i * (n - 1) / (out - 1) if out > 1 else 0.0) if align else (i + 0.5) * step - 0.5
-        src = min(max(src, 0.0), n - 1)
+    for i, src in enumerate(grid(mode, n, out)):
         lo = int(np.floor(src))
         m[i, lo] += 1 - (src - lo)
         m[i, min(lo + 1, n - 1)] += src - lo
     return m
 
 
-def bilinear_ref(x, oh, ow, align, steps=None):
+def bilinear_ref(x, oh, ow, mode):
     ih, iw = x.shape[-2:]
-    sh, sw = steps or (ih / oh, iw / ow)
-    return np.einsum("ih,...hw,jw->...ij", interp_matrix(ih, oh, align, sh), x, interp_matrix(iw, ow, align, sw))
+    return np.einsum("ih,...hw,jw->...ij", interp_matrix(ih, oh, mode), x, interp_matrix(iw, ow, mode))
 
 
 def upsample_bilinear_ref(x, sh, sw, align):
+    """upsample_bilinear recomputes the ratio from the output size (in / floor(in * s))."""
     ih, iw = x.shape[-2:]
-    return bilinear_ref(x, int(ih * sh), int(iw * sw), align, (1 / sh, 1 / sw))
+    return bilinear_ref(x, int(ih * sh), int(iw * sw), "STRICT_ALIGN_CORNERS" if align else "UNALIGN_CORNERS")
+
+
+def test_sampling_grid_oracle_matches_the_documented_examples():
+    """The oracle's grids reproduce coremltools' documented examples (Xin = 2, Xout = 5 and 6)."""
+    documented = {
+        "UNALIGN_CORNERS": ([0, 0.1, 0.5, 0.9, 1], [0, 0, 0.33, 0.67, 1, 1]),
+        "ALIGN_CORNERS": ([0, 0.25, 0.5, 0.75, 1], [0, 0.2, 0.4, 0.6, 0.8, 1]),
+        "DEFAULT": ([0, 0.4, 0.8, 1, 1], [0, 0.33, 0.67, 1, 1, 1]),
+        "OFFSET_CORNERS": ([0.1, 0.3, 0.5, 0.7, 0.9], [0.08, 0.25, 0.42, 0.58, 0.75, 0.92]),
+    }
+    for mode, (five, six) in documented.items():
+        np.testing.assert_allclose(grid(mode, 2, 5), five, atol=6e-3)
+        np.testing.assert_allclose(grid(mode, 2, 6), six, atol=6e-3)
 
 
 case("resize_nearest-up", "resize_nearest_neighbor", [uniform((1, 3, 7, 5), 640)], lambda x: af.resize_nearest_neighbor(x, 13, 11), lambda x: nearest_ref(x, 13, 11), exact=True)
 case("resize_nearest-down", "resize_nearest_neighbor", [uniform((2, 2, 65, 9), 641)], lambda x: af.resize_nearest_neighbor(x, 7, 4), lambda x: nearest_ref(x, 7, 4), exact=True)
 case("resize_nearest-rank3", "resize_nearest_neighbor", [uniform((3, 1, 783), 642)], lambda x: af.resize_nearest_neighbor(x, 1, 100), lambda x: nearest_ref(x, 1, 100), exact=True)
-case("resize_bilinear-half", "resize_bilinear", [uniform((1, 3, 7, 5), 643)], lambda x: af.resize_bilinear(x, 15, 12), lambda x: bilinear_ref(x, 15, 12, False))
-case("resize_bilinear-align", "resize_bilinear", [uniform((2, 1, 9, 65), 644)], lambda x: af.resize_bilinear(x, 5, 130, align_corners=True), lambda x: bilinear_ref(x, 5, 130, True))
-case("resize_bilinear-down", "resize_bilinear", [uniform((4, 13, 7), 645)], lambda x: af.resize_bilinear(x, 1, 3), lambda x: bilinear_ref(x, 1, 3, False))
+case("resize_bilinear-half", "resize_bilinear", [uniform((1, 3, 7, 5), 643)], lambda x: af.resize_bilinear(x, 15, 12), lambda x: bilinear_ref(x, 15, 12, "UNALIGN_CORNERS"))
+case("resize_bilinear-align", "resize_bilinear", [uniform((2, 1, 9, 65), 644)], lambda x: af.resize_bilinear(x, 5, 130, align_corners=True), lambda x: bilinear_ref(x, 5, 130, "ALIGN_CORNERS"))
+case("resize_bilinear-down", "resize_bilinear", [uniform((4, 13, 7), 645)], lambda x: af.resize_bilinear(x, 1, 3), lambda x: bilinear_ref(x, 1, 3, "UNALIGN_CORNERS"))
+case("resize_bilinear-default", "resize_bilinear", [uniform((1, 2, 6, 5), 649)], lambda x: af.resize_bilinear(x, 9, 4, sampling_mode="DEFAULT"), lambda x: bilinear_ref(x, 9, 4, "DEFAULT"))
+case("resize_bilinear-offset", "resize_bilinear", [uniform((1, 2, 6, 5), 650)], lambda x: af.resize_bilinear(x, 4, 11, sampling_mode="OFFSET_CORNERS"), lambda x: bilinear_ref(x, 4, 11, "OFFSET_CORNERS"))
+case("resize_bilinear-strict1", "resize_bilinear", [uniform((3, 5, 8), 651)], lambda x: af.resize_bilinear(x, 1, 3, sampling_mode="STRICT_ALIGN_CORNERS"), lambda x: bilinear_ref(x, 1, 3, "STRICT_ALIGN_CORNERS"))
+case("resize_bilinear-align1", "resize_bilinear", [uniform((3, 5, 8), 652)], lambda x: af.resize_bilinear(x, 1, 3, align_corners=True), lambda x: bilinear_ref(x, 1, 3, "ALIGN_CORNERS"))
 case("upsample_bilinear-2", "upsample_bilinear", [uniform((1, 3, 7, 5), 646)], lambda x: af.upsample_bilinear(x), lambda x: upsample_bilinear_ref(x, 2, 2, False))
 case("upsample_bilinear-align", "upsample_bilinear", [uniform((2, 2, 5, 9), 647)], lambda x: af.upsample_bilinear(x, (1.5, 3.0), align_corners=True), lambda x: upsample_bilinear_ref(x, 1.5, 3.0, True))
 case("upsample_bilinear-frac", "upsample_bilinear", [uniform((1, 1, 7, 7), 648)], lambda x: af.upsample_bilinear(x, 2.5), lambda x: upsample_bilinear_ref(x, 2.5, 2.5, False))

@@ -261,3 +261,11 @@ def test_errors_leave_the_model_usable(net):
     with pytest.raises(ValueError):
         net(bad)
     np.testing.assert_array_equal(net(-np.ones((2, 3), np.float32)), np.zeros((2, 3)))
+
+
+def test_resize_bilinear_sampling_mode_errors():
+    x = af.input((1, 1, 4, 4))
+    with pytest.raises(ValueError, match="HALF_PIXEL"):
+        af.resize_bilinear(x, 2, 2, sampling_mode="HALF_PIXEL")
+    with pytest.raises(ValueError, match="not both"):
+        af.resize_bilinear(x, 2, 2, align_corners=True, sampling_mode="DEFAULT")

@@ -242,11 +242,17 @@ pub fn resize_nearest_neighbor(x: &Bound<'_, PyAny>, target_h: usize, target_w: 
     wrap(tensor(x, "resize_nearest_neighbor", "x")?.resize_nearest_neighbor(target_h, target_w))
 }
 
-/// Bilinear resize of the last two axes to (target_h, target_w), half-pixel unless align_corners.
+/// Bilinear resize of the last two axes to (target_h, target_w), half-pixel unless align_corners;
+/// `sampling_mode` (a MIL spelling such as "DEFAULT") overrides align_corners.
 #[pyfunction]
-#[pyo3(signature = (x, target_h, target_w, align_corners=false))]
-pub fn resize_bilinear(x: &Bound<'_, PyAny>, target_h: usize, target_w: usize, align_corners: bool) -> R {
-    wrap(tensor(x, "resize_bilinear", "x")?.resize_bilinear(target_h, target_w, align_corners))
+#[pyo3(signature = (x, target_h, target_w, align_corners=false, sampling_mode=None))]
+pub fn resize_bilinear(x: &Bound<'_, PyAny>, target_h: usize, target_w: usize, align_corners: bool, sampling_mode: Option<&str>) -> R {
+    let x = tensor(x, "resize_bilinear", "x")?;
+    match sampling_mode {
+        None => wrap(x.resize_bilinear(target_h, target_w, align_corners)),
+        Some(_) if align_corners => Err(PyValueError::new_err("resize_bilinear: give align_corners or sampling_mode, not both")),
+        Some(m) => wrap(aneforge::ops::resize::SamplingMode::from_mil_name(m).and_then(|m| x.resize_bilinear_sampled(target_h, target_w, m))),
+    }
 }
 
 /// Bilinear upsample of the last two axes by a factor (or (sh, sw)) to floor(in * s), half-pixel unless align_corners.

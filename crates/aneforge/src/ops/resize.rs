@@ -19,13 +19,61 @@ pub enum Resize {
     /// input (floor(i · H / h), floor(j · W / w)).
     Nearest { h: usize, w: usize },
     /// MIL `resize_bilinear(sampling_mode, target_size_height, target_size_width, x)`: source
-    /// coordinate `(i + 0.5) · in / out − 0.5` ("DEFAULT", half-pixel) or `i · (in − 1) / (out − 1)`
-    /// ("ALIGN_CORNERS"), clamped to [0, in − 1], interpolated between its two neighbours.
-    Bilinear { h: usize, w: usize, align_corners: bool },
+    /// coordinate per [`SamplingMode`], clamped to [0, in − 1], interpolated between its two neighbours.
+    Bilinear { h: usize, w: usize, mode: SamplingMode },
     /// MIL `upsample_bilinear(align_corners, scale_factor_height, scale_factor_width, x)` (fp32
-    /// factors): output extent `floor(in · s)`; source `(i + 0.5) / s − 0.5` (half-pixel) or as
-    /// align-corners above.
+    /// factors): output extent `floor(in · s)`; source as [`SamplingMode::UnalignCorners`]
+    /// (half-pixel, with the ratio recomputed as in / out) or [`SamplingMode::StrictAlignCorners`].
     Upsample { sh: f32, sw: f32, align_corners: bool },
+}
+
+/// MIL `resize_bilinear` sampling modes: the source coordinate of output index `i` along an axis
+/// `n → out`, before clamping to [0, n − 1] (coremltools' op definition).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SamplingMode {
+    /// `i · (n − 1) / (out − 1)`; 0 when out = 1.
+    StrictAlignCorners,
+    /// As strict, but `(n − 1) / 2` when out = 1.
+    AlignCorners,
+    /// `i · (n − n / out) / (out − 1)`; 0 when out = 1.
+    Default,
+    /// `(i + 0.5) · max(1, n − 1) / out`.
+    OffsetCorners,
+    /// Half-pixel: `(i + 0.5) · n / out − 0.5` (PyTorch/ONNX `align_corners=False`).
+    UnalignCorners,
+}
+
+impl SamplingMode {
+    /// Every mode with its MIL spelling.
+    pub const ALL: [(SamplingMode, &'static str); 5] = [
+        (SamplingMode::StrictAlignCorners, "STRICT_ALIGN_CORNERS"),
+        (SamplingMode::AlignCorners, "ALIGN_CORNERS"),
+        (SamplingMode::Default, "DEFAULT"),
+        (SamplingMode::OffsetCorners, "OFFSET_CORNERS"),
+        (SamplingMode::UnalignCorners, "UNALIGN_CORNERS"),
+    ];
+    /// The MIL spelling.
+    pub fn mil_name(self) -> &'static str {
+        Self::ALL.iter().find(|(m, _)| *m == self).map_or("DEFAULT", |(_, s)| s)
+    }
+    /// The mode spelled `s` in MIL; a Value error listing the five spellings otherwise.
+    pub fn from_mil_name(s: &str) -> Result<SamplingMode> {
+        Self::ALL.iter().find(|(_, n)| *n == s).map(|(m, _)| *m).ok_or_else(|| {
+            Error::value("resize_bilinear", format!("unknown sampling_mode '{s}' (expected one of STRICT_ALIGN_CORNERS, ALIGN_CORNERS, DEFAULT, OFFSET_CORNERS, UNALIGN_CORNERS)"))
+        })
+    }
+    /// Unclamped source coordinate of output index `i` along an axis `n → out`.
+    fn source(self, i: usize, n: usize, out: usize) -> f64 {
+        let (i, n, o) = (i as f64, n as f64, out as f64);
+        match self {
+            SamplingMode::StrictAlignCorners | SamplingMode::AlignCorners if out > 1 => i * (n - 1.0) / (o - 1.0),
+            SamplingMode::AlignCorners => (n - 1.0) / 2.0,
+            SamplingMode::Default if out > 1 => i * (n - n / o) / (o - 1.0),
+            SamplingMode::StrictAlignCorners | SamplingMode::Default => 0.0,
+            SamplingMode::OffsetCorners => (i + 0.5) * (n - 1.0).max(1.0) / o,
+            SamplingMode::UnalignCorners => (i + 0.5) * n / o - 0.5,
+        }
+    }
 }
 
 impl Resize {
@@ -36,20 +84,19 @@ impl Resize {
             Resize::Upsample { sh, sw, .. } => ((h as f64 * sh as f64).floor() as usize, (w as f64 * sw as f64).floor() as usize),
         }
     }
-    /// Per output index along one axis of extent `n → out` (`scale`: the op's factor for that axis,
-    /// if any): (lower source, upper source, weight of upper).
-    fn taps(&self, n: usize, out: usize, scale: Option<f32>) -> Vec<(usize, usize, f32)> {
-        let ratio = scale.map_or(n as f64 / out as f64, |s| 1.0 / s as f64);
+    /// Per output index along one axis of extent `n → out`: (lower source, upper source, weight of upper).
+    fn taps(&self, n: usize, out: usize) -> Vec<(usize, usize, f32)> {
+        let mode = match *self {
+            Resize::Nearest { .. } => None,
+            Resize::Bilinear { mode, .. } => Some(mode),
+            Resize::Upsample { align_corners: true, .. } => Some(SamplingMode::StrictAlignCorners),
+            Resize::Upsample { align_corners: false, .. } => Some(SamplingMode::UnalignCorners),
+        };
         (0..out)
-            .map(|i| match *self {
-                Resize::Nearest { .. } => (i * n / out, 0, 0.0),
-                Resize::Bilinear { align_corners, .. } | Resize::Upsample { align_corners, .. } => {
-                    let src = if align_corners {
-                        if out > 1 { i as f64 * (n - 1) as f64 / (out - 1) as f64 } else { 0.0 }
-                    } else {
-                        (i as f64 + 0.5) * ratio - 0.5
-                    };
-                    let src = src.clamp(0.0, (n - 1) as f64);
+            .map(|i| match mode {
+                None => (i * n / out, 0, 0.0),
+                Some(mode) => {
+                    let src = mode.source(i, n, out).clamp(0.0, (n - 1) as f64);
                     let lo = src.floor() as usize;
                     (lo, (lo + 1).min(n - 1), (src - lo as f64) as f32)
                 }
@@ -90,7 +137,7 @@ impl Family for Resize {
         let size = |x: MilOp, h: usize, w: usize| x.param("target_size_height", Literal::Int32(h as i32)).param("target_size_width", Literal::Int32(w as i32));
         match *self {
             Resize::Nearest { h, w } => size(x, h, w),
-            Resize::Bilinear { h, w, align_corners } => size(x.param("sampling_mode", Literal::Str(if align_corners { "ALIGN_CORNERS" } else { "DEFAULT" }.into())), h, w),
+            Resize::Bilinear { h, w, mode } => size(x.param("sampling_mode", Literal::Str(mode.mil_name().into())), h, w),
             Resize::Upsample { sh, sw, align_corners } => x
                 .param("align_corners", Literal::Bool(align_corners))
                 .param("scale_factor_height", Literal::Fp32(sh))
@@ -101,11 +148,7 @@ impl Family for Resize {
         let (x, y) = (ins[0], &mut out[0]);
         let r = x.shape.len();
         let (ih, iw, oh, ow) = (x.shape[r - 2], x.shape[r - 1], y.shape[r - 2], y.shape[r - 1]);
-        let (sh, sw) = match *self {
-            Resize::Upsample { sh, sw, .. } => (Some(sh), Some(sw)),
-            _ => (None, None),
-        };
-        let (rows, cols) = (self.taps(ih, oh, sh), self.taps(iw, ow, sw));
+        let (rows, cols) = (self.taps(ih, oh), self.taps(iw, ow));
         for (plane, o) in x.data.chunks_exact(ih * iw).zip(y.data.chunks_exact_mut(oh * ow)) {
             for (orow, &(r0, r1, fr)) in o.chunks_exact_mut(ow).zip(&rows) {
                 let (a, b) = (&plane[r0 * iw..(r0 + 1) * iw], &plane[r1 * iw..(r1 + 1) * iw]);
@@ -132,12 +175,9 @@ pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
         "resize_nearest_neighbor" => size(args).map(|(h, w)| Resize::Nearest { h, w }),
         "resize_bilinear" => (|| {
             let (h, w) = size(args)?;
-            let align_corners = match args.string("sampling_mode")?.as_str() {
-                "DEFAULT" => false,
-                "ALIGN_CORNERS" => true,
-                m => return Err(args.error(format!("resize_bilinear sampling_mode '{m}' is not supported (DEFAULT or ALIGN_CORNERS)"))),
-            };
-            Ok(Resize::Bilinear { h, w, align_corners })
+            let mode = args.string("sampling_mode")?;
+            let mode = SamplingMode::from_mil_name(&mode).map_err(|e| args.error(e.to_string()))?;
+            Ok(Resize::Bilinear { h, w, mode })
         })(),
         "upsample_bilinear" => (|| {
             Ok(Resize::Upsample { sh: args.fp32("scale_factor_height")?, sw: args.fp32("scale_factor_width")?, align_corners: args.bool("align_corners")? })
@@ -153,9 +193,13 @@ impl Tensor {
     pub fn resize_nearest_neighbor(&self, h: usize, w: usize) -> Result<Tensor> {
         Tensor::apply1(Op::Resize(Resize::Nearest { h, w }), vec![self.clone()])
     }
-    /// Bilinear resize of the last two axes to `(h, w)`, half-pixel sampling unless `align_corners`.
+    /// Bilinear resize of the last two axes to `(h, w)`, half-pixel sampling (UNALIGN_CORNERS) unless `align_corners`.
     pub fn resize_bilinear(&self, h: usize, w: usize, align_corners: bool) -> Result<Tensor> {
-        Tensor::apply1(Op::Resize(Resize::Bilinear { h, w, align_corners }), vec![self.clone()])
+        self.resize_bilinear_sampled(h, w, if align_corners { SamplingMode::AlignCorners } else { SamplingMode::UnalignCorners })
+    }
+    /// Bilinear resize of the last two axes to `(h, w)` with an explicit MIL sampling mode.
+    pub fn resize_bilinear_sampled(&self, h: usize, w: usize, mode: SamplingMode) -> Result<Tensor> {
+        Tensor::apply1(Op::Resize(Resize::Bilinear { h, w, mode }), vec![self.clone()])
     }
     /// Bilinear upsample of the last two axes by factors `(sh, sw)` > 0 to `floor(in · s)`, half-pixel unless `align_corners`.
     pub fn upsample_bilinear(&self, sh: f32, sw: f32, align_corners: bool) -> Result<Tensor> {
@@ -169,21 +213,51 @@ mod tests {
     use crate::input;
     use crate::ops::layout::tests::{buf, mil_args, ravel, round_trip, run, unravel};
 
-    /// Naive f64 source coordinate along one axis `n → out`; `ratio` = in/out (resize) or 1/scale (upsample).
-    fn coord(i: usize, n: usize, out: usize, align: bool, ratio: f64) -> f64 {
-        let s = if !align { (i as f64 + 0.5) * ratio - 0.5 } else if out > 1 { i as f64 * (n - 1) as f64 / (out - 1) as f64 } else { 0.0 };
-        s.clamp(0.0, (n - 1) as f64)
+    /// Naive f64 source coordinate along one axis `n → out` (coremltools' formulas, written out again).
+    fn coord(i: usize, n: usize, out: usize, mode: SamplingMode) -> f64 {
+        let (i, nf, o) = (i as f64, n as f64, out as f64);
+        let s = match mode {
+            SamplingMode::UnalignCorners => (i + 0.5) * (nf / o) - 0.5,
+            SamplingMode::OffsetCorners => 0.5 * ((nf - 1.0).max(1.0) / o) + i * ((nf - 1.0).max(1.0) / o),
+            _ if out == 1 => if mode == SamplingMode::AlignCorners { (nf - 1.0) / 2.0 } else { 0.0 },
+            SamplingMode::Default => i * ((nf - nf / o) / (o - 1.0)),
+            _ => i * ((nf - 1.0) / (o - 1.0)),
+        };
+        s.clamp(0.0, nf - 1.0)
+    }
+
+    #[test]
+    fn sampling_grids_match_the_documented_examples() {
+        // coremltools' resize_bilinear documentation: Xin = 2, grid points for Xout = 5 and 6.
+        let documented: [(SamplingMode, [f64; 5], [f64; 6]); 4] = [
+            (SamplingMode::UnalignCorners, [0., 0.1, 0.5, 0.9, 1.], [0., 0., 0.33, 0.67, 1., 1.]),
+            (SamplingMode::AlignCorners, [0., 0.25, 0.5, 0.75, 1.], [0., 0.2, 0.4, 0.6, 0.8, 1.]),
+            (SamplingMode::Default, [0., 0.4, 0.8, 1., 1.], [0., 0.33, 0.67, 1., 1., 1.]),
+            (SamplingMode::OffsetCorners, [0.1, 0.3, 0.5, 0.7, 0.9], [0.08, 0.25, 0.42, 0.58, 0.75, 0.92]),
+        ];
+        for (mode, five, six) in documented {
+            for (out, want) in [(5, &five[..]), (6, &six[..])] {
+                let op = Resize::Bilinear { h: 1, w: out, mode };
+                for (i, ((lo, hi, f), w)) in op.taps(2, out).into_iter().zip(want).enumerate() {
+                    let got = lo as f64 + f as f64 * (hi - lo) as f64;
+                    assert!((got - w).abs() < 0.006, "{mode:?} out {out} point {i}: {got} vs documented {w}");
+                }
+            }
+        }
     }
 
     /// Check a bilinear op's output on `x` [2, 3, 5, 7] against naive f64 interpolation.
-    fn check_bilinear(op: Resize, x: &Buf, ratios: Option<(f64, f64)>) {
-        let align = matches!(op, Resize::Bilinear { align_corners: true, .. } | Resize::Upsample { align_corners: true, .. });
+    fn check_bilinear(op: Resize, x: &Buf) {
+        let mode = match op {
+            Resize::Bilinear { mode, .. } => mode,
+            Resize::Upsample { align_corners: true, .. } => SamplingMode::StrictAlignCorners,
+            _ => SamplingMode::UnalignCorners,
+        };
         let y = run(&Op::Resize(op.clone()), &[x]).remove(0);
         let (h, w) = (y.shape[2], y.shape[3]);
-        let (rh, rw) = ratios.unwrap_or((5.0 / h as f64, 7.0 / w as f64));
         for (o, &v) in y.data.iter().enumerate() {
             let [n, c, i, j] = <[usize; 4]>::try_from(unravel(o, &y.shape)).unwrap();
-            let (si, sj) = (coord(i, 5, h, align, rh), coord(j, 7, w, align, rw));
+            let (si, sj) = (coord(i, 5, h, mode), coord(j, 7, w, mode));
             let mut want = 0.0;
             for (ii, wi) in [(si.floor(), 1.0 - si.fract()), ((si.floor() + 1.0).min(4.0), si.fract())] {
                 for (jj, wj) in [(sj.floor(), 1.0 - sj.fract()), ((sj.floor() + 1.0).min(6.0), sj.fract())] {
@@ -203,16 +277,16 @@ mod tests {
                 let [n, c, i, j] = <[usize; 4]>::try_from(unravel(o, &y.shape)).unwrap();
                 assert_eq!(v, x.data[ravel(&[n, c, i * 5 / h, j * 7 / w], &x.shape)], "nearest ({h}, {w}) element {o}");
             }
-            for align_corners in [false, true] {
-                check_bilinear(Resize::Bilinear { h, w, align_corners }, &x, None);
+            for (mode, _) in SamplingMode::ALL {
+                check_bilinear(Resize::Bilinear { h, w, mode }, &x);
             }
         }
         for (sh, sw) in [(2.0, 2.0), (1.5, 3.0), (0.5, 1.0), (2.5, 0.75)] {
             for align_corners in [false, true] {
-                check_bilinear(Resize::Upsample { sh, sw, align_corners }, &x, Some((1.0 / sh as f64, 1.0 / sw as f64)));
+                check_bilinear(Resize::Upsample { sh, sw, align_corners }, &x);
             }
         }
-        let same = run(&Op::Resize(Resize::Bilinear { h: 5, w: 7, align_corners: false }), &[&x]).remove(0);
+        let same = run(&Op::Resize(Resize::Bilinear { h: 5, w: 7, mode: SamplingMode::UnalignCorners }), &[&x]).remove(0);
         assert_eq!(same, x, "resizing to the input size is the identity");
     }
 
@@ -239,14 +313,17 @@ mod tests {
         }
         let ops = [
             Resize::Nearest { h: 3, w: 8 },
-            Resize::Bilinear { h: 1, w: 2, align_corners: false },
-            Resize::Bilinear { h: 4, w: 5, align_corners: true },
+            Resize::Bilinear { h: 1, w: 2, mode: SamplingMode::UnalignCorners },
+            Resize::Bilinear { h: 4, w: 5, mode: SamplingMode::AlignCorners },
+            Resize::Bilinear { h: 3, w: 3, mode: SamplingMode::Default },
+            Resize::Bilinear { h: 2, w: 6, mode: SamplingMode::OffsetCorners },
+            Resize::Bilinear { h: 1, w: 1, mode: SamplingMode::StrictAlignCorners },
             Resize::Upsample { sh: 2.0, sw: 0.3, align_corners: false },
         ];
         for r in ops {
             round_trip(&Op::Resize(r), from_mil);
         }
-        let bad = vec![("sampling_mode", Literal::Str("OFFSET_CORNERS".into())), ("target_size_height", Literal::Int32(2)), ("target_size_width", Literal::Int32(2))];
+        let bad = vec![("sampling_mode", Literal::Str("HALF_PIXEL".into())), ("target_size_height", Literal::Int32(2)), ("target_size_width", Literal::Int32(2))];
         assert!(from_mil("resize_bilinear", &mut mil_args(bad)).unwrap().is_err());
         let int_scale = vec![("align_corners", Literal::Bool(false)), ("scale_factor_height", Literal::Int32(2)), ("scale_factor_width", Literal::Fp32(2.0))];
         assert!(from_mil("upsample_bilinear", &mut mil_args(int_scale)).unwrap().is_err());
