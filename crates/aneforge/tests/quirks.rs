@@ -141,14 +141,14 @@ fn width_offset_slices_leave_the_last_axis_on_a13_a14() {
     let x = input(&[3, 5, 20]).unwrap();
     let s = x.slice_by_size(&[0, 1, 4], &[3, 3, 10]).unwrap();
     for family in [Family::A13, Family::A14] {
-        let (before, after, warnings) = rewrite(&[s.clone()], Some(family));
+        let (before, after, warnings) = rewrite(std::slice::from_ref(&s), Some(family));
         assert!(warnings.is_empty(), "{warnings:?}");
         insta::assert_snapshot!(format!("width_slice_{family}"), after.mil);
         assert!(after.mil.contains("val = tensor<int32, [3]>([0, 1, 0])") && after.mil.contains("val = tensor<int32, [3]>([0, 4, 0])"), "{}", after.mil);
         assert_same_bits(&before, &after, &[&data(300, 8)]);
     }
     for family in [None, Some(Family::A15), Some(Family::A16)] {
-        let (before, after, warnings) = rewrite(&[s.clone()], family);
+        let (before, after, warnings) = rewrite(std::slice::from_ref(&s), family);
         assert_eq!((after.mil, warnings.len()), (before.mil, 0), "{family:?} keeps the slice");
     }
     let (before, after, warnings) = rewrite(&[input(&[40]).unwrap().slice_by_size(&[3], &[7]).unwrap()], Some(Family::A13));
@@ -161,7 +161,7 @@ fn concat_of_width_slices_is_reported_on_a15() {
     let x = input(&[2, 16]).unwrap();
     let (a, b) = (x.slice_by_size(&[0, 2], &[2, 4]).unwrap(), x.slice_by_size(&[0, 9], &[2, 4]).unwrap());
     let y = aneforge::concat(&[a, b], -1).unwrap();
-    let (_, _, warnings) = rewrite(&[y.clone()], Some(Family::A15));
+    let (_, _, warnings) = rewrite(std::slice::from_ref(&y), Some(Family::A15));
     assert!(warnings.len() == 1 && warnings[0].contains("joins 2 slices") && warnings[0].contains("A15"), "{warnings:?}");
     assert!(rewrite(&[y], Some(Family::A16)).2.is_empty());
 }

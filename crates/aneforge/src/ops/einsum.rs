@@ -24,8 +24,11 @@ pub struct Einsum {
     pub rank: usize,
 }
 
+/// Letters of each operand and of the explicit output (`None`: implicit).
+type Letters = (Vec<Vec<char>>, Option<Vec<char>>);
+
 /// Split `a,b->out` (or implicit `a,b`) into operand letter lists and the explicit output, if any.
-fn split_equation(op: &str, eq: &str) -> Result<(Vec<Vec<char>>, Option<Vec<char>>)> {
+fn split_equation(op: &str, eq: &str) -> Result<Letters> {
     let eq: String = eq.chars().filter(|c| !c.is_whitespace()).collect();
     if eq.contains("...") {
         return Err(Error::NotImplemented(format!("{op}: ellipsis ('...') in '{eq}' is not supported; name every axis")));
@@ -63,11 +66,11 @@ impl Einsum {
 
 /// The equality structure of an explicit equation: per operand and the output, each letter's
 /// first position in the concatenation (so relettered equations compare equal).
-fn letter_pattern(eq: &str) -> Result<(Vec<Vec<usize>>, Option<Vec<usize>>)> {
+fn letter_pattern(eq: &str) -> Result<(Vec<Vec<usize>>, Vec<usize>)> {
     let (ins, out) = split_equation("einsum", eq)?;
     let all: Vec<char> = ins.concat().into_iter().chain(out.clone().unwrap_or_default()).collect();
     let index = |v: &[char]| -> Vec<usize> { v.iter().map(|c| all.iter().position(|a| a == c).unwrap_or(0)).collect() };
-    Ok((ins.iter().map(|v| index(v)).collect(), out.as_deref().map(index)))
+    Ok((ins.iter().map(|v| index(v)).collect(), out.as_deref().map_or(Vec::new(), index)))
 }
 
 /// Broadcast two extents where one may be 1; `None` if they differ otherwise.

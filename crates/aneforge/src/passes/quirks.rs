@@ -180,8 +180,7 @@ impl<'a> Context<'a> {
         let d = s_out[s_out.len() - 1];
         let mut chain = Vec::new();
         let mut v = self.g.nodes[i].inputs[0];
-        loop {
-            let Op::Binary(b @ (Binary::Mul | Binary::Add)) = self.op(v) else { break };
+        while let Op::Binary(b @ (Binary::Mul | Binary::Add)) = self.op(v) {
             if self.readers[v.node].len() != 1 {
                 break;
             }
