@@ -189,6 +189,11 @@ fn strided_patch_conv_becomes_space_to_depth_and_a_1x1_conv() {
     let pad = ConvOptions { stride: [4, 4], pad: [1, 1, 1, 1], ..ConvOptions::default() };
     let (before, after, _) = rewrite(&[conv2d(&x, w.arr(), None, pad).unwrap()], None);
     assert_eq!(before.mil, after.mil);
+    // Cin·P² = 1100·64 channels after space_to_depth would exceed 65536: kept.
+    let wide = W::new(&[1, 1100, 8, 8], 12);
+    let opts = ConvOptions { stride: [8, 8], ..ConvOptions::default() };
+    let (before, after, _) = rewrite(&[conv2d(&input(&[1, 1100, 8, 8]).unwrap(), wide.arr(), None, opts).unwrap()], None);
+    assert_eq!(before.mil, after.mil);
 }
 
 #[test]
@@ -202,4 +207,16 @@ fn compile_applies_the_rewrites_except_in_fp32() {
     let c = compile(&[(None, x().softplus().unwrap())], &fp32).unwrap();
     assert!(!c.program.mil.contains("minimum("), "{}", c.program.mil);
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn only_the_quirky_corpus_cases_change() {
+    for (name, t) in common::op_cases() {
+        let g = Graph::from_outputs(&[(None, t)]).unwrap();
+        for family in [None, Some(Family::A13), Some(Family::A16)] {
+            let r = quirks(&g, family).unwrap();
+            assert_eq!(r.graph != g, ["round", "softplus"].contains(&name), "{name} on {family:?}");
+            assert!(r.warnings.is_empty(), "{name}: {:?}", r.warnings);
+        }
+    }
 }

@@ -13,7 +13,8 @@
 //! - mul/add by a last-axis vector (a norm's affine) feeding a reshape that keeps the last axis →
 //!   the reshape first, then the affine on the last axis (the layer_norm form of PR #201).
 //! - strided P×P conv (kernel = stride = P ≥ 2, no padding, dilation 1, one group, constant
-//!   weight) → `space_to_depth(P)` + 1×1 conv: the same products summed in another order.
+//!   weight, Cin·P² within the channel extent) → `space_to_depth(P)` + 1×1 conv: the same
+//!   products summed in another order (rows and columns past a multiple of P are cropped first).
 //!
 //! Structural, nothing to rewrite: `Graph::from_outputs` wraps an output that is an input in
 //! `* 1.0` (an empty body crashes the compiler), and `square` is built as `mul(x, x)` (the IR
@@ -51,18 +52,26 @@ pub struct Rewritten {
     pub warnings: Vec<String>,
 }
 
-/// Apply every rewrite of the module doc for `family` (`None`: no target) to `graph`.
+/// Apply every rewrite of the module doc for `family` (`None`: no target) to `graph`; a graph
+/// with nothing to rewrite comes back unchanged (same nodes, same ports).
 pub fn quirks(graph: &Graph, family: Option<Family>) -> Result<Rewritten> {
     let cx = Context::new(graph, family);
     let mut warnings = Vec::new();
     let mut built: Vec<Vec<Tensor>> = Vec::with_capacity(graph.nodes.len());
+    let mut changed = false;
     for (i, n) in graph.nodes.iter().enumerate() {
         let srcs: Vec<Tensor> = n.inputs.iter().map(|v| built[v.node][v.port].clone()).collect();
         let out = match cx.rewrite(i, &srcs, &built, &mut warnings)? {
-            Some(t) => vec![t],
+            Some(t) => {
+                changed = true;
+                vec![t]
+            }
             None => Tensor::apply(n.op.clone(), srcs)?,
         };
         built.push(out);
+    }
+    if !changed {
+        return Ok(Rewritten { graph: graph.clone(), warnings });
     }
     let outputs: Vec<(Option<String>, Tensor)> = graph.outputs.iter().map(|(name, v)| (Some(name.clone()), built[v.node][v.port].clone())).collect();
     Ok(Rewritten { graph: Graph::from_outputs(&outputs)?, warnings })
@@ -264,6 +273,10 @@ impl<'a> Context<'a> {
         }
         let x = &srcs[0];
         let &[b, _, h, wd] = x.shape() else { return Ok(None) };
+        let max_channels = self.family.map_or(shape::MAX_EXTENT, |f| limit(Limit::ChannelExtent, f));
+        if ci * p * p > max_channels {
+            return Ok(None); // space_to_depth would exceed the channel extent
+        }
         let (h2, w2) = (h / p * p, wd / p * p);
         let x = if (h2, w2) == (h, wd) { x.clone() } else { x.slice_by_size(&[0; 4], &[b, ci, h2, w2])? };
         // Depth channel (i·P + j)·Cin + c of space_to_depth pairs with weight tap (c, i, j).
