@@ -86,6 +86,7 @@ struct Context<'a> {
 }
 
 impl<'a> Context<'a> {
+    /// Index `g`'s readers for rewriting on `family`.
     fn new(g: &'a Graph, family: Option<Family>) -> Self {
         let mut readers = vec![Vec::new(); g.nodes.len()];
         for (j, n) in g.nodes.iter().enumerate() {
@@ -95,10 +96,12 @@ impl<'a> Context<'a> {
         Context { g, family, readers }
     }
 
+    /// The op producing `v`.
     fn op(&self, v: Value) -> &Op {
         &self.g.nodes[v.node].op
     }
 
+    /// The shape of `v`.
     fn shape(&self, v: Value) -> &[usize] {
         &self.g.ty(v).shape
     }
@@ -136,7 +139,7 @@ impl<'a> Context<'a> {
         }
     }
 
-    /// The constant operand of binary node `v` of kind `b` whose other operand is not constant.
+    /// A one-element constant operand of `v` when `v` is a binary op of kind `b`.
     fn scalar_operand(&self, v: Value, b: Binary) -> Option<f32> {
         match self.op(v) {
             Op::Binary(k) if *k == b => self.g.nodes[v.node].inputs.iter().find_map(|&u| self.scalar(u)),
