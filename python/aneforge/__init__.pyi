@@ -12,6 +12,7 @@ __all__ = [
     "Model",
     "Tensor",
     "__version__",
+    "affine",
     "batch_norm",
     "compile",
     "concat",
@@ -22,12 +23,16 @@ __all__ = [
     "cross_attention",
     "depth_to_space",
     "dynamic_conv",
+    "einsum",
+    "einsum_native",
     "gather",
     "geglu",
     "image_input",
     "input",
     "instance_norm",
     "load",
+    "local_response_norm",
+    "lrn",
     "maximum",
     "mha",
     "minimum",
@@ -169,6 +174,8 @@ class Tensor:
         """alpha * x + beta in one op."""
     def logical_not(self) -> Tensor:
         """Boolean not of a bool tensor (a comparison result)."""
+    def prelu(self, alpha: _ArrayLike) -> Tensor:
+        """Per-channel leaky ReLU: x where x >= 0 else alpha[c] * x; alpha has length C = shape[1], rank 3..5."""
 
     # binary
     def pow(self, other: _Operand) -> Tensor:
@@ -451,6 +458,21 @@ def batch_norm(x: Tensor, mean: _ArrayLike, var: _ArrayLike, gamma: _ArrayLike |
 
 def instance_norm(x: Tensor, gamma: _ArrayLike | None = None, beta: _ArrayLike | None = None, eps: float = 1e-5) -> Tensor:
     """Per-(n, c) plane normalisation of x ([N, C, H, W]) with optional [C] gamma and beta."""
+
+def local_response_norm(x: Tensor, size: int = 5, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> Tensor:
+    """x / (k + alpha/size * sum of x**2 over the size channels around each channel, clipped)**beta; rank 3 or 4."""
+
+def lrn(x: Tensor, alpha: float = 1.0, beta: float = 0.75, k: float = 1.0) -> Tensor:
+    """x / (k + alpha * sum of x**2 over a clipped window of C channels)**beta (local_response_norm with size C, alpha * C)."""
+
+def einsum(equation: str, a: Tensor | _ArrayLike, b: Tensor | _ArrayLike) -> Tensor:
+    """Two-operand einsum ('ij,jk->ik', implicit outputs too) lowered to transpose/reshape/matmul; diagonals, ellipsis and other operand counts raise NotImplementedError."""
+
+def einsum_native(equation: str, a: Tensor | _ArrayLike, b: Tensor | _ArrayLike) -> Tensor:
+    """The native MIL einsum: 'nchw,nwhu->nchu' or 'chw,whu->chu' (or a relettering); batch and H broadcast."""
+
+def affine(x: Tensor, transform: Tensor | _ArrayLike, output_h: int, output_w: int, align_corners: bool = False) -> Tensor:
+    """Bilinear warp of x [B, C, H, W] by transform [B or 1, 6] = [a0, a1, a2, b0, b1, b2] in [-1, 1] coordinates, zero padding (A14+)."""
 
 def compile(
     outputs: Tensor | Sequence[Tensor] | Mapping[str, Tensor],

@@ -35,7 +35,7 @@ thresholded_relu scaled_tanh clamped_relu sigmoid_hard linear_activation logical
 l1_norm log_sum sum_square log_sum_exp reverse tile flatten2d stack cumsum gather crop
 space_to_depth depth_to_space pixel_shuffle pixel_unshuffle instance_norm channel_layer_norm
 resize_nearest_neighbor resize_bilinear upsample_bilinear geglu conv_transpose sdpa mha dynamic_conv
-cross_attention
+cross_attention prelu local_response_norm lrn einsum einsum_native affine
 """.split()
 
 
@@ -734,6 +734,104 @@ case("resize_bilinear-align1", "resize_bilinear", [uniform((3, 5, 8), 652)], lam
 case("upsample_bilinear-2", "upsample_bilinear", [uniform((1, 3, 7, 5), 646)], lambda x: af.upsample_bilinear(x), lambda x: upsample_bilinear_ref(x, 2, 2, False))
 case("upsample_bilinear-align", "upsample_bilinear", [uniform((2, 2, 5, 9), 647)], lambda x: af.upsample_bilinear(x, (1.5, 3.0), align_corners=True), lambda x: upsample_bilinear_ref(x, 1.5, 3.0, True))
 case("upsample_bilinear-frac", "upsample_bilinear", [uniform((1, 1, 7, 7), 648)], lambda x: af.upsample_bilinear(x, 2.5), lambda x: upsample_bilinear_ref(x, 2.5, 2.5, False))
+
+# ------------------------------------------------- channel ops, einsum, affine ----------
+PRELU_A = uniform((6,), 800, -0.5, 0.5)
+
+
+def prelu_ref(x, a):
+    a = q(a).reshape((1, -1) + (1,) * (x.ndim - 2))
+    return np.where(x >= 0, x, a * x)
+
+
+def lrn_ref(x, size, alpha, beta, k):
+    """Window c - (size-1)//2 .. c + size//2 clipped to the channels; alpha is the fp16 value the op prints."""
+    c = x.shape[1]
+    out = np.empty_like(x)
+    for ch in range(c):
+        lo, hi = max(0, ch - (size - 1) // 2), min(c, ch + size // 2 + 1)
+        s = np.sum(x[:, lo:hi] ** 2, axis=1)
+        out[:, ch] = x[:, ch] / (h(k) + alpha / size * s) ** h(beta)
+    return out
+
+
+def affine_ref(x, t, oh, ow, align):
+    """Bilinear grid sample (PyTorch affine_grid + grid_sample convention, zero padding) in float64."""
+    b_, _, ih, iw = x.shape
+
+    def grid(n):
+        if n == 1:
+            return np.zeros(1)
+        return np.linspace(-1.0, 1.0, n) if align else (2 * np.arange(n) + 1) / n - 1
+
+    def to_pixel(s, n):
+        return (s + 1) / 2 * (n - 1) if align else ((s + 1) * n - 1) / 2
+
+    u, v = grid(ow)[None, :], grid(oh)[:, None]
+    out = np.zeros((b_, x.shape[1], oh, ow))
+    for b in range(b_):
+        a0, a1, a2, b0, b1, b2 = t[b if t.shape[0] > 1 else 0]
+        px, py = to_pixel(a0 * u + a1 * v + a2, iw), to_pixel(b0 * u + b1 * v + b2, ih)
+        x0, y0 = np.floor(px), np.floor(py)
+        for yy, wy in ((y0, 1 - (py - y0)), (y0 + 1, py - y0)):
+            for xx, wx in ((x0, 1 - (px - x0)), (x0 + 1, px - x0)):
+                inside = (yy >= 0) & (yy < ih) & (xx >= 0) & (xx < iw)
+                vals = x[b][:, np.clip(yy, 0, ih - 1).astype(int), np.clip(xx, 0, iw - 1).astype(int)]
+                out[b] += np.where(inside, wy * wx, 0.0) * vals
+    return out
+
+
+case("prelu-nchw", "prelu", [uniform((2, 6, 7, 65), 801)], lambda x: x.prelu(PRELU_A), lambda x: prelu_ref(x, PRELU_A))
+case("prelu-rank3", "prelu", [uniform((1, 6, 783), 802)], lambda x: x.prelu(PRELU_A), lambda x: prelu_ref(x, PRELU_A))
+case(
+    "local_response_norm-5", "local_response_norm", [uniform((2, 7, 5, 65), 803)],
+    lambda x: af.local_response_norm(x, 5, alpha=0.05, beta=0.75, k=2.0),
+    lambda x: lrn_ref(x, 5, h(0.05), 0.75, 2.0),
+)
+case(
+    "local_response_norm-even", "local_response_norm", [uniform((1, 6, 783), 804)],
+    lambda x: af.local_response_norm(x, 4, alpha=0.1, beta=0.5),
+    lambda x: lrn_ref(x, 4, h(0.1), 0.5, 1.0),
+)
+case(
+    "lrn", "lrn", [uniform((1, 6, 7, 9), 805)],
+    lambda x: af.lrn(x, alpha=0.02, beta=0.75, k=1.0),
+    lambda x: lrn_ref(x, 6, h(0.02 * 6), 0.75, 1.0),
+)
+EIN_W = uniform((65, 9), 806, -1, 1)
+case("einsum-matmul", "einsum", [uniform((7, 65), 807)], lambda x: af.einsum("ij,jk->ik", x, EIN_W), lambda x: x @ q(EIN_W))
+case(
+    "einsum-batched-transposed", "einsum", [uniform((3, 7, 65), 808), uniform((3, 5, 65), 809)],
+    lambda a, b: af.einsum("bij,bkj->bki", a, b), lambda a, b: np.einsum("bij,bkj->bki", a, b),
+)
+case(
+    "einsum-implicit-summed", "einsum", [uniform((4, 7, 9), 810, -1, 1), uniform((9, 5), 811, -1, 1)],
+    lambda a, b: af.einsum("ijk,kl", a, b), lambda a, b: np.einsum("ijk,kl", a, b),
+)
+case(
+    "einsum-outer", "einsum", [uniform((7,), 812), uniform((65,), 813)],
+    lambda a, b: af.einsum("i,j->ji", a, b), lambda a, b: np.einsum("i,j->ji", a, b),
+)
+EIN_NATIVE_W = uniform((2, 65, 5, 9), 814, -1, 1)
+case(
+    "einsum_native-rank4", "einsum_native", [uniform((2, 3, 5, 65), 815, -1, 1)],
+    lambda x: af.einsum_native("nchw,nwhu->nchu", x, EIN_NATIVE_W),
+    lambda x: np.einsum("nchw,nwhu->nchu", x, q(EIN_NATIVE_W)),
+)
+case(
+    "einsum_native-rank3-broadcast-h", "einsum_native", [uniform((7, 1, 65), 816, -1, 1), uniform((65, 4, 3), 817, -1, 1)],
+    lambda a, b: af.einsum_native("chw,whu->chu", a, b),
+    lambda a, b: np.einsum("chw,whu->chu", np.broadcast_to(a, (7, 4, 65)), b),
+)
+AFF_T = np.array([[0.9, -0.2, 0.1, 0.3, 1.1, -0.15]], dtype=np.float32)
+case(
+    "affine-shared", "affine", [uniform((2, 3, 9, 65), 818)],
+    lambda x: af.affine(x, AFF_T, 7, 33), lambda x: affine_ref(x, q(AFF_T), 7, 33, False),
+)
+case(
+    "affine-per-batch-align", "affine", [uniform((2, 1, 7, 7), 819), uniform((2, 6), 820, -1, 1)],
+    lambda x, t: af.affine(x, t, 11, 5, align_corners=True), lambda x, t: affine_ref(x, t, 11, 5, True),
+)
 
 # ------------------------------------------------------------ image_input ---------------
 IMG = np.random.default_rng(700).integers(0, 256, (1, 3, 7, 9)).astype(np.uint8)

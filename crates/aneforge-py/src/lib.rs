@@ -43,6 +43,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::minimum, m)?)?;
     m.add_function(wrap_pyfunction!(ops::batch_norm, m)?)?;
     m.add_function(wrap_pyfunction!(ops::instance_norm, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::local_response_norm, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::lrn, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::einsum, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::einsum_native, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::affine, m)?)?;
     m.add_function(wrap_pyfunction!(model::compile, m)?)?;
     m.add_function(wrap_pyfunction!(model::load, m)?)?;
     m.add_function(wrap_pyfunction!(model::export, m)?)?;

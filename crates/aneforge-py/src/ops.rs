@@ -330,3 +330,45 @@ pub fn instance_norm(x: &Bound<'_, PyAny>, gamma: Option<&Bound<'_, PyAny>>, bet
     let (g, b) = (opt_weight(gamma, "instance_norm")?, opt_weight(beta, "instance_norm")?);
     wrap(aneforge::ops::norm::instance_norm(&x, opt_host(&g)?, opt_host(&b)?, eps))
 }
+
+/// A Tensor argument as is, or a float array baked as an fp16 constant.
+fn tensor_or_weight(obj: &Bound<'_, PyAny>, op: &str) -> PyResult<aneforge::Tensor> {
+    match obj.cast::<PyTensor>() {
+        Ok(t) => Ok(t.get().t.clone()),
+        Err(_) => Weight::extract(obj, op)?.constant(op),
+    }
+}
+
+/// MIL local response normalisation of x (rank 3 or 4, [N, C, ...]) over `size` neighbouring channels.
+#[pyfunction]
+#[pyo3(signature = (x, size=5, alpha=1e-4, beta=0.75, k=1.0))]
+pub fn local_response_norm(x: &Bound<'_, PyAny>, size: usize, alpha: f32, beta: f32, k: f32) -> R {
+    wrap(tensor(x, "local_response_norm", "x")?.local_response_norm(size, alpha, beta, k))
+}
+
+/// x / (k + alpha * sum of squares over a clipped window of C channels)^beta (local_response_norm with size C, alpha * C).
+#[pyfunction]
+#[pyo3(signature = (x, alpha=1.0, beta=0.75, k=1.0))]
+pub fn lrn(x: &Bound<'_, PyAny>, alpha: f32, beta: f32, k: f32) -> R {
+    wrap(tensor(x, "lrn", "x")?.lrn(alpha, beta, k))
+}
+
+/// General two-operand einsum lowered to transpose/reshape/matmul; operands are Tensors or float arrays.
+#[pyfunction]
+pub fn einsum(equation: &str, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> R {
+    wrap(aneforge::ops::einsum::einsum(equation, &tensor_or_weight(a, "einsum")?, &tensor_or_weight(b, "einsum")?))
+}
+
+/// The native MIL einsum ('nchw,nwhu->nchu' or 'chw,whu->chu'); operands are Tensors or float arrays.
+#[pyfunction]
+pub fn einsum_native(equation: &str, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> R {
+    wrap(aneforge::ops::einsum::einsum_native(equation, &tensor_or_weight(a, "einsum")?, &tensor_or_weight(b, "einsum")?))
+}
+
+/// Bilinear affine warp of x [B, C, H, W] by transform [B or 1, 6] (Tensor or array) to [B, C, output_h, output_w]; zero padding, [-1, 1] coordinates.
+#[pyfunction]
+#[pyo3(signature = (x, transform, output_h, output_w, align_corners=false))]
+pub fn affine(x: &Bound<'_, PyAny>, transform: &Bound<'_, PyAny>, output_h: usize, output_w: usize, align_corners: bool) -> R {
+    let x = tensor(x, "affine", "x")?;
+    wrap(aneforge::ops::affine::affine(&x, &tensor_or_weight(transform, "affine")?, output_h, output_w, align_corners))
+}

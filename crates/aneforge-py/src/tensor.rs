@@ -292,6 +292,10 @@ impl PyTensor {
     fn logical_not(&self) -> R {
         wrap(self.t.logical_not())
     }
+    /// Per-channel leaky ReLU: x where x >= 0 else alpha[c] * x; alpha has length C = shape[1], rank 3..=5.
+    fn prelu(&self, alpha: &Bound<'_, PyAny>) -> R {
+        wrap(self.t.prelu(Weight::extract(alpha, "prelu")?.host()?))
+    }
 
     /// self ** other (broadcasting).
     fn pow(&self, other: &Bound<'_, PyAny>) -> R {

@@ -126,6 +126,7 @@ pub fn export(outputs: &[(Option<String>, Tensor)], opts: &CompileOptions) -> Re
 fn write_program(graph: Graph, opts: &CompileOptions) -> Result<Exported> {
     compress::check_options(opts.compress_atol, opts.block_size)?;
     let target = targets::compile_target(opts.target.as_deref())?;
+    let graph = passes::work_around(graph, target, opts.precision)?;
     let graph = match target {
         Some(t) => passes::retarget(graph, t, opts.precision)?,
         None => graph,

@@ -8,9 +8,11 @@ use half::f16;
 
 use crate::error::Result;
 use crate::mil::blob::{BlobType, Packed};
+use crate::ops::affine::affine;
 use crate::ops::constexpr::{Constexpr, Encoded};
 use crate::ops::conv::{conv2d, ConvOptions};
 use crate::ops::conv_transpose::conv_transpose2d;
+use crate::ops::einsum::einsum_native;
 use crate::ops::elementwise::Compare;
 use crate::ops::io::HostArray;
 use crate::ops::norm::instance_norm;
@@ -164,6 +166,10 @@ pub fn conformance() -> Result<Vec<(&'static str, Tensor)>> {
     c.push(("resize_nearest_neighbor", img()?.resize_nearest_neighbor(5, 4)?));
     c.push(("resize_bilinear", img()?.resize_bilinear(3, 9, false)?));
     c.push(("upsample_bilinear", img()?.upsample_bilinear(1.5, 2.0, true)?));
+    c.push(("prelu", img()?.prelu(HostArray::f32(&[4], &data(4, 16)))?));
+    c.push(("local_response_norm", img()?.local_response_norm(3, 1e-2, 0.75, 1.0)?));
+    c.push(("einsum", einsum_native("nchw,nwhu->nchu", &img()?, &w(&[1, 6, 6, 5], 17)?)?));
+    c.push(("affine", affine(&img()?, &w(&[1, 6], 18)?, 5, 7, false)?));
     c.push(("cast", image_input(&[1, 3, 2, 2], &[1.0 / 255.0], &[0.5, -0.5, 0.25], None)?));
     c.extend(constexpr_cases(x)?);
     Ok(c)

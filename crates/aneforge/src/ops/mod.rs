@@ -2,10 +2,13 @@
 //! the reference kernel, the MIL spelling (print and parse) and the builder methods on
 //! [`Tensor`](crate::Tensor). This module only dispatches.
 
+pub mod affine;
 pub mod attention;
+pub mod channel;
 pub mod constexpr;
 pub mod conv;
 pub mod conv_transpose;
+pub mod einsum;
 pub mod elementwise;
 pub mod gemm;
 pub mod io;
@@ -93,6 +96,12 @@ pub enum Op {
     Rearrange(rearrange::Rearrange),
     /// Nearest-neighbour and bilinear resize of the last two axes (target sizes or scale factors).
     Resize(resize::Resize),
+    /// Per-channel `prelu` and cross-channel `local_response_norm`.
+    Channel(channel::Channel),
+    /// Native MIL `einsum` (the `nchw,nwhu->nchu` / `chw,whu->chu` matmul).
+    Einsum(einsum::Einsum),
+    /// Bilinear affine warp (MIL `affine`).
+    Affine(affine::Affine),
 }
 
 macro_rules! dispatch {
@@ -117,6 +126,9 @@ macro_rules! dispatch {
             Op::Layout(o) => o.$f($($arg),*),
             Op::Rearrange(o) => o.$f($($arg),*),
             Op::Resize(o) => o.$f($($arg),*),
+            Op::Channel(o) => o.$f($($arg),*),
+            Op::Einsum(o) => o.$f($($arg),*),
+            Op::Affine(o) => o.$f($($arg),*),
         }
     };
 }
@@ -142,12 +154,15 @@ impl Op {
             .or_else(|| layout::from_mil(op, args))
             .or_else(|| rearrange::from_mil(op, args))
             .or_else(|| resize::from_mil(op, args))
+            .or_else(|| channel::from_mil(op, args))
+            .or_else(|| einsum::from_mil(op, args))
+            .or_else(|| affine::from_mil(op, args))
     }
 }
 
 /// Every MIL op name the families print (each must have a lowering case in the tests).
 pub fn mil_op_names() -> Vec<&'static str> {
-    [io::MIL_OPS, constexpr::MIL_OPS, unary::MIL_OPS, elementwise::MIL_OPS, linear::MIL_OPS, conv::MIL_OPS, conv_transpose::MIL_OPS, pool::MIL_OPS, reduce::MIL_OPS, norm::MIL_OPS, layout::MIL_OPS, rearrange::MIL_OPS, resize::MIL_OPS].concat()
+    [io::MIL_OPS, constexpr::MIL_OPS, unary::MIL_OPS, elementwise::MIL_OPS, linear::MIL_OPS, conv::MIL_OPS, conv_transpose::MIL_OPS, pool::MIL_OPS, reduce::MIL_OPS, norm::MIL_OPS, layout::MIL_OPS, rearrange::MIL_OPS, resize::MIL_OPS, channel::MIL_OPS, einsum::MIL_OPS, affine::MIL_OPS].concat()
 }
 
 /// Blanket helper so `dispatch!` can hand out `&dyn Family`.

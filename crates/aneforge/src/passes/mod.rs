@@ -1,6 +1,7 @@
 //! Graph → Graph passes run by `compile` before lowering.
 
 pub mod decompose;
+pub mod quirks;
 
 use crate::error::{Error, Result};
 use crate::exec::Precision;
@@ -23,4 +24,19 @@ pub fn retarget(graph: Graph, target: Target, precision: Precision) -> Result<Gr
         return Err(Error::value("compile", format!("{ops:?} must be decomposed for target {target}, and the decomposition needs fp16 rounding; use precision='fp16' or a target of family {} or newer", p.decompose[0].floor)));
     }
     decompose(&graph, target.family)
+}
+
+/// Rewrite around the ANE compiler's defects for `target` ([`quirks::quirks`]; without a target
+/// only the target-independent rewrites) and print each hazard left as `aneforge: warning: ...`
+/// on stderr unless `ANEFORGE_QUIET` is set. `Precision::Fp32` returns `graph` unchanged: fp32
+/// programs run only on the reference executor, which has none of these defects.
+pub fn work_around(graph: Graph, target: Option<Target>, precision: Precision) -> Result<Graph> {
+    if precision == Precision::Fp32 {
+        return Ok(graph);
+    }
+    let r = quirks::quirks(&graph, target.map(|t| t.family))?;
+    if std::env::var_os("ANEFORGE_QUIET").is_none() {
+        r.warnings.iter().for_each(|w| eprintln!("aneforge: warning: {w}"));
+    }
+    Ok(r.graph)
 }

@@ -1,0 +1,371 @@
+//! Einstein summation: the native MIL `einsum` (the two layouts coremltools accepts, a matmul over
+//! axes −1 and −3 with the other axes as broadcast batch), and the general two-operand
+//! [`einsum`] lowered to transpose → reshape → one (batched) matmul → reshape → transpose.
+
+use super::io::{expect_fp16, expect_inputs};
+use super::{Buf, Family, Op, TensorType};
+use crate::error::{Error, Result};
+use crate::graph::Tensor;
+use crate::mil::{Literal, MilArgs, MilInputs, MilOp};
+use crate::shape;
+
+/// MIL ops this family prints.
+pub const MIL_OPS: &[&str] = &["einsum"];
+
+/// The native equations by rank, as printed (any consistent relettering parses).
+const NATIVE: [(usize, &str); 2] = [(4, "nchw,nwhu->nchu"), (3, "chw,whu->chu")];
+
+/// MIL `einsum(values = (x, y), equation)`: rank 4 `nchw,nwhu->nchu` (x `[B, C, H, W]`,
+/// y `[B, W, H, U]` → `[B, C, H, U]`, B and H broadcast when one side is 1) or rank 3
+/// `chw,whu->chu` (H broadcast).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Einsum {
+    /// 3 or 4.
+    pub rank: usize,
+}
+
+/// Letters of each operand and of the explicit output (`None`: implicit).
+type Letters = (Vec<Vec<char>>, Option<Vec<char>>);
+
+/// Split `a,b->out` (or implicit `a,b`) into operand letter lists and the explicit output, if any.
+fn split_equation(op: &str, eq: &str) -> Result<Letters> {
+    let eq: String = eq.chars().filter(|c| !c.is_whitespace()).collect();
+    if eq.contains("...") {
+        return Err(Error::NotImplemented(format!("{op}: ellipsis ('...') in '{eq}' is not supported; name every axis")));
+    }
+    if let Some(c) = eq.chars().find(|&c| !(c.is_ascii_alphabetic() || c == ',' || c == '-' || c == '>')) {
+        return Err(Error::value(op, format!("equation '{eq}' has the character '{c}'; use letters, ',' and '->'")));
+    }
+    let (lhs, out) = match eq.split_once("->") {
+        Some((l, r)) => (l, Some(r.chars().collect::<Vec<_>>())),
+        None => (eq.as_str(), None),
+    };
+    if lhs.contains(['-', '>']) || out.as_ref().is_some_and(|o| o.contains(&'-') || o.contains(&'>') || o.contains(&',')) {
+        return Err(Error::value(op, format!("equation '{eq}' is malformed (expected 'ab,bc->ac')")));
+    }
+    Ok((lhs.split(',').map(|s| s.chars().collect()).collect(), out))
+}
+
+impl Einsum {
+    /// The native op for equation `eq` (any relettering of the two native forms).
+    pub fn parse(eq: &str) -> Result<Einsum> {
+        let got = letter_pattern(eq)?;
+        for (rank, native) in NATIVE {
+            if got == letter_pattern(native)? {
+                return Ok(Einsum { rank });
+            }
+        }
+        Err(Error::NotImplemented(format!("einsum: native MIL einsum supports only '{}' and '{}' (or a relettering), got '{eq}'; use the general einsum", NATIVE[0].1, NATIVE[1].1)))
+    }
+
+    /// The printed equation.
+    pub fn equation(&self) -> &'static str {
+        NATIVE.iter().find(|(r, _)| *r == self.rank).map_or("", |(_, e)| e)
+    }
+}
+
+/// The equality structure of an explicit equation: per operand and the output, each letter's
+/// first position in the concatenation (so relettered equations compare equal).
+fn letter_pattern(eq: &str) -> Result<(Vec<Vec<usize>>, Vec<usize>)> {
+    let (ins, out) = split_equation("einsum", eq)?;
+    let all: Vec<char> = ins.concat().into_iter().chain(out.clone().unwrap_or_default()).collect();
+    let index = |v: &[char]| -> Vec<usize> { v.iter().map(|c| all.iter().position(|a| a == c).unwrap_or(0)).collect() };
+    Ok((ins.iter().map(|v| index(v)).collect(), out.as_deref().map_or(Vec::new(), index)))
+}
+
+/// Broadcast two extents where one may be 1; `None` if they differ otherwise.
+fn bcast(a: usize, b: usize) -> Option<usize> {
+    (a == b || a == 1 || b == 1).then_some(a.max(b))
+}
+
+impl Family for Einsum {
+    fn name(&self) -> &'static str {
+        "einsum"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        expect_inputs("einsum", inputs, 2)?;
+        expect_fp16("einsum", inputs)?;
+        let (x, y) = (&inputs[0].shape, &inputs[1].shape);
+        let r = self.rank;
+        let bad = || Error::shape("einsum", format!("'{}' needs x [.., C, H, W] and y [.., W, H, U] of rank {r} (batch and H equal or 1), got {x:?} and {y:?}", self.equation()));
+        if x.len() != r || y.len() != r || x[r - 1] != y[r - 3] {
+            return Err(bad());
+        }
+        let h = bcast(x[r - 2], y[r - 2]).ok_or_else(bad)?;
+        let mut out = vec![x[r - 3], h, y[r - 1]];
+        if r == 4 {
+            out.insert(0, bcast(x[0], y[0]).ok_or_else(bad)?);
+        }
+        shape::check("einsum", &out)?;
+        Ok(vec![TensorType::fp16(out)])
+    }
+    fn mil(&self) -> MilOp {
+        MilOp { op: "einsum", params: vec![("equation", Literal::Str(self.equation().into()))], inputs: MilInputs::Tuple("values"), blobs: Vec::new() }
+    }
+    fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
+        let (x, y, o) = (ins[0], ins[1], &mut out[0]);
+        // View rank 3 as rank 4 with batch 1.
+        let four = |s: &[usize]| if s.len() == 3 { [1, s[0], s[1], s[2]] } else { [s[0], s[1], s[2], s[3]] };
+        let ([xb, c, xh, w], [yb, _, yh, u], [b, _, h, _]) = (four(&x.shape), four(&y.shape), four(&o.shape));
+        let pick = |i: usize, n: usize| if n == 1 { 0 } else { i };
+        let mut k = 0;
+        for bi in 0..b {
+            for ci in 0..c {
+                for hi in 0..h {
+                    let xrow = ((pick(bi, xb) * c + ci) * xh + pick(hi, xh)) * w;
+                    for ui in 0..u {
+                        let mut acc = 0f32;
+                        for wi in 0..w {
+                            acc += x.data[xrow + wi] * y.data[((pick(bi, yb) * w + wi) * yh + pick(hi, yh)) * u + ui];
+                        }
+                        o.data[k] = acc;
+                        k += 1;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Parse `einsum` (its equation must be one of the native forms).
+pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
+    match op {
+        "einsum" => Some((|| {
+            let eq = args.string("equation")?;
+            Einsum::parse(&eq).map_err(|e| args.error(e.to_string()))
+        })().map(Op::Einsum)),
+        _ => None,
+    }
+}
+
+/// The native MIL einsum of `x` and `y` for a native equation (see [`Einsum`]); others are a NotImplemented error.
+pub fn einsum_native(equation: &str, x: &Tensor, y: &Tensor) -> Result<Tensor> {
+    Tensor::apply1(Op::Einsum(Einsum::parse(equation)?), vec![x.clone(), y.clone()])
+}
+
+/// Role of one index letter in a two-operand contraction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    /// In both operands and the output.
+    Batch,
+    /// In both operands, not the output (summed by the matmul).
+    Contracted,
+    /// In one operand and the output.
+    Free,
+    /// In one operand only (summed before the matmul).
+    Summed,
+}
+
+/// General two-operand einsum (`"ij,jk->ik"`, `"bij,bjk->bik"`, implicit `"ij,jk"` = NumPy's rule:
+/// letters seen once, sorted). Lowered to reduce_sum (letters in one operand only), transpose,
+/// reshape, one matmul (batch letters as the batch axis, contracted letters as K), reshape and
+/// transpose. Shared letters need equal extents. Errors: more or fewer than two operands,
+/// repeated letters in one operand (diagonals), ellipsis → NotImplemented; a malformed equation,
+/// letters/rank mismatch or a scalar result → Value/Shape.
+pub fn einsum(equation: &str, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    const OP: &str = "einsum";
+    let (ins, out) = split_equation(OP, equation)?;
+    if ins.len() != 2 {
+        return Err(Error::NotImplemented(format!("{OP}: '{equation}' has {} operands; only two-operand einsum is supported", ins.len())));
+    }
+    let (la, lb) = (&ins[0], &ins[1]);
+    for (l, t, which) in [(la, a, "first"), (lb, b, "second")] {
+        if l.len() != t.rank() {
+            return Err(Error::shape(OP, format!("'{equation}': the {which} operand has {} letters but shape {:?}", l.len(), t.shape())));
+        }
+        if let Some(c) = l.iter().find(|c| l.iter().filter(|d| d == c).count() > 1) {
+            return Err(Error::NotImplemented(format!("{OP}: '{equation}' repeats '{c}' in the {which} operand (diagonal/trace) — not supported")));
+        }
+    }
+    let out = out.unwrap_or_else(|| {
+        let mut once: Vec<char> = la.iter().chain(lb).copied().filter(|c| la.iter().chain(lb).filter(|d| *d == c).count() == 1).collect();
+        once.sort_unstable();
+        once
+    });
+    if let Some(c) = out.iter().find(|c| out.iter().filter(|d| d == c).count() > 1) {
+        return Err(Error::value(OP, format!("'{equation}' repeats '{c}' in the output")));
+    }
+    if let Some(c) = out.iter().find(|c| !la.contains(c) && !lb.contains(c)) {
+        return Err(Error::value(OP, format!("'{equation}': output letter '{c}' is in neither operand")));
+    }
+    if out.is_empty() {
+        return Err(Error::shape(OP, format!("'{equation}' has a scalar result; keep at least one output axis")));
+    }
+    let extent = |c: char| -> usize {
+        la.iter().position(|&d| d == c).map(|i| a.shape()[i]).or_else(|| lb.iter().position(|&d| d == c).map(|i| b.shape()[i])).unwrap_or(1)
+    };
+    for (i, c) in la.iter().enumerate() {
+        if let Some(j) = lb.iter().position(|d| d == c) {
+            if a.shape()[i] != b.shape()[j] {
+                return Err(Error::shape(OP, format!("'{equation}': '{c}' is {} in {:?} but {} in {:?}", a.shape()[i], a.shape(), b.shape()[j], b.shape())));
+            }
+        }
+    }
+    let role = |c: char| match (la.contains(&c) && lb.contains(&c), out.contains(&c)) {
+        (true, true) => Role::Batch,
+        (true, false) => Role::Contracted,
+        (false, true) => Role::Free,
+        (false, false) => Role::Summed,
+    };
+    let letters = |l: &[char], r: Role| -> Vec<char> { l.iter().copied().filter(|&c| role(c) == r).collect() };
+    let (batch, contracted) = (letters(la, Role::Batch), letters(la, Role::Contracted));
+    let (left, right) = (letters(la, Role::Free), letters(lb, Role::Free));
+    let prod = |v: &[char]| v.iter().map(|&c| extent(c)).product::<usize>();
+    // Operand a as [batch.., left.., contracted..] → [B, M, K]; b as [batch.., contracted.., right..] → [B, K, N].
+    let a3 = arrange(a, la, &[&batch[..], &left, &contracted].concat(), &letters(la, Role::Summed), &[prod(&batch), prod(&left), prod(&contracted)])?;
+    let b3 = arrange(b, lb, &[&batch[..], &contracted, &right].concat(), &letters(lb, Role::Summed), &[prod(&batch), prod(&contracted), prod(&right)])?;
+    let mid: Vec<char> = [&batch[..], &left, &right].concat();
+    let y = reshape_to(&a3.matmul(&b3)?, &mid.iter().map(|&c| extent(c)).collect::<Vec<_>>())?;
+    permute(&y, &mid, &out)
+}
+
+/// Sum `t` (letters `l`) over `summed`, move its axes into `order`, and reshape to `dims`
+/// (a leading batch extent of 1 is dropped, so an unbatched contraction is a plain 2-D matmul).
+fn arrange(t: &Tensor, l: &[char], order: &[char], summed: &[char], dims: &[usize; 3]) -> Result<Tensor> {
+    let mut t = t.clone();
+    let mut l = l.to_vec();
+    if !summed.is_empty() {
+        let axes: Vec<i64> = summed.iter().map(|c| l.iter().position(|d| d == c).unwrap_or(0) as i64).collect();
+        t = if axes.len() == l.len() { t.sum(&axes, true)? } else { t.sum(&axes, false)? };
+        if axes.len() < l.len() {
+            l.retain(|c| !summed.contains(c));
+        } else {
+            l.clear();
+        }
+    }
+    let t = if l.is_empty() { t } else { permute(&t, &l, order)? };
+    let dims = if dims[0] == 1 { &dims[1..] } else { &dims[..] };
+    reshape_to(&t, dims)
+}
+
+/// Transpose `t` whose axes are lettered `from` into the order `to` (no op when already in order).
+fn permute(t: &Tensor, from: &[char], to: &[char]) -> Result<Tensor> {
+    let perm: Vec<i64> = to.iter().map(|c| from.iter().position(|d| d == c).unwrap_or(0) as i64).collect();
+    if perm.iter().enumerate().all(|(i, &p)| p == i as i64) {
+        return Ok(t.clone());
+    }
+    t.transpose(&perm)
+}
+
+/// Reshape `t` to `dims` (an empty `dims` means [1]; no op when the shape already matches).
+fn reshape_to(t: &Tensor, dims: &[usize]) -> Result<Tensor> {
+    let dims: Vec<usize> = if dims.is_empty() { vec![1] } else { dims.to_vec() };
+    if t.shape() == dims {
+        return Ok(t.clone());
+    }
+    t.reshape(&dims.iter().map(|&d| d as i64).collect::<Vec<_>>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compile::{compile, CompileOptions, Device};
+    use crate::exec::PortData;
+    use crate::input;
+    use crate::ops::layout::tests::{buf, data, mil_args, round_trip, run};
+
+    /// Naive f64 einsum of two operands given as (letters, shape, data); output letters `out`.
+    fn naive(a: (&str, &[usize], &[f32]), b: (&str, &[usize], &[f32]), out: &str) -> Vec<f64> {
+        let mut ext = std::collections::BTreeMap::new();
+        for (l, s, _) in [a, b] {
+            for (c, &d) in l.chars().zip(s) {
+                ext.insert(c, d);
+            }
+        }
+        let letters: Vec<char> = ext.keys().copied().collect();
+        let out: Vec<char> = out.chars().collect();
+        let n_out: usize = out.iter().map(|c| ext[c]).product();
+        let mut res = vec![0f64; n_out];
+        let total: usize = letters.iter().map(|c| ext[c]).product();
+        for mut k in 0..total {
+            let mut val = std::collections::BTreeMap::new();
+            for c in letters.iter().rev() {
+                val.insert(*c, k % ext[c]);
+                k /= ext[c];
+            }
+            let flat = |l: &str, s: &[usize]| l.chars().zip(s).fold(0, |acc, (c, &d)| acc * d + val[&c]);
+            let o = out.iter().fold(0, |acc, c| acc * ext[c] + val[c]);
+            res[o] += a.2[flat(a.0, a.1)] as f64 * b.2[flat(b.0, b.1)] as f64;
+        }
+        res
+    }
+
+    /// Compile `einsum(eq)` on the reference executor in fp32 and compare with the naive sum.
+    fn check(eq: &str, sa: &[usize], sb: &[usize], out: &str) {
+        let (da, db) = (data(sa.iter().product(), 3), data(sb.iter().product(), 4));
+        let (a, b) = (input(sa).unwrap(), input(sb).unwrap());
+        let y = einsum(eq, &a, &b).unwrap();
+        let opts = CompileOptions { device: Device::Reference, precision: crate::exec::Precision::Fp32, ..Default::default() };
+        let dir = std::env::temp_dir().join(format!("aneforge-einsum-{}-{}", std::process::id(), eq.replace([',', '-', '>'], "_")));
+        let mut c = compile(&[(None, y)], &CompileOptions { build_dir: Some(dir.clone()), ..opts }).unwrap();
+        let got = c.run(&[PortData::F32(&da), PortData::F32(&db)]).unwrap().remove(0);
+        std::fs::remove_dir_all(dir).unwrap();
+        let (ia, ib) = eq.split("->").next().unwrap().split_once(',').unwrap();
+        let want = naive((ia, sa, &da), (ib, sb, &db), out);
+        assert_eq!(got.len(), want.len(), "{eq}");
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!((*g as f64 - w).abs() < 1e-4 * (1.0 + w.abs()), "{eq} element {i}: {g} vs {w}");
+        }
+    }
+
+    #[test]
+    fn general_einsum_matches_naive_sums() {
+        check("ij,jk->ik", &[3, 4], &[4, 5], "ik");
+        check("ij,jk", &[3, 4], &[4, 5], "ik");
+        check("bij,bjk->bik", &[2, 3, 4], &[2, 4, 5], "bik");
+        check("bij,bkj->bki", &[2, 3, 4], &[2, 5, 4], "bki");
+        check("ik,jk->ijk", &[3, 4], &[5, 4], "ijk");
+        check("i,j->ij", &[3], &[5], "ij");
+        check("ijk,kl->li", &[2, 3, 4], &[4, 5], "li");
+        check("abcd,cdbe->aeb", &[2, 3, 4, 2], &[4, 2, 3, 3], "aeb");
+        check("nchw,nwhu->nchu", &[2, 3, 4, 5], &[2, 5, 4, 6], "nchu");
+        check("ij,kl->ik", &[3, 4], &[4, 5], "ik");
+        check("ij,kl->lk", &[3, 4], &[2, 2], "lk");
+    }
+
+    #[test]
+    fn general_einsum_errors() {
+        let (a, b) = (input(&[3, 4]).unwrap(), input(&[4, 5]).unwrap());
+        let not_impl = ["ii,ij->ij", "...i,ij->...j", "ij,jk,kl->il"];
+        for eq in not_impl {
+            assert!(matches!(einsum(eq, &a, &b), Err(Error::NotImplemented(_))), "{eq}");
+        }
+        for eq in ["ij,jk->ikk", "ij,jk->iz", "ij,jk->", "ijk,jk->ik", "i j,j1->i", "ij,jk->i,k"] {
+            let e = einsum(eq, &a, &b).unwrap_err();
+            assert!(matches!(e, Error::Value { .. } | Error::Shape { .. }), "{eq}: {e}");
+        }
+    }
+
+    #[test]
+    fn native_einsum_kernel_and_mil() {
+        let (x, y) = (buf(&[2, 3, 4, 5], 1), buf(&[1, 5, 4, 6], 2));
+        let o = run(&Op::Einsum(Einsum { rank: 4 }), &[&x, &y]).remove(0);
+        assert_eq!(o.shape, [2, 3, 4, 6]);
+        let yb: Vec<f32> = y.data.iter().chain(&y.data).copied().collect(); // broadcast y's batch
+        let want = naive(("nchw", &x.shape, &x.data), ("nwhu", &[2, 5, 4, 6], &yb), "nchu");
+        for (g, w) in o.data.iter().zip(&want) {
+            assert!((*g as f64 - w).abs() < 1e-4 * (1.0 + w.abs()));
+        }
+        let (x3, y3) = (buf(&[3, 1, 5], 3), buf(&[5, 4, 2], 4));
+        let o = run(&Op::Einsum(Einsum { rank: 3 }), &[&x3, &y3]).remove(0);
+        assert_eq!(o.shape, [3, 4, 2]);
+        let xb: Vec<f32> = (0..3).flat_map(|c| (0..4).flat_map(move |_| (0..5).map(move |w| (c, w)))).map(|(c, w)| x3.data[c * 5 + w]).collect();
+        let want = naive(("chw", &[3, 4, 5], &xb), ("whu", &y3.shape, &y3.data), "chu");
+        for (g, w) in o.data.iter().zip(&want) {
+            assert!((*g as f64 - w).abs() < 1e-4 * (1.0 + w.abs()));
+        }
+        assert_eq!(Einsum::parse("abcd,adce->abce").unwrap(), Einsum { rank: 4 });
+        assert_eq!(Einsum::parse("xyz, zyw -> xyw").unwrap(), Einsum { rank: 3 });
+        for eq in ["nchw,nwhu->nhcu", "nchw,nwhu", "nchw,nwhn->nchn", "ij,jk->ik"] {
+            assert!(matches!(Einsum::parse(eq), Err(Error::NotImplemented(_))), "{eq}");
+        }
+        let (a, b) = (input(&[1, 3, 4, 5]).unwrap(), input(&[2, 5, 1, 6]).unwrap());
+        assert_eq!(einsum_native("nchw,nwhu->nchu", &a, &b).unwrap().shape(), [2, 3, 4, 6]);
+        assert!(einsum_native("nchw,nwhu->nchu", &a, &input(&[2, 4, 1, 6]).unwrap()).is_err(), "W mismatch");
+        assert!(einsum_native("nchw,nwhu->nchu", &a, &input(&[2, 5, 3, 6]).unwrap()).is_err(), "H mismatch");
+        round_trip(&Op::Einsum(Einsum { rank: 4 }), from_mil);
+        round_trip(&Op::Einsum(Einsum { rank: 3 }), from_mil);
+        assert!(from_mil("einsum", &mut mil_args(vec![("equation", Literal::Str("ij,jk->ik".into()))])).unwrap().is_err());
+    }
+}
