@@ -195,3 +195,16 @@ mod tests {
         assert!(from_mil("conv", &mut MilArgs::new("m", "s", Default::default())).is_none());
     }
 }
+
+/// Gradient rules.
+impl ConvTranspose {
+    /// Vector-Jacobian product for x (the convolution of G with the same weight and parameters);
+    /// a weight gradient is a NotImplemented error.
+    pub fn vjp(&self, a: &crate::autograd::Vjp) -> Result<crate::autograd::Grads> {
+        if a.needs[1] {
+            return Err(Error::NotImplemented("backward: conv_transpose has no weight gradient yet (its input gradient is implemented)".into()));
+        }
+        let conv = super::conv::Conv { strides: self.strides, pad: self.pad, dilations: self.dilations, groups: self.groups };
+        Ok(vec![Some(Tensor::apply1(Op::Conv(conv), vec![a.g0().clone(), a.x[1].clone()])?), None])
+    }
+}
