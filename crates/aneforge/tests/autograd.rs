@@ -22,10 +22,16 @@ enum Draw {
     Distinct,
 }
 
+/// A function of the case's inputs.
+type Build = Box<dyn Fn(&[Tensor]) -> Result<Tensor>>;
+
+/// A one-input builder.
+type Unary = fn(&Tensor) -> Result<Tensor>;
+
 /// One gradient check: input shapes and draws, and the function of those inputs to differentiate.
 struct Case {
     inputs: Vec<(Vec<usize>, Draw)>,
-    f: Box<dyn Fn(&[Tensor]) -> Result<Tensor>>,
+    f: Build,
 }
 
 fn case(inputs: &[(&[usize], Draw)], f: impl Fn(&[Tensor]) -> Result<Tensor> + 'static) -> Case {
@@ -226,7 +232,7 @@ const NO_GRADIENT: &[&str] = &[
 ];
 
 /// Differentiable-looking ops without a gradient rule: differentiating through them must be a NotImplemented error.
-fn not_differentiable() -> Vec<(&'static str, fn(&Tensor) -> Result<Tensor>)> {
+fn not_differentiable() -> Vec<(&'static str, Unary)> {
     vec![
         ("floor", |x| x.floor()),
         ("ceil", |x| x.ceil()),
@@ -273,8 +279,8 @@ fn fan_out_accumulates_and_stop_detaches() {
     let x = input(&[2, 3]).unwrap();
     let sq = x.mul(&x).unwrap();
     let loss = sq.add(&x.mul_scalar(3.0).unwrap()).unwrap().sum(&[0, 1], true).unwrap();
-    let g = backward(&loss, &[x.clone()], 2.0, &[]).unwrap().remove(0);
-    let gs = backward(&loss, &[x.clone()], 1.0, &[sq]).unwrap().remove(0);
+    let g = backward(&loss, std::slice::from_ref(&x), 2.0, &[]).unwrap().remove(0);
+    let gs = backward(&loss, std::slice::from_ref(&x), 1.0, &[sq]).unwrap().remove(0);
     let xv = values(6, 3, Away);
     let out = compile(&[(None, g), (None, gs)], &opts()).unwrap().run(&[PortData::F32(&xv)]).unwrap();
     for (e, &v) in xv.iter().enumerate() {
@@ -287,7 +293,7 @@ fn fan_out_accumulates_and_stop_detaches() {
 fn unused_parameter_gets_zeros_and_bad_params_are_rejected() {
     let (x, p) = (input(&[2, 2]).unwrap(), input(&[3]).unwrap());
     let loss = x.sum(&[0, 1], true).unwrap();
-    let g = backward(&loss, &[p.clone()], 1.0, &[]).unwrap().remove(0);
+    let g = backward(&loss, std::slice::from_ref(&p), 1.0, &[]).unwrap().remove(0);
     let out = compile(&[(None, g)], &opts()).unwrap().run(&[PortData::F32(&[1.0, 2.0, 3.0])]).unwrap();
     assert_eq!(out[0], vec![0.0; 3]);
     let err = backward(&loss, &[x.relu().unwrap()], 1.0, &[]).unwrap_err();
