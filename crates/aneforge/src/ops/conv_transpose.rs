@@ -124,6 +124,19 @@ pub fn conv_transpose2d(x: &Tensor, weight: HostArray, bias: Option<HostArray>, 
     }
 }
 
+/// Gradient rules.
+impl ConvTranspose {
+    /// Vector-Jacobian product for x (the convolution of G with the same weight and parameters);
+    /// a weight gradient is a NotImplemented error.
+    pub fn vjp(&self, a: &crate::autograd::Vjp) -> Result<crate::autograd::Grads> {
+        if a.needs[1] {
+            return Err(Error::NotImplemented("backward: conv_transpose has no weight gradient yet (its input gradient is implemented)".into()));
+        }
+        let conv = super::conv::Conv { strides: self.strides, pad: self.pad, dilations: self.dilations, groups: self.groups };
+        Ok(vec![Some(Tensor::apply1(Op::Conv(conv), vec![a.g0().clone(), a.x[1].clone()])?), None])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,18 +206,5 @@ mod tests {
         }
         mil_roundtrip(Op::ConvTranspose(ConvTranspose { strides: [2, 1], pad: [1, 0, 2, 3], dilations: [1, 2], groups: 2 }), from_mil);
         assert!(from_mil("conv", &mut MilArgs::new("m", "s", Default::default())).is_none());
-    }
-}
-
-/// Gradient rules.
-impl ConvTranspose {
-    /// Vector-Jacobian product for x (the convolution of G with the same weight and parameters);
-    /// a weight gradient is a NotImplemented error.
-    pub fn vjp(&self, a: &crate::autograd::Vjp) -> Result<crate::autograd::Grads> {
-        if a.needs[1] {
-            return Err(Error::NotImplemented("backward: conv_transpose has no weight gradient yet (its input gradient is implemented)".into()));
-        }
-        let conv = super::conv::Conv { strides: self.strides, pad: self.pad, dilations: self.dilations, groups: self.groups };
-        Ok(vec![Some(Tensor::apply1(Op::Conv(conv), vec![a.g0().clone(), a.x[1].clone()])?), None])
     }
 }

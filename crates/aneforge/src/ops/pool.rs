@@ -136,6 +136,39 @@ impl Tensor {
     }
 }
 
+/// Gradient rules.
+impl Pool {
+    /// Vector-Jacobian product. Average pooling (any stride; padding only when it counts towards
+    /// the average): G scattered back over each window by a depthwise transposed convolution with
+    /// a ones kernel, divided by kH·kW. Max pooling with non-overlapping windows (stride = kernel,
+    /// no padding): G goes to every element equal to its window's max (ties each get it). Other
+    /// configurations are a NotImplemented error.
+    pub fn vjp(&self, a: &crate::autograd::Vjp) -> Result<crate::autograd::Grads> {
+        use super::conv_transpose::ConvTranspose;
+        use super::elementwise::Compare;
+        use crate::autograd::{mask, pad_axis};
+        let (x, y, g) = (&a.x[0], &a.y[0], a.g0());
+        let (xs, [kh, kw]) = (x.shape(), self.kernel);
+        let d = match self.kind {
+            PoolKind::Avg { exclude_padding } if !exclude_padding || self.pad == [0; 4] => {
+                let c = xs[1];
+                let ones = vec![1.0f32; c * kh * kw];
+                let w = super::io::constant("avg_pool", super::io::HostArray::f32(&[c, 1, kh, kw], &ones))?;
+                let ct = ConvTranspose { strides: self.strides, pad: self.pad, dilations: [1, 1], groups: c };
+                Tensor::apply1(Op::ConvTranspose(ct), vec![g.clone(), w])?.div_scalar((kh * kw) as f32)?
+            }
+            PoolKind::Max if self.strides == self.kernel && self.pad == [0; 4] => {
+                let (oh, ow) = (y.shape()[2], y.shape()[3]);
+                let xc = x.slice_by_size(&[0; 4], &[xs[0], xs[1], oh * kh, ow * kw])?;
+                mask(&xc.compare(Compare::Equal, &y.upsample(kh, kw)?)?, &g.upsample(kh, kw)?)?
+            }
+            _ => return Err(Error::NotImplemented(format!("backward: {} with kernel {:?}, strides {:?}, pad {:?} has no gradient rule (max_pool needs stride = kernel and no padding; avg_pool excluding padding needs no padding)", self.name(), self.kernel, self.strides, self.pad))),
+        };
+        let d = pad_axis(&d, 2, 0, xs[2] - d.shape()[2])?;
+        Ok(vec![Some(pad_axis(&d, 3, 0, xs[3] - d.shape()[3])?)])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,38 +259,5 @@ mod tests {
         let params = [("ceil_mode".to_string(), Literal::Bool(true))].into_iter().collect();
         let mut args = MilArgs::new("model.mil", "p", params);
         assert!(from_mil("max_pool", &mut args).unwrap().unwrap_err().to_string().contains("ceil_mode"));
-    }
-}
-
-/// Gradient rules.
-impl Pool {
-    /// Vector-Jacobian product. Average pooling (any stride; padding only when it counts towards
-    /// the average): G scattered back over each window by a depthwise transposed convolution with
-    /// a ones kernel, divided by kH·kW. Max pooling with non-overlapping windows (stride = kernel,
-    /// no padding): G goes to every element equal to its window's max (ties each get it). Other
-    /// configurations are a NotImplemented error.
-    pub fn vjp(&self, a: &crate::autograd::Vjp) -> Result<crate::autograd::Grads> {
-        use super::conv_transpose::ConvTranspose;
-        use super::elementwise::Compare;
-        use crate::autograd::{mask, pad_axis};
-        let (x, y, g) = (&a.x[0], &a.y[0], a.g0());
-        let (xs, [kh, kw]) = (x.shape(), self.kernel);
-        let d = match self.kind {
-            PoolKind::Avg { exclude_padding } if !exclude_padding || self.pad == [0; 4] => {
-                let c = xs[1];
-                let ones = vec![1.0f32; c * kh * kw];
-                let w = super::io::constant("avg_pool", super::io::HostArray::f32(&[c, 1, kh, kw], &ones))?;
-                let ct = ConvTranspose { strides: self.strides, pad: self.pad, dilations: [1, 1], groups: c };
-                Tensor::apply1(Op::ConvTranspose(ct), vec![g.clone(), w])?.div_scalar((kh * kw) as f32)?
-            }
-            PoolKind::Max if self.strides == self.kernel && self.pad == [0; 4] => {
-                let (oh, ow) = (y.shape()[2], y.shape()[3]);
-                let xc = x.slice_by_size(&[0; 4], &[xs[0], xs[1], oh * kh, ow * kw])?;
-                mask(&xc.compare(Compare::Equal, &y.upsample(kh, kw)?)?, &g.upsample(kh, kw)?)?
-            }
-            _ => return Err(Error::NotImplemented(format!("backward: {} with kernel {:?}, strides {:?}, pad {:?} has no gradient rule (max_pool needs stride = kernel and no padding; avg_pool excluding padding needs no padding)", self.name(), self.kernel, self.strides, self.pad))),
-        };
-        let d = pad_axis(&d, 2, 0, xs[2] - d.shape()[2])?;
-        Ok(vec![Some(pad_axis(&d, 3, 0, xs[3] - d.shape()[3])?)])
     }
 }
