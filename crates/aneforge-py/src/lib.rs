@@ -8,6 +8,7 @@ mod model;
 mod ops;
 mod targets;
 mod tensor;
+mod train;
 
 use pyo3::prelude::*;
 
@@ -47,5 +48,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model::load, m)?)?;
     m.add_function(wrap_pyfunction!(model::export, m)?)?;
     m.add_function(wrap_pyfunction!(targets::preflight, m)?)?;
+    m.add_function(wrap_pyfunction!(train::_backward, m)?)?;
     Ok(())
 }
