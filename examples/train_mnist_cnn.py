@@ -13,6 +13,9 @@ import numpy as np
 import aneforge as af
 
 
+CH1, CH2 = 16, 32
+
+
 def build(batch=64, seed=0):
     """Parameters (He-uniform init from ``seed``) and the cross-entropy objective of the CNN."""
     rng = np.random.default_rng(seed)
@@ -21,16 +24,17 @@ def build(batch=64, seed=0):
         lim = np.sqrt(6 / fan_in)
         return rng.uniform(-lim, lim, shape)
 
-    c1, c2 = af.conv_param(he((8, 1, 3, 3), 9)), af.conv_param(he((16, 8, 3, 3), 72))
-    w, b = af.parameter(he((16 * 7 * 7, 10), 784) / 2), af.parameter(np.zeros(10))
+    c1, c2 = af.conv_param(he((CH1, 1, 3, 3), 9)), af.conv_param(he((CH2, CH1, 3, 3), 9 * CH1))
+    b1, b2 = af.parameter(np.zeros((CH1, 1, 1))), af.parameter(np.zeros((CH2, 1, 1)))
+    w, b = af.parameter(he((CH2 * 7 * 7, 10), CH2 * 49) / 2), af.parameter(np.zeros(10))
     images, labels = af.input([batch, 1, 28, 28]), af.input([batch])
-    h = af.conv2d(images, c1, 3, pad=1).relu().max_pool(2, 2)
-    h = af.conv2d(h, c2, 3, pad=1).relu().max_pool(2, 2)
-    logits = h.reshape(batch, 16 * 7 * 7) @ w + b
-    return [c1, c2, w, b], af.softmax_cross_entropy(logits, labels)
+    h = (af.conv2d(images, c1, 3, pad=1) + b1).relu().max_pool(2, 2)
+    h = (af.conv2d(h, c2, 3, pad=1) + b2).relu().max_pool(2, 2)
+    logits = h.reshape(batch, CH2 * 7 * 7) @ w + b
+    return [c1, b1, c2, b2, w, b], af.softmax_cross_entropy(logits, labels)
 
 
-def train(epochs=6, seed=0, lr=3e-3, mode="host", log=sys.stderr):
+def train(epochs=8, seed=0, lr=2e-3, mode="host", log=sys.stderr):
     """Train with Adam; returns (trainer, history)."""
     x_train, y_train, x_test, y_test = af.load_mnist_5k(seed=0)
     x_train, x_test = x_train.reshape(-1, 1, 28, 28), x_test.reshape(-1, 1, 28, 28)
@@ -43,7 +47,7 @@ def train(epochs=6, seed=0, lr=3e-3, mode="host", log=sys.stderr):
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("--epochs", type=int, default=6)
+    ap.add_argument("--epochs", type=int, default=8)
     ap.add_argument("--mode", default="host", choices=["host", "device", "resident"])
     args = ap.parse_args()
     from train_plot import save_curves

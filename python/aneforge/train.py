@@ -459,32 +459,30 @@ class Trainer:
         return hist
 
     def state_dict(self) -> dict:
-        """Parameters and optimizer state as fp32 arrays (names: parameter names, ``m_<name>`` ...)."""
+        """Parameters and optimizer state as fp32 arrays keyed by position: ``params.<k>`` for
+        the k-th parameter, ``m.<k>`` / ``v.<k>`` (Adam) or ``buf.<k>`` (SGD momentum)."""
         self.sync()
-        out = {n: _master(p).copy() for n, p in zip(self.names, self.params)}
+        out = {f"params.{k}": _master(p).copy() for k, p in enumerate(self.params)}
+        net = self.net if self.resident else getattr(self, "update", None)
         for s in _state_names(self.kind, self.momentum):
             for k, n in enumerate(self.names):
-                if self.device_optimizer:
-                    net = self.net if self.resident else self.update
-                    out[f"{s}_{n}"] = np.asarray(net.input_view(f"{s}_{n}"), np.float32)
-                else:
-                    out[f"{s}_{n}"] = self.opt.state[s][k].copy()
+                out[f"{s}.{k}"] = np.asarray(net.input_view(f"{s}_{n}"), np.float32) if self.device_optimizer else self.opt.state[s][k].copy()
         return out
 
     def save(self, path):
-        """Write parameters, optimizer state and the step count to a safetensors file."""
-        save_safetensors(path, self.state_dict(), {"step": str(self.t), "optimizer": self.kind})
+        """Write parameters, optimizer state, the step count and the parameter names to a safetensors file."""
+        save_safetensors(path, self.state_dict(), {"step": str(self.t), "optimizer": self.kind, "names": json.dumps(self.names)})
 
     def load(self, path):
-        """Restore parameters, optimizer state and the step count written by ``save``; shapes must match."""
+        """Restore parameters (by position), optimizer state and the step count written by ``save``;
+        every tensor must be present with the same shape (ValueError naming the file and tensor)."""
         tensors, meta = load_safetensors(path)
-        expected = self.state_dict()
-        for k, v in expected.items():
+        for k, v in self.state_dict().items():
             if k not in tensors or tensors[k].shape != v.shape:
                 raise ValueError(f"{path}: tensor '{k}' missing or not of shape {list(v.shape)}")
-        for p, n in zip(self.params, self.names):
-            _master(p)[...] = tensors[n]
-        moments = {s: [tensors[f"{s}_{n}"] for n in self.names] for s in _state_names(self.kind, self.momentum)}
+        for k, p in enumerate(self.params):
+            _master(p)[...] = tensors[f"params.{k}"]
+        moments = {s: [tensors[f"{s}.{k}"] for k in range(len(self.params))] for s in _state_names(self.kind, self.momentum)}
         self.t = int(meta.get("step", "0"))
         if self.device_optimizer:
             self._seed_state(self.net if self.resident else self.update, moments)
