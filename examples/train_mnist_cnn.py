@@ -11,6 +11,7 @@ import sys
 import numpy as np
 
 import aneforge as af
+from train_common import save_curves, train_mnist
 
 
 CH1, CH2 = 16, 32
@@ -34,15 +35,9 @@ def build(batch=64, seed=0):
     return [c1, b1, c2, b2, w, b], af.softmax_cross_entropy(logits, labels)
 
 
-def train(epochs=8, seed=0, lr=2e-3, mode="host", log=sys.stderr):
-    """Train with Adam; returns (trainer, history)."""
-    x_train, y_train, x_test, y_test = af.load_mnist_5k(seed=0)
-    x_train, x_test = x_train.reshape(-1, 1, 28, 28), x_test.reshape(-1, 1, 28, 28)
-    params, obj = build(seed=seed)
-    trainer = af.Trainer(loss=obj, params=params, lr=lr, optimizer="adam", device_optimizer=(mode == "device"),
-                         resident_state=(mode == "resident"), loss_scale=1.0 if mode == "host" else 1024.0)
-    hist = trainer.fit(x_train, y_train, epochs=epochs, seed=seed, test=(x_test, y_test), log_every=0, file=log)
-    return trainer, hist
+def train(mode="host", epochs=8, seed=0, lr=2e-3, log=sys.stderr):
+    """Train in ``mode`` (host, device, resident); returns (trainer, history)."""
+    return train_mnist(build, (1, 28, 28), mode, epochs, seed, lr, log)
 
 
 if __name__ == "__main__":
@@ -50,8 +45,6 @@ if __name__ == "__main__":
     ap.add_argument("--epochs", type=int, default=8)
     ap.add_argument("--mode", default="host", choices=["host", "device", "resident"])
     args = ap.parse_args()
-    from train_plot import save_curves
-
-    trainer, hist = train(args.epochs, mode=args.mode)
+    trainer, hist = train(args.mode, args.epochs)
     save_curves("train_mnist_cnn.png", hist["loss"], hist["accuracy"])
     print(f"CNN ({args.mode}): test accuracy {100 * hist['accuracy'][-1]:.2f}% after {trainer.t} steps; wrote train_mnist_cnn.png")

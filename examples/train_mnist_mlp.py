@@ -11,6 +11,7 @@ import sys
 import numpy as np
 
 import aneforge as af
+from train_common import save_curves, train_mnist
 
 
 def build(batch=128, seed=0):
@@ -29,14 +30,9 @@ def build(batch=128, seed=0):
     return params, af.softmax_cross_entropy(logits, labels)
 
 
-def train(mode="device", epochs=8, seed=0, lr=3e-3, log=sys.stderr):
-    """Train in ``mode`` (host Adam, device_optimizer or resident_state); returns (trainer, history)."""
-    x_train, y_train, x_test, y_test = af.load_mnist_5k(seed=0)
-    params, obj = build(seed=seed)
-    trainer = af.Trainer(loss=obj, params=params, lr=lr, optimizer="adam", device_optimizer=(mode == "device"),
-                         resident_state=(mode == "resident"), loss_scale=1.0 if mode == "host" else 1024.0)
-    hist = trainer.fit(x_train, y_train, epochs=epochs, seed=seed, test=(x_test, y_test), log_every=0, file=log)
-    return trainer, hist
+def train(mode="host", epochs=8, seed=0, lr=3e-3, log=sys.stderr):
+    """Train in ``mode`` (host, device, resident); returns (trainer, history)."""
+    return train_mnist(build, (784,), mode, epochs, seed, lr, log)
 
 
 if __name__ == "__main__":
@@ -44,8 +40,6 @@ if __name__ == "__main__":
     ap.add_argument("--mode", default="device", choices=["host", "device", "resident"])
     ap.add_argument("--epochs", type=int, default=8)
     args = ap.parse_args()
-    from train_plot import save_curves
-
     trainer, hist = train(args.mode, args.epochs)
     save_curves("train_mnist_mlp.png", hist["loss"], hist["accuracy"])
     print(f"MLP ({args.mode}): test accuracy {100 * hist['accuracy'][-1]:.2f}% after {trainer.t} steps; wrote train_mnist_mlp.png")

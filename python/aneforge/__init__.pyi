@@ -42,6 +42,20 @@ __all__ = [
     "stack",
     "upsample_bilinear",
     "where",
+    "SGD",
+    "Adam",
+    "Trainer",
+    "backward",
+    "conv2d",
+    "conv_param",
+    "load_mnist_5k",
+    "load_safetensors",
+    "mse",
+    "parameter",
+    "read_cifar10",
+    "save_safetensors",
+    "softmax_cross_entropy",
+    "value",
 ]
 
 _ArrayLike: TypeAlias = npt.ArrayLike
@@ -523,3 +537,19 @@ def load(
     block_size: int = 32,
 ) -> Model:
     """Load a program directory (with compress: its fp16 weights compressed into a new cached program); calls return one array for one output, else a dict name -> array."""
+
+# Training (python/aneforge/train.py is plain annotated Python).
+from aneforge.train import SGD as SGD
+from aneforge.train import Adam as Adam
+from aneforge.train import Trainer as Trainer
+from aneforge.train import backward as backward
+from aneforge.train import conv2d as conv2d
+from aneforge.train import conv_param as conv_param
+from aneforge.train import load_mnist_5k as load_mnist_5k
+from aneforge.train import load_safetensors as load_safetensors
+from aneforge.train import mse as mse
+from aneforge.train import parameter as parameter
+from aneforge.train import read_cifar10 as read_cifar10
+from aneforge.train import save_safetensors as save_safetensors
+from aneforge.train import softmax_cross_entropy as softmax_cross_entropy
+from aneforge.train import value as value
