@@ -365,6 +365,8 @@ class Trainer:
             self._lr_view[...] = self._lr_t()
             self.net.execute()
             out = {"loss": np.asarray(self.net.output_view("loss"), np.float32)}
+            if not np.all(np.isfinite(out["loss"])):
+                self._skip.finite([out["loss"]])  # warns; the resident update already ran on the device
             if self.logits is not None:
                 out["logits"] = np.asarray(self.net.output_view("logits"), np.float32)
             self._synced = False

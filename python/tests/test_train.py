@@ -49,6 +49,21 @@ def test_sgd_momentum_weight_decay_follow_numpy(mode):
         np.testing.assert_allclose(af.value(p), ref, rtol=tol, atol=tol)
 
 
+def test_trainer_argument_errors_name_the_inputs():
+    params, loss = regression()
+    with pytest.raises(ValueError, match="optimizer must be 'sgd' or 'adam'"):
+        af.Trainer(loss=loss, params=params, optimizer="lbfgs")
+    tr = af.Trainer(loss=loss, params=params, lr=0.1, device="reference")
+    with pytest.raises(TypeError, match=r"takes 2 array\(s\)"):
+        tr.step(np.zeros((8, 4)))
+    with pytest.raises(ValueError, match=r"has shape \[7, 4\]; expected \[8, 4\]"):
+        tr.step(np.zeros((7, 4)), np.zeros((8, 3)))
+    with pytest.raises(ValueError, match="need logits"):
+        tr.accuracy(np.zeros((3, 4)), np.zeros(3))
+    with pytest.raises(TypeError, match="not a parameter"):
+        af.Trainer(loss=loss, params=[af.input([4, 3])])
+
+
 def test_nonfinite_gradient_skips_the_step_with_a_warning():
     params, loss = regression()
     before = [af.value(p).copy() for p in params]
