@@ -295,7 +295,7 @@ impl Conv {
     }
 
     /// dweight [Cout, Cin/groups, kH, kW] from x [N, Cin, H, W] and the upstream gradient g [N, Cout, H', W'].
-    fn weight_grad(&self, x: &Tensor, ws: &[usize], g: &Tensor) -> Result<Tensor> {
+    pub(crate) fn weight_grad(&self, x: &Tensor, ws: &[usize], g: &Tensor) -> Result<Tensor> {
         use crate::autograd::pad_axis;
         let ([pt, pb, pl, pr], groups) = (self.pad, self.groups);
         let xp = pad_axis(&pad_axis(x, 2, pt, pb)?, 3, pl, pr)?;
