@@ -114,11 +114,14 @@ fn cases() -> Vec<Case> {
         // conv: stride, asymmetric padding, dilation, groups, bias; and an output wider than 15 columns.
         case(&[(&[2, 4, 7, 8], Away), (&[6, 2, 3, 2], Away), (&[6], Away)], |t| conv(&t[0], &t[1], Some(&t[2]), [2, 1], [1, 0, 2, 1], [1, 2], 2)),
         case(&[(&[1, 2, 3, 20], Away), (&[3, 2, 2, 3], Away)], |t| conv(&t[0], &t[1], None, [1, 1], [0, 1, 1, 1], [1, 1], 1)),
+        case(&[(&[2, 2, 7, 6], Away), (&[4, 2, 3, 3], Away)], |t| conv(&t[0], &t[1], None, [2, 2], [1, 1, 1, 1], [1, 1], 1)),
         case(&[(&[2, 4, 5, 6], Away), (&[4, 3, 3, 2], Away)], |t| {
             Tensor::apply1(Op::ConvTranspose(ConvTranspose { strides: [2, 1], pad: [1, 0, 0, 1], dilations: [1, 2], groups: 2 }), t.to_vec())
         }),
         case(&[(&[2, 3, 7, 6], Distinct)], |t| t[0].max_pool([2, 2], [2, 2], [0; 4])),
         case(&[(&[2, 3, 7, 6], Away)], |t| t[0].avg_pool([3, 2], [2, 1], [1, 1, 0, 1], true)),
+        case(&[(&[2, 3, 7, 6], Away)], |t| t[0].avg_pool([3, 3], [2, 2], [1, 1, 1, 1], false)),
+        case(&[(&[2, 3, 7, 6], Distinct)], |t| t[0].max_pool([3, 2], [2, 1], [1, 0, 1, 1])),
         case(&[(&[2, 3, 4, 5], Away)], |t| t[0].mean(&[1, 3], true)),
         case(&[(&[2, 3, 4, 5], Away)], |t| t[0].sum(&[0, 2], false)),
         case(&[(&[2, 3, 4, 5], Distinct)], |t| t[0].amax(&[3], true)),

@@ -284,7 +284,9 @@ impl Conv {
         let (x, w, g) = (&a.x[0], &a.x[1], a.g0());
         let (xs, ws) = (x.shape(), w.shape());
         let dx = a.needs[0].then(|| -> Result<Tensor> {
-            let ct = ConvTranspose { strides: self.strides, pad: self.pad, dilations: self.dilations, groups: self.groups };
+            let [kh, kw] = [ws[2], ws[3]];
+            let pad = adjoint_pad([xs[2], xs[3]], [g.shape()[2], g.shape()[3]], [kh, kw], self.strides, self.dilations, self.pad);
+            let ct = ConvTranspose { strides: self.strides, pad, dilations: self.dilations, groups: self.groups };
             let d = Tensor::apply1(Op::ConvTranspose(ct), vec![g.clone(), w.clone()])?;
             let d = pad_axis(&d, 2, 0, xs[2] - d.shape()[2])?;
             pad_axis(&d, 3, 0, xs[3] - d.shape()[3])
@@ -326,6 +328,20 @@ impl Conv {
             super::layout::concat(&per_group, 0)
         }
     }
+}
+
+/// Padding for the transposed convolution that carries a window op's output gradient [H', W']
+/// back onto its input [H, W]: the op's padding, less at the bottom/right by the padded rows and
+/// columns no window reached (they would otherwise crop real input positions); the result is at
+/// most [H, W], short only by input rows/columns no window read.
+pub(crate) fn adjoint_pad(input: [usize; 2], output: [usize; 2], kernel: [usize; 2], strides: [usize; 2], dilations: [usize; 2], pad: [usize; 4]) -> [usize; 4] {
+    let mut p = pad;
+    for ax in 0..2 {
+        let reached = (output[ax] - 1) * strides[ax] + dilations[ax] * (kernel[ax] - 1) + 1;
+        let unreached = input[ax] + pad[2 * ax] + pad[2 * ax + 1] - reached;
+        p[2 * ax + 1] = pad[2 * ax + 1].saturating_sub(unreached);
+    }
+    p
 }
 
 /// Channels `[start, start + n)` of an NCHW tensor (the whole tensor when that is all of them).
