@@ -107,8 +107,7 @@ def backward(loss, params, loss_scale: float = 1.0, stop=None) -> dict:
 
 def mse(prediction, target):
     """Mean over all axes of (prediction - target)²; a [1, ..., 1] Tensor."""
-    d = prediction - target
-    loss = (d * d).mean(list(range(len(prediction.shape))))
+    loss = _core._mse(prediction, target)
     _LOSSES[id(loss)] = _LossInfo("mse", prediction, target)
     return loss
 
@@ -117,18 +116,7 @@ def softmax_cross_entropy(logits, target):
     """Mean over the batch of -log softmax(logits)[label], computed stably as
     logsumexp(logits) - <onehot, logits>; ``logits`` is [N, K] and ``target`` either one-hot
     [N, K] or class indices [N] / [N, 1] (an fp16 input; indices are exact up to 2048). A [1, 1] Tensor."""
-    if len(logits.shape) != 2:
-        raise ValueError(f"softmax_cross_entropy: logits must be [N, K], got {list(logits.shape)}")
-    n, k = logits.shape
-    if tuple(target.shape) == (n, k):
-        onehot = target
-    elif tuple(target.shape) in ((n,), (n, 1)):
-        iota = _core.constant(np.arange(k, dtype=np.float32).reshape(1, k))
-        onehot = _core.select(target.reshape(n, 1).equal(iota), 1.0, 0.0)
-    else:
-        raise ValueError(f"softmax_cross_entropy: target must be one-hot [{n}, {k}] or class indices [{n}] / [{n}, 1], got {list(target.shape)}")
-    picked = (onehot * logits).sum([1])
-    loss = (logits.log_sum_exp([1]) - picked).mean([0])
+    loss = _core._softmax_cross_entropy(logits, target)
     _LOSSES[id(loss)] = _LossInfo("ce", logits, target)
     return loss
 

@@ -172,12 +172,26 @@ def test_mlp_loss_tracks_a_numpy_float32_adam_mlp_for_50_steps():
     np.testing.assert_allclose(ours, ref, rtol=2e-2, atol=2e-2)
 
 
-def test_mnist_mlp_reaches_89_percent_and_device_modes_agree_with_host_adam():
-    import train_mnist_mlp as ex
+def test_mnist_mlp_reaches_89_percent_and_device_modes_agree_with_host_adam(tmp_path):
+    import io
+    import zlib
 
-    acc = {mode: ex.train(mode, log=open("/dev/null", "w"))[1]["accuracy"][-1] for mode in ["host", "device", "resident"]}
+    import train_mnist_mlp as ex
+    from train_common import save_curves
+
+    logs = {mode: io.StringIO() for mode in ["host", "device", "resident"]}
+    runs = {mode: ex.train(mode, log=log) for mode, log in logs.items()}
+    acc = {mode: hist["accuracy"][-1] for mode, (_, hist) in runs.items()}
+    assert f"epoch 8 test accuracy {100 * acc['host']:.2f}%" in logs["host"].getvalue()
     assert acc["host"] >= 0.89, acc
     assert abs(acc["device"] - acc["host"]) <= 0.01 and abs(acc["resident"] - acc["host"]) <= 0.01, acc
+    hist = runs["host"][1]
+    save_curves(tmp_path / "c.png", hist["loss"], hist["accuracy"])
+    raw = (tmp_path / "c.png").read_bytes()
+    assert raw[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(raw[16:20], "big") == 640 and int.from_bytes(raw[20:24], "big") == 240
+    idat = raw[raw.index(b"IDAT") + 4:raw.index(b"IEND") - 8]
+    pixels = np.frombuffer(zlib.decompress(idat), np.uint8).reshape(240, 1 + 640 * 3)[:, 1:].reshape(240, 640, 3)
+    assert (pixels == (30, 60, 200)).all(-1).any() and (pixels == (200, 40, 30)).all(-1).any()  # both curves drawn
 
 
 def test_mnist_cnn_reaches_94_percent():

@@ -49,5 +49,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model::export, m)?)?;
     m.add_function(wrap_pyfunction!(targets::preflight, m)?)?;
     m.add_function(wrap_pyfunction!(train::_backward, m)?)?;
+    m.add_function(wrap_pyfunction!(train::_mse, m)?)?;
+    m.add_function(wrap_pyfunction!(train::_softmax_cross_entropy, m)?)?;
     Ok(())
 }

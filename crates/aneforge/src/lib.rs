@@ -29,6 +29,7 @@ pub mod exec;
 pub mod program;
 pub mod passes;
 pub mod targets;
+pub mod train;
 
 pub use compile::{compile, compress_dir, export, load_dir, load_dir_with, CompileOptions, Compiled, Device, Exported};
 pub use compress::{Compress, CompressionEntry, Encoding};

@@ -301,3 +301,34 @@ fn unused_parameter_gets_zeros_and_bad_params_are_rejected() {
     let err = backward(&loss, &[x.relu().unwrap()], 1.0, &[]).unwrap_err();
     assert!(err.to_string().contains("parameters must be fp16 graph inputs"), "{err}");
 }
+
+#[test]
+fn cross_entropy_value_and_gradient_match_the_closed_form() {
+    use aneforge::train::softmax_cross_entropy;
+    let (n, k) = (3, 5);
+    let z = values(n * k, 21, Away).iter().map(|v| v * 4.0).collect::<Vec<_>>();
+    let labels = [4usize, 0, 2];
+    let (logits, idx, hot) = (input(&[n, k]).unwrap(), input(&[n]).unwrap(), input(&[n, k]).unwrap());
+    let (li, lh) = (softmax_cross_entropy(&logits, &idx).unwrap(), softmax_cross_entropy(&logits, &hot).unwrap());
+    let gi = backward(&li, std::slice::from_ref(&logits), 1.0, &[]).unwrap().remove(0);
+    let idx_v: Vec<f32> = labels.iter().map(|&l| l as f32).collect();
+    let hot_v: Vec<f32> = (0..n * k).map(|e| f32::from(u8::from(labels[e / k] == e % k))).collect();
+    let out = compile(&[(None, li), (None, lh), (None, gi)], &opts()).unwrap().run(&[PortData::F32(&z), PortData::F32(&idx_v), PortData::F32(&hot_v)]).unwrap();
+    let (mut loss, mut grad) = (0f64, vec![0f64; n * k]);
+    for r in 0..n {
+        let row: Vec<f64> = z[r * k..(r + 1) * k].iter().map(|&v| f64::from(v)).collect();
+        let m = row.iter().cloned().fold(f64::MIN, f64::max);
+        let sum: f64 = row.iter().map(|v| (v - m).exp()).sum();
+        loss += (m + sum.ln() - row[labels[r]]) / n as f64;
+        for c in 0..k {
+            grad[r * k + c] = ((row[c] - m).exp() / sum - f64::from(u8::from(c == labels[r]))) / n as f64;
+        }
+    }
+    assert!((f64::from(out[0][0]) - loss).abs() < 1e-5 * loss.abs().max(1.0), "{} vs {loss}", out[0][0]);
+    assert!((f64::from(out[1][0]) - loss).abs() < 1e-5 * loss.abs().max(1.0));
+    for (g, r) in out[2].iter().zip(&grad) {
+        assert!((f64::from(*g) - r).abs() < 1e-6, "{g} vs {r}");
+    }
+    let err = softmax_cross_entropy(&logits, &input(&[n, 2]).unwrap()).unwrap_err();
+    assert!(err.to_string().contains("target must be one-hot [3, 5] or class indices [3] / [3, 1], got [3, 2]"), "{err}");
+}
