@@ -29,8 +29,8 @@ def build(batch=64, seed=0):
     b1, b2 = af.parameter(np.zeros((CH1, 1, 1))), af.parameter(np.zeros((CH2, 1, 1)))
     w, b = af.parameter(he((CH2 * 7 * 7, 10), CH2 * 49) / 2), af.parameter(np.zeros(10))
     images, labels = af.input([batch, 1, 28, 28]), af.input([batch])
-    h = (af.conv2d(images, c1, 3, pad=1) + b1).relu().max_pool(2, 2)
-    h = (af.conv2d(h, c2, 3, pad=1) + b2).relu().max_pool(2, 2)
+    h = (af.conv2d(images, c1, pad=1) + b1).relu().max_pool(2, 2)
+    h = (af.conv2d(h, c2, pad=1) + b2).relu().max_pool(2, 2)
     logits = h.reshape(batch, CH2 * 7 * 7) @ w + b
     return [c1, b1, c2, b2, w, b], af.softmax_cross_entropy(logits, labels)
 

@@ -559,8 +559,8 @@ def softmax_cross_entropy(logits: Tensor, target: Tensor) -> Tensor:
 def conv_param(w: npt.ArrayLike, name: str | None = None) -> Tensor:
     """A trainable conv2d weight from W [Cout, Cin, kH, kW], stored as [Cin*kH*kW, Cout]."""
 
-def conv2d(x: Tensor, weight: Tensor, kernel: int | tuple[int, int], pad: int = 0) -> Tensor:
-    """Stride-1 im2col convolution with a conv_param weight."""
+def conv2d(x: Tensor, weight: Tensor, stride: int = 1, pad: int = 0) -> Tensor:
+    """im2col convolution with a conv_param weight (square kernel), any stride, zero padding."""
 
 def save_safetensors(path: str | PathLike[str], tensors: Mapping[str, npt.ArrayLike], metadata: Mapping[str, str] | None = None) -> None:
     """Write arrays in the safetensors layout."""
@@ -612,3 +612,4 @@ class Trainer:
     def state_dict(self) -> dict[str, npt.NDArray[np.float32]]: ...
     def save(self, path: str | PathLike[str]) -> None: ...
     def load(self, path: str | PathLike[str]) -> None: ...
+    def release(self) -> None: ...

@@ -68,23 +68,38 @@ def conv_param(w, name: str | None = None):
     return parameter(w.reshape(w.shape[0], -1).T, name)
 
 
-def conv2d(x, weight, kernel, pad: int = 0):
-    """Stride-1 convolution of x [N, Cin, H, W] with a ``conv_param`` weight [Cin·kH·kW, Cout]
-    as im2col (kH·kW slices of the zero-padded x, stacked) times the weight, so its gradients
-    are those of slices and matmul; returns [N, Cout, H', W']."""
+def conv2d(x, weight, stride: int = 1, pad: int = 0):
+    """Convolution of x [N, Cin, H, W] with a ``conv_param`` weight [Cin·k·k, Cout] (square
+    kernel k inferred from the row count), ``stride`` and zero padding ``pad`` on every side, as
+    im2col (k·k strided slices of the padded x, stacked) times the weight, so its gradients are
+    those of slices, reshapes and matmul; returns [N, Cout, H', W']."""
     n, c, h, w = x.shape
-    kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
-    k, cout = weight.shape
-    if k != c * kh * kw:
-        raise ValueError(f"conv2d: weight {list(weight.shape)} needs {c * kh * kw} rows for Cin = {c} and kernel {kh}x{kw}")
-    if pad:
-        zr = _core.constant(np.zeros((n, c, pad, w), np.float32))
-        x = _core.concat([zr, x, zr], 2)
-        zc = _core.constant(np.zeros((n, c, h + 2 * pad, pad), np.float32))
-        x = _core.concat([zc, x, zc], 3)
-    oh, ow = h + 2 * pad - kh + 1, w + 2 * pad - kw + 1
-    cols = [x.slice_by_size([0, 0, ky, kx], [n, c, oh, ow]) for ky in range(kh) for kx in range(kw)]
-    col = _core.stack(cols, 2).reshape(n, k, oh * ow).transpose(0, 2, 1)
+    rows, cout = weight.shape
+    k = int(round((rows / c) ** 0.5))
+    if k * k * c != rows:
+        raise ValueError(f"conv2d: weight {list(weight.shape)} is not [Cin*k*k, Cout] for Cin = {c} (x {list(x.shape)})")
+    oh, ow = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
+    if oh < 1 or ow < 1 or stride < 1:
+        raise ValueError(f"conv2d: kernel {k}, stride {stride}, pad {pad} do not fit x {list(x.shape)}")
+    # Zero borders: `pad` on the top/left, and enough on the bottom/right that every tap's
+    # stride-wide slice stays inside.
+    bottom, right = k - 1 + stride * oh - h - pad, k - 1 + stride * ow - w - pad
+    if pad or bottom > 0:
+        parts = [_core.constant(np.zeros((n, c, e, w), np.float32)) if e > 0 else None for e in (pad, bottom)]
+        x = _core.concat([t for t in (parts[0], x, parts[1]) if t is not None], 2)
+    hp = x.shape[2]
+    if pad or right > 0:
+        parts = [_core.constant(np.zeros((n, c, hp, e), np.float32)) if e > 0 else None for e in (pad, right)]
+        x = _core.concat([t for t in (parts[0], x, parts[1]) if t is not None], 3)
+    cols = []
+    for ky in range(k):
+        for kx in range(k):
+            t = x.slice_by_size([0, 0, ky, kx], [n, c, stride * oh, stride * ow])
+            if stride > 1:  # keep every stride-th row and column
+                t = t.reshape(n, c, oh, stride, stride * ow).slice_by_size([0, 0, 0, 0, 0], [n, c, oh, 1, stride * ow])
+                t = t.reshape(n, c, oh, ow, stride).slice_by_size([0, 0, 0, 0, 0], [n, c, oh, ow, 1]).reshape(n, c, oh, ow)
+            cols.append(t)
+    col = _core.stack(cols, 2).reshape(n, rows, oh * ow).transpose(0, 2, 1)
     return (col @ weight).transpose(0, 2, 1).reshape(n, cout, oh, ow)
 
 
@@ -345,6 +360,8 @@ class Trainer:
 
     def step(self, *arrays) -> float:
         """One training step on a batch: the data inputs' arrays in creation order. Returns the loss."""
+        if getattr(self, "_released", False):
+            raise RuntimeError("Trainer: its programs were released")
         data = self._feed(arrays)
         self.t += 1
         if self.resident:
@@ -390,6 +407,15 @@ class Trainer:
         return float(np.asarray(out["loss"], np.float32).reshape(-1)[0])
 
     # -- parameters, evaluation, checkpoints
+
+    def release(self):
+        """Free the compiled programs now (later calls raise RuntimeError)."""
+        self._released = True
+        self.__dict__.pop("_views", None)
+        self.__dict__.pop("_lr_view", None)
+        for net in (self.net, getattr(self, "update", None), self._eval):
+            if net is not None:
+                net.release()
 
     def sync(self):
         """Copy device-resident parameters back into the fp32 master copies (a no-op in host mode)."""

@@ -93,24 +93,26 @@ def test_non_differentiable_op_raises_not_implemented_naming_it():
         af.value(af.input([2]))
 
 
-def test_conv2d_im2col_matches_numpy_convolution_and_its_weight_gradient():
-    n, c, h, w, cout = 2, 3, 5, 6, 4
-    wt = rng.normal(size=(cout, c, 3, 3))
+@pytest.mark.parametrize("stride,pad", [(1, 1), (2, 1), (2, 0), (3, 2)])
+def test_conv2d_im2col_matches_numpy_convolution_and_its_weight_gradient(stride, pad):
+    n, c, h, w, cout, k = 2, 3, 7, 6, 4, 3
+    wt = rng.normal(size=(cout, c, k, k))
     x = rng.normal(size=(n, c, h, w))
     wp = af.conv_param(wt, name="cw")
     xi = af.input([n, c, h, w], name="x")
-    y = af.conv2d(xi, wp, 3, pad=1)
-    r = rng.normal(size=(n, cout, h, w))
+    y = af.conv2d(xi, wp, stride=stride, pad=pad)
+    oh, ow = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
+    assert y.shape == (n, cout, oh, ow)
+    r = rng.normal(size=(n, cout, oh, ow))
     loss = (y * af.constant(r)).sum([0, 1, 2, 3])
     got = run_fp32({"y": y, "g": af.backward(loss, [wp])[wp]}, cw=af.value(wp), x=x)
-    wt = af.value(wp).T.reshape(cout, c, 3, 3).astype(np.float64)
-    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
-    ref = np.zeros((n, cout, h, w))
-    gw = np.zeros_like(wt)
+    wt = af.value(wp).T.reshape(cout, c, k, k).astype(np.float64)
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    ref, gw = np.zeros((n, cout, oh, ow)), np.zeros_like(wt)
     r16 = r.astype(np.float16).astype(np.float64)
-    for ky in range(3):
-        for kx in range(3):
-            patch = xp[:, :, ky:ky + h, kx:kx + w]
+    for ky in range(k):
+        for kx in range(k):
+            patch = xp[:, :, ky:ky + stride * (oh - 1) + 1:stride, kx:kx + stride * (ow - 1) + 1:stride]
             ref += np.einsum("nchw,oc->nohw", patch, wt[:, :, ky, kx])
             gw[:, :, ky, kx] = np.einsum("nchw,nohw->oc", patch, r16)
     np.testing.assert_allclose(got["y"], ref, rtol=1e-4, atol=1e-4)

@@ -97,6 +97,9 @@ def test_checkpoint_round_trip_resumes_identically(tmp_path, mode):
     tensors, meta = af.load_safetensors(tmp_path / "ck.safetensors")
     assert (meta["step"], meta["optimizer"]) == ("3", "adam")
     assert sorted(tensors) == sorted(f"{s}.{k}" for k in range(2) for s in ("params", "m", "v"))
+    b.release()
+    with pytest.raises(RuntimeError, match="released"):
+        b.step(*batches[0])
 
 
 def test_safetensors_layout_and_rejection_of_bad_files(tmp_path):
