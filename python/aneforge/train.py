@@ -256,7 +256,8 @@ class Trainer:
     forward + backward + update in one program with all state aliased, so a step writes only the
     batch and the learning rate. ``step(*arrays)`` takes the loss graph's data inputs in creation
     order (labels as class indices or one-hot, converted to the target input's form) and returns
-    the loss as a Python float (for cross-entropy: fp32 on the host from the program's logits).
+    the loss as a Python float (for cross-entropy: fp32 on the host from the program's logits
+    and the last data array, which must be the target; otherwise the program's fp16 loss).
     """
 
     def __init__(self, loss, params, lr: float = 1e-3, optimizer: str = "sgd", momentum: float = 0.0, weight_decay: float = 0.0,
