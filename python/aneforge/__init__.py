@@ -48,6 +48,22 @@ from aneforge._core import (
     stack,
     upsample_bilinear,
 )
+from aneforge.train import (
+    SGD,
+    Adam,
+    Trainer,
+    backward,
+    conv2d,
+    conv_param,
+    load_mnist_5k,
+    load_safetensors,
+    mse,
+    parameter,
+    read_cifar10,
+    save_safetensors,
+    softmax_cross_entropy,
+    value,
+)
 
 __all__ = [
     "Model",
@@ -90,6 +106,20 @@ __all__ = [
     "stack",
     "upsample_bilinear",
     "where",
+    "SGD",
+    "Adam",
+    "Trainer",
+    "backward",
+    "conv2d",
+    "conv_param",
+    "load_mnist_5k",
+    "load_safetensors",
+    "mse",
+    "parameter",
+    "read_cifar10",
+    "save_safetensors",
+    "softmax_cross_entropy",
+    "value",
 ]
 
 #: Alias of select (the numpy.where spelling).

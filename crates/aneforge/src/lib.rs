@@ -2,6 +2,7 @@
 //! weight blob) and run it — on the ANE through Espresso's e5rt API, or anywhere on the
 //! reference executor, a CPU interpreter that defines each op under the fp16 contract.
 
+pub mod autograd;
 pub mod dtype;
 pub mod error;
 pub mod graph;
@@ -28,8 +29,10 @@ pub mod exec;
 pub mod program;
 pub mod passes;
 pub mod targets;
+pub mod train;
 
 pub use compile::{compile, compress_dir, export, load_dir, load_dir_with, CompileOptions, Compiled, Device, Exported};
 pub use compress::{Compress, CompressionEntry, Encoding};
 pub use exec::{Executor, Loaded, PortData, Precision};
 pub use program::{PortSpec, Program};
+pub use autograd::backward;

@@ -81,4 +81,9 @@ impl Tensor {
     pub fn same(&self, other: &Tensor) -> bool {
         Arc::ptr_eq(&self.node, &other.node) && self.port == other.port
     }
+
+    /// The inputs of the op that produced this tensor, in order.
+    pub fn sources(&self) -> &[Tensor] {
+        &self.node.srcs
+    }
 }

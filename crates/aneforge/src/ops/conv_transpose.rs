@@ -124,6 +124,20 @@ pub fn conv_transpose2d(x: &Tensor, weight: HostArray, bias: Option<HostArray>, 
     }
 }
 
+/// Gradient rules.
+impl ConvTranspose {
+    /// Vector-Jacobian product for x and weight. With C the convolution of the same parameters,
+    /// ⟨G, convT(x, w)⟩ = ⟨C(G, w), x⟩, so dx = C(G, w) and dw is C's weight gradient for
+    /// input G and upstream gradient x.
+    pub fn vjp(&self, a: &crate::autograd::Vjp) -> Result<crate::autograd::Grads> {
+        let conv = super::conv::Conv { strides: self.strides, pad: self.pad, dilations: self.dilations, groups: self.groups };
+        let (x, w, g) = (&a.x[0], &a.x[1], a.g0());
+        let dx = a.needs[0].then(|| Tensor::apply1(Op::Conv(conv.clone()), vec![g.clone(), w.clone()])).transpose()?;
+        let dw = a.needs[1].then(|| conv.weight_grad(g, w.shape(), x)).transpose()?;
+        Ok(vec![dx, dw])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -263,6 +263,43 @@ impl Tensor {
     }
 }
 
+/// Gradient rules.
+impl Reduce {
+    /// Vector-Jacobian product: G reshaped to the kept-dims shape and spread back over the
+    /// reduced axes, times each kind's derivative; max and min share G equally among ties.
+    pub fn vjp(&self, a: &crate::autograd::Vjp) -> Result<crate::autograd::Grads> {
+        use super::elementwise::{select, Compare};
+        use crate::autograd::{broadcast_to, reshape_to};
+        let x = &a.x[0];
+        let kept = self.kept_shape(x.shape());
+        let (g, y) = (reshape_to(a.g0(), &kept)?, reshape_to(&a.y[0], &kept)?);
+        let d = match self.kind {
+            ReduceKind::Sum => broadcast_to(&g, x.shape())?,
+            ReduceKind::Mean => broadcast_to(&g, x.shape())?.div_scalar((shape::numel(x.shape()) / shape::numel(&kept)) as f32)?,
+            ReduceKind::Max | ReduceKind::Min => {
+                let hit = select(&x.compare(Compare::Equal, &y)?, &super::io::scalar("select", 1.0)?, &super::io::scalar("select", 0.0)?)?;
+                let ties = hit.sum(&self.axes.iter().map(|&i| i as i64).collect::<Vec<_>>(), true)?;
+                hit.mul(&g.div(&ties)?)?
+            }
+            ReduceKind::L2Norm => x.mul(&g.div(&y)?)?,
+            ReduceKind::L1Norm => x.sign()?.mul(&g)?,
+            ReduceKind::LogSum => broadcast_to(&g.div(&y.exp()?)?, x.shape())?,
+            ReduceKind::SumSquare => x.mul(&g)?.mul_scalar(2.0)?,
+            ReduceKind::LogSumExp => x.sub(&y)?.exp()?.mul(&g)?,
+        };
+        Ok(vec![Some(d)])
+    }
+}
+
+impl Softmax {
+    /// Vector-Jacobian product: y·(G − Σ(G·y)) along the axis.
+    pub fn vjp(&self, a: &crate::autograd::Vjp) -> Result<crate::autograd::Grads> {
+        let (y, g) = (&a.y[0], a.g0());
+        let dot = g.mul(y)?.sum(&[self.axis as i64], true)?;
+        Ok(vec![Some(y.mul(&g.sub(&dot)?)?)])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

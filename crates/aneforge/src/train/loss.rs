@@ -1,0 +1,39 @@
+//! Losses as graph builders: each returns a `[1, ..., 1]` fp16 tensor that `backward` can seed.
+
+use crate::error::{Error, Result};
+use crate::graph::Tensor;
+use crate::ops::elementwise::Compare;
+use crate::ops::io;
+
+/// Mean over every axis of (prediction − target)², target broadcasting against prediction;
+/// shape `[1; rank]`. Errors name the shapes when they do not broadcast.
+pub fn mse(prediction: &Tensor, target: &Tensor) -> Result<Tensor> {
+    let d = prediction.sub(target)?;
+    let axes: Vec<i64> = (0..d.rank() as i64).collect();
+    d.square()?.mean(&axes, true)
+}
+
+/// Mean over the batch of −log softmax(logits)[label], computed stably as
+/// logsumexp(logits) − ⟨onehot, logits⟩; `logits` is [N, K], `target` one-hot [N, K] or class
+/// indices [N] / [N, 1] (fp16 holds indices exactly up to 2048). Result `[1, 1]`.
+pub fn softmax_cross_entropy(logits: &Tensor, target: &Tensor) -> Result<Tensor> {
+    let op = "softmax_cross_entropy";
+    let &[n, k] = logits.shape() else {
+        return Err(Error::shape(op, format!("logits must be [N, K], got {:?}", logits.shape())));
+    };
+    let onehot = if target.shape() == [n, k] {
+        target.clone()
+    } else if target.shape() == [n] || target.shape() == [n, 1] {
+        if k > 2048 {
+            return Err(Error::shape(op, format!("{k} classes: fp16 class indices are exact only up to 2048; pass a one-hot target")));
+        }
+        let iota: Vec<f32> = (0..k).map(|i| i as f32).collect();
+        let iota = io::constant(op, io::HostArray::f32(&[1, k], &iota))?;
+        let hit = target.reshape(&[n as i64, 1])?.compare(Compare::Equal, &iota)?;
+        crate::select(&hit, &io::scalar(op, 1.0)?, &io::scalar(op, 0.0)?)?
+    } else {
+        return Err(Error::shape(op, format!("target must be one-hot [{n}, {k}] or class indices [{n}] / [{n}, 1], got {:?}", target.shape())));
+    };
+    let picked = onehot.mul(logits)?.sum(&[1], true)?;
+    logits.log_sum_exp(&[1], true)?.sub(&picked)?.mean(&[0], true)
+}
