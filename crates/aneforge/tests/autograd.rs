@@ -160,6 +160,11 @@ fn cases() -> Vec<Case> {
         case(&[(&[1, 8, 2, 3], Away)], |t| t[0].depth_to_space(2)),
         case(&[(&[1, 8, 2, 3], Away)], |t| t[0].pixel_shuffle(2)),
         case(&[(&[1, 2, 4, 6], Away)], |t| t[0].pixel_unshuffle(2)),
+        case(&[(&[2, 3, 2, 4], Away)], |t| t[0].prelu(HostArray::f32(&[3], &[0.25, -0.5, 1.5]))),
+        case(&[(&[2, 5, 3], Away)], |t| t[0].local_response_norm(3, 0.8, 0.75, 1.5)),
+        case(&[(&[1, 4, 2, 2], Away)], |t| t[0].local_response_norm(2, 0.5, 0.6, 2.0)),
+        case(&[(&[2, 3, 4, 5], Away), (&[1, 5, 4, 2], Away)], |t| aneforge::ops::einsum::einsum_native("nchw,nwhu->nchu", &t[0], &t[1])),
+        case(&[(&[3, 1, 4], Away), (&[4, 2, 5], Away)], |t| aneforge::ops::einsum::einsum_native("chw,whu->chu", &t[0], &t[1])),
     ]
 }
 
@@ -243,6 +248,7 @@ fn not_differentiable() -> Vec<(&'static str, Unary)> {
         ("resize_nearest_neighbor", |x| x.resize_nearest_neighbor(5, 7)),
         ("resize_bilinear", |x| x.resize_bilinear(5, 7, false)),
         ("upsample_bilinear", |x| x.upsample_bilinear(2.0, 2.0, false)),
+        ("affine", |x| aneforge::ops::affine::affine(x, &constant("affine", HostArray::f32(&[1, 6], &[1.0, 0.1, 0.0, -0.1, 1.0, 0.0]))?, 3, 3, true)),
     ]
 }
 

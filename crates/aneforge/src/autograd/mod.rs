@@ -134,7 +134,9 @@ fn vjp(op: &Op, a: &Vjp) -> Result<Grads> {
         Op::InstanceNorm(o) => o.vjp(a),
         Op::Layout(o) => o.vjp(a),
         Op::Rearrange(o) => o.vjp(a),
-        Op::Input(_) | Op::Const(_) | Op::Constexpr(_) | Op::Cast(_) | Op::Compare(_) | Op::Resize(_) => Err(not_differentiable(op.family().name())),
+        Op::Channel(o) => o.vjp(a),
+        Op::Einsum(o) => o.vjp(a),
+        Op::Input(_) | Op::Const(_) | Op::Constexpr(_) | Op::Cast(_) | Op::Compare(_) | Op::Resize(_) | Op::Affine(_) => Err(not_differentiable(op.family().name())),
     }
 }
 
