@@ -107,11 +107,16 @@ pub fn parse(text: &str, mil_file: &Path, weights: &[u8], weights_file: &Path) -
 pub fn parse_program<'w>(text: &str, mil_file: &Path, weights: &mut dyn FnMut(&str) -> Result<(Cow<'w, [u8]>, PathBuf)>) -> Result<Parsed> {
     let syn = syntax(&mut lex(text, mil_file)?)?;
     let mut files: BTreeMap<String, (Cow<'w, [u8]>, PathBuf)> = BTreeMap::new();
-    let paths = syn.consts.values().filter_map(|(c, _)| if let ConstVal::Blob { path, .. } = c { Some(path) } else { None });
-    let paths: Vec<String> = paths.chain(syn.order.iter().filter_map(|o| o.as_ref().err()).flat_map(|s| s.blobs.iter().map(|b| &b.3))).cloned().collect();
-    for p in paths {
+    let const_paths = syn.consts.values().filter_map(|(c, at)| if let ConstVal::Blob { path, .. } = c { Some((path, *at)) } else { None });
+    let arg_paths = syn.order.iter().filter_map(|o| o.as_ref().err()).flat_map(|s| s.blobs.iter().map(|b| (&b.3, s.at)));
+    let uses: Vec<(String, Pos)> = const_paths.chain(arg_paths).map(|(p, at)| (p.clone(), at)).collect();
+    for (p, at) in uses {
         if !files.contains_key(&p) {
-            let file = weights(&p)?;
+            // Errors about the path itself point at its first use.
+            let file = weights(&p).map_err(|e| match e {
+                Error::Format { file, msg, offset: None } if file == mil_file => error_at(mil_file, at, msg),
+                e => e,
+            })?;
             files.insert(p, file);
         }
     }
@@ -417,11 +422,15 @@ fn syntax(lx: &mut Lexer) -> Result<Syntax> {
     if lx.next()? != Tok::Arrow {
         return Err(error_at(lx.file, at, "expected '->' after the function body"));
     }
+    let outs_at = lx.at();
     lx.punct('(')?;
     syn.outputs = lx.list(')', |lx| {
         let at = lx.at();
         Ok((lx.ident()?, at))
     })?;
+    if syn.outputs.is_empty() {
+        return Err(error_at(lx.file, outs_at, "the function has no outputs"));
+    }
     lx.punct(';')?;
     lx.punct('}')?;
     if lx.peek().is_some() {
@@ -572,8 +581,5 @@ fn build(syn: &Syntax, mil_file: &Path, readers: &HashMap<&str, BlobReader>) -> 
         .iter()
         .map(|(n, at)| values.get(n.as_str()).map(|v| (n.clone(), *v)).ok_or_else(|| ferr(*at, format!("output '{n}' is not defined"))))
         .collect::<Result<Vec<_>>>()?;
-    if outputs.is_empty() {
-        return Err(Error::format(mil_file, None, "the function has no outputs"));
-    }
     Ok(Graph { nodes, inputs, outputs })
 }
