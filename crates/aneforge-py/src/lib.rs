@@ -2,6 +2,7 @@
 //! `compile` / `load` and the loaded `Model`. No logic lives here: every check is the core's,
 //! and core errors surface as ValueError / TypeError / NotImplementedError / RuntimeError / OSError.
 
+mod census;
 mod convert;
 mod errors;
 mod model;
@@ -47,5 +48,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model::load, m)?)?;
     m.add_function(wrap_pyfunction!(model::export, m)?)?;
     m.add_function(wrap_pyfunction!(targets::preflight, m)?)?;
+    m.add_function(wrap_pyfunction!(census::capabilities, m)?)?;
     Ok(())
 }

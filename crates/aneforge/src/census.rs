@@ -131,6 +131,11 @@ fn check(name: &'static str, g: &Graph) -> Conformance {
     }
 }
 
+/// The census as pretty-printed JSON (a list of objects, fields as in [`OpCapability`]).
+pub fn json(caps: &[OpCapability]) -> String {
+    serde_json::to_string_pretty(caps).expect("census entries serialise") + "\n"
+}
+
 /// The census as a fixed-width text table; with a target only its family's column.
 pub fn table(caps: &[OpCapability], target: Option<Target>) -> String {
     let families: Vec<String> = match target {

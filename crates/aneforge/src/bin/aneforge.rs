@@ -271,7 +271,7 @@ fn ops(report: Option<&Path>, target: Option<&str>, json: bool, markdown: bool) 
     };
     let caps = census::census(r.as_ref(), target)?;
     let out = if json {
-        serde_json::to_string_pretty(&caps).map_err(|e| Error::value("ops", e.to_string()))? + "\n"
+        census::json(&caps)
     } else if markdown {
         census::markdown(&caps)
     } else {

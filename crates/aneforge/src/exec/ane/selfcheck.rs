@@ -230,7 +230,9 @@ fn judge(c: &mut Check, (abs, rel): (f64, f64)) {
 
 /// Write `t`'s program into `workdir/name` and load it on `ane`, timing the load.
 fn prepare(ane: &Ane, workdir: &Path, t: Tensor, c: &mut Check) -> Result<(Program, PathBuf, Box<dyn Loaded>)> {
-    let program = Program::lower(Graph::from_outputs(&[(None, t)])?)?;
+    // The host's opset: macOS 14 rejects ios18 programs.
+    let opset = crate::targets::Opset::resolve(None)?;
+    let program = Program::lower_for(crate::passes::for_opset(Graph::from_outputs(&[(None, t)])?, opset)?, opset)?;
     let names: std::collections::BTreeSet<&str> = program.graph.nodes.iter().map(|n| n.op.family().name()).filter(|&n| n != "input").collect();
     c.ops = names.into_iter().map(String::from).collect();
     let dir = program.write_to(&workdir.join(&c.name))?;
