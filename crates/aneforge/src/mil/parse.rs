@@ -10,6 +10,7 @@
 mod lex;
 
 use std::borrow::Cow;
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
@@ -33,6 +34,9 @@ pub struct Parsed {
     pub opset: Opset,
     pub version: String,
 }
+
+/// One weight file: its bytes and its path (named in errors).
+pub type WeightFile<'w> = (Cow<'w, [u8]>, PathBuf);
 
 /// Program header versions accepted (`program(1.5)` is recorded on M5 machines).
 const VERSIONS: &[&str] = &["1.0", "1.1", "1.2", "1.3", "1.4", "1.5"];
@@ -104,20 +108,20 @@ pub fn parse(text: &str, mil_file: &Path, weights: &[u8], weights_file: &Path) -
 
 /// Parse MIL text into a graph plus its opset and version; `weights` maps each distinct
 /// `BLOBFILE` path (as written) to the file's bytes and its path for errors (called once per path).
-pub fn parse_program<'w>(text: &str, mil_file: &Path, weights: &mut dyn FnMut(&str) -> Result<(Cow<'w, [u8]>, PathBuf)>) -> Result<Parsed> {
+pub fn parse_program<'w>(text: &str, mil_file: &Path, weights: &mut dyn FnMut(&str) -> Result<WeightFile<'w>>) -> Result<Parsed> {
     let syn = syntax(&mut lex(text, mil_file)?)?;
-    let mut files: BTreeMap<String, (Cow<'w, [u8]>, PathBuf)> = BTreeMap::new();
+    let mut files: BTreeMap<String, WeightFile<'w>> = BTreeMap::new();
     let const_paths = syn.consts.values().filter_map(|(c, at)| if let ConstVal::Blob { path, .. } = c { Some((path, *at)) } else { None });
     let arg_paths = syn.order.iter().filter_map(|o| o.as_ref().err()).flat_map(|s| s.blobs.iter().map(|b| (&b.3, s.at)));
     let uses: Vec<(String, Pos)> = const_paths.chain(arg_paths).map(|(p, at)| (p.clone(), at)).collect();
     for (p, at) in uses {
-        if !files.contains_key(&p) {
+        if let Entry::Vacant(slot) = files.entry(p) {
             // Errors about the path itself point at its first use.
-            let file = weights(&p).map_err(|e| match e {
+            let file = weights(slot.key()).map_err(|e| match e {
                 Error::Format { file, msg, offset: None } if file == mil_file => error_at(mil_file, at, msg),
                 e => e,
             })?;
-            files.insert(p, file);
+            slot.insert(file);
         }
     }
     let mut readers = HashMap::new();

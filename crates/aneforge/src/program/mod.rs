@@ -157,7 +157,7 @@ impl Program {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(Error::io(&w_path, e)),
         };
-        let mut resolve = |path: &str| -> Result<(Cow<'_, [u8]>, PathBuf)> {
+        let mut resolve = |path: &str| -> Result<parse::WeightFile<'_>> {
             let file = parse::weight_file(dir, &mil_path, path)?;
             match &weights {
                 Some(b) if file == w_path => Ok((Cow::Borrowed(b.as_slice()), file)),
