@@ -499,6 +499,7 @@ def compile(
     block_size: int = 32,
     int8: bool = False,
     opt: int | None = None,
+    opset: Literal["ios16", "ios17", "ios18"] | None = None,
 ) -> Model:
     """Compile outputs into one program directory and load it.
 
@@ -514,6 +515,11 @@ def compile(
     NotImplementedError naming the op, the limit and the family; sin/cos below A15 become fp16
     polynomials (max error ~1e-3 for |x| <= 4*pi); OLDER arches (h11, h12, m9, t0) raise
     NotImplementedError and unknown strings ValueError.
+
+    opset: the MIL function opset printed (program(1.0)/ios16, program(1.3)/ios17 or ios18);
+    None means the newest the host's macOS loads (macOS 14 rejects ios18), else ios18.
+    Compressed weights whose constexpr op the opset lacks are folded back to fp16; unknown
+    names raise ValueError.
     """
 
 class _OpEntry(TypedDict):
@@ -542,6 +548,28 @@ def preflight(outputs: Tensor | Sequence[Tensor] | Mapping[str, Tensor], target:
     """Static capability gate for target (arch string or family): each compute op as native /
     decompose / reject (with its floor family) and every value or conv kernel over a limit."""
 
+class _Conformance(TypedDict):
+    case: str | None
+    result: Literal["pass", "fail", "error", "no case"]
+    rel_error: float | None
+    detail: str | None
+
+class _OpCapability(TypedDict, total=False):
+    name: str
+    family: str
+    mil: str
+    opsets: list[str]
+    status: dict[str, Literal["native", "decompose", "reject"]]
+    target_status: Literal["native", "decompose", "reject"]
+    reference: _Conformance
+    hardware: str
+
+def capabilities(target: str | None = None, report: str | PathLike[str] | None = None) -> list[_OpCapability]:
+    """The op census, one dict per registered MIL op: IR family, MIL spelling, opsets that have
+    it, status per ANE family (A13..A16; with target also target_status), the reference-executor
+    check of its conformance case run now (round trip + fp16 within 1e-2 of fp32), and hardware
+    status ("unverified" unless report is a selfcheck JSON made on a Mac's ANE)."""
+
 def export(
     outputs: Tensor | Sequence[Tensor] | Mapping[str, Tensor],
     build_dir: str | PathLike[str] | None = None,
@@ -549,6 +577,7 @@ def export(
     compress: _Compress | None = None,
     compress_atol: float = 0.05,
     block_size: int = 32,
+    opset: Literal["ios16", "ios17", "ios18"] | None = None,
 ) -> str:
     """Lower outputs (gated on target and compressing weights as in compile) and write the program directory (no executor load); returns its path."""
 

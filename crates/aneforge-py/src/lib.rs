@@ -2,6 +2,7 @@
 //! `compile` / `load` and the loaded `Model`. No logic lives here: every check is the core's,
 //! and core errors surface as ValueError / TypeError / NotImplementedError / RuntimeError / OSError.
 
+mod census;
 mod convert;
 mod errors;
 mod model;
@@ -56,5 +57,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(train::_backward, m)?)?;
     m.add_function(wrap_pyfunction!(train::_mse, m)?)?;
     m.add_function(wrap_pyfunction!(train::_softmax_cross_entropy, m)?)?;
+    m.add_function(wrap_pyfunction!(census::capabilities, m)?)?;
     Ok(())
 }

@@ -411,7 +411,7 @@ pub(crate) fn parse_outputs(outputs: &Bound<'_, PyAny>) -> PyResult<(Outputs, Ou
 /// Compile `outputs` (a Tensor, a list/tuple of Tensors, or a dict name → Tensor) into one
 /// program, write its directory and load it on `device`.
 #[pyfunction]
-#[pyo3(signature = (outputs, device="auto", precision="fp16", build_dir=None, target=None, compress=None, compress_atol=0.05, block_size=32, int8=false, opt=None))]
+#[pyo3(signature = (outputs, device="auto", precision="fp16", build_dir=None, target=None, compress=None, compress_atol=0.05, block_size=32, int8=false, opt=None, opset=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn compile(
     py: Python<'_>,
@@ -425,6 +425,7 @@ pub fn compile(
     block_size: i64,
     int8: bool,
     opt: Option<&Bound<'_, PyAny>>,
+    opset: Option<String>,
 ) -> PyResult<Model> {
     let compress = match (compress, int8) {
         (Some(m), true) if m != "int8" => return Err(PyValueError::new_err(format!("compile: int8=True means compress='int8', which conflicts with compress='{m}'"))),
@@ -437,7 +438,7 @@ pub fn compile(
         }
     }
     let (outs, kind) = parse_outputs(outputs)?;
-    let base = CompileOptions { device: Device::parse(device).py()?, precision: Precision::parse(precision).py()?, build_dir, target, ..Default::default() };
+    let base = CompileOptions { device: Device::parse(device).py()?, precision: Precision::parse(precision).py()?, build_dir, target, opset, ..Default::default() };
     let opts = with_compression(base, compress, compress_atol, block_size)?;
     let compiled = py.detach(|| aneforge::compile(&outs, &opts)).py()?;
     Ok(Model::new(compiled, kind))
@@ -453,10 +454,11 @@ fn with_compression(opts: CompileOptions, compress: Option<&str>, compress_atol:
 /// Lower `outputs` and write the program directory (model.mil, weights.bin, program.json)
 /// into `build_dir` or the content-addressed cache (gated on `target` as in `compile`), without loading it; returns the directory.
 #[pyfunction]
-#[pyo3(signature = (outputs, build_dir=None, target=None, compress=None, compress_atol=0.05, block_size=32))]
-pub fn export(py: Python<'_>, outputs: &Bound<'_, PyAny>, build_dir: Option<PathBuf>, target: Option<String>, compress: Option<&str>, compress_atol: f32, block_size: i64) -> PyResult<String> {
+#[pyo3(signature = (outputs, build_dir=None, target=None, compress=None, compress_atol=0.05, block_size=32, opset=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn export(py: Python<'_>, outputs: &Bound<'_, PyAny>, build_dir: Option<PathBuf>, target: Option<String>, compress: Option<&str>, compress_atol: f32, block_size: i64, opset: Option<String>) -> PyResult<String> {
     let (outs, _) = parse_outputs(outputs)?;
-    let opts = with_compression(CompileOptions { build_dir, target, ..Default::default() }, compress, compress_atol, block_size)?;
+    let opts = with_compression(CompileOptions { build_dir, target, opset, ..Default::default() }, compress, compress_atol, block_size)?;
     let exported = py.detach(|| aneforge::export(&outs, &opts)).py()?;
     Ok(exported.dir.display().to_string())
 }

@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::exec::{ane::Ane, reference::Reference, Executor, Loaded, PortData, Precision};
 use crate::graph::{Graph, Tensor};
 use crate::program::{cache_root, PortSpec, Program};
+use crate::targets::Opset;
 use crate::{passes, targets};
 
 /// Where to run.
@@ -50,12 +51,15 @@ pub struct CompileOptions {
     /// Arch string or family name to gate on (see [`targets::compile_target`]): `None` = `ANEFORGE_TARGET`,
     /// else the host's family on an Apple Silicon Mac, else no gating.
     pub target: Option<String>,
+    /// MIL function opset (`ios16`, `ios17`, `ios18`): `None` = the newest the host's macOS loads
+    /// (macOS 14 rejects ios18), else ios18. Ops the opset lacks are decomposed or rejected.
+    pub opset: Option<String>,
 }
 
 impl Default for CompileOptions {
-    /// Auto device, fp16, the cache, no compression (atol 0.05, block 32 when enabled), target from the environment.
+    /// Auto device, fp16, the cache, no compression (atol 0.05, block 32 when enabled), target from the environment, host opset.
     fn default() -> Self {
-        CompileOptions { device: Device::Auto, precision: Precision::Fp16, build_dir: None, compress: None, compress_atol: 0.05, block_size: 32, target: None }
+        CompileOptions { device: Device::Auto, precision: Precision::Fp16, build_dir: None, compress: None, compress_atol: 0.05, block_size: 32, target: None, opset: None }
     }
 }
 
@@ -125,6 +129,7 @@ pub fn export(outputs: &[(Option<String>, Tensor)], opts: &CompileOptions) -> Re
 /// Gate `graph` on the target (when there is one), compress it (when asked), lower it and write its directory.
 fn write_program(graph: Graph, opts: &CompileOptions) -> Result<Exported> {
     compress::check_options(opts.compress_atol, opts.block_size)?;
+    let opset = Opset::resolve(opts.opset.as_deref())?;
     let target = targets::compile_target(opts.target.as_deref())?;
     let graph = passes::work_around(graph, target, opts.precision)?;
     let graph = match target {
@@ -135,7 +140,7 @@ fn write_program(graph: Graph, opts: &CompileOptions) -> Result<Exported> {
         Some(mode) => compress::compress(graph, &CompressOptions { mode, atol: opts.compress_atol, block_size: opts.block_size, family: target.map(|t| t.family) })?,
         None => (graph, Vec::new()),
     };
-    let program = Program::lower(graph)?;
+    let program = Program::lower_for(passes::for_opset(graph, opset)?, opset)?;
     let dir = match &opts.build_dir {
         Some(d) => program.write_to(d)?,
         None => program.write_cached(&cache_root())?,

@@ -23,6 +23,7 @@ pub use ops::rearrange::stack;
 pub use ops::norm::batch_norm;
 pub use ops::io::{constant, image_input, input, input_port, scalar, HostArray, HostData};
 pub mod compile;
+pub mod census;
 pub mod corpus;
 pub mod compress;
 pub mod exec;

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use aneforge::exec::ane::{selfcheck, Ane};
 use aneforge::exec::reference::Reference;
-use aneforge::targets::{op_status, Family};
+use aneforge::census;
 use aneforge::{npy, Device, Error, Executor, PortSpec, Precision, Result};
 use clap::{Parser, Subcommand};
 
@@ -55,11 +55,21 @@ enum Command {
         #[arg(long, default_value_t = 100)]
         repeat: usize,
     },
-    /// List every MIL op with its status per family and on ANE hardware (from a selfcheck report made on a Mac).
+    /// The op census: every MIL op with its family, MIL spelling, opsets, status per ANE family,
+    /// reference-executor check and hardware status (from a selfcheck report made on a Mac).
     Ops {
         /// A selfcheck report produced on a Mac's ANE.
         #[arg(long)]
         report: Option<PathBuf>,
+        /// Show only this target's status (an arch string such as h14, or a family name such as A15).
+        #[arg(long)]
+        target: Option<String>,
+        /// Print the census as JSON.
+        #[arg(long, conflicts_with = "markdown")]
+        json: bool,
+        /// Print the census as the Markdown of docs/op-catalog.md.
+        #[arg(long)]
+        markdown: bool,
     },
     /// Compress the fp16 weights of a program directory into a new program and print the
     /// per-weight report (encoding, bytes before/after, relative L2 reconstruction error).
@@ -100,7 +110,7 @@ fn main() -> ExitCode {
         }
         Command::Run { dir, inputs, output_dir, device, precision, repeat } => run(&dir, &inputs, output_dir.as_deref(), &device, &precision, repeat).map(|()| ExitCode::SUCCESS),
         Command::Selfcheck { report, repeat } => run_selfcheck(&report, repeat),
-        Command::Ops { report } => ops(report.as_deref()).map(|()| ExitCode::SUCCESS),
+        Command::Ops { report, target, json, markdown } => ops(report.as_deref(), target.as_deref(), json, markdown).map(|()| ExitCode::SUCCESS),
         Command::Compress { dir, mode, atol, block_size, output_dir } => compress(&dir, &mode, atol, block_size, output_dir).map(|()| ExitCode::SUCCESS),
     };
     match result {
@@ -248,9 +258,10 @@ fn run_selfcheck(report: &Path, repeat: usize) -> Result<ExitCode> {
     Ok(if r.failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
-/// `aneforge ops`: every MIL op, its status per family (native / decompose / reject) and its hardware status.
-fn ops(report: Option<&Path>) -> Result<()> {
-    let (r, mut out) = match report {
+/// `aneforge ops`: the census as a table (with a note on where the hardware column comes from), JSON or Markdown.
+fn ops(report: Option<&Path>, target: Option<&str>, json: bool, markdown: bool) -> Result<()> {
+    let target = target.map(aneforge::targets::parse_target).transpose()?;
+    let (r, head) = match report {
         Some(path) => {
             let r = selfcheck::read_hardware_report(path)?;
             let head = format!("hardware column from {} ({}, macOS {})\n", path.display(), r.chip.as_deref().unwrap_or("unknown chip"), r.macos_version.as_deref().unwrap_or("unknown"));
@@ -258,12 +269,14 @@ fn ops(report: Option<&Path>) -> Result<()> {
         }
         None => (None, "no selfcheck report given: no op has been verified on ANE hardware\n".to_string()),
     };
-    let families = [Family::A13, Family::A14, Family::A15, Family::A16];
-    out += &format!("{:<28} {}hardware\n", "op", families.map(|f| format!("{:<10}", f.name())).concat());
-    for (op, status) in selfcheck::census(r.as_ref()) {
-        let columns = families.map(|f| format!("{:<10}", op_status(op, f).name())).concat();
-        out += &format!("{op:<28} {columns}{status}\n");
-    }
+    let caps = census::census(r.as_ref(), target)?;
+    let out = if json {
+        census::json(&caps)
+    } else if markdown {
+        census::markdown(&caps)
+    } else {
+        head + &census::table(&caps, target)
+    };
     emit(&out);
     Ok(())
 }

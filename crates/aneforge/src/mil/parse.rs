@@ -1,342 +1,352 @@
-//! `model.mil` text (+ weights.bin) → [`Graph`], for the dialect [`super::print`] writes.
-//! Every statement's declared output types are checked against the op's shape rule, and
-//! every error names the file and the line.
+//! `model.mil` text (+ its weight files) → [`Graph`]. Accepts the dialect [`super::print`]
+//! writes and the same dialect produced elsewhere: `program(1.0)` … `program(1.5)`, `ios16` …
+//! `ios18` functions, `const()` statements, `BLOBFILE` references to any weight file under
+//! `@model_path/`, tuple arguments and outputs, literals inline in arguments, and both literal
+//! spellings (`string("x")`, `fp16(0x1p+0)`, `uint64(64)` and the older `tensor<string, []>("x")`,
+//! `tensor<fp16, []>(0x1p+0)`, `tensor<uint64, []>(64)`), with any whitespace. Every statement's
+//! declared output types are checked against the op's shape rule, every op against the opset,
+//! and every error names the file, the line and the column; no input makes it panic.
 
+mod lex;
+
+use std::borrow::Cow;
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::Path;
+use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
+use half::f16;
+
 use super::blob::{BlobReader, BlobType};
-use super::literal::{parse_float, round_f16, Literal};
+use super::literal::{parse_float, Literal};
 use super::{MilArgs, MilInputs};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::graph::{Graph, Node, Value};
 use crate::ops::{io, Op, TensorType};
+use crate::targets::Opset;
+use lex::{error_at, lex, Lexer, Pos, Tok};
 
+/// A parsed program: its graph, function opset and `program(…)` version.
 #[derive(Clone, Debug, PartialEq)]
-enum Tok {
-    Ident(String),
+pub struct Parsed {
+    pub graph: Graph,
+    pub opset: Opset,
+    pub version: String,
+}
+
+/// One weight file: its bytes and its path (named in errors).
+pub type WeightFile<'w> = (Cow<'w, [u8]>, PathBuf);
+
+/// Program header versions accepted (`program(1.5)` is recorded on M5 machines).
+const VERSIONS: &[&str] = &["1.0", "1.1", "1.2", "1.3", "1.4", "1.5"];
+
+/// Highest rank of an inline blob argument (a rank-5 weight's palette has rank 7).
+const MAX_BLOB_RANK: usize = 7;
+
+/// One literal atom inside a typed value.
+#[derive(Clone, Debug)]
+enum Atom {
     Num(String),
+    Word(String),
     Str(String),
-    Punct(char),
-    Arrow,
 }
 
-struct Lexer<'a> {
-    toks: Vec<(Tok, usize)>,
-    pos: usize,
-    file: &'a Path,
+/// A typed value as written, before we know its use.
+#[derive(Clone, Debug)]
+enum Typed {
+    /// `fp16(…)`, `tensor<int32, [2]>([1, 2])`, `tensor<string, []>("x")`: atoms in C order.
+    Inline { dtype: String, shape: Vec<usize>, atoms: Vec<Atom> },
+    /// `tensor<fp16, [4]>(BLOBFILE(path = …, offset = …))`.
+    Blob { dtype: String, shape: Vec<usize>, path: String, offset: u64 },
 }
 
-fn lex<'a>(src: &str, file: &'a Path) -> Result<Lexer<'a>> {
-    let mut toks = Vec::new();
-    let b = src.as_bytes();
-    let (mut i, mut line) = (0, 1);
-    while i < b.len() {
-        let c = b[i] as char;
-        let start = i;
-        if c == '\n' {
-            line += 1;
-            i += 1;
-        } else if c.is_ascii_whitespace() {
-            i += 1;
-        } else if c == '/' && b.get(i + 1) == Some(&b'/') {
-            while i < b.len() && b[i] != b'\n' {
-                i += 1;
-            }
-        } else if c == '-' && b.get(i + 1) == Some(&b'>') {
-            toks.push((Tok::Arrow, line));
-            i += 2;
-        } else if c.is_ascii_alphabetic() || c == '_' {
-            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
-                i += 1;
-            }
-            toks.push((Tok::Ident(src[start..i].to_string()), line));
-        } else if c.is_ascii_digit() || (c == '-' && b.get(i + 1).is_some_and(|d| d.is_ascii_digit() || *d == b'i')) {
-            i += 1;
-            while i < b.len() {
-                let d = b[i];
-                let exp_sign = (d == b'+' || d == b'-') && matches!(b[i - 1], b'p' | b'P' | b'e' | b'E');
-                if d.is_ascii_alphanumeric() || d == b'.' || exp_sign {
-                    i += 1;
-                } else {
-                    break;
-                }
-            }
-            toks.push((Tok::Num(src[start..i].to_string()), line));
-        } else if c == '"' {
-            i += 1;
-            while i < b.len() && b[i] != b'"' && b[i] != b'\n' {
-                i += 1;
-            }
-            if i >= b.len() || b[i] != b'"' {
-                return Err(Error::format(file, None, format!("line {line}: unterminated string")));
-            }
-            toks.push((Tok::Str(src[start + 1..i].to_string()), line));
-            i += 1;
-        } else if "()[]{}<>,=;".contains(c) {
-            toks.push((Tok::Punct(c), line));
-            i += 1;
-        } else {
-            return Err(Error::format(file, None, format!("line {line}: unexpected character '{c}'")));
-        }
-    }
-    Ok(Lexer { toks, pos: 0, file })
-}
-
-impl Lexer<'_> {
-    fn line(&self) -> usize {
-        self.toks.get(self.pos).or(self.toks.last()).map_or(0, |t| t.1)
-    }
-    fn err(&self, msg: impl Into<String>) -> Error {
-        Error::format(self.file, None, format!("line {}: {}", self.line(), msg.into()))
-    }
-    fn peek(&self) -> Option<&Tok> {
-        self.toks.get(self.pos).map(|t| &t.0)
-    }
-    fn next(&mut self) -> Result<Tok> {
-        let t = self.toks.get(self.pos).map(|t| t.0.clone()).ok_or_else(|| self.err("unexpected end of file"))?;
-        self.pos += 1;
-        Ok(t)
-    }
-    fn punct(&mut self, c: char) -> Result<()> {
-        match self.next()? {
-            Tok::Punct(p) if p == c => Ok(()),
-            t => Err(self.err(format!("expected '{c}', found {t:?}"))),
-        }
-    }
-    fn is_punct(&self, c: char) -> bool {
-        self.peek() == Some(&Tok::Punct(c))
-    }
-    fn ident(&mut self) -> Result<String> {
-        match self.next()? {
-            Tok::Ident(s) => Ok(s),
-            t => Err(self.err(format!("expected a name, found {t:?}"))),
-        }
-    }
-    fn keyword(&mut self, k: &str) -> Result<()> {
-        let s = self.ident()?;
-        if s != k {
-            return Err(self.err(format!("expected '{k}', found '{s}'")));
-        }
-        Ok(())
-    }
-    fn num(&mut self) -> Result<String> {
-        match self.next()? {
-            Tok::Num(s) => Ok(s),
-            Tok::Ident(s) if s == "inf" => Ok(s),
-            t => Err(self.err(format!("expected a number, found {t:?}"))),
-        }
-    }
-    fn int(&mut self) -> Result<i64> {
-        let s = self.num()?;
-        s.parse().map_err(|_| self.err(format!("'{s}' is not an integer")))
-    }
-    fn string(&mut self) -> Result<String> {
-        match self.next()? {
-            Tok::Str(s) => Ok(s),
-            t => Err(self.err(format!("expected a string, found {t:?}"))),
-        }
-    }
-    /// Skip a balanced bracketed group starting at the current `open` token.
-    fn skip_group(&mut self, open: char, close: char) -> Result<()> {
-        self.punct(open)?;
-        let mut depth = 1;
-        while depth > 0 {
-            match self.next()? {
-                Tok::Punct(c) if c == open => depth += 1,
-                Tok::Punct(c) if c == close => depth -= 1,
-                _ => {}
-            }
-        }
-        Ok(())
-    }
-    /// `tensor<dtype, [d, ...]>` or a scalar dtype name.
-    fn ty(&mut self) -> Result<(String, Vec<usize>)> {
-        let t = self.ident()?;
-        if t != "tensor" {
-            return Ok((t, vec![]));
-        }
-        self.punct('<')?;
-        let dt = self.ident()?;
-        self.punct(',')?;
-        self.punct('[')?;
-        let mut dims = Vec::new();
-        while !self.is_punct(']') {
-            let d = self.int()?;
-            dims.push(usize::try_from(d).map_err(|_| self.err(format!("negative extent {d}")))?);
-            if !self.is_punct(']') {
-                self.punct(',')?;
-            }
-        }
-        self.punct(']')?;
-        self.punct('>')?;
-        Ok((dt, dims))
-    }
-}
-
-/// A `const()` value before we know whether it is a parameter or a tensor operand.
+/// A constant: a compile-time literal, an inline fp16 tensor, or an fp16 tensor in a weight file.
 #[derive(Clone, Debug)]
 enum ConstVal {
     Lit(Literal),
-    Blob { shape: Vec<usize>, offset: u64, line: usize },
+    Dense(Vec<usize>, Arc<Vec<f16>>),
+    Blob { shape: Vec<usize>, path: String, offset: u64 },
 }
 
 /// One argument: (keyword, referenced names, written as a tuple).
 type Arg = (String, Vec<String>, bool);
-/// One inline `BLOBFILE` tensor argument: (keyword, dtype, shape, descriptor offset).
-type BlobArg = (String, String, Vec<usize>, u64);
+/// One inline `BLOBFILE` tensor argument: (keyword, dtype, shape, weight path, descriptor offset).
+type BlobArg = (String, String, Vec<usize>, String, u64);
 
+/// One op statement.
 struct Stmt {
     outs: Vec<(String, Vec<usize>, String)>, // (dtype, shape, name)
     op: String,
     args: Vec<Arg>,
     blobs: Vec<BlobArg>,
     name: String,
-    line: usize,
+    at: Pos,
 }
 
-fn scalar_literal(lx: &mut Lexer, dt: &str) -> Result<Literal> {
-    lx.keyword(dt)?;
-    lx.punct('(')?;
-    let lit = match dt {
-        "fp16" => {
-            let s = lx.num()?;
-            let v = parse_float(&s).ok_or_else(|| lx.err(format!("'{s}' is not a float")))?;
-            let r = round_f16(v as f32);
-            if !r.is_finite() || r as f64 != v {
-                return Err(lx.err(format!("fp16 literal {s} is not a finite fp16 value")));
-            }
-            Literal::Fp16(r)
+/// The syntax of one program: header facts, ports, constants and statements in order.
+struct Syntax {
+    version: String,
+    opset: Opset,
+    params: Vec<(String, Vec<usize>, String, Pos)>,
+    consts: HashMap<String, (ConstVal, Pos)>,
+    order: Vec<Result<String, Stmt>>, // Ok(const name) | Err(op statement)
+    outputs: Vec<(String, Pos)>,
+}
+
+/// Parse MIL text (`mil_file` names it in errors) whose `BLOBFILE`s all reference
+/// `@model_path/weights.bin`, given as `weights` (`weights_file` in errors), into a graph.
+pub fn parse(text: &str, mil_file: &Path, weights: &[u8], weights_file: &Path) -> Result<Graph> {
+    let mut one = |path: &str| {
+        if path != super::print::WEIGHTS_PATH {
+            return Err(Error::format(mil_file, None, format!("BLOBFILE path '{path}' is not {}", super::print::WEIGHTS_PATH)));
         }
-        "fp32" => {
-            let s = lx.num()?;
-            let v = parse_float(&s).ok_or_else(|| lx.err(format!("'{s}' is not a float")))?;
-            if !(v as f32).is_finite() || (v as f32) as f64 != v {
-                return Err(lx.err(format!("fp32 literal {s} is not a finite fp32 value")));
-            }
-            Literal::Fp32(v as f32)
-        }
-        "int32" => Literal::Int32(i32::try_from(lx.int()?).map_err(|_| lx.err("int32 literal out of range"))?),
-        "int8" => Literal::Int8(i8::try_from(lx.int()?).map_err(|_| lx.err("int8 literal out of range"))?),
-        "uint32" => Literal::Uint32(u32::try_from(lx.int()?).map_err(|_| lx.err("uint32 literal out of range"))?),
-        "bool" => Literal::Bool(match lx.ident()?.as_str() {
-            "true" => true,
-            "false" => false,
-            o => return Err(lx.err(format!("'{o}' is not a bool"))),
-        }),
-        "string" => Literal::Str(lx.string()?),
-        o => return Err(lx.err(format!("unsupported literal type '{o}'"))),
+        Ok((Cow::Borrowed(weights), weights_file.to_path_buf()))
     };
-    lx.punct(')')?;
-    Ok(lit)
+    parse_program(text, mil_file, &mut one).map(|p| p.graph)
 }
 
-fn const_value(lx: &mut Lexer, dt: &str, shape: &[usize]) -> Result<ConstVal> {
-    let line = lx.line();
-    let (vdt, vshape) = if lx.peek() == Some(&Tok::Ident("tensor".into())) { lx.ty()? } else { (dt.to_string(), vec![]) };
-    if vdt != dt || vshape != shape {
-        return Err(lx.err("const value type differs from the declared type"));
+/// Parse MIL text into a graph plus its opset and version; `weights` maps each distinct
+/// `BLOBFILE` path (as written) to the file's bytes and its path for errors (called once per path).
+pub fn parse_program<'w>(text: &str, mil_file: &Path, weights: &mut dyn FnMut(&str) -> Result<WeightFile<'w>>) -> Result<Parsed> {
+    let syn = syntax(&mut lex(text, mil_file)?)?;
+    let mut files: BTreeMap<String, WeightFile<'w>> = BTreeMap::new();
+    let const_paths = syn.consts.values().filter_map(|(c, at)| if let ConstVal::Blob { path, .. } = c { Some((path, *at)) } else { None });
+    let arg_paths = syn.order.iter().filter_map(|o| o.as_ref().err()).flat_map(|s| s.blobs.iter().map(|b| (&b.3, s.at)));
+    let uses: Vec<(String, Pos)> = const_paths.chain(arg_paths).map(|(p, at)| (p.clone(), at)).collect();
+    for (p, at) in uses {
+        if let Entry::Vacant(slot) = files.entry(p) {
+            // Errors about the path itself point at its first use.
+            let file = weights(slot.key()).map_err(|e| match e {
+                Error::Format { file, msg, offset: None } if file == mil_file => error_at(mil_file, at, msg),
+                e => e,
+            })?;
+            slot.insert(file);
+        }
     }
-    if shape.is_empty() {
-        return Ok(ConstVal::Lit(scalar_literal(lx, dt)?));
+    let mut readers = HashMap::new();
+    for (p, (bytes, file)) in &files {
+        readers.insert(p.as_str(), BlobReader::new(bytes, file)?);
     }
+    let graph = build(&syn, mil_file, &readers)?;
+    Ok(Parsed { graph, opset: syn.opset, version: syn.version })
+}
+
+/// The file a `BLOBFILE` path (`@model_path/<relative path>`) names inside program directory
+/// `dir`; paths outside `@model_path`, absolute or climbing out with `..` are a format error of `mil_file`.
+pub fn weight_file(dir: &Path, mil_file: &Path, path: &str) -> Result<PathBuf> {
+    let rel = path.strip_prefix("@model_path/").map(Path::new);
+    match rel {
+        Some(r) if r.components().count() > 0 && r.components().all(|c| matches!(c, Component::Normal(_))) => Ok(dir.join(r)),
+        _ => Err(Error::format(mil_file, None, format!("BLOBFILE path '{path}' is not a file under @model_path/"))),
+    }
+}
+
+/// Read one atom: a number, a word (`true`, `inf`) or a string.
+fn atom(lx: &mut Lexer) -> Result<Atom> {
+    let at = lx.at();
+    match lx.next()? {
+        Tok::Num(s) => Ok(Atom::Num(s)),
+        Tok::Ident(s) => Ok(Atom::Word(s)),
+        Tok::Str(s) => Ok(Atom::Str(s)),
+        t => Err(error_at(lx.file, at, format!("expected a value, found {t:?}"))),
+    }
+}
+
+/// Atoms of a possibly nested `[…]` list, flattened in C order.
+fn atoms(lx: &mut Lexer, out: &mut Vec<Atom>, depth: usize) -> Result<()> {
+    if depth > MAX_BLOB_RANK {
+        return Err(lx.err(format!("lists nested deeper than {MAX_BLOB_RANK}")));
+    }
+    if !lx.is_punct('[') {
+        out.push(atom(lx)?);
+        return Ok(());
+    }
+    lx.punct('[')?;
+    lx.list(']', |lx| atoms(lx, out, depth + 1))?;
+    Ok(())
+}
+
+/// A typed value: `dtype(atom)`, `tensor<…>(atom | […] | BLOBFILE(…))`.
+fn typed(lx: &mut Lexer) -> Result<Typed> {
+    let tensor_form = lx.is_ident("tensor");
+    let (dtype, shape) = lx.ty()?;
     lx.punct('(')?;
-    let v = if lx.is_punct('[') {
-        if dt != "int32" || shape.len() != 1 {
-            return Err(lx.err(format!("inline tensor literals must be rank-1 int32, got {dt} {shape:?}")));
+    let v = if lx.is_ident("BLOBFILE") {
+        if !tensor_form || shape.is_empty() {
+            return Err(lx.err("BLOBFILE needs a tensor type of rank >= 1"));
         }
-        lx.punct('[')?;
-        let mut items = Vec::new();
-        while !lx.is_punct(']') {
-            items.push(i32::try_from(lx.int()?).map_err(|_| lx.err("int32 out of range"))?);
-            if !lx.is_punct(']') {
-                lx.punct(',')?;
-            }
-        }
-        lx.punct(']')?;
-        if items.len() != shape[0] {
-            return Err(lx.err(format!("{} values for a tensor of shape {shape:?}", items.len())));
-        }
-        ConstVal::Lit(Literal::Ints(items))
+        let at = lx.at();
+        lx.keyword("BLOBFILE")?;
+        lx.punct('(')?;
+        let fields = lx.list(')', |lx| {
+            let k = lx.ident()?;
+            lx.punct('=')?;
+            Ok((k, typed(lx)?))
+        })?;
+        let field = |k: &str| fields.iter().find(|(n, _)| n == k).map(|f| &f.1).ok_or_else(|| error_at(lx.file, at, format!("BLOBFILE has no '{k}'")));
+        let path = scalar(field("path")?, "string").and_then(|a| match a {
+            Atom::Str(s) => Ok(s.clone()),
+            _ => Err("path must be a string".into()),
+        });
+        let path = path.map_err(|m| error_at(lx.file, at, format!("BLOBFILE {m}")))?;
+        let offset = scalar(field("offset")?, "uint64").and_then(|a| match a {
+            Atom::Num(n) => n.parse::<u64>().map_err(|_| format!("offset '{n}' is not a uint64")),
+            _ => Err("offset must be a uint64".into()),
+        });
+        let offset = offset.map_err(|m| error_at(lx.file, at, format!("BLOBFILE {m}")))?;
+        Typed::Blob { dtype, shape, path, offset }
     } else {
-        if dt != "fp16" {
-            return Err(lx.err(format!("BLOBFILE constants must be fp16, got {dt}")));
-        }
-        ConstVal::Blob { shape: shape.to_vec(), offset: blobfile(lx)?, line }
+        let mut out = Vec::new();
+        atoms(lx, &mut out, 0)?;
+        Typed::Inline { dtype, shape, atoms: out }
     };
     lx.punct(')')?;
     Ok(v)
 }
 
-/// `BLOBFILE(path = string("@model_path/weights.bin"), offset = uint64(N))` → N.
-fn blobfile(lx: &mut Lexer) -> Result<u64> {
-    lx.keyword("BLOBFILE")?;
-    lx.punct('(')?;
-    lx.keyword("path")?;
-    lx.punct('=')?;
-    lx.keyword("string")?;
-    lx.punct('(')?;
-    let path = lx.string()?;
-    if path != super::print::WEIGHTS_PATH {
-        return Err(lx.err(format!("BLOBFILE path '{path}' is not {}", super::print::WEIGHTS_PATH)));
+/// The one atom of a rank-0 inline value of type `dtype`.
+fn scalar<'t>(t: &'t Typed, dtype: &str) -> std::result::Result<&'t Atom, String> {
+    match t {
+        Typed::Inline { dtype: d, shape, atoms } if d == dtype && shape.is_empty() && atoms.len() == 1 => Ok(&atoms[0]),
+        _ => Err(format!("value must be a {dtype} scalar")),
     }
-    lx.punct(')')?;
-    lx.punct(',')?;
-    lx.keyword("offset")?;
-    lx.punct('=')?;
-    lx.keyword("uint64")?;
-    lx.punct('(')?;
-    let off = lx.int()?;
-    lx.punct(')')?;
-    lx.punct(')')?;
-    u64::try_from(off).map_err(|_| lx.err("negative offset"))
 }
 
-/// Highest rank of an inline blob argument (a rank-5 weight's palette has rank 7).
-const MAX_BLOB_RANK: usize = 7;
+/// An fp16 value from an atom: hex floats must be exact fp16 values, decimals round to nearest.
+fn fp16_of(a: &Atom) -> std::result::Result<f16, String> {
+    let s = match a {
+        Atom::Num(s) | Atom::Word(s) => s,
+        Atom::Str(s) => return Err(format!("\"{s}\" is not a number")),
+    };
+    let v = parse_float(s).ok_or_else(|| format!("'{s}' is not a float"))?;
+    let h = f16::from_f64(v);
+    let hex = s.trim_start_matches(['-', '+']).starts_with("0x");
+    if !h.is_finite() || (hex && h.to_f64() != v) {
+        return Err(format!("fp16 literal {s} is not a finite fp16 value"));
+    }
+    Ok(h)
+}
 
-/// Parse MIL text (`mil_file` names it in errors) with its weight blob into a graph.
-pub fn parse(text: &str, mil_file: &Path, weights: &[u8], weights_file: &Path) -> Result<Graph> {
-    let lx = &mut lex(text, mil_file)?;
+/// An integer of type `T` from an atom.
+fn int_of<T: TryFrom<i64>>(a: &Atom, dtype: &str) -> std::result::Result<T, String> {
+    match a {
+        Atom::Num(s) => s.parse::<i64>().ok().and_then(|v| T::try_from(v).ok()).ok_or_else(|| format!("'{s}' is not a {dtype} value")),
+        _ => Err(format!("expected a {dtype} value")),
+    }
+}
+
+/// A scalar literal of `dtype` from its atom.
+fn literal(dtype: &str, a: &Atom) -> std::result::Result<Literal, String> {
+    Ok(match dtype {
+        "fp16" => Literal::Fp16(fp16_of(a)?.to_f32()),
+        "fp32" => {
+            let Atom::Num(s) = a else { return Err("expected an fp32 value".into()) };
+            let v = parse_float(s).ok_or_else(|| format!("'{s}' is not a float"))?;
+            if !(v as f32).is_finite() || (v as f32) as f64 != v {
+                return Err(format!("fp32 literal {s} is not a finite fp32 value"));
+            }
+            Literal::Fp32(v as f32)
+        }
+        "int32" => Literal::Int32(int_of(a, dtype)?),
+        "int8" => Literal::Int8(int_of(a, dtype)?),
+        "uint32" => Literal::Uint32(int_of(a, dtype)?),
+        "bool" => match a {
+            Atom::Word(w) if w == "true" => Literal::Bool(true),
+            Atom::Word(w) if w == "false" => Literal::Bool(false),
+            _ => return Err("expected true or false".into()),
+        },
+        "string" => match a {
+            Atom::Str(s) => Literal::Str(s.clone()),
+            _ => return Err("expected a string".into()),
+        },
+        o => return Err(format!("unsupported literal type '{o}'")),
+    })
+}
+
+/// The constant a typed value denotes.
+fn const_of(t: Typed) -> std::result::Result<ConstVal, String> {
+    match t {
+        Typed::Blob { dtype, shape, path, offset } if dtype == "fp16" => Ok(ConstVal::Blob { shape, path, offset }),
+        Typed::Blob { dtype, .. } => Err(format!("BLOBFILE constants must be fp16, got {dtype}")),
+        Typed::Inline { dtype, shape, atoms } if shape.is_empty() => match atoms.as_slice() {
+            [a] => literal(&dtype, a).map(ConstVal::Lit),
+            _ => Err(format!("{} values for a scalar", atoms.len())),
+        },
+        Typed::Inline { dtype, shape, atoms } => {
+            let n = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).ok_or("tensor too large")?;
+            if atoms.len() != n {
+                return Err(format!("{} values for a tensor of shape {shape:?}", atoms.len()));
+            }
+            match (dtype.as_str(), shape.len()) {
+                ("int32", 1) => atoms.iter().map(|a| int_of(a, "int32")).collect::<std::result::Result<_, _>>().map(|v| ConstVal::Lit(Literal::Ints(v))),
+                ("fp16", _) => atoms.iter().map(fp16_of).collect::<std::result::Result<Vec<_>, _>>().map(|v| ConstVal::Dense(shape, Arc::new(v))),
+                _ => Err(format!("inline tensor literals must be rank-1 int32 or fp16, got {dtype} {shape:?}")),
+            }
+        }
+    }
+}
+
+/// `[key = value, ...]` attributes of a statement.
+fn attributes(lx: &mut Lexer) -> Result<Vec<(String, Typed, Pos)>> {
+    lx.punct('[')?;
+    lx.list(']', |lx| {
+        let at = lx.at();
+        let k = lx.ident()?;
+        lx.punct('=')?;
+        Ok((k, typed(lx)?, at))
+    })
+}
+
+/// The whole text's syntax, checked for names defined twice.
+fn syntax(lx: &mut Lexer) -> Result<Syntax> {
     lx.keyword("program")?;
-    lx.skip_group('(', ')')?;
+    lx.punct('(')?;
+    let at = lx.at();
+    let version = match lx.next()? {
+        Tok::Num(v) if VERSIONS.contains(&v.as_str()) => v,
+        t => return Err(error_at(lx.file, at, format!("program version {t:?} is not supported (expected 1.0 to 1.5)"))),
+    };
+    lx.punct(')')?;
     if lx.is_punct('[') {
         lx.skip_group('[', ']')?;
     }
     lx.punct('{')?;
     lx.keyword("func")?;
+    let at = lx.at();
     let fname = lx.ident()?;
     if fname != "main" {
-        return Err(lx.err(format!("function is '{fname}', expected 'main'")));
+        return Err(error_at(lx.file, at, format!("function is '{fname}', expected 'main'")));
     }
     lx.punct('<')?;
+    let at = lx.at();
     let opset = lx.ident()?;
-    if opset != super::print::OPSET {
-        return Err(lx.err(format!("opset '{opset}' is not supported (expected {})", super::print::OPSET)));
-    }
+    let opset = Opset::parse(&opset).map_err(|_| error_at(lx.file, at, format!("opset '{opset}' is not supported (expected ios16, ios17 or ios18)")))?;
     lx.punct('>')?;
     lx.punct('(')?;
-    let mut params = Vec::new();
-    while !lx.is_punct(')') {
+    let params = lx.list(')', |lx| {
+        let at = lx.at();
         let (dt, shape) = lx.ty()?;
-        params.push((dt, shape, lx.ident()?));
-        if !lx.is_punct(')') {
-            lx.punct(',')?;
-        }
-    }
-    lx.punct(')')?;
+        Ok((dt, shape, lx.ident()?, at))
+    })?;
     lx.punct('{')?;
 
-    let mut consts: HashMap<String, ConstVal> = HashMap::new();
-    let mut order: Vec<Result<String, Stmt>> = Vec::new(); // Ok(const name) | Err(op statement)
+    let mut defined: HashSet<String> = params.iter().map(|p| p.2.clone()).collect();
+    if defined.len() != params.len() {
+        return Err(lx.err("an input name is declared twice"));
+    }
+    let mut syn = Syntax { version, opset, params, consts: HashMap::new(), order: Vec::new(), outputs: Vec::new() };
     while !lx.is_punct('}') {
-        let line = lx.line();
+        let at = lx.at();
         let mut outs = Vec::new();
         loop {
             let (dt, shape) = lx.ty()?;
-            outs.push((dt, shape, lx.ident()?));
+            let name_at = lx.at();
+            let n = lx.ident()?;
+            if !defined.insert(n.clone()) {
+                return Err(error_at(lx.file, name_at, format!("'{n}' is defined twice")));
+            }
+            outs.push((dt, shape, n));
             if lx.is_punct('=') {
                 break;
             }
@@ -345,88 +355,112 @@ pub fn parse(text: &str, mil_file: &Path, weights: &[u8], weights_file: &Path) -
         lx.punct('=')?;
         let op = lx.ident()?;
         lx.punct('(')?;
-        let (mut args, mut blobs) = (Vec::new(), Vec::new());
-        while !lx.is_punct(')') {
+        let (mut args, mut blobs): (Vec<Arg>, Vec<BlobArg>) = (Vec::new(), Vec::new());
+        lx.list(')', |lx| {
+            let k_at = lx.at();
             let k = lx.ident()?;
+            if args.iter().any(|a| a.0 == k) || blobs.iter().any(|b| b.0 == k) {
+                return Err(error_at(lx.file, k_at, format!("{op}: argument '{k}' is given twice")));
+            }
             lx.punct('=')?;
-            if lx.peek() == Some(&Tok::Ident("tensor".into())) {
-                let (dt, shape) = lx.ty()?;
+            let v_at = lx.at();
+            if lx.is_punct('(') {
                 lx.punct('(')?;
-                blobs.push((k, dt, shape, blobfile(lx)?));
-                lx.punct(')')?;
-            } else if lx.is_punct('(') {
-                lx.punct('(')?;
-                let mut vs = Vec::new();
-                while !lx.is_punct(')') {
-                    vs.push(lx.ident()?);
-                    if !lx.is_punct(')') {
-                        lx.punct(',')?;
+                let vs = lx.list(')', Lexer::ident)?;
+                args.push((k, vs, true));
+            } else if lx.is_ident("tensor") || lx.peek2() == Some(&Tok::Punct('(')) {
+                match typed(lx)? {
+                    Typed::Blob { dtype, shape, path, offset } => blobs.push((k, dtype, shape, path, offset)),
+                    t => {
+                        // An inline literal argument becomes an anonymous constant.
+                        let name = format!("<{k} at line {}, column {}>", v_at.line, v_at.col);
+                        let c = const_of(t).map_err(|m| error_at(lx.file, v_at, format!("argument '{k}': {m}")))?;
+                        syn.consts.insert(name.clone(), (c, v_at));
+                        syn.order.push(Ok(name.clone()));
+                        args.push((k, vec![name], false));
                     }
                 }
-                lx.punct(')')?;
-                args.push((k, vs, true));
             } else {
                 args.push((k, vec![lx.ident()?], false));
             }
-            if !lx.is_punct(')') {
-                lx.punct(',')?;
+            Ok(())
+        })?;
+        let (mut name, mut val) = (None, None);
+        for (k, v, k_at) in attributes(lx)? {
+            let slot = match k.as_str() {
+                "name" => &mut name,
+                "val" if op == "const" => &mut val,
+                _ => return Err(error_at(lx.file, k_at, format!("{op}: unexpected attribute '{k}'"))),
+            };
+            if slot.replace((v, k_at)).is_some() {
+                return Err(error_at(lx.file, k_at, format!("{op}: attribute '{k}' is given twice")));
             }
         }
-        lx.punct(')')?;
-        lx.punct('[')?;
-        lx.keyword("name")?;
-        lx.punct('=')?;
-        lx.keyword("string")?;
-        lx.punct('(')?;
-        let name = lx.string()?;
-        lx.punct(')')?;
+        let name = match name {
+            Some((v, a)) => match scalar(&v, "string") {
+                Ok(Atom::Str(s)) => s.clone(),
+                _ => return Err(error_at(lx.file, a, "the name attribute must be a string")),
+            },
+            None => return Err(error_at(lx.file, at, format!("{op} statement has no name attribute"))),
+        };
         if op == "const" {
-            if outs.len() != 1 || !args.is_empty() || !blobs.is_empty() {
-                return Err(lx.err("const takes no arguments and has one output"));
+            let (Some((v, v_at)), [(dt, shape, cname)], true, true) = (val, outs.as_slice(), args.is_empty(), blobs.is_empty()) else {
+                return Err(error_at(lx.file, at, "const takes no arguments, one output and a 'val' attribute"));
+            };
+            let (vdt, vshape) = match &v {
+                Typed::Inline { dtype, shape, .. } | Typed::Blob { dtype, shape, .. } => (dtype, shape),
+            };
+            if vdt != dt || vshape != shape {
+                return Err(error_at(lx.file, v_at, format!("const value type {vdt} {vshape:?} differs from the declared type {dt} {shape:?}")));
             }
-            lx.punct(',')?;
-            lx.keyword("val")?;
-            lx.punct('=')?;
-            let (dt, shape, cname) = &outs[0];
-            let v = const_value(lx, dt, shape)?;
-            if consts.insert(cname.clone(), v).is_some() {
-                return Err(lx.err(format!("'{cname}' is defined twice")));
-            }
-            order.push(Ok(cname.clone()));
+            let c = const_of(v).map_err(|m| error_at(lx.file, v_at, m))?;
+            syn.consts.insert(cname.clone(), (c, at));
+            syn.order.push(Ok(cname.clone()));
         } else {
-            order.push(Err(Stmt { outs, op, args, blobs, name, line }));
+            syn.order.push(Err(Stmt { outs, op, args, blobs, name, at }));
         }
-        lx.punct(']')?;
         lx.punct(';')?;
     }
     lx.punct('}')?;
-    match lx.next()? {
-        Tok::Arrow => {}
-        t => return Err(lx.err(format!("expected '->', found {t:?}"))),
+    let at = lx.at();
+    if lx.next()? != Tok::Arrow {
+        return Err(error_at(lx.file, at, "expected '->' after the function body"));
     }
+    let outs_at = lx.at();
     lx.punct('(')?;
-    let mut out_names = Vec::new();
-    while !lx.is_punct(')') {
-        out_names.push(lx.ident()?);
-        if !lx.is_punct(')') {
-            lx.punct(',')?;
-        }
+    syn.outputs = lx.list(')', |lx| {
+        let at = lx.at();
+        Ok((lx.ident()?, at))
+    })?;
+    if syn.outputs.is_empty() {
+        return Err(error_at(lx.file, outs_at, "the function has no outputs"));
     }
-    lx.punct(')')?;
     lx.punct(';')?;
     lx.punct('}')?;
     if lx.peek().is_some() {
         return Err(lx.err("text after the end of the program"));
     }
+    Ok(syn)
+}
 
-    let blob = BlobReader::new(weights, weights_file)?;
-    let ferr = |line: usize, msg: String| Error::format(mil_file, None, format!("line {line}: {msg}"));
-    let dtype_of = |s: &str, line: usize| DType::parse("mil", s).map_err(|_| ferr(line, format!("unsupported dtype '{s}'")));
+/// The message of an error raised while rebuilding a statement, without its file prefix.
+fn message(e: Error) -> String {
+    match e {
+        Error::Format { msg, .. } => msg,
+        e => e.to_string(),
+    }
+}
+
+/// The graph of a program's syntax, reading weights through `readers` (one per BLOBFILE path).
+fn build(syn: &Syntax, mil_file: &Path, readers: &HashMap<&str, BlobReader>) -> Result<Graph> {
+    let ferr = |at: Pos, msg: String| error_at(mil_file, at, msg);
+    let dtype_of = |s: &str, at: Pos| DType::parse("mil", s).map_err(|_| ferr(at, format!("unsupported dtype '{s}' (expected fp16, uint8 or bool)")));
+    let reader = |path: &str| readers.get(path).ok_or_else(|| Error::format(mil_file, None, format!("no weight file for '{path}'")));
 
     // Pass 1: rebuild each op to learn which argument names are tensor operands.
-    let mut operand_consts: HashSet<String> = HashSet::new();
-    let mut ops: Vec<Option<(Op, Vec<Arg>)>> = Vec::with_capacity(order.len());
-    for item in &order {
+    let mut operand_consts: HashSet<&str> = HashSet::new();
+    let mut ops: Vec<Option<(Op, Vec<Arg>)>> = Vec::with_capacity(syn.order.len());
+    for item in &syn.order {
         let Err(st) = item else {
             ops.push(None);
             continue;
@@ -435,8 +469,8 @@ pub fn parse(text: &str, mil_file: &Path, weights: &[u8], weights_file: &Path) -
         let mut tensor_args = Vec::new();
         let mut scalar_candidates = Vec::new();
         for (k, vs, tuple) in &st.args {
-            match consts.get(&vs[0]) {
-                Some(ConstVal::Lit(l)) if !tuple => {
+            match vs.first().and_then(|v| syn.consts.get(v)) {
+                Some((ConstVal::Lit(l), _)) if !tuple => {
                     if matches!(l, Literal::Fp16(_)) {
                         scalar_candidates.push((k.clone(), vs.clone(), false));
                     }
@@ -445,17 +479,16 @@ pub fn parse(text: &str, mil_file: &Path, weights: &[u8], weights_file: &Path) -
                 _ => tensor_args.push((k.clone(), vs.clone(), *tuple)),
             }
         }
-        for (k, dt, shape, offset) in &st.blobs {
-            let ty = BlobType::parse(dt).ok_or_else(|| ferr(st.line, format!("argument '{k}': {dt} is not a blob tensor type (fp16, int8, uint4, uint1)")))?;
+        for (k, dt, shape, path, offset) in &st.blobs {
+            let ty = BlobType::parse(dt).ok_or_else(|| ferr(st.at, format!("argument '{k}': {dt} is not a blob tensor type (fp16, int8, uint4, uint1)")))?;
             // Palettes have rank + 2 axes, so these shapes may exceed the graph's rank limit.
             let n = shape.iter().try_fold(1usize, |a, &d| if d == 0 { None } else { a.checked_mul(d) }).filter(|_| (1..=MAX_BLOB_RANK).contains(&shape.len()));
-            let n = n.ok_or_else(|| ferr(st.line, format!("argument '{k}': {shape:?} is not a tensor shape (rank 1..={MAX_BLOB_RANK}, extents >= 1)")))?;
-            let payload = blob.read(*offset, ty, n)?;
-            if margs.blobs.insert(k.clone(), (shape.clone(), payload)).is_some() {
-                return Err(ferr(st.line, format!("{}: argument '{k}' is given twice", st.op)));
-            }
+            let n = n.ok_or_else(|| ferr(st.at, format!("argument '{k}': {shape:?} is not a tensor shape (rank 1..={MAX_BLOB_RANK}, extents >= 1)")))?;
+            margs.blobs.insert(k.clone(), (shape.clone(), reader(path)?.read(*offset, ty, n)?));
         }
-        let op = Op::from_mil(&st.op, &mut margs).ok_or_else(|| ferr(st.line, format!("unknown op '{}'", st.op)))??;
+        let op = Op::from_mil(&st.op, &mut margs).ok_or_else(|| ferr(st.at, format!("unknown op '{}'", st.op)))?;
+        syn.opset.require(&st.op).map_err(|e| ferr(st.at, message(e)))?;
+        let op = op.map_err(|e| ferr(st.at, message(e)))?;
         // fp16 scalars the op did not claim as parameters are tensor operands (`mul(x, y = 2.5)`).
         for cand in scalar_candidates {
             if margs.params.remove(&cand.0).is_some() {
@@ -463,53 +496,58 @@ pub fn parse(text: &str, mil_file: &Path, weights: &[u8], weights_file: &Path) -
             }
         }
         if let Some(k) = margs.params.keys().chain(margs.blobs.keys()).next() {
-            return Err(ferr(st.line, format!("{}: unexpected argument '{k}'", st.op)));
+            return Err(ferr(st.at, format!("{}: unexpected argument '{k}'", st.op)));
         }
         for (_, vs, _) in &tensor_args {
-            operand_consts.extend(vs.iter().filter(|v| consts.contains_key(*v)).cloned());
+            operand_consts.extend(vs.iter().filter_map(|v| syn.consts.get_key_value(v)).map(|(k, _)| k.as_str()));
         }
         ops.push(Some((op, tensor_args)));
     }
 
     // Pass 2: build the graph in statement order.
     let mut nodes: Vec<Node> = Vec::new();
-    let mut values: HashMap<String, Value> = HashMap::new();
+    let mut values: HashMap<&str, Value> = HashMap::new();
     let mut inputs = Vec::new();
-    for (dt, shape, name) in params {
-        let ty = TensorType { dtype: dtype_of(&dt, 1)?, shape };
-        crate::shape::check(&format!("input '{name}'"), &ty.shape)?;
-        values.insert(name.clone(), Value { node: nodes.len(), port: 0 });
+    for (dt, shape, name, at) in &syn.params {
+        let ty = TensorType { dtype: dtype_of(dt, *at)?, shape: shape.clone() };
+        crate::shape::check(&format!("input '{name}'"), &ty.shape).map_err(|e| ferr(*at, message(e)))?;
+        values.insert(name, Value { node: nodes.len(), port: 0 });
         inputs.push(nodes.len());
-        nodes.push(Node { op: Op::Input(io::Input { name: Some(name), ty: ty.clone() }), inputs: vec![], outputs: vec![ty] });
+        nodes.push(Node { op: Op::Input(io::Input { name: Some(name.clone()), ty: ty.clone() }), inputs: vec![], outputs: vec![ty] });
     }
-    for (item, op) in order.iter().zip(ops) {
+    for (item, op) in syn.order.iter().zip(ops) {
         match (item, op) {
             (Ok(cname), _) => {
-                if !operand_consts.contains(cname) {
+                if !operand_consts.contains(cname.as_str()) {
                     continue;
                 }
-                let (shape, values_f16) = match &consts[cname] {
-                    ConstVal::Lit(Literal::Fp16(v)) => (vec![], Arc::new(vec![half::f16::from_f32(*v)])),
-                    ConstVal::Blob { shape, offset, line } => {
-                        crate::shape::check(&format!("const '{cname}' (line {line})"), shape)?;
-                        (shape.clone(), blob.read_fp16(*offset, crate::shape::numel(shape))?)
+                let (c, at) = &syn.consts[cname];
+                let (shape, vals) = match c {
+                    ConstVal::Lit(Literal::Fp16(v)) => (vec![], Arc::new(vec![f16::from_f32(*v)])),
+                    ConstVal::Dense(shape, v) => {
+                        crate::shape::check(&format!("const '{cname}'"), shape).map_err(|e| ferr(*at, message(e)))?;
+                        (shape.clone(), v.clone())
                     }
-                    ConstVal::Lit(l) => return Err(Error::format(mil_file, None, format!("const '{cname}' ({}) is used as a tensor", l.mil_value()))),
+                    ConstVal::Blob { shape, path, offset } => {
+                        crate::shape::check(&format!("const '{cname}'"), shape).map_err(|e| ferr(*at, message(e)))?;
+                        (shape.clone(), reader(path)?.read_fp16(*offset, crate::shape::numel(shape))?)
+                    }
+                    ConstVal::Lit(l) => return Err(ferr(*at, format!("const '{cname}' ({}) is used as a tensor", l.mil_value()))),
                 };
-                if let Some(bad) = values_f16.iter().position(|v| !v.is_finite()) {
-                    return Err(Error::format(weights_file, None, format!("const '{cname}': element {bad} is not finite")));
+                if let Some(bad) = vals.iter().position(|v| !v.is_finite()) {
+                    return Err(ferr(*at, format!("const '{cname}': element {bad} is not finite")));
                 }
-                values.insert(cname.clone(), Value { node: nodes.len(), port: 0 });
+                values.insert(cname, Value { node: nodes.len(), port: 0 });
                 let ty = TensorType::fp16(shape.clone());
-                nodes.push(Node { op: Op::Const(io::Const { shape, values: values_f16 }), inputs: vec![], outputs: vec![ty] });
+                nodes.push(Node { op: Op::Const(io::Const { shape, values: vals }), inputs: vec![], outputs: vec![ty] });
             }
             (Err(st), Some((op, targs))) => {
                 let m = op.family().mil();
-                let lookup = |n: &String| values.get(n).copied().ok_or_else(|| ferr(st.line, format!("'{n}' is not defined before use")));
+                let lookup = |n: &String| values.get(n.as_str()).copied().ok_or_else(|| ferr(st.at, format!("'{n}' is not defined before use")));
                 let node_inputs: Vec<Value> = match &m.inputs {
                     MilInputs::Named(keys) => {
                         if let Some((k, _, _)) = targs.iter().find(|(k, _, t)| *t || !keys.contains(&k.as_str())) {
-                            return Err(ferr(st.line, format!("{}: unexpected argument '{k}'", st.op)));
+                            return Err(ferr(st.at, format!("{}: unexpected argument '{k}'", st.op)));
                         }
                         let mut v = Vec::new();
                         for key in keys {
@@ -519,34 +557,33 @@ pub fn parse(text: &str, mil_file: &Path, weights: &[u8], weights_file: &Path) -
                             }
                         }
                         if v.len() != targs.len() {
-                            return Err(ferr(st.line, format!("{}: arguments {:?} are incomplete", st.op, targs.iter().map(|t| &t.0).collect::<Vec<_>>())));
+                            return Err(ferr(st.at, format!("{}: arguments {:?} are incomplete", st.op, targs.iter().map(|t| &t.0).collect::<Vec<_>>())));
                         }
                         v
                     }
                     MilInputs::Tuple(key) => match targs.as_slice() {
                         [(k, vs, true)] if k == key => vs.iter().map(lookup).collect::<Result<_>>()?,
-                        _ => return Err(ferr(st.line, format!("{}: expects one tuple argument '{key}'", st.op))),
+                        _ => return Err(ferr(st.at, format!("{}: expects one tuple argument '{key}'", st.op))),
                     },
                 };
                 let in_types: Vec<TensorType> = node_inputs.iter().map(|v| nodes[v.node].outputs[v.port].clone()).collect();
-                let outputs = op.family().infer(&in_types).map_err(|e| ferr(st.line, e.to_string()))?;
-                let declared: Vec<TensorType> = st.outs.iter().map(|(dt, s, _)| Ok(TensorType { dtype: dtype_of(dt, st.line)?, shape: s.clone() })).collect::<Result<_>>()?;
+                let outputs = op.family().infer(&in_types).map_err(|e| ferr(st.at, e.to_string()))?;
+                let declared: Vec<TensorType> = st.outs.iter().map(|(dt, s, _)| Ok(TensorType { dtype: dtype_of(dt, st.at)?, shape: s.clone() })).collect::<Result<_>>()?;
                 if declared != outputs {
-                    return Err(ferr(st.line, format!("declared output types {declared:?} differ from the inferred {outputs:?}")));
+                    return Err(ferr(st.at, format!("declared output types {declared:?} differ from the inferred {outputs:?}")));
                 }
                 for (port, (_, _, n)) in st.outs.iter().enumerate() {
-                    if values.insert(n.clone(), Value { node: nodes.len(), port }).is_some() {
-                        return Err(ferr(st.line, format!("'{n}' is defined twice")));
-                    }
+                    values.insert(n, Value { node: nodes.len(), port });
                 }
                 nodes.push(Node { op, inputs: node_inputs, outputs });
             }
-            (Err(_), None) => unreachable!("every op statement was rebuilt in pass 1"),
+            (Err(st), None) => return Err(ferr(st.at, "internal: statement not rebuilt".into())),
         }
     }
-    let outputs = out_names
-        .into_iter()
-        .map(|n| values.get(&n).map(|v| (n.clone(), *v)).ok_or_else(|| Error::format(mil_file, None, format!("output '{n}' is not defined"))))
+    let outputs = syn
+        .outputs
+        .iter()
+        .map(|(n, at)| values.get(n.as_str()).map(|v| (n.clone(), *v)).ok_or_else(|| ferr(*at, format!("output '{n}' is not defined"))))
         .collect::<Result<Vec<_>>>()?;
     Ok(Graph { nodes, inputs, outputs })
 }

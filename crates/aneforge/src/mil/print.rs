@@ -12,12 +12,13 @@ use super::MilInputs;
 use crate::error::{Error, Result};
 use crate::graph::{Graph, Value};
 use crate::ops::{Op, TensorType};
+use crate::targets::Opset;
 
 /// Header attribute line identifying the compiler generation the text was written for.
 pub const BUILD_INFO: &str =
     r#"[buildInfo = dict<string, string>({{"coremlc-component-MIL", "3520.4.1"}, {"coremlc-version", "3520.5.1"}})]"#;
-/// Function opset tag.
-pub const OPSET: &str = "ios18";
+/// Function opset tag of [`print`] (the newest; [`print_for`] takes any [`Opset`]).
+pub const OPSET: &str = Opset::LATEST.name();
 /// Path of the weight file as MIL spells it.
 pub const WEIGHTS_PATH: &str = "@model_path/weights.bin";
 
@@ -64,9 +65,15 @@ pub fn value_names(g: &Graph) -> Result<Vec<Vec<String>>> {
     Ok(names)
 }
 
-/// Print `g` as MIL text plus its weight blob. Fails on name clashes between user port names
-/// and generated names.
+/// Print `g` for the newest opset (see [`print_for`]).
 pub fn print(g: &Graph) -> Result<Printed> {
+    print_for(g, Opset::LATEST)
+}
+
+/// Print `g` as MIL text for `opset` (header `program(1.x)` and `func main<iosNN>`) plus its
+/// weight blob. Fails on name clashes between user port names and generated names, and on an
+/// op `opset` lacks (naming the op, the opset and the first opset that has it).
+pub fn print_for(g: &Graph, opset: Opset) -> Result<Printed> {
     let names = value_names(g)?;
     let mut seen: HashSet<String> = HashSet::new();
     let mut claim = |name: &str| -> Result<()> {
@@ -97,6 +104,7 @@ pub fn print(g: &Graph) -> Result<Printed> {
             }
             op => {
                 let m = op.family().mil();
+                opset.require(m.op)?;
                 let stmt = if node.outputs.len() > 1 { format!("t{i}") } else { names[i][0].clone() };
                 let mut args: Vec<(String, String)> = Vec::new();
                 for (pname, lit) in &m.params {
@@ -131,7 +139,8 @@ pub fn print(g: &Graph) -> Result<Printed> {
     let params: Vec<String> = g.inputs.iter().map(|&i| format!("{} {}", type_str(&g.nodes[i].outputs[0]), names[i][0])).collect();
     let outs: Vec<&str> = g.outputs.iter().map(|(n, _)| n.as_str()).collect();
     let mut mil = String::with_capacity(body.len() + 512);
-    writeln!(mil, "program(1.3)\n{BUILD_INFO}\n{{\n    func main<{OPSET}>({}) {{", params.join(", ")).expect("write to String");
+    let version = opset.program_version();
+    writeln!(mil, "program({version})\n{BUILD_INFO}\n{{\n    func main<{opset}>({}) {{", params.join(", ")).expect("write to String");
     mil.push_str(&body);
     writeln!(mil, "    }} -> ({});\n}}", outs.join(", ")).expect("write to String");
     Ok(Printed { mil, weights: blob })

@@ -2,12 +2,14 @@
 
 pub mod decompose;
 pub mod quirks;
+pub mod opset;
 
 use crate::error::{Error, Result};
 use crate::exec::Precision;
 use crate::graph::Graph;
 use crate::targets::{preflight, require_mil, Target};
 pub use decompose::decompose;
+pub use opset::for_opset;
 
 /// Gate `graph` on `target` (reference stage "retarget"): OLDER, rejected ops and exceeded limits
 /// are errors; ops below their floor with a decomposition are rewritten (fp16 only: the

@@ -1,6 +1,7 @@
 //! A lowered program: the graph, its MIL text and weight blob, and the content-addressed
 //! program directory (`model.mil`, `weights.bin`, `program.json`) written atomically.
 
+use std::borrow::Cow;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -11,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::mil::blob::Blob;
 use crate::mil::{parse, print};
+use crate::targets::Opset;
 
 /// Name, dtype and shape of one program port.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -51,12 +53,19 @@ pub struct Program {
     pub weights: Blob,
     /// Hex SHA-256 of the MIL text bytes followed by the blob bytes.
     pub sha256: String,
+    /// The function opset the text is printed for.
+    pub opset: Opset,
 }
 
 impl Program {
-    /// Print a graph (byte-identical output for the same graph).
+    /// Print a graph for the newest opset (byte-identical output for the same graph).
     pub fn lower(graph: Graph) -> Result<Program> {
-        let p = print::print(&graph)?;
+        Program::lower_for(graph, Opset::LATEST)
+    }
+
+    /// Print a graph for `opset` (errors name an op `opset` lacks; see [`print::print_for`]).
+    pub fn lower_for(graph: Graph, opset: Opset) -> Result<Program> {
+        let p = print::print_for(&graph, opset)?;
         let mut h = Sha256::new();
         h.update(p.mil.as_bytes());
         p.weights.stream::<()>(|b| {
@@ -65,7 +74,7 @@ impl Program {
         })
         .expect("infallible sink");
         let sha256 = hex(&h.finalize());
-        Ok(Program { graph, mil: p.mil, weights: p.weights, sha256 })
+        Ok(Program { graph, mil: p.mil, weights: p.weights, sha256, opset })
     }
 
     /// Input ports in feeding order.
@@ -85,7 +94,7 @@ impl Program {
         Manifest {
             format: FORMAT.into(),
             aneforge_version: env!("CARGO_PKG_VERSION").into(),
-            opset: print::OPSET.into(),
+            opset: self.opset.name().into(),
             sha256: self.sha256.clone(),
             inputs: self.inputs(),
             outputs: self.outputs(),
@@ -134,20 +143,33 @@ impl Program {
         same_mil && same_len && dir.join("program.json").is_file()
     }
 
-    /// Read and parse a program directory (checking the blob and, when present, the manifest's
-    /// hash of the files and its ports); the result is the graph re-lowered to our canonical text.
+    /// Read and parse a program directory (ours, or the same dialect written elsewhere: any
+    /// opset and weight files under `@model_path/`), checking the blobs and, when present, the
+    /// manifest's hash of the files and its ports; the result is the graph re-lowered to our
+    /// canonical text for the program's own opset.
     pub fn load_dir(dir: &Path) -> Result<Program> {
         let mil_path = dir.join("model.mil");
         let w_path = dir.join("weights.bin");
         let mil_bytes = std::fs::read(&mil_path).map_err(|e| Error::io(&mil_path, e))?;
         let mil = String::from_utf8(mil_bytes).map_err(|e| Error::format(&mil_path, Some(e.utf8_error().valid_up_to() as u64), "not UTF-8 text"))?;
-        let weights = std::fs::read(&w_path).map_err(|e| Error::io(&w_path, e))?;
-        let graph = parse::parse(&mil, &mil_path, &weights, &w_path)?;
+        let weights = match std::fs::read(&w_path) {
+            Ok(b) => Some(b),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(Error::io(&w_path, e)),
+        };
+        let mut resolve = |path: &str| -> Result<parse::WeightFile<'_>> {
+            let file = parse::weight_file(dir, &mil_path, path)?;
+            match &weights {
+                Some(b) if file == w_path => Ok((Cow::Borrowed(b.as_slice()), file)),
+                _ => std::fs::read(&file).map(|b| (Cow::Owned(b), file.clone())).map_err(|e| Error::io(&file, e)),
+            }
+        };
+        let parsed = parse::parse_program(&mil, &mil_path, &mut resolve)?;
         let mut h = Sha256::new();
         h.update(mil.as_bytes());
-        h.update(&weights);
+        h.update(weights.as_deref().unwrap_or_default());
         let file_sha = hex(&h.finalize());
-        let prog = Program::lower(graph)?;
+        let prog = Program::lower_for(parsed.graph, parsed.opset)?;
         let m_path = dir.join("program.json");
         if m_path.exists() {
             let text = std::fs::read_to_string(&m_path).map_err(|e| Error::io(&m_path, e))?;

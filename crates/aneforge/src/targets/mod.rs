@@ -5,6 +5,7 @@
 pub mod arch;
 pub mod floors;
 pub mod limits;
+pub mod opset;
 pub mod preflight;
 
 use std::sync::Once;
@@ -14,6 +15,7 @@ use crate::error::Result;
 pub use arch::{parse_target, Target};
 pub use floors::{op_floor, op_status, Status};
 pub use limits::{limit, Limit};
+pub use opset::Opset;
 pub use preflight::{preflight, require_mil, OpEntry, Oversize, Preflight};
 
 /// An ANE generation with the same compiler behaviour (ordered oldest first).

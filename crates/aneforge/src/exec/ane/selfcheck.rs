@@ -164,7 +164,7 @@ fn backend(p: &Path) -> Option<String> {
 }
 
 /// Deterministic data for every input port (fp16: values in [-1, 1); uint8: a byte ramp).
-fn feed(net: &mut dyn Loaded) -> Result<()> {
+pub(crate) fn feed(net: &mut dyn Loaded) -> Result<()> {
     for (i, p) in net.inputs().to_vec().iter().enumerate() {
         if p.dtype == DType::Uint8 {
             let bytes: Vec<u8> = (0..p.numel()).map(|k| (k * 37 % 256) as u8).collect();
@@ -177,7 +177,7 @@ fn feed(net: &mut dyn Loaded) -> Result<()> {
 }
 
 /// Every output of a program as f32.
-fn outputs(net: &dyn Loaded) -> Result<Vec<f32>> {
+pub(crate) fn outputs(net: &dyn Loaded) -> Result<Vec<f32>> {
     let mut all = Vec::new();
     for (j, p) in net.outputs().iter().enumerate() {
         let mut o = vec![0.0; p.numel()];
@@ -188,7 +188,7 @@ fn outputs(net: &dyn Loaded) -> Result<Vec<f32>> {
 }
 
 /// (max abs error, relative error) of `got` against `want`; non-finite when they disagree on NaN or ±inf.
-fn errors(got: &[f32], want: &[f32]) -> (f64, f64) {
+pub(crate) fn errors(got: &[f32], want: &[f32]) -> (f64, f64) {
     let mut max = 0.0f64;
     for (&a, &r) in got.iter().zip(want) {
         if a == r || (a.is_nan() && r.is_nan()) {
@@ -230,7 +230,9 @@ fn judge(c: &mut Check, (abs, rel): (f64, f64)) {
 
 /// Write `t`'s program into `workdir/name` and load it on `ane`, timing the load.
 fn prepare(ane: &Ane, workdir: &Path, t: Tensor, c: &mut Check) -> Result<(Program, PathBuf, Box<dyn Loaded>)> {
-    let program = Program::lower(Graph::from_outputs(&[(None, t)])?)?;
+    // The host's opset: macOS 14 rejects ios18 programs.
+    let opset = crate::targets::Opset::resolve(None)?;
+    let program = Program::lower_for(crate::passes::for_opset(Graph::from_outputs(&[(None, t)])?, opset)?, opset)?;
     let names: std::collections::BTreeSet<&str> = program.graph.nodes.iter().map(|n| n.op.family().name()).filter(|&n| n != "input").collect();
     c.ops = names.into_iter().map(String::from).collect();
     let dir = program.write_to(&workdir.join(&c.name))?;
