@@ -25,6 +25,7 @@ pub mod compile;
 pub mod corpus;
 pub mod compress;
 pub mod exec;
+pub mod export;
 pub mod program;
 pub mod passes;
 pub mod targets;
