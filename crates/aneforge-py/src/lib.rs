@@ -3,6 +3,7 @@
 //! and core errors surface as ValueError / TypeError / NotImplementedError / RuntimeError / OSError.
 
 mod convert;
+mod corpus;
 mod errors;
 mod model;
 mod ops;
@@ -47,5 +48,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model::load, m)?)?;
     m.add_function(wrap_pyfunction!(model::export, m)?)?;
     m.add_function(wrap_pyfunction!(targets::preflight, m)?)?;
+    m.add_function(wrap_pyfunction!(corpus::conformance_corpus, m)?)?;
+    m.add_function(wrap_pyfunction!(corpus::mlpackage_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(corpus::mil_op_names, m)?)?;
     Ok(())
 }
