@@ -1,6 +1,6 @@
 //! `.mlpackage` export: every conformance program is written as a package, decoded back with
 //! prost and checked against the program it came from (ports, op list, output types, name
-//! bindings, weight payloads, manifest); plus the error cases and the CLI subcommand.
+//! bindings, weight payloads, manifest); plus image ports, the error cases and the CLI subcommand.
 
 mod common;
 
@@ -46,14 +46,26 @@ fn expect_type(t: &TensorType) -> (i32, Vec<u64>) {
     (dtype as i32, t.shape.iter().map(|&d| d as u64).collect())
 }
 
-/// Ports as (name, shape) from a decoded description; each must be a FLOAT16 multi-array.
-fn described(features: &[spec::FeatureDescription]) -> Vec<(String, Vec<usize>)> {
+/// Ports as (name, dtype, shape) from a decoded description: FLOAT16 multi-arrays are fp16
+/// ports, RGB / GRAYSCALE images are uint8 [1, 3 or 1, H, W] ports.
+fn described(features: &[spec::FeatureDescription]) -> Vec<(String, DType, Vec<usize>)> {
+    use spec::image_feature_type::ColorSpace;
     features
         .iter()
-        .map(|f| {
-            let Some(feature_type::Type::MultiArrayType(a)) = f.r#type.as_ref().and_then(|t| t.r#type.as_ref()) else { panic!("{} is not a multi-array", f.name) };
-            assert_eq!(a.data_type, spec::array_feature_type::ArrayDataType::Float16 as i32, "{}", f.name);
-            (f.name.clone(), a.shape.iter().map(|&d| d as usize).collect())
+        .map(|f| match f.r#type.as_ref().and_then(|t| t.r#type.as_ref()) {
+            Some(feature_type::Type::MultiArrayType(a)) => {
+                assert_eq!(a.data_type, spec::array_feature_type::ArrayDataType::Float16 as i32, "{}", f.name);
+                (f.name.clone(), DType::Fp16, a.shape.iter().map(|&d| d as usize).collect())
+            }
+            Some(feature_type::Type::ImageType(im)) => {
+                let c = match ColorSpace::try_from(im.color_space).unwrap() {
+                    ColorSpace::Rgb => 3,
+                    ColorSpace::Grayscale => 1,
+                    other => panic!("{}: unexpected color space {other:?}", f.name),
+                };
+                (f.name.clone(), DType::Uint8, vec![1, c, im.height as usize, im.width as usize])
+            }
+            other => panic!("{}: unexpected feature type {other:?}", f.name),
         })
         .collect()
 }
@@ -94,11 +106,16 @@ fn check_package(case: &str, p: &Program, pkg: &Path) {
 
     // Ports: description == function signature == program.
     let d = m.description.as_ref().unwrap();
-    let ports = |ps: Vec<aneforge::PortSpec>| ps.into_iter().map(|p| (p.name, p.shape)).collect::<Vec<_>>();
+    let ports = |ps: Vec<aneforge::PortSpec>| ps.into_iter().map(|p| (p.name, p.dtype, p.shape)).collect::<Vec<_>>();
     assert_eq!(described(&d.input), ports(p.inputs()), "{case}: description inputs");
     assert_eq!(described(&d.output), ports(p.outputs()), "{case}: description outputs");
     let fn_inputs: Vec<(String, (i32, Vec<u64>))> = f.inputs.iter().map(|n| (n.name.clone(), tensor_of(&n.r#type))).collect();
-    let want: Vec<(String, (i32, Vec<u64>))> = p.inputs().iter().map(|s| (s.name.clone(), expect_type(&TensorType { dtype: s.dtype, shape: s.shape.clone() }))).collect();
+    // Core ML feeds image pixels as fp32: a uint8 port is an fp32 function input.
+    let fn_type = |s: &aneforge::PortSpec| match s.dtype {
+        DType::Uint8 => (mil::DataType::Float32 as i32, s.shape.iter().map(|&d| d as u64).collect()),
+        dtype => expect_type(&TensorType { dtype, shape: s.shape.clone() }),
+    };
+    let want: Vec<(String, (i32, Vec<u64>))> = p.inputs().iter().map(|s| (s.name.clone(), fn_type(s))).collect();
     assert_eq!(fn_inputs, want, "{case}: function inputs");
     assert_eq!(block.outputs, p.outputs().into_iter().map(|s| s.name).collect::<Vec<_>>(), "{case}: block outputs");
 
@@ -186,21 +203,11 @@ fn every_corpus_program_exports_a_consistent_package() {
     for (i, (case, t)) in common::op_cases().into_iter().enumerate() {
         let p = lower(t);
         let pkg = root.join(format!("{i}-{case}.mlpackage"));
-        match write_mlpackage(&p, &pkg) {
-            Ok(out) => {
-                assert_eq!(out, pkg);
-                check_package(case, &p, &pkg);
-                exported += 1;
-            }
-            Err(Error::NotImplemented(msg)) => {
-                assert!(p.inputs().iter().any(|s| s.dtype == DType::Uint8), "{case}: {msg}");
-                assert!(msg.contains("uint8") && msg.contains("export"), "{msg}");
-                assert!(!pkg.exists());
-            }
-            Err(e) => panic!("{case}: {e}"),
-        }
+        assert_eq!(write_mlpackage(&p, &pkg).unwrap_or_else(|e| panic!("{case}: {e}")), pkg);
+        check_package(case, &p, &pkg);
+        exported += 1;
     }
-    assert!(exported + 1 >= common::op_cases().len(), "only the uint8 image-port case may be skipped");
+    assert_eq!(exported, common::op_cases().len());
     let leftovers: Vec<_> = std::fs::read_dir(&root).unwrap().filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().starts_with('.')).collect();
     assert!(leftovers.is_empty(), "temporary directories left behind: {leftovers:?}");
     let _ = std::fs::remove_dir_all(&root);
@@ -216,6 +223,21 @@ fn multi_output_programs_keep_every_port() {
     let pkg = root.join("m.mlpackage");
     write_mlpackage(&p, &pkg).unwrap();
     check_package("multi", &p, &pkg);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn image_ports_export_as_images_with_fp32_pixels() {
+    let root = tmp("image");
+    for (c, cs) in [(3, spec::image_feature_type::ColorSpace::Rgb), (1, spec::image_feature_type::ColorSpace::Grayscale)] {
+        let p = lower(image_input(&[1, c, 4, 6], &[1.0 / 255.0], &[-0.5], None).unwrap().relu().unwrap());
+        let pkg = root.join(format!("img{c}.mlpackage"));
+        write_mlpackage(&p, &pkg).unwrap();
+        check_package("image", &p, &pkg);
+        let m = spec::Model::decode(std::fs::read(pkg.join("Data/com.apple.CoreML/model.mlmodel")).unwrap().as_slice()).unwrap();
+        let Some(feature_type::Type::ImageType(im)) = &m.description.as_ref().unwrap().input[0].r#type.as_ref().unwrap().r#type else { panic!("not an image") };
+        assert_eq!((im.width, im.height, im.color_space), (6, 4, cs as i32));
+    }
     let _ = std::fs::remove_dir_all(&root);
 }
 
@@ -239,10 +261,12 @@ fn bad_targets_are_clear_errors() {
     let e = write_mlpackage(&p, &root.join("c.pkg")).unwrap_err();
     assert!(matches!(&e, Error::Value { .. }) && e.to_string().contains(".mlpackage"), "{e}");
     assert!(!root.join("c.pkg").exists());
-    // A uint8 image port has no Core ML multi-array type.
-    let img = lower(image_input(&[1, 3, 2, 2], &[1.0 / 255.0], &[0.0], None).unwrap().relu().unwrap());
-    let e = write_mlpackage(&img, &root.join("img.mlpackage")).unwrap_err();
-    assert!(matches!(&e, Error::NotImplemented(m) if m.contains("uint8")), "{e}");
+    // uint8 ports export only as [1, 1 or 3, H, W] images (Core ML has no uint8 multi-array).
+    for shape in [[1, 4, 2, 2], [2, 3, 2, 2]] {
+        let img = lower(image_input(&shape, &[1.0 / 255.0], &[0.0], None).unwrap().relu().unwrap());
+        let e = write_mlpackage(&img, &root.join("img.mlpackage")).unwrap_err();
+        assert!(matches!(&e, Error::NotImplemented(m) if m.contains("uint8") && m.contains(&format!("{shape:?}"))), "{e}");
+    }
     let left: Vec<String> = std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with('.')).collect();
     assert!(left.is_empty(), "{left:?}");
     let _ = std::fs::remove_dir_all(&root);

@@ -33,8 +33,9 @@ pub struct EncodedModel {
     pub opset: CoreMlOpset,
 }
 
-/// Encode `program` (its opset picks the spec version); errors on ports Core ML cannot describe
-/// (uint8 image ports: NotImplemented) and on opsets without a Core ML mapping.
+/// Encode `program` (its opset picks the spec version); NotImplemented for ports Core ML cannot
+/// describe (uint8 ports that are not [1, 1 or 3, H, W] images feeding casts) and for opsets
+/// without a Core ML mapping.
 pub fn encode(program: &Program) -> Result<EncodedModel> {
     let opset = CoreMlOpset::of_program(program)?;
     let description = spec::ModelDescription {
@@ -47,11 +48,11 @@ pub fn encode(program: &Program) -> Result<EncodedModel> {
     };
     let mut enc = Encoder { g: &program.graph, names: value_names(&program.graph)?, blob: Blob::new(), ops: Vec::new(), opset };
     for i in 0..enc.g.nodes.len() {
-        enc.node(i);
+        enc.node(i)?;
     }
     let g = &program.graph;
     let function = mil::Function {
-        inputs: g.inputs.iter().map(|&i| named(&enc.names[i][0], &g.nodes[i].outputs[0])).collect(),
+        inputs: g.inputs.iter().map(|&i| function_input(&enc.names[i][0], &g.nodes[i].outputs[0])).collect(),
         opset: opset.name.to_string(),
         block_specializations: HashMap::from([(
             opset.name.to_string(),
@@ -66,16 +67,35 @@ pub fn encode(program: &Program) -> Result<EncodedModel> {
     Ok(EncodedModel { model, weights: enc.blob, opset })
 }
 
-/// The multi-array description of one port (fp16 only: Core ML has no uint8 multi-array).
+/// The description of one port: an FLOAT16 multi-array for fp16 ports; an image (RGB for 3
+/// channels, GRAYSCALE for 1) for uint8 ports of shape [1, C, H, W]. Other uint8 ports are
+/// NotImplemented (Core ML multi-arrays have no uint8 type).
 fn feature(p: &PortSpec) -> Result<spec::FeatureDescription> {
-    if p.dtype != DType::Fp16 {
-        return Err(Error::NotImplemented(format!(
-            "export: port '{}' is {} {:?}; Core ML multi-array ports are FLOAT16/FLOAT32/DOUBLE/INT32/INT8 only, so {} ports cannot be exported to an .mlpackage yet",
-            p.name, p.dtype, p.shape, p.dtype
-        )));
-    }
-    let array = spec::ArrayFeatureType { shape: p.shape.iter().map(|&d| d as i64).collect(), data_type: spec::array_feature_type::ArrayDataType::Float16 as i32 };
-    Ok(spec::FeatureDescription { name: p.name.clone(), short_description: String::new(), r#type: Some(spec::FeatureType { is_optional: false, r#type: Some(spec::feature_type::Type::MultiArrayType(array)) }) })
+    use spec::image_feature_type::ColorSpace;
+    let ty = match (p.dtype, p.shape.as_slice()) {
+        (DType::Fp16, _) => {
+            let array = spec::ArrayFeatureType { shape: p.shape.iter().map(|&d| d as i64).collect(), data_type: spec::array_feature_type::ArrayDataType::Float16 as i32 };
+            spec::feature_type::Type::MultiArrayType(array)
+        }
+        (DType::Uint8, &[1, c @ (1 | 3), h, w]) => {
+            let color_space = if c == 3 { ColorSpace::Rgb } else { ColorSpace::Grayscale };
+            spec::feature_type::Type::ImageType(spec::ImageFeatureType { width: w as i64, height: h as i64, color_space: color_space as i32 })
+        }
+        _ => {
+            return Err(Error::NotImplemented(format!(
+                "export: port '{}' is {} {:?}; Core ML has no {} multi-array type, and only uint8 ports of shape [1, 1 or 3, H, W] export (as images)",
+                p.name, p.dtype, p.shape, p.dtype
+            )))
+        }
+    };
+    Ok(spec::FeatureDescription { name: p.name.clone(), short_description: String::new(), r#type: Some(spec::FeatureType { is_optional: false, r#type: Some(ty) }) })
+}
+
+/// A function input: Core ML feeds image ports as fp32 pixel values (0..=255), so a uint8
+/// port becomes an fp32 tensor; its only consumers are casts to fp16 (checked when encoding).
+fn function_input(name: &str, t: &TensorType) -> mil::NamedValueType {
+    let dtype = if t.dtype == DType::Uint8 { mil::DataType::Float32 } else { data_type(t.dtype) };
+    mil::NamedValueType { name: name.to_string(), r#type: Some(tensor_type(dtype, &t.shape)) }
 }
 
 /// MIL element type of a graph dtype.
@@ -185,8 +205,12 @@ impl Encoder<'_> {
     }
 
     /// Encode node `i` (inputs are function inputs, not ops).
-    fn node(&mut self, i: usize) {
+    fn node(&mut self, i: usize) -> Result<()> {
         let node = &self.g.nodes[i];
+        let image = node.inputs.iter().find(|v| matches!(self.g.nodes[v.node].op, Op::Input(_)) && self.g.ty(**v).dtype == DType::Uint8);
+        if let (Some(v), false) = (image, matches!(node.op, Op::Cast(_))) {
+            return Err(Error::NotImplemented(format!("export: uint8 port '{}' feeds {}; an exported image port may only feed casts", self.name_of(v), node.op.family().name())));
+        }
         match &node.op {
             Op::Input(_) => {}
             Op::Const(c) => {
@@ -237,6 +261,7 @@ impl Encoder<'_> {
                 self.ops.push(mil::Operation { r#type: m.op.to_string(), inputs, outputs, attributes: attributes(&stmt, extra) });
             }
         }
+        Ok(())
     }
 }
 
