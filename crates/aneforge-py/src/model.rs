@@ -363,7 +363,8 @@ impl Model {
     }
 
     /// Write the program as a Core ML .mlpackage at `path` (must end in .mlpackage and not
-    /// exist); returns the path. uint8 image ports raise NotImplementedError.
+    /// exist); returns the path. uint8 [1, 1 or 3, H, W] ports become Core ML images; other
+    /// uint8 ports raise NotImplementedError.
     fn save_mlpackage(&self, py: Python<'_>, path: PathBuf) -> PyResult<String> {
         let out = self.with(py, |c| c.save_mlpackage(&path).py())?;
         Ok(out.display().to_string())
