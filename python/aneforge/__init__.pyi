@@ -349,6 +349,12 @@ class Model:
         """Number of compute ops in the program."""
     def compression_report(self) -> list[_CompressionEntry]:
         """Per weight: encoding, bytes before/after and relative L2 reconstruction error (empty without compress)."""
+    def save_mlpackage(self, path: str | PathLike[str]) -> str:
+        """Write the program as a Core ML .mlpackage (path must end in .mlpackage and not exist); returns the path.
+
+        fp16 ports become FLOAT16 multi-arrays, uint8 [1, 1 or 3, H, W] image ports RGB / GRAYSCALE
+        images (other uint8 ports raise NotImplementedError). Existing paths raise OSError.
+        """
     def input_view(self, name: str | None = None) -> npt.NDArray[np.float16] | npt.NDArray[np.uint8]:
         """Writable numpy view of an input port's buffer (float16; uint8 for image ports); the only input when name is None.
 

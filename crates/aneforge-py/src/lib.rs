@@ -4,6 +4,7 @@
 
 mod census;
 mod convert;
+mod corpus;
 mod errors;
 mod model;
 mod ops;
@@ -58,5 +59,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(train::_mse, m)?)?;
     m.add_function(wrap_pyfunction!(train::_softmax_cross_entropy, m)?)?;
     m.add_function(wrap_pyfunction!(census::capabilities, m)?)?;
+    m.add_function(wrap_pyfunction!(corpus::conformance_corpus, m)?)?;
+    m.add_function(wrap_pyfunction!(corpus::mlpackage_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(corpus::mil_op_names, m)?)?;
     Ok(())
 }

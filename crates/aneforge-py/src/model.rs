@@ -362,6 +362,14 @@ impl Model {
         PyList::new(py, rows.collect::<PyResult<Vec<_>>>()?)
     }
 
+    /// Write the program as a Core ML .mlpackage at `path` (must end in .mlpackage and not
+    /// exist); returns the path. uint8 [1, 1 or 3, H, W] ports become Core ML images; other
+    /// uint8 ports raise NotImplementedError.
+    fn save_mlpackage(&self, py: Python<'_>, path: PathBuf) -> PyResult<String> {
+        let out = self.with(py, |c| c.save_mlpackage(&path).py())?;
+        Ok(out.display().to_string())
+    }
+
     fn __repr__(&self) -> String {
         let ports = |ps: &[PortSpec]| ps.iter().map(|p| format!("{}: {} {}", p.name, p.dtype, fmt_shape(&p.shape))).collect::<Vec<_>>().join(", ");
         format!(

@@ -206,3 +206,10 @@ impl Compiled {
         self.loaded.read_outputs()
     }
 }
+
+impl Compiled {
+    /// Write the program as a Core ML `.mlpackage` at `path` (see [`crate::export::write_mlpackage`]).
+    pub fn save_mlpackage(&self, path: &Path) -> Result<PathBuf> {
+        crate::export::write_mlpackage(&self.program, path)
+    }
+}

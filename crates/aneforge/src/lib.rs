@@ -27,6 +27,7 @@ pub mod census;
 pub mod corpus;
 pub mod compress;
 pub mod exec;
+pub mod export;
 pub mod program;
 pub mod passes;
 pub mod targets;

@@ -10,7 +10,7 @@ use std::time::Instant;
 use aneforge::exec::ane::{selfcheck, Ane};
 use aneforge::exec::reference::Reference;
 use aneforge::census;
-use aneforge::{npy, Device, Error, Executor, PortSpec, Precision, Result};
+use aneforge::{npy, Device, Error, Executor, PortSpec, Precision, Program, Result};
 use clap::{Parser, Subcommand};
 
 /// Compile tensor graphs into one Apple Neural Engine program and run them.
@@ -89,6 +89,14 @@ enum Command {
         #[arg(short, long)]
         output_dir: Option<PathBuf>,
     },
+    /// Export a program directory as a Core ML .mlpackage (Manifest.json, model.mlmodel, weight.bin).
+    Export {
+        /// The program directory.
+        dir: PathBuf,
+        /// The package to create (must end in .mlpackage and not exist).
+        #[arg(short, long, value_name = "OUT.mlpackage")]
+        output: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -112,6 +120,7 @@ fn main() -> ExitCode {
         Command::Selfcheck { report, repeat } => run_selfcheck(&report, repeat),
         Command::Ops { report, target, json, markdown } => ops(report.as_deref(), target.as_deref(), json, markdown).map(|()| ExitCode::SUCCESS),
         Command::Compress { dir, mode, atol, block_size, output_dir } => compress(&dir, &mode, atol, block_size, output_dir).map(|()| ExitCode::SUCCESS),
+        Command::Export { dir, output } => export(&dir, &output).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,
@@ -293,5 +302,13 @@ fn compress(dir: &Path, mode: &str, atol: f32, block_size: usize, output_dir: Op
     let (before, after) = e.report.iter().fold((0, 0), |(b, a), r| (b + r.bytes_fp16, a + r.bytes_encoded));
     out += &format!("{} weights: {before} -> {after} bytes ({:.3}x); weights.bin {} bytes\nwrote {}\n", e.report.len(), after as f64 / before.max(1) as f64, e.program.weights.len(), e.dir.display());
     emit(&out);
+    Ok(())
+}
+
+/// Write the program directory `dir` as the package `out` and print its path.
+fn export(dir: &Path, out: &Path) -> Result<()> {
+    let program = Program::load_dir(dir)?;
+    let path = aneforge::export::write_mlpackage(&program, out)?;
+    println!("{}", path.display());
     Ok(())
 }

@@ -1,0 +1,16 @@
+//! Compile the Core ML schema subset in `proto/` into Rust types with prost, through protox
+//! (a pure-Rust .proto compiler), so no `protoc` binary is needed. The compiled descriptor set
+//! is kept too (`coreml_subset.fds.pb`) for the schema-drift test.
+
+use prost::Message;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    for f in ["proto/Model.proto", "proto/MIL.proto", "proto/FeatureTypes.proto"] {
+        println!("cargo:rerun-if-changed={f}");
+    }
+    let fds = protox::compile(["proto/Model.proto"], ["proto"])?;
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
+    std::fs::write(out.join("coreml_subset.fds.pb"), fds.encode_to_vec())?;
+    prost_build::Config::new().compile_fds(fds)?;
+    Ok(())
+}
