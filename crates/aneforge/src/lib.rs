@@ -27,6 +27,7 @@ pub mod compress;
 pub mod exec;
 pub mod program;
 pub mod passes;
+pub mod numerics;
 pub mod targets;
 
 pub use compile::{compile, compress_dir, export, load_dir, load_dir_with, CompileOptions, Compiled, Device, Exported};
