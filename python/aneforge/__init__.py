@@ -7,6 +7,7 @@ every op under the fp16 contract (each op's output rounded to fp16; ``precision=
 skips the rounding). ``model.device`` always says which executor ran it.
 """
 
+from aneforge import fft
 from aneforge._core import (
     Model,
     Tensor,
@@ -59,6 +60,7 @@ __all__ = [
     "depth_to_space",
     "dynamic_conv",
     "export",
+    "fft",
     "gather",
     "geglu",
     "image_input",

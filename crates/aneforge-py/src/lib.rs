@@ -5,6 +5,7 @@
 mod convert;
 mod errors;
 mod model;
+mod numerics;
 mod ops;
 mod targets;
 mod tensor;
@@ -47,5 +48,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model::load, m)?)?;
     m.add_function(wrap_pyfunction!(model::export, m)?)?;
     m.add_function(wrap_pyfunction!(targets::preflight, m)?)?;
+    m.add_class::<numerics::FftPlan>()?;
+    m.add_function(wrap_pyfunction!(numerics::fft_plan, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::numerics_compile_count, m)?)?;
     Ok(())
 }

@@ -50,12 +50,14 @@ pub struct CompileOptions {
     /// Arch string or family name to gate on (see [`targets::compile_target`]): `None` = `ANEFORGE_TARGET`,
     /// else the host's family on an Apple Silicon Mac, else no gating.
     pub target: Option<String>,
+    /// Rewrite sum-like reductions as matmuls with ones (see [`passes::reduce_to_matmul`]); off by default.
+    pub sum_via_matmul: bool,
 }
 
 impl Default for CompileOptions {
     /// Auto device, fp16, the cache, no compression (atol 0.05, block 32 when enabled), target from the environment.
     fn default() -> Self {
-        CompileOptions { device: Device::Auto, precision: Precision::Fp16, build_dir: None, compress: None, compress_atol: 0.05, block_size: 32, target: None }
+        CompileOptions { device: Device::Auto, precision: Precision::Fp16, build_dir: None, compress: None, compress_atol: 0.05, block_size: 32, target: None, sum_via_matmul: false }
     }
 }
 
@@ -119,6 +121,12 @@ pub fn executor(device: Device, precision: Precision) -> Result<Box<dyn Executor
 /// Lower outputs (`None` name = `y0`, `y1`, ...), compressed per `opts.compress`, and write the
 /// program directory (`opts.build_dir`, else the cache) without loading it.
 pub fn export(outputs: &[(Option<String>, Tensor)], opts: &CompileOptions) -> Result<Exported> {
+    if opts.sum_via_matmul {
+        let names: Vec<Option<String>> = outputs.iter().map(|(n, _)| n.clone()).collect();
+        let ts: Vec<Tensor> = outputs.iter().map(|(_, t)| t.clone()).collect();
+        let rewritten: Vec<(Option<String>, Tensor)> = names.into_iter().zip(passes::reduce_sum_to_matmul(&ts)?).collect();
+        return write_program(Graph::from_outputs(&rewritten)?, opts);
+    }
     write_program(Graph::from_outputs(outputs)?, opts)
 }
 

@@ -1,12 +1,16 @@
 //! Graph → Graph passes run by `compile` before lowering.
 
 pub mod decompose;
+pub mod precision;
+pub mod reduce_to_matmul;
 
 use crate::error::{Error, Result};
 use crate::exec::Precision;
 use crate::graph::Graph;
 use crate::targets::{preflight, require_mil, Target};
 pub use decompose::decompose;
+pub use precision::precision_risk;
+pub use reduce_to_matmul::reduce_sum_to_matmul;
 
 /// Gate `graph` on `target` (reference stage "retarget"): OLDER, rejected ops and exceeded limits
 /// are errors; ops below their floor with a decomposition are rewritten (fp16 only: the
