@@ -7,6 +7,7 @@
 //! multiplies elementwise (FFT twiddles) are fed as program inputs through [`Feeds`].
 
 pub mod fft;
+pub mod linalg;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
