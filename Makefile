@@ -30,7 +30,7 @@ demo: install cli
 
 test: $(PY)
 	cargo test --workspace
-	$(PIP) install . pytest
+	$(PIP) install . pytest scipy
 	$(PY) -m pytest python/tests -q
 
 bench: install

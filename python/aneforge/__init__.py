@@ -7,7 +7,7 @@ every op under the fp16 contract (each op's output rounded to fp16; ``precision=
 skips the rounding). ``model.device`` always says which executor ran it.
 """
 
-from aneforge import fft
+from aneforge import fft, linalg, special
 from aneforge._core import (
     Model,
     Tensor,
@@ -34,7 +34,9 @@ from aneforge._core import (
     minimum,
     pixel_shuffle,
     pixel_unshuffle,
+    precision_risk,
     preflight,
+    reduce_sum_to_matmul,
     resize_bilinear,
     resize_nearest_neighbor,
     sdpa,
@@ -60,7 +62,6 @@ __all__ = [
     "depth_to_space",
     "dynamic_conv",
     "export",
-    "fft",
     "gather",
     "geglu",
     "image_input",
@@ -72,7 +73,9 @@ __all__ = [
     "minimum",
     "pixel_shuffle",
     "pixel_unshuffle",
+    "precision_risk",
     "preflight",
+    "reduce_sum_to_matmul",
     "resize_bilinear",
     "resize_nearest_neighbor",
     "sdpa",

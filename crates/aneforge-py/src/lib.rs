@@ -51,5 +51,15 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<numerics::FftPlan>()?;
     m.add_function(wrap_pyfunction!(numerics::fft_plan, m)?)?;
     m.add_function(wrap_pyfunction!(numerics::numerics_compile_count, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::linalg_conjugate_gradient, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::linalg_jacobi, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::linalg_iterative_refine, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::linalg_qr, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::linalg_cholesky, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::linalg_dominant_eig, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::linalg_dominant_svd, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::precision_risk, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::reduce_sum_to_matmul, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::special, m)?)?;
     Ok(())
 }

@@ -8,6 +8,7 @@
 
 pub mod fft;
 pub mod linalg;
+pub mod special;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
