@@ -2,7 +2,7 @@
 with every FFT running through a compiled aneforge program (af.fft.fft2), plus a passive dye
 (N <= 128 keeps every fp16 spectrum below 65504).
 
-    .venv/bin/python examples/navier_stokes.py [--n 64] [--steps 300] [--out navier_stokes_dye.png] [--check]
+    .venv/bin/python examples/navier_stokes.py [--n 64] [--steps 400] [--out navier_stokes_dye.png] [--check]
 
     w_t + u . grad w = nu lap w,    c_t + u . grad c = kappa lap c,    u = (psi_y, -psi_x), lap psi = -w
 
@@ -93,9 +93,10 @@ def simulate(n: int, steps: int, dt: float, nu: float, fwd: Transform, synth: Tr
     return synth(c_hat[None])[0]
 
 
-def write_png(path: str, field: np.ndarray) -> None:
-    """An RGB PNG of `field` with a blue-white-red colour map (row 0 at the bottom)."""
+def write_png(path: str, field: np.ndarray, zoom: int = 4) -> None:
+    """An RGB PNG of `field` (each cell zoom x zoom pixels) with a blue-white-red colour map (row 0 at the bottom)."""
     t = np.clip((field - field.min()) / max(float(np.ptp(field)), 1e-12), 0, 1)[::-1]
+    t = np.repeat(np.repeat(t, zoom, axis=0), zoom, axis=1)
     r = np.clip(2 * t, 0, 1)
     b = np.clip(2 - 2 * t, 0, 1)
     g = np.minimum(r, b)
@@ -114,8 +115,8 @@ def write_png(path: str, field: np.ndarray) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description="2-D pseudo-spectral Navier-Stokes with every FFT on the aneforge graph")
     ap.add_argument("--n", type=int, default=64)
-    ap.add_argument("--steps", type=int, default=300)
-    ap.add_argument("--dt", type=float, default=0.01)
+    ap.add_argument("--steps", type=int, default=400)
+    ap.add_argument("--dt", type=float, default=0.02)
     ap.add_argument("--nu", type=float, default=5e-4)
     ap.add_argument("--out", default="navier_stokes_dye.png")
     ap.add_argument("--check", action="store_true", help="also run with numpy.fft (float64) and compare")

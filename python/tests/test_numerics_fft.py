@@ -79,3 +79,16 @@ def test_bad_input():
         af.fft.rfft(np.ones(8) * 1j, device="reference")
     with pytest.raises(RuntimeError, match="overflowed fp16"):
         af.fft.fft(np.full(2048, 40.0), device="reference")
+
+
+def test_navier_stokes_example_tracks_numpy():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "navier_stokes.py"
+    spec = importlib.util.spec_from_file_location("navier_stokes", path)
+    ns = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ns)
+    dye = ns.simulate(32, 20, 0.02, 5e-4, ns.graph_fft2, ns.graph_synth)
+    ref = ns.simulate(32, 20, 0.02, 5e-4, ns.numpy_fft2, ns.numpy_synth)
+    assert np.linalg.norm(dye - ref) / np.linalg.norm(ref) < 5e-3
