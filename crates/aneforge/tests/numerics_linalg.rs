@@ -1,9 +1,10 @@
 //! af.linalg solvers on the reference executor, checked in f64 against matrices with known
 //! spectra (A = H·diag(λ)·H with H a Householder reflection, so eigenvalues and condition are exact).
 
-use aneforge::numerics::linalg::direct::{cholesky, qr};
-use aneforge::numerics::linalg::eigen::{dominant_eig, dominant_svd};
+use aneforge::numerics::linalg::direct::{cholesky, lu, qr};
+use aneforge::numerics::linalg::eigen::{dominant_eig, dominant_svd, eigh, svd};
 use aneforge::numerics::linalg::krylov::{conjugate_gradient, iterative_refine, jacobi};
+use aneforge::numerics::linalg::lsq::{gmres, least_squares, lsqr};
 use aneforge::numerics::linalg::Matrix;
 use aneforge::{Device, Error};
 
@@ -94,6 +95,69 @@ fn qr_and_cholesky_reconstruct_their_input() {
     let lt: Vec<f64> = (0..n * n).map(|i| l[(i % n) * n + i / n]).collect();
     let err = max_diff(&matmul(&l, &lt, n, n, n), &spd) / 50.0;
     assert!(err < 2e-3, "L·Lᵀ − A relative {err:e}");
+}
+
+#[test]
+fn lu_reconstructs_a_diagonally_dominant_matrix() {
+    let n = 20;
+    let mut a = rand(n * n, 21);
+    (0..n).for_each(|i| a[i * n + i] += n as f64);
+    let (l, u) = lu(&Matrix::new("test", n, n, &a).unwrap(), DEV).unwrap();
+    let err = max_diff(&matmul(&l, &u, n, n, n), &a) / n as f64;
+    assert!(err < 2e-3, "LU − A relative {err:e}");
+    assert!((0..n).all(|i| l[i * n + i] == 1.0 && (i + 1..n).all(|j| l[i * n + j] == 0.0 && u[j * n + i] == 0.0)));
+}
+
+#[test]
+fn least_squares_lsqr_and_gmres() {
+    let (m, n) = (60, 16);
+    let a = rand(m * n, 31);
+    let am = Matrix::new("test", m, n, &a).unwrap();
+    let b = rand(m, 32);
+    let at: Vec<f64> = (0..n * m).map(|i| a[(i % m) * n + i / m]).collect();
+    let atm = Matrix::new("test", n, m, &at).unwrap();
+    let fro = a.iter().map(|v| v * v).sum::<f64>().sqrt();
+    let nrm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
+    let x_true = rand(n, 34);
+    let consistent = am.matvec(&x_true);
+    for (name, solve) in [("cgls", least_squares as fn(_, _, _, _, _, _) -> _), ("lsqr", lsqr)] {
+        // Optimality of an inconsistent system: Aᵀ(b − A·x) = 0, relative to ‖A‖_F·‖b‖.
+        let s = solve(&am, &b, n, None, 2, DEV).unwrap();
+        let r: Vec<f64> = am.matvec(&s.x).iter().zip(&b).map(|(ax, bi)| bi - ax).collect();
+        let opt = nrm(&atm.matvec(&r)) / (fro * nrm(&b));
+        assert!(opt < 1e-3, "{name}: ‖Aᵀr‖/(‖A‖‖b‖) = {opt:e}");
+        // A consistent system refines to its exact solution.
+        let s = solve(&am, &consistent, n, None, 3, DEV).unwrap();
+        let err = max_diff(&s.x, &x_true);
+        assert!(err < 1e-5 && s.residual < 1e-5, "{name}: consistent error {err:e}");
+    }
+    let n = 32;
+    let mut sq = rand(n * n, 33);
+    (0..n).for_each(|i| sq[i * n + i] += 6.0);
+    let sm = Matrix::new("test", n, n, &sq).unwrap();
+    let one = gmres(&sm, &b[..n], n, 1, None, DEV).unwrap();
+    let three = gmres(&sm, &b[..n], n, 3, None, DEV).unwrap();
+    assert!(one.residual < 2e-2 && three.residual < 1e-5, "gmres {:e} / {:e}", one.residual, three.residual);
+}
+
+#[test]
+fn eigh_and_svd_recover_a_known_spectrum() {
+    let n = 12;
+    let lambda: Vec<f64> = (0..n).map(|i| -3.0 + 0.7 * i as f64).collect();
+    let a = with_spectrum(&lambda, 41);
+    let am = Matrix::new("test", n, n, &a).unwrap();
+    let (w, v) = eigh(&am, 6, DEV).unwrap();
+    let err = max_diff(&w, &lambda) / 4.7;
+    assert!(err < 3e-3, "eigenvalues {w:?}: {err:e}");
+    let av = matmul(&a, &v, n, n, n);
+    let vl: Vec<f64> = (0..n * n).map(|i| v[i] * w[i % n]).collect();
+    assert!(max_diff(&av, &vl) / 4.7 < 1e-2);
+    let (u, s, vt) = svd(&am, 6, DEV).unwrap();
+    let mut want: Vec<f64> = lambda.iter().map(|l| l.abs()).collect();
+    want.sort_by(|x, y| y.total_cmp(x));
+    assert!(max_diff(&s[..8], &want[..8]) / 4.7 < 3e-3, "σ {s:?} vs {want:?}");
+    let us: Vec<f64> = (0..n * n).map(|i| u[i] * s[i % n]).collect();
+    assert!(max_diff(&matmul(&us, &vt, n, n, n), &a) / 4.7 < 1e-2);
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! Small-n direct factorizations, every step unrolled into one program: QR by modified
-//! Gram–Schmidt and Cholesky (right-looking). Rows are taken with non-last-axis slices and
+//! Gram–Schmidt, Cholesky and Doolittle LU without pivoting (both right-looking). Rows are taken with non-last-axis slices and
 //! diagonal entries with one-hot matmuls (no width-offset slices).
 
 use super::{max_abs, Matrix};
@@ -66,6 +66,11 @@ fn rank_error(op: &str, e: Error) -> Error {
     }
 }
 
+/// A [n, 1] one-hot column selecting index `j`.
+fn one_hot_col(n: usize, j: usize) -> Result<Tensor> {
+    constant("linalg", HostArray::f32(&[n, 1], &(0..n).map(|k| f32::from(u8::from(k == j))).collect::<Vec<_>>()))
+}
+
 /// Cholesky program: input `a` [n, n]; output `lt` [n, n] (Lᵀ, upper triangular).
 fn cholesky_plan(n: usize, device: Device) -> Result<SharedPlan> {
     cached(format!("linalg/cholesky/{n}/{device:?}"), || {
@@ -73,8 +78,7 @@ fn cholesky_plan(n: usize, device: Device) -> Result<SharedPlan> {
         let mut rows = Vec::with_capacity(n);
         for j in 0..n {
             let sj = row(&s, j)?;
-            let e = constant("cholesky", HostArray::f32(&[n, 1], &(0..n).map(|k| f32::from(u8::from(k == j))).collect::<Vec<_>>()))?;
-            let l = sj.div(&sj.matmul(&e)?.sqrt()?)?.mul(&const_row(n, |k| k >= j)?)?;
+            let l = sj.div(&sj.matmul(&one_hot_col(n, j)?)?.sqrt()?)?.mul(&const_row(n, |k| k >= j)?)?;
             s = s.sub(&l.transpose(&[1, 0])?.mul(&l)?)?;
             rows.push(l);
         }
@@ -94,4 +98,37 @@ pub fn cholesky(a: &Matrix, device: Device) -> Result<Vec<f64>> {
     let scaled: Vec<f32> = a.data.iter().map(|v| (v / k) as f32).collect();
     let lt = &run(&cholesky_plan(n, device)?, "cholesky", &[&scaled]).map_err(|e| rank_error("cholesky", e))?[0];
     Ok((0..n * n).map(|i| lt[(i % n) * n + i / n] as f64 * k.sqrt()).collect())
+}
+
+/// LU program: input `a` [n, n]; outputs `l` [n, n] (unit lower) and `u` [n, n] (upper).
+fn lu_plan(n: usize, device: Device) -> Result<SharedPlan> {
+    cached(format!("linalg/lu/{n}/{device:?}"), || {
+        let mut s = input_port(&[n, n], DType::Fp16, Some("a"))?;
+        let (mut ls, mut us) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        for j in 0..n {
+            let e = one_hot_col(n, j)?;
+            let u = row(&s, j)?.mul(&const_row(n, |k| k >= j)?)?;
+            let below = const_row(n, |k| k > j)?.transpose(&[1, 0])?;
+            let l = s.matmul(&e)?.div(&u.matmul(&e)?)?.mul(&below)?;
+            s = s.sub(&l.mul(&u)?)?;
+            ls.push(l.add(&e)?);
+            us.push(u);
+        }
+        Plan::build(&["a"], &[("l", concat(&ls, 1)?), ("u", concat(&us, 0)?)], Feeds::default(), device)
+    })
+}
+
+/// Doolittle LU without pivoting: (L unit lower triangular, U upper triangular), row-major, with
+/// A = L·U. Stable for diagonally dominant or symmetric positive definite A; a zero pivot is an
+/// error (no row exchanges are made). A is scaled to unit maximum on the host.
+pub fn lu(a: &Matrix, device: Device) -> Result<(Vec<f64>, Vec<f64>)> {
+    let n = a.square("lu")?;
+    let k = max_abs(a.data);
+    if k == 0.0 {
+        return Err(Error::value("lu", "matrix is zero (singular)"));
+    }
+    let scaled: Vec<f32> = a.data.iter().map(|v| (v / k) as f32).collect();
+    let out = run(&lu_plan(n, device)?, "lu", &[&scaled]).map_err(|e| rank_error("lu", e))?;
+    let f = |v: &[f32], s: f64| v.iter().map(|&x| x as f64 * s).collect::<Vec<_>>();
+    Ok((f(&out[0], 1.0), f(&out[1], k)))
 }

@@ -8,6 +8,7 @@
 pub mod direct;
 pub mod eigen;
 pub mod krylov;
+pub mod lsq;
 
 use crate::error::{Error, Result};
 
