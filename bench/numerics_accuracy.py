@@ -124,6 +124,47 @@ def direct_rows() -> str:
     return table(["factorization", "relative reconstruction error", "orthogonality max abs(QtQ - I) / factor error"], rows)
 
 
+def more_solver_rows() -> str:
+    rows = []
+    for m, n, cond in [(64, 16, 10.0), (128, 32, 100.0)]:
+        u, _ = scipy.linalg.qr(RNG.standard_normal((m, n)), mode="economic")
+        v, _ = scipy.linalg.qr(RNG.standard_normal((n, n)))
+        a = u @ np.diag(np.logspace(0, np.log10(cond), n)) @ v.T
+        b = RNG.standard_normal(m)
+        want = scipy.linalg.lstsq(a, b)[0]
+        for name, fn in [("least_squares (CGLS)", af.linalg.least_squares), ("lsqr", af.linalg.lsqr)]:
+            for refine in (0, 2):
+                x = fn(a, b, refine=refine, device=DEV)
+                rows.append([f"{name}, refine={refine}", f"{m}x{n}", f"{cond:g}", f"{np.linalg.norm(x - want) / np.linalg.norm(want):.1e}"])
+    for n, cond in [(32, 10.0), (64, 100.0)]:
+        q1, _ = scipy.linalg.qr(RNG.standard_normal((n, n)))
+        q2, _ = scipy.linalg.qr(RNG.standard_normal((n, n)))
+        a = q1 @ np.diag(np.logspace(0, np.log10(cond), n)) @ q2.T
+        b = RNG.standard_normal(n)
+        want = scipy.linalg.solve(a, b)
+        for restarts in (1, 3):
+            x = af.linalg.gmres(a, b, restarts=restarts, device=DEV)
+            rows.append([f"gmres(m=n), {restarts} cycle(s)", f"{n}x{n}", f"{cond:g}", f"{np.linalg.norm(x - want) / np.linalg.norm(want):.1e}"])
+        d = RNG.uniform(-1, 1, (n, n)) + n * np.eye(n)
+        l, u = af.linalg.lu(d, device=DEV)
+        rows.append(["lu (diagonally dominant), reconstruction", f"{n}x{n}", f"{np.linalg.cond(d):.1f}", f"{np.linalg.norm(l @ u - d) / np.linalg.norm(d):.1e}"])
+    return table(["solver", "shape", "cond(A)", "relative error vs scipy (lstsq / solve)"], rows)
+
+
+def eig_rows() -> str:
+    rows = []
+    for n in [8, 16, 32, 48]:
+        a = RNG.standard_normal((n, n))
+        a = a + a.T
+        w, v = af.linalg.eigh(a, device=DEV)
+        w0 = np.linalg.eigvalsh(a)
+        m = RNG.standard_normal((2 * n, n))
+        _, s, _ = af.linalg.svd(m, device=DEV)
+        s0 = np.linalg.svd(m, compute_uv=False)
+        rows.append([str(n), f"{np.abs(w - w0).max() / np.abs(w0).max():.1e}", f"{np.abs(a @ v - v * w).max() / np.abs(w0).max():.1e}", f"{np.abs(s - s0).max() / s0[0]:.1e}", f"{s0[0] / s0[-1]:.1f}"])
+    return table(["n", "eigh max abs(w - w_numpy) / max abs(w)", "max abs(A v - v w) / max abs(w)", "svd (2n x n) max abs(s - s_numpy) / s1", "cond of the svd input"], rows)
+
+
 def power_rows() -> str:
     rows = []
     for n, gap in [(32, 2.0), (64, 5.0), (128, 20.0)]:
@@ -190,6 +231,8 @@ def main() -> None:
         ("Conjugate gradient and iterative refinement: relative residual ||b - Ax|| / ||b|| (host float64)", krylov_rows()),
         ("Jacobi", jacobi_rows()),
         ("Direct factorizations", direct_rows()),
+        ("Least squares, GMRES, LU", more_solver_rows()),
+        ("eigh (cyclic Jacobi, 6 sweeps) and svd (Gram + eigh) vs numpy.linalg", eig_rows()),
         ("Power iteration vs numpy.linalg.eigh / svd", power_rows()),
         ("Special functions vs scipy.special", special_rows()),
         ("Sums: fp16 accumulation vs matmul with ones", sum_rows()),

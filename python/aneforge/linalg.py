@@ -23,9 +23,16 @@ __all__ = [
     "conjugate_gradient",
     "dominant_eig",
     "dominant_svd",
+    "eigh",
+    "gmres",
     "iterative_refine",
     "jacobi",
+    "least_squares",
+    "lsqr",
+    "lu",
+    "pca",
     "qr",
+    "svd",
 ]
 
 
@@ -78,3 +85,56 @@ def dominant_eig(A: npt.ArrayLike, iters: int = 50, device: str = "auto") -> tup
 def dominant_svd(A: npt.ArrayLike, iters: int = 50, device: str = "auto") -> tuple[float, np.ndarray, np.ndarray]:
     """Largest singular triplet ``(sigma, u, v)`` by power iteration alternating A and A.T."""
     return _core.linalg_dominant_svd(A, iters, device)
+
+
+def lu(A: npt.ArrayLike, device: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+    """Doolittle LU without pivoting: ``(L, U)`` with unit-diagonal ``L`` and ``A = L @ U``
+    (stable for diagonally dominant or SPD ``A``; a zero pivot raises ValueError)."""
+    return _core.linalg_lu(A, device)
+
+
+def least_squares(
+    A: npt.ArrayLike, b: npt.ArrayLike, iters: int | None = None, x0: npt.ArrayLike | None = None, refine: int = 2, device: str = "auto", return_residual: bool = False
+) -> np.ndarray | tuple[np.ndarray, float]:
+    """``argmin ||A x - b||`` for an m x n ``A`` by CGLS (``iters`` unrolled steps, default n,
+    plus ``refine`` float64-residual rounds); accuracy follows cond(A)**2."""
+    a = np.asarray(A)
+    x, res = _core.linalg_least_squares(a, b, iters or a.shape[-1], x0, refine, "cgls", device)
+    return (x, res) if return_residual else x
+
+
+def lsqr(
+    A: npt.ArrayLike, b: npt.ArrayLike, iters: int | None = None, x0: npt.ArrayLike | None = None, refine: int = 2, device: str = "auto", return_residual: bool = False
+) -> np.ndarray | tuple[np.ndarray, float]:
+    """``argmin ||A x - b||`` by LSQR (Golub-Kahan bidiagonalisation), as :func:`least_squares`."""
+    a = np.asarray(A)
+    x, res = _core.linalg_least_squares(a, b, iters or a.shape[-1], x0, refine, "lsqr", device)
+    return (x, res) if return_residual else x
+
+
+def gmres(
+    A: npt.ArrayLike, b: npt.ArrayLike, m: int | None = None, restarts: int = 1, x0: npt.ArrayLike | None = None, device: str = "auto", return_residual: bool = False
+) -> np.ndarray | tuple[np.ndarray, float]:
+    """Solve square ``A x = b`` by ``restarts`` GMRES(m) cycles (default m = n): Arnoldi on the
+    device, the small Hessenberg least-squares problem on the host in float64."""
+    a = np.asarray(A)
+    x, res = _core.linalg_gmres(a, b, m or a.shape[-1], restarts, x0, device)
+    return (x, res) if return_residual else x
+
+
+def eigh(A: npt.ArrayLike, sweeps: int = 6, device: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+    """Eigenvalues (ascending) and eigenvectors (columns) of a symmetric matrix of order <= 48 by
+    ``sweeps`` unrolled cyclic Jacobi sweeps (``numpy.linalg.eigh`` conventions)."""
+    return _core.linalg_eigh(A, sweeps, device)
+
+
+def svd(A: npt.ArrayLike, sweeps: int = 6, device: str = "auto") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Thin SVD ``(U, s, Vt)`` of an m x n matrix (m >= n, n <= 48) through the Gram matrix and
+    :func:`eigh`; small singular values (below ~3e-2 * s[0]) lose relative accuracy."""
+    return _core.linalg_svd(A, sweeps, device)
+
+
+def pca(X: npt.ArrayLike, k: int, sweeps: int = 6, device: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+    """Top ``k`` principal components of the rows of ``X`` (samples x features) as rows, and
+    their explained variances (the data are centred on the host, then :func:`svd`)."""
+    return _core.linalg_pca(X, k, sweeps, device)

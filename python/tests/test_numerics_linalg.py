@@ -79,6 +79,48 @@ def test_power_iteration_vs_eigh_and_svd():
     assert abs(s - s0[0]) / s0[0] < 2e-3 and abs(abs(u @ u0[:, 0]) - 1) < 2e-3 and abs(abs(vt @ vt0[0]) - 1) < 2e-3
 
 
+def test_lu_least_squares_gmres():
+    rng = np.random.default_rng(11)
+    a = rng.uniform(-1, 1, (20, 20)) + 20 * np.eye(20)
+    l, u = af.linalg.lu(a, device=DEV)
+    p, l0, u0 = scipy.linalg.lu(a)
+    assert np.allclose(p, np.eye(20))  # diagonally dominant: scipy pivots nothing either
+    assert np.abs(l - l0).max() < 2e-3 and np.abs(u - u0).max() / np.abs(u0).max() < 2e-3
+    m = rng.standard_normal((80, 12))
+    b = rng.standard_normal(80)
+    want = scipy.linalg.lstsq(m, b)[0]
+    for fn in (af.linalg.least_squares, af.linalg.lsqr):
+        x = fn(m, b, device=DEV)
+        assert np.linalg.norm(x - want) / np.linalg.norm(want) < 5e-3, fn.__name__
+    g = rng.standard_normal((24, 24)) + 5 * np.eye(24)
+    x, res = af.linalg.gmres(g, b[:24], restarts=3, device=DEV, return_residual=True)
+    assert res < 1e-5 and np.linalg.norm(x - scipy.linalg.solve(g, b[:24])) / np.linalg.norm(x) < 1e-4
+
+
+# Every Jacobi rotation rounds A to fp16, so the eigenvalue error grows with the rotation count (~n^2 per sweep).
+@pytest.mark.parametrize("n,tol", [(6, 3e-3), (16, 1e-2), (32, 1e-2)])
+def test_eigh_svd_pca_vs_numpy(n, tol):
+    rng = np.random.default_rng(n)
+    a = rng.standard_normal((n, n))
+    a = a + a.T
+    w, v = af.linalg.eigh(a, device=DEV)
+    w0 = np.linalg.eigvalsh(a)
+    scale = np.abs(w0).max()
+    assert np.abs(w - w0).max() / scale < tol
+    assert np.abs(a @ v - v * w).max() / scale < 3 * tol
+    m = rng.standard_normal((2 * n, n))
+    u, s, vt = af.linalg.svd(m, device=DEV)
+    s0 = np.linalg.svd(m, compute_uv=False)
+    assert np.abs(s - s0).max() / s0[0] < tol
+    assert np.abs((u * s) @ vt - m).max() / np.abs(m).max() < 10 * tol
+    x = rng.standard_normal((200, n)) @ np.diag(np.linspace(3, 0.5, n))
+    comps, var = af.linalg.pca(x, 2, device=DEV)
+    xc = x - x.mean(0)
+    _, s1, vt1 = np.linalg.svd(xc, full_matrices=False)
+    assert np.abs(var - s1[:2] ** 2 / 199).max() / var[0] < tol
+    assert np.all(np.abs(np.abs(np.sum(comps * vt1[:2], axis=1)) - 1) < 1e-2)
+
+
 def test_plans_compile_once():
     a, b = _spd(12, 10.0, 2), np.ones(12)
     af.linalg.conjugate_gradient(a, b, iters=7, device=DEV)
@@ -101,6 +143,12 @@ def test_bad_input():
         af.linalg.qr(np.ones(4), device=DEV)
     with pytest.raises(ValueError, match="4096"):
         af.linalg.dominant_eig(np.ones((5000, 1)), device=DEV)
+    with pytest.raises(ValueError, match="48"):
+        af.linalg.eigh(np.eye(60), device=DEV)
+    with pytest.raises(ValueError, match="singular|broke down"):
+        af.linalg.lu(np.array([[0.0, 1.0], [1.0, 0.0]]), device=DEV)
+    with pytest.raises(ValueError, match="unknown method"):
+        af.linalg._core.linalg_least_squares(np.eye(2), np.ones(2), 2, None, 0, "qr", DEV)
     with pytest.raises(ValueError, match="not finite"):
         af.linalg.conjugate_gradient(np.eye(2), np.array([1.0, np.nan]), device=DEV)
 

@@ -61,5 +61,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(numerics::precision_risk, m)?)?;
     m.add_function(wrap_pyfunction!(numerics::reduce_sum_to_matmul, m)?)?;
     m.add_function(wrap_pyfunction!(numerics::special, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::linalg_lu, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::linalg_least_squares, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::linalg_gmres, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::linalg_eigh, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::linalg_svd, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::linalg_pca, m)?)?;
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! plan objects taking and returning float32 arrays. The NumPy-facing wrappers live in Python.
 
 use aneforge::numerics::fft::{FftKind, FftPlan as CoreFftPlan};
-use aneforge::numerics::linalg::{direct, eigen, krylov, Matrix};
+use aneforge::numerics::linalg::{direct, eigen, krylov, lsq, Matrix};
 use aneforge::Device;
 use numpy::{PyArray1, PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
@@ -181,6 +181,68 @@ pub fn linalg_dominant_svd<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, iters: u
     let (s, u, v) = with_matrix(py, "dominant_svd", a, &[], |m, _| eigen::dominant_svd(m, iters, device))?;
     let (nu, nv) = (u.len(), v.len());
     Ok((s, f64_output(py, u, &[nu])?, f64_output(py, v, &[nv])?))
+}
+
+/// Doolittle LU without pivoting: (L, U).
+#[pyfunction]
+#[pyo3(signature = (a, device="auto"))]
+pub fn linalg_lu<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, device: &str) -> PyResult<(Bound<'py, PyArrayDyn<f64>>, Bound<'py, PyArrayDyn<f64>>)> {
+    let device = Device::parse(device).py()?;
+    let (n, (l, u)) = with_matrix(py, "lu", a, &[], |m, _| Ok((m.rows, direct::lu(m, device)?)))?;
+    Ok((f64_output(py, l, &[n, n])?, f64_output(py, u, &[n, n])?))
+}
+
+/// Least squares by CGLS (`method="cgls"`) or LSQR (`method="lsqr"`): returns (x, relative residual).
+#[pyfunction]
+#[pyo3(signature = (a, b, iters, x0=None, refine=0, method="cgls", device="auto"))]
+#[allow(clippy::too_many_arguments)]
+pub fn linalg_least_squares<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, iters: usize, x0: Option<&Bound<'py, PyAny>>, refine: usize, method: &str, device: &str) -> PyResult<(Bound<'py, PyArrayDyn<f64>>, f64)> {
+    let device = Device::parse(device).py()?;
+    let solve = match method {
+        "cgls" => lsq::least_squares,
+        "lsqr" => lsq::lsqr,
+        _ => return Err(PyValueError::new_err(format!("least_squares: unknown method '{method}' (expected cgls or lsqr)"))),
+    };
+    let s = with_matrix(py, method, a, &[("b", Some(b)), ("x0", x0)], |m, v| solve(m, need(v, 0), iters, v[1], refine, device))?;
+    Ok((f64_output(py, s.x.clone(), &[s.x.len()])?, s.residual))
+}
+
+/// GMRES(m) with `restarts` cycles: returns (x, relative residual).
+#[pyfunction]
+#[pyo3(signature = (a, b, m, restarts=1, x0=None, device="auto"))]
+pub fn linalg_gmres<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, m: usize, restarts: usize, x0: Option<&Bound<'py, PyAny>>, device: &str) -> PyResult<(Bound<'py, PyArrayDyn<f64>>, f64)> {
+    let device = Device::parse(device).py()?;
+    let s = with_matrix(py, "gmres", a, &[("b", Some(b)), ("x0", x0)], |mat, v| lsq::gmres(mat, need(v, 0), m, restarts, v[1], device))?;
+    Ok((f64_output(py, s.x.clone(), &[s.x.len()])?, s.residual))
+}
+
+/// Symmetric eigen-decomposition by cyclic Jacobi: (ascending eigenvalues, eigenvectors as columns).
+#[pyfunction]
+#[pyo3(signature = (a, sweeps=6, device="auto"))]
+pub fn linalg_eigh<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, sweeps: usize, device: &str) -> PyResult<(Bound<'py, PyArrayDyn<f64>>, Bound<'py, PyArrayDyn<f64>>)> {
+    let device = Device::parse(device).py()?;
+    let (n, (w, v)) = with_matrix(py, "eigh", a, &[], |m, _| Ok((m.rows, eigen::eigh(m, sweeps, device)?)))?;
+    Ok((f64_output(py, w, &[n])?, f64_output(py, v, &[n, n])?))
+}
+
+/// Thin SVD through the Gram matrix: (U, singular values descending, Vt).
+#[pyfunction]
+#[pyo3(signature = (a, sweeps=6, device="auto"))]
+#[allow(clippy::type_complexity)]
+pub fn linalg_svd<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, sweeps: usize, device: &str) -> PyResult<(Bound<'py, PyArrayDyn<f64>>, Bound<'py, PyArrayDyn<f64>>, Bound<'py, PyArrayDyn<f64>>)> {
+    let device = Device::parse(device).py()?;
+    let (shape, (u, s, vt)) = with_matrix(py, "svd", a, &[], |m, _| Ok(([m.rows, m.cols], eigen::svd(m, sweeps, device)?)))?;
+    let n = shape[1];
+    Ok((f64_output(py, u, &shape)?, f64_output(py, s, &[n])?, f64_output(py, vt, &[n, n])?))
+}
+
+/// Principal components of the rows of X: (components [k, n], explained variances [k]).
+#[pyfunction]
+#[pyo3(signature = (x, k, sweeps=6, device="auto"))]
+pub fn linalg_pca<'py>(py: Python<'py>, x: &Bound<'py, PyAny>, k: usize, sweeps: usize, device: &str) -> PyResult<(Bound<'py, PyArrayDyn<f64>>, Bound<'py, PyArrayDyn<f64>>)> {
+    let device = Device::parse(device).py()?;
+    let (n, (c, var)) = with_matrix(py, "pca", x, &[], |m, _| Ok((m.cols, eigen::pca(m, k, sweeps, device)?)))?;
+    Ok((f64_output(py, c, &[k, n])?, f64_output(py, var, &[k])?))
 }
 
 /// Static lint of fp16-narrow sums under `outputs` (a Tensor, list/tuple or dict of Tensors):
