@@ -83,6 +83,9 @@ pub fn numerics_compile_count() -> usize {
     aneforge::numerics::compile_count()
 }
 
+/// A float64 result array.
+type F64Array<'py> = Bound<'py, PyArrayDyn<f64>>;
+
 /// A C-contiguous float64 view of `obj` with rank `ndim` (1 or 2), named `what` in errors.
 fn f64_array<'py>(obj: &Bound<'py, PyAny>, ndim: usize, op: &str, what: &str) -> PyResult<PyReadonlyArrayDyn<'py, f64>> {
     let arr = borrow::<f64>(&asarray(obj, Some("float64"))?, "float64")?;
@@ -93,7 +96,7 @@ fn f64_array<'py>(obj: &Bound<'py, PyAny>, ndim: usize, op: &str, what: &str) ->
 }
 
 /// A float64 array of `shape` holding `data`.
-fn f64_output<'py>(py: Python<'py>, data: Vec<f64>, shape: &[usize]) -> PyResult<Bound<'py, PyArrayDyn<f64>>> {
+fn f64_output<'py>(py: Python<'py>, data: Vec<f64>, shape: &[usize]) -> PyResult<F64Array<'py>> {
     PyArray1::from_vec(py, data).reshape(shape.to_vec())
 }
 
@@ -121,7 +124,7 @@ fn need<'a>(v: &[Option<&'a [f64]>], i: usize) -> &'a [f64] {
 /// Conjugate gradient (see the core docs): returns (x, relative residual).
 #[pyfunction]
 #[pyo3(signature = (a, b, iters, x0=None, refine=0, device="auto"))]
-pub fn linalg_conjugate_gradient<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, iters: usize, x0: Option<&Bound<'py, PyAny>>, refine: usize, device: &str) -> PyResult<(Bound<'py, PyArrayDyn<f64>>, f64)> {
+pub fn linalg_conjugate_gradient<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, iters: usize, x0: Option<&Bound<'py, PyAny>>, refine: usize, device: &str) -> PyResult<(F64Array<'py>, f64)> {
     let device = Device::parse(device).py()?;
     let s = with_matrix(py, "conjugate_gradient", a, &[("b", Some(b)), ("x0", x0)], |m, v| krylov::conjugate_gradient(m, need(v, 0), iters, v[1], refine, device))?;
     Ok((f64_output(py, s.x.clone(), &[s.x.len()])?, s.residual))
@@ -130,7 +133,7 @@ pub fn linalg_conjugate_gradient<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, b:
 /// Jacobi iteration: returns (x, relative residual).
 #[pyfunction]
 #[pyo3(signature = (a, b, iters, x0=None, device="auto"))]
-pub fn linalg_jacobi<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, iters: usize, x0: Option<&Bound<'py, PyAny>>, device: &str) -> PyResult<(Bound<'py, PyArrayDyn<f64>>, f64)> {
+pub fn linalg_jacobi<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, iters: usize, x0: Option<&Bound<'py, PyAny>>, device: &str) -> PyResult<(F64Array<'py>, f64)> {
     let device = Device::parse(device).py()?;
     let s = with_matrix(py, "jacobi", a, &[("b", Some(b)), ("x0", x0)], |m, v| krylov::jacobi(m, need(v, 0), iters, v[1], device))?;
     Ok((f64_output(py, s.x.clone(), &[s.x.len()])?, s.residual))
@@ -139,7 +142,7 @@ pub fn linalg_jacobi<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, b: &Bound<'py,
 /// Mixed-precision iterative refinement: returns (x, relative residual).
 #[pyfunction]
 #[pyo3(signature = (a, b, x0=None, iters=3, inner=60, device="auto"))]
-pub fn linalg_iterative_refine<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, x0: Option<&Bound<'py, PyAny>>, iters: usize, inner: usize, device: &str) -> PyResult<(Bound<'py, PyArrayDyn<f64>>, f64)> {
+pub fn linalg_iterative_refine<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, x0: Option<&Bound<'py, PyAny>>, iters: usize, inner: usize, device: &str) -> PyResult<(F64Array<'py>, f64)> {
     let device = Device::parse(device).py()?;
     let s = with_matrix(py, "iterative_refine", a, &[("b", Some(b)), ("x0", x0)], |m, v| krylov::iterative_refine(m, need(v, 0), v[1], iters, inner, device))?;
     Ok((f64_output(py, s.x.clone(), &[s.x.len()])?, s.residual))
@@ -148,7 +151,7 @@ pub fn linalg_iterative_refine<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, b: &
 /// Thin QR by modified Gram–Schmidt: (Q [m, n], R [n, n]).
 #[pyfunction]
 #[pyo3(signature = (a, device="auto"))]
-pub fn linalg_qr<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, device: &str) -> PyResult<(Bound<'py, PyArrayDyn<f64>>, Bound<'py, PyArrayDyn<f64>>)> {
+pub fn linalg_qr<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, device: &str) -> PyResult<(F64Array<'py>, F64Array<'py>)> {
     let device = Device::parse(device).py()?;
     let (shape, (q, r)) = with_matrix(py, "qr", a, &[], |m, _| Ok(([m.rows, m.cols], direct::qr(m, device)?)))?;
     Ok((f64_output(py, q, &shape)?, f64_output(py, r, &[shape[1], shape[1]])?))
@@ -157,7 +160,7 @@ pub fn linalg_qr<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, device: &str) -> P
 /// Cholesky factor L (lower triangular).
 #[pyfunction]
 #[pyo3(signature = (a, device="auto"))]
-pub fn linalg_cholesky<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, device: &str) -> PyResult<Bound<'py, PyArrayDyn<f64>>> {
+pub fn linalg_cholesky<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, device: &str) -> PyResult<F64Array<'py>> {
     let device = Device::parse(device).py()?;
     let (n, l) = with_matrix(py, "cholesky", a, &[], |m, _| Ok((m.rows, direct::cholesky(m, device)?)))?;
     f64_output(py, l, &[n, n])
@@ -166,7 +169,7 @@ pub fn linalg_cholesky<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, device: &str
 /// Dominant eigenpair by power iteration: (λ, v).
 #[pyfunction]
 #[pyo3(signature = (a, iters=50, device="auto"))]
-pub fn linalg_dominant_eig<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, iters: usize, device: &str) -> PyResult<(f64, Bound<'py, PyArrayDyn<f64>>)> {
+pub fn linalg_dominant_eig<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, iters: usize, device: &str) -> PyResult<(f64, F64Array<'py>)> {
     let device = Device::parse(device).py()?;
     let (l, v) = with_matrix(py, "dominant_eig", a, &[], |m, _| eigen::dominant_eig(m, iters, device))?;
     let n = v.len();
@@ -176,7 +179,7 @@ pub fn linalg_dominant_eig<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, iters: u
 /// Dominant singular triplet by power iteration: (σ, u, v).
 #[pyfunction]
 #[pyo3(signature = (a, iters=50, device="auto"))]
-pub fn linalg_dominant_svd<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, iters: usize, device: &str) -> PyResult<(f64, Bound<'py, PyArrayDyn<f64>>, Bound<'py, PyArrayDyn<f64>>)> {
+pub fn linalg_dominant_svd<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, iters: usize, device: &str) -> PyResult<(f64, F64Array<'py>, F64Array<'py>)> {
     let device = Device::parse(device).py()?;
     let (s, u, v) = with_matrix(py, "dominant_svd", a, &[], |m, _| eigen::dominant_svd(m, iters, device))?;
     let (nu, nv) = (u.len(), v.len());
@@ -186,7 +189,7 @@ pub fn linalg_dominant_svd<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, iters: u
 /// Doolittle LU without pivoting: (L, U).
 #[pyfunction]
 #[pyo3(signature = (a, device="auto"))]
-pub fn linalg_lu<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, device: &str) -> PyResult<(Bound<'py, PyArrayDyn<f64>>, Bound<'py, PyArrayDyn<f64>>)> {
+pub fn linalg_lu<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, device: &str) -> PyResult<(F64Array<'py>, F64Array<'py>)> {
     let device = Device::parse(device).py()?;
     let (n, (l, u)) = with_matrix(py, "lu", a, &[], |m, _| Ok((m.rows, direct::lu(m, device)?)))?;
     Ok((f64_output(py, l, &[n, n])?, f64_output(py, u, &[n, n])?))
@@ -196,7 +199,7 @@ pub fn linalg_lu<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, device: &str) -> P
 #[pyfunction]
 #[pyo3(signature = (a, b, iters, x0=None, refine=0, method="cgls", device="auto"))]
 #[allow(clippy::too_many_arguments)]
-pub fn linalg_least_squares<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, iters: usize, x0: Option<&Bound<'py, PyAny>>, refine: usize, method: &str, device: &str) -> PyResult<(Bound<'py, PyArrayDyn<f64>>, f64)> {
+pub fn linalg_least_squares<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, iters: usize, x0: Option<&Bound<'py, PyAny>>, refine: usize, method: &str, device: &str) -> PyResult<(F64Array<'py>, f64)> {
     let device = Device::parse(device).py()?;
     let solve = match method {
         "cgls" => lsq::least_squares,
@@ -210,7 +213,7 @@ pub fn linalg_least_squares<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, b: &Bou
 /// GMRES(m) with `restarts` cycles: returns (x, relative residual).
 #[pyfunction]
 #[pyo3(signature = (a, b, m, restarts=1, x0=None, device="auto"))]
-pub fn linalg_gmres<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, m: usize, restarts: usize, x0: Option<&Bound<'py, PyAny>>, device: &str) -> PyResult<(Bound<'py, PyArrayDyn<f64>>, f64)> {
+pub fn linalg_gmres<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, m: usize, restarts: usize, x0: Option<&Bound<'py, PyAny>>, device: &str) -> PyResult<(F64Array<'py>, f64)> {
     let device = Device::parse(device).py()?;
     let s = with_matrix(py, "gmres", a, &[("b", Some(b)), ("x0", x0)], |mat, v| lsq::gmres(mat, need(v, 0), m, restarts, v[1], device))?;
     Ok((f64_output(py, s.x.clone(), &[s.x.len()])?, s.residual))
@@ -219,7 +222,7 @@ pub fn linalg_gmres<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, b: &Bound<'py, 
 /// Symmetric eigen-decomposition by cyclic Jacobi: (ascending eigenvalues, eigenvectors as columns).
 #[pyfunction]
 #[pyo3(signature = (a, sweeps=6, device="auto"))]
-pub fn linalg_eigh<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, sweeps: usize, device: &str) -> PyResult<(Bound<'py, PyArrayDyn<f64>>, Bound<'py, PyArrayDyn<f64>>)> {
+pub fn linalg_eigh<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, sweeps: usize, device: &str) -> PyResult<(F64Array<'py>, F64Array<'py>)> {
     let device = Device::parse(device).py()?;
     let (n, (w, v)) = with_matrix(py, "eigh", a, &[], |m, _| Ok((m.rows, eigen::eigh(m, sweeps, device)?)))?;
     Ok((f64_output(py, w, &[n])?, f64_output(py, v, &[n, n])?))
@@ -228,8 +231,7 @@ pub fn linalg_eigh<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, sweeps: usize, d
 /// Thin SVD through the Gram matrix: (U, singular values descending, Vt).
 #[pyfunction]
 #[pyo3(signature = (a, sweeps=6, device="auto"))]
-#[allow(clippy::type_complexity)]
-pub fn linalg_svd<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, sweeps: usize, device: &str) -> PyResult<(Bound<'py, PyArrayDyn<f64>>, Bound<'py, PyArrayDyn<f64>>, Bound<'py, PyArrayDyn<f64>>)> {
+pub fn linalg_svd<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, sweeps: usize, device: &str) -> PyResult<(F64Array<'py>, F64Array<'py>, F64Array<'py>)> {
     let device = Device::parse(device).py()?;
     let (shape, (u, s, vt)) = with_matrix(py, "svd", a, &[], |m, _| Ok(([m.rows, m.cols], eigen::svd(m, sweeps, device)?)))?;
     let n = shape[1];
@@ -239,7 +241,7 @@ pub fn linalg_svd<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, sweeps: usize, de
 /// Principal components of the rows of X: (components [k, n], explained variances [k]).
 #[pyfunction]
 #[pyo3(signature = (x, k, sweeps=6, device="auto"))]
-pub fn linalg_pca<'py>(py: Python<'py>, x: &Bound<'py, PyAny>, k: usize, sweeps: usize, device: &str) -> PyResult<(Bound<'py, PyArrayDyn<f64>>, Bound<'py, PyArrayDyn<f64>>)> {
+pub fn linalg_pca<'py>(py: Python<'py>, x: &Bound<'py, PyAny>, k: usize, sweeps: usize, device: &str) -> PyResult<(F64Array<'py>, F64Array<'py>)> {
     let device = Device::parse(device).py()?;
     let (n, (c, var)) = with_matrix(py, "pca", x, &[], |m, _| Ok((m.cols, eigen::pca(m, k, sweeps, device)?)))?;
     Ok((f64_output(py, c, &[k, n])?, f64_output(py, var, &[k])?))
