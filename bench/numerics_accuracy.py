@@ -207,6 +207,23 @@ def special_rows() -> str:
     return table(["function", "x range", "max abs error", "max abs error / max(1, abs(f))", "max rel. error (abs(f) > 1e-2)"], rows)
 
 
+def dsp_rows() -> str:
+    rows = []
+    for n, k in [(1000, 7), (1000, 15), (4000, 64), (20000, 301)]:
+        x, h = RNG.standard_normal(n), RNG.standard_normal(k)
+        want = np.convolve(x, h)
+        rows.append([f"fir_filter ({'direct 1xK conv' if k <= 15 else 'FFT'})", f"L={n}, K={k}", f"{np.linalg.norm(af.dsp.fir_filter(x, h, device=DEV) - want) / np.linalg.norm(want):.1e}"])
+        rows.append(["fft_convolve", f"L={n}, K={k}", f"{np.linalg.norm(af.dsp.fft_convolve(x, h, device=DEV) - want) / np.linalg.norm(want):.1e}"])
+    x = RNG.standard_normal(8000)
+    for win in (128, 512):
+        w = np.hanning(win + 1)[:-1]
+        frames = 1 + (x.size - win) // (win // 4)
+        want = np.stack([np.fft.rfft(x[i * (win // 4) : i * (win // 4) + win] * w) for i in range(frames)], axis=1)
+        got = af.dsp.stft(x, win, device=DEV)
+        rows.append(["stft (hann, hop win/4)", f"L=8000, win={win}", f"{np.linalg.norm(got - want) / np.linalg.norm(want):.1e}"])
+    return table(["function", "sizes", "relative L2 error vs numpy"], rows)
+
+
 def sum_rows() -> str:
     rows = []
     for k in [1024, 2048, 4096, 16384]:
@@ -235,6 +252,7 @@ def main() -> None:
         ("eigh (cyclic Jacobi, 6 sweeps) and svd (Gram + eigh) vs numpy.linalg", eig_rows()),
         ("Power iteration vs numpy.linalg.eigh / svd", power_rows()),
         ("Special functions vs scipy.special", special_rows()),
+        ("Signal processing vs numpy.convolve / numpy.fft.rfft", dsp_rows()),
         ("Sums: fp16 accumulation vs matmul with ones", sum_rows()),
     ]
     text = [

@@ -7,7 +7,7 @@ every op under the fp16 contract (each op's output rounded to fp16; ``precision=
 skips the rounding). ``model.device`` always says which executor ran it.
 """
 
-from aneforge import fft, linalg, special
+from aneforge import dsp, fft, linalg, special
 from aneforge._core import (
     Model,
     Tensor,

@@ -7,6 +7,7 @@ from typing import Any, Literal, NoReturn, TypeAlias, TypedDict, final, overload
 import numpy as np
 import numpy.typing as npt
 
+from aneforge import dsp as dsp
 from aneforge import fft as fft
 from aneforge import linalg as linalg
 from aneforge import special as special

@@ -67,5 +67,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(numerics::linalg_eigh, m)?)?;
     m.add_function(wrap_pyfunction!(numerics::linalg_svd, m)?)?;
     m.add_function(wrap_pyfunction!(numerics::linalg_pca, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::dsp_window, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::dsp_convolve, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::dsp_stft, m)?)?;
     Ok(())
 }

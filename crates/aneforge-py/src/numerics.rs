@@ -1,6 +1,7 @@
 //! Bindings of the numerics plans (`aneforge.fft`, `aneforge.linalg`): plan factories and
 //! plan objects taking and returning float32 arrays. The NumPy-facing wrappers live in Python.
 
+use aneforge::numerics::dsp;
 use aneforge::numerics::fft::{FftKind, FftPlan as CoreFftPlan};
 use aneforge::numerics::linalg::{direct, eigen, krylov, lsq, Matrix};
 use aneforge::Device;
@@ -298,4 +299,44 @@ pub fn reduce_sum_to_matmul<'py>(py: Python<'py>, outputs: &Bound<'py, PyAny>) -
 pub fn special(name: &str, x: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
     let t = tensor(x, name, "x")?;
     Ok(PyTensor::from(aneforge::numerics::special::apply(name, &t).py()?))
+}
+
+/// Two 1-D float64 signals, with the GIL released while `f` runs on them.
+fn with_signals<'py, R: Send>(py: Python<'py>, op: &str, a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, f: impl FnOnce(&[f64], &[f64]) -> aneforge::Result<R> + Send) -> PyResult<R> {
+    let (a, b) = (f64_array(a, 1, op, "first signal")?, f64_array(b, 1, op, "second signal")?);
+    let (a, b) = (a.as_slice()?, b.as_slice()?);
+    py.detach(|| f(a, b)).py()
+}
+
+/// A window of length `n` (hann, hamming, blackman), periodic or symmetric.
+#[pyfunction]
+#[pyo3(signature = (name, n, periodic=true))]
+pub fn dsp_window<'py>(py: Python<'py>, name: &str, n: usize, periodic: bool) -> PyResult<F64Array<'py>> {
+    f64_output(py, dsp::window(name, n, periodic).py()?, &[n])
+}
+
+/// `kind` = fir (direct for K <= 15, else FFT), fft (FFT convolution) or correlate, NumPy modes.
+#[pyfunction]
+#[pyo3(signature = (kind, a, b, mode="full", device="auto"))]
+pub fn dsp_convolve<'py>(py: Python<'py>, kind: &str, a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, mode: &str, device: &str) -> PyResult<F64Array<'py>> {
+    let device = Device::parse(device).py()?;
+    let f = match kind {
+        "fir" => dsp::fir_filter,
+        "fft" => dsp::fft_convolve,
+        "correlate" => dsp::correlate,
+        _ => return Err(PyValueError::new_err(format!("convolve: unknown kind '{kind}' (expected fir, fft or correlate)"))),
+    };
+    let y = with_signals(py, kind, a, b, |a, b| f(a, b, mode, device))?;
+    let n = y.len();
+    f64_output(py, y, &[n])
+}
+
+/// STFT of `x` with `window` every `hop` samples: (re, im) as [frames, win // 2 + 1].
+#[pyfunction]
+#[pyo3(signature = (x, window, hop, device="auto"))]
+pub fn dsp_stft<'py>(py: Python<'py>, x: &Bound<'py, PyAny>, window: &Bound<'py, PyAny>, hop: usize, device: &str) -> PyResult<(F64Array<'py>, F64Array<'py>)> {
+    let device = Device::parse(device).py()?;
+    let (re, im, frames) = with_signals(py, "stft", x, window, |x, w| dsp::stft(x, w, hop, device))?;
+    let bins = re.len() / frames.max(1);
+    Ok((f64_output(py, re, &[frames, bins])?, f64_output(py, im, &[frames, bins])?))
 }

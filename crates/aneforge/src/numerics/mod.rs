@@ -6,6 +6,7 @@
 //! wide) and never as fp16 `reduce_sum` (see [`dot`]). Host-computed tables the graph
 //! multiplies elementwise (FFT twiddles) are fed as program inputs through [`Feeds`].
 
+pub mod dsp;
 pub mod fft;
 pub mod linalg;
 pub mod special;
