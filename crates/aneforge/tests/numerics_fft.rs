@@ -1,5 +1,6 @@
 //! The graph-built FFT against rustfft (f64) on the reference executor, on fp16-rounded inputs.
 
+use aneforge::corpus::data;
 use aneforge::numerics::fft::{radices, FftKind, FftPlan};
 use aneforge::{Device, Error};
 use half::f16;
@@ -8,15 +9,7 @@ use rustfft::FftPlanner;
 
 /// Deterministic values in [-1, 1), rounded to fp16 (so the oracle sees what the graph sees).
 fn signal(len: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            f16::from_f64((s >> 11) as f64 / (1u64 << 52) as f64 - 1.0).to_f32()
-        })
-        .collect()
+    data(len, seed).into_iter().map(|v| f16::from_f32(v).to_f32()).collect()
 }
 
 /// rustfft of each row of length n (forward or inverse scaled by 1/n).

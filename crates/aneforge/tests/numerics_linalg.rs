@@ -1,6 +1,7 @@
 //! af.linalg solvers on the reference executor, checked in f64 against matrices with known
 //! spectra (A = H·diag(λ)·H with H a Householder reflection, so eigenvalues and condition are exact).
 
+use aneforge::corpus::data;
 use aneforge::numerics::linalg::direct::{cholesky, lu, qr};
 use aneforge::numerics::linalg::eigen::{dominant_eig, dominant_svd, eigh, svd};
 use aneforge::numerics::linalg::krylov::{conjugate_gradient, iterative_refine, jacobi};
@@ -10,16 +11,9 @@ use aneforge::{Device, Error};
 
 const DEV: Device = Device::Reference;
 
+/// Deterministic values in [-1, 1).
 fn rand(len: usize, seed: u64) -> Vec<f64> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 11) as f64 / (1u64 << 52) as f64 - 1.0
-        })
-        .collect()
+    data(len, seed).into_iter().map(f64::from).collect()
 }
 
 /// H·diag(λ)·H with H = I − 2vvᵀ/vᵀv: symmetric, eigenvalues exactly λ.

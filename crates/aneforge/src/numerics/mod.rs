@@ -166,6 +166,14 @@ pub fn sum_last(x: &Tensor) -> Result<Tensor> {
     x.matmul_weight(HostArray::f32(&[k, 1], &vec![1.0; k]))
 }
 
+/// `acc + step`, or `step` when nothing has been accumulated yet (an unrolled iterate starting at 0).
+pub fn accumulate(acc: Option<Tensor>, step: Tensor) -> Result<Tensor> {
+    match acc {
+        None => Ok(step),
+        Some(a) => a.add(&step),
+    }
+}
+
 /// Dot products of `u` and `v` along the last axis, `(u * v) @ ones[K, 1]` (never fp16 `reduce_sum`).
 pub fn dot(u: &Tensor, v: &Tensor) -> Result<Tensor> {
     sum_last(&u.mul(v)?)

@@ -2,14 +2,13 @@
 //! Gram–Schmidt, Cholesky and Doolittle LU without pivoting (both right-looking). Rows are taken with non-last-axis slices and
 //! diagonal entries with one-hot matmuls (no width-offset slices).
 
-use super::{max_abs, Matrix};
+use super::{max_abs, port, Matrix};
 use crate::compile::Device;
 use crate::error::{Error, Result};
 use crate::graph::Tensor;
 use crate::numerics::{cached, dot, run, Feeds, Plan, SharedPlan};
-use crate::ops::io::{constant, input_port, HostArray};
+use crate::ops::io::{constant, HostArray};
 use crate::ops::layout::concat;
-use crate::DType;
 
 /// Row `j` of `v` as [1, cols].
 fn row(v: &Tensor, j: usize) -> Result<Tensor> {
@@ -25,7 +24,7 @@ fn const_row(n: usize, f: impl Fn(usize) -> bool) -> Result<Tensor> {
 /// MGS program: input `at` [n, m] (Aᵀ); outputs `qt` [n, m] (Qᵀ) and `r` [n, n].
 fn qr_plan(m: usize, n: usize, device: Device) -> Result<SharedPlan> {
     cached(format!("linalg/qr/{m}/{n}/{device:?}"), || {
-        let mut v = input_port(&[n, m], DType::Fp16, Some("at"))?;
+        let mut v = port("at", &[n, m])?;
         let (mut qs, mut rs) = (Vec::with_capacity(n), Vec::with_capacity(n));
         for j in 0..n {
             let vj = row(&v, j)?;
@@ -74,7 +73,7 @@ fn one_hot_col(n: usize, j: usize) -> Result<Tensor> {
 /// Cholesky program: input `a` [n, n]; output `lt` [n, n] (Lᵀ, upper triangular).
 fn cholesky_plan(n: usize, device: Device) -> Result<SharedPlan> {
     cached(format!("linalg/cholesky/{n}/{device:?}"), || {
-        let mut s = input_port(&[n, n], DType::Fp16, Some("a"))?;
+        let mut s = port("a", &[n, n])?;
         let mut rows = Vec::with_capacity(n);
         for j in 0..n {
             let sj = row(&s, j)?;
@@ -103,7 +102,7 @@ pub fn cholesky(a: &Matrix, device: Device) -> Result<Vec<f64>> {
 /// LU program: input `a` [n, n]; outputs `l` [n, n] (unit lower) and `u` [n, n] (upper).
 fn lu_plan(n: usize, device: Device) -> Result<SharedPlan> {
     cached(format!("linalg/lu/{n}/{device:?}"), || {
-        let mut s = input_port(&[n, n], DType::Fp16, Some("a"))?;
+        let mut s = port("a", &[n, n])?;
         let (mut ls, mut us) = (Vec::with_capacity(n), Vec::with_capacity(n));
         for j in 0..n {
             let e = one_hot_col(n, j)?;

@@ -4,18 +4,14 @@
 //! matrix AᵀA and `eigh` (which squares the condition number: small singular values lose
 //! relative accuracy).
 
-use super::{check_iters, max_abs, Matrix, MAX_ORDER};
+use super::{check_iters, max_abs, port, Matrix, MAX_ORDER};
 use crate::compile::Device;
 use crate::error::{Error, Result};
 use crate::graph::Tensor;
 use crate::numerics::{cached, dot, run, sum_last, Feeds, Plan};
 use crate::ops::elementwise::{select, Compare};
-use crate::ops::io::{constant, input_port, scalar, HostArray};
-use crate::DType;
+use crate::ops::io::{constant, scalar, HostArray};
 
-fn port(name: &str, shape: &[usize]) -> Result<Tensor> {
-    input_port(shape, DType::Fp16, Some(name))
-}
 
 /// `w / ‖w‖` and ‖w‖ ([1, 1]).
 fn normalise(w: &Tensor) -> Result<(Tensor, Tensor)> {

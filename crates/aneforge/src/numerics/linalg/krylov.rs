@@ -2,20 +2,12 @@
 //! Jacobi scaling, optional host-f64 refinement rounds), Jacobi, and mixed-precision iterative
 //! refinement (host f64 residual, on-device Richardson inner solve).
 
-use super::{check_iters, check_vector, max_abs, norm, residual, scaled_f32, Matrix, Solution};
+use super::{check_iters, check_vector, max_abs, norm, port, residual, scaled_f32, Matrix, Solution, TINY};
 use crate::compile::Device;
 use crate::error::{Error, Result};
 use crate::graph::Tensor;
-use crate::numerics::{cached, dot, run, Feeds, Plan, SharedPlan};
-use crate::ops::io::input_port;
-use crate::DType;
+use crate::numerics::{accumulate, cached, dot, run, Feeds, Plan, SharedPlan};
 
-/// Denominators are clamped to at least this (fp16 subnormal range) so a converged residual gives 0, not NaN.
-const TINY: f32 = 1e-7;
-
-fn port(name: &str, shape: &[usize]) -> Result<Tensor> {
-    input_port(shape, DType::Fp16, Some(name))
-}
 
 /// CG program: inputs `a` [n, n] (symmetric), `b` [1, n]; `iters` steps from x = 0; output `x` [1, n].
 fn cg_plan(n: usize, iters: usize, device: Device) -> Result<SharedPlan> {
@@ -28,10 +20,7 @@ fn cg_plan(n: usize, iters: usize, device: Device) -> Result<SharedPlan> {
             let ap = p.matmul(&a)?;
             let alpha = rs.div(&dot(&p, &ap)?.maximum_scalar(TINY)?)?;
             let step = p.mul(&alpha)?;
-            x = Some(match x {
-                None => step,
-                Some(x) => x.add(&step)?,
-            });
+            x = Some(accumulate(x, step)?);
             r = r.sub(&ap.mul(&alpha)?)?;
             let rs_new = dot(&r, &r)?;
             p = r.add(&p.mul(&rs_new.div(&rs.maximum_scalar(TINY)?)?)?)?;

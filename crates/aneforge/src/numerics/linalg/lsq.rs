@@ -5,21 +5,14 @@
 //! cycle per round: Arnoldi with modified Gram–Schmidt on the device, the small Hessenberg
 //! least-squares problem on the host in f64).
 
-use super::{check_iters, check_vector, max_abs, norm, residual, scaled_f32, Matrix, Solution};
+use super::{check_iters, check_vector, max_abs, norm, port, residual, scaled_f32, Matrix, Solution, TINY};
 use crate::compile::Device;
 use crate::error::{Error, Result};
 use crate::graph::Tensor;
-use crate::numerics::{cached, dot, run, Feeds, Plan, SharedPlan};
-use crate::ops::io::{constant, input_port, HostArray};
+use crate::numerics::{accumulate, cached, dot, run, Feeds, Plan, SharedPlan};
+use crate::ops::io::{constant, HostArray};
 use crate::ops::layout::concat;
-use crate::DType;
 
-/// Squared norms and norms are clamped to at least this so a converged iteration gives 0, not NaN.
-const TINY: f32 = 1e-7;
-
-fn port(name: &str, shape: &[usize]) -> Result<Tensor> {
-    input_port(shape, DType::Fp16, Some(name))
-}
 
 /// ‖v‖ as [1, 1], clamped away from 0.
 fn vnorm(v: &Tensor) -> Result<Tensor> {
@@ -72,10 +65,7 @@ fn cgls_plan(m: usize, n: usize, iters: usize, device: Device) -> Result<SharedP
             let q = p.matmul(&at)?;
             let alpha = gamma.div(&dot(&q, &q)?.maximum_scalar(TINY)?)?;
             let step = p.mul(&alpha)?;
-            x = Some(match x {
-                None => step,
-                Some(x) => x.add(&step)?,
-            });
+            x = Some(accumulate(x, step)?);
             r = r.sub(&q.mul(&alpha)?)?;
             s = r.matmul(&a)?;
             let g = dot(&s, &s)?;
@@ -123,10 +113,7 @@ fn lsqr_plan(m: usize, n: usize, iters: usize, device: Device) -> Result<SharedP
             let phi = c.mul(&phi_bar)?;
             phi_bar = s.mul(&phi_bar)?;
             let step = w.mul(&phi.div(&rho)?)?;
-            x = Some(match x {
-                None => step,
-                Some(x) => x.add(&step)?,
-            });
+            x = Some(accumulate(x, step)?);
             w = v.sub(&w.mul(&theta.div(&rho)?)?)?;
         }
         let x = x.ok_or_else(|| Error::value("lsqr", "iters must be >= 1"))?;

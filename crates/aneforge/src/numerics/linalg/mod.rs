@@ -11,6 +11,17 @@ pub mod krylov;
 pub mod lsq;
 
 use crate::error::{Error, Result};
+use crate::graph::Tensor;
+use crate::ops::io::input_port;
+use crate::DType;
+
+/// Denominators and squared norms are clamped to at least this (fp16 subnormal range) so a converged iterate gives 0, not NaN.
+pub const TINY: f32 = 1e-7;
+
+/// A named fp16 program input of `shape`.
+pub fn port(name: &str, shape: &[usize]) -> Result<Tensor> {
+    input_port(shape, DType::Fp16, Some(name))
+}
 
 /// Largest matrix order (rows or columns) the solvers accept.
 pub const MAX_ORDER: usize = 4096;
