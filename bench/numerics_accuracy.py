@@ -133,9 +133,9 @@ def more_solver_rows() -> str:
         b = RNG.standard_normal(m)
         want = scipy.linalg.lstsq(a, b)[0]
         for name, fn in [("least_squares (CGLS)", af.linalg.least_squares), ("lsqr", af.linalg.lsqr)]:
-            for refine in (0, 2):
-                x = fn(a, b, refine=refine, device=DEV)
-                rows.append([f"{name}, refine={refine}", f"{m}x{n}", f"{cond:g}", f"{np.linalg.norm(x - want) / np.linalg.norm(want):.1e}"])
+            for iters, refine in [(n, 0), (2 * n, 2), (4 * n, 2)]:
+                x = fn(a, b, iters=iters, refine=refine, device=DEV)
+                rows.append([f"{name}, iters={iters}, refine={refine}", f"{m}x{n}", f"{cond:g}", f"{np.linalg.norm(x - want) / np.linalg.norm(want):.1e}"])
     for n, cond in [(32, 10.0), (64, 100.0)]:
         q1, _ = scipy.linalg.qr(RNG.standard_normal((n, n)))
         q2, _ = scipy.linalg.qr(RNG.standard_normal((n, n)))

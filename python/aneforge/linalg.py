@@ -96,10 +96,11 @@ def lu(A: npt.ArrayLike, device: str = "auto") -> tuple[np.ndarray, np.ndarray]:
 def least_squares(
     A: npt.ArrayLike, b: npt.ArrayLike, iters: int | None = None, x0: npt.ArrayLike | None = None, refine: int = 2, device: str = "auto", return_residual: bool = False
 ) -> np.ndarray | tuple[np.ndarray, float]:
-    """``argmin ||A x - b||`` for an m x n ``A`` by CGLS (``iters`` unrolled steps, default n,
-    plus ``refine`` float64-residual rounds); accuracy follows cond(A)**2."""
+    """``argmin ||A x - b||`` for an m x n ``A`` by CGLS (``iters`` unrolled steps, default 2n,
+    plus ``refine`` float64-residual rounds); accuracy follows cond(A)**2 (fp16 CGLS needs more
+    than n steps once cond(A) reaches ~100, see docs/numerics-accuracy.md)."""
     a = np.asarray(A)
-    x, res = _core.linalg_least_squares(a, b, iters or a.shape[-1], x0, refine, "cgls", device)
+    x, res = _core.linalg_least_squares(a, b, iters or 2 * a.shape[-1], x0, refine, "cgls", device)
     return (x, res) if return_residual else x
 
 
@@ -108,7 +109,7 @@ def lsqr(
 ) -> np.ndarray | tuple[np.ndarray, float]:
     """``argmin ||A x - b||`` by LSQR (Golub-Kahan bidiagonalisation), as :func:`least_squares`."""
     a = np.asarray(A)
-    x, res = _core.linalg_least_squares(a, b, iters or a.shape[-1], x0, refine, "lsqr", device)
+    x, res = _core.linalg_least_squares(a, b, iters or 2 * a.shape[-1], x0, refine, "lsqr", device)
     return (x, res) if return_residual else x
 
 
