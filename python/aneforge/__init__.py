@@ -7,6 +7,7 @@ every op under the fp16 contract (each op's output rounded to fp16; ``precision=
 skips the rounding). ``model.device`` always says which executor ran it.
 """
 
+from aneforge import dsp, fft, linalg, special
 from aneforge._core import (
     Model,
     Tensor,
@@ -39,7 +40,9 @@ from aneforge._core import (
     minimum,
     pixel_shuffle,
     pixel_unshuffle,
+    precision_risk,
     preflight,
+    reduce_sum_to_matmul,
     resize_bilinear,
     resize_nearest_neighbor,
     sdpa,
@@ -98,7 +101,9 @@ __all__ = [
     "minimum",
     "pixel_shuffle",
     "pixel_unshuffle",
+    "precision_risk",
     "preflight",
+    "reduce_sum_to_matmul",
     "resize_bilinear",
     "resize_nearest_neighbor",
     "sdpa",

@@ -7,6 +7,11 @@ from typing import Any, Literal, NoReturn, TypeAlias, TypedDict, final, overload
 import numpy as np
 import numpy.typing as npt
 
+from aneforge import dsp as dsp
+from aneforge import fft as fft
+from aneforge import linalg as linalg
+from aneforge import special as special
+
 __version__: str
 __all__ = [
     "Model",
@@ -38,6 +43,8 @@ __all__ = [
     "minimum",
     "pixel_shuffle",
     "pixel_unshuffle",
+    "precision_risk",
+    "reduce_sum_to_matmul",
     "resize_bilinear",
     "resize_nearest_neighbor",
     "sdpa",
@@ -575,6 +582,32 @@ def capabilities(target: str | None = None, report: str | PathLike[str] | None =
     it, status per ANE family (A13..A16; with target also target_status), the reference-executor
     check of its conformance case run now (round trip + fp16 within 1e-2 of fp32), and hardware
     status ("unverified" unless report is a selfcheck JSON made on a Mac's ANE)."""
+class _Hotspot(TypedDict):
+    node: int
+    op: str
+    shape: list[int]
+    k: int
+    est_error: float
+    fixable: bool
+    reason: str
+
+class _PrecisionRisk(TypedDict):
+    graph_error: float
+    hotspots: list[_Hotspot]
+
+def precision_risk(outputs: Tensor | Sequence[Tensor] | Mapping[str, Tensor]) -> _PrecisionRisk:
+    """Static lint: every sum-like reduction over >= 256 elements (the ANE accumulates reduce_*
+    in fp16: error ~1e-3*sqrt(K), integer sums inexact past 2048), worst first, with a fix."""
+
+@overload
+def reduce_sum_to_matmul(outputs: Tensor) -> Tensor: ...
+@overload
+def reduce_sum_to_matmul(outputs: Sequence[Tensor]) -> list[Tensor]: ...
+@overload
+def reduce_sum_to_matmul(outputs: Mapping[str, Tensor]) -> dict[str, Tensor]: ...
+def reduce_sum_to_matmul(outputs: Tensor | Sequence[Tensor] | Mapping[str, Tensor]) -> Tensor | list[Tensor] | dict[str, Tensor]:
+    """The same outputs with reduce_sum / reduce_mean / reduce_sum_square rewritten as
+    matmuls with a ones vector (wide accumulation); other nodes are shared, not copied."""
 
 def export(
     outputs: Tensor | Sequence[Tensor] | Mapping[str, Tensor],

@@ -7,6 +7,7 @@ mod convert;
 mod corpus;
 mod errors;
 mod model;
+mod numerics;
 mod ops;
 mod targets;
 mod tensor;
@@ -62,5 +63,27 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(corpus::conformance_corpus, m)?)?;
     m.add_function(wrap_pyfunction!(corpus::mlpackage_schema, m)?)?;
     m.add_function(wrap_pyfunction!(corpus::mil_op_names, m)?)?;
+    m.add_class::<numerics::FftPlan>()?;
+    m.add_function(wrap_pyfunction!(numerics::fft_plan, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::numerics_compile_count, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::linalg_conjugate_gradient, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::linalg_jacobi, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::linalg_iterative_refine, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::linalg_qr, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::linalg_cholesky, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::linalg_dominant_eig, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::linalg_dominant_svd, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::precision_risk, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::reduce_sum_to_matmul, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::special, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::linalg_lu, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::linalg_least_squares, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::linalg_gmres, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::linalg_eigh, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::linalg_svd, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::linalg_pca, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::dsp_window, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::dsp_convolve, m)?)?;
+    m.add_function(wrap_pyfunction!(numerics::dsp_stft, m)?)?;
     Ok(())
 }

@@ -54,12 +54,14 @@ pub struct CompileOptions {
     /// MIL function opset (`ios16`, `ios17`, `ios18`): `None` = the newest the host's macOS loads
     /// (macOS 14 rejects ios18), else ios18. Ops the opset lacks are decomposed or rejected.
     pub opset: Option<String>,
+    /// Rewrite sum-like reductions as matmuls with ones (see [`passes::reduce_to_matmul`]); off by default.
+    pub sum_via_matmul: bool,
 }
 
 impl Default for CompileOptions {
     /// Auto device, fp16, the cache, no compression (atol 0.05, block 32 when enabled), target from the environment, host opset.
     fn default() -> Self {
-        CompileOptions { device: Device::Auto, precision: Precision::Fp16, build_dir: None, compress: None, compress_atol: 0.05, block_size: 32, target: None, opset: None }
+        CompileOptions { device: Device::Auto, precision: Precision::Fp16, build_dir: None, compress: None, compress_atol: 0.05, block_size: 32, target: None, opset: None, sum_via_matmul: false }
     }
 }
 
@@ -123,6 +125,12 @@ pub fn executor(device: Device, precision: Precision) -> Result<Box<dyn Executor
 /// Lower outputs (`None` name = `y0`, `y1`, ...), compressed per `opts.compress`, and write the
 /// program directory (`opts.build_dir`, else the cache) without loading it.
 pub fn export(outputs: &[(Option<String>, Tensor)], opts: &CompileOptions) -> Result<Exported> {
+    if opts.sum_via_matmul {
+        let names: Vec<Option<String>> = outputs.iter().map(|(n, _)| n.clone()).collect();
+        let ts: Vec<Tensor> = outputs.iter().map(|(_, t)| t.clone()).collect();
+        let rewritten: Vec<(Option<String>, Tensor)> = names.into_iter().zip(passes::reduce_sum_to_matmul(&ts)?).collect();
+        return write_program(Graph::from_outputs(&rewritten)?, opts);
+    }
     write_program(Graph::from_outputs(outputs)?, opts)
 }
 

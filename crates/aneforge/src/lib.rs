@@ -30,6 +30,7 @@ pub mod exec;
 pub mod export;
 pub mod program;
 pub mod passes;
+pub mod numerics;
 pub mod targets;
 pub mod train;
 

@@ -3,6 +3,8 @@
 pub mod decompose;
 pub mod quirks;
 pub mod opset;
+pub mod precision;
+pub mod reduce_to_matmul;
 
 use crate::error::{Error, Result};
 use crate::exec::Precision;
@@ -10,6 +12,8 @@ use crate::graph::Graph;
 use crate::targets::{preflight, require_mil, Target};
 pub use decompose::decompose;
 pub use opset::for_opset;
+pub use precision::precision_risk;
+pub use reduce_to_matmul::reduce_sum_to_matmul;
 
 /// Gate `graph` on `target` (reference stage "retarget"): OLDER, rejected ops and exceeded limits
 /// are errors; ops below their floor with a decomposition are rewritten (fp16 only: the
