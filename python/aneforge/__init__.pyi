@@ -9,7 +9,9 @@ import numpy.typing as npt
 
 __version__: str
 __all__ = [
+    "Encoder",
     "Model",
+    "ResNet",
     "Tensor",
     "__version__",
     "batch_norm",
@@ -28,6 +30,10 @@ __all__ = [
     "input",
     "instance_norm",
     "load",
+    "load_resnet",
+    "load_resnet18",
+    "load_resnet34",
+    "load_resnet50",
     "maximum",
     "mha",
     "minimum",
@@ -514,6 +520,7 @@ def export(
 ) -> str:
     """Lower outputs (gated on target and compressing weights as in compile) and write the program directory (no executor load); returns its path."""
 
+@overload
 def load(
     program_dir: str | PathLike[str],
     device: Literal["auto", "ane", "reference", "cpu"] = "auto",
@@ -521,5 +528,82 @@ def load(
     compress: _Compress | None = None,
     compress_atol: float = 0.05,
     block_size: int = 32,
-) -> Model:
-    """Load a program directory (with compress: its fp16 weights compressed into a new cached program); calls return one array for one output, else a dict name -> array."""
+) -> Model: ...
+@overload
+def load(
+    program_dir: str | PathLike[str],
+    device: Literal["auto", "ane", "reference", "cpu"] = "auto",
+    precision: Literal["fp16", "fp32"] = "fp16",
+    compress: _Compress | None = None,
+    compress_atol: float = 0.05,
+    *,
+    pooling: Literal["mean", "cls"] | None = None,
+    normalize: bool | None = None,
+    build_dir: str | PathLike[str] | None = None,
+) -> Encoder: ...
+def load(program_dir: str | PathLike[str], device: str = "auto", precision: str = "fp16", compress: _Compress | None = None, compress_atol: float = 0.05, **kwargs: Any) -> Model | Encoder:
+    """Load a program directory (-> Model; with compress: its fp16 weights compressed into a new cached
+    program) or a Hugging Face BERT-family encoder folder with config.json + model.safetensors
+    (-> Encoder; tokenizer.json and the sentence-transformers pooling/normalize config are honoured)."""
+
+def load_resnet(
+    depth: Literal[18, 34, 50, 101, 152],
+    path: str | PathLike[str],
+    device: Literal["auto", "ane", "reference", "cpu"] = "auto",
+    precision: Literal["fp16", "fp32"] = "fp16",
+    compress: _Compress | None = None,
+    compress_atol: float = 0.05,
+    image_size: int = 224,
+    uint8: bool = False,
+    build_dir: str | PathLike[str] | None = None,
+) -> ResNet:
+    """A torchvision-layout ResNet state dict (safetensors) with BatchNorm folded into the convs: [1, 3, S, S] -> logits [1, classes]."""
+
+def load_resnet18(path: str | PathLike[str], **kwargs: Any) -> ResNet:
+    """load_resnet(18, path, **kwargs)."""
+
+def load_resnet34(path: str | PathLike[str], **kwargs: Any) -> ResNet:
+    """load_resnet(34, path, **kwargs)."""
+
+def load_resnet50(path: str | PathLike[str], **kwargs: Any) -> ResNet:
+    """load_resnet(50, path, **kwargs)."""
+
+@final
+class Encoder:
+    """A BERT-family sentence encoder: host tokenisation and word-embedding lookup, then one program per sequence-length bucket."""
+
+    def __call__(self, inputs: str | Sequence[str] | Sequence[Sequence[int]] | npt.NDArray[np.integer]) -> npt.NDArray[np.float32]:
+        """Embeddings [N, D] of a string, a list of strings or token-id sequences."""
+    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids per text (special tokens added, truncated to max_len, no padding)."""
+    @property
+    def device(self) -> Literal["reference", "ane"]:
+        """The executor running the programs."""
+    @property
+    def dim(self) -> int:
+        """Embedding width D."""
+    @property
+    def max_len(self) -> int:
+        """Longest accepted token sequence."""
+    @property
+    def pooling(self) -> Literal["mean", "cls"]:
+        """How token states are pooled."""
+    @property
+    def normalize(self) -> bool:
+        """Whether embeddings are L2-normalised."""
+
+@final
+class ResNet:
+    """A compiled ResNet classifier."""
+
+    def __call__(self, image: _ArrayLike) -> npt.NDArray[np.float32]:
+        """Logits [1, classes] of one image [1, 3, S, S] (float, or uint8 RGB 0..255 when loaded with uint8=True)."""
+    @property
+    def device(self) -> Literal["reference", "ane"]:
+        """The executor running the program."""
+    @property
+    def classes(self) -> int:
+        """Number of classes."""
+    @property
+    def program_dir(self) -> str:
+        """Directory holding model.mil, weights.bin and program.json."""

@@ -5,6 +5,7 @@
 mod convert;
 mod errors;
 mod model;
+mod models;
 mod ops;
 mod targets;
 mod tensor;
@@ -47,5 +48,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model::load, m)?)?;
     m.add_function(wrap_pyfunction!(model::export, m)?)?;
     m.add_function(wrap_pyfunction!(targets::preflight, m)?)?;
+    m.add_class::<models::PyEncoder>()?;
+    m.add_class::<models::PyResNet>()?;
+    m.add_function(wrap_pyfunction!(models::load_encoder, m)?)?;
+    m.add_function(wrap_pyfunction!(models::load_resnet, m)?)?;
     Ok(())
 }
