@@ -42,14 +42,15 @@ from aneforge._core import (
     stack,
     upsample_bilinear,
 )
-from aneforge._core import Encoder, ResNet
-from aneforge.models import load, load_resnet, load_resnet18, load_resnet34, load_resnet50
+from aneforge._core import Encoder, Gpt2, Vision
+from aneforge.models import load, load_espcn, load_gpt2, load_resnet, load_resnet18, load_resnet34, load_resnet50, load_vit
 
 __all__ = [
     "Encoder",
+    "Gpt2",
     "Model",
-    "ResNet",
     "Tensor",
+    "Vision",
     "__version__",
     "batch_norm",
     "compile",
@@ -68,10 +69,13 @@ __all__ = [
     "input",
     "instance_norm",
     "load",
+    "load_espcn",
+    "load_gpt2",
     "load_resnet",
     "load_resnet18",
     "load_resnet34",
     "load_resnet50",
+    "load_vit",
     "maximum",
     "mha",
     "minimum",

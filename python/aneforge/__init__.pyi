@@ -10,9 +10,10 @@ import numpy.typing as npt
 __version__: str
 __all__ = [
     "Encoder",
+    "Gpt2",
     "Model",
-    "ResNet",
     "Tensor",
+    "Vision",
     "__version__",
     "batch_norm",
     "compile",
@@ -30,10 +31,13 @@ __all__ = [
     "input",
     "instance_norm",
     "load",
+    "load_espcn",
+    "load_gpt2",
     "load_resnet",
     "load_resnet18",
     "load_resnet34",
     "load_resnet50",
+    "load_vit",
     "maximum",
     "mha",
     "minimum",
@@ -556,16 +560,16 @@ def load_resnet(
     image_size: int = 224,
     uint8: bool = False,
     build_dir: str | PathLike[str] | None = None,
-) -> ResNet:
+) -> Vision:
     """A torchvision-layout ResNet state dict (safetensors) with BatchNorm folded into the convs: [1, 3, S, S] -> logits [1, classes]."""
 
-def load_resnet18(path: str | PathLike[str], **kwargs: Any) -> ResNet:
+def load_resnet18(path: str | PathLike[str], **kwargs: Any) -> Vision:
     """load_resnet(18, path, **kwargs)."""
 
-def load_resnet34(path: str | PathLike[str], **kwargs: Any) -> ResNet:
+def load_resnet34(path: str | PathLike[str], **kwargs: Any) -> Vision:
     """load_resnet(34, path, **kwargs)."""
 
-def load_resnet50(path: str | PathLike[str], **kwargs: Any) -> ResNet:
+def load_resnet50(path: str | PathLike[str], **kwargs: Any) -> Vision:
     """load_resnet(50, path, **kwargs)."""
 
 @final
@@ -592,18 +596,69 @@ class Encoder:
     def normalize(self) -> bool:
         """Whether embeddings are L2-normalised."""
 
+def load_vit(
+    path: str | PathLike[str],
+    device: Literal["auto", "ane", "reference", "cpu"] = "auto",
+    precision: Literal["fp16", "fp32"] = "fp16",
+    compress: _Compress | None = None,
+    compress_atol: float = 0.05,
+    build_dir: str | PathLike[str] | None = None,
+) -> Vision:
+    """A Hugging Face ViTForImageClassification folder (config.json + model.safetensors): [1, C, S, S] -> logits [1, classes]."""
+
+def load_espcn(
+    path: str | PathLike[str],
+    height: int,
+    width: int,
+    device: Literal["auto", "ane", "reference", "cpu"] = "auto",
+    precision: Literal["fp16", "fp32"] = "fp16",
+    compress: _Compress | None = None,
+    compress_atol: float = 0.05,
+    build_dir: str | PathLike[str] | None = None,
+) -> Vision:
+    """An ESPCN state dict (conv1..conv4, PyTorch examples layout): [1, C, height, width] -> [1, C, height*r, width*r]."""
+
+def load_gpt2(
+    path: str | PathLike[str],
+    max_context: int | None = None,
+    device: Literal["auto", "ane", "reference", "cpu"] = "auto",
+    precision: Literal["fp16", "fp32"] = "fp16",
+    compress: _Compress | None = None,
+    compress_atol: float = 0.05,
+    build_dir: str | PathLike[str] | None = None,
+) -> Gpt2:
+    """A Hugging Face GPT-2 folder (config.json + model.safetensors) with a decode program keeping the KV cache resident for max_context tokens."""
+
 @final
-class ResNet:
-    """A compiled ResNet classifier."""
+class Gpt2:
+    """A GPT-2 decoder: one program per step, KV cache resident by output->input aliasing, lm_head and sampling on the host."""
+
+    def __call__(self, ids: Sequence[int]) -> npt.NDArray[np.float32]:
+        """Reset the cache, feed ids and return the next-token logits after each [len, vocab]."""
+    def generate(self, ids: Sequence[int], max_new_tokens: int = 20, temperature: float = 1.0, top_k: int = 0, seed: int = 0) -> list[int]:
+        """Feed the prompt, then sample new tokens (greedy when temperature <= 0; top_k 0 = all); returns the new ids."""
+    @property
+    def device(self) -> Literal["reference", "ane"]:
+        """The executor running the decode program."""
+    @property
+    def max_context(self) -> int:
+        """Maximum context (prompt + generated tokens)."""
+
+@final
+class Vision:
+    """A compiled vision model (ResNet, ViT or ESPCN)."""
 
     def __call__(self, image: _ArrayLike) -> npt.NDArray[np.float32]:
-        """Logits [1, classes] of one image [1, 3, S, S] (float, or uint8 RGB 0..255 when loaded with uint8=True)."""
+        """Output (logits [1, classes], or the upscaled image) of one image [1, C, H, W] (float, or uint8 RGB 0..255 for uint8 models)."""
     @property
     def device(self) -> Literal["reference", "ane"]:
         """The executor running the program."""
     @property
-    def classes(self) -> int:
-        """Number of classes."""
+    def input_shape(self) -> list[int]:
+        """Input shape [1, C, H, W]."""
+    @property
+    def output_shape(self) -> list[int]:
+        """Output shape."""
     @property
     def program_dir(self) -> str:
         """Directory holding model.mil, weights.bin and program.json."""

@@ -1,6 +1,8 @@
 """Pretrained-model loaders: ``load`` (program directories and Hugging Face BERT-family
-sentence-encoder folders) and ``load_resnet`` / ``load_resnet18`` / ``load_resnet34`` /
-``load_resnet50`` for torchvision-layout safetensors state dicts."""
+sentence-encoder folders), ``load_resnet`` / ``load_resnet18`` / ``load_resnet34`` /
+``load_resnet50`` (torchvision-layout safetensors state dicts), ``load_vit`` (Hugging Face
+ViTForImageClassification folders), ``load_espcn`` (ESPCN super-resolution) and ``load_gpt2``
+(Hugging Face GPT-2 with a resident KV cache)."""
 
 import os
 
@@ -41,3 +43,22 @@ def load_resnet34(path, **kwargs):
 def load_resnet50(path, **kwargs):
     """``load_resnet(50, path, **kwargs)``."""
     return load_resnet(50, path, **kwargs)
+
+
+def load_vit(path, device="auto", precision="fp16", compress=None, compress_atol=0.05, build_dir=None):
+    """Load a Hugging Face ViTForImageClassification folder (config.json + model.safetensors):
+    ``net(image [1, C, S, S])`` (normalised pixels) → logits ``[1, classes]``."""
+    return _core.load_vit(os.fspath(path), device=device, precision=precision, compress=compress, compress_atol=compress_atol, build_dir=build_dir)
+
+
+def load_espcn(path, height, width, device="auto", precision="fp16", compress=None, compress_atol=0.05, build_dir=None):
+    """Load an ESPCN state dict (safetensors; conv1..conv4 as in the PyTorch examples) for
+    ``[1, C, height, width]`` inputs: ``net(image)`` → ``[1, C, height·r, width·r]``."""
+    return _core.load_espcn(os.fspath(path), height, width, device=device, precision=precision, compress=compress, compress_atol=compress_atol, build_dir=build_dir)
+
+
+def load_gpt2(path, max_context=None, device="auto", precision="fp16", compress=None, compress_atol=0.05, build_dir=None):
+    """Load a Hugging Face GPT-2 folder (config.json + model.safetensors); the decode program keeps
+    the KV cache resident for up to ``max_context`` tokens (default n_positions). ``lm(ids)`` →
+    next-token logits ``[len, vocab]``; ``lm.generate(ids, max_new_tokens, temperature, top_k, seed)``."""
+    return _core.load_gpt2(os.fspath(path), max_context=max_context, device=device, precision=precision, compress=compress, compress_atol=compress_atol, build_dir=build_dir)

@@ -114,7 +114,7 @@ def test_resnet_matches_float64(tmp_path, depth):
     path = tmp_path / f"resnet{depth}.safetensors"
     save_file(sd, str(path))
     net = getattr(af, f"load_resnet{depth}")(path, device="reference")
-    assert net.device == "reference" and net.classes == 1000
+    assert net.device == "reference" and net.output_shape == [1, 1000]
     x = np.random.default_rng(1).standard_normal((1, 3, 224, 224)).astype(np.float32)
     got = net(x)
     assert got.shape == (1, 1000)

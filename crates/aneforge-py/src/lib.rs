@@ -49,8 +49,12 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model::export, m)?)?;
     m.add_function(wrap_pyfunction!(targets::preflight, m)?)?;
     m.add_class::<models::PyEncoder>()?;
-    m.add_class::<models::PyResNet>()?;
+    m.add_class::<models::PyVision>()?;
     m.add_function(wrap_pyfunction!(models::load_encoder, m)?)?;
     m.add_function(wrap_pyfunction!(models::load_resnet, m)?)?;
+    m.add_function(wrap_pyfunction!(models::load_vit, m)?)?;
+    m.add_function(wrap_pyfunction!(models::load_espcn, m)?)?;
+    m.add_class::<models::PyGpt2>()?;
+    m.add_function(wrap_pyfunction!(models::load_gpt2, m)?)?;
     Ok(())
 }

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::weights::Weights;
-use super::{json_file, json_usize, lin, vec_const};
+use super::{gelu_mlp, json_file, json_usize, layer_norm, self_attention};
 use crate::compile::{compile, CompileOptions, Compiled};
 use crate::error::{Error, Result};
 use crate::exec::PortData;
@@ -271,33 +271,17 @@ impl Encoder {
         if self.normalize { pooled.l2_norm(-1, 1e-6) } else { Ok(pooled) }
     }
 
-    /// LayerNorm over the last axis with `{name}.weight` / `{name}.bias`.
+    /// LayerNorm `{name}.weight` / `{name}.bias` over the last axis.
     fn layer_norm(&self, x: &Tensor, name: &str) -> Result<Tensor> {
-        let d = self.config.hidden;
-        let g = vec_const(&self.weights, &format!("{name}.weight"), d)?;
-        let b = vec_const(&self.weights, &format!("{name}.bias"), d)?;
-        x.layer_norm(Some(&g), Some(&b), self.config.layer_norm_eps)
+        layer_norm(&self.weights, x, name, self.config.hidden, self.config.layer_norm_eps)
     }
 
     /// One post-norm encoder layer on x [S, D].
     fn layer(&self, x: &Tensor, mask: &Tensor, name: &str) -> Result<Tensor> {
         let c = &self.config;
-        let (s, d, h) = (x.shape()[0], c.hidden, c.heads);
-        let dh = d / h;
-        let w = &self.weights;
-        let att = format!("{name}.attention.self");
-        // Fold 1/√dh into the query projection (exact in f32 before the fp16 rounding).
-        let scale = 1.0 / (dh as f32).sqrt();
-        let heads = |t: Tensor| t.reshape(&[s as i64, h as i64, dh as i64])?.transpose(&[1, 0, 2]);
-        let q = heads(lin(w, x, &format!("{att}.query"), d, d, scale)?)?;
-        let k = heads(lin(w, x, &format!("{att}.key"), d, d, 1.0)?)?;
-        let v = heads(lin(w, x, &format!("{att}.value"), d, d, 1.0)?)?;
-        let probs = q.matmul(&k.transpose(&[0, 2, 1])?)?.add(mask)?.softmax(-1)?;
-        let ctx = probs.matmul(&v)?.transpose(&[1, 0, 2])?.reshape(&[s as i64, d as i64])?;
-        let a = lin(w, &ctx, &format!("{name}.attention.output.dense"), d, d, 1.0)?;
+        let a = self_attention(&self.weights, x, &format!("{name}.attention.self"), &format!("{name}.attention.output.dense"), c.heads, Some(mask))?;
         let x = self.layer_norm(&x.add(&a)?, &format!("{name}.attention.output.LayerNorm"))?;
-        let m = lin(w, &x, &format!("{name}.intermediate.dense"), c.intermediate, d, 1.0)?.gelu()?;
-        let m = lin(w, &m, &format!("{name}.output.dense"), d, c.intermediate, 1.0)?;
+        let m = gelu_mlp(&self.weights, &x, name, c.hidden, c.intermediate)?;
         self.layer_norm(&x.add(&m)?, &format!("{name}.output.LayerNorm"))
     }
 }
