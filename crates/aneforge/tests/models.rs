@@ -105,3 +105,94 @@ fn bert_tensor_list_follows_the_hf_layout() {
     assert_eq!(find("encoder.layer.0.intermediate.dense.bias"), Some(vec![1536]));
     assert!(expected_tensors(&cfg, "bert.").iter().all(|(k, _)| k.starts_with("bert.")));
 }
+
+/// A fresh scratch directory for one test.
+fn scratch(name: &str) -> std::path::PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("models-{name}"));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Write f32 tensors as a safetensors file.
+fn save(path: &Path, tensors: Vec<(String, Vec<usize>, Vec<f32>)>) {
+    let t: Vec<(&str, Dtype, Vec<usize>, Vec<u8>)> = tensors.iter().map(|(n, s, v)| (n.as_str(), Dtype::F32, s.clone(), le(v, |x| x.to_le_bytes().to_vec()))).collect();
+    std::fs::write(path, file(&t)).unwrap();
+}
+
+fn aneforge_cli(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_aneforge")).args(args).env("ANEFORGE_QUIET", "1").env("ANEFORGE_CACHE_DIR", scratch("cli-cache")).output().unwrap()
+}
+
+#[test]
+fn cli_classify_prints_the_top_classes() {
+    // Every conv and BN shift is zero, so the features are zero and the logits are exactly fc.bias.
+    let root = scratch("classify");
+    let mut t: Vec<(String, Vec<usize>, Vec<f32>)> = Vec::new();
+    let mut conv_bn = |conv: &str, bn: &str, cout: usize, cin: usize, k: usize| {
+        t.push((format!("{conv}.weight"), vec![cout, cin, k, k], vec![0.0; cout * cin * k * k]));
+        for (s, v) in [("weight", 1.0), ("bias", 0.0), ("running_mean", 0.0), ("running_var", 1.0)] {
+            t.push((format!("{bn}.{s}"), vec![cout], vec![v; cout]));
+        }
+    };
+    conv_bn("conv1", "bn1", 64, 3, 7);
+    let mut cin = 64;
+    for stage in 0..4 {
+        let width = 64 << stage;
+        for b in 0..2 {
+            let p = format!("layer{}.{b}", stage + 1);
+            conv_bn(&format!("{p}.conv1"), &format!("{p}.bn1"), width, cin, 3);
+            conv_bn(&format!("{p}.conv2"), &format!("{p}.bn2"), width, width, 3);
+            if b == 0 && stage > 0 {
+                conv_bn(&format!("{p}.downsample.0"), &format!("{p}.downsample.1"), width, cin, 1);
+            }
+            cin = width;
+        }
+    }
+    let bias = [0.5f32, -1.0, 2.5, 0.0, 1.25, -3.0, 2.0];
+    t.push(("fc.weight".into(), vec![7, 512], vec![0.0; 7 * 512]));
+    t.push(("fc.bias".into(), vec![7], bias.to_vec()));
+    save(&root.join("r18.safetensors"), t);
+    aneforge::npy::write_f32(&root.join("img.npy"), &[1, 3, 32, 32], &vec![0.5; 3 * 32 * 32]).unwrap();
+    let out = aneforge_cli(&["classify", root.join("img.npy").to_str().unwrap(), "--resnet", root.join("r18.safetensors").to_str().unwrap(), "--top", "3", "--device", "reference"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("device: reference"), "{text}");
+    let classes: Vec<&str> = text.lines().filter(|l| l.starts_with("class")).map(|l| l.split_whitespace().nth(1).unwrap()).collect();
+    assert_eq!(classes, ["2", "6", "4"], "{text}");
+    let bad = aneforge_cli(&["classify", root.join("r18.safetensors").to_str().unwrap(), "--resnet", root.join("r18.safetensors").to_str().unwrap()]);
+    assert!(!bad.status.success());
+}
+
+#[test]
+fn cli_embed_prints_vectors_and_similarities() {
+    let root = scratch("embed");
+    let cfg = BertConfig { hidden: 8, layers: 1, heads: 2, intermediate: 16, vocab: 4, max_positions: 16, type_vocab: 2, layer_norm_eps: 1e-12 };
+    let config = r#"{"model_type": "bert", "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 16, "vocab_size": 4, "max_position_embeddings": 16}"#;
+    std::fs::write(root.join("config.json"), config).unwrap();
+    let mut seed = 1u32;
+    let tensors = expected_tensors(&cfg, "")
+        .into_iter()
+        .map(|(n, s)| {
+            let v = (0..s.iter().product::<usize>()).map(|_| {
+                seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                ((seed >> 16) % 1000) as f32 / 1000.0 - 0.5
+            });
+            (n, s, v.collect())
+        })
+        .collect();
+    save(&root.join("model.safetensors"), tensors);
+    let tok = r#"{"version": "1.0", "truncation": null, "padding": null, "added_tokens": [], "normalizer": null,
+        "pre_tokenizer": {"type": "Whitespace"}, "post_processor": null, "decoder": null,
+        "model": {"type": "WordLevel", "vocab": {"[UNK]": 0, "hello": 1, "world": 2, "again": 3}, "unk_token": "[UNK]"}}"#;
+    std::fs::write(root.join("tokenizer.json"), tok).unwrap();
+    let out = aneforge_cli(&["embed", "hello world", "hello world", "again", "--model", root.to_str().unwrap(), "--device", "reference"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("device: reference") && text.contains("\"again\": norm 1.00"), "{text}");
+    // Identical sentences: similarity 1 to display precision, on and off the diagonal.
+    let row0: Vec<f64> = text.lines().find(|l| l.trim_start().starts_with("[0]")).unwrap().split_whitespace().skip(1).map(|v| v.parse().unwrap()).collect();
+    assert!((row0[0] - 1.0).abs() < 2e-3 && (row0[1] - 1.0).abs() < 2e-3 && row0[2] < 0.9999, "{text}");
+    let missing = aneforge_cli(&["embed", "x", "--model", root.join("absent").to_str().unwrap()]);
+    assert!(!missing.status.success());
+}
