@@ -100,3 +100,25 @@ def test_resnet_bad_files(tmp_path):
         af.load_resnet(19, path)
     with pytest.raises(OSError):
         af.load_resnet18(tmp_path / "absent.safetensors")
+
+
+def test_espcn_and_vit_bad_files(tmp_path):
+    path = tmp_path / "espcn.safetensors"
+    sd = {f"conv{i}.{k}": np.zeros(s if k == "weight" else s[:1], np.float32)
+          for i, s in enumerate([(64, 1, 5, 5), (64, 64, 3, 3), (32, 64, 3, 3), (10, 32, 3, 3)], 1) for k in ("weight", "bias")}
+    save_file(sd, str(path))
+    with pytest.raises(ValueError, match=r"'conv4\.weight' has 10 outputs; expected C·r²"):
+        af.load_espcn(path, 8, 8)
+    del sd["conv2.bias"]
+    sd["conv4.weight"] = np.zeros((4, 32, 3, 3), np.float32)
+    save_file(sd, str(path))
+    with pytest.raises(ValueError, match=r"'conv2\.bias' is missing \(expected shape \[64\]\)"):
+        af.load_espcn(path, 8, 8)
+    cfg = {"hidden_size": 8, "num_hidden_layers": 0, "num_attention_heads": 2, "intermediate_size": 16, "image_size": 8, "patch_size": 4}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    save_file({"vit.embeddings.patch_embeddings.projection.weight": np.zeros((8, 3, 4, 4), np.float32)}, str(tmp_path / "model.safetensors"))
+    with pytest.raises(ValueError, match=r"'vit\.embeddings\.patch_embeddings\.projection\.bias' is missing \(expected shape \[8\]\)"):
+        af.load_vit(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "patch_size": 3}))
+    with pytest.raises(ValueError, match="patch_size"):
+        af.load_vit(tmp_path)

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::weights::Weights;
-use super::{gelu_mlp, json_file, json_usize, layer_norm, self_attention};
+use super::{gelu_mlp, json_file, json_usize, layer_norm, require_field, self_attention};
 use crate::compile::{compile, CompileOptions, Compiled};
 use crate::error::{Error, Result};
 use crate::exec::PortData;
@@ -64,17 +64,9 @@ impl BertConfig {
     /// architectures or activations are NotImplemented, missing fields are Format errors.
     pub fn from_file(path: &Path) -> Result<BertConfig> {
         let v = json_file(path)?;
-        let kind = v.get("model_type").and_then(Value::as_str).unwrap_or("bert");
-        if kind != "bert" {
-            return Err(Error::NotImplemented(format!("{}: model_type '{kind}' is not supported (BERT-family encoders with model_type 'bert' are)", path.display())));
-        }
-        let act = v.get("hidden_act").and_then(Value::as_str).unwrap_or("gelu");
-        if act != "gelu" {
-            return Err(Error::NotImplemented(format!("{}: hidden_act '{act}' is not supported (exact 'gelu' is)", path.display())));
-        }
-        if let Some(p) = v.get("position_embedding_type").and_then(Value::as_str).filter(|p| *p != "absolute") {
-            return Err(Error::NotImplemented(format!("{}: position_embedding_type '{p}' is not supported (absolute is)", path.display())));
-        }
+        require_field(&v, "model_type", "bert", path)?;
+        require_field(&v, "hidden_act", "gelu", path)?;
+        require_field(&v, "position_embedding_type", "absolute", path)?;
         let cfg = BertConfig {
             hidden: json_usize(&v, "hidden_size", path)?,
             layers: json_usize(&v, "num_hidden_layers", path)?,

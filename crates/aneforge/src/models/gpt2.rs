@@ -15,7 +15,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::weights::Weights;
-use super::{json_file, json_usize, layer_norm};
+use super::{json_file, json_usize, layer_norm, require_field};
 use crate::compile::{compile, CompileOptions, Compiled};
 use crate::error::{Error, Result};
 use crate::exec::PortData;
@@ -43,10 +43,7 @@ impl Gpt2Config {
     /// Read `config.json` (activation `gelu_new`; others are NotImplemented).
     pub fn from_file(path: &Path) -> Result<Gpt2Config> {
         let v = json_file(path)?;
-        let act = v.get("activation_function").and_then(Value::as_str).unwrap_or("gelu_new");
-        if act != "gelu_new" {
-            return Err(Error::NotImplemented(format!("{}: activation_function '{act}' is not supported (gelu_new is)", path.display())));
-        }
+        require_field(&v, "activation_function", "gelu_new", path)?;
         let embd = json_usize(&v, "n_embd", path)?;
         let cfg = Gpt2Config {
             embd,

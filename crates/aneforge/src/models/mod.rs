@@ -35,6 +35,15 @@ pub fn json_usize(v: &Value, key: &str, path: &Path) -> Result<usize> {
     v.get(key).and_then(Value::as_u64).map(|n| n as usize).ok_or_else(|| Error::format(path, None, format!("field '{key}' is missing or not a non-negative integer")))
 }
 
+/// Check the string field `key` of a JSON config (absent = `supported`) is `supported`; another
+/// value is NotImplemented naming the file, the field and the value.
+pub fn require_field(v: &Value, key: &str, supported: &str, path: &Path) -> Result<()> {
+    match v.get(key).and_then(Value::as_str) {
+        Some(found) if found != supported => Err(Error::NotImplemented(format!("{}: {key} '{found}' is not supported ('{supported}' is)", path.display()))),
+        _ => Ok(()),
+    }
+}
+
 /// Tensor `name` [n] of `w` as an fp16 constant.
 pub fn vec_const(w: &Weights, name: &str, n: usize) -> Result<Tensor> {
     constant(name, HostArray::f32(&[n], &w.get(name, &[n])?))

@@ -61,7 +61,7 @@ impl ResNet {
         } else {
             input_port(&input_shape, DType::Fp16, Some("image"))?
         };
-        let mut x = conv_bn(&w, &x, "conv1", "bn1", 64, 3, 7, 2)?.relu()?.max_pool([3, 3], [2, 2], [1, 1, 1, 1])?;
+        let mut x = conv_bn(&w, &x, "conv1", "bn1", [64, 3, 7], 2)?.relu()?.max_pool([3, 3], [2, 2], [1, 1, 1, 1])?;
         let expansion = if bottleneck { 4 } else { 1 };
         let mut cin = 64;
         for (stage, &n) in blocks.iter().enumerate() {
@@ -70,11 +70,11 @@ impl ResNet {
                 let stride = if b == 0 && stage > 0 { 2 } else { 1 };
                 let name = format!("layer{}.{b}", stage + 1);
                 let shortcut = if stride != 1 || cin != width * expansion {
-                    conv_bn(&w, &x, &format!("{name}.downsample.0"), &format!("{name}.downsample.1"), width * expansion, cin, 1, stride)?
+                    conv_bn(&w, &x, &format!("{name}.downsample.0"), &format!("{name}.downsample.1"), [width * expansion, cin, 1], stride)?
                 } else {
                     x.clone()
                 };
-                let c = |x: &Tensor, i: usize, cout: usize, cin: usize, k: usize, s: usize| conv_bn(&w, x, &format!("{name}.conv{i}"), &format!("{name}.bn{i}"), cout, cin, k, s);
+                let c = |x: &Tensor, i: usize, cout: usize, cin: usize, k: usize, s: usize| conv_bn(&w, x, &format!("{name}.conv{i}"), &format!("{name}.bn{i}"), [cout, cin, k], s);
                 let y = if bottleneck {
                     let y = c(&x, 1, width, cin, 1, 1)?.relu()?;
                     let y = c(&y, 2, width, width, 3, stride)?.relu()?;
@@ -102,7 +102,7 @@ impl ResNet {
 }
 
 /// Conv `{conv}.weight` [cout, cin, k, k] (no bias) with BatchNorm `{bn}.*` folded in, padding k/2.
-fn conv_bn(w: &Weights, x: &Tensor, conv: &str, bn: &str, cout: usize, cin: usize, k: usize, stride: usize) -> Result<Tensor> {
+fn conv_bn(w: &Weights, x: &Tensor, conv: &str, bn: &str, [cout, cin, k]: [usize; 3], stride: usize) -> Result<Tensor> {
     let mut wt = w.get(&format!("{conv}.weight"), &[cout, cin, k, k])?;
     let g = w.get(&format!("{bn}.weight"), &[cout])?;
     let beta = w.get(&format!("{bn}.bias"), &[cout])?;

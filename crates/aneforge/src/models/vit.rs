@@ -8,7 +8,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::weights::Weights;
-use super::{gelu_mlp, json_file, json_usize, layer_norm, lin, self_attention};
+use super::{gelu_mlp, json_file, json_usize, layer_norm, lin, require_field, self_attention};
 use crate::compile::{compile, CompileOptions, Compiled};
 use crate::error::{Error, Result};
 use crate::exec::PortData;
@@ -34,10 +34,7 @@ impl VitConfig {
     /// Read `config.json`; `hidden_act` other than `gelu` is NotImplemented, missing fields are Format errors.
     pub fn from_file(path: &Path) -> Result<VitConfig> {
         let v = json_file(path)?;
-        let act = v.get("hidden_act").and_then(Value::as_str).unwrap_or("gelu");
-        if act != "gelu" {
-            return Err(Error::NotImplemented(format!("{}: hidden_act '{act}' is not supported (exact 'gelu' is)", path.display())));
-        }
+        require_field(&v, "hidden_act", "gelu", path)?;
         let cfg = VitConfig {
             hidden: json_usize(&v, "hidden_size", path)?,
             layers: json_usize(&v, "num_hidden_layers", path)?,
