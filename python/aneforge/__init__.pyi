@@ -532,6 +532,8 @@ def load(
     compress: _Compress | None = None,
     compress_atol: float = 0.05,
     block_size: int = 32,
+    *,
+    int8: bool = False,
 ) -> Model: ...
 @overload
 def load(
@@ -540,12 +542,14 @@ def load(
     precision: Literal["fp16", "fp32"] = "fp16",
     compress: _Compress | None = None,
     compress_atol: float = 0.05,
+    block_size: int = 32,
     *,
+    int8: bool = False,
     pooling: Literal["mean", "cls"] | None = None,
     normalize: bool | None = None,
     build_dir: str | PathLike[str] | None = None,
 ) -> Encoder: ...
-def load(program_dir: str | PathLike[str], device: str = "auto", precision: str = "fp16", compress: _Compress | None = None, compress_atol: float = 0.05, **kwargs: Any) -> Model | Encoder:
+def load(program_dir: str | PathLike[str], device: str = "auto", precision: str = "fp16", compress: _Compress | None = None, compress_atol: float = 0.05, block_size: int = 32, *, int8: bool = False, **kwargs: Any) -> Model | Encoder:
     """Load a program directory (-> Model; with compress: its fp16 weights compressed into a new cached
     program) or a Hugging Face BERT-family encoder folder with config.json + model.safetensors
     (-> Encoder; tokenizer.json and the sentence-transformers pooling/normalize config are honoured)."""

@@ -13,14 +13,19 @@ def _is_encoder_dir(path):
     return os.path.isfile(os.path.join(path, "config.json")) and os.path.isfile(os.path.join(path, "model.safetensors"))
 
 
-def load(path, device="auto", precision="fp16", compress=None, compress_atol=0.05, **kwargs):
+def load(path, device="auto", precision="fp16", compress=None, compress_atol=0.05, block_size=32, *, int8=False, **kwargs):
     """Load ``path``: a folder with ``config.json`` + ``model.safetensors`` (a Hugging Face
     BERT-family encoder; keywords ``pooling``, ``normalize``, ``build_dir``) returns an
-    ``Encoder``; anything else is a program directory (keyword ``block_size``) returning a ``Model``."""
+    ``Encoder``; anything else is a program directory returning a ``Model``. ``int8=True`` is
+    ``compress="int8"``."""
     path = os.fspath(path)
+    if int8:
+        if compress not in (None, "int8"):
+            raise ValueError(f"load: int8=True means compress='int8', which conflicts with compress={compress!r}")
+        compress = "int8"
     if _is_encoder_dir(path):
         return _core.load_encoder(path, device=device, precision=precision, compress=compress, compress_atol=compress_atol, **kwargs)
-    return _core.load(path, device=device, precision=precision, compress=compress, compress_atol=compress_atol, **kwargs)
+    return _core.load(path, device, precision, compress, compress_atol, block_size, **kwargs)
 
 
 def load_resnet(depth, path, device="auto", precision="fp16", compress=None, compress_atol=0.05, image_size=224, uint8=False, build_dir=None):

@@ -165,3 +165,15 @@ def test_bad_encoder_inputs(enc):
         enc(3.5)
     with pytest.raises(NotImplementedError, match="max"):
         af.load(MODEL_DIR, pooling="max")
+
+
+def test_int8_encoder_and_program_dirs_still_load(tmp_path):
+    enc = af.load(MODEL_DIR, device="reference", int8=True)
+    a, b = enc(SENTENCES[:2])
+    assert abs(_cos(a, b) - 0.7553) <= 0.01
+    with pytest.raises(ValueError, match="conflicts"):
+        af.load(MODEL_DIR, int8=True, compress="int4")
+    d = af.export(af.input([2]).relu(), build_dir=tmp_path / "prog")
+    model = af.load(d, device="reference")
+    assert isinstance(model, af.Model)
+    np.testing.assert_array_equal(model(np.array([-1.0, 2.0], np.float32)), [0.0, 2.0])
