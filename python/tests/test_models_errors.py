@@ -30,6 +30,7 @@ def tiny_bert(seed=0):
 
 
 def write_folder(tmp_path, sd, config=CONFIG):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "config.json").write_text(json.dumps(config))
     save_file(sd, str(tmp_path / "model.safetensors"))
     return tmp_path
@@ -43,6 +44,13 @@ def test_tiny_folder_loads_and_encodes_ids(tmp_path):
     np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0, atol=2e-3)
     with pytest.raises(ValueError, match="no tokenizer.json"):
         enc(["text needs a tokenizer"])
+
+
+def test_bert_prefixed_state_dict_gives_the_same_embeddings(tmp_path):
+    sd = tiny_bert(seed=4)
+    plain = af.load(write_folder(tmp_path / "plain", sd), device="reference")([[3, 1, 4, 1, 5]])
+    prefixed = af.load(write_folder(tmp_path / "prefixed", {"bert." + k: v for k, v in sd.items()}), device="reference")([[3, 1, 4, 1, 5]])
+    np.testing.assert_array_equal(plain, prefixed)
 
 
 def test_missing_tensor_names_it_and_its_shape(tmp_path):

@@ -108,12 +108,13 @@ def _metrics(got, ref):
     return cos, float(np.abs(got - ref).max() / np.abs(ref).max())
 
 
-@pytest.mark.parametrize("depth", [18, 50])
+@pytest.mark.parametrize("depth", [18, 34, 50])
 def test_resnet_matches_float64(tmp_path, depth):
     sd = resnet_state_dict(depth, seed=depth)
     path = tmp_path / f"resnet{depth}.safetensors"
     save_file(sd, str(path))
     net = getattr(af, f"load_resnet{depth}")(path, device="reference")
+    assert net.input_shape == [1, 3, 224, 224]
     assert net.device == "reference" and net.output_shape == [1, 1000]
     x = np.random.default_rng(1).standard_normal((1, 3, 224, 224)).astype(np.float32)
     got = net(x)

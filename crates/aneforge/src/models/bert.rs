@@ -46,7 +46,9 @@ impl Pooling {
     }
 }
 
-/// The encoder hyper-parameters read from `config.json`.
+/// The encoder hyper-parameters read from `config.json` (hidden_size, num_hidden_layers,
+/// num_attention_heads, intermediate_size, vocab_size, max_position_embeddings, type_vocab_size,
+/// layer_norm_eps).
 #[derive(Clone, Debug, PartialEq)]
 pub struct BertConfig {
     pub hidden: usize,
@@ -122,8 +124,11 @@ pub fn is_encoder_dir(dir: &Path) -> bool {
 /// A loaded sentence encoder: call [`Encoder::encode`] with texts or [`Encoder::encode_ids`]
 /// with token ids; programs are compiled per sequence-length bucket on first use and kept.
 pub struct Encoder {
+    /// The model's config.json.
     pub config: BertConfig,
+    /// Token pooling (from 1_Pooling/config.json unless overridden).
     pub pooling: Pooling,
+    /// Whether embeddings are L2-normalised in the program.
     pub normalize: bool,
     /// Longest accepted sequence (tokens, specials included).
     pub max_len: usize,

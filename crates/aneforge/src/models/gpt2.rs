@@ -27,7 +27,8 @@ use crate::DType;
 /// Inputs before the per-layer caches: x, pos, mask.
 const FIXED_INPUTS: usize = 3;
 
-/// GPT-2 hyper-parameters from `config.json`.
+/// GPT-2 hyper-parameters from `config.json` (n_embd, n_layer, n_head, n_positions, vocab_size,
+/// n_inner (default 4·n_embd), layer_norm_epsilon).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Gpt2Config {
     pub embd: usize,

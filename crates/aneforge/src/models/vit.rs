@@ -17,7 +17,8 @@ use crate::ops::io::{constant, input_port, HostArray};
 use crate::ops::layout::concat;
 use crate::DType;
 
-/// ViT hyper-parameters from `config.json`.
+/// ViT hyper-parameters from `config.json` (hidden_size, num_hidden_layers, num_attention_heads,
+/// intermediate_size, image_size, patch_size, num_channels, layer_norm_eps).
 #[derive(Clone, Debug, PartialEq)]
 pub struct VitConfig {
     pub hidden: usize,
