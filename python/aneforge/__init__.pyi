@@ -641,6 +641,8 @@ class Gpt2:
         """Reset the cache, feed ids and return the next-token logits after each [len, vocab]."""
     def generate(self, ids: Sequence[int], max_new_tokens: int = 20, temperature: float = 1.0, top_k: int = 0, seed: int = 0) -> list[int]:
         """Feed the prompt, then sample new tokens (greedy when temperature <= 0; top_k 0 = all); returns the new ids."""
+    def generate_text(self, prompt: str, max_new_tokens: int = 20, temperature: float = 1.0, top_k: int = 0, seed: int = 0) -> str:
+        """generate() on the tokenized prompt (needs tokenizer.json in the folder); returns the decoded new text."""
     @property
     def device(self) -> Literal["reference", "ane"]:
         """The executor running the decode program."""

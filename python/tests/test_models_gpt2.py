@@ -17,6 +17,12 @@ CFG = {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "n_positio
        "layer_norm_epsilon": 1e-5, "activation_function": "gelu_new"}
 
 
+# A word-level tokenizer over the tiny vocabulary: "w0" ... "w96".
+TOKENIZER = json.dumps({"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+                        "pre_tokenizer": {"type": "Whitespace"}, "post_processor": None, "decoder": None,
+                        "model": {"type": "WordLevel", "vocab": {f"w{i}": i for i in range(CFG["vocab_size"])}, "unk_token": "w0"}})
+
+
 def gpt2_state_dict(cfg, seed=0, prefix="transformer."):
     rng = np.random.default_rng(seed)
     d, v, p = cfg["n_embd"], cfg["vocab_size"], cfg["n_positions"]
@@ -72,6 +78,7 @@ def model_dir(tmp_path_factory):
     (d / "config.json").write_text(json.dumps(CFG))
     sd = gpt2_state_dict(CFG)
     save_file(sd, str(d / "model.safetensors"))
+    (d / "tokenizer.json").write_text(TOKENIZER)
     return d, sd
 
 
@@ -134,3 +141,16 @@ def test_gpt2_bad_inputs(model_dir, tmp_path):
     save_file(bad, str(tmp_path / "model.safetensors"))
     with pytest.raises(ValueError, match=r"'transformer\.h\.1\.mlp\.c_fc\.weight' has shape \[64, 255\], expected \[64, 256\]"):
         af.load_gpt2(tmp_path)
+
+
+def test_generate_text_uses_the_folder_tokenizer(model_dir):
+    from tokenizers import Tokenizer
+
+    d, _ = model_dir
+    lm = af.load_gpt2(d, max_context=32, device="reference")
+    ref = Tokenizer.from_str(TOKENIZER)
+    prompt = "w5 w17 w42"
+    ids = ref.encode(prompt, add_special_tokens=False).ids
+    assert ids == [5, 17, 42]
+    new = lm.generate(ids, max_new_tokens=6, temperature=0.0)
+    assert lm.generate_text(prompt, max_new_tokens=6, temperature=0.0) == ref.decode(new)

@@ -250,6 +250,12 @@ impl PyGpt2 {
         self.with(py, |g| g.generate(&ids, max_new_tokens, temperature, top_k, seed))
     }
 
+    /// Text continuation of `prompt` (needs tokenizer.json in the folder): `generate` on its ids, decoded.
+    #[pyo3(signature = (prompt, max_new_tokens=20, temperature=1.0, top_k=0, seed=0))]
+    fn generate_text(&self, py: Python<'_>, prompt: String, max_new_tokens: usize, temperature: f32, top_k: usize, seed: u64) -> PyResult<String> {
+        self.with(py, |g| g.generate_text(&prompt, max_new_tokens, temperature, top_k, seed))
+    }
+
     /// The executor running the decode program.
     #[getter]
     fn device(&self) -> &'static str {

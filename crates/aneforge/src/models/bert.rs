@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::weights::Weights;
-use super::{gelu_mlp, json_file, json_usize, layer_norm, require_field, self_attention};
+use super::{gelu_mlp, json_file, json_usize, layer_norm, load_tokenizer, require_field, self_attention};
 use crate::compile::{compile, CompileOptions, Compiled};
 use crate::error::{Error, Result};
 use crate::exec::PortData;
@@ -305,13 +305,4 @@ pub fn expected_tensors(c: &BertConfig, prefix: &str) -> Vec<(String, Vec<usize>
         }
     }
     v
-}
-
-/// `tokenizer.json` with padding off and truncation at `max_len`.
-fn load_tokenizer(path: &Path, max_len: usize) -> Result<tokenizers::Tokenizer> {
-    let mut tok = tokenizers::Tokenizer::from_file(path).map_err(|e| Error::format(path, None, format!("cannot read the tokenizer: {e}")))?;
-    tok.with_padding(None);
-    let trunc = tokenizers::TruncationParams { max_length: max_len, ..Default::default() };
-    tok.with_truncation(Some(trunc)).map_err(|e| Error::format(path, None, format!("cannot truncate at {max_len}: {e}")))?;
-    Ok(tok)
 }

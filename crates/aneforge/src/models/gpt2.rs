@@ -70,6 +70,8 @@ pub struct Gpt2 {
     /// Tokens fed since the last reset.
     pub position: usize,
     wte: Vec<f32>,
+    /// `tokenizer.json` of the folder, when present (for the text helpers).
+    tokenizer: Option<tokenizers::Tokenizer>,
     pub compiled: Compiled,
 }
 
@@ -130,7 +132,9 @@ impl Gpt2 {
             compiled.loaded.alias(&format!("k{l}_next"), &format!("k{l}"))?;
             compiled.loaded.alias(&format!("v{l}_next"), &format!("v{l}"))?;
         }
-        Ok(Gpt2 { config: c, max_context: m, position: 0, wte, compiled })
+        let tok_file = dir.join("tokenizer.json");
+        let tokenizer = if tok_file.exists() { Some(super::load_tokenizer(&tok_file, m)?) } else { None };
+        Ok(Gpt2 { config: c, max_context: m, position: 0, wte, tokenizer, compiled })
     }
 
     /// Empty the KV cache and start again at position 0.
@@ -163,7 +167,8 @@ impl Gpt2 {
         let mut hidden = vec![0f32; d];
         l.read_output(0, &mut hidden)?;
         self.position += 1;
-        Ok(self.wte.chunks_exact(d).map(|row| row.iter().zip(&hidden).map(|(a, b)| a * b).sum()).collect())
+        use rayon::prelude::*;
+        Ok(self.wte.par_chunks_exact(d).map(|row| row.iter().zip(&hidden).map(|(a, b)| a * b).sum()).collect())
     }
 
     /// Reset, feed `ids` and return the logits after each of them ([len][vocab]).
@@ -190,6 +195,30 @@ impl Gpt2 {
             }
         }
         Ok(out)
+    }
+}
+
+impl Gpt2 {
+    fn tokenizer(&self) -> Result<&tokenizers::Tokenizer> {
+        self.tokenizer.as_ref().ok_or_else(|| Error::value("gpt2", "this model folder has no tokenizer.json; use token ids"))
+    }
+
+    /// Token ids of `text` (no special tokens added; truncated to `max_context`).
+    pub fn encode_text(&self, text: &str) -> Result<Vec<u32>> {
+        let e = self.tokenizer()?.encode(text, false).map_err(|e| Error::value("tokenizer", format!("cannot encode {text:?}: {e}")))?;
+        Ok(e.get_ids().to_vec())
+    }
+
+    /// The text of token ids.
+    pub fn decode(&self, ids: &[u32]) -> Result<String> {
+        self.tokenizer()?.decode(ids, false).map_err(|e| Error::value("tokenizer", format!("cannot decode {ids:?}: {e}")))
+    }
+
+    /// [`Gpt2::generate`] from a text prompt; returns the generated text (prompt excluded).
+    pub fn generate_text(&mut self, prompt: &str, max_new_tokens: usize, temperature: f32, top_k: usize, seed: u64) -> Result<String> {
+        let ids = self.encode_text(prompt)?;
+        let new = self.generate(&ids, max_new_tokens, temperature, top_k, seed)?;
+        self.decode(&new)
     }
 }
 

@@ -44,6 +44,15 @@ pub fn require_field(v: &Value, key: &str, supported: &str, path: &Path) -> Resu
     }
 }
 
+/// `tokenizer.json` with padding off and truncation at `max_len` tokens.
+pub fn load_tokenizer(path: &Path, max_len: usize) -> Result<tokenizers::Tokenizer> {
+    let mut tok = tokenizers::Tokenizer::from_file(path).map_err(|e| Error::format(path, None, format!("cannot read the tokenizer: {e}")))?;
+    tok.with_padding(None);
+    let trunc = tokenizers::TruncationParams { max_length: max_len, ..Default::default() };
+    tok.with_truncation(Some(trunc)).map_err(|e| Error::format(path, None, format!("cannot truncate at {max_len}: {e}")))?;
+    Ok(tok)
+}
+
 /// Tensor `name` [n] of `w` as an fp16 constant.
 pub fn vec_const(w: &Weights, name: &str, n: usize) -> Result<Tensor> {
     constant(name, HostArray::f32(&[n], &w.get(name, &[n])?))
