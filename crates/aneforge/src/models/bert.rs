@@ -1,0 +1,308 @@
+//! BERT-family sentence encoders from a Hugging Face / sentence-transformers folder
+//! (`config.json`, `model.safetensors`, `tokenizer.json`, optional `modules.json` and
+//! `1_Pooling/config.json`), e.g. all-MiniLM-L6-v2.
+//!
+//! Design: tokenisation runs on the host (`tokenizers`), and so does the word-embedding
+//! lookup: the ids select rows of the [vocab, D] table on the host (a gather on runtime ids
+//! has no fp16 program form short of a one-hot matmul over the whole vocabulary, which would
+//! cost more than the encoder itself at seq 128). Everything after that is one program per
+//! sequence-length bucket: position + token-type embeddings, the embedding LayerNorm, every
+//! encoder layer (attention with an additive key-mask input, GELU MLP, post-norms), pooling as
+//! a [1, S] weight-row matmul (mean or CLS) and the optional L2 normalisation.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::weights::Weights;
+use super::{gelu_mlp, json_file, json_usize, layer_norm, load_tokenizer, require_field, self_attention};
+use crate::compile::{compile, CompileOptions, Compiled};
+use crate::error::{Error, Result};
+use crate::exec::PortData;
+use crate::graph::Tensor;
+use crate::ops::attention::CAUSAL_MASK;
+use crate::ops::io::input_port;
+use crate::DType;
+
+/// How token states become one sentence vector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pooling {
+    /// Average over the real (unpadded) tokens.
+    Mean,
+    /// The first token's ([CLS]) state.
+    Cls,
+}
+
+impl Pooling {
+    /// Parse `mean` or `cls` (`max` and the others are NotImplemented).
+    pub fn parse(s: &str) -> Result<Pooling> {
+        match s {
+            "mean" => Ok(Pooling::Mean),
+            "cls" => Ok(Pooling::Cls),
+            "max" | "mean_sqrt_len" | "weightedmean" | "lasttoken" => Err(Error::NotImplemented(format!("bert: pooling '{s}' is not implemented (mean and cls are)"))),
+            _ => Err(Error::value("bert", format!("unknown pooling '{s}' (expected mean or cls)"))),
+        }
+    }
+}
+
+/// The encoder hyper-parameters read from `config.json` (hidden_size, num_hidden_layers,
+/// num_attention_heads, intermediate_size, vocab_size, max_position_embeddings, type_vocab_size,
+/// layer_norm_eps).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BertConfig {
+    pub hidden: usize,
+    pub layers: usize,
+    pub heads: usize,
+    pub intermediate: usize,
+    pub vocab: usize,
+    pub max_positions: usize,
+    pub type_vocab: usize,
+    pub layer_norm_eps: f32,
+}
+
+impl BertConfig {
+    /// Read `config.json` of a BERT model (model_type `bert`, hidden_act `gelu`); other
+    /// architectures or activations are NotImplemented, missing fields are Format errors.
+    pub fn from_file(path: &Path) -> Result<BertConfig> {
+        let v = json_file(path)?;
+        require_field(&v, "model_type", "bert", path)?;
+        require_field(&v, "hidden_act", "gelu", path)?;
+        require_field(&v, "position_embedding_type", "absolute", path)?;
+        let cfg = BertConfig {
+            hidden: json_usize(&v, "hidden_size", path)?,
+            layers: json_usize(&v, "num_hidden_layers", path)?,
+            heads: json_usize(&v, "num_attention_heads", path)?,
+            intermediate: json_usize(&v, "intermediate_size", path)?,
+            vocab: json_usize(&v, "vocab_size", path)?,
+            max_positions: json_usize(&v, "max_position_embeddings", path)?,
+            type_vocab: v.get("type_vocab_size").and_then(Value::as_u64).unwrap_or(2) as usize,
+            layer_norm_eps: v.get("layer_norm_eps").and_then(Value::as_f64).unwrap_or(1e-12) as f32,
+        };
+        if cfg.heads == 0 || cfg.hidden % cfg.heads != 0 || cfg.type_vocab == 0 {
+            return Err(Error::format(path, None, format!("hidden_size {} is not divisible by num_attention_heads {} (or type_vocab_size is 0)", cfg.hidden, cfg.heads)));
+        }
+        Ok(cfg)
+    }
+}
+
+/// Pooling and normalisation of a sentence-transformers folder: `1_Pooling/config.json`
+/// (default mean) and whether `modules.json` lists a Normalize module (default: normalise).
+fn sentence_config(dir: &Path) -> Result<(Pooling, bool)> {
+    let pool_file = dir.join("1_Pooling").join("config.json");
+    let pooling = if pool_file.exists() {
+        let v = json_file(&pool_file)?;
+        let flag = |k: &str| v.get(k).and_then(Value::as_bool).unwrap_or(false);
+        let modes: Vec<&str> = [("pooling_mode_mean_tokens", "mean"), ("pooling_mode_cls_token", "cls"), ("pooling_mode_max_tokens", "max"), ("pooling_mode_mean_sqrt_len_tokens", "mean_sqrt_len")]
+            .into_iter()
+            .filter(|(k, _)| flag(k))
+            .map(|(_, m)| m)
+            .collect();
+        match modes.as_slice() {
+            [m] => Pooling::parse(m)?,
+            [] => return Err(Error::format(&pool_file, None, "no pooling_mode_* flag is true")),
+            _ => return Err(Error::NotImplemented(format!("{}: concatenated pooling modes {modes:?} are not supported (one mode is)", pool_file.display()))),
+        }
+    } else {
+        Pooling::Mean
+    };
+    let modules = dir.join("modules.json");
+    let normalize = if modules.exists() {
+        let v = json_file(&modules)?;
+        v.as_array().is_some_and(|m| m.iter().any(|e| e.get("type").and_then(Value::as_str).is_some_and(|t| t.ends_with("Normalize"))))
+    } else {
+        true
+    };
+    Ok((pooling, normalize))
+}
+
+/// Whether `dir` looks like a Hugging Face encoder folder (config.json + model.safetensors).
+pub fn is_encoder_dir(dir: &Path) -> bool {
+    dir.join("config.json").is_file() && dir.join("model.safetensors").is_file()
+}
+
+/// A loaded sentence encoder: call [`Encoder::encode`] with texts or [`Encoder::encode_ids`]
+/// with token ids; programs are compiled per sequence-length bucket on first use and kept.
+pub struct Encoder {
+    /// The model's config.json.
+    pub config: BertConfig,
+    /// Token pooling (from 1_Pooling/config.json unless overridden).
+    pub pooling: Pooling,
+    /// Whether embeddings are L2-normalised in the program.
+    pub normalize: bool,
+    /// Longest accepted sequence (tokens, specials included).
+    pub max_len: usize,
+    weights: Weights,
+    prefix: String,
+    word_embeddings: Vec<f32>,
+    tokenizer: Option<tokenizers::Tokenizer>,
+    opts: CompileOptions,
+    programs: HashMap<usize, Compiled>,
+}
+
+impl Encoder {
+    /// Load `dir`; `pooling` / `normalize` override the sentence-transformers config. Weight
+    /// names may carry a `bert.` prefix. Missing files, tensors or wrong shapes are errors
+    /// naming the file and tensor.
+    pub fn load(dir: &Path, pooling: Option<Pooling>, normalize: Option<bool>, opts: CompileOptions) -> Result<Encoder> {
+        let config = BertConfig::from_file(&dir.join("config.json"))?;
+        let weights = Weights::open(&dir.join("model.safetensors"))?;
+        let prefix = if weights.has("bert.embeddings.word_embeddings.weight") { "bert." } else { "" }.to_string();
+        for (name, shape) in expected_tensors(&config, &prefix) {
+            let found = weights.shape(&name).map_err(|_| weights.error(format!("tensor '{name}' is missing (expected shape {shape:?})")))?;
+            if found != shape.as_slice() {
+                return Err(weights.error(format!("tensor '{name}' has shape {found:?}, expected {shape:?}")));
+            }
+        }
+        let word_embeddings = weights.get(&format!("{prefix}embeddings.word_embeddings.weight"), &[config.vocab, config.hidden])?;
+        let (st_pooling, st_normalize) = sentence_config(dir)?;
+        let mut max_len = config.max_positions;
+        let st = dir.join("sentence_bert_config.json");
+        if st.exists() {
+            if let Some(m) = json_file(&st)?.get("max_seq_length").and_then(Value::as_u64) {
+                max_len = max_len.min(m as usize);
+            }
+        }
+        let tok_file = dir.join("tokenizer.json");
+        let tokenizer = if tok_file.exists() { Some(load_tokenizer(&tok_file, max_len)?) } else { None };
+        Ok(Encoder {
+            config,
+            pooling: pooling.unwrap_or(st_pooling),
+            normalize: normalize.unwrap_or(st_normalize),
+            max_len,
+            weights,
+            prefix,
+            word_embeddings,
+            tokenizer,
+            opts,
+            programs: HashMap::new(),
+        })
+    }
+
+    /// Token ids of each text (special tokens added, truncated to `max_len`, no padding).
+    pub fn tokenize(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>> {
+        let Some(tok) = &self.tokenizer else {
+            return Err(Error::value("bert", "this model folder has no tokenizer.json; pass token ids instead of texts"));
+        };
+        texts
+            .iter()
+            .map(|t| tok.encode(*t, true).map(|e| e.get_ids().to_vec()).map_err(|e| Error::value("tokenizer", format!("cannot encode {t:?}: {e}"))))
+            .collect()
+    }
+
+    /// Embeddings ([D] each) of `texts`.
+    pub fn encode(&mut self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        let ids = self.tokenize(texts)?;
+        self.encode_ids(&ids)
+    }
+
+    /// Embeddings ([D] each) of token-id sequences (1..=max_len ids below the vocabulary size).
+    pub fn encode_ids(&mut self, ids: &[Vec<u32>]) -> Result<Vec<Vec<f32>>> {
+        ids.iter().map(|seq| self.encode_one(seq)).collect()
+    }
+
+    /// Which executor runs the programs (compiles the smallest bucket if none exists yet).
+    pub fn device(&mut self) -> Result<&'static str> {
+        let s = self.bucket(1)?;
+        Ok(self.program(s)?.device())
+    }
+
+    /// The bucket length for `n` tokens: the next power of two ≥ 8, capped at `max_len`.
+    pub fn bucket(&self, n: usize) -> Result<usize> {
+        if n == 0 || n > self.max_len {
+            return Err(Error::shape("bert", format!("a sequence has {n} tokens; expected 1..={}", self.max_len)));
+        }
+        Ok(n.next_power_of_two().max(8).min(self.max_len))
+    }
+
+    fn encode_one(&mut self, seq: &[u32]) -> Result<Vec<f32>> {
+        let s = self.bucket(seq.len())?;
+        let d = self.config.hidden;
+        let mut tokens = vec![0f32; s * d];
+        for (i, &id) in seq.iter().enumerate() {
+            let id = id as usize;
+            if id >= self.config.vocab {
+                return Err(Error::value("bert", format!("token id {id} at position {i} is outside the vocabulary (size {})", self.config.vocab)));
+            }
+            tokens[i * d..(i + 1) * d].copy_from_slice(&self.word_embeddings[id * d..(id + 1) * d]);
+        }
+        let n = seq.len();
+        let mask: Vec<f32> = (0..s).map(|i| if i < n { 0.0 } else { CAUSAL_MASK }).collect();
+        let pool: Vec<f32> = match self.pooling {
+            Pooling::Mean => (0..s).map(|i| if i < n { 1.0 / n as f32 } else { 0.0 }).collect(),
+            Pooling::Cls => (0..s).map(|i| f32::from(u8::from(i == 0))).collect(),
+        };
+        let out = self.program(s)?.run(&[PortData::F32(&tokens), PortData::F32(&mask), PortData::F32(&pool)])?;
+        Ok(out.into_iter().next().unwrap_or_default())
+    }
+
+    /// The compiled program of bucket `s` (built on first use).
+    fn program(&mut self, s: usize) -> Result<&mut Compiled> {
+        if !self.programs.contains_key(&s) {
+            let out = self.graph(s)?;
+            let mut opts = self.opts.clone();
+            opts.build_dir = opts.build_dir.map(|d: PathBuf| d.join(format!("seq{s}")));
+            let c = compile(&[(Some("embedding".into()), out)], &opts)?;
+            self.programs.insert(s, c);
+        }
+        Ok(self.programs.get_mut(&s).expect("inserted above"))
+    }
+
+    /// The bucket-`s` graph: inputs `tokens` [S, D], `mask` [1, 1, S] (0 or −1e4 per key),
+    /// `pool` [1, S] (pooling weights); output [1, D].
+    fn graph(&self, s: usize) -> Result<Tensor> {
+        let c = &self.config;
+        let (d, w, p) = (c.hidden, &self.weights, self.prefix.as_str());
+        let tokens = input_port(&[s, d], DType::Fp16, Some("tokens"))?;
+        let mask = input_port(&[1, 1, s], DType::Fp16, Some("mask"))?;
+        let pool = input_port(&[1, s], DType::Fp16, Some("pool"))?;
+        let pos = w.get(&format!("{p}embeddings.position_embeddings.weight"), &[c.max_positions, d])?;
+        let typ = w.get(&format!("{p}embeddings.token_type_embeddings.weight"), &[c.type_vocab, d])?;
+        let added: Vec<f32> = (0..s * d).map(|i| pos[i] + typ[i % d]).collect();
+        let mut x = tokens.add(&crate::constant("bert", crate::ops::io::HostArray::f32(&[s, d], &added))?)?;
+        x = self.layer_norm(&x, &format!("{p}embeddings.LayerNorm"))?;
+        for l in 0..c.layers {
+            x = self.layer(&x, &mask, &format!("{p}encoder.layer.{l}"))?;
+        }
+        let pooled = pool.matmul(&x)?;
+        if self.normalize { pooled.l2_norm(-1, 1e-6) } else { Ok(pooled) }
+    }
+
+    /// LayerNorm `{name}.weight` / `{name}.bias` over the last axis.
+    fn layer_norm(&self, x: &Tensor, name: &str) -> Result<Tensor> {
+        layer_norm(&self.weights, x, name, self.config.hidden, self.config.layer_norm_eps)
+    }
+
+    /// One post-norm encoder layer on x [S, D].
+    fn layer(&self, x: &Tensor, mask: &Tensor, name: &str) -> Result<Tensor> {
+        let c = &self.config;
+        let a = self_attention(&self.weights, x, &format!("{name}.attention.self"), &format!("{name}.attention.output.dense"), c.heads, Some(mask))?;
+        let x = self.layer_norm(&x.add(&a)?, &format!("{name}.attention.output.LayerNorm"))?;
+        let m = gelu_mlp(&self.weights, &x, name, c.hidden, c.intermediate)?;
+        self.layer_norm(&x.add(&m)?, &format!("{name}.output.LayerNorm"))
+    }
+}
+
+/// Every tensor the encoder reads, with its shape (checked when loading).
+pub fn expected_tensors(c: &BertConfig, prefix: &str) -> Vec<(String, Vec<usize>)> {
+    let (d, f) = (c.hidden, c.intermediate);
+    let mut v = vec![
+        (format!("{prefix}embeddings.word_embeddings.weight"), vec![c.vocab, d]),
+        (format!("{prefix}embeddings.position_embeddings.weight"), vec![c.max_positions, d]),
+        (format!("{prefix}embeddings.token_type_embeddings.weight"), vec![c.type_vocab, d]),
+        (format!("{prefix}embeddings.LayerNorm.weight"), vec![d]),
+        (format!("{prefix}embeddings.LayerNorm.bias"), vec![d]),
+    ];
+    for l in 0..c.layers {
+        let p = format!("{prefix}encoder.layer.{l}");
+        for (name, out, inp) in [("attention.self.query", d, d), ("attention.self.key", d, d), ("attention.self.value", d, d), ("attention.output.dense", d, d), ("intermediate.dense", f, d), ("output.dense", d, f)] {
+            v.push((format!("{p}.{name}.weight"), vec![out, inp]));
+            v.push((format!("{p}.{name}.bias"), vec![out]));
+        }
+        for name in ["attention.output.LayerNorm", "output.LayerNorm"] {
+            v.push((format!("{p}.{name}.weight"), vec![d]));
+            v.push((format!("{p}.{name}.bias"), vec![d]));
+        }
+    }
+    v
+}
