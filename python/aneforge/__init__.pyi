@@ -592,6 +592,7 @@ def capabilities(target: str | None = None, report: str | PathLike[str] | None =
     it, status per ANE family (A13..A16; with target also target_status), the reference-executor
     check of its conformance case run now (round trip + fp16 within 1e-2 of fp32), and hardware
     status ("unverified" unless report is a selfcheck JSON made on a Mac's ANE)."""
+
 class _Hotspot(TypedDict):
     node: int
     op: str
@@ -629,18 +630,6 @@ def export(
     opset: Literal["ios16", "ios17", "ios18"] | None = None,
 ) -> str:
     """Lower outputs (gated on target and compressing weights as in compile) and write the program directory (no executor load); returns its path."""
-
-@overload
-def load(
-    program_dir: str | PathLike[str],
-    device: Literal["auto", "ane", "reference", "cpu"] = "auto",
-    precision: Literal["fp16", "fp32"] = "fp16",
-    compress: _Compress | None = None,
-    compress_atol: float = 0.05,
-    block_size: int = 32,
-) -> Model:
-    """Load a program directory (with compress: its fp16 weights compressed into a new cached program); calls return one array for one output, else a dict name -> array."""
-
 
 # Training (implemented in python/aneforge/train.py).
 
@@ -716,6 +705,15 @@ class Trainer:
     def save(self, path: str | PathLike[str]) -> None: ...
     def load(self, path: str | PathLike[str]) -> None: ...
     def release(self) -> None: ...
+
+@overload
+def load(
+    program_dir: str | PathLike[str],
+    device: Literal["auto", "ane", "reference", "cpu"] = "auto",
+    precision: Literal["fp16", "fp32"] = "fp16",
+    compress: _Compress | None = None,
+    compress_atol: float = 0.05,
+    block_size: int = 32,
     *,
     int8: bool = False,
 ) -> Model: ...
