@@ -40,23 +40,10 @@ from test_conformance import CASES, REQUIRED_KINDS  # noqa: E402
 FLOAT16 = FeatureTypes_pb2.ArrayFeatureType.FLOAT16
 COLOR_CHANNELS = {FeatureTypes_pb2.ImageFeatureType.RGB: 3, FeatureTypes_pb2.ImageFeatureType.GRAYSCALE: 1}
 
-# Programs coremltools 9.0 rejects although they follow the MIL op definitions its own
-# docstrings give (coremltools type-inference defects, not aneforge spellings), and one program
-# export refuses; each must keep failing with exactly this exception (strict xfail), so a fix
-# shows up here.
-_SELECT_BCAST = (
-    AssertionError,
-    "coremltools select.type_inference broadcasts only a and b and ignores cond, so select(cond[7,65], 1.0, 0.0) "
-    "is typed as a scalar; its docstring (and aneforge) broadcast cond, a and b together",
-)
+# Programs export refuses; each must keep failing with exactly this exception (strict xfail),
+# so a change shows up here. (select with only cond at full shape, rank-3/5 prelu with distinct
+# slopes and matmul with a 1-D y are lowered so that CoreML's type inference accepts them.)
 KNOWN_REJECTIONS = {
-    **{f"{k}-tensor": _SELECT_BCAST for k in ("greater", "less", "equal", "not_equal", "less_equal", "greater_equal")},
-    "logical_not": _SELECT_BCAST,
-    "bmm-vec": (
-        IndexError,
-        "coremltools matmul.type_inference reads y.shape[-2] before promoting a 1-D y, although its docstring allows "
-        "a 1-D y (x [4,7,65] @ y [65] -> [4,7])",
-    ),
     # Not a coremltools defect: a batch-2 uint8 port is neither a Core ML image ([1, C, H, W])
     # nor a multi-array (no uint8 type), so export refuses it.
     "image_input-default": (NotImplementedError, "uint8 port [2, 1, 5, 783] is not a Core ML image and Core ML has no uint8 multi-array"),
@@ -183,10 +170,8 @@ def test_every_op_kind_has_a_coremltools_validated_export(root):
             kinds |= set(c.kinds)
     # Every MIL op the printer emits is in a validated package.
     assert {op for op in _core._mil_op_names() if op not in seen_ops} == set()
-    # Every Python op kind has a validated case, except logical_not, whose only case hits the
-    # coremltools select defect (its MIL op is validated through the corpus case above).
-    assert {k for k in REQUIRED_KINDS if k not in kinds} == {"logical_not"}
-    assert "logical_not" in seen_ops
+    # Every Python op kind has a validated case.
+    assert {k for k in REQUIRED_KINDS if k not in kinds} == set()
 
 
 def test_fp16_weights_decode_bit_exactly(tmp_path):

@@ -114,8 +114,17 @@ pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
 /// Builders (x is `[N, C, ...]`, fp16).
 impl Tensor {
     /// Per-channel leaky ReLU: x where x ≥ 0 else alpha[c]·x; alpha is `[C]` (C = shape[1]), x rank 3..=5.
+    /// MIL prelu takes rank 3 and 5 only with one slope for every channel, so those ranks with
+    /// distinct slopes run as rank 4 (`[N, C, L, 1]` / `[N, C, D, H·W]`) between two reshapes.
     pub fn prelu(&self, alpha: HostArray) -> Result<Tensor> {
-        Tensor::apply1(Op::Channel(Channel::Prelu), vec![self.clone(), constant("prelu", alpha)?])
+        let slopes = alpha.to_fp16("prelu")?;
+        let op = |x: &Tensor| Tensor::apply1(Op::Channel(Channel::Prelu), vec![x.clone(), constant("prelu", alpha)?]);
+        let s = self.shape();
+        if !matches!(s.len(), 3 | 5) || slopes.windows(2).all(|w| w[0] == w[1]) {
+            return op(self);
+        }
+        let as4: Vec<i64> = if s.len() == 3 { vec![s[0] as i64, s[1] as i64, s[2] as i64, 1] } else { vec![s[0] as i64, s[1] as i64, s[2] as i64, (s[3] * s[4]) as i64] };
+        op(&self.reshape(&as4)?)?.reshape(&s.iter().map(|&d| d as i64).collect::<Vec<_>>())
     }
     /// MIL local response normalisation over `size` neighbouring channels (see [`Channel::LocalResponseNorm`]);
     /// x rank 3 or 4, size ≥ 1, alpha/beta/k finite fp16 values, k > 0.

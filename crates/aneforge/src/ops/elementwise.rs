@@ -305,9 +305,24 @@ impl Tensor {
     }
 }
 
-/// `cond ? a : b` elementwise with broadcasting; `cond` must be bool.
+/// `cond ? a : b` elementwise with broadcasting; `cond` must be bool. MIL types select's
+/// result from `a` and `b` alone (coremltools' type inference), so when only `cond` carries the
+/// full shape, `a` is tiled up to it first and the printed program types correctly.
 pub fn select(cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    Tensor::apply1(Op::Select(Select), vec![cond.clone(), a.clone(), b.clone()])
+    let shapes = shape::broadcast("select", a.shape(), b.shape()).and_then(|ab| Ok((shape::broadcast("select", cond.shape(), &ab)?, ab)));
+    let a = match shapes {
+        Ok((full, ab)) if full != ab => expand_to(a, &full)?,
+        _ => a.clone(), // equal, or a shape error that `infer` reports naming all three operands
+    };
+    Tensor::apply1(Op::Select(Select), vec![cond.clone(), a, b.clone()])
+}
+
+/// `t` repeated up to `full` (NumPy-broadcast-compatible, rank ≤ full's): leading 1s, then tiling.
+fn expand_to(t: &Tensor, full: &[usize]) -> Result<Tensor> {
+    let lead = full.len() - t.rank();
+    let ranked: Vec<usize> = std::iter::repeat_n(1, lead).chain(t.shape().iter().copied()).collect();
+    let t = if lead > 0 { t.reshape(&ranked.iter().map(|&d| d as i64).collect::<Vec<_>>())? } else { t.clone() };
+    t.tile(&full.iter().zip(&ranked).map(|(&f, &d)| f / d).collect::<Vec<_>>())
 }
 
 /// Gradient rules.
@@ -343,5 +358,29 @@ impl Select {
         let da = a.needs[1].then(|| unbroadcast(&mask(c, g)?, a.x[1].shape())).transpose()?;
         let db = a.needs[2].then(|| unbroadcast(&mask(&c.logical_not()?, g)?, a.x[2].shape())).transpose()?;
         Ok(vec![None, da, db])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ops::elementwise::Compare;
+    use crate::{compile, input, scalar, select, CompileOptions, Device, PortData, Program};
+
+    #[test]
+    fn select_with_scalar_branches_tiles_a_branch_to_the_condition_shape() {
+        let x = input(&[2, 3]).unwrap();
+        let y = select(&x.compare_scalar(Compare::Greater, 0.0).unwrap(), &scalar("t", 2.5).unwrap(), &scalar("t", -1.0).unwrap()).unwrap();
+        assert_eq!(y.shape(), [2, 3]);
+        let g = crate::Graph::from_outputs(&[(None, y.clone())]).unwrap();
+        let mil = Program::lower(g).unwrap().mil;
+        let line = mil.lines().find(|l| l.contains("= select(")).unwrap();
+        assert!(line.trim_start().starts_with("tensor<fp16, [2, 3]>"), "{line}");
+        let a = mil.lines().find(|l| l.contains("= tile(")).expect("the true branch is tiled");
+        assert!(a.trim_start().starts_with("tensor<fp16, [2, 3]>"), "{a}");
+        let opts = CompileOptions { device: Device::Reference, ..CompileOptions::default() };
+        let xs = [0.5, -2.0, 0.0, 3.0, -0.25, 1e-3];
+        let out = compile(&[(None, y)], &opts).unwrap().run(&[PortData::F32(&xs)]).unwrap();
+        let want: Vec<f32> = xs.iter().map(|&v| if v > 0.0 { 2.5 } else { -1.0 }).collect();
+        assert_eq!(out[0], want);
     }
 }

@@ -141,9 +141,15 @@ impl Tensor {
         Tensor::apply1(Op::MatMul(MatMul { transpose_x: false, transpose_y }), vec![self.clone(), other.clone()])
     }
 
-    /// self @ other with NumPy `matmul` semantics (rank-1 promotion, broadcast batch axes).
+    /// self @ other with NumPy `matmul` semantics (rank-1 promotion, broadcast batch axes). A
+    /// rank-1 `other` under a rank ≥ 2 `self` is printed as a `[K, 1]` column and the result
+    /// reshaped back, because CoreML's matmul type inference does not promote a 1-D `y`.
     pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
-        self.matmul_t(other, false)
+        if other.rank() != 1 || self.rank() < 2 {
+            return self.matmul_t(other, false);
+        }
+        let out: Vec<i64> = self.shape()[..self.rank() - 1].iter().map(|&d| d as i64).collect();
+        self.matmul_t(&other.reshape(&[other.shape()[0] as i64, 1])?, false)?.reshape(&out)
     }
 
     /// self @ W for a host weight W [K, N], baked transposed as a [N, K] const (`transpose_y = true`).
