@@ -6,6 +6,7 @@ pub mod autograd;
 pub mod dtype;
 pub mod error;
 pub mod graph;
+pub mod image;
 pub mod mil;
 pub mod models;
 pub mod npy;

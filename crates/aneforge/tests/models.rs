@@ -160,6 +160,22 @@ fn cli_classify_prints_the_top_classes() {
     assert!(text.contains("device: reference"), "{text}");
     let classes: Vec<&str> = text.lines().filter(|l| l.starts_with("class")).map(|l| l.split_whitespace().nth(1).unwrap()).collect();
     assert_eq!(classes, ["2", "6", "4"], "{text}");
+    // The same network from a PNG (non-square: centre-cropped); the logits are fc.bias whatever the pixels.
+    let mut png_bytes = Vec::new();
+    let mut enc = png::Encoder::new(&mut png_bytes, 40, 32);
+    enc.set_color(png::ColorType::Rgb);
+    let mut w = enc.write_header().unwrap();
+    w.write_image_data(&(0..40 * 32 * 3).map(|i| (i % 256) as u8).collect::<Vec<_>>()).unwrap();
+    w.finish().unwrap();
+    std::fs::write(root.join("img.png"), &png_bytes).unwrap();
+    let out = aneforge_cli(&["classify", root.join("img.png").to_str().unwrap(), "--resnet", root.join("r18.safetensors").to_str().unwrap(), "--top", "2", "--device", "reference"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let classes: Vec<&str> = text.lines().filter(|l| l.starts_with("class")).map(|l| l.split_whitespace().nth(1).unwrap()).collect();
+    assert_eq!(classes, ["2", "6"], "{text}");
+    std::fs::write(root.join("broken.png"), &png_bytes[..png_bytes.len() / 2]).unwrap();
+    let broken = aneforge_cli(&["classify", root.join("broken.png").to_str().unwrap(), "--resnet", root.join("r18.safetensors").to_str().unwrap()]);
+    assert!(!broken.status.success() && String::from_utf8_lossy(&broken.stderr).contains("broken.png"), "{}", String::from_utf8_lossy(&broken.stderr));
     let bad = aneforge_cli(&["classify", root.join("r18.safetensors").to_str().unwrap(), "--resnet", root.join("r18.safetensors").to_str().unwrap()]);
     assert!(!bad.status.success());
 }

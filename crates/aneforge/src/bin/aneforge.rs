@@ -113,10 +113,11 @@ enum Command {
         device: String,
     },
     /// Classify an image with a torchvision-layout ResNet state dict (safetensors) and print the
-    /// top classes. The image is a .npy file (no image decoder is bundled): uint8 [1, 3, H, W]
-    /// or [H, W, 3] RGB (ImageNet normalisation applied), or float32 [1, 3, H, W] already normalised.
+    /// top classes. The image is a PNG (centre-cropped to a square; ImageNet normalisation applied)
+    /// or a .npy: uint8 [1, 3, H, W] or [H, W, 3] RGB (normalisation applied), or float32
+    /// [1, 3, H, W] already normalised.
     Classify {
-        /// The image (.npy).
+        /// The image (.png or .npy).
         image: PathBuf,
         /// The ResNet state dict (.safetensors).
         #[arg(long)]
@@ -402,27 +403,17 @@ fn cosine(a: &[f32], b: &[f32]) -> f64 {
 
 /// `aneforge classify`: top classes (index, logit, softmax probability) of one .npy image.
 fn classify(image: &Path, resnet: &Path, depth: usize, top: usize, device: &str) -> Result<()> {
-    let a = npy::read(image)?;
-    let (uint8, shape) = match (a.dtype_name(), a.shape.as_slice()) {
-        ("uint8", &[1, 3, h, w]) => (true, [h, w]),
-        ("uint8", &[h, w, 3]) => (true, [h, w]),
-        ("float32" | "float64" | "float16", &[1, 3, h, w]) => (false, [h, w]),
-        (dt, s) => return Err(Error::shape("classify", format!("{}: expected uint8 [1, 3, H, W] or [H, W, 3], or float [1, 3, H, W]; got {dt} {s:?}", image.display()))),
-    };
-    if shape[0] != shape[1] {
-        return Err(Error::shape("classify", format!("{}: the image must be square, got {}x{}", image.display(), shape[0], shape[1])));
-    }
     let opts = aneforge::CompileOptions { device: Device::parse(device)?, ..Default::default() };
-    let mut net = aneforge::models::ResNet::load(resnet, depth, shape[0], uint8, &opts)?;
-    let chw: Vec<u8>;
-    let data = match (&a.shape[..], a.port_data()) {
-        ([h, w, 3], aneforge::PortData::U8(px)) => {
-            chw = (0..3 * h * w).map(|i| px[(i % (h * w)) * 3 + i / (h * w)]).collect();
-            aneforge::PortData::U8(&chw)
-        }
-        (_, d) => d,
+    let is_png = image.extension().is_some_and(|e| e.eq_ignore_ascii_case("png"));
+    let (net, logits) = if is_png {
+        // A PNG is centre-cropped to a square and fed as uint8 (ImageNet normalisation in the program).
+        let img = aneforge::image::read_png(image)?.center_square();
+        let mut net = aneforge::models::ResNet::load(resnet, depth, img.height, true, &opts)?;
+        let logits = net.run(aneforge::PortData::U8(&img.to_chw()))?;
+        (net, logits)
+    } else {
+        classify_npy(image, resnet, depth, &opts)?
     };
-    let logits = net.run(data)?;
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let z: f64 = logits.iter().map(|&l| f64::from(l - max).exp()).sum();
     let mut order: Vec<usize> = (0..logits.len()).collect();
@@ -433,4 +424,30 @@ fn classify(image: &Path, resnet: &Path, depth: usize, top: usize, device: &str)
     }
     emit(&out);
     Ok(())
+}
+
+/// A `.npy` image: uint8 [1, 3, H, W] or [H, W, 3] (normalised in the program), or float [1, 3, H, W]
+/// already normalised; square. Returns the loaded network and its logits.
+fn classify_npy(image: &Path, resnet: &Path, depth: usize, opts: &aneforge::CompileOptions) -> Result<(aneforge::models::ResNet, Vec<f32>)> {
+    let a = npy::read(image)?;
+    let (uint8, shape) = match (a.dtype_name(), a.shape.as_slice()) {
+        ("uint8", &[1, 3, h, w]) => (true, [h, w]),
+        ("uint8", &[h, w, 3]) => (true, [h, w]),
+        ("float32" | "float64" | "float16", &[1, 3, h, w]) => (false, [h, w]),
+        (dt, s) => return Err(Error::shape("classify", format!("{}: expected a .png, or .npy uint8 [1, 3, H, W] or [H, W, 3], or float [1, 3, H, W]; got {dt} {s:?}", image.display()))),
+    };
+    if shape[0] != shape[1] {
+        return Err(Error::shape("classify", format!("{}: the image must be square, got {}x{}", image.display(), shape[0], shape[1])));
+    }
+    let mut net = aneforge::models::ResNet::load(resnet, depth, shape[0], uint8, opts)?;
+    let chw: Vec<u8>;
+    let data = match (&a.shape[..], a.port_data()) {
+        ([h, w, 3], aneforge::PortData::U8(px)) => {
+            chw = (0..3 * h * w).map(|i| px[(i % (h * w)) * 3 + i / (h * w)]).collect();
+            aneforge::PortData::U8(&chw)
+        }
+        (_, d) => d,
+    };
+    let logits = net.run(data)?;
+    Ok((net, logits))
 }
