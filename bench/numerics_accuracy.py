@@ -193,6 +193,10 @@ def special_rows() -> str:
         ("bessel_i0", sp.i0, (3.75, 10.0)),
         ("bessel_k0", sp.k0, (0.05, 2.0)),
         ("bessel_k0", sp.k0, (2.0, 10.0)),
+        ("gamma", sp.gamma, (0.05, 1.0)),
+        ("gamma", sp.gamma, (1.0, 9.0)),
+        ("lgamma", sp.gammaln, (0.01, 8.0)),
+        ("lgamma", sp.gammaln, (8.0, 6000.0)),
     ]
     rows = []
     for name, oracle, (lo, hi) in cases:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from aneforge import _core
 from aneforge._core import Tensor
 
-__all__ = ["bessel_i0", "bessel_j0", "bessel_k0", "erfc", "expm1", "log1p"]
+__all__ = ["bessel_i0", "bessel_j0", "bessel_k0", "erfc", "expm1", "gamma", "lgamma", "log1p"]
 
 
 def erfc(x: Tensor) -> Tensor:
@@ -41,3 +41,13 @@ def bessel_i0(x: Tensor) -> Tensor:
 def bessel_k0(x: Tensor) -> Tensor:
     """Modified Bessel K0 for x > 0 (A&S 9.8.5 for x <= 2, 9.8.6 beyond)."""
     return _core.special("bessel_k0", x)
+
+
+def gamma(x: Tensor) -> Tensor:
+    """Gamma function for 0 < x <= ~9.17 (recurrence onto [1, 2]); +inf beyond (fp16 overflow), x <= 0 meaningless."""
+    return _core.special("gamma", x)
+
+
+def lgamma(x: Tensor) -> Tensor:
+    """log Gamma for 0 < x <= ~7000 (recurrence for x <= 8, Stirling beyond); x <= 0 meaningless."""
+    return _core.special("lgamma", x)

@@ -93,7 +93,59 @@ pub fn bessel_k0(x: &Tensor) -> Result<Tensor> {
     select(&x.compare_scalar(Compare::LessEqual, 2.0)?, &near, &far)
 }
 
-/// The function called `name` (erfc, expm1, log1p, bessel_j0, bessel_i0, bessel_k0) applied to `x`.
+/// Γ on [1, 2] as a degree-7 polynomial in s = z − 1.5 (least-squares Chebyshev fit, fit error
+/// 1.3e-6), `z` clamped to [1, 2].
+fn gamma_core(z: &Tensor) -> Result<Tensor> {
+    const C: [f64; 8] = [0.886_225_900, 0.032_341_545, 0.414_942_619, -0.107_459_770, 0.142_130_261, -0.075_215_421, 0.073_869_831, -0.049_616_994];
+    poly(&z.maximum_scalar(1.0)?.minimum_scalar(2.0)?.sub_scalar(1.5)?, &C)
+}
+
+/// Recurrence steps Γ(z) = (z − 1)·Γ(z − 1) taken from above 2: enough for x ≤ 10, past which
+/// the product alone exceeds fp16's 65504.
+const GAMMA_STEPS: usize = 8;
+
+/// x > 0 reduced to Γ(x) = Γ(z)·up / down with z in [1, 2]: down = x when x < 1 (Γ(x) = Γ(x+1)/x),
+/// and up = (z−1)(z−2)… from `GAMMA_STEPS` select-guarded steps. Returns (Γ(z), up, down).
+fn gamma_reduce(x: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
+    let below = x.compare_scalar(Compare::Less, 1.0)?;
+    let down = x.minimum_scalar(1.0)?;
+    let mut z = select(&below, &x.add_scalar(1.0)?, x)?;
+    let mut up = down.div(&down)?;
+    for _ in 0..GAMMA_STEPS {
+        let step = z.compare_scalar(Compare::Greater, 2.0)?;
+        let zm1 = z.sub_scalar(1.0)?;
+        up = select(&step, &up.mul(&zm1)?, &up)?;
+        z = select(&step, &zm1, &z)?;
+    }
+    Ok((gamma_core(&z)?, up, down))
+}
+
+/// Γ(x) for 0 < x ≤ ~9.17 (Γ(9.17) ≈ 65504): reduced to [1, 2] by the recurrence Γ(x+1) = x·Γ(x)
+/// (one division below 1, up to 8 select-guarded multiplications above 2); measured relative
+/// error ≤ 3e-3 on [0.05, 9]. Larger x give +inf (fp16 overflow, as the true value does), tiny x
+/// (< ~1.5e-5) give +inf; x ≤ 0 is outside the domain (meaningless values).
+pub fn gamma(x: &Tensor) -> Result<Tensor> {
+    let (core, up, down) = gamma_reduce(x)?;
+    core.mul(&up)?.div(&down)
+}
+
+/// ln Γ(x) for 0 < x ≤ ~7000 (beyond, ln Γ exceeds fp16's 65504: +inf): ln Γ(z) + ln(up) − ln(down)
+/// from the gamma recurrence for x ≤ 8, Stirling's series (x − ½)(ln x − 1) + ½(ln 2π − 1) +
+/// 1/(12x) − 1/(360x³) beyond (truncation < 3e-8); measured max |error| / max(1, |f|) ≤ 2e-3.
+/// x ≤ 0 is outside the domain (meaningless values).
+pub fn lgamma(x: &Tensor) -> Result<Tensor> {
+    const HALF_LN_2PI_M_HALF: f32 = 0.418_938_53;
+    let (core, up, down) = gamma_reduce(&x.minimum_scalar(8.0)?)?;
+    let near = core.log(0.0)?.add(&up.log(0.0)?)?.sub(&down.log(0.0)?)?;
+    let big = x.maximum_scalar(8.0)?;
+    let inv = big.rdiv_scalar(1.0)?;
+    let tail = poly(&inv.square()?, &[1.0 / 12.0, -1.0 / 360.0])?.mul(&inv)?;
+    let far = big.sub_scalar(0.5)?.mul(&big.log(0.0)?.sub_scalar(1.0)?)?.add_scalar(HALF_LN_2PI_M_HALF)?.add(&tail)?;
+    select(&x.compare_scalar(Compare::LessEqual, 8.0)?, &near, &far)
+}
+
+/// The function called `name` (erfc, expm1, log1p, bessel_j0, bessel_i0, bessel_k0, gamma, lgamma)
+/// applied to `x`.
 pub fn apply(name: &str, x: &Tensor) -> Result<Tensor> {
     match name {
         "erfc" => erfc(x),
@@ -102,6 +154,8 @@ pub fn apply(name: &str, x: &Tensor) -> Result<Tensor> {
         "bessel_j0" => bessel_j0(x),
         "bessel_i0" => bessel_i0(x),
         "bessel_k0" => bessel_k0(x),
-        _ => Err(Error::NotImplemented(format!("special: no function '{name}' (available: erfc, expm1, log1p, bessel_j0, bessel_i0, bessel_k0)"))),
+        "gamma" => gamma(x),
+        "lgamma" => lgamma(x),
+        _ => Err(Error::NotImplemented(format!("special: no function '{name}' (available: erfc, expm1, log1p, bessel_j0, bessel_i0, bessel_k0, gamma, lgamma)"))),
     }
 }
