@@ -164,6 +164,9 @@ impl Family for Reduce {
 
 /// Softmax of one `[n, inner]` block along its first axis, subtracting each column's max (f32).
 fn softmax_block(x: &[f32], y: &mut [f32], inner: usize) {
+    if inner == 1 {
+        return softmax_row(x, y);
+    }
     let mut max = vec![f32::NEG_INFINITY; inner];
     for row in x.chunks_exact(inner) {
         max.iter_mut().zip(row).for_each(|(m, &v)| *m = m.max(v));
@@ -178,6 +181,18 @@ fn softmax_block(x: &[f32], y: &mut [f32], inner: usize) {
     for yr in y.chunks_exact_mut(inner) {
         yr.iter_mut().zip(&sum).for_each(|(o, &s)| *o /= s);
     }
+}
+
+/// Softmax of one contiguous row (the last-axis case), subtracting its max (f32).
+fn softmax_row(x: &[f32], y: &mut [f32]) {
+    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut sum = 0f32;
+    for (o, &v) in y.iter_mut().zip(x) {
+        *o = (v - max).exp();
+        sum += *o;
+    }
+    let inv = 1.0 / sum;
+    y.iter_mut().for_each(|o| *o *= inv);
 }
 
 impl Family for Softmax {
