@@ -123,24 +123,13 @@ fn cache() -> &'static Mutex<Cache> {
     CACHE.get_or_init(|| Mutex::new(Cache { plans: HashMap::new(), order: Vec::new() }))
 }
 
-/// Stack for building plans: unrolled graphs are tens of thousands of nodes deep, and dropping
-/// the builder's tensor chain recurses once per node.
-const BUILD_STACK: usize = 1 << 29;
-
 /// The plan cached under `key` (which must encode shapes, iteration counts and the device), else
-/// `build()` it (on a thread with a [`BUILD_STACK`]-byte stack) and cache it, evicting the oldest
-/// plan past [`PLAN_CACHE_CAPACITY`].
-pub fn cached(key: String, build: impl FnOnce() -> Result<Plan> + Send) -> Result<SharedPlan> {
+/// `build()` it and cache it, evicting the oldest plan past [`PLAN_CACHE_CAPACITY`].
+pub fn cached(key: String, build: impl FnOnce() -> Result<Plan>) -> Result<SharedPlan> {
     if let Some(p) = cache().lock().unwrap_or_else(|e| e.into_inner()).plans.get(&key) {
         return Ok(p.clone());
     }
-    let built = std::thread::scope(|s| {
-        let worker = std::thread::Builder::new().name("aneforge-plan".into()).stack_size(BUILD_STACK).spawn_scoped(s, build);
-        match worker {
-            Ok(handle) => handle.join().map_err(|_| Error::Runtime { op: "numerics".into(), msg: format!("building plan {key} panicked") })?,
-            Err(e) => Err(Error::Runtime { op: "numerics".into(), msg: format!("cannot start the plan-building thread: {e}") }),
-        }
-    })?;
+    let built = build()?;
     let plan = Arc::new(Mutex::new(built));
     let mut c = cache().lock().unwrap_or_else(|e| e.into_inner());
     if let Some(p) = c.plans.get(&key) {
