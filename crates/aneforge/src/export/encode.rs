@@ -15,7 +15,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::graph::{Graph, Value};
 use crate::mil::blob::{Blob, BlobType, Payload};
-use crate::mil::print::value_names;
+use crate::mil::print::{param_const_name, statement_name, value_names};
 use crate::mil::{Literal, MilInputs};
 use crate::ops::{Op, TensorType};
 use crate::program::{PortSpec, Program};
@@ -220,7 +220,7 @@ impl Encoder<'_> {
             }
             op => {
                 let m = op.family().mil();
-                let stmt = if node.outputs.len() > 1 { format!("t{i}") } else { self.names[i][0].clone() };
+                let stmt = statement_name(&self.names, i);
                 let form = self.opset.constexpr_form(m.op);
                 let mut inputs: HashMap<String, mil::Argument> = HashMap::new();
                 let mut extra: Vec<(String, mil::Value)> = Vec::new();
@@ -231,7 +231,7 @@ impl Encoder<'_> {
                             inputs.insert(pname.to_string(), inline(literal_value(lit)));
                         }
                         None => {
-                            let cname = format!("{stmt}_{pname}");
+                            let cname = param_const_name(&stmt, pname);
                             self.push_const(&cname, literal_value(lit));
                             inputs.insert(pname.to_string(), by_name(&cname));
                         }

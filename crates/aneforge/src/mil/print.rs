@@ -65,6 +65,16 @@ pub fn value_names(g: &Graph) -> Result<Vec<Vec<String>>> {
     Ok(names)
 }
 
+/// The statement name of non-const node `i`: its value name, or `t{i}` for a multi-output node.
+pub fn statement_name(names: &[Vec<String>], i: usize) -> String {
+    if names[i].len() > 1 { format!("t{i}") } else { names[i][0].clone() }
+}
+
+/// The name of the `const` carrying parameter `param` of statement `stmt`.
+pub fn param_const_name(stmt: &str, param: &str) -> String {
+    format!("{stmt}_{param}")
+}
+
 /// Print `g` for the newest opset (see [`print_for`]).
 pub fn print(g: &Graph) -> Result<Printed> {
     print_for(g, Opset::LATEST)
@@ -105,10 +115,10 @@ pub fn print_for(g: &Graph, opset: Opset) -> Result<Printed> {
             op => {
                 let m = op.family().mil();
                 opset.require(m.op)?;
-                let stmt = if node.outputs.len() > 1 { format!("t{i}") } else { names[i][0].clone() };
+                let stmt = statement_name(&names, i);
                 let mut args: Vec<(String, String)> = Vec::new();
                 for (pname, lit) in &m.params {
-                    let cname = format!("{stmt}_{pname}");
+                    let cname = param_const_name(&stmt, pname);
                     claim(&cname)?;
                     writeln!(body, "        {} {cname} = const()[name = string(\"{cname}\"), val = {}];", lit.mil_type(), lit.mil_value())
                         .expect("write to String");
