@@ -24,7 +24,7 @@ def load(path, device="auto", precision="fp16", compress=None, compress_atol=0.0
             raise ValueError(f"load: int8=True means compress='int8', which conflicts with compress={compress!r}")
         compress = "int8"
     if _is_encoder_dir(path):
-        return _core.load_encoder(path, device=device, precision=precision, compress=compress, compress_atol=compress_atol, **kwargs)
+        return _core.load_encoder(path, device=device, precision=precision, compress=compress, compress_atol=compress_atol, block_size=block_size, **kwargs)
     return _core.load(path, device, precision, compress, compress_atol, block_size, **kwargs)
 
 

@@ -177,3 +177,9 @@ def test_int8_encoder_and_program_dirs_still_load(tmp_path):
     model = af.load(d, device="reference")
     assert isinstance(model, af.Model)
     np.testing.assert_array_equal(model(np.array([-1.0, 2.0], np.float32)), [0.0, 2.0])
+
+
+def test_encoder_honours_block_size():
+    # 384 is not a multiple of 7: the blockwise encoder must refuse it, not fall back to 32.
+    with pytest.raises(ValueError, match="7"):
+        af.load(MODEL_DIR, device="reference", compress="blockwise", block_size=7)(SENTENCES[:1])

@@ -122,10 +122,10 @@ fn token_ids(obj: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<u32>>> {
 /// Load a Hugging Face BERT-family encoder folder (config.json, model.safetensors,
 /// tokenizer.json, sentence-transformers pooling config).
 #[pyfunction]
-#[pyo3(signature = (path, device="auto", precision="fp16", pooling=None, normalize=None, compress=None, compress_atol=0.05, build_dir=None))]
+#[pyo3(signature = (path, device="auto", precision="fp16", pooling=None, normalize=None, compress=None, compress_atol=0.05, build_dir=None, block_size=32))]
 #[allow(clippy::too_many_arguments)]
-pub fn load_encoder(py: Python<'_>, path: PathBuf, device: &str, precision: &str, pooling: Option<&str>, normalize: Option<bool>, compress: Option<&str>, compress_atol: f32, build_dir: Option<PathBuf>) -> PyResult<PyEncoder> {
-    let opts = options(device, precision, compress, compress_atol, build_dir)?;
+pub fn load_encoder(py: Python<'_>, path: PathBuf, device: &str, precision: &str, pooling: Option<&str>, normalize: Option<bool>, compress: Option<&str>, compress_atol: f32, build_dir: Option<PathBuf>, block_size: usize) -> PyResult<PyEncoder> {
+    let opts = CompileOptions { block_size, ..options(device, precision, compress, compress_atol, build_dir)? };
     let pooling = pooling.map(Pooling::parse).transpose().py()?;
     let enc = py.detach(|| Encoder::load(&path, pooling, normalize, opts)).py()?;
     let dim = enc.config.hidden;
