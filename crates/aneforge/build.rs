@@ -5,7 +5,11 @@
 use prost::Message;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    for f in ["proto/Model.proto", "proto/MIL.proto", "proto/FeatureTypes.proto"] {
+    for f in [
+        "proto/Model.proto",
+        "proto/MIL.proto",
+        "proto/FeatureTypes.proto",
+    ] {
         println!("cargo:rerun-if-changed={f}");
     }
     let fds = protox::compile(["proto/Model.proto"], ["proto"])?;

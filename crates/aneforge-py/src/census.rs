@@ -14,9 +14,17 @@ use crate::errors::IntoPy;
 /// selfcheck JSON) when given.
 #[pyfunction]
 #[pyo3(signature = (target=None, report=None))]
-pub fn capabilities<'py>(py: Python<'py>, target: Option<&str>, report: Option<PathBuf>) -> PyResult<Bound<'py, PyAny>> {
+pub fn capabilities<'py>(
+    py: Python<'py>,
+    target: Option<&str>,
+    report: Option<PathBuf>,
+) -> PyResult<Bound<'py, PyAny>> {
     let target = target.map(targets::parse_target).transpose().py()?;
-    let report = report.map(|p| selfcheck::read_hardware_report(&p)).transpose().py()?;
+    let report = report
+        .map(|p| selfcheck::read_hardware_report(&p))
+        .transpose()
+        .py()?;
     let caps = py.detach(|| census::census(report.as_ref(), target)).py()?;
-    py.import("json")?.call_method1("loads", (census::json(&caps),))
+    py.import("json")?
+        .call_method1("loads", (census::json(&caps),))
 }

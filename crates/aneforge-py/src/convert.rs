@@ -3,7 +3,10 @@
 
 use aneforge::{HostArray, HostData};
 use half::f16;
-use numpy::{PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArray, PyUntypedArrayMethods};
+use numpy::{
+    PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArray,
+    PyUntypedArrayMethods,
+};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -14,8 +17,15 @@ use crate::tensor::PyTensor;
 static REQUIRE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static ASARRAY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
-fn numpy_fn<'py>(py: Python<'py>, cell: &'static PyOnceLock<Py<PyAny>>, name: &str) -> PyResult<Bound<'py, PyAny>> {
-    Ok(cell.get_or_try_init(py, || py.import("numpy")?.getattr(name).map(Bound::unbind))?.bind(py).clone())
+fn numpy_fn<'py>(
+    py: Python<'py>,
+    cell: &'static PyOnceLock<Py<PyAny>>,
+    name: &str,
+) -> PyResult<Bound<'py, PyAny>> {
+    Ok(cell
+        .get_or_try_init(py, || py.import("numpy")?.getattr(name).map(Bound::unbind))?
+        .bind(py)
+        .clone())
 }
 
 /// `numpy.require(obj, dtype, "CA")`: a C-contiguous, aligned, native-order array of `dtype`.
@@ -25,7 +35,10 @@ pub fn require<'py>(obj: &Bound<'py, PyAny>, dtype: &str) -> PyResult<Bound<'py,
 }
 
 /// `numpy.asarray(obj[, dtype])`.
-pub fn asarray<'py>(obj: &Bound<'py, PyAny>, dtype: Option<&str>) -> PyResult<Bound<'py, PyUntypedArray>> {
+pub fn asarray<'py>(
+    obj: &Bound<'py, PyAny>,
+    dtype: Option<&str>,
+) -> PyResult<Bound<'py, PyUntypedArray>> {
     let r = numpy_fn(obj.py(), &ASARRAY, "asarray")?.call1((obj, dtype))?;
     Ok(r.cast_into::<PyUntypedArray>()?)
 }
@@ -34,23 +47,42 @@ pub fn asarray<'py>(obj: &Bound<'py, PyAny>, dtype: Option<&str>) -> PyResult<Bo
 pub fn fmt_shape(shape: &[usize]) -> String {
     match shape {
         [d] => format!("({d},)"),
-        _ => format!("({})", shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")),
+        _ => format!(
+            "({})",
+            shape
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
 }
 
 /// Name of an object's type for error messages.
 pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".into())
 }
 
 /// A C-contiguous borrow of a float array, `T` its element type.
-pub fn borrow<'py, T: numpy::Element>(arr: &Bound<'py, PyUntypedArray>, dtype: &str) -> PyResult<PyReadonlyArrayDyn<'py, T>> {
-    let fast = arr.cast::<PyArrayDyn<T>>().ok().filter(|a| a.is_c_contiguous() && a.is_aligned()).cloned();
+pub fn borrow<'py, T: numpy::Element>(
+    arr: &Bound<'py, PyUntypedArray>,
+    dtype: &str,
+) -> PyResult<PyReadonlyArrayDyn<'py, T>> {
+    let fast = arr
+        .cast::<PyArrayDyn<T>>()
+        .ok()
+        .filter(|a| a.is_c_contiguous() && a.is_aligned())
+        .cloned();
     let typed = match fast {
         Some(a) => a,
         None => require(arr.as_any(), dtype)?.cast_into::<PyArrayDyn<T>>()?,
     };
-    typed.try_readonly().map_err(|e| PyValueError::new_err(e.to_string()))
+    typed
+        .try_readonly()
+        .map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
 enum WeightData<'py> {
@@ -72,9 +104,16 @@ impl<'py> Weight<'py> {
         let arr = match obj.cast::<PyUntypedArray>() {
             Ok(a) => a.clone(),
             Err(_) if obj.is_instance_of::<PyTensor>() => {
-                return Err(PyTypeError::new_err(format!("{op}: expected a numpy array of weights, got a Tensor")));
+                return Err(PyTypeError::new_err(format!(
+                    "{op}: expected a numpy array of weights, got a Tensor"
+                )));
             }
-            Err(_) => asarray(obj, Some("float64")).map_err(|e| PyTypeError::new_err(format!("{op}: expected a float array of weights, got {} ({e})", type_name(obj))))?,
+            Err(_) => asarray(obj, Some("float64")).map_err(|e| {
+                PyTypeError::new_err(format!(
+                    "{op}: expected a float array of weights, got {} ({e})",
+                    type_name(obj)
+                ))
+            })?,
         };
         let d = arr.dtype();
         let shape = arr.shape().to_vec();
@@ -100,7 +139,10 @@ impl<'py> Weight<'py> {
             WeightData::F32(a) => HostData::F32(a.as_slice().map_err(bad)?),
             WeightData::F64(a) => HostData::F64(a.as_slice().map_err(bad)?),
         };
-        Ok(HostArray { shape: &self.shape, data })
+        Ok(HostArray {
+            shape: &self.shape,
+            data,
+        })
     }
 
     /// Bake as an fp16 constant tensor (errors name `op`).
@@ -111,7 +153,9 @@ impl<'py> Weight<'py> {
 
 /// Optional weight argument.
 pub fn opt_weight<'py>(obj: Option<&Bound<'py, PyAny>>, op: &str) -> PyResult<Option<Weight<'py>>> {
-    obj.filter(|o| !o.is_none()).map(|o| Weight::extract(o, op)).transpose()
+    obj.filter(|o| !o.is_none())
+        .map(|o| Weight::extract(o, op))
+        .transpose()
 }
 
 /// The host view of an optional weight.
@@ -133,7 +177,9 @@ pub fn operand(obj: &Bound<'_, PyAny>, op: &str) -> PyResult<Option<Operand>> {
     }
     if let Ok(a) = obj.cast::<PyUntypedArray>() {
         if a.ndim() > 0 {
-            return Ok(Some(Operand::Tensor(Weight::extract(obj, op)?.constant(op)?)));
+            return Ok(Some(Operand::Tensor(
+                Weight::extract(obj, op)?.constant(op)?,
+            )));
         }
     }
     if obj.is_instance_of::<pyo3::types::PyString>() {
@@ -144,7 +190,12 @@ pub fn operand(obj: &Bound<'_, PyAny>, op: &str) -> PyResult<Option<Operand>> {
 
 /// Like [`operand`], but a TypeError for unsupported types.
 pub fn need_operand(obj: &Bound<'_, PyAny>, op: &str) -> PyResult<Operand> {
-    operand(obj, op)?.ok_or_else(|| PyTypeError::new_err(format!("{op}: expected a Tensor, a float or a numpy array, got {}", type_name(obj))))
+    operand(obj, op)?.ok_or_else(|| {
+        PyTypeError::new_err(format!(
+            "{op}: expected a Tensor, a float or a numpy array, got {}",
+            type_name(obj)
+        ))
+    })
 }
 
 /// A Tensor operand, or a float / array baked as a constant.
@@ -159,7 +210,10 @@ pub fn tensor_like(obj: &Bound<'_, PyAny>, op: &str) -> PyResult<aneforge::Tenso
 pub fn tensor(obj: &Bound<'_, PyAny>, op: &str, what: &str) -> PyResult<aneforge::Tensor> {
     match obj.cast::<PyTensor>() {
         Ok(t) => Ok(t.get().t.clone()),
-        Err(_) => Err(PyTypeError::new_err(format!("{op}: {what} must be a Tensor, got {}", type_name(obj)))),
+        Err(_) => Err(PyTypeError::new_err(format!(
+            "{op}: {what} must be a Tensor, got {}",
+            type_name(obj)
+        ))),
     }
 }
 
@@ -169,17 +223,27 @@ pub fn ints(obj: &Bound<'_, PyAny>, op: &str, what: &str) -> PyResult<Vec<i64>> 
         return Ok(vec![v]);
     }
     if obj.is_instance_of::<pyo3::types::PyString>() {
-        return Err(PyTypeError::new_err(format!("{op}: {what} must be an int or a sequence of ints, got str")));
+        return Err(PyTypeError::new_err(format!(
+            "{op}: {what} must be an int or a sequence of ints, got str"
+        )));
     }
-    obj.extract::<Vec<i64>>()
-        .map_err(|_| PyTypeError::new_err(format!("{op}: {what} must be an int or a sequence of ints, got {}", type_name(obj))))
+    obj.extract::<Vec<i64>>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{op}: {what} must be an int or a sequence of ints, got {}",
+            type_name(obj)
+        ))
+    })
 }
 
 /// An int or a sequence of non-negative ints.
 pub fn sizes(obj: &Bound<'_, PyAny>, op: &str, what: &str) -> PyResult<Vec<usize>> {
     let v = ints(obj, op, what)?;
     v.iter()
-        .map(|&d| usize::try_from(d).map_err(|_| PyValueError::new_err(format!("{op}: {what} must be non-negative, got {v:?}"))))
+        .map(|&d| {
+            usize::try_from(d).map_err(|_| {
+                PyValueError::new_err(format!("{op}: {what} must be non-negative, got {v:?}"))
+            })
+        })
         .collect()
 }
 
@@ -188,7 +252,9 @@ pub fn pair(obj: &Bound<'_, PyAny>, op: &str, what: &str) -> PyResult<[usize; 2]
     match sizes(obj, op, what)?[..] {
         [a] => Ok([a, a]),
         [a, b] => Ok([a, b]),
-        ref v => Err(PyValueError::new_err(format!("{op}: {what} must be an int or a pair, got {v:?}"))),
+        ref v => Err(PyValueError::new_err(format!(
+            "{op}: {what} must be an int or a pair, got {v:?}"
+        ))),
     }
 }
 
@@ -198,7 +264,9 @@ pub fn pad4(obj: &Bound<'_, PyAny>, op: &str) -> PyResult<[usize; 4]> {
         [p] => Ok([p; 4]),
         [h, w] => Ok([h, h, w, w]),
         [t, b, l, r] => Ok([t, b, l, r]),
-        ref v => Err(PyValueError::new_err(format!("{op}: pad must be an int, (ph, pw) or (top, bottom, left, right), got {v:?}"))),
+        ref v => Err(PyValueError::new_err(format!(
+            "{op}: pad must be an int, (ph, pw) or (top, bottom, left, right), got {v:?}"
+        ))),
     }
 }
 
@@ -209,7 +277,18 @@ pub fn floats(obj: &Bound<'_, PyAny>, op: &str, what: &str) -> PyResult<Vec<f32>
     }
     let v = obj
         .extract::<Vec<f64>>()
-        .or_else(|_| asarray(obj, Some("float64")).and_then(|a| a.call_method0("ravel")?.call_method0("tolist")?.extract::<Vec<f64>>()))
-        .map_err(|_| PyTypeError::new_err(format!("{op}: {what} must be a float or a sequence of floats, got {}", type_name(obj))))?;
+        .or_else(|_| {
+            asarray(obj, Some("float64")).and_then(|a| {
+                a.call_method0("ravel")?
+                    .call_method0("tolist")?
+                    .extract::<Vec<f64>>()
+            })
+        })
+        .map_err(|_| {
+            PyTypeError::new_err(format!(
+                "{op}: {what} must be a float or a sequence of floats, got {}",
+                type_name(obj)
+            ))
+        })?;
     Ok(v.into_iter().map(|x| x as f32).collect())
 }

@@ -11,7 +11,11 @@ use crate::tensor::PyTensor;
 #[pyfunction]
 #[pyo3(name = "_conformance_corpus")]
 pub fn conformance_corpus() -> PyResult<Vec<(&'static str, PyTensor)>> {
-    Ok(aneforge::corpus::conformance().py()?.into_iter().map(|(name, t)| (name, PyTensor::from(t))).collect())
+    Ok(aneforge::corpus::conformance()
+        .py()?
+        .into_iter()
+        .map(|(name, t)| (name, PyTensor::from(t)))
+        .collect())
 }
 
 /// Every MIL op name the printer can emit (each has a corpus case).

@@ -1,17 +1,23 @@
 //! Core error → Python exception, same message.
 
 use aneforge::Error;
-use pyo3::exceptions::{PyNotImplementedError, PyOSError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{
+    PyNotImplementedError, PyOSError, PyRuntimeError, PyTypeError, PyValueError,
+};
 use pyo3::PyErr;
 
 /// Map a core error to the Python exception class documented for its variant.
 pub fn to_py(e: Error) -> PyErr {
     let msg = e.to_string();
     match e {
-        Error::Shape { .. } | Error::Value { .. } | Error::Format { .. } => PyValueError::new_err(msg),
+        Error::Shape { .. } | Error::Value { .. } | Error::Format { .. } => {
+            PyValueError::new_err(msg)
+        }
         Error::DType { .. } => PyTypeError::new_err(msg),
         Error::NotImplemented(_) | Error::Target { .. } => PyNotImplementedError::new_err(msg),
-        Error::Unavailable { .. } | Error::E5rt { .. } | Error::Runtime { .. } => PyRuntimeError::new_err(msg),
+        Error::Unavailable { .. } | Error::E5rt { .. } | Error::Runtime { .. } => {
+            PyRuntimeError::new_err(msg)
+        }
         Error::Io { .. } => PyOSError::new_err(msg),
     }
 }

@@ -8,7 +8,9 @@ use aneforge::exec::{port_index, PortView};
 use aneforge::{CompileOptions, Compiled, DType, Device, PortData, PortSpec, Precision};
 use half::f16;
 use numpy::ndarray::ArrayViewD;
-use numpy::{IxDyn, PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
+use numpy::{
+    IxDyn, PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods,
+};
 use pyo3::exceptions::{PyNotImplementedError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
@@ -46,12 +48,21 @@ pub struct Model {
 }
 
 fn not_implemented(option: &str) -> PyErr {
-    PyNotImplementedError::new_err(format!("compile: the {option} option is not implemented yet"))
+    PyNotImplementedError::new_err(format!(
+        "compile: the {option} option is not implemented yet"
+    ))
 }
 
 impl Model {
     fn new(c: Compiled, kind: OutKind) -> Model {
-        let work: usize = c.program.graph.nodes.iter().flat_map(|n| &n.outputs).map(|t| t.shape.iter().product::<usize>()).sum();
+        let work: usize = c
+            .program
+            .graph
+            .nodes
+            .iter()
+            .flat_map(|n| &n.outputs)
+            .map(|t| t.shape.iter().product::<usize>())
+            .sum();
         Model {
             inputs: c.inputs().to_vec(),
             outputs: c.outputs().to_vec(),
@@ -67,55 +78,105 @@ impl Model {
 
     /// Run `f` on the loaded program; an error once `release()` was called.
     fn with<R>(&self, py: Python<'_>, f: impl FnOnce(&mut Compiled) -> PyResult<R>) -> PyResult<R> {
-        let mut guard = self.inner.lock_py_attached(py).unwrap_or_else(|p| p.into_inner());
+        let mut guard = self
+            .inner
+            .lock_py_attached(py)
+            .unwrap_or_else(|p| p.into_inner());
         match guard.as_mut() {
             Some(c) => f(c),
-            None => Err(PyRuntimeError::new_err("this model was released (Model.release()); compile or load the program again")),
+            None => Err(PyRuntimeError::new_err(
+                "this model was released (Model.release()); compile or load the program again",
+            )),
         }
     }
 
     /// A writable numpy array over input (or output) `name`'s buffer, kept alive by a [`ViewBase`].
-    fn view<'py>(slf: &Bound<'py, Self>, name: Option<&str>, output: bool) -> PyResult<Bound<'py, PyAny>> {
+    fn view<'py>(
+        slf: &Bound<'py, Self>,
+        name: Option<&str>,
+        output: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let (m, py) = (slf.get(), slf.py());
-        let (ports, op, what) = if output { (&m.outputs, "output_view", "output") } else { (&m.inputs, "input_view", "input") };
+        let (ports, op, what) = if output {
+            (&m.outputs, "output_view", "output")
+        } else {
+            (&m.inputs, "input_view", "input")
+        };
         let i = port_index(ports, name, op, what).py()?;
         let (ptr, uint8) = m.with(py, |c| {
-            let v = if output { c.loaded.output_view(i) } else { c.loaded.input_view(i) }.py()?;
+            let v = if output {
+                c.loaded.output_view(i)
+            } else {
+                c.loaded.input_view(i)
+            }
+            .py()?;
             Ok(match v {
                 PortView::F16(s) => (s.as_mut_ptr().cast::<u8>(), false),
                 PortView::U8(s) => (s.as_mut_ptr(), true),
             })
         })?;
-        let base = Bound::new(py, ViewBase { _model: slf.clone().unbind(), _token: m.views.clone() })?.into_any();
+        let base = Bound::new(
+            py,
+            ViewBase {
+                _model: slf.clone().unbind(),
+                _token: m.views.clone(),
+            },
+        )?
+        .into_any();
         let shape = IxDyn(&ports[i].shape);
         // SAFETY: `ptr` is the port buffer of the loaded program, holding the port's elements
         // (fp16 aligned to 2, or uint8), at an address fixed while the program is loaded. The
         // base keeps the model alive, and `release()` refuses while any base is alive.
         Ok(unsafe {
             if uint8 {
-                PyArrayDyn::<u8>::borrow_from_array(&ArrayViewD::from_shape_ptr(shape, ptr.cast_const()), base).into_any()
+                PyArrayDyn::<u8>::borrow_from_array(
+                    &ArrayViewD::from_shape_ptr(shape, ptr.cast_const()),
+                    base,
+                )
+                .into_any()
             } else {
-                PyArrayDyn::<f16>::borrow_from_array(&ArrayViewD::from_shape_ptr(shape, ptr.cast::<f16>().cast_const()), base).into_any()
+                PyArrayDyn::<f16>::borrow_from_array(
+                    &ArrayViewD::from_shape_ptr(shape, ptr.cast::<f16>().cast_const()),
+                    base,
+                )
+                .into_any()
             }
         })
     }
 
     fn names(ports: &[PortSpec]) -> String {
-        ports.iter().map(|p| format!("'{}'", p.name)).collect::<Vec<_>>().join(", ")
+        ports
+            .iter()
+            .map(|p| format!("'{}'", p.name))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     fn ports<'py>(py: Python<'py>, ports: &[PortSpec]) -> PyResult<Bound<'py, PyList>> {
-        let items = ports.iter().map(|p| Ok((p.name.as_str(), PyTuple::new(py, &p.shape)?, p.dtype.mil()))).collect::<PyResult<Vec<_>>>()?;
+        let items = ports
+            .iter()
+            .map(|p| Ok((p.name.as_str(), PyTuple::new(py, &p.shape)?, p.dtype.mil())))
+            .collect::<PyResult<Vec<_>>>()?;
         PyList::new(py, items)
     }
 
     /// Feed `args` / `kwargs`, execute, and return the outputs as `compile` was given them.
-    fn call(&self, py: Python<'_>, c: &mut Compiled, args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyAny>> {
+    fn call(
+        &self,
+        py: Python<'_>,
+        c: &mut Compiled,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
         let n = self.inputs.len();
         match kwargs.filter(|k| !k.is_empty()) {
             None => {
                 if args.len() != n {
-                    return Err(PyTypeError::new_err(format!("model takes {n} input(s) ({}), got {}", Self::names(&self.inputs), args.len())));
+                    return Err(PyTypeError::new_err(format!(
+                        "model takes {n} input(s) ({}), got {}",
+                        Self::names(&self.inputs),
+                        args.len()
+                    )));
                 }
                 for (i, port) in self.inputs.iter().enumerate() {
                     let item = args.get_borrowed_item(i)?;
@@ -138,16 +199,27 @@ impl Model {
                     }
                 }
                 if !missing.is_empty() {
-                    return Err(PyTypeError::new_err(format!("missing input(s) {} (inputs: {})", missing.join(", "), Self::names(&self.inputs))));
+                    return Err(PyTypeError::new_err(format!(
+                        "missing input(s) {} (inputs: {})",
+                        missing.join(", "),
+                        Self::names(&self.inputs)
+                    )));
                 }
                 if kw.len() != n {
                     let extra: Vec<String> = kw
                         .keys()
                         .iter()
-                        .filter(|k| k.extract::<&str>().map_or(true, |s| !self.inputs.iter().any(|p| p.name == s)))
+                        .filter(|k| {
+                            k.extract::<&str>()
+                                .map_or(true, |s| !self.inputs.iter().any(|p| p.name == s))
+                        })
                         .map(|k| k.repr().map(|r| r.to_string()).unwrap_or_default())
                         .collect();
-                    return Err(PyTypeError::new_err(format!("unknown input name(s) {} (inputs: {})", extra.join(", "), Self::names(&self.inputs))));
+                    return Err(PyTypeError::new_err(format!(
+                        "unknown input name(s) {} (inputs: {})",
+                        extra.join(", "),
+                        Self::names(&self.inputs)
+                    )));
                 }
                 for (i, (port, v)) in self.inputs.iter().zip(&vals).enumerate() {
                     feed(c, i, port, v)?;
@@ -164,13 +236,21 @@ impl Model {
             // SAFETY: `new` leaves the elements uninitialised; `read_output` writes all of them
             // (it errors, and the array is dropped unread, if the length did not match).
             let arr = unsafe { PyArrayDyn::<f32>::new(py, IxDyn(&self.outputs[j].shape), false) };
-            let s = unsafe { arr.as_slice_mut() }.map_err(|e| PyValueError::new_err(e.to_string()))?;
+            let s =
+                unsafe { arr.as_slice_mut() }.map_err(|e| PyValueError::new_err(e.to_string()))?;
             c.loaded.read_output(j, s).py()?;
             Ok(arr.into_any())
         };
         Ok(match self.kind {
             OutKind::Single => out(0)?.unbind(),
-            OutKind::List => PyList::new(py, (0..self.outputs.len()).map(out).collect::<PyResult<Vec<_>>>()?)?.into_any().unbind(),
+            OutKind::List => PyList::new(
+                py,
+                (0..self.outputs.len())
+                    .map(out)
+                    .collect::<PyResult<Vec<_>>>()?,
+            )?
+            .into_any()
+            .unbind(),
             OutKind::Dict => {
                 let d = PyDict::new(py);
                 for (j, p) in self.outputs.iter().enumerate() {
@@ -203,7 +283,8 @@ fn feed(c: &mut Compiled, i: usize, port: &PortSpec, obj: &Bound<'_, PyAny>) -> 
                 check_shape(port, a.shape())?;
                 // SAFETY: the GIL is held and no Python code runs while the slice is alive; the
                 // data is copied into the executor's buffer before returning.
-                let data = unsafe { a.as_slice() }.map_err(|e| PyValueError::new_err(e.to_string()))?;
+                let data =
+                    unsafe { a.as_slice() }.map_err(|e| PyValueError::new_err(e.to_string()))?;
                 return c.loaded.set_input(i, PortData::F32(data)).py();
             }
         }
@@ -212,7 +293,13 @@ fn feed(c: &mut Compiled, i: usize, port: &PortSpec, obj: &Bound<'_, PyAny>) -> 
         Ok(a) => a.clone(),
         Err(_) => {
             let dtype = (port.dtype == DType::Fp16).then_some("float64");
-            asarray(obj, dtype).map_err(|e| PyTypeError::new_err(format!("input '{}': expected a numpy array, got {} ({e})", port.name, type_name(obj))))?
+            asarray(obj, dtype).map_err(|e| {
+                PyTypeError::new_err(format!(
+                    "input '{}': expected a numpy array, got {} ({e})",
+                    port.name,
+                    type_name(obj)
+                ))
+            })?
         }
     };
     check_shape(port, arr.shape())?;
@@ -267,7 +354,12 @@ fn feed(c: &mut Compiled, i: usize, port: &PortSpec, obj: &Bound<'_, PyAny>) -> 
 impl Model {
     /// Run on numpy arrays given in input creation order or by port name; returns float32 arrays.
     #[pyo3(signature = (*args, **kwargs))]
-    fn __call__(&self, py: Python<'_>, args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyAny>> {
+    fn __call__(
+        &self,
+        py: Python<'_>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
         self.with(py, |c| self.call(py, c, args, kwargs))
     }
 
@@ -310,7 +402,11 @@ impl Model {
         if views > 0 {
             return Err(PyRuntimeError::new_err(format!("release: {views} numpy view(s) of this model's buffers are still alive; delete them first")));
         }
-        let c = self.inner.lock_py_attached(py).unwrap_or_else(|p| p.into_inner()).take();
+        let c = self
+            .inner
+            .lock_py_attached(py)
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         drop(c);
         Ok(())
     }
@@ -371,7 +467,12 @@ impl Model {
     }
 
     fn __repr__(&self) -> String {
-        let ports = |ps: &[PortSpec]| ps.iter().map(|p| format!("{}: {} {}", p.name, p.dtype, fmt_shape(&p.shape))).collect::<Vec<_>>().join(", ");
+        let ports = |ps: &[PortSpec]| {
+            ps.iter()
+                .map(|p| format!("{}: {} {}", p.name, p.dtype, fmt_shape(&p.shape)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         format!(
             "Model(device='{}', inputs=[{}], outputs=[{}], n_ops={}, program_dir='{}')",
             self.device,
@@ -400,13 +501,21 @@ pub(crate) fn parse_outputs(outputs: &Bound<'_, PyAny>) -> PyResult<(Outputs, Ou
     } else if let Ok(d) = outputs.cast::<PyDict>() {
         let mut outs = Vec::with_capacity(d.len());
         for (k, v) in d.iter() {
-            let name: String = k.extract().map_err(|_| PyTypeError::new_err(format!("compile: output names must be str, got {}", type_name(&k))))?;
+            let name: String = k.extract().map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "compile: output names must be str, got {}",
+                    type_name(&k)
+                ))
+            })?;
             let t = tensor(&v, "compile", &format!("output '{name}'"))?;
             outs.push((Some(name), t));
         }
         Ok((outs, OutKind::Dict))
     } else if outputs.is_instance_of::<PyList>() || outputs.is_instance_of::<PyTuple>() {
-        let outs = outputs.try_iter()?.map(|t| Ok((None, tensor(&t?, "compile", "every output")?))).collect::<PyResult<Vec<_>>>()?;
+        let outs = outputs
+            .try_iter()?
+            .map(|t| Ok((None, tensor(&t?, "compile", "every output")?)))
+            .collect::<PyResult<Vec<_>>>()?;
         Ok((outs, OutKind::List))
     } else {
         Err(PyTypeError::new_err(format!(
@@ -436,7 +545,11 @@ pub fn compile(
     opset: Option<String>,
 ) -> PyResult<Model> {
     let compress = match (compress, int8) {
-        (Some(m), true) if m != "int8" => return Err(PyValueError::new_err(format!("compile: int8=True means compress='int8', which conflicts with compress='{m}'"))),
+        (Some(m), true) if m != "int8" => {
+            return Err(PyValueError::new_err(format!(
+                "compile: int8=True means compress='int8', which conflicts with compress='{m}'"
+            )))
+        }
         (None, true) => Some("int8"),
         (m, _) => m,
     };
@@ -446,17 +559,38 @@ pub fn compile(
         }
     }
     let (outs, kind) = parse_outputs(outputs)?;
-    let base = CompileOptions { device: Device::parse(device).py()?, precision: Precision::parse(precision).py()?, build_dir, target, opset, ..Default::default() };
+    let base = CompileOptions {
+        device: Device::parse(device).py()?,
+        precision: Precision::parse(precision).py()?,
+        build_dir,
+        target,
+        opset,
+        ..Default::default()
+    };
     let opts = with_compression(base, compress, compress_atol, block_size)?;
     let compiled = py.detach(|| aneforge::compile(&outs, &opts)).py()?;
     Ok(Model::new(compiled, kind))
 }
 
 /// `opts` with the `compress` mode (`None` = fp16 weights), its error budget and block size.
-fn with_compression(opts: CompileOptions, compress: Option<&str>, compress_atol: f32, block_size: i64) -> PyResult<CompileOptions> {
-    let block_size = usize::try_from(block_size).map_err(|_| PyValueError::new_err(format!("compile: block_size must be >= 1, got {block_size}")))?;
+fn with_compression(
+    opts: CompileOptions,
+    compress: Option<&str>,
+    compress_atol: f32,
+    block_size: i64,
+) -> PyResult<CompileOptions> {
+    let block_size = usize::try_from(block_size).map_err(|_| {
+        PyValueError::new_err(format!(
+            "compile: block_size must be >= 1, got {block_size}"
+        ))
+    })?;
     let compress = compress.map(aneforge::Compress::parse).transpose().py()?;
-    Ok(CompileOptions { compress, compress_atol, block_size, ..opts })
+    Ok(CompileOptions {
+        compress,
+        compress_atol,
+        block_size,
+        ..opts
+    })
 }
 
 /// Lower `outputs` and write the program directory (model.mil, weights.bin, program.json)
@@ -464,9 +598,28 @@ fn with_compression(opts: CompileOptions, compress: Option<&str>, compress_atol:
 #[pyfunction]
 #[pyo3(signature = (outputs, build_dir=None, target=None, compress=None, compress_atol=0.05, block_size=32, opset=None))]
 #[allow(clippy::too_many_arguments)]
-pub fn export(py: Python<'_>, outputs: &Bound<'_, PyAny>, build_dir: Option<PathBuf>, target: Option<String>, compress: Option<&str>, compress_atol: f32, block_size: i64, opset: Option<String>) -> PyResult<String> {
+pub fn export(
+    py: Python<'_>,
+    outputs: &Bound<'_, PyAny>,
+    build_dir: Option<PathBuf>,
+    target: Option<String>,
+    compress: Option<&str>,
+    compress_atol: f32,
+    block_size: i64,
+    opset: Option<String>,
+) -> PyResult<String> {
     let (outs, _) = parse_outputs(outputs)?;
-    let opts = with_compression(CompileOptions { build_dir, target, opset, ..Default::default() }, compress, compress_atol, block_size)?;
+    let opts = with_compression(
+        CompileOptions {
+            build_dir,
+            target,
+            opset,
+            ..Default::default()
+        },
+        compress,
+        compress_atol,
+        block_size,
+    )?;
     let exported = py.detach(|| aneforge::export(&outs, &opts)).py()?;
     Ok(exported.dir.display().to_string())
 }
@@ -476,10 +629,28 @@ pub fn export(py: Python<'_>, outputs: &Bound<'_, PyAny>, build_dir: Option<Path
 /// one array for a single output, else a dict name → array.
 #[pyfunction]
 #[pyo3(signature = (program_dir, device="auto", precision="fp16", compress=None, compress_atol=0.05, block_size=32))]
-pub fn load(py: Python<'_>, program_dir: PathBuf, device: &str, precision: &str, compress: Option<&str>, compress_atol: f32, block_size: i64) -> PyResult<Model> {
-    let base = CompileOptions { device: Device::parse(device).py()?, precision: Precision::parse(precision).py()?, ..Default::default() };
+pub fn load(
+    py: Python<'_>,
+    program_dir: PathBuf,
+    device: &str,
+    precision: &str,
+    compress: Option<&str>,
+    compress_atol: f32,
+    block_size: i64,
+) -> PyResult<Model> {
+    let base = CompileOptions {
+        device: Device::parse(device).py()?,
+        precision: Precision::parse(precision).py()?,
+        ..Default::default()
+    };
     let opts = with_compression(base, compress, compress_atol, block_size)?;
-    let compiled = py.detach(|| aneforge::load_dir_with(&program_dir, &opts)).py()?;
-    let kind = if compiled.outputs().len() == 1 { OutKind::Single } else { OutKind::Dict };
+    let compiled = py
+        .detach(|| aneforge::load_dir_with(&program_dir, &opts))
+        .py()?;
+    let kind = if compiled.outputs().len() == 1 {
+        OutKind::Single
+    } else {
+        OutKind::Dict
+    };
     Ok(Model::new(compiled, kind))
 }

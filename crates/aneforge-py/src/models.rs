@@ -16,7 +16,13 @@ use crate::convert::{asarray, borrow, fmt_shape, type_name};
 use crate::errors::IntoPy;
 
 /// Compile options from the loader keywords shared by every model.
-fn options(device: &str, precision: &str, compress: Option<&str>, compress_atol: f32, build_dir: Option<PathBuf>) -> PyResult<CompileOptions> {
+fn options(
+    device: &str,
+    precision: &str,
+    compress: Option<&str>,
+    compress_atol: f32,
+    build_dir: Option<PathBuf>,
+) -> PyResult<CompileOptions> {
     Ok(CompileOptions {
         device: Device::parse(device).py()?,
         precision: Precision::parse(precision).py()?,
@@ -28,7 +34,11 @@ fn options(device: &str, precision: &str, compress: Option<&str>, compress_atol:
 }
 
 /// Rows of `data` (n × d, C order) as a float32 array [n, d].
-fn rows<'py>(py: Python<'py>, data: Vec<Vec<f32>>, d: usize) -> PyResult<Bound<'py, PyArray2<f32>>> {
+fn rows<'py>(
+    py: Python<'py>,
+    data: Vec<Vec<f32>>,
+    d: usize,
+) -> PyResult<Bound<'py, PyArray2<f32>>> {
     let n = data.len();
     let flat: Vec<f32> = data.into_iter().flatten().collect();
     numpy::PyArray1::from_vec(py, flat).reshape([n, d])
@@ -44,13 +54,22 @@ pub struct PyEncoder {
 #[pymethods]
 impl PyEncoder {
     /// Embed a string, a list of strings, or token ids (a list of int lists or a 2-D int array).
-    fn __call__<'py>(&self, py: Python<'py>, inputs: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyArray2<f32>>> {
+    fn __call__<'py>(
+        &self,
+        py: Python<'py>,
+        inputs: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyArray2<f32>>> {
         let out = if let Ok(s) = inputs.cast::<PyString>() {
             let t = s.to_str()?.to_string();
             self.with(py, |e| e.encode(&[t.as_str()]))?
-        } else if inputs.cast::<PyList>().is_ok_and(|l| !l.is_empty() && l.iter().all(|x| x.is_instance_of::<PyString>())) {
+        } else if inputs
+            .cast::<PyList>()
+            .is_ok_and(|l| !l.is_empty() && l.iter().all(|x| x.is_instance_of::<PyString>()))
+        {
             let texts: Vec<String> = inputs.extract()?;
-            self.with(py, |e| e.encode(&texts.iter().map(String::as_str).collect::<Vec<_>>()))?
+            self.with(py, |e| {
+                e.encode(&texts.iter().map(String::as_str).collect::<Vec<_>>())
+            })?
         } else {
             let ids = token_ids(inputs)?;
             self.with(py, |e| e.encode_ids(&ids))?
@@ -60,7 +79,9 @@ impl PyEncoder {
 
     /// Token ids of each text (special tokens added, truncated to `max_len`, unpadded).
     fn tokenize(&self, py: Python<'_>, texts: Vec<String>) -> PyResult<Vec<Vec<u32>>> {
-        self.with(py, |e| e.tokenize(&texts.iter().map(String::as_str).collect::<Vec<_>>()))
+        self.with(py, |e| {
+            e.tokenize(&texts.iter().map(String::as_str).collect::<Vec<_>>())
+        })
     }
 
     /// The executor running the programs ("ane" or "reference").
@@ -78,7 +99,10 @@ impl PyEncoder {
     /// Longest accepted token sequence.
     #[getter]
     fn max_len(&self, py: Python<'_>) -> usize {
-        self.inner.lock_py_attached(py).map(|e| e.max_len).unwrap_or(0)
+        self.inner
+            .lock_py_attached(py)
+            .map(|e| e.max_len)
+            .unwrap_or(0)
     }
 
     /// "mean" or "cls".
@@ -93,7 +117,10 @@ impl PyEncoder {
     /// Whether embeddings are L2-normalised.
     #[getter]
     fn normalize(&self, py: Python<'_>) -> bool {
-        self.inner.lock_py_attached(py).map(|e| e.normalize).unwrap_or(false)
+        self.inner
+            .lock_py_attached(py)
+            .map(|e| e.normalize)
+            .unwrap_or(false)
     }
 
     fn __repr__(&self) -> String {
@@ -103,8 +130,15 @@ impl PyEncoder {
 
 impl PyEncoder {
     /// Run `f` on the encoder with the GIL released.
-    fn with<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut Encoder) -> aneforge::Result<T> + Send) -> PyResult<T> {
-        let mut g = self.inner.lock_py_attached(py).map_err(|_| PyValueError::new_err("encoder: a previous call panicked"))?;
+    fn with<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut Encoder) -> aneforge::Result<T> + Send,
+    ) -> PyResult<T> {
+        let mut g = self
+            .inner
+            .lock_py_attached(py)
+            .map_err(|_| PyValueError::new_err("encoder: a previous call panicked"))?;
         let e = &mut *g;
         py.detach(|| f(e)).py()
     }
@@ -112,10 +146,22 @@ impl PyEncoder {
 
 /// Token-id sequences from a list of int lists or a 2-D integer array (ids must be >= 0).
 fn token_ids(obj: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<u32>>> {
-    let bad = || PyTypeError::new_err(format!("encoder: expected a str, a list of str, or token ids (list of int lists / 2-D int array), got {}", type_name(obj)));
+    let bad = || {
+        PyTypeError::new_err(format!("encoder: expected a str, a list of str, or token ids (list of int lists / 2-D int array), got {}", type_name(obj)))
+    };
     let seqs: Vec<Vec<i64>> = obj.extract().map_err(|_| bad())?;
     seqs.into_iter()
-        .map(|s| s.into_iter().map(|v| u32::try_from(v).map_err(|_| PyValueError::new_err(format!("encoder: token id {v} is negative or too large")))).collect())
+        .map(|s| {
+            s.into_iter()
+                .map(|v| {
+                    u32::try_from(v).map_err(|_| {
+                        PyValueError::new_err(format!(
+                            "encoder: token id {v} is negative or too large"
+                        ))
+                    })
+                })
+                .collect()
+        })
         .collect()
 }
 
@@ -124,12 +170,31 @@ fn token_ids(obj: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<u32>>> {
 #[pyfunction]
 #[pyo3(signature = (path, device="auto", precision="fp16", pooling=None, normalize=None, compress=None, compress_atol=0.05, build_dir=None, block_size=32))]
 #[allow(clippy::too_many_arguments)]
-pub fn load_encoder(py: Python<'_>, path: PathBuf, device: &str, precision: &str, pooling: Option<&str>, normalize: Option<bool>, compress: Option<&str>, compress_atol: f32, build_dir: Option<PathBuf>, block_size: usize) -> PyResult<PyEncoder> {
-    let opts = CompileOptions { block_size, ..options(device, precision, compress, compress_atol, build_dir)? };
+pub fn load_encoder(
+    py: Python<'_>,
+    path: PathBuf,
+    device: &str,
+    precision: &str,
+    pooling: Option<&str>,
+    normalize: Option<bool>,
+    compress: Option<&str>,
+    compress_atol: f32,
+    build_dir: Option<PathBuf>,
+    block_size: usize,
+) -> PyResult<PyEncoder> {
+    let opts = CompileOptions {
+        block_size,
+        ..options(device, precision, compress, compress_atol, build_dir)?
+    };
     let pooling = pooling.map(Pooling::parse).transpose().py()?;
-    let enc = py.detach(|| Encoder::load(&path, pooling, normalize, opts)).py()?;
+    let enc = py
+        .detach(|| Encoder::load(&path, pooling, normalize, opts))
+        .py()?;
     let dim = enc.config.hidden;
-    Ok(PyEncoder { inner: Mutex::new(enc), dim })
+    Ok(PyEncoder {
+        inner: Mutex::new(enc),
+        dim,
+    })
 }
 
 /// A compiled vision model (ResNet, ViT, ESPCN): `net(image)` → float32 output (logits [1, classes] or an image).
@@ -146,27 +211,48 @@ impl PyVision {
     fn new(c: Compiled, uint8: bool) -> PyVision {
         let shape = c.inputs()[0].shape.clone();
         let out_shape = c.outputs()[0].shape.clone();
-        PyVision { shape, out_shape, uint8, device: c.device(), inner: Mutex::new(c) }
+        PyVision {
+            shape,
+            out_shape,
+            uint8,
+            device: c.device(),
+            inner: Mutex::new(c),
+        }
     }
 }
 
 #[pymethods]
 impl PyVision {
     /// Run one image [1, C, H, W]: float (already normalised) or, for a uint8 model, uint8 RGB 0..255.
-    fn __call__<'py>(&self, py: Python<'py>, image: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+    fn __call__<'py>(
+        &self,
+        py: Python<'py>,
+        image: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
         let arr = asarray(image, Some(if self.uint8 { "uint8" } else { "float32" }))?;
         if arr.shape() != self.shape.as_slice() {
-            return Err(PyValueError::new_err(format!("vision: image must have shape {}, got {}", fmt_shape(&self.shape), fmt_shape(arr.shape()))));
+            return Err(PyValueError::new_err(format!(
+                "vision: image must have shape {}, got {}",
+                fmt_shape(&self.shape),
+                fmt_shape(arr.shape())
+            )));
         }
-        let mut g = self.inner.lock_py_attached(py).map_err(|_| PyValueError::new_err("vision: a previous call panicked"))?;
+        let mut g = self
+            .inner
+            .lock_py_attached(py)
+            .map_err(|_| PyValueError::new_err("vision: a previous call panicked"))?;
         let net = &mut *g;
         let mut out = if self.uint8 {
             let a = borrow::<u8>(&arr, "uint8")?;
-            let s = a.as_slice().map_err(|e| PyValueError::new_err(e.to_string()))?;
+            let s = a
+                .as_slice()
+                .map_err(|e| PyValueError::new_err(e.to_string()))?;
             py.detach(|| net.run(&[PortData::U8(s)])).py()?
         } else {
             let a = borrow::<f32>(&arr, "float32")?;
-            let s = a.as_slice().map_err(|e| PyValueError::new_err(e.to_string()))?;
+            let s = a
+                .as_slice()
+                .map_err(|e| PyValueError::new_err(e.to_string()))?;
             py.detach(|| net.run(&[PortData::F32(s)])).py()?
         };
         numpy::PyArray1::from_vec(py, out.swap_remove(0)).reshape(self.out_shape.clone())
@@ -193,7 +279,10 @@ impl PyVision {
     /// The program directory.
     #[getter]
     fn program_dir(&self, py: Python<'_>) -> PyResult<String> {
-        let g = self.inner.lock_py_attached(py).map_err(|_| PyValueError::new_err("vision: a previous call panicked"))?;
+        let g = self
+            .inner
+            .lock_py_attached(py)
+            .map_err(|_| PyValueError::new_err("vision: a previous call panicked"))?;
         Ok(g.dir.display().to_string())
     }
 }
@@ -202,16 +291,37 @@ impl PyVision {
 #[pyfunction]
 #[pyo3(signature = (path, depth=18, device="auto", precision="fp16", compress=None, compress_atol=0.05, image_size=224, uint8=false, build_dir=None))]
 #[allow(clippy::too_many_arguments)]
-pub fn load_resnet(py: Python<'_>, path: PathBuf, depth: usize, device: &str, precision: &str, compress: Option<&str>, compress_atol: f32, image_size: usize, uint8: bool, build_dir: Option<PathBuf>) -> PyResult<PyVision> {
+pub fn load_resnet(
+    py: Python<'_>,
+    path: PathBuf,
+    depth: usize,
+    device: &str,
+    precision: &str,
+    compress: Option<&str>,
+    compress_atol: f32,
+    image_size: usize,
+    uint8: bool,
+    build_dir: Option<PathBuf>,
+) -> PyResult<PyVision> {
     let opts = options(device, precision, compress, compress_atol, build_dir)?;
-    let net = py.detach(|| ResNet::load(&path, depth, image_size, uint8, &opts)).py()?;
+    let net = py
+        .detach(|| ResNet::load(&path, depth, image_size, uint8, &opts))
+        .py()?;
     Ok(PyVision::new(net.compiled, uint8))
 }
 
 /// Load a Hugging Face ViTForImageClassification folder (config.json + model.safetensors).
 #[pyfunction]
 #[pyo3(signature = (path, device="auto", precision="fp16", compress=None, compress_atol=0.05, build_dir=None))]
-pub fn load_vit(py: Python<'_>, path: PathBuf, device: &str, precision: &str, compress: Option<&str>, compress_atol: f32, build_dir: Option<PathBuf>) -> PyResult<PyVision> {
+pub fn load_vit(
+    py: Python<'_>,
+    path: PathBuf,
+    device: &str,
+    precision: &str,
+    compress: Option<&str>,
+    compress_atol: f32,
+    build_dir: Option<PathBuf>,
+) -> PyResult<PyVision> {
     let opts = options(device, precision, compress, compress_atol, build_dir)?;
     let net = py.detach(|| Vit::load(&path, &opts)).py()?;
     Ok(PyVision::new(net.compiled, false))
@@ -221,9 +331,21 @@ pub fn load_vit(py: Python<'_>, path: PathBuf, device: &str, precision: &str, co
 #[pyfunction]
 #[pyo3(signature = (path, height, width, device="auto", precision="fp16", compress=None, compress_atol=0.05, build_dir=None))]
 #[allow(clippy::too_many_arguments)]
-pub fn load_espcn(py: Python<'_>, path: PathBuf, height: usize, width: usize, device: &str, precision: &str, compress: Option<&str>, compress_atol: f32, build_dir: Option<PathBuf>) -> PyResult<PyVision> {
+pub fn load_espcn(
+    py: Python<'_>,
+    path: PathBuf,
+    height: usize,
+    width: usize,
+    device: &str,
+    precision: &str,
+    compress: Option<&str>,
+    compress_atol: f32,
+    build_dir: Option<PathBuf>,
+) -> PyResult<PyVision> {
     let opts = options(device, precision, compress, compress_atol, build_dir)?;
-    let net = py.detach(|| Espcn::load(&path, height, width, &opts)).py()?;
+    let net = py
+        .detach(|| Espcn::load(&path, height, width, &opts))
+        .py()?;
     Ok(PyVision::new(net.compiled, false))
 }
 
@@ -246,14 +368,34 @@ impl PyGpt2 {
     /// Feed the prompt, then sample `max_new_tokens` tokens (greedy when temperature <= 0, else
     /// top-k (0 = all) temperature sampling seeded by `seed`); returns the new token ids.
     #[pyo3(signature = (ids, max_new_tokens=20, temperature=1.0, top_k=0, seed=0))]
-    fn generate(&self, py: Python<'_>, ids: Vec<u32>, max_new_tokens: usize, temperature: f32, top_k: usize, seed: u64) -> PyResult<Vec<u32>> {
-        self.with(py, |g| g.generate(&ids, max_new_tokens, temperature, top_k, seed))
+    fn generate(
+        &self,
+        py: Python<'_>,
+        ids: Vec<u32>,
+        max_new_tokens: usize,
+        temperature: f32,
+        top_k: usize,
+        seed: u64,
+    ) -> PyResult<Vec<u32>> {
+        self.with(py, |g| {
+            g.generate(&ids, max_new_tokens, temperature, top_k, seed)
+        })
     }
 
     /// Text continuation of `prompt` (needs tokenizer.json in the folder): `generate` on its ids, decoded.
     #[pyo3(signature = (prompt, max_new_tokens=20, temperature=1.0, top_k=0, seed=0))]
-    fn generate_text(&self, py: Python<'_>, prompt: String, max_new_tokens: usize, temperature: f32, top_k: usize, seed: u64) -> PyResult<String> {
-        self.with(py, |g| g.generate_text(&prompt, max_new_tokens, temperature, top_k, seed))
+    fn generate_text(
+        &self,
+        py: Python<'_>,
+        prompt: String,
+        max_new_tokens: usize,
+        temperature: f32,
+        top_k: usize,
+        seed: u64,
+    ) -> PyResult<String> {
+        self.with(py, |g| {
+            g.generate_text(&prompt, max_new_tokens, temperature, top_k, seed)
+        })
     }
 
     /// The executor running the decode program.
@@ -265,14 +407,24 @@ impl PyGpt2 {
     /// Maximum context (prompt + generated tokens).
     #[getter]
     fn max_context(&self, py: Python<'_>) -> usize {
-        self.inner.lock_py_attached(py).map(|g| g.max_context).unwrap_or(0)
+        self.inner
+            .lock_py_attached(py)
+            .map(|g| g.max_context)
+            .unwrap_or(0)
     }
 }
 
 impl PyGpt2 {
     /// Run `f` on the decoder with the GIL released.
-    fn with<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut Gpt2) -> aneforge::Result<T> + Send) -> PyResult<T> {
-        let mut g = self.inner.lock_py_attached(py).map_err(|_| PyValueError::new_err("gpt2: a previous call panicked"))?;
+    fn with<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut Gpt2) -> aneforge::Result<T> + Send,
+    ) -> PyResult<T> {
+        let mut g = self
+            .inner
+            .lock_py_attached(py)
+            .map_err(|_| PyValueError::new_err("gpt2: a previous call panicked"))?;
         let m = &mut *g;
         py.detach(|| f(m)).py()
     }
@@ -282,8 +434,21 @@ impl PyGpt2 {
 #[pyfunction]
 #[pyo3(signature = (path, max_context=None, device="auto", precision="fp16", compress=None, compress_atol=0.05, build_dir=None))]
 #[allow(clippy::too_many_arguments)]
-pub fn load_gpt2(py: Python<'_>, path: PathBuf, max_context: Option<usize>, device: &str, precision: &str, compress: Option<&str>, compress_atol: f32, build_dir: Option<PathBuf>) -> PyResult<PyGpt2> {
+pub fn load_gpt2(
+    py: Python<'_>,
+    path: PathBuf,
+    max_context: Option<usize>,
+    device: &str,
+    precision: &str,
+    compress: Option<&str>,
+    compress_atol: f32,
+    build_dir: Option<PathBuf>,
+) -> PyResult<PyGpt2> {
     let opts = options(device, precision, compress, compress_atol, build_dir)?;
     let g = py.detach(|| Gpt2::load(&path, max_context, &opts)).py()?;
-    Ok(PyGpt2 { vocab: g.config.vocab, device: g.compiled.device(), inner: Mutex::new(g) })
+    Ok(PyGpt2 {
+        vocab: g.config.vocab,
+        device: g.compiled.device(),
+        inner: Mutex::new(g),
+    })
 }

@@ -16,16 +16,29 @@ use crate::model::{parse_outputs, OutKind};
 use crate::tensor::PyTensor;
 
 /// A C-contiguous float32 view of `obj` (converted when needed) whose shape must be `shape`.
-fn f32_input<'py>(obj: &Bound<'py, PyAny>, shape: &[usize], op: &str, what: &str) -> PyResult<PyReadonlyArrayDyn<'py, f32>> {
+fn f32_input<'py>(
+    obj: &Bound<'py, PyAny>,
+    shape: &[usize],
+    op: &str,
+    what: &str,
+) -> PyResult<PyReadonlyArrayDyn<'py, f32>> {
     let arr = borrow::<f32>(&asarray(obj, Some("float32"))?, "float32")?;
     if arr.shape() != shape {
-        return Err(PyValueError::new_err(format!("{op}: {what} has shape {}, the plan was built for {}", fmt_shape(arr.shape()), fmt_shape(shape))));
+        return Err(PyValueError::new_err(format!(
+            "{op}: {what} has shape {}, the plan was built for {}",
+            fmt_shape(arr.shape()),
+            fmt_shape(shape)
+        )));
     }
     Ok(arr)
 }
 
 /// A float32 array of `shape` holding `data`.
-fn f32_output<'py>(py: Python<'py>, data: Vec<f32>, shape: &[usize]) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+fn f32_output<'py>(
+    py: Python<'py>,
+    data: Vec<f32>,
+    shape: &[usize],
+) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
     PyArray1::from_vec(py, data).reshape(shape.to_vec())
 }
 
@@ -59,22 +72,42 @@ impl FftPlan {
     }
     /// Transform (re[, im]) → [re, im], or [x] for irfft.
     #[pyo3(signature = (re, im=None))]
-    fn __call__<'py>(&self, py: Python<'py>, re: &Bound<'py, PyAny>, im: Option<&Bound<'py, PyAny>>) -> PyResult<Vec<Bound<'py, PyArrayDyn<f32>>>> {
+    fn __call__<'py>(
+        &self,
+        py: Python<'py>,
+        re: &Bound<'py, PyAny>,
+        im: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Vec<Bound<'py, PyArrayDyn<f32>>>> {
         let op = self.kind();
         let re = f32_input(re, &self.inner.in_shape, &op, "re")?;
-        let im = im.map(|a| f32_input(a, &self.inner.in_shape, &op, "im")).transpose()?;
-        let (r, i) = (re.as_slice()?, im.as_ref().map(|a| a.as_slice()).transpose()?);
+        let im = im
+            .map(|a| f32_input(a, &self.inner.in_shape, &op, "im"))
+            .transpose()?;
+        let (r, i) = (
+            re.as_slice()?,
+            im.as_ref().map(|a| a.as_slice()).transpose()?,
+        );
         let out = py.detach(|| self.inner.run(r, i)).py()?;
-        out.into_iter().map(|o| f32_output(py, o, &self.inner.out_shape)).collect()
+        out.into_iter()
+            .map(|o| f32_output(py, o, &self.inner.out_shape))
+            .collect()
     }
 }
 
 /// The cached plan for `kind` on inputs of `shape` (`n` = irfft output length).
 #[pyfunction]
 #[pyo3(signature = (kind, shape, n=None, device="auto"))]
-pub fn fft_plan(py: Python<'_>, kind: &str, shape: Vec<usize>, n: Option<usize>, device: &str) -> PyResult<FftPlan> {
+pub fn fft_plan(
+    py: Python<'_>,
+    kind: &str,
+    shape: Vec<usize>,
+    n: Option<usize>,
+    device: &str,
+) -> PyResult<FftPlan> {
     let (kind, device) = (FftKind::parse(kind).py()?, Device::parse(device).py()?);
-    let inner = py.detach(|| CoreFftPlan::new(kind, &shape, n, device)).py()?;
+    let inner = py
+        .detach(|| CoreFftPlan::new(kind, &shape, n, device))
+        .py()?;
     Ok(FftPlan { inner })
 }
 
@@ -88,10 +121,18 @@ pub fn numerics_compile_count() -> usize {
 type F64Array<'py> = Bound<'py, PyArrayDyn<f64>>;
 
 /// A C-contiguous float64 view of `obj` with rank `ndim` (1 or 2), named `what` in errors.
-fn f64_array<'py>(obj: &Bound<'py, PyAny>, ndim: usize, op: &str, what: &str) -> PyResult<PyReadonlyArrayDyn<'py, f64>> {
+fn f64_array<'py>(
+    obj: &Bound<'py, PyAny>,
+    ndim: usize,
+    op: &str,
+    what: &str,
+) -> PyResult<PyReadonlyArrayDyn<'py, f64>> {
     let arr = borrow::<f64>(&asarray(obj, Some("float64"))?, "float64")?;
     if arr.ndim() != ndim {
-        return Err(PyValueError::new_err(format!("{op}: {what} must have {ndim} dimension(s), got shape {}", fmt_shape(arr.shape()))));
+        return Err(PyValueError::new_err(format!(
+            "{op}: {what} must have {ndim} dimension(s), got shape {}",
+            fmt_shape(arr.shape())
+        )));
     }
     Ok(arr)
 }
@@ -111,10 +152,17 @@ fn with_matrix<'py, R: Send>(
 ) -> PyResult<R> {
     let arr = f64_array(a, 2, op, "A")?;
     let (rows, cols) = (arr.shape()[0], arr.shape()[1]);
-    let vs = vectors.iter().map(|(name, v)| v.map(|v| f64_array(v, 1, op, name)).transpose()).collect::<PyResult<Vec<_>>>()?;
-    let slices = vs.iter().map(|v| v.as_ref().map(|a| a.as_slice()).transpose()).collect::<Result<Vec<_>, _>>()?;
+    let vs = vectors
+        .iter()
+        .map(|(name, v)| v.map(|v| f64_array(v, 1, op, name)).transpose())
+        .collect::<PyResult<Vec<_>>>()?;
+    let slices = vs
+        .iter()
+        .map(|v| v.as_ref().map(|a| a.as_slice()).transpose())
+        .collect::<Result<Vec<_>, _>>()?;
     let data = arr.as_slice()?;
-    py.detach(|| f(&Matrix::new(op, rows, cols, data)?, &slices)).py()
+    py.detach(|| f(&Matrix::new(op, rows, cols, data)?, &slices))
+        .py()
 }
 
 /// The required vector argument `i`.
@@ -125,54 +173,113 @@ fn need<'a>(v: &[Option<&'a [f64]>], i: usize) -> &'a [f64] {
 /// Conjugate gradient (see the core docs): returns (x, relative residual).
 #[pyfunction]
 #[pyo3(signature = (a, b, iters, x0=None, refine=0, device="auto"))]
-pub fn linalg_conjugate_gradient<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, iters: usize, x0: Option<&Bound<'py, PyAny>>, refine: usize, device: &str) -> PyResult<(F64Array<'py>, f64)> {
+pub fn linalg_conjugate_gradient<'py>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+    b: &Bound<'py, PyAny>,
+    iters: usize,
+    x0: Option<&Bound<'py, PyAny>>,
+    refine: usize,
+    device: &str,
+) -> PyResult<(F64Array<'py>, f64)> {
     let device = Device::parse(device).py()?;
-    let s = with_matrix(py, "conjugate_gradient", a, &[("b", Some(b)), ("x0", x0)], |m, v| krylov::conjugate_gradient(m, need(v, 0), iters, v[1], refine, device))?;
+    let s = with_matrix(
+        py,
+        "conjugate_gradient",
+        a,
+        &[("b", Some(b)), ("x0", x0)],
+        |m, v| krylov::conjugate_gradient(m, need(v, 0), iters, v[1], refine, device),
+    )?;
     Ok((f64_output(py, s.x.clone(), &[s.x.len()])?, s.residual))
 }
 
 /// Jacobi iteration: returns (x, relative residual).
 #[pyfunction]
 #[pyo3(signature = (a, b, iters, x0=None, device="auto"))]
-pub fn linalg_jacobi<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, iters: usize, x0: Option<&Bound<'py, PyAny>>, device: &str) -> PyResult<(F64Array<'py>, f64)> {
+pub fn linalg_jacobi<'py>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+    b: &Bound<'py, PyAny>,
+    iters: usize,
+    x0: Option<&Bound<'py, PyAny>>,
+    device: &str,
+) -> PyResult<(F64Array<'py>, f64)> {
     let device = Device::parse(device).py()?;
-    let s = with_matrix(py, "jacobi", a, &[("b", Some(b)), ("x0", x0)], |m, v| krylov::jacobi(m, need(v, 0), iters, v[1], device))?;
+    let s = with_matrix(py, "jacobi", a, &[("b", Some(b)), ("x0", x0)], |m, v| {
+        krylov::jacobi(m, need(v, 0), iters, v[1], device)
+    })?;
     Ok((f64_output(py, s.x.clone(), &[s.x.len()])?, s.residual))
 }
 
 /// Mixed-precision iterative refinement: returns (x, relative residual).
 #[pyfunction]
 #[pyo3(signature = (a, b, x0=None, iters=3, inner=60, device="auto"))]
-pub fn linalg_iterative_refine<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, x0: Option<&Bound<'py, PyAny>>, iters: usize, inner: usize, device: &str) -> PyResult<(F64Array<'py>, f64)> {
+pub fn linalg_iterative_refine<'py>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+    b: &Bound<'py, PyAny>,
+    x0: Option<&Bound<'py, PyAny>>,
+    iters: usize,
+    inner: usize,
+    device: &str,
+) -> PyResult<(F64Array<'py>, f64)> {
     let device = Device::parse(device).py()?;
-    let s = with_matrix(py, "iterative_refine", a, &[("b", Some(b)), ("x0", x0)], |m, v| krylov::iterative_refine(m, need(v, 0), v[1], iters, inner, device))?;
+    let s = with_matrix(
+        py,
+        "iterative_refine",
+        a,
+        &[("b", Some(b)), ("x0", x0)],
+        |m, v| krylov::iterative_refine(m, need(v, 0), v[1], iters, inner, device),
+    )?;
     Ok((f64_output(py, s.x.clone(), &[s.x.len()])?, s.residual))
 }
 
 /// Thin QR by modified Gram–Schmidt: (Q [m, n], R [n, n]).
 #[pyfunction]
 #[pyo3(signature = (a, device="auto"))]
-pub fn linalg_qr<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, device: &str) -> PyResult<(F64Array<'py>, F64Array<'py>)> {
+pub fn linalg_qr<'py>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+    device: &str,
+) -> PyResult<(F64Array<'py>, F64Array<'py>)> {
     let device = Device::parse(device).py()?;
-    let (shape, (q, r)) = with_matrix(py, "qr", a, &[], |m, _| Ok(([m.rows, m.cols], direct::qr(m, device)?)))?;
-    Ok((f64_output(py, q, &shape)?, f64_output(py, r, &[shape[1], shape[1]])?))
+    let (shape, (q, r)) = with_matrix(py, "qr", a, &[], |m, _| {
+        Ok(([m.rows, m.cols], direct::qr(m, device)?))
+    })?;
+    Ok((
+        f64_output(py, q, &shape)?,
+        f64_output(py, r, &[shape[1], shape[1]])?,
+    ))
 }
 
 /// Cholesky factor L (lower triangular).
 #[pyfunction]
 #[pyo3(signature = (a, device="auto"))]
-pub fn linalg_cholesky<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, device: &str) -> PyResult<F64Array<'py>> {
+pub fn linalg_cholesky<'py>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+    device: &str,
+) -> PyResult<F64Array<'py>> {
     let device = Device::parse(device).py()?;
-    let (n, l) = with_matrix(py, "cholesky", a, &[], |m, _| Ok((m.rows, direct::cholesky(m, device)?)))?;
+    let (n, l) = with_matrix(py, "cholesky", a, &[], |m, _| {
+        Ok((m.rows, direct::cholesky(m, device)?))
+    })?;
     f64_output(py, l, &[n, n])
 }
 
 /// Dominant eigenpair by power iteration: (λ, v).
 #[pyfunction]
 #[pyo3(signature = (a, iters=50, device="auto"))]
-pub fn linalg_dominant_eig<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, iters: usize, device: &str) -> PyResult<(f64, F64Array<'py>)> {
+pub fn linalg_dominant_eig<'py>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+    iters: usize,
+    device: &str,
+) -> PyResult<(f64, F64Array<'py>)> {
     let device = Device::parse(device).py()?;
-    let (l, v) = with_matrix(py, "dominant_eig", a, &[], |m, _| eigen::dominant_eig(m, iters, device))?;
+    let (l, v) = with_matrix(py, "dominant_eig", a, &[], |m, _| {
+        eigen::dominant_eig(m, iters, device)
+    })?;
     let n = v.len();
     Ok((l, f64_output(py, v, &[n])?))
 }
@@ -180,9 +287,16 @@ pub fn linalg_dominant_eig<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, iters: u
 /// Dominant singular triplet by power iteration: (σ, u, v).
 #[pyfunction]
 #[pyo3(signature = (a, iters=50, device="auto"))]
-pub fn linalg_dominant_svd<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, iters: usize, device: &str) -> PyResult<(f64, F64Array<'py>, F64Array<'py>)> {
+pub fn linalg_dominant_svd<'py>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+    iters: usize,
+    device: &str,
+) -> PyResult<(f64, F64Array<'py>, F64Array<'py>)> {
     let device = Device::parse(device).py()?;
-    let (s, u, v) = with_matrix(py, "dominant_svd", a, &[], |m, _| eigen::dominant_svd(m, iters, device))?;
+    let (s, u, v) = with_matrix(py, "dominant_svd", a, &[], |m, _| {
+        eigen::dominant_svd(m, iters, device)
+    })?;
     let (nu, nv) = (u.len(), v.len());
     Ok((s, f64_output(py, u, &[nu])?, f64_output(py, v, &[nv])?))
 }
@@ -190,9 +304,15 @@ pub fn linalg_dominant_svd<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, iters: u
 /// Doolittle LU without pivoting: (L, U).
 #[pyfunction]
 #[pyo3(signature = (a, device="auto"))]
-pub fn linalg_lu<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, device: &str) -> PyResult<(F64Array<'py>, F64Array<'py>)> {
+pub fn linalg_lu<'py>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+    device: &str,
+) -> PyResult<(F64Array<'py>, F64Array<'py>)> {
     let device = Device::parse(device).py()?;
-    let (n, (l, u)) = with_matrix(py, "lu", a, &[], |m, _| Ok((m.rows, direct::lu(m, device)?)))?;
+    let (n, (l, u)) = with_matrix(py, "lu", a, &[], |m, _| {
+        Ok((m.rows, direct::lu(m, device)?))
+    })?;
     Ok((f64_output(py, l, &[n, n])?, f64_output(py, u, &[n, n])?))
 }
 
@@ -200,58 +320,112 @@ pub fn linalg_lu<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, device: &str) -> P
 #[pyfunction]
 #[pyo3(signature = (a, b, iters, x0=None, refine=0, method="cgls", device="auto"))]
 #[allow(clippy::too_many_arguments)]
-pub fn linalg_least_squares<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, iters: usize, x0: Option<&Bound<'py, PyAny>>, refine: usize, method: &str, device: &str) -> PyResult<(F64Array<'py>, f64)> {
+pub fn linalg_least_squares<'py>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+    b: &Bound<'py, PyAny>,
+    iters: usize,
+    x0: Option<&Bound<'py, PyAny>>,
+    refine: usize,
+    method: &str,
+    device: &str,
+) -> PyResult<(F64Array<'py>, f64)> {
     let device = Device::parse(device).py()?;
     let solve = match method {
         "cgls" => lsq::least_squares,
         "lsqr" => lsq::lsqr,
-        _ => return Err(PyValueError::new_err(format!("least_squares: unknown method '{method}' (expected cgls or lsqr)"))),
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "least_squares: unknown method '{method}' (expected cgls or lsqr)"
+            )))
+        }
     };
-    let s = with_matrix(py, method, a, &[("b", Some(b)), ("x0", x0)], |m, v| solve(m, need(v, 0), iters, v[1], refine, device))?;
+    let s = with_matrix(py, method, a, &[("b", Some(b)), ("x0", x0)], |m, v| {
+        solve(m, need(v, 0), iters, v[1], refine, device)
+    })?;
     Ok((f64_output(py, s.x.clone(), &[s.x.len()])?, s.residual))
 }
 
 /// GMRES(m) with `restarts` cycles: returns (x, relative residual).
 #[pyfunction]
 #[pyo3(signature = (a, b, m, restarts=1, x0=None, device="auto"))]
-pub fn linalg_gmres<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, m: usize, restarts: usize, x0: Option<&Bound<'py, PyAny>>, device: &str) -> PyResult<(F64Array<'py>, f64)> {
+pub fn linalg_gmres<'py>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+    b: &Bound<'py, PyAny>,
+    m: usize,
+    restarts: usize,
+    x0: Option<&Bound<'py, PyAny>>,
+    device: &str,
+) -> PyResult<(F64Array<'py>, f64)> {
     let device = Device::parse(device).py()?;
-    let s = with_matrix(py, "gmres", a, &[("b", Some(b)), ("x0", x0)], |mat, v| lsq::gmres(mat, need(v, 0), m, restarts, v[1], device))?;
+    let s = with_matrix(py, "gmres", a, &[("b", Some(b)), ("x0", x0)], |mat, v| {
+        lsq::gmres(mat, need(v, 0), m, restarts, v[1], device)
+    })?;
     Ok((f64_output(py, s.x.clone(), &[s.x.len()])?, s.residual))
 }
 
 /// Symmetric eigen-decomposition by cyclic Jacobi: (ascending eigenvalues, eigenvectors as columns).
 #[pyfunction]
 #[pyo3(signature = (a, sweeps=6, device="auto"))]
-pub fn linalg_eigh<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, sweeps: usize, device: &str) -> PyResult<(F64Array<'py>, F64Array<'py>)> {
+pub fn linalg_eigh<'py>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+    sweeps: usize,
+    device: &str,
+) -> PyResult<(F64Array<'py>, F64Array<'py>)> {
     let device = Device::parse(device).py()?;
-    let (n, (w, v)) = with_matrix(py, "eigh", a, &[], |m, _| Ok((m.rows, eigen::eigh(m, sweeps, device)?)))?;
+    let (n, (w, v)) = with_matrix(py, "eigh", a, &[], |m, _| {
+        Ok((m.rows, eigen::eigh(m, sweeps, device)?))
+    })?;
     Ok((f64_output(py, w, &[n])?, f64_output(py, v, &[n, n])?))
 }
 
 /// Thin SVD through the Gram matrix: (U, singular values descending, Vt).
 #[pyfunction]
 #[pyo3(signature = (a, sweeps=6, device="auto"))]
-pub fn linalg_svd<'py>(py: Python<'py>, a: &Bound<'py, PyAny>, sweeps: usize, device: &str) -> PyResult<(F64Array<'py>, F64Array<'py>, F64Array<'py>)> {
+pub fn linalg_svd<'py>(
+    py: Python<'py>,
+    a: &Bound<'py, PyAny>,
+    sweeps: usize,
+    device: &str,
+) -> PyResult<(F64Array<'py>, F64Array<'py>, F64Array<'py>)> {
     let device = Device::parse(device).py()?;
-    let (shape, (u, s, vt)) = with_matrix(py, "svd", a, &[], |m, _| Ok(([m.rows, m.cols], eigen::svd(m, sweeps, device)?)))?;
+    let (shape, (u, s, vt)) = with_matrix(py, "svd", a, &[], |m, _| {
+        Ok(([m.rows, m.cols], eigen::svd(m, sweeps, device)?))
+    })?;
     let n = shape[1];
-    Ok((f64_output(py, u, &shape)?, f64_output(py, s, &[n])?, f64_output(py, vt, &[n, n])?))
+    Ok((
+        f64_output(py, u, &shape)?,
+        f64_output(py, s, &[n])?,
+        f64_output(py, vt, &[n, n])?,
+    ))
 }
 
 /// Principal components of the rows of X: (components [k, n], explained variances [k]).
 #[pyfunction]
 #[pyo3(signature = (x, k, sweeps=6, device="auto"))]
-pub fn linalg_pca<'py>(py: Python<'py>, x: &Bound<'py, PyAny>, k: usize, sweeps: usize, device: &str) -> PyResult<(F64Array<'py>, F64Array<'py>)> {
+pub fn linalg_pca<'py>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    k: usize,
+    sweeps: usize,
+    device: &str,
+) -> PyResult<(F64Array<'py>, F64Array<'py>)> {
     let device = Device::parse(device).py()?;
-    let (n, (c, var)) = with_matrix(py, "pca", x, &[], |m, _| Ok((m.cols, eigen::pca(m, k, sweeps, device)?)))?;
+    let (n, (c, var)) = with_matrix(py, "pca", x, &[], |m, _| {
+        Ok((m.cols, eigen::pca(m, k, sweeps, device)?))
+    })?;
     Ok((f64_output(py, c, &[k, n])?, f64_output(py, var, &[k])?))
 }
 
 /// Static lint of fp16-narrow sums under `outputs` (a Tensor, list/tuple or dict of Tensors):
 /// `{"graph_error": worst estimate, "hotspots": [{node, op, shape, k, est_error, fixable, reason}]}`.
 #[pyfunction]
-pub fn precision_risk<'py>(py: Python<'py>, outputs: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+pub fn precision_risk<'py>(
+    py: Python<'py>,
+    outputs: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyDict>> {
     let (outs, _) = parse_outputs(outputs)?;
     let ts: Vec<aneforge::Tensor> = outs.into_iter().map(|(_, t)| t).collect();
     let found = aneforge::passes::precision_risk(&ts).py()?;
@@ -276,14 +450,21 @@ pub fn precision_risk<'py>(py: Python<'py>, outputs: &Bound<'py, PyAny>) -> PyRe
 /// `outputs` (a Tensor, list/tuple or dict of Tensors) with sum-like reductions rewritten as
 /// matmuls with ones; returns the same container kind.
 #[pyfunction]
-pub fn reduce_sum_to_matmul<'py>(py: Python<'py>, outputs: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+pub fn reduce_sum_to_matmul<'py>(
+    py: Python<'py>,
+    outputs: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
     let (outs, kind) = parse_outputs(outputs)?;
     let ts: Vec<aneforge::Tensor> = outs.iter().map(|(_, t)| t.clone()).collect();
     let new = aneforge::passes::reduce_sum_to_matmul(&ts).py()?;
     let wrap = |t: aneforge::Tensor| Bound::new(py, PyTensor::from(t));
     match kind {
         OutKind::Single => Ok(wrap(new[0].clone())?.into_any()),
-        OutKind::List => Ok(PyList::new(py, new.into_iter().map(wrap).collect::<PyResult<Vec<_>>>()?)?.into_any()),
+        OutKind::List => Ok(PyList::new(
+            py,
+            new.into_iter().map(wrap).collect::<PyResult<Vec<_>>>()?,
+        )?
+        .into_any()),
         OutKind::Dict => {
             let d = PyDict::new(py);
             for ((name, _), t) in outs.iter().zip(new) {
@@ -298,12 +479,23 @@ pub fn reduce_sum_to_matmul<'py>(py: Python<'py>, outputs: &Bound<'py, PyAny>) -
 #[pyfunction]
 pub fn special(name: &str, x: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
     let t = tensor(x, name, "x")?;
-    Ok(PyTensor::from(aneforge::numerics::special::apply(name, &t).py()?))
+    Ok(PyTensor::from(
+        aneforge::numerics::special::apply(name, &t).py()?,
+    ))
 }
 
 /// Two 1-D float64 signals, with the GIL released while `f` runs on them.
-fn with_signals<'py, R: Send>(py: Python<'py>, op: &str, a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, f: impl FnOnce(&[f64], &[f64]) -> aneforge::Result<R> + Send) -> PyResult<R> {
-    let (a, b) = (f64_array(a, 1, op, "first signal")?, f64_array(b, 1, op, "second signal")?);
+fn with_signals<'py, R: Send>(
+    py: Python<'py>,
+    op: &str,
+    a: &Bound<'py, PyAny>,
+    b: &Bound<'py, PyAny>,
+    f: impl FnOnce(&[f64], &[f64]) -> aneforge::Result<R> + Send,
+) -> PyResult<R> {
+    let (a, b) = (
+        f64_array(a, 1, op, "first signal")?,
+        f64_array(b, 1, op, "second signal")?,
+    );
     let (a, b) = (a.as_slice()?, b.as_slice()?);
     py.detach(|| f(a, b)).py()
 }
@@ -311,20 +503,36 @@ fn with_signals<'py, R: Send>(py: Python<'py>, op: &str, a: &Bound<'py, PyAny>, 
 /// A window of length `n` (hann, hamming, blackman), periodic or symmetric.
 #[pyfunction]
 #[pyo3(signature = (name, n, periodic=true))]
-pub fn dsp_window<'py>(py: Python<'py>, name: &str, n: usize, periodic: bool) -> PyResult<F64Array<'py>> {
+pub fn dsp_window<'py>(
+    py: Python<'py>,
+    name: &str,
+    n: usize,
+    periodic: bool,
+) -> PyResult<F64Array<'py>> {
     f64_output(py, dsp::window(name, n, periodic).py()?, &[n])
 }
 
 /// `kind` = fir (direct for K <= 15, else FFT), fft (FFT convolution) or correlate, NumPy modes.
 #[pyfunction]
 #[pyo3(signature = (kind, a, b, mode="full", device="auto"))]
-pub fn dsp_convolve<'py>(py: Python<'py>, kind: &str, a: &Bound<'py, PyAny>, b: &Bound<'py, PyAny>, mode: &str, device: &str) -> PyResult<F64Array<'py>> {
+pub fn dsp_convolve<'py>(
+    py: Python<'py>,
+    kind: &str,
+    a: &Bound<'py, PyAny>,
+    b: &Bound<'py, PyAny>,
+    mode: &str,
+    device: &str,
+) -> PyResult<F64Array<'py>> {
     let device = Device::parse(device).py()?;
     let f = match kind {
         "fir" => dsp::fir_filter,
         "fft" => dsp::fft_convolve,
         "correlate" => dsp::correlate,
-        _ => return Err(PyValueError::new_err(format!("convolve: unknown kind '{kind}' (expected fir, fft or correlate)"))),
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "convolve: unknown kind '{kind}' (expected fir, fft or correlate)"
+            )))
+        }
     };
     let y = with_signals(py, kind, a, b, |a, b| f(a, b, mode, device))?;
     let n = y.len();
@@ -334,9 +542,19 @@ pub fn dsp_convolve<'py>(py: Python<'py>, kind: &str, a: &Bound<'py, PyAny>, b: 
 /// STFT of `x` with `window` every `hop` samples: (re, im) as [frames, win // 2 + 1].
 #[pyfunction]
 #[pyo3(signature = (x, window, hop, device="auto"))]
-pub fn dsp_stft<'py>(py: Python<'py>, x: &Bound<'py, PyAny>, window: &Bound<'py, PyAny>, hop: usize, device: &str) -> PyResult<(F64Array<'py>, F64Array<'py>)> {
+pub fn dsp_stft<'py>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    window: &Bound<'py, PyAny>,
+    hop: usize,
+    device: &str,
+) -> PyResult<(F64Array<'py>, F64Array<'py>)> {
     let device = Device::parse(device).py()?;
-    let (re, im, frames) = with_signals(py, "stft", x, window, |x, w| dsp::stft(x, w, hop, device))?;
+    let (re, im, frames) =
+        with_signals(py, "stft", x, window, |x, w| dsp::stft(x, w, hop, device))?;
     let bins = re.len() / frames.max(1);
-    Ok((f64_output(py, re, &[frames, bins])?, f64_output(py, im, &[frames, bins])?))
+    Ok((
+        f64_output(py, re, &[frames, bins])?,
+        f64_output(py, im, &[frames, bins])?,
+    ))
 }

@@ -7,7 +7,9 @@ use aneforge::AttentionWeights;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
-use crate::convert::{floats, ints, opt_host, opt_weight, pad4, pair, sizes, tensor, tensor_like, type_name, Weight};
+use crate::convert::{
+    floats, ints, opt_host, opt_weight, pad4, pair, sizes, tensor, tensor_like, type_name, Weight,
+};
 use crate::errors::IntoPy;
 use crate::tensor::{wrap, PyTensor};
 
@@ -18,13 +20,22 @@ type R = PyResult<PyTensor>;
 #[pyo3(signature = (shape, dtype="fp16", name=None))]
 pub fn input(shape: &Bound<'_, PyAny>, dtype: &str, name: Option<&str>) -> R {
     let dt = aneforge::DType::parse("input", dtype).py()?;
-    wrap(aneforge::input_port(&sizes(shape, "input", "shape")?, dt, name))
+    wrap(aneforge::input_port(
+        &sizes(shape, "input", "shape")?,
+        dt,
+        name,
+    ))
 }
 
 /// A uint8 image port cast to fp16 and scaled: `x * scale + bias` (scalars or per-channel).
 #[pyfunction]
 #[pyo3(signature = (shape, scale=None, bias=None, name=None), text_signature = "(shape, scale=0.00392156862745098, bias=0.0, name=None)")]
-pub fn image_input(shape: &Bound<'_, PyAny>, scale: Option<&Bound<'_, PyAny>>, bias: Option<&Bound<'_, PyAny>>, name: Option<&str>) -> R {
+pub fn image_input(
+    shape: &Bound<'_, PyAny>,
+    scale: Option<&Bound<'_, PyAny>>,
+    bias: Option<&Bound<'_, PyAny>>,
+    name: Option<&str>,
+) -> R {
     let scale = match scale {
         Some(s) if !s.is_none() => floats(s, "image_input", "scale")?,
         _ => vec![1.0 / 255.0],
@@ -33,13 +44,20 @@ pub fn image_input(shape: &Bound<'_, PyAny>, scale: Option<&Bound<'_, PyAny>>, b
         Some(b) if !b.is_none() => floats(b, "image_input", "bias")?,
         _ => vec![0.0],
     };
-    wrap(aneforge::image_input(&sizes(shape, "image_input", "shape")?, &scale, &bias, name))
+    wrap(aneforge::image_input(
+        &sizes(shape, "image_input", "shape")?,
+        &scale,
+        &bias,
+        name,
+    ))
 }
 
 /// Bake a float array as an fp16 constant tensor.
 #[pyfunction]
 pub fn constant(array: &Bound<'_, PyAny>) -> R {
-    Weight::extract(array, "constant")?.constant("constant").map(PyTensor::from)
+    Weight::extract(array, "constant")?
+        .constant("constant")
+        .map(PyTensor::from)
 }
 
 /// 2-D convolution of NCHW `x` with a baked weight [Cout, Cin/groups, kH, kW] and optional bias.
@@ -58,7 +76,12 @@ pub fn conv(
     let x = tensor(x, "conv", "x")?;
     let w = Weight::extract(weight, "conv")?;
     let b = opt_weight(bias, "conv")?;
-    wrap(conv2d(&x, w.host()?, opt_host(&b)?, conv_options("conv", stride, pad, dilation, groups)?))
+    wrap(conv2d(
+        &x,
+        w.host()?,
+        opt_host(&b)?,
+        conv_options("conv", stride, pad, dilation, groups)?,
+    ))
 }
 
 /// 2-D transposed convolution of NCHW `x` with a baked weight [Cin, Cout/groups, kH, kW]; pad crops the output.
@@ -78,24 +101,55 @@ pub fn conv_transpose(
     let x = tensor(x, op, "x")?;
     let w = Weight::extract(weight, op)?;
     let b = opt_weight(bias, op)?;
-    wrap(conv_transpose2d(&x, w.host()?, opt_host(&b)?, conv_options(op, stride, pad, dilation, groups)?))
+    wrap(conv_transpose2d(
+        &x,
+        w.host()?,
+        opt_host(&b)?,
+        conv_options(op, stride, pad, dilation, groups)?,
+    ))
 }
 
 /// Convolution of NCHW x (batch 1) with a weight tensor [Cout, Cin/groups, kH, kW] computed in the graph.
 #[pyfunction]
 #[pyo3(signature = (x, weight, stride=None, pad=None, dilation=None, groups=1), text_signature = "(x, weight, stride=1, pad=0, dilation=1, groups=1)")]
-pub fn dynamic_conv(x: &Bound<'_, PyAny>, weight: &Bound<'_, PyAny>, stride: Option<&Bound<'_, PyAny>>, pad: Option<&Bound<'_, PyAny>>, dilation: Option<&Bound<'_, PyAny>>, groups: usize) -> R {
+pub fn dynamic_conv(
+    x: &Bound<'_, PyAny>,
+    weight: &Bound<'_, PyAny>,
+    stride: Option<&Bound<'_, PyAny>>,
+    pad: Option<&Bound<'_, PyAny>>,
+    dilation: Option<&Bound<'_, PyAny>>,
+    groups: usize,
+) -> R {
     let op = "dynamic_conv";
     let (x, w) = (tensor(x, op, "x")?, tensor(weight, op, "weight")?);
-    wrap(conv_dynamic(&x, &w, conv_options(op, stride, pad, dilation, groups)?))
+    wrap(conv_dynamic(
+        &x,
+        &w,
+        conv_options(op, stride, pad, dilation, groups)?,
+    ))
 }
 
 /// Stride, pad, dilation (None: 1, 0, 1) and groups of a conv-like op.
-fn conv_options(op: &str, stride: Option<&Bound<'_, PyAny>>, pad: Option<&Bound<'_, PyAny>>, dilation: Option<&Bound<'_, PyAny>>, groups: usize) -> PyResult<ConvOptions> {
+fn conv_options(
+    op: &str,
+    stride: Option<&Bound<'_, PyAny>>,
+    pad: Option<&Bound<'_, PyAny>>,
+    dilation: Option<&Bound<'_, PyAny>>,
+    groups: usize,
+) -> PyResult<ConvOptions> {
     Ok(ConvOptions {
-        stride: given(stride).map(|s| pair(s, op, "stride")).transpose()?.unwrap_or([1, 1]),
-        pad: given(pad).map(|p| pad4(p, op)).transpose()?.unwrap_or([0; 4]),
-        dilation: given(dilation).map(|d| pair(d, op, "dilation")).transpose()?.unwrap_or([1, 1]),
+        stride: given(stride)
+            .map(|s| pair(s, op, "stride"))
+            .transpose()?
+            .unwrap_or([1, 1]),
+        pad: given(pad)
+            .map(|p| pad4(p, op))
+            .transpose()?
+            .unwrap_or([0; 4]),
+        dilation: given(dilation)
+            .map(|d| pair(d, op, "dilation"))
+            .transpose()?
+            .unwrap_or([1, 1]),
         groups,
     })
 }
@@ -103,7 +157,11 @@ fn conv_options(op: &str, stride: Option<&Bound<'_, PyAny>>, pad: Option<&Bound<
 /// GEGLU: weight [2*Dff, D] (bias [2*Dff]) split into value and gate halves; linear(value) * gelu(linear(gate)).
 #[pyfunction]
 #[pyo3(signature = (x, weight, bias=None))]
-pub fn geglu(x: &Bound<'_, PyAny>, weight: &Bound<'_, PyAny>, bias: Option<&Bound<'_, PyAny>>) -> R {
+pub fn geglu(
+    x: &Bound<'_, PyAny>,
+    weight: &Bound<'_, PyAny>,
+    bias: Option<&Bound<'_, PyAny>>,
+) -> R {
     let w = Weight::extract(weight, "geglu")?;
     let b = opt_weight(bias, "geglu")?;
     wrap(tensor(x, "geglu", "x")?.geglu(w.host()?, opt_host(&b)?))
@@ -112,9 +170,20 @@ pub fn geglu(x: &Bound<'_, PyAny>, weight: &Bound<'_, PyAny>, bias: Option<&Boun
 /// Decomposed, query-tiled softmax(q @ k^T * scale (+ mask)) @ v on [1, H, S, D] tensors.
 #[pyfunction]
 #[pyo3(signature = (q, k, v, scale=None, is_causal=false, attn_mask=None))]
-pub fn sdpa(q: &Bound<'_, PyAny>, k: &Bound<'_, PyAny>, v: &Bound<'_, PyAny>, scale: Option<f32>, is_causal: bool, attn_mask: Option<&Bound<'_, PyAny>>) -> R {
+pub fn sdpa(
+    q: &Bound<'_, PyAny>,
+    k: &Bound<'_, PyAny>,
+    v: &Bound<'_, PyAny>,
+    scale: Option<f32>,
+    is_causal: bool,
+    attn_mask: Option<&Bound<'_, PyAny>>,
+) -> R {
     let m = opt_weight(attn_mask, "sdpa")?;
-    let (q, k, v) = (tensor(q, "sdpa", "q")?, tensor(k, "sdpa", "k")?, tensor(v, "sdpa", "v")?);
+    let (q, k, v) = (
+        tensor(q, "sdpa", "q")?,
+        tensor(k, "sdpa", "k")?,
+        tensor(v, "sdpa", "v")?,
+    );
     wrap(aneforge::sdpa(&q, &k, &v, scale, is_causal, opt_host(&m)?))
 }
 
@@ -122,14 +191,27 @@ pub fn sdpa(q: &Bound<'_, PyAny>, k: &Bound<'_, PyAny>, v: &Bound<'_, PyAny>, sc
 struct Projections<'py>([Weight<'py>; 4], [Option<Weight<'py>>; 4]);
 
 impl<'py> Projections<'py> {
-    fn extract(op: &str, w: [&Bound<'py, PyAny>; 4], b: [Option<&Bound<'py, PyAny>>; 4]) -> PyResult<Self> {
+    fn extract(
+        op: &str,
+        w: [&Bound<'py, PyAny>; 4],
+        b: [Option<&Bound<'py, PyAny>>; 4],
+    ) -> PyResult<Self> {
         let [wq, wk, wv, wo] = w.map(|o| Weight::extract(o, op));
         let [bq, bk, bv, bo] = b.map(|o| opt_weight(o, op));
         Ok(Projections([wq?, wk?, wv?, wo?], [bq?, bk?, bv?, bo?]))
     }
     fn host(&self) -> PyResult<AttentionWeights<'_>> {
         let ([wq, wk, wv, wo], [bq, bk, bv, bo]) = (&self.0, &self.1);
-        Ok(AttentionWeights { wq: wq.host()?, wk: wk.host()?, wv: wv.host()?, wo: wo.host()?, bq: opt_host(bq)?, bk: opt_host(bk)?, bv: opt_host(bv)?, bo: opt_host(bo)? })
+        Ok(AttentionWeights {
+            wq: wq.host()?,
+            wk: wk.host()?,
+            wv: wv.host()?,
+            wo: wo.host()?,
+            bq: opt_host(bq)?,
+            bk: opt_host(bk)?,
+            bv: opt_host(bv)?,
+            bo: opt_host(bo)?,
+        })
     }
 }
 
@@ -183,8 +265,15 @@ fn given<'a, 'py>(o: Option<&'a Bound<'py, PyAny>>) -> Option<&'a Bound<'py, PyA
 #[pyfunction]
 #[pyo3(signature = (tensors, axis=1))]
 pub fn concat(tensors: &Bound<'_, PyAny>, axis: i64) -> R {
-    let items = tensors.try_iter().map_err(|_| PyTypeError::new_err(format!("concat: expected a sequence of Tensors, got {}", type_name(tensors))))?;
-    let ts = items.map(|t| tensor(&t?, "concat", "every item")).collect::<PyResult<Vec<_>>>()?;
+    let items = tensors.try_iter().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "concat: expected a sequence of Tensors, got {}",
+            type_name(tensors)
+        ))
+    })?;
+    let ts = items
+        .map(|t| tensor(&t?, "concat", "every item"))
+        .collect::<PyResult<Vec<_>>>()?;
     wrap(aneforge::ops::layout::concat(&ts, axis))
 }
 
@@ -192,8 +281,15 @@ pub fn concat(tensors: &Bound<'_, PyAny>, axis: i64) -> R {
 #[pyfunction]
 #[pyo3(signature = (tensors, axis=0))]
 pub fn stack(tensors: &Bound<'_, PyAny>, axis: i64) -> R {
-    let items = tensors.try_iter().map_err(|_| PyTypeError::new_err(format!("stack: expected a sequence of Tensors, got {}", type_name(tensors))))?;
-    let ts = items.map(|t| tensor(&t?, "stack", "every item")).collect::<PyResult<Vec<_>>>()?;
+    let items = tensors.try_iter().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "stack: expected a sequence of Tensors, got {}",
+            type_name(tensors)
+        ))
+    })?;
+    let ts = items
+        .map(|t| tensor(&t?, "stack", "every item"))
+        .collect::<PyResult<Vec<_>>>()?;
     wrap(aneforge::stack(&ts, axis))
 }
 
@@ -246,24 +342,47 @@ pub fn resize_nearest_neighbor(x: &Bound<'_, PyAny>, target_h: usize, target_w: 
 /// `sampling_mode` (a MIL spelling such as "DEFAULT") overrides align_corners.
 #[pyfunction]
 #[pyo3(signature = (x, target_h, target_w, align_corners=false, sampling_mode=None))]
-pub fn resize_bilinear(x: &Bound<'_, PyAny>, target_h: usize, target_w: usize, align_corners: bool, sampling_mode: Option<&str>) -> R {
+pub fn resize_bilinear(
+    x: &Bound<'_, PyAny>,
+    target_h: usize,
+    target_w: usize,
+    align_corners: bool,
+    sampling_mode: Option<&str>,
+) -> R {
     let x = tensor(x, "resize_bilinear", "x")?;
     match sampling_mode {
         None => wrap(x.resize_bilinear(target_h, target_w, align_corners)),
-        Some(_) if align_corners => Err(PyValueError::new_err("resize_bilinear: give align_corners or sampling_mode, not both")),
-        Some(m) => wrap(aneforge::ops::resize::SamplingMode::from_mil_name(m).and_then(|m| x.resize_bilinear_sampled(target_h, target_w, m))),
+        Some(_) if align_corners => Err(PyValueError::new_err(
+            "resize_bilinear: give align_corners or sampling_mode, not both",
+        )),
+        Some(m) => wrap(
+            aneforge::ops::resize::SamplingMode::from_mil_name(m)
+                .and_then(|m| x.resize_bilinear_sampled(target_h, target_w, m)),
+        ),
     }
 }
 
 /// Bilinear upsample of the last two axes by a factor (or (sh, sw)) to floor(in * s), half-pixel unless align_corners.
 #[pyfunction]
 #[pyo3(signature = (x, scale=None, align_corners=false), text_signature = "(x, scale=2.0, align_corners=False)")]
-pub fn upsample_bilinear(x: &Bound<'_, PyAny>, scale: Option<&Bound<'_, PyAny>>, align_corners: bool) -> R {
-    let [sh, sw] = match given(scale).map(|s| floats(s, "upsample_bilinear", "scale")).transpose()?.as_deref() {
+pub fn upsample_bilinear(
+    x: &Bound<'_, PyAny>,
+    scale: Option<&Bound<'_, PyAny>>,
+    align_corners: bool,
+) -> R {
+    let [sh, sw] = match given(scale)
+        .map(|s| floats(s, "upsample_bilinear", "scale"))
+        .transpose()?
+        .as_deref()
+    {
         None => [2.0, 2.0],
         Some(&[s]) => [s, s],
         Some(&[h, w]) => [h, w],
-        Some(v) => return Err(PyValueError::new_err(format!("upsample_bilinear: scale must be a float or a pair, got {v:?}"))),
+        Some(v) => {
+            return Err(PyValueError::new_err(format!(
+                "upsample_bilinear: scale must be a float or a pair, got {v:?}"
+            )))
+        }
     };
     wrap(tensor(x, "upsample_bilinear", "x")?.upsample_bilinear(sh, sw, align_corners))
 }
@@ -271,7 +390,11 @@ pub fn upsample_bilinear(x: &Bound<'_, PyAny>, scale: Option<&Bound<'_, PyAny>>,
 /// Split `x` into equal parts (int) or parts of the given sizes (sequence) along `axis`.
 #[pyfunction]
 #[pyo3(signature = (x, num_or_sizes, axis=0))]
-pub fn split(x: &Bound<'_, PyAny>, num_or_sizes: &Bound<'_, PyAny>, axis: i64) -> PyResult<Vec<PyTensor>> {
+pub fn split(
+    x: &Bound<'_, PyAny>,
+    num_or_sizes: &Bound<'_, PyAny>,
+    axis: i64,
+) -> PyResult<Vec<PyTensor>> {
     crate::tensor::split(&tensor(x, "split", "x")?, num_or_sizes, axis)
 }
 
@@ -279,15 +402,27 @@ pub fn split(x: &Bound<'_, PyAny>, num_or_sizes: &Bound<'_, PyAny>, axis: i64) -
 #[pyfunction]
 pub fn select(cond: &Bound<'_, PyAny>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> R {
     let c = tensor(cond, "select", "cond")?;
-    wrap(aneforge::select(&c, &tensor_like(a, "select")?, &tensor_like(b, "select")?))
+    wrap(aneforge::select(
+        &c,
+        &tensor_like(a, "select")?,
+        &tensor_like(b, "select")?,
+    ))
 }
 
 /// The tensor among two operands (the op is commutative).
-fn commutative<'a, 'py>(a: &'a Bound<'py, PyAny>, b: &'a Bound<'py, PyAny>, op: &str) -> PyResult<(&'a Bound<'py, PyTensor>, &'a Bound<'py, PyAny>)> {
+fn commutative<'a, 'py>(
+    a: &'a Bound<'py, PyAny>,
+    b: &'a Bound<'py, PyAny>,
+    op: &str,
+) -> PyResult<(&'a Bound<'py, PyTensor>, &'a Bound<'py, PyAny>)> {
     match (a.cast::<PyTensor>(), b.cast::<PyTensor>()) {
         (Ok(t), _) => Ok((t, b)),
         (_, Ok(t)) => Ok((t, a)),
-        _ => Err(PyTypeError::new_err(format!("{op}: at least one argument must be a Tensor, got {} and {}", type_name(a), type_name(b)))),
+        _ => Err(PyTypeError::new_err(format!(
+            "{op}: at least one argument must be a Tensor, got {} and {}",
+            type_name(a),
+            type_name(b)
+        ))),
     }
 }
 
@@ -317,18 +452,44 @@ pub fn batch_norm(
     eps: f32,
 ) -> R {
     let x = tensor(x, "batch_norm", "x")?;
-    let (m, v) = (Weight::extract(mean, "batch_norm")?, Weight::extract(var, "batch_norm")?);
-    let (g, b) = (opt_weight(gamma, "batch_norm")?, opt_weight(beta, "batch_norm")?);
-    wrap(aneforge::ops::norm::batch_norm(&x, m.host()?, v.host()?, opt_host(&g)?, opt_host(&b)?, eps))
+    let (m, v) = (
+        Weight::extract(mean, "batch_norm")?,
+        Weight::extract(var, "batch_norm")?,
+    );
+    let (g, b) = (
+        opt_weight(gamma, "batch_norm")?,
+        opt_weight(beta, "batch_norm")?,
+    );
+    wrap(aneforge::ops::norm::batch_norm(
+        &x,
+        m.host()?,
+        v.host()?,
+        opt_host(&g)?,
+        opt_host(&b)?,
+        eps,
+    ))
 }
 
 /// Per-(n, c) plane normalisation of x ([N, C, H, W]) with optional [C] gamma and beta.
 #[pyfunction]
 #[pyo3(signature = (x, gamma=None, beta=None, eps=1e-5))]
-pub fn instance_norm(x: &Bound<'_, PyAny>, gamma: Option<&Bound<'_, PyAny>>, beta: Option<&Bound<'_, PyAny>>, eps: f32) -> R {
+pub fn instance_norm(
+    x: &Bound<'_, PyAny>,
+    gamma: Option<&Bound<'_, PyAny>>,
+    beta: Option<&Bound<'_, PyAny>>,
+    eps: f32,
+) -> R {
     let x = tensor(x, "instance_norm", "x")?;
-    let (g, b) = (opt_weight(gamma, "instance_norm")?, opt_weight(beta, "instance_norm")?);
-    wrap(aneforge::ops::norm::instance_norm(&x, opt_host(&g)?, opt_host(&b)?, eps))
+    let (g, b) = (
+        opt_weight(gamma, "instance_norm")?,
+        opt_weight(beta, "instance_norm")?,
+    );
+    wrap(aneforge::ops::norm::instance_norm(
+        &x,
+        opt_host(&g)?,
+        opt_host(&b)?,
+        eps,
+    ))
 }
 
 /// A Tensor argument as is, or a float array baked as an fp16 constant.
@@ -356,19 +517,39 @@ pub fn lrn(x: &Bound<'_, PyAny>, alpha: f32, beta: f32, k: f32) -> R {
 /// General two-operand einsum lowered to transpose/reshape/matmul; operands are Tensors or float arrays.
 #[pyfunction]
 pub fn einsum(equation: &str, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> R {
-    wrap(aneforge::ops::einsum::einsum(equation, &tensor_or_weight(a, "einsum")?, &tensor_or_weight(b, "einsum")?))
+    wrap(aneforge::ops::einsum::einsum(
+        equation,
+        &tensor_or_weight(a, "einsum")?,
+        &tensor_or_weight(b, "einsum")?,
+    ))
 }
 
 /// The native MIL einsum ('nchw,nwhu->nchu' or 'chw,whu->chu'); operands are Tensors or float arrays.
 #[pyfunction]
 pub fn einsum_native(equation: &str, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> R {
-    wrap(aneforge::ops::einsum::einsum_native(equation, &tensor_or_weight(a, "einsum")?, &tensor_or_weight(b, "einsum")?))
+    wrap(aneforge::ops::einsum::einsum_native(
+        equation,
+        &tensor_or_weight(a, "einsum")?,
+        &tensor_or_weight(b, "einsum")?,
+    ))
 }
 
 /// Bilinear affine warp of x [B, C, H, W] by transform [B or 1, 6] (Tensor or array) to [B, C, output_h, output_w]; zero padding, [-1, 1] coordinates.
 #[pyfunction]
 #[pyo3(signature = (x, transform, output_h, output_w, align_corners=false))]
-pub fn affine(x: &Bound<'_, PyAny>, transform: &Bound<'_, PyAny>, output_h: usize, output_w: usize, align_corners: bool) -> R {
+pub fn affine(
+    x: &Bound<'_, PyAny>,
+    transform: &Bound<'_, PyAny>,
+    output_h: usize,
+    output_w: usize,
+    align_corners: bool,
+) -> R {
     let x = tensor(x, "affine", "x")?;
-    wrap(aneforge::ops::affine::affine(&x, &tensor_or_weight(transform, "affine")?, output_h, output_w, align_corners))
+    wrap(aneforge::ops::affine::affine(
+        &x,
+        &tensor_or_weight(transform, "affine")?,
+        output_h,
+        output_w,
+        align_corners,
+    ))
 }

@@ -11,7 +11,11 @@ use crate::model::parse_outputs;
 /// Classify `outputs`' ops and check their shapes for `target` (arch string or family name):
 /// a dict with `family`, `ok` and the lists `native`, `decompose`, `reject`, `oversize` of dicts.
 #[pyfunction]
-pub fn preflight<'py>(py: Python<'py>, outputs: &Bound<'py, PyAny>, target: &str) -> PyResult<Bound<'py, PyDict>> {
+pub fn preflight<'py>(
+    py: Python<'py>,
+    outputs: &Bound<'py, PyAny>,
+    target: &str,
+) -> PyResult<Bound<'py, PyDict>> {
     let (outs, _) = parse_outputs(outputs)?;
     let t = targets::parse_target(target).py()?;
     targets::require_mil(t.family, t.arch).py()?;
@@ -19,10 +23,31 @@ pub fn preflight<'py>(py: Python<'py>, outputs: &Bound<'py, PyAny>, target: &str
     let d = PyDict::new(py);
     d.set_item("family", t.family.name())?;
     d.set_item("ok", p.ok())?;
-    for (key, list) in [("native", &p.native), ("decompose", &p.decompose), ("reject", &p.reject)] {
-        d.set_item(key, PyList::new(py, list.iter().map(|e| op_entry(py, e)).collect::<PyResult<Vec<_>>>()?)?)?;
+    for (key, list) in [
+        ("native", &p.native),
+        ("decompose", &p.decompose),
+        ("reject", &p.reject),
+    ] {
+        d.set_item(
+            key,
+            PyList::new(
+                py,
+                list.iter()
+                    .map(|e| op_entry(py, e))
+                    .collect::<PyResult<Vec<_>>>()?,
+            )?,
+        )?;
     }
-    d.set_item("oversize", PyList::new(py, p.oversize.iter().map(|o| oversize(py, o)).collect::<PyResult<Vec<_>>>()?)?)?;
+    d.set_item(
+        "oversize",
+        PyList::new(
+            py,
+            p.oversize
+                .iter()
+                .map(|o| oversize(py, o))
+                .collect::<PyResult<Vec<_>>>()?,
+        )?,
+    )?;
     Ok(d)
 }
 

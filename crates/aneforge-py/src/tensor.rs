@@ -6,7 +6,9 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use crate::convert::{fmt_shape, ints, need_operand, operand, pad4, pair, sizes, type_name, Operand, Weight};
+use crate::convert::{
+    fmt_shape, ints, need_operand, operand, pad4, pair, sizes, type_name, Operand, Weight,
+};
 use crate::errors::IntoPy;
 
 /// A lazy tensor: a value in the graph being built. Its shape and dtype are known; its values
@@ -61,7 +63,6 @@ fn axes_arg(t: &aneforge::Tensor, axes: Option<&Bound<'_, PyAny>>, op: &str) -> 
         _ => Ok((0..t.rank() as i64).collect()),
     }
 }
-
 
 impl PyTensor {
     fn cmp(&self, c: Compare, other: &Bound<'_, PyAny>, op: &str) -> R {
@@ -118,7 +119,12 @@ impl PyTensor {
     }
 
     fn __repr__(&self) -> String {
-        format!("Tensor({}, shape={}, {})", self.op(), fmt_shape(self.t.shape()), self.dtype())
+        format!(
+            "Tensor({}, shape={}, {})",
+            self.op(),
+            fmt_shape(self.t.shape()),
+            self.dtype()
+        )
     }
     /// Identity hash (tensors compare and hash by identity).
     fn __hash__(slf: &Bound<'_, Self>) -> isize {
@@ -130,7 +136,11 @@ impl PyTensor {
     }
     /// Always raises TypeError: a lazy tensor has no values until compiled and run.
     #[pyo3(signature = (*_args, **_kwargs))]
-    fn __array__(&self, _args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, pyo3::types::PyDict>>) -> PyResult<Py<PyAny>> {
+    fn __array__(
+        &self,
+        _args: &Bound<'_, PyTuple>,
+        _kwargs: Option<&Bound<'_, pyo3::types::PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
         Err(PyTypeError::new_err(format!(
             "{} is lazy and has no values; compile it with af.compile(...) and call the model",
             self.__repr__()
@@ -345,7 +355,12 @@ impl PyTensor {
     }
 
     /// `<, <=, >, >=` build bool tensors; `==` / `!=` keep Python's identity semantics.
-    fn __richcmp__(&self, py: Python<'_>, other: &Bound<'_, PyAny>, op: CompareOp) -> PyResult<Py<PyAny>> {
+    fn __richcmp__(
+        &self,
+        py: Python<'_>,
+        other: &Bound<'_, PyAny>,
+        op: CompareOp,
+    ) -> PyResult<Py<PyAny>> {
         let (c, name) = match op {
             CompareOp::Lt => (Compare::Less, "less"),
             CompareOp::Le => (Compare::LessEqual, "less_equal"),
@@ -386,25 +401,53 @@ impl PyTensor {
     }
     /// self / other.
     fn __truediv__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        self.binop(py, other, "real_div", |a, b| a.div(b), |a, k| a.div_scalar(k))
+        self.binop(
+            py,
+            other,
+            "real_div",
+            |a, b| a.div(b),
+            |a, k| a.div_scalar(k),
+        )
     }
     /// other / self.
     fn __rtruediv__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        self.binop(py, other, "real_div", |a, b| b.div(a), |a, k| a.rdiv_scalar(k))
+        self.binop(
+            py,
+            other,
+            "real_div",
+            |a, b| b.div(a),
+            |a, k| a.rdiv_scalar(k),
+        )
     }
     /// self ** other.
-    fn __pow__(&self, py: Python<'_>, other: &Bound<'_, PyAny>, modulo: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyAny>> {
+    fn __pow__(
+        &self,
+        py: Python<'_>,
+        other: &Bound<'_, PyAny>,
+        modulo: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
         if modulo.is_some_and(|m| !m.is_none()) {
             return Ok(py.NotImplemented());
         }
         self.binop(py, other, "pow", |a, b| a.pow(b), |a, k| a.pow_scalar(k))
     }
     /// other ** self.
-    fn __rpow__(&self, py: Python<'_>, other: &Bound<'_, PyAny>, modulo: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyAny>> {
+    fn __rpow__(
+        &self,
+        py: Python<'_>,
+        other: &Bound<'_, PyAny>,
+        modulo: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
         if modulo.is_some_and(|m| !m.is_none()) {
             return Ok(py.NotImplemented());
         }
-        self.binop(py, other, "pow", |a, b| b.pow(a), |a, k| aneforge::scalar("pow", k)?.pow(a))
+        self.binop(
+            py,
+            other,
+            "pow",
+            |a, b| b.pow(a),
+            |a, k| aneforge::scalar("pow", k)?.pow(a),
+        )
     }
     /// -self.
     fn __neg__(&self) -> R {
@@ -420,7 +463,9 @@ impl PyTensor {
         if let Ok(o) = other.cast::<PyTensor>() {
             return obj(py, self.t.matmul(&o.get().t));
         }
-        if other.cast::<numpy::PyUntypedArray>().is_ok() || other.is_instance_of::<pyo3::types::PyList>() {
+        if other.cast::<numpy::PyUntypedArray>().is_ok()
+            || other.is_instance_of::<pyo3::types::PyList>()
+        {
             let w = Weight::extract(other, "matmul")?;
             return obj(py, self.t.matmul_weight(w.host()?));
         }
@@ -439,7 +484,10 @@ impl PyTensor {
     fn matmul(&self, other: &Bound<'_, PyAny>) -> R {
         match other.cast::<PyTensor>() {
             Ok(o) => wrap(self.t.matmul(&o.get().t)),
-            Err(_) => wrap(self.t.matmul_weight(Weight::extract(other, "matmul")?.host()?)),
+            Err(_) => wrap(
+                self.t
+                    .matmul_weight(Weight::extract(other, "matmul")?.host()?),
+            ),
         }
     }
     /// PyTorch linear: self @ weight.T + bias, weight [out, in], bias [out].
@@ -458,7 +506,11 @@ impl PyTensor {
     /// Permute axes (no arguments: reverse them).
     #[pyo3(signature = (*perm))]
     fn transpose(&self, perm: &Bound<'_, PyTuple>) -> R {
-        let perm = if perm.is_empty() { (0..self.t.rank() as i64).rev().collect() } else { varargs(perm, "transpose", "perm")? };
+        let perm = if perm.is_empty() {
+            (0..self.t.rank() as i64).rev().collect()
+        } else {
+            varargs(perm, "transpose", "perm")?
+        };
         wrap(self.t.transpose(&perm))
     }
     /// Flip the order of elements along the given axes.
@@ -489,7 +541,10 @@ impl PyTensor {
     }
     /// The static window begin .. begin + size on every axis.
     fn slice_by_size(&self, begin: &Bound<'_, PyAny>, size: &Bound<'_, PyAny>) -> R {
-        wrap(self.t.slice_by_size(&sizes(begin, "slice_by_size", "begin")?, &sizes(size, "slice_by_size", "size")?))
+        wrap(self.t.slice_by_size(
+            &sizes(begin, "slice_by_size", "begin")?,
+            &sizes(size, "slice_by_size", "size")?,
+        ))
     }
     /// Equal parts (int) or parts of the given sizes (sequence) along axis.
     #[pyo3(signature = (num_or_sizes, axis=0))]
@@ -500,42 +555,66 @@ impl PyTensor {
     /// Mean over axes (None: every axis).
     #[pyo3(signature = (axes=None, keepdims=true))]
     fn mean(&self, axes: Option<&Bound<'_, PyAny>>, keepdims: bool) -> R {
-        wrap(self.t.mean(&axes_arg(&self.t, axes, "reduce_mean")?, keepdims))
+        wrap(
+            self.t
+                .mean(&axes_arg(&self.t, axes, "reduce_mean")?, keepdims),
+        )
     }
     /// Sum over axes (None: every axis).
     #[pyo3(signature = (axes=None, keepdims=true))]
     fn sum(&self, axes: Option<&Bound<'_, PyAny>>, keepdims: bool) -> R {
-        wrap(self.t.sum(&axes_arg(&self.t, axes, "reduce_sum")?, keepdims))
+        wrap(
+            self.t
+                .sum(&axes_arg(&self.t, axes, "reduce_sum")?, keepdims),
+        )
     }
     /// Maximum over axes (None: every axis).
     #[pyo3(signature = (axes=None, keepdims=true))]
     fn amax(&self, axes: Option<&Bound<'_, PyAny>>, keepdims: bool) -> R {
-        wrap(self.t.amax(&axes_arg(&self.t, axes, "reduce_max")?, keepdims))
+        wrap(
+            self.t
+                .amax(&axes_arg(&self.t, axes, "reduce_max")?, keepdims),
+        )
     }
     /// Minimum over axes (None: every axis).
     #[pyo3(signature = (axes=None, keepdims=true))]
     fn amin(&self, axes: Option<&Bound<'_, PyAny>>, keepdims: bool) -> R {
-        wrap(self.t.amin(&axes_arg(&self.t, axes, "reduce_min")?, keepdims))
+        wrap(
+            self.t
+                .amin(&axes_arg(&self.t, axes, "reduce_min")?, keepdims),
+        )
     }
     /// Sum of |x| over axes (None: every axis).
     #[pyo3(signature = (axes=None, keepdims=true))]
     fn l1_norm(&self, axes: Option<&Bound<'_, PyAny>>, keepdims: bool) -> R {
-        wrap(self.t.l1_norm(&axes_arg(&self.t, axes, "reduce_l1_norm")?, keepdims))
+        wrap(
+            self.t
+                .l1_norm(&axes_arg(&self.t, axes, "reduce_l1_norm")?, keepdims),
+        )
     }
     /// ln of the sum over axes (None: every axis).
     #[pyo3(signature = (axes=None, keepdims=true))]
     fn log_sum(&self, axes: Option<&Bound<'_, PyAny>>, keepdims: bool) -> R {
-        wrap(self.t.log_sum(&axes_arg(&self.t, axes, "reduce_log_sum")?, keepdims))
+        wrap(
+            self.t
+                .log_sum(&axes_arg(&self.t, axes, "reduce_log_sum")?, keepdims),
+        )
     }
     /// Sum of x * x over axes (None: every axis).
     #[pyo3(signature = (axes=None, keepdims=true))]
     fn sum_square(&self, axes: Option<&Bound<'_, PyAny>>, keepdims: bool) -> R {
-        wrap(self.t.sum_square(&axes_arg(&self.t, axes, "reduce_sum_square")?, keepdims))
+        wrap(
+            self.t
+                .sum_square(&axes_arg(&self.t, axes, "reduce_sum_square")?, keepdims),
+        )
     }
     /// ln(sum(exp(x))) over axes (None: every axis), computed stably.
     #[pyo3(signature = (axes=None, keepdims=true))]
     fn log_sum_exp(&self, axes: Option<&Bound<'_, PyAny>>, keepdims: bool) -> R {
-        wrap(self.t.log_sum_exp(&axes_arg(&self.t, axes, "reduce_log_sum_exp")?, keepdims))
+        wrap(
+            self.t
+                .log_sum_exp(&axes_arg(&self.t, axes, "reduce_log_sum_exp")?, keepdims),
+        )
     }
     /// Alias of log_sum_exp.
     #[pyo3(signature = (axes=None, keepdims=true))]
@@ -550,8 +629,16 @@ impl PyTensor {
 
     /// Layer norm over the last axis, optional scale and shift.
     #[pyo3(signature = (gamma=None, beta=None, eps=1e-5))]
-    fn layer_norm(&self, gamma: Option<&Bound<'_, PyAny>>, beta: Option<&Bound<'_, PyAny>>, eps: f32) -> R {
-        let (g, b) = (norm_param(gamma, "layer_norm")?, norm_param(beta, "layer_norm")?);
+    fn layer_norm(
+        &self,
+        gamma: Option<&Bound<'_, PyAny>>,
+        beta: Option<&Bound<'_, PyAny>>,
+        eps: f32,
+    ) -> R {
+        let (g, b) = (
+            norm_param(gamma, "layer_norm")?,
+            norm_param(beta, "layer_norm")?,
+        );
         wrap(self.t.layer_norm(g.as_ref(), b.as_ref(), eps))
     }
     /// x / sqrt(mean(x**2, last axis) + eps) * gamma.
@@ -567,26 +654,54 @@ impl PyTensor {
     }
     /// Layer norm over channel axis 1 of x [N, C, 1, S], optional [C] scale and shift.
     #[pyo3(signature = (gamma=None, beta=None, eps=1e-5))]
-    fn channel_layer_norm(&self, gamma: Option<&Bound<'_, PyAny>>, beta: Option<&Bound<'_, PyAny>>, eps: f32) -> R {
-        let (g, b) = (norm_param(gamma, "channel_layer_norm")?, norm_param(beta, "channel_layer_norm")?);
+    fn channel_layer_norm(
+        &self,
+        gamma: Option<&Bound<'_, PyAny>>,
+        beta: Option<&Bound<'_, PyAny>>,
+        eps: f32,
+    ) -> R {
+        let (g, b) = (
+            norm_param(gamma, "channel_layer_norm")?,
+            norm_param(beta, "channel_layer_norm")?,
+        );
         wrap(self.t.channel_layer_norm(g.as_ref(), b.as_ref(), eps))
     }
     /// Group norm of NCHW-style x over channel groups, per-channel scale and shift.
     #[pyo3(signature = (num_groups, gamma=None, beta=None, eps=1e-5))]
-    fn group_norm(&self, num_groups: usize, gamma: Option<&Bound<'_, PyAny>>, beta: Option<&Bound<'_, PyAny>>, eps: f32) -> R {
-        let (g, b) = (norm_param(gamma, "group_norm")?, norm_param(beta, "group_norm")?);
+    fn group_norm(
+        &self,
+        num_groups: usize,
+        gamma: Option<&Bound<'_, PyAny>>,
+        beta: Option<&Bound<'_, PyAny>>,
+        eps: f32,
+    ) -> R {
+        let (g, b) = (
+            norm_param(gamma, "group_norm")?,
+            norm_param(beta, "group_norm")?,
+        );
         wrap(self.t.group_norm(g.as_ref(), b.as_ref(), num_groups, eps))
     }
 
     /// Max pooling over H, W (stride defaults to kernel).
     #[pyo3(signature = (kernel, stride=None, pad=None), text_signature = "($self, kernel, stride=None, pad=0)")]
-    fn max_pool(&self, kernel: &Bound<'_, PyAny>, stride: Option<&Bound<'_, PyAny>>, pad: Option<&Bound<'_, PyAny>>) -> R {
+    fn max_pool(
+        &self,
+        kernel: &Bound<'_, PyAny>,
+        stride: Option<&Bound<'_, PyAny>>,
+        pad: Option<&Bound<'_, PyAny>>,
+    ) -> R {
         let (k, s, p) = pool_args(kernel, stride, pad, "max_pool")?;
         wrap(self.t.max_pool(k, s, p))
     }
     /// Average pooling over H, W (stride defaults to kernel).
     #[pyo3(signature = (kernel, stride=None, pad=None, count_include_pad=true), text_signature = "($self, kernel, stride=None, pad=0, count_include_pad=True)")]
-    fn avg_pool(&self, kernel: &Bound<'_, PyAny>, stride: Option<&Bound<'_, PyAny>>, pad: Option<&Bound<'_, PyAny>>, count_include_pad: bool) -> R {
+    fn avg_pool(
+        &self,
+        kernel: &Bound<'_, PyAny>,
+        stride: Option<&Bound<'_, PyAny>>,
+        pad: Option<&Bound<'_, PyAny>>,
+        count_include_pad: bool,
+    ) -> R {
         let (k, s, p) = pool_args(kernel, stride, pad, "avg_pool")?;
         wrap(self.t.avg_pool(k, s, p, count_include_pad))
     }
@@ -602,7 +717,12 @@ impl PyTensor {
 }
 
 /// Kernel, stride (default = kernel) and padding of a pool.
-fn pool_args(kernel: &Bound<'_, PyAny>, stride: Option<&Bound<'_, PyAny>>, pad: Option<&Bound<'_, PyAny>>, op: &str) -> PyResult<([usize; 2], [usize; 2], [usize; 4])> {
+fn pool_args(
+    kernel: &Bound<'_, PyAny>,
+    stride: Option<&Bound<'_, PyAny>>,
+    pad: Option<&Bound<'_, PyAny>>,
+    op: &str,
+) -> PyResult<([usize; 2], [usize; 2], [usize; 4])> {
     let k = pair(kernel, op, "kernel")?;
     let s = match stride {
         Some(s) if !s.is_none() => pair(s, op, "stride")?,
@@ -616,9 +736,15 @@ fn pool_args(kernel: &Bound<'_, PyAny>, stride: Option<&Bound<'_, PyAny>>, pad: 
 }
 
 /// `split(x, 3)` (equal parts) or `split(x, [2, 5])` (sizes).
-pub fn split(t: &aneforge::Tensor, num_or_sizes: &Bound<'_, PyAny>, axis: i64) -> PyResult<Vec<PyTensor>> {
+pub fn split(
+    t: &aneforge::Tensor,
+    num_or_sizes: &Bound<'_, PyAny>,
+    axis: i64,
+) -> PyResult<Vec<PyTensor>> {
     let parts = if let Ok(n) = num_or_sizes.extract::<i64>() {
-        let n = usize::try_from(n).map_err(|_| PyValueError::new_err(format!("split: number of parts must be positive, got {n}")))?;
+        let n = usize::try_from(n).map_err(|_| {
+            PyValueError::new_err(format!("split: number of parts must be positive, got {n}"))
+        })?;
         t.split(n, axis)
     } else {
         t.split_sizes(&sizes(num_or_sizes, "split", "sizes")?, axis)

@@ -60,27 +60,57 @@ pub struct OpCapability {
 /// The census of every registered MIL op, with hardware results from `report` and, with `target`, its family's status.
 pub fn census(report: Option<&Report>, target: Option<Target>) -> Result<Vec<OpCapability>> {
     let cases = conformance()?;
-    let graphs: Vec<Graph> = cases.iter().map(|(_, t)| Graph::from_outputs(&[(None, t.clone())])).collect::<Result<_>>()?;
+    let graphs: Vec<Graph> = cases
+        .iter()
+        .map(|(_, t)| Graph::from_outputs(&[(None, t.clone())]))
+        .collect::<Result<_>>()?;
     let hardware: HashMap<&str, String> = selfcheck::census(report).into_iter().collect();
     let mut checks: HashMap<usize, Conformance> = HashMap::new();
     let mut out = Vec::new();
     for name in mil_op_names() {
-        let node_of = |g: &Graph| g.nodes.iter().find(|n| n.op.family().mil().op == name).map(|n| n.op.clone());
-        let found = cases.iter().position(|(c, _)| *c == name).filter(|&i| node_of(&graphs[i]).is_some()).or_else(|| graphs.iter().position(|g| node_of(g).is_some()));
+        let node_of = |g: &Graph| {
+            g.nodes
+                .iter()
+                .find(|n| n.op.family().mil().op == name)
+                .map(|n| n.op.clone())
+        };
+        let found = cases
+            .iter()
+            .position(|(c, _)| *c == name)
+            .filter(|&i| node_of(&graphs[i]).is_some())
+            .or_else(|| graphs.iter().position(|g| node_of(g).is_some()));
         let op = found.and_then(|i| node_of(&graphs[i]));
         let reference = match found {
-            Some(i) => checks.entry(i).or_insert_with(|| check(cases[i].0, &graphs[i])).clone(),
-            None => Conformance { case: None, result: "no case", rel_error: None, detail: None },
+            Some(i) => checks
+                .entry(i)
+                .or_insert_with(|| check(cases[i].0, &graphs[i]))
+                .clone(),
+            None => Conformance {
+                case: None,
+                result: "no case",
+                rel_error: None,
+                detail: None,
+            },
         };
         out.push(OpCapability {
             name,
             family: op.as_ref().map_or("unknown".into(), variant),
             mil: op.as_ref().map_or(format!("{name}(…)"), spelling),
-            opsets: Opset::ALL.into_iter().filter(|o| o.prints(name)).map(Opset::name).collect(),
-            status: FAMILIES.iter().map(|&f| (f.name(), op_status(name, f).name())).collect(),
+            opsets: Opset::ALL
+                .into_iter()
+                .filter(|o| o.prints(name))
+                .map(Opset::name)
+                .collect(),
+            status: FAMILIES
+                .iter()
+                .map(|&f| (f.name(), op_status(name, f).name()))
+                .collect(),
             target_status: target.map(|t| op_status(name, t.family).name()),
             reference,
-            hardware: hardware.get(name).cloned().unwrap_or_else(|| "unverified".into()),
+            hardware: hardware
+                .get(name)
+                .cloned()
+                .unwrap_or_else(|| "unverified".into()),
         });
     }
     Ok(out)
@@ -88,7 +118,11 @@ pub fn census(report: Option<&Report>, target: Option<Target>) -> Result<Vec<OpC
 
 /// The `Op` variant name (`Unary`, `Conv` ...).
 fn variant(op: &Op) -> String {
-    format!("{op:?}").split(['(', ' ', '{']).next().unwrap_or_default().to_string()
+    format!("{op:?}")
+        .split(['(', ' ', '{'])
+        .next()
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// `conv(x, weight, bias; dilations, groups, pad, pad_type, strides)` (parameters as the family lists them).
@@ -111,7 +145,12 @@ fn spelling(op: &Op) -> String {
 fn check(name: &'static str, g: &Graph) -> Conformance {
     let run = || -> Result<(bool, f64)> {
         let p = Program::lower(g.clone())?;
-        let back = parse::parse(&p.mil, Path::new("model.mil"), &p.weights.to_bytes(), Path::new("weights.bin"))?;
+        let back = parse::parse(
+            &p.mil,
+            Path::new("model.mil"),
+            &p.weights.to_bytes(),
+            Path::new("weights.bin"),
+        )?;
         let mut got = Vec::new();
         for precision in [Precision::Fp16, Precision::Fp32] {
             let mut net = Reference.load(&p, Path::new("."), precision)?;
@@ -125,9 +164,19 @@ fn check(name: &'static str, g: &Graph) -> Conformance {
         Ok((round_trip, rel)) => {
             let pass = round_trip && rel <= TOLERANCE;
             let detail = (!round_trip).then(|| "parse(print(p)) differs from p".to_string());
-            Conformance { case: Some(name), result: if pass { "pass" } else { "fail" }, rel_error: rel.is_finite().then_some(rel), detail }
+            Conformance {
+                case: Some(name),
+                result: if pass { "pass" } else { "fail" },
+                rel_error: rel.is_finite().then_some(rel),
+                detail,
+            }
         }
-        Err(e) => Conformance { case: Some(name), result: "error", rel_error: None, detail: Some(e.to_string()) },
+        Err(e) => Conformance {
+            case: Some(name),
+            result: "error",
+            rel_error: None,
+            detail: Some(e.to_string()),
+        },
     }
 }
 
@@ -151,7 +200,9 @@ pub fn table(caps: &[OpCapability], target: Option<Target>) -> String {
         out += &format!("{:<32} {:<12} {:<10}", c.name, c.family, opset_range(c));
         match c.target_status {
             Some(s) => out += &format!(" {s:<width$}", width = families[0].len().max(10)),
-            None => FAMILIES.iter().for_each(|f| out += &format!(" {:<10}", c.status[f.name()])),
+            None => FAMILIES
+                .iter()
+                .for_each(|f| out += &format!(" {:<10}", c.status[f.name()])),
         }
         out += &format!(" {:<10} {}\n", c.reference.result, c.hardware);
     }
@@ -184,7 +235,15 @@ pub fn markdown(caps: &[OpCapability]) -> String {
             Some(case) if case != c.name => format!("{} (case `{case}`)", c.reference.result),
             _ => c.reference.result.to_string(),
         };
-        out += &format!("| {} | {} | `{}` | {} | {} | {reference} | {} |\n", c.name, c.family, c.mil, opset_range(c), statuses.join(" | "), c.hardware);
+        out += &format!(
+            "| {} | {} | `{}` | {} | {} | {reference} | {} |\n",
+            c.name,
+            c.family,
+            c.mil,
+            opset_range(c),
+            statuses.join(" | "),
+            c.hardware
+        );
     }
     out
 }
@@ -198,23 +257,47 @@ mod tests {
         let caps = census(None, None).unwrap();
         let names: Vec<&str> = caps.iter().map(|c| c.name).collect();
         assert_eq!(names, mil_op_names());
-        let failing: Vec<(&str, &Conformance)> = caps.iter().filter(|c| c.reference.result != "pass").map(|c| (c.name, &c.reference)).collect();
+        let failing: Vec<(&str, &Conformance)> = caps
+            .iter()
+            .filter(|c| c.reference.result != "pass")
+            .map(|c| (c.name, &c.reference))
+            .collect();
         assert!(failing.is_empty(), "{failing:?}");
         let relu = caps.iter().find(|c| c.name == "relu").unwrap();
-        assert_eq!((relu.family.as_str(), relu.mil.as_str(), relu.hardware.as_str()), ("Unary", "relu(x)", "unverified"));
+        assert_eq!(
+            (
+                relu.family.as_str(),
+                relu.mil.as_str(),
+                relu.hardware.as_str()
+            ),
+            ("Unary", "relu(x)", "unverified")
+        );
         let sin = caps.iter().find(|c| c.name == "sin").unwrap();
-        assert_eq!(sin.status.values().copied().collect::<Vec<_>>(), ["decompose", "decompose", "native", "native"]);
-        let blockwise = caps.iter().find(|c| c.name == "constexpr_blockwise_shift_scale").unwrap();
+        assert_eq!(
+            sin.status.values().copied().collect::<Vec<_>>(),
+            ["decompose", "decompose", "native", "native"]
+        );
+        let blockwise = caps
+            .iter()
+            .find(|c| c.name == "constexpr_blockwise_shift_scale")
+            .unwrap();
         assert_eq!(blockwise.opsets, ["ios18"]);
         let conv = caps.iter().find(|c| c.name == "conv").unwrap();
-        assert_eq!(conv.mil, "conv(x, weight, bias; dilations, groups, pad, pad_type, strides)");
+        assert_eq!(
+            conv.mil,
+            "conv(x, weight, bias; dilations, groups, pad, pad_type, strides)"
+        );
     }
 
     #[test]
     fn a_case_that_overflows_fp16_fails_the_check() {
         // x·10⁵ overflows fp16 (max 65504) for |x| > 0.66 but not fp32: the check must fail, not pass.
         let x = crate::input(&[64]).unwrap();
-        let g = Graph::from_outputs(&[(None, x.mul_scalar(100.0).unwrap().mul_scalar(1000.0).unwrap())]).unwrap();
+        let g = Graph::from_outputs(&[(
+            None,
+            x.mul_scalar(100.0).unwrap().mul_scalar(1000.0).unwrap(),
+        )])
+        .unwrap();
         let c = check("mul", &g);
         assert_eq!((c.result, c.rel_error), ("fail", None), "{c:?}");
         let fine = Graph::from_outputs(&[(None, x.mul_scalar(100.0).unwrap())]).unwrap();

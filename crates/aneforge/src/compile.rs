@@ -30,7 +30,10 @@ impl Device {
             "auto" => Ok(Device::Auto),
             "ane" => Ok(Device::Ane),
             "reference" | "cpu" => Ok(Device::Reference),
-            _ => Err(Error::value("compile", format!("unknown device '{s}' (expected auto, ane, reference or cpu)"))),
+            _ => Err(Error::value(
+                "compile",
+                format!("unknown device '{s}' (expected auto, ane, reference or cpu)"),
+            )),
         }
     }
 }
@@ -61,7 +64,17 @@ pub struct CompileOptions {
 impl Default for CompileOptions {
     /// Auto device, fp16, the cache, no compression (atol 0.05, block 32 when enabled), target from the environment, host opset.
     fn default() -> Self {
-        CompileOptions { device: Device::Auto, precision: Precision::Fp16, build_dir: None, compress: None, compress_atol: 0.05, block_size: 32, target: None, opset: None, sum_via_matmul: false }
+        CompileOptions {
+            device: Device::Auto,
+            precision: Precision::Fp16,
+            build_dir: None,
+            compress: None,
+            compress_atol: 0.05,
+            block_size: 32,
+            target: None,
+            opset: None,
+            sum_via_matmul: false,
+        }
     }
 }
 
@@ -86,7 +99,12 @@ static NOTICE: Once = Once::new();
 /// `ANEFORGE_DEVICE` (auto, ane, reference or cpu) when set and non-empty, else `Auto`.
 fn device_from_env() -> Result<Device> {
     match std::env::var("ANEFORGE_DEVICE") {
-        Ok(v) if !v.is_empty() => Device::parse(&v).map_err(|_| Error::value("ANEFORGE_DEVICE", format!("'{v}' is not a device (expected auto, ane, reference or cpu)"))),
+        Ok(v) if !v.is_empty() => Device::parse(&v).map_err(|_| {
+            Error::value(
+                "ANEFORGE_DEVICE",
+                format!("'{v}' is not a device (expected auto, ane, reference or cpu)"),
+            )
+        }),
         _ => Ok(Device::Auto),
     }
 }
@@ -95,7 +113,11 @@ fn device_from_env() -> Result<Device> {
 /// `ANEFORGE_DEVICE`, then takes the ANE when its check passes, else the reference executor
 /// (with a one-time notice on stderr unless `ANEFORGE_QUIET` is set).
 pub fn executor(device: Device, precision: Precision) -> Result<Box<dyn Executor>> {
-    let device = if device == Device::Auto { device_from_env()? } else { device };
+    let device = if device == Device::Auto {
+        device_from_env()?
+    } else {
+        device
+    };
     match device {
         Device::Reference => Ok(Box::new(Reference)),
         Device::Ane => {
@@ -113,7 +135,9 @@ pub fn executor(device: Device, precision: Precision) -> Result<Box<dyn Executor
                 Ok(()) => Ok(Box::new(ane)),
                 Err(e) => {
                     if std::env::var_os("ANEFORGE_QUIET").is_none() {
-                        NOTICE.call_once(|| eprintln!("aneforge: {e}; running on the reference executor (CPU)"));
+                        NOTICE.call_once(|| {
+                            eprintln!("aneforge: {e}; running on the reference executor (CPU)")
+                        });
                     }
                     Ok(Box::new(Reference))
                 }
@@ -128,7 +152,10 @@ pub fn export(outputs: &[(Option<String>, Tensor)], opts: &CompileOptions) -> Re
     if opts.sum_via_matmul {
         let names: Vec<Option<String>> = outputs.iter().map(|(n, _)| n.clone()).collect();
         let ts: Vec<Tensor> = outputs.iter().map(|(_, t)| t.clone()).collect();
-        let rewritten: Vec<(Option<String>, Tensor)> = names.into_iter().zip(passes::reduce_sum_to_matmul(&ts)?).collect();
+        let rewritten: Vec<(Option<String>, Tensor)> = names
+            .into_iter()
+            .zip(passes::reduce_sum_to_matmul(&ts)?)
+            .collect();
         return write_program(Graph::from_outputs(&rewritten)?, opts);
     }
     write_program(Graph::from_outputs(outputs)?, opts)
@@ -145,7 +172,15 @@ fn write_program(graph: Graph, opts: &CompileOptions) -> Result<Exported> {
         None => graph,
     };
     let (graph, report) = match opts.compress {
-        Some(mode) => compress::compress(graph, &CompressOptions { mode, atol: opts.compress_atol, block_size: opts.block_size, family: target.map(|t| t.family) })?,
+        Some(mode) => compress::compress(
+            graph,
+            &CompressOptions {
+                mode,
+                atol: opts.compress_atol,
+                block_size: opts.block_size,
+                family: target.map(|t| t.family),
+            },
+        )?,
         None => (graph, Vec::new()),
     };
     let program = Program::lower_for(passes::for_opset(graph, opset)?, opset)?;
@@ -153,13 +188,22 @@ fn write_program(graph: Graph, opts: &CompileOptions) -> Result<Exported> {
         Some(d) => program.write_to(d)?,
         None => program.write_cached(&cache_root())?,
     };
-    Ok(Exported { program, dir, report })
+    Ok(Exported {
+        program,
+        dir,
+        report,
+    })
 }
 
 /// Load a written program on `opts.device`.
 fn load_exported(e: Exported, opts: &CompileOptions) -> Result<Compiled> {
     let loaded = executor(opts.device, opts.precision)?.load(&e.program, &e.dir, opts.precision)?;
-    Ok(Compiled { program: e.program, dir: e.dir, loaded, report: e.report })
+    Ok(Compiled {
+        program: e.program,
+        dir: e.dir,
+        loaded,
+        report: e.report,
+    })
 }
 
 /// Compile outputs into a program directory (see [`export`]) and load it on the chosen device.
@@ -185,7 +229,12 @@ pub fn load_dir_with(dir: &Path, opts: &CompileOptions) -> Result<Compiled> {
 pub fn load_dir(dir: &Path, device: Device, precision: Precision) -> Result<Compiled> {
     let program = Program::load_dir(dir)?;
     let loaded = executor(device, precision)?.load(&program, dir, precision)?;
-    Ok(Compiled { program, dir: dir.to_path_buf(), loaded, report: Vec::new() })
+    Ok(Compiled {
+        program,
+        dir: dir.to_path_buf(),
+        loaded,
+        report: Vec::new(),
+    })
 }
 
 impl Compiled {
@@ -205,7 +254,14 @@ impl Compiled {
     pub fn run(&mut self, inputs: &[PortData]) -> Result<Vec<Vec<f32>>> {
         if inputs.len() != self.inputs().len() {
             let names: Vec<&str> = self.inputs().iter().map(|p| p.name.as_str()).collect();
-            return Err(Error::value("run", format!("expects {} inputs {names:?}, got {}", names.len(), inputs.len())));
+            return Err(Error::value(
+                "run",
+                format!(
+                    "expects {} inputs {names:?}, got {}",
+                    names.len(),
+                    inputs.len()
+                ),
+            ));
         }
         for (i, d) in inputs.iter().enumerate() {
             self.loaded.set_input(i, *d)?;

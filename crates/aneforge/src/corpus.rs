@@ -34,29 +34,79 @@ pub fn data(n: usize, seed: u64) -> Vec<f32> {
 
 /// A constant tensor of `shape` filled from `data(.., seed)`.
 fn w(shape: &[usize], seed: u64) -> Result<Tensor> {
-    constant("selfcheck", HostArray::f32(shape, &data(shape.iter().product(), seed)))
+    constant(
+        "selfcheck",
+        HostArray::f32(shape, &data(shape.iter().product(), seed)),
+    )
 }
 
 /// fp16 values of `data(n, seed)` scaled by `k`.
 fn halfs(n: usize, seed: u64, k: f32) -> Arc<Vec<f16>> {
-    Arc::new(data(n, seed).iter().map(|&v| f16::from_f32(v * k)).collect())
+    Arc::new(
+        data(n, seed)
+            .iter()
+            .map(|&v| f16::from_f32(v * k))
+            .collect(),
+    )
 }
 
 /// One compressed [7, 3] weight per encoding, each feeding a matmul's weight input as the
 /// compression pass emits it (a blockwise result passes through `add(x, 0)`); 21 elements
 /// exercise sub-byte padding.
 fn constexpr_cases(x: impl Fn() -> Result<Tensor>) -> Result<Vec<(&'static str, Tensor)>> {
-    let q = |seed| Arc::new(data(21, seed).iter().map(|v| (v * 127.0) as i8).collect::<Vec<i8>>());
-    let bits = |n, seed| Packed::pack(BlobType::Uint4, data(n, seed).iter().map(|v| ((v + 1.0) * 8.0) as u8));
+    let q = |seed| {
+        Arc::new(
+            data(21, seed)
+                .iter()
+                .map(|v| (v * 127.0) as i8)
+                .collect::<Vec<i8>>(),
+        )
+    };
+    let bits = |n, seed| {
+        Packed::pack(
+            BlobType::Uint4,
+            data(n, seed).iter().map(|v| ((v + 1.0) * 8.0) as u8),
+        )
+    };
     let mask = Packed::pack(BlobType::Uint1, (0..21u8).map(|i| u8::from(i % 3 == 0)));
     let weight = |enc| Tensor::apply1(Op::Constexpr(Constexpr::new(vec![7, 3], enc)?), vec![]);
     let cases = [
-        ("constexpr_affine_dequantize", weight(Encoded::Affine { axis: 1, data: q(20), scale: halfs(3, 21, 0.01) })?),
-        ("constexpr_lut_to_dense", weight(Encoded::Lut { indices: bits(21, 22), lut: halfs(16, 23, 1.0) })?),
-        ("constexpr_sparse_to_dense", weight(Encoded::Sparse { mask, values: halfs(7, 24, 1.0) })?),
-        ("constexpr_blockwise_shift_scale", weight(Encoded::Blockwise { data: q(25), scale_shape: vec![1, 3], scale: halfs(3, 26, 0.01) })?.add_scalar(0.0)?),
+        (
+            "constexpr_affine_dequantize",
+            weight(Encoded::Affine {
+                axis: 1,
+                data: q(20),
+                scale: halfs(3, 21, 0.01),
+            })?,
+        ),
+        (
+            "constexpr_lut_to_dense",
+            weight(Encoded::Lut {
+                indices: bits(21, 22),
+                lut: halfs(16, 23, 1.0),
+            })?,
+        ),
+        (
+            "constexpr_sparse_to_dense",
+            weight(Encoded::Sparse {
+                mask,
+                values: halfs(7, 24, 1.0),
+            })?,
+        ),
+        (
+            "constexpr_blockwise_shift_scale",
+            weight(Encoded::Blockwise {
+                data: q(25),
+                scale_shape: vec![1, 3],
+                scale: halfs(3, 26, 0.01),
+            })?
+            .add_scalar(0.0)?,
+        ),
     ];
-    cases.into_iter().map(|(name, w)| Ok((name, x()?.matmul(&w)?))).collect()
+    cases
+        .into_iter()
+        .map(|(name, w)| Ok((name, x()?.matmul(&w)?)))
+        .collect()
 }
 
 /// One (MIL op name, output) case per op kind the printer emits, except `const`.
@@ -118,37 +168,102 @@ pub fn conformance() -> Result<Vec<(&'static str, Tensor)>> {
         c.push((name, select(&a.compare(cmp, &b)?, &a, &b)?));
     }
     let a = x()?;
-    c.push(("select", select(&a.compare_scalar(Compare::Greater, 0.0)?, &a, &a.neg()?)?));
-    c.push(("logical_not", select(&a.compare_scalar(Compare::Greater, 0.0)?.logical_not()?, &a, &a.neg()?)?));
-    c.push(("matmul", x()?.matmul_weight(HostArray::f32(&[7, 3], &data(21, 1)))?));
-    c.push(("linear", x()?.linear(HostArray::f32(&[3, 7], &data(21, 2)), Some(HostArray::f32(&[3], &data(3, 3))))?));
+    c.push((
+        "select",
+        select(&a.compare_scalar(Compare::Greater, 0.0)?, &a, &a.neg()?)?,
+    ));
+    c.push((
+        "logical_not",
+        select(
+            &a.compare_scalar(Compare::Greater, 0.0)?.logical_not()?,
+            &a,
+            &a.neg()?,
+        )?,
+    ));
+    c.push((
+        "matmul",
+        x()?.matmul_weight(HostArray::f32(&[7, 3], &data(21, 1)))?,
+    ));
+    c.push((
+        "linear",
+        x()?.linear(
+            HostArray::f32(&[3, 7], &data(21, 2)),
+            Some(HostArray::f32(&[3], &data(3, 3))),
+        )?,
+    ));
     c.push(("bmm", input(&[2, 3, 4])?.matmul(&input(&[4, 5])?)?));
-    let opts = ConvOptions { stride: [2, 1], pad: [1, 0, 2, 1], dilation: [1, 2], groups: 2 };
-    c.push(("conv", conv2d(&img()?, HostArray::f32(&[6, 2, 3, 3], &data(108, 4)), Some(HostArray::f32(&[6], &data(6, 5))), opts)?));
+    let opts = ConvOptions {
+        stride: [2, 1],
+        pad: [1, 0, 2, 1],
+        dilation: [1, 2],
+        groups: 2,
+    };
+    c.push((
+        "conv",
+        conv2d(
+            &img()?,
+            HostArray::f32(&[6, 2, 3, 3], &data(108, 4)),
+            Some(HostArray::f32(&[6], &data(6, 5))),
+            opts,
+        )?,
+    ));
     c.push(("max_pool", img()?.max_pool([3, 3], [2, 2], [1, 1, 1, 1])?));
-    c.push(("avg_pool", img()?.avg_pool([2, 3], [2, 1], [0, 1, 1, 0], false)?));
+    c.push((
+        "avg_pool",
+        img()?.avg_pool([2, 3], [2, 1], [0, 1, 1, 0], false)?,
+    ));
     c.push(("reduce_mean", img()?.mean(&[2, 3], true)?));
     c.push(("reduce_sum", img()?.sum(&[1], false)?));
     c.push(("reduce_max", img()?.amax(&[-1], true)?));
     c.push(("reduce_min", img()?.amin(&[0, 2], false)?));
     c.push(("reduce_l1_norm", img()?.l1_norm(&[1, 3], true)?));
-    c.push(("reduce_log_sum", img()?.abs()?.add_scalar(0.5)?.log_sum(&[-1], false)?));
+    c.push((
+        "reduce_log_sum",
+        img()?.abs()?.add_scalar(0.5)?.log_sum(&[-1], false)?,
+    ));
     c.push(("reduce_sum_square", img()?.sum_square(&[2], true)?));
     c.push(("reduce_log_sum_exp", img()?.log_sum_exp(&[1, 2, 3], true)?));
     c.push(("softmax", x()?.softmax(-1)?));
-    c.push(("layer_norm", x()?.layer_norm(Some(&w(&[7], 6)?), Some(&w(&[7], 7)?), 1e-5)?));
+    c.push((
+        "layer_norm",
+        x()?.layer_norm(Some(&w(&[7], 6)?), Some(&w(&[7], 7)?), 1e-5)?,
+    ));
     c.push(("rms_norm", x()?.rms_norm(Some(&w(&[7], 8)?), 1e-5)?));
     c.push(("l2_norm", x()?.l2_norm(-1, 1e-12)?));
-    c.push(("group_norm", img()?.group_norm(Some(&w(&[4], 9)?), Some(&w(&[4], 10)?), 2, 1e-5)?));
+    c.push((
+        "group_norm",
+        img()?.group_norm(Some(&w(&[4], 9)?), Some(&w(&[4], 10)?), 2, 1e-5)?,
+    ));
     let var: Vec<f32> = data(4, 11).iter().map(|v| v.abs() + 0.5).collect();
     let (mean, gamma, beta) = (data(4, 12), data(4, 13), data(4, 14));
-    c.push(("batch_norm", batch_norm(&img()?, HostArray::f32(&[4], &mean), HostArray::f32(&[4], &var), Some(HostArray::f32(&[4], &gamma)), Some(HostArray::f32(&[4], &beta)), 1e-5)?));
-    c.push(("instance_norm", instance_norm(&img()?, Some(HostArray::f32(&[4], &gamma)), Some(HostArray::f32(&[4], &beta)), 1e-5)?));
+    c.push((
+        "batch_norm",
+        batch_norm(
+            &img()?,
+            HostArray::f32(&[4], &mean),
+            HostArray::f32(&[4], &var),
+            Some(HostArray::f32(&[4], &gamma)),
+            Some(HostArray::f32(&[4], &beta)),
+            1e-5,
+        )?,
+    ));
+    c.push((
+        "instance_norm",
+        instance_norm(
+            &img()?,
+            Some(HostArray::f32(&[4], &gamma)),
+            Some(HostArray::f32(&[4], &beta)),
+            1e-5,
+        )?,
+    ));
     c.push(("reshape", x()?.reshape(&[7, -1])?));
     c.push(("transpose", img()?.transpose(&[0, 2, 3, 1])?));
     c.push(("concat", concat(&[x()?, input(&[2, 3])?], -1)?));
     c.push(("split", img()?.split_sizes(&[1, 3], 1)?.swap_remove(1)));
-    c.push(("slice_by_size", img()?.slice_by_size(&[0, 1, 2, 0], &[1, 2, 3, 6])?));
+    c.push((
+        "slice_by_size",
+        img()?.slice_by_size(&[0, 1, 2, 0], &[1, 2, 3, 6])?,
+    ));
     c.push(("squeeze", input(&[1, 5, 1])?.squeeze(&[0, 2])?));
     c.push(("expand_dims", x()?.expand_dims(&[0, -1])?));
     c.push(("upsample_nearest_neighbor", img()?.upsample(2, 3)?));
@@ -161,16 +276,41 @@ pub fn conformance() -> Result<Vec<(&'static str, Tensor)>> {
     c.push(("depth_to_space", img()?.depth_to_space(2)?));
     c.push(("pixel_shuffle", img()?.pixel_shuffle(2)?));
     c.push(("pixel_unshuffle", img()?.pixel_unshuffle(3)?));
-    let (wt, opts) = (data(4 * 3 * 3 * 2, 15), ConvOptions { stride: [2, 1], pad: [1, 0, 0, 1], ..ConvOptions::default() });
-    c.push(("conv_transpose", conv_transpose2d(&img()?, HostArray::f32(&[4, 3, 3, 2], &wt), None, opts)?));
-    c.push(("resize_nearest_neighbor", img()?.resize_nearest_neighbor(5, 4)?));
+    let (wt, opts) = (
+        data(4 * 3 * 3 * 2, 15),
+        ConvOptions {
+            stride: [2, 1],
+            pad: [1, 0, 0, 1],
+            ..ConvOptions::default()
+        },
+    );
+    c.push((
+        "conv_transpose",
+        conv_transpose2d(&img()?, HostArray::f32(&[4, 3, 3, 2], &wt), None, opts)?,
+    ));
+    c.push((
+        "resize_nearest_neighbor",
+        img()?.resize_nearest_neighbor(5, 4)?,
+    ));
     c.push(("resize_bilinear", img()?.resize_bilinear(3, 9, false)?));
-    c.push(("upsample_bilinear", img()?.upsample_bilinear(1.5, 2.0, true)?));
+    c.push((
+        "upsample_bilinear",
+        img()?.upsample_bilinear(1.5, 2.0, true)?,
+    ));
     c.push(("prelu", img()?.prelu(HostArray::f32(&[4], &data(4, 16)))?));
-    c.push(("local_response_norm", img()?.local_response_norm(3, 1e-2, 0.75, 1.0)?));
-    c.push(("einsum", einsum_native("nchw,nwhu->nchu", &img()?, &w(&[1, 6, 6, 5], 17)?)?));
+    c.push((
+        "local_response_norm",
+        img()?.local_response_norm(3, 1e-2, 0.75, 1.0)?,
+    ));
+    c.push((
+        "einsum",
+        einsum_native("nchw,nwhu->nchu", &img()?, &w(&[1, 6, 6, 5], 17)?)?,
+    ));
     c.push(("affine", affine(&img()?, &w(&[1, 6], 18)?, 5, 7, false)?));
-    c.push(("cast", image_input(&[1, 3, 2, 2], &[1.0 / 255.0], &[0.5, -0.5, 0.25], None)?));
+    c.push((
+        "cast",
+        image_input(&[1, 3, 2, 2], &[1.0 / 255.0], &[0.5, -0.5, 0.25], None)?,
+    ));
     c.extend(constexpr_cases(x)?);
     Ok(c)
 }
@@ -188,7 +328,13 @@ mod tests {
             seen.extend(p.graph.nodes.iter().map(|n| n.op.family().name()));
             assert!(p.mil.contains("func main"), "{case}");
         }
-        let missing: Vec<&str> = crate::ops::mil_op_names().into_iter().filter(|op| !seen.contains(op)).collect();
-        assert!(missing.is_empty(), "no selfcheck program prints {missing:?}");
+        let missing: Vec<&str> = crate::ops::mil_op_names()
+            .into_iter()
+            .filter(|op| !seen.contains(op))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "no selfcheck program prints {missing:?}"
+        );
     }
 }

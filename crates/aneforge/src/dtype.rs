@@ -31,7 +31,10 @@ impl DType {
             "fp16" | "float16" => Ok(DType::Fp16),
             "uint8" => Ok(DType::Uint8),
             "bool" => Ok(DType::Bool),
-            _ => Err(Error::dtype(op, format!("unknown dtype '{s}' (expected fp16, uint8 or bool)"))),
+            _ => Err(Error::dtype(
+                op,
+                format!("unknown dtype '{s}' (expected fp16, uint8 or bool)"),
+            )),
         }
     }
 

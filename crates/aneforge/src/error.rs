@@ -19,10 +19,18 @@ pub enum Error {
     Value { op: String, msg: String },
     /// A file that is not what it claims to be: MIL text, weights.bin, program.json, .npy.
     #[error("{}: {msg}{}", file.display(), offset.map(|o| format!(" (at byte {o})")).unwrap_or_default())]
-    Format { file: PathBuf, offset: Option<u64>, msg: String },
+    Format {
+        file: PathBuf,
+        offset: Option<u64>,
+        msg: String,
+    },
     /// An executor that cannot run here, with the exact step that failed (Python: RuntimeError).
     #[error("executor '{executor}' is unavailable: {step}: {reason}")]
-    Unavailable { executor: &'static str, step: String, reason: String },
+    Unavailable {
+        executor: &'static str,
+        step: String,
+        reason: String,
+    },
     /// An option or feature that exists in the API but is not implemented yet (Python: NotImplementedError).
     #[error("{0}")]
     NotImplemented(String),
@@ -31,34 +39,57 @@ pub enum Error {
     Target { family: &'static str, msg: String },
     /// An e5rt call that returned a non-zero status, with e5rt's last error message (Python: RuntimeError).
     #[error("{function} failed with status {status}: {message}")]
-    E5rt { function: &'static str, status: i64, message: String },
+    E5rt {
+        function: &'static str,
+        status: i64,
+        message: String,
+    },
     /// A runtime failure while executing a loaded program (Python: RuntimeError).
     #[error("{op}: {msg}")]
     Runtime { op: String, msg: String },
     /// An I/O failure, with the path involved (Python: OSError).
     #[error("{}: {source}", path.display())]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 impl Error {
     /// A shape error for `op`.
     pub fn shape(op: impl Into<String>, msg: impl Into<String>) -> Self {
-        Error::Shape { op: op.into(), msg: msg.into() }
+        Error::Shape {
+            op: op.into(),
+            msg: msg.into(),
+        }
     }
     /// A dtype error for `op`.
     pub fn dtype(op: impl Into<String>, msg: impl Into<String>) -> Self {
-        Error::DType { op: op.into(), msg: msg.into() }
+        Error::DType {
+            op: op.into(),
+            msg: msg.into(),
+        }
     }
     /// A value error for `op`.
     pub fn value(op: impl Into<String>, msg: impl Into<String>) -> Self {
-        Error::Value { op: op.into(), msg: msg.into() }
+        Error::Value {
+            op: op.into(),
+            msg: msg.into(),
+        }
     }
     /// A format error in `file` at an optional byte offset.
     pub fn format(file: impl Into<PathBuf>, offset: Option<u64>, msg: impl Into<String>) -> Self {
-        Error::Format { file: file.into(), offset, msg: msg.into() }
+        Error::Format {
+            file: file.into(),
+            offset,
+            msg: msg.into(),
+        }
     }
     /// An I/O error on `path`.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io { path: path.into(), source }
+        Error::Io {
+            path: path.into(),
+            source,
+        }
     }
 }

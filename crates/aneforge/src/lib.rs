@@ -20,24 +20,27 @@ pub use ops::attention::{sdpa, AttentionWeights};
 pub use ops::conv::{conv2d, dynamic_conv, ConvOptions};
 pub use ops::conv_transpose::conv_transpose2d;
 pub use ops::elementwise::select;
-pub use ops::layout::concat;
-pub use ops::rearrange::stack;
-pub use ops::norm::batch_norm;
 pub use ops::io::{constant, image_input, input, input_port, scalar, HostArray, HostData};
-pub mod compile;
+pub use ops::layout::concat;
+pub use ops::norm::batch_norm;
+pub use ops::rearrange::stack;
 pub mod census;
-pub mod corpus;
+pub mod compile;
 pub mod compress;
+pub mod corpus;
 pub mod exec;
 pub mod export;
-pub mod program;
-pub mod passes;
 pub mod numerics;
+pub mod passes;
+pub mod program;
 pub mod targets;
 pub mod train;
 
-pub use compile::{compile, compress_dir, export, load_dir, load_dir_with, CompileOptions, Compiled, Device, Exported};
+pub use autograd::backward;
+pub use compile::{
+    compile, compress_dir, export, load_dir, load_dir_with, CompileOptions, Compiled, Device,
+    Exported,
+};
 pub use compress::{Compress, CompressionEntry, Encoding};
 pub use exec::{Executor, Loaded, PortData, Precision};
 pub use program::{PortSpec, Program};
-pub use autograd::backward;

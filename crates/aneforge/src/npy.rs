@@ -61,13 +61,24 @@ pub fn read(path: &Path) -> Result<Npy> {
 pub fn parse(bytes: &[u8], file: &Path) -> Result<Npy> {
     let err = |offset: usize, msg: String| Error::format(file, Some(offset as u64), msg);
     if bytes.len() < 10 || &bytes[..6] != MAGIC {
-        return Err(err(0, "not a .npy file (missing the \\x93NUMPY magic)".into()));
+        return Err(err(
+            0,
+            "not a .npy file (missing the \\x93NUMPY magic)".into(),
+        ));
     }
     let (len_size, utf8) = match bytes[6] {
         1 => (2, false),
         2 => (4, false),
         3 => (4, true),
-        v => return Err(err(6, format!("unsupported .npy format version {v}.{} (expected 1, 2 or 3)", bytes[7]))),
+        v => {
+            return Err(err(
+                6,
+                format!(
+                    "unsupported .npy format version {v}.{} (expected 1, 2 or 3)",
+                    bytes[7]
+                ),
+            ))
+        }
     };
     let start = 8 + len_size;
     if bytes.len() < start {
@@ -80,34 +91,80 @@ pub fn parse(bytes: &[u8], file: &Path) -> Result<Npy> {
     };
     let data_start = start + header_len;
     if data_start > bytes.len() {
-        return Err(err(8, format!("header length {header_len} runs past the end of the file ({} bytes)", bytes.len())));
+        return Err(err(
+            8,
+            format!(
+                "header length {header_len} runs past the end of the file ({} bytes)",
+                bytes.len()
+            ),
+        ));
     }
     let raw = &bytes[start..data_start];
     let text = match std::str::from_utf8(raw) {
         Ok(t) if utf8 || t.is_ascii() => t,
-        _ => return Err(err(start, format!("header is not {} text", if utf8 { "UTF-8" } else { "ASCII" }))),
+        _ => {
+            return Err(err(
+                start,
+                format!(
+                    "header is not {} text",
+                    if utf8 { "UTF-8" } else { "ASCII" }
+                ),
+            ))
+        }
     };
     let header = Header::parse(text).map_err(|(at, msg)| err(start + at, msg))?;
     if header.fortran_order {
         return Err(err(start, "fortran_order is True; only C-order arrays are supported (save np.ascontiguousarray(a))".into()));
     }
     let kind = Kind::from_descr(&header.descr).map_err(|msg| err(start, msg))?;
-    let numel = header.shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+    let numel = header
+        .shape
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d));
     let nbytes = numel.and_then(|n| n.checked_mul(kind.size()));
     let (numel, nbytes) = match (numel, nbytes) {
         (Some(n), Some(b)) => (n, b),
-        _ => return Err(err(start, format!("shape {:?} has too many bytes", header.shape))),
+        _ => {
+            return Err(err(
+                start,
+                format!("shape {:?} has too many bytes", header.shape),
+            ))
+        }
     };
     let data = &bytes[data_start..];
     if data.len() != nbytes {
-        let what = if data.len() < nbytes { "truncated" } else { "has trailing bytes" };
-        return Err(err(data_start, format!("{what}: shape {:?} of {} needs {nbytes} data bytes, the file has {}", header.shape, header.descr, data.len())));
+        let what = if data.len() < nbytes {
+            "truncated"
+        } else {
+            "has trailing bytes"
+        };
+        return Err(err(
+            data_start,
+            format!(
+                "{what}: shape {:?} of {} needs {nbytes} data bytes, the file has {}",
+                header.shape,
+                header.descr,
+                data.len()
+            ),
+        ));
     }
     let words = |n: usize| data.chunks_exact(n);
     let data = match kind {
-        Kind::F16 => NpyData::F16(words(2).map(|w| f16::from_bits(u16::from_le_bytes([w[0], w[1]]))).collect()),
-        Kind::F32 => NpyData::F32(words(4).map(|w| f32::from_le_bytes(w.try_into().expect("4 bytes"))).collect()),
-        Kind::F64 => NpyData::F64(words(8).map(|w| f64::from_le_bytes(w.try_into().expect("8 bytes"))).collect()),
+        Kind::F16 => NpyData::F16(
+            words(2)
+                .map(|w| f16::from_bits(u16::from_le_bytes([w[0], w[1]])))
+                .collect(),
+        ),
+        Kind::F32 => NpyData::F32(
+            words(4)
+                .map(|w| f32::from_le_bytes(w.try_into().expect("4 bytes")))
+                .collect(),
+        ),
+        Kind::F64 => NpyData::F64(
+            words(8)
+                .map(|w| f64::from_le_bytes(w.try_into().expect("8 bytes")))
+                .collect(),
+        ),
         Kind::U8 => NpyData::U8(data.to_vec()),
         Kind::Int(size) => {
             let mut out = Vec::with_capacity(numel);
@@ -123,15 +180,29 @@ pub fn parse(bytes: &[u8], file: &Path) -> Result<Npy> {
             NpyData::U8(out)
         }
     };
-    Ok(Npy { shape: header.shape, data })
+    Ok(Npy {
+        shape: header.shape,
+        data,
+    })
 }
 
 /// Encode an f32 array (C order) as `.npy` version 1 bytes; `data.len()` must equal the shape's product.
 fn to_bytes_f32(shape: &[usize], data: &[f32]) -> Vec<u8> {
-    assert_eq!(shape.iter().product::<usize>(), data.len(), "npy::to_bytes_f32: data length does not match shape {shape:?}");
+    assert_eq!(
+        shape.iter().product::<usize>(),
+        data.len(),
+        "npy::to_bytes_f32: data length does not match shape {shape:?}"
+    );
     let dims: String = match shape {
         [d] => format!("({d},)"),
-        _ => format!("({})", shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")),
+        _ => format!(
+            "({})",
+            shape
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     };
     let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {dims}, }}");
     let unpadded = MAGIC.len() + 2 + 2 + header.len() + 1;
@@ -151,7 +222,10 @@ fn to_bytes_f32(shape: &[usize], data: &[f32]) -> Vec<u8> {
 /// Write an f32 array as a `.npy` file, atomically (temp file + rename).
 pub fn write_f32(path: &Path, shape: &[usize], data: &[f32]) -> Result<()> {
     if shape.iter().product::<usize>() != data.len() {
-        return Err(Error::shape("npy::write_f32", format!("{} values do not fill shape {shape:?}", data.len())));
+        return Err(Error::shape(
+            "npy::write_f32",
+            format!("{} values do not fill shape {shape:?}", data.len()),
+        ));
     }
     let bytes = to_bytes_f32(shape, data);
     write_atomic(path, |f| std::io::Write::write_all(f, &bytes))
@@ -178,8 +252,12 @@ impl Kind {
             "|i1" => Ok(Kind::Int(1)),
             "<i4" => Ok(Kind::Int(4)),
             "<i8" => Ok(Kind::Int(8)),
-            _ if d.starts_with('>') => Err(format!("dtype '{d}' is big-endian; save little-endian data (arr.astype('<f4'))")),
-            _ => Err(format!("unsupported dtype '{d}' (expected <f2, <f4, <f8, |u1, |i1, <i4 or <i8)")),
+            _ if d.starts_with('>') => Err(format!(
+                "dtype '{d}' is big-endian; save little-endian data (arr.astype('<f4'))"
+            )),
+            _ => Err(format!(
+                "unsupported dtype '{d}' (expected <f2, <f4, <f8, |u1, |i1, <i4 or <i8)"
+            )),
         }
     }
 
@@ -207,14 +285,19 @@ type HeaderError = (usize, String);
 
 impl Header {
     fn parse(text: &str) -> std::result::Result<Header, HeaderError> {
-        let mut p = Cursor { s: text.as_bytes(), i: 0 };
+        let mut p = Cursor {
+            s: text.as_bytes(),
+            i: 0,
+        };
         let (mut descr, mut fortran, mut shape) = (None, None, None);
         p.expect(b'{')?;
         while !p.eat(b'}') {
             let key = p.string()?;
             p.expect(b':')?;
             match key.as_str() {
-                "descr" if p.peek() == Some(b'[') => return Err(p.fail("structured dtypes are not supported")),
+                "descr" if p.peek() == Some(b'[') => {
+                    return Err(p.fail("structured dtypes are not supported"))
+                }
                 "descr" => descr = Some(p.string()?),
                 "fortran_order" => fortran = Some(p.boolean()?),
                 "shape" => shape = Some(p.tuple()?),
@@ -230,8 +313,15 @@ impl Header {
             return Err(p.fail("unexpected text after the header dictionary"));
         }
         match (descr, fortran, shape) {
-            (Some(descr), Some(fortran_order), Some(shape)) => Ok(Header { descr, fortran_order, shape }),
-            _ => Err((0, "header lacks one of 'descr', 'fortran_order', 'shape'".into())),
+            (Some(descr), Some(fortran_order), Some(shape)) => Ok(Header {
+                descr,
+                fortran_order,
+                shape,
+            }),
+            _ => Err((
+                0,
+                "header lacks one of 'descr', 'fortran_order', 'shape'".into(),
+            )),
         }
     }
 }
@@ -278,7 +368,10 @@ impl Cursor<'_> {
             _ => return Err(self.fail("expected a quoted string")),
         };
         let start = self.i + 1;
-        let len = self.s[start..].iter().position(|&c| c == q).ok_or_else(|| self.fail("unterminated string"))?;
+        let len = self.s[start..]
+            .iter()
+            .position(|&c| c == q)
+            .ok_or_else(|| self.fail("unterminated string"))?;
         self.i = start + len + 1;
         Ok(String::from_utf8_lossy(&self.s[start..start + len]).into_owned())
     }
@@ -303,8 +396,21 @@ impl Cursor<'_> {
                 self.i += 1;
             }
             let digits = std::str::from_utf8(&self.s[start..self.i]).expect("ASCII digits");
-            let found = if digits.is_empty() { self.s.get(start).map_or("end of header".into(), |&c| (c as char).to_string()) } else { digits.to_string() };
-            let d = digits.parse::<usize>().map_err(|_| (start, format!("bad header: expected a dimension (an integer below 2^64), found '{found}'")))?;
+            let found = if digits.is_empty() {
+                self.s
+                    .get(start)
+                    .map_or("end of header".into(), |&c| (c as char).to_string())
+            } else {
+                digits.to_string()
+            };
+            let d = digits.parse::<usize>().map_err(|_| {
+                (
+                    start,
+                    format!(
+                        "bad header: expected a dimension (an integer below 2^64), found '{found}'"
+                    ),
+                )
+            })?;
             dims.push(d);
             if !self.eat(b',') {
                 self.expect(b')')?;
@@ -341,13 +447,21 @@ mod tests {
     #[test]
     fn round_trips_f32_with_aligned_header() {
         for shape in [vec![], vec![3], vec![2, 3], vec![1, 2, 0]] {
-            let data: Vec<f32> = (0..shape.iter().product::<usize>()).map(|i| i as f32 * -1.5).collect();
+            let data: Vec<f32> = (0..shape.iter().product::<usize>())
+                .map(|i| i as f32 * -1.5)
+                .collect();
             let bytes = to_bytes_f32(&shape, &data);
             let header_end = 10 + u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
             assert_eq!(header_end % 64, 0);
             assert_eq!(bytes[header_end - 1], b'\n');
             let a = parse(&bytes, Path::new("t.npy")).unwrap();
-            assert_eq!(a, Npy { shape, data: NpyData::F32(data) });
+            assert_eq!(
+                a,
+                Npy {
+                    shape,
+                    data: NpyData::F32(data)
+                }
+            );
         }
     }
 
@@ -355,12 +469,29 @@ mod tests {
     fn reads_each_dtype_and_versions_2_and_3() {
         let h = |d: &str| format!("{{'descr': '{d}', 'fortran_order': False, 'shape': (2,), }}\n");
         let a = parse(&file(&h("<f2"), &[0x00, 0x3c, 0x00, 0xc0]), Path::new("t")).unwrap();
-        assert_eq!(a.data, NpyData::F16(vec![f16::from_f32(1.0), f16::from_f32(-2.0)]));
-        let a = parse(&file(&h("<f8"), &[0.5f64.to_le_bytes(), 3.0f64.to_le_bytes()].concat()), Path::new("t")).unwrap();
+        assert_eq!(
+            a.data,
+            NpyData::F16(vec![f16::from_f32(1.0), f16::from_f32(-2.0)])
+        );
+        let a = parse(
+            &file(
+                &h("<f8"),
+                &[0.5f64.to_le_bytes(), 3.0f64.to_le_bytes()].concat(),
+            ),
+            Path::new("t"),
+        )
+        .unwrap();
         assert_eq!(a.data, NpyData::F64(vec![0.5, 3.0]));
         let a = parse(&file(&h("|u1"), &[7, 255]), Path::new("t")).unwrap();
         assert_eq!(a.data, NpyData::U8(vec![7, 255]));
-        let a = parse(&file(&h("<i8"), &[3i64.to_le_bytes(), 200i64.to_le_bytes()].concat()), Path::new("t")).unwrap();
+        let a = parse(
+            &file(
+                &h("<i8"),
+                &[3i64.to_le_bytes(), 200i64.to_le_bytes()].concat(),
+            ),
+            Path::new("t"),
+        )
+        .unwrap();
         assert_eq!(a.data, NpyData::U8(vec![3, 200]));
         let a = parse(&file(&h("|i1"), &[1, 2]), Path::new("t")).unwrap();
         assert_eq!(a.data, NpyData::U8(vec![1, 2]));
@@ -389,7 +520,10 @@ mod tests {
 
     #[test]
     fn rejects_header_length_past_eof() {
-        let mut b = file("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", &[0; 4]);
+        let mut b = file(
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }",
+            &[0; 4],
+        );
         b[8..10].copy_from_slice(&60000u16.to_le_bytes());
         let (off, msg) = parse_err(&b);
         assert_eq!(off, Some(8));
@@ -401,44 +535,88 @@ mod tests {
 
     #[test]
     fn rejects_shapes_whose_size_overflows_or_exceeds_the_file() {
-        let (_, msg) = parse_err(&file("{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", &[0; 8]));
+        let (_, msg) = parse_err(&file(
+            "{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296), }",
+            &[0; 8],
+        ));
         assert!(msg.contains("too many bytes"), "{msg}");
-        let (_, msg) = parse_err(&file("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }", &[]));
+        let (_, msg) = parse_err(&file(
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }",
+            &[],
+        ));
         assert!(msg.contains("expected a dimension"), "{msg}");
         let h = "{'descr': '<f4', 'fortran_order': False, 'shape': (1000, 1000), }";
         let (off, msg) = parse_err(&file(h, &[0; 16]));
         assert_eq!(off, Some(10 + h.len() as u64));
-        assert!(msg.contains("truncated") && msg.contains("4000000"), "{msg}");
-        assert!(parse_err(&file("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", &[0; 5])).1.contains("trailing"));
+        assert!(
+            msg.contains("truncated") && msg.contains("4000000"),
+            "{msg}"
+        );
+        assert!(parse_err(&file(
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }",
+            &[0; 5]
+        ))
+        .1
+        .contains("trailing"));
     }
 
     #[test]
     fn rejects_fortran_order_and_unknown_or_big_endian_dtypes() {
-        let h = |d: &str, f: &str| file(&format!("{{'descr': '{d}', 'fortran_order': {f}, 'shape': (1,), }}"), &[0; 4]);
+        let h = |d: &str, f: &str| {
+            file(
+                &format!("{{'descr': '{d}', 'fortran_order': {f}, 'shape': (1,), }}"),
+                &[0; 4],
+            )
+        };
         assert!(parse_err(&h("<f4", "True")).1.contains("fortran_order"));
         assert!(parse_err(&h(">f4", "False")).1.contains("big-endian"));
-        assert!(parse_err(&h("<c8", "False")).1.contains("unsupported dtype '<c8'"));
+        assert!(parse_err(&h("<c8", "False"))
+            .1
+            .contains("unsupported dtype '<c8'"));
         assert!(parse_err(&h("<f4", "Maybe")).1.contains("True or False"));
-        assert!(parse_err(&file("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }", &[0; 4])).1.contains("structured"));
+        assert!(parse_err(&file(
+            "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }",
+            &[0; 4]
+        ))
+        .1
+        .contains("structured"));
     }
 
     #[test]
     fn rejects_malformed_headers() {
         for (h, needle) in [
             ("{'descr': '<f4', 'shape': (1,), }", "lacks"),
-            ("{'descr': '<f4, 'fortran_order': False, 'shape': (1,)}", "expected '}'"),
+            (
+                "{'descr': '<f4, 'fortran_order': False, 'shape': (1,)}",
+                "expected '}'",
+            ),
             ("{'descr' '<f4'}", "expected ':'"),
-            ("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'x': 1}", "unknown header key"),
-            ("{'descr': '<f4', 'fortran_order': False, 'shape': (1,)} trailing", "after the header"),
-            ("{'descr': '<f4', 'fortran_order': False, 'shape': (-1,)}", "expected a dimension"),
-            ("{'descr': '<f4', 'fortran_order': False, 'shape': (1", "expected ')'"),
+            (
+                "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'x': 1}",
+                "unknown header key",
+            ),
+            (
+                "{'descr': '<f4', 'fortran_order': False, 'shape': (1,)} trailing",
+                "after the header",
+            ),
+            (
+                "{'descr': '<f4', 'fortran_order': False, 'shape': (-1,)}",
+                "expected a dimension",
+            ),
+            (
+                "{'descr': '<f4', 'fortran_order': False, 'shape': (1",
+                "expected ')'",
+            ),
             ("{'descr': '<f4", "unterminated"),
             ("", "expected '{'"),
         ] {
             let (_, msg) = parse_err(&file(h, &[0; 4]));
             assert!(msg.contains(needle), "{h}: {msg}");
         }
-        let mut b = file("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", &[0; 4]);
+        let mut b = file(
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }",
+            &[0; 4],
+        );
         b[12] = 0xc3;
         assert!(parse_err(&b).1.contains("not ASCII"));
     }
@@ -446,7 +624,10 @@ mod tests {
     #[test]
     fn rejects_integers_outside_uint8() {
         let h = "{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }";
-        let (off, msg) = parse_err(&file(h, &[5i32.to_le_bytes(), (-1i32).to_le_bytes()].concat()));
+        let (off, msg) = parse_err(&file(
+            h,
+            &[5i32.to_le_bytes(), (-1i32).to_le_bytes()].concat(),
+        ));
         assert_eq!(off, Some(10 + h.len() as u64 + 4));
         assert!(msg.contains("element 1 = -1"), "{msg}");
     }
@@ -457,7 +638,10 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("a.npy");
         write_f32(&p, &[2, 2], &[1.0, 2.0, 3.0, 4.0]).unwrap();
-        assert_eq!(read(&p).unwrap().data, NpyData::F32(vec![1.0, 2.0, 3.0, 4.0]));
+        assert_eq!(
+            read(&p).unwrap().data,
+            NpyData::F32(vec![1.0, 2.0, 3.0, 4.0])
+        );
         assert!(write_f32(&p, &[3], &[1.0]).is_err());
         let leftovers = std::fs::read_dir(&dir).unwrap().count();
         std::fs::remove_dir_all(&dir).unwrap();

@@ -9,7 +9,10 @@ use aneforge::ops::conv_transpose::ConvTranspose;
 use aneforge::ops::elementwise::Compare;
 use aneforge::ops::norm::{BatchNorm, InstanceNorm};
 use aneforge::ops::Op;
-use aneforge::{backward, compile, concat, constant, input, select, stack, CompileOptions, Device, Error, HostArray, PortData, Precision, Result, Tensor};
+use aneforge::{
+    backward, compile, concat, constant, input, select, stack, CompileOptions, Device, Error,
+    HostArray, PortData, Precision, Result, Tensor,
+};
 
 /// How a case's inputs are drawn (kept away from kinks at integers, or positive).
 #[derive(Clone, Copy)]
@@ -35,7 +38,10 @@ struct Case {
 }
 
 fn case(inputs: &[(&[usize], Draw)], f: impl Fn(&[Tensor]) -> Result<Tensor> + 'static) -> Case {
-    Case { inputs: inputs.iter().map(|(s, d)| (s.to_vec(), *d)).collect(), f: Box::new(f) }
+    Case {
+        inputs: inputs.iter().map(|(s, d)| (s.to_vec(), *d)).collect(),
+        f: Box::new(f),
+    }
 }
 
 use Draw::{Away, Distinct, Positive};
@@ -46,7 +52,10 @@ fn values(n: usize, seed: u64, d: Draw) -> Vec<f32> {
         let mut order: Vec<usize> = (0..n).collect();
         order.sort_by(|&a, &b| keys[a].total_cmp(&keys[b]));
         let mut out = vec![0.0; n];
-        order.iter().enumerate().for_each(|(rank, &i)| out[i] = (rank as f32 - n as f32 / 2.0) * 0.1);
+        order
+            .iter()
+            .enumerate()
+            .for_each(|(rank, &i)| out[i] = (rank as f32 - n as f32 / 2.0) * 0.1);
         return out;
     }
     aneforge::corpus::data(2 * n, seed)
@@ -59,16 +68,36 @@ fn values(n: usize, seed: u64, d: Draw) -> Vec<f32> {
         .collect()
 }
 
-fn conv(x: &Tensor, w: &Tensor, b: Option<&Tensor>, strides: [usize; 2], pad: [usize; 4], dilations: [usize; 2], groups: usize) -> Result<Tensor> {
+fn conv(
+    x: &Tensor,
+    w: &Tensor,
+    b: Option<&Tensor>,
+    strides: [usize; 2],
+    pad: [usize; 4],
+    dilations: [usize; 2],
+    groups: usize,
+) -> Result<Tensor> {
     let mut srcs = vec![x.clone(), w.clone()];
     srcs.extend(b.cloned());
-    Tensor::apply1(Op::Conv(Conv { strides, pad, dilations, groups }), srcs)
+    Tensor::apply1(
+        Op::Conv(Conv {
+            strides,
+            pad,
+            dilations,
+            groups,
+        }),
+        srcs,
+    )
 }
 
 /// Every checked gradient rule (the op kinds each exercises are read off its graph).
 fn cases() -> Vec<Case> {
     let u = |f: fn(&Tensor) -> Result<Tensor>, d: Draw| case(&[(&[2, 3, 5], d)], move |t| f(&t[0]));
-    let bin = |f: fn(&Tensor, &Tensor) -> Result<Tensor>, d: Draw| case(&[(&[2, 3, 4], Away), (&[3, 1], d)], move |t| f(&t[0], &t[1]));
+    let bin = |f: fn(&Tensor, &Tensor) -> Result<Tensor>, d: Draw| {
+        case(&[(&[2, 3, 4], Away), (&[3, 1], d)], move |t| {
+            f(&t[0], &t[1])
+        })
+    };
     vec![
         u(|x| x.relu(), Away),
         u(|x| x.gelu(), Away),
@@ -104,52 +133,111 @@ fn cases() -> Vec<Case> {
         bin(|x, y| x.div(y), Positive),
         bin(|x, y| x.maximum(y), Away),
         bin(|x, y| x.minimum(y), Away),
-        case(&[(&[2, 3, 4], Positive), (&[3, 1], Away)], |t| t[0].pow(&t[1])),
-        case(&[(&[2, 3, 4], Away), (&[3, 4], Away), (&[4], Away)], |t| select(&t[0].compare_scalar(Compare::Greater, 0.0)?, &t[1], &t[2])?.mul(&t[0])),
+        case(&[(&[2, 3, 4], Positive), (&[3, 1], Away)], |t| {
+            t[0].pow(&t[1])
+        }),
+        case(&[(&[2, 3, 4], Away), (&[3, 4], Away), (&[4], Away)], |t| {
+            select(&t[0].compare_scalar(Compare::Greater, 0.0)?, &t[1], &t[2])?.mul(&t[0])
+        }),
         // matmul: plain, both transposes with a broadcast batch, rank-1 operands.
         case(&[(&[3, 4], Away), (&[4, 5], Away)], |t| t[0].matmul(&t[1])),
-        case(&[(&[2, 4, 3], Away), (&[5, 4], Away)], |t| Tensor::apply1(Op::MatMul(aneforge::ops::linear::MatMul { transpose_x: true, transpose_y: true }), vec![t[0].clone(), t[1].clone()])),
+        case(&[(&[2, 4, 3], Away), (&[5, 4], Away)], |t| {
+            Tensor::apply1(
+                Op::MatMul(aneforge::ops::linear::MatMul {
+                    transpose_x: true,
+                    transpose_y: true,
+                }),
+                vec![t[0].clone(), t[1].clone()],
+            )
+        }),
         case(&[(&[4], Away), (&[2, 4, 3], Away)], |t| t[0].matmul(&t[1])),
         case(&[(&[2, 3, 4], Away), (&[4], Away)], |t| t[0].matmul(&t[1])),
         // conv: stride, asymmetric padding, dilation, groups, bias; and an output wider than 15 columns.
-        case(&[(&[2, 4, 7, 8], Away), (&[6, 2, 3, 2], Away), (&[6], Away)], |t| conv(&t[0], &t[1], Some(&t[2]), [2, 1], [1, 0, 2, 1], [1, 2], 2)),
-        case(&[(&[1, 2, 3, 20], Away), (&[3, 2, 2, 3], Away)], |t| conv(&t[0], &t[1], None, [1, 1], [0, 1, 1, 1], [1, 1], 1)),
-        case(&[(&[2, 2, 7, 6], Away), (&[4, 2, 3, 3], Away)], |t| conv(&t[0], &t[1], None, [2, 2], [1, 1, 1, 1], [1, 1], 1)),
-        case(&[(&[2, 4, 5, 6], Away), (&[4, 3, 3, 2], Away)], |t| {
-            Tensor::apply1(Op::ConvTranspose(ConvTranspose { strides: [2, 1], pad: [1, 0, 0, 1], dilations: [1, 2], groups: 2 }), t.to_vec())
+        case(
+            &[(&[2, 4, 7, 8], Away), (&[6, 2, 3, 2], Away), (&[6], Away)],
+            |t| conv(&t[0], &t[1], Some(&t[2]), [2, 1], [1, 0, 2, 1], [1, 2], 2),
+        ),
+        case(&[(&[1, 2, 3, 20], Away), (&[3, 2, 2, 3], Away)], |t| {
+            conv(&t[0], &t[1], None, [1, 1], [0, 1, 1, 1], [1, 1], 1)
         }),
-        case(&[(&[2, 3, 7, 6], Distinct)], |t| t[0].max_pool([2, 2], [2, 2], [0; 4])),
-        case(&[(&[2, 3, 7, 6], Away)], |t| t[0].avg_pool([3, 2], [2, 1], [1, 1, 0, 1], true)),
-        case(&[(&[2, 3, 7, 6], Away)], |t| t[0].avg_pool([3, 3], [2, 2], [1, 1, 1, 1], false)),
-        case(&[(&[2, 3, 7, 6], Distinct)], |t| t[0].max_pool([3, 2], [2, 1], [1, 0, 1, 1])),
+        case(&[(&[2, 2, 7, 6], Away), (&[4, 2, 3, 3], Away)], |t| {
+            conv(&t[0], &t[1], None, [2, 2], [1, 1, 1, 1], [1, 1], 1)
+        }),
+        case(&[(&[2, 4, 5, 6], Away), (&[4, 3, 3, 2], Away)], |t| {
+            Tensor::apply1(
+                Op::ConvTranspose(ConvTranspose {
+                    strides: [2, 1],
+                    pad: [1, 0, 0, 1],
+                    dilations: [1, 2],
+                    groups: 2,
+                }),
+                t.to_vec(),
+            )
+        }),
+        case(&[(&[2, 3, 7, 6], Distinct)], |t| {
+            t[0].max_pool([2, 2], [2, 2], [0; 4])
+        }),
+        case(&[(&[2, 3, 7, 6], Away)], |t| {
+            t[0].avg_pool([3, 2], [2, 1], [1, 1, 0, 1], true)
+        }),
+        case(&[(&[2, 3, 7, 6], Away)], |t| {
+            t[0].avg_pool([3, 3], [2, 2], [1, 1, 1, 1], false)
+        }),
+        case(&[(&[2, 3, 7, 6], Distinct)], |t| {
+            t[0].max_pool([3, 2], [2, 1], [1, 0, 1, 1])
+        }),
         case(&[(&[2, 3, 4, 5], Away)], |t| t[0].mean(&[1, 3], true)),
         case(&[(&[2, 3, 4, 5], Away)], |t| t[0].sum(&[0, 2], false)),
         case(&[(&[2, 3, 4, 5], Distinct)], |t| t[0].amax(&[3], true)),
         case(&[(&[2, 3, 4, 5], Distinct)], |t| t[0].amin(&[1, 2], false)),
-        case(&[(&[2, 3, 4, 5], Away)], |t| t[0].reduce_l2_norm(&[3], true)),
+        case(&[(&[2, 3, 4, 5], Away)], |t| {
+            t[0].reduce_l2_norm(&[3], true)
+        }),
         case(&[(&[2, 3, 4, 5], Away)], |t| t[0].l1_norm(&[2], true)),
         case(&[(&[2, 3, 4, 5], Positive)], |t| t[0].log_sum(&[1], true)),
         case(&[(&[2, 3, 4, 5], Away)], |t| t[0].sum_square(&[3], false)),
         case(&[(&[2, 3, 4, 5], Away)], |t| t[0].log_sum_exp(&[3], true)),
         case(&[(&[2, 3, 4, 5], Away)], |t| t[0].softmax(1)),
-        case(&[(&[2, 3, 4, 5], Away), (&[3], Away), (&[3], Positive), (&[3], Away), (&[3], Away)], |t| {
-            Tensor::apply1(Op::BatchNorm(BatchNorm { eps: 0.001 }), t.to_vec())
+        case(
+            &[
+                (&[2, 3, 4, 5], Away),
+                (&[3], Away),
+                (&[3], Positive),
+                (&[3], Away),
+                (&[3], Away),
+            ],
+            |t| Tensor::apply1(Op::BatchNorm(BatchNorm { eps: 0.001 }), t.to_vec()),
+        ),
+        case(&[(&[2, 3, 4, 5], Away), (&[3], Away), (&[3], Away)], |t| {
+            Tensor::apply1(Op::InstanceNorm(InstanceNorm { eps: 0.001 }), t.to_vec())
         }),
-        case(&[(&[2, 3, 4, 5], Away), (&[3], Away), (&[3], Away)], |t| Tensor::apply1(Op::InstanceNorm(InstanceNorm { eps: 0.001 }), t.to_vec())),
         // Composite norms with trainable affine parameters.
-        case(&[(&[2, 3, 6], Away), (&[6], Away), (&[6], Away)], |t| t[0].layer_norm(Some(&t[1]), Some(&t[2]), 1e-3)),
-        case(&[(&[2, 3, 6], Away), (&[6], Away)], |t| t[0].rms_norm(Some(&t[1]), 1e-3)),
-        case(&[(&[2, 4, 3, 3], Away), (&[4], Away), (&[4], Away)], |t| t[0].group_norm(Some(&t[1]), Some(&t[2]), 2, 1e-3)),
+        case(&[(&[2, 3, 6], Away), (&[6], Away), (&[6], Away)], |t| {
+            t[0].layer_norm(Some(&t[1]), Some(&t[2]), 1e-3)
+        }),
+        case(&[(&[2, 3, 6], Away), (&[6], Away)], |t| {
+            t[0].rms_norm(Some(&t[1]), 1e-3)
+        }),
+        case(&[(&[2, 4, 3, 3], Away), (&[4], Away), (&[4], Away)], |t| {
+            t[0].group_norm(Some(&t[1]), Some(&t[2]), 2, 1e-3)
+        }),
         // Layout.
         case(&[(&[2, 3, 4], Away)], |t| t[0].reshape(&[4, 6])),
         case(&[(&[2, 3, 4], Away)], |t| t[0].transpose(&[2, 0, 1])),
-        case(&[(&[2, 3, 4], Away), (&[2, 2, 4], Away)], |t| concat(&t[..2], 1)),
+        case(&[(&[2, 3, 4], Away), (&[2, 2, 4], Away)], |t| {
+            concat(&t[..2], 1)
+        }),
         case(&[(&[2, 6, 4], Away)], |t| {
             let p = t[0].split_sizes(&[2, 3, 1], 1)?;
-            p[0].mul(&p[2].tile(&[1, 2, 1])?)?.add(&p[1].sum(&[1], true)?)
+            p[0].mul(&p[2].tile(&[1, 2, 1])?)?
+                .add(&p[1].sum(&[1], true)?)
         }),
-        case(&[(&[3, 5, 4], Away)], |t| t[0].slice_by_size(&[1, 2, 0], &[2, 2, 3])),
-        case(&[(&[2, 1, 4], Away)], |t| t[0].squeeze(&[1])?.expand_dims(&[0])),
+        case(&[(&[3, 5, 4], Away)], |t| {
+            t[0].slice_by_size(&[1, 2, 0], &[2, 2, 3])
+        }),
+        case(&[(&[2, 1, 4], Away)], |t| {
+            t[0].squeeze(&[1])?.expand_dims(&[0])
+        }),
         case(&[(&[2, 3, 2, 3], Away)], |t| t[0].upsample(2, 3)),
         case(&[(&[2, 3, 4], Away)], |t| t[0].reverse(&[0, 2])),
         case(&[(&[2, 3], Away)], |t| t[0].tile(&[3, 2])),
@@ -160,22 +248,39 @@ fn cases() -> Vec<Case> {
         case(&[(&[1, 8, 2, 3], Away)], |t| t[0].depth_to_space(2)),
         case(&[(&[1, 8, 2, 3], Away)], |t| t[0].pixel_shuffle(2)),
         case(&[(&[1, 2, 4, 6], Away)], |t| t[0].pixel_unshuffle(2)),
-        case(&[(&[2, 3, 2, 4], Away)], |t| t[0].prelu(HostArray::f32(&[3], &[0.25, -0.5, 1.5]))),
-        case(&[(&[2, 5, 3], Away)], |t| t[0].local_response_norm(3, 0.8, 0.75, 1.5)),
-        case(&[(&[1, 4, 2, 2], Away)], |t| t[0].local_response_norm(2, 0.5, 0.6, 2.0)),
-        case(&[(&[2, 3, 4, 5], Away), (&[1, 5, 4, 2], Away)], |t| aneforge::ops::einsum::einsum_native("nchw,nwhu->nchu", &t[0], &t[1])),
-        case(&[(&[3, 1, 4], Away), (&[4, 2, 5], Away)], |t| aneforge::ops::einsum::einsum_native("chw,whu->chu", &t[0], &t[1])),
+        case(&[(&[2, 3, 2, 4], Away)], |t| {
+            t[0].prelu(HostArray::f32(&[3], &[0.25, -0.5, 1.5]))
+        }),
+        case(&[(&[2, 5, 3], Away)], |t| {
+            t[0].local_response_norm(3, 0.8, 0.75, 1.5)
+        }),
+        case(&[(&[1, 4, 2, 2], Away)], |t| {
+            t[0].local_response_norm(2, 0.5, 0.6, 2.0)
+        }),
+        case(&[(&[2, 3, 4, 5], Away), (&[1, 5, 4, 2], Away)], |t| {
+            aneforge::ops::einsum::einsum_native("nchw,nwhu->nchu", &t[0], &t[1])
+        }),
+        case(&[(&[3, 1, 4], Away), (&[4, 2, 5], Away)], |t| {
+            aneforge::ops::einsum::einsum_native("chw,whu->chu", &t[0], &t[1])
+        }),
     ]
 }
 
 fn opts() -> CompileOptions {
-    CompileOptions { device: Device::Reference, precision: Precision::Fp32, ..CompileOptions::default() }
+    CompileOptions {
+        device: Device::Reference,
+        precision: Precision::Fp32,
+        ..CompileOptions::default()
+    }
 }
 
 /// loss = Σ f(x) · R with a fixed random R (so every output element gets a distinct weight).
 fn loss_of(c: &Case, params: &[Tensor], seed: u64) -> Result<Tensor> {
     let y = (c.f)(params)?;
-    let r = constant("test", HostArray::f32(y.shape(), &values(y.shape().iter().product(), seed, Away)))?;
+    let r = constant(
+        "test",
+        HostArray::f32(y.shape(), &values(y.shape().iter().product(), seed, Away)),
+    )?;
     let axes: Vec<i64> = (0..y.rank() as i64).collect();
     y.mul(&r)?.sum(&axes, true)
 }
@@ -186,10 +291,19 @@ fn feed(d: &[Vec<f32>]) -> Vec<PortData<'_>> {
 
 /// Relative L2 error of the analytic gradient against Richardson-extrapolated central differences.
 fn check(i: usize, c: &Case) -> Result<BTreeSet<String>> {
-    let params: Vec<Tensor> = c.inputs.iter().map(|(s, _)| input(s)).collect::<Result<_>>()?;
+    let params: Vec<Tensor> = c
+        .inputs
+        .iter()
+        .map(|(s, _)| input(s))
+        .collect::<Result<_>>()?;
     let loss = loss_of(c, &params, 1000 + i as u64)?;
     let grads = backward(&loss, &params, 1.0, &[])?;
-    let data: Vec<Vec<f32>> = c.inputs.iter().enumerate().map(|(k, (s, d))| values(s.iter().product(), 17 * i as u64 + k as u64, *d)).collect();
+    let data: Vec<Vec<f32>> = c
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(k, (s, d))| values(s.iter().product(), 17 * i as u64 + k as u64, *d))
+        .collect();
     let mut outs = vec![(None, loss.clone())];
     outs.extend(grads.iter().map(|g| (None, g.clone())));
     let analytic = compile(&outs, &opts())?.run(&feed(&data))?;
@@ -212,8 +326,15 @@ fn check(i: usize, c: &Case) -> Result<BTreeSet<String>> {
             den += fd * fd;
         }
         let rel = (num / den.max(1e-12)).sqrt();
-        assert!(rel <= 1e-3, "case {i} input {k} {:?}: relative error {rel:.2e}", c.inputs[k].0);
-        assert!(den > 1e-6, "case {i} input {k}: the gradient is zero, the check proves nothing");
+        assert!(
+            rel <= 1e-3,
+            "case {i} input {k} {:?}: relative error {rel:.2e}",
+            c.inputs[k].0
+        );
+        assert!(
+            den > 1e-6,
+            "case {i} input {k}: the gradient is zero, the check proves nothing"
+        );
     }
     Ok(op_names(&params, &(c.f)(&params)?))
 }
@@ -221,7 +342,10 @@ fn check(i: usize, c: &Case) -> Result<BTreeSet<String>> {
 /// Names of the ops on a path from `params` to `y`.
 fn op_names(params: &[Tensor], y: &Tensor) -> BTreeSet<String> {
     fn walk(t: &Tensor, params: &[Tensor], out: &mut BTreeSet<String>) -> bool {
-        let live = params.iter().any(|p| p.same(t)) | t.sources().iter().fold(false, |acc, s| walk(s, params, out) | acc);
+        let live = params.iter().any(|p| p.same(t))
+            | t.sources()
+                .iter()
+                .fold(false, |acc, s| walk(s, params, out) | acc);
         if live {
             out.insert(t.op().family().name().to_string());
         }
@@ -234,8 +358,19 @@ fn op_names(params: &[Tensor], y: &Tensor) -> BTreeSet<String> {
 
 /// MIL ops through which no gradient can flow by construction (constants, dtype casts, bool results).
 const NO_GRADIENT: &[&str] = &[
-    "const", "cast", "constexpr_affine_dequantize", "constexpr_lut_to_dense", "constexpr_sparse_to_dense", "constexpr_blockwise_shift_scale",
-    "greater", "less", "equal", "not_equal", "less_equal", "greater_equal", "logical_not",
+    "const",
+    "cast",
+    "constexpr_affine_dequantize",
+    "constexpr_lut_to_dense",
+    "constexpr_sparse_to_dense",
+    "constexpr_blockwise_shift_scale",
+    "greater",
+    "less",
+    "equal",
+    "not_equal",
+    "less_equal",
+    "greater_equal",
+    "logical_not",
 ];
 
 /// Differentiable-looking ops without a gradient rule: differentiating through them must be a NotImplemented error.
@@ -245,10 +380,25 @@ fn not_differentiable() -> Vec<(&'static str, Unary)> {
         ("ceil", |x| x.ceil()),
         ("round", |x| x.round()),
         ("sign", |x| x.sign()),
-        ("resize_nearest_neighbor", |x| x.resize_nearest_neighbor(5, 7)),
+        ("resize_nearest_neighbor", |x| {
+            x.resize_nearest_neighbor(5, 7)
+        }),
         ("resize_bilinear", |x| x.resize_bilinear(5, 7, false)),
-        ("upsample_bilinear", |x| x.upsample_bilinear(2.0, 2.0, false)),
-        ("affine", |x| aneforge::ops::affine::affine(x, &constant("affine", HostArray::f32(&[1, 6], &[1.0, 0.1, 0.0, -0.1, 1.0, 0.0]))?, 3, 3, true)),
+        ("upsample_bilinear", |x| {
+            x.upsample_bilinear(2.0, 2.0, false)
+        }),
+        ("affine", |x| {
+            aneforge::ops::affine::affine(
+                x,
+                &constant(
+                    "affine",
+                    HostArray::f32(&[1, 6], &[1.0, 0.1, 0.0, -0.1, 1.0, 0.0]),
+                )?,
+                3,
+                3,
+                true,
+            )
+        }),
     ]
 }
 
@@ -266,8 +416,15 @@ fn every_differentiable_op_kind_has_a_checked_rule() {
         let params: Vec<Tensor> = c.inputs.iter().map(|(s, _)| input(s).unwrap()).collect();
         covered.extend(op_names(&params, &(c.f)(&params).unwrap()));
     }
-    let declared: BTreeSet<&str> = not_differentiable().iter().map(|(n, _)| *n).chain(NO_GRADIENT.iter().copied()).collect();
-    let missing: Vec<&str> = aneforge::ops::mil_op_names().into_iter().filter(|n| !covered.contains(*n) && !declared.contains(n)).collect();
+    let declared: BTreeSet<&str> = not_differentiable()
+        .iter()
+        .map(|(n, _)| *n)
+        .chain(NO_GRADIENT.iter().copied())
+        .collect();
+    let missing: Vec<&str> = aneforge::ops::mil_op_names()
+        .into_iter()
+        .filter(|n| !covered.contains(*n) && !declared.contains(n))
+        .collect();
     assert!(missing.is_empty(), "op kinds with neither a finite-difference case nor a declared non-differentiable status: {missing:?}");
 }
 
@@ -277,7 +434,10 @@ fn non_differentiable_ops_raise_not_implemented_naming_the_op() {
         let x = input(&[1, 2, 3, 4]).unwrap();
         let y = f(&x).unwrap();
         let err = backward(&y.sum(&[0, 1, 2, 3], true).unwrap(), &[x], 1.0, &[]).unwrap_err();
-        assert!(matches!(&err, Error::NotImplemented(m) if m.contains(name)), "{name}: {err}");
+        assert!(
+            matches!(&err, Error::NotImplemented(m) if m.contains(name)),
+            "{name}: {err}"
+        );
     }
 }
 
@@ -286,13 +446,29 @@ fn fan_out_accumulates_and_stop_detaches() {
     // loss = Σ (x·x + 3x) → 2x + 3; with stop at x·x only the 3x branch remains.
     let x = input(&[2, 3]).unwrap();
     let sq = x.mul(&x).unwrap();
-    let loss = sq.add(&x.mul_scalar(3.0).unwrap()).unwrap().sum(&[0, 1], true).unwrap();
-    let g = backward(&loss, std::slice::from_ref(&x), 2.0, &[]).unwrap().remove(0);
-    let gs = backward(&loss, std::slice::from_ref(&x), 1.0, &[sq]).unwrap().remove(0);
+    let loss = sq
+        .add(&x.mul_scalar(3.0).unwrap())
+        .unwrap()
+        .sum(&[0, 1], true)
+        .unwrap();
+    let g = backward(&loss, std::slice::from_ref(&x), 2.0, &[])
+        .unwrap()
+        .remove(0);
+    let gs = backward(&loss, std::slice::from_ref(&x), 1.0, &[sq])
+        .unwrap()
+        .remove(0);
     let xv = values(6, 3, Away);
-    let out = compile(&[(None, g), (None, gs)], &opts()).unwrap().run(&[PortData::F32(&xv)]).unwrap();
+    let out = compile(&[(None, g), (None, gs)], &opts())
+        .unwrap()
+        .run(&[PortData::F32(&xv)])
+        .unwrap();
     for (e, &v) in xv.iter().enumerate() {
-        assert!((out[0][e] - 2.0 * (2.0 * v + 3.0)).abs() < 1e-5, "loss_scale 2: {} vs {}", out[0][e], 2.0 * (2.0 * v + 3.0));
+        assert!(
+            (out[0][e] - 2.0 * (2.0 * v + 3.0)).abs() < 1e-5,
+            "loss_scale 2: {} vs {}",
+            out[0][e],
+            2.0 * (2.0 * v + 3.0)
+        );
         assert!((out[1][e] - 3.0).abs() < 1e-6);
     }
 }
@@ -301,40 +477,82 @@ fn fan_out_accumulates_and_stop_detaches() {
 fn unused_parameter_gets_zeros_and_bad_params_are_rejected() {
     let (x, p) = (input(&[2, 2]).unwrap(), input(&[3]).unwrap());
     let loss = x.sum(&[0, 1], true).unwrap();
-    let g = backward(&loss, std::slice::from_ref(&p), 1.0, &[]).unwrap().remove(0);
-    let out = compile(&[(None, g)], &opts()).unwrap().run(&[PortData::F32(&[1.0, 2.0, 3.0])]).unwrap();
+    let g = backward(&loss, std::slice::from_ref(&p), 1.0, &[])
+        .unwrap()
+        .remove(0);
+    let out = compile(&[(None, g)], &opts())
+        .unwrap()
+        .run(&[PortData::F32(&[1.0, 2.0, 3.0])])
+        .unwrap();
     assert_eq!(out[0], vec![0.0; 3]);
     let err = backward(&loss, &[x.relu().unwrap()], 1.0, &[]).unwrap_err();
-    assert!(err.to_string().contains("parameters must be fp16 graph inputs"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("parameters must be fp16 graph inputs"),
+        "{err}"
+    );
 }
 
 #[test]
 fn cross_entropy_value_and_gradient_match_the_closed_form() {
     use aneforge::train::softmax_cross_entropy;
     let (n, k) = (3, 5);
-    let z = values(n * k, 21, Away).iter().map(|v| v * 4.0).collect::<Vec<_>>();
+    let z = values(n * k, 21, Away)
+        .iter()
+        .map(|v| v * 4.0)
+        .collect::<Vec<_>>();
     let labels = [4usize, 0, 2];
-    let (logits, idx, hot) = (input(&[n, k]).unwrap(), input(&[n]).unwrap(), input(&[n, k]).unwrap());
-    let (li, lh) = (softmax_cross_entropy(&logits, &idx).unwrap(), softmax_cross_entropy(&logits, &hot).unwrap());
-    let gi = backward(&li, std::slice::from_ref(&logits), 1.0, &[]).unwrap().remove(0);
+    let (logits, idx, hot) = (
+        input(&[n, k]).unwrap(),
+        input(&[n]).unwrap(),
+        input(&[n, k]).unwrap(),
+    );
+    let (li, lh) = (
+        softmax_cross_entropy(&logits, &idx).unwrap(),
+        softmax_cross_entropy(&logits, &hot).unwrap(),
+    );
+    let gi = backward(&li, std::slice::from_ref(&logits), 1.0, &[])
+        .unwrap()
+        .remove(0);
     let idx_v: Vec<f32> = labels.iter().map(|&l| l as f32).collect();
-    let hot_v: Vec<f32> = (0..n * k).map(|e| f32::from(u8::from(labels[e / k] == e % k))).collect();
-    let out = compile(&[(None, li), (None, lh), (None, gi)], &opts()).unwrap().run(&[PortData::F32(&z), PortData::F32(&idx_v), PortData::F32(&hot_v)]).unwrap();
+    let hot_v: Vec<f32> = (0..n * k)
+        .map(|e| f32::from(u8::from(labels[e / k] == e % k)))
+        .collect();
+    let out = compile(&[(None, li), (None, lh), (None, gi)], &opts())
+        .unwrap()
+        .run(&[
+            PortData::F32(&z),
+            PortData::F32(&idx_v),
+            PortData::F32(&hot_v),
+        ])
+        .unwrap();
     let (mut loss, mut grad) = (0f64, vec![0f64; n * k]);
     for r in 0..n {
-        let row: Vec<f64> = z[r * k..(r + 1) * k].iter().map(|&v| f64::from(v)).collect();
+        let row: Vec<f64> = z[r * k..(r + 1) * k]
+            .iter()
+            .map(|&v| f64::from(v))
+            .collect();
         let m = row.iter().cloned().fold(f64::MIN, f64::max);
         let sum: f64 = row.iter().map(|v| (v - m).exp()).sum();
         loss += (m + sum.ln() - row[labels[r]]) / n as f64;
         for c in 0..k {
-            grad[r * k + c] = ((row[c] - m).exp() / sum - f64::from(u8::from(c == labels[r]))) / n as f64;
+            grad[r * k + c] =
+                ((row[c] - m).exp() / sum - f64::from(u8::from(c == labels[r]))) / n as f64;
         }
     }
-    assert!((f64::from(out[0][0]) - loss).abs() < 1e-5 * loss.abs().max(1.0), "{} vs {loss}", out[0][0]);
+    assert!(
+        (f64::from(out[0][0]) - loss).abs() < 1e-5 * loss.abs().max(1.0),
+        "{} vs {loss}",
+        out[0][0]
+    );
     assert!((f64::from(out[1][0]) - loss).abs() < 1e-5 * loss.abs().max(1.0));
     for (g, r) in out[2].iter().zip(&grad) {
         assert!((f64::from(*g) - r).abs() < 1e-6, "{g} vs {r}");
     }
     let err = softmax_cross_entropy(&logits, &input(&[n, 2]).unwrap()).unwrap_err();
-    assert!(err.to_string().contains("target must be one-hot [3, 5] or class indices [3] / [3, 1], got [3, 2]"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("target must be one-hot [3, 5] or class indices [3] / [3, 1], got [3, 2]"),
+        "{err}"
+    );
 }

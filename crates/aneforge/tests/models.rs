@@ -12,7 +12,10 @@ use safetensors::tensor::{Dtype, TensorView};
 
 /// A safetensors file holding `(name, dtype, shape, bytes)` tensors.
 fn file(tensors: &[(&str, Dtype, Vec<usize>, Vec<u8>)]) -> Vec<u8> {
-    let views: Vec<(&str, TensorView)> = tensors.iter().map(|(n, d, s, b)| (*n, TensorView::new(*d, s.clone(), b).unwrap())).collect();
+    let views: Vec<(&str, TensorView)> = tensors
+        .iter()
+        .map(|(n, d, s, b)| (*n, TensorView::new(*d, s.clone(), b).unwrap()))
+        .collect();
     safetensors::serialize(views, None).unwrap()
 }
 
@@ -28,14 +31,35 @@ fn le<T: Copy>(v: &[T], f: fn(T) -> Vec<u8>) -> Vec<u8> {
 fn reads_f32_f16_and_bf16_tensors() {
     let vals = [1.5f32, -2.25, 3.0e-3, 65504.0, 0.0, -7.0];
     let w = weights(file(&[
-        ("a", Dtype::F32, vec![2, 3], le(&vals, |x| x.to_le_bytes().to_vec())),
-        ("b", Dtype::F16, vec![6], le(&vals, |x| f16::from_f32(x).to_le_bytes().to_vec())),
-        ("c", Dtype::BF16, vec![3, 2], le(&vals, |x| bf16::from_f32(x).to_le_bytes().to_vec())),
+        (
+            "a",
+            Dtype::F32,
+            vec![2, 3],
+            le(&vals, |x| x.to_le_bytes().to_vec()),
+        ),
+        (
+            "b",
+            Dtype::F16,
+            vec![6],
+            le(&vals, |x| f16::from_f32(x).to_le_bytes().to_vec()),
+        ),
+        (
+            "c",
+            Dtype::BF16,
+            vec![3, 2],
+            le(&vals, |x| bf16::from_f32(x).to_le_bytes().to_vec()),
+        ),
     ]))
     .unwrap();
     assert_eq!(w.get("a", &[2, 3]).unwrap(), vals);
-    assert_eq!(w.get("b", &[6]).unwrap(), vals.map(|x| f16::from_f32(x).to_f32()));
-    assert_eq!(w.get("c", &[3, 2]).unwrap(), vals.map(|x| bf16::from_f32(x).to_f32()));
+    assert_eq!(
+        w.get("b", &[6]).unwrap(),
+        vals.map(|x| f16::from_f32(x).to_f32())
+    );
+    assert_eq!(
+        w.get("c", &[3, 2]).unwrap(),
+        vals.map(|x| bf16::from_f32(x).to_f32())
+    );
     assert!(w.has("a") && !w.has("z"));
     assert_eq!(w.shape("c").unwrap(), &[3, 2]);
 }
@@ -51,19 +75,41 @@ fn format_msg<T>(r: aneforge::Result<T>) -> String {
 #[test]
 fn bad_tensors_name_the_tensor_and_the_expected_shape() {
     let w = weights(file(&[
-        ("w", Dtype::F32, vec![2, 2], le(&[1.0f32, 2.0, 3.0, 4.0], |x| x.to_le_bytes().to_vec())),
-        ("ids", Dtype::I64, vec![2], le(&[1i64, 2], |x| x.to_le_bytes().to_vec())),
-        ("nan", Dtype::F32, vec![2], le(&[1.0f32, f32::NAN], |x| x.to_le_bytes().to_vec())),
+        (
+            "w",
+            Dtype::F32,
+            vec![2, 2],
+            le(&[1.0f32, 2.0, 3.0, 4.0], |x| x.to_le_bytes().to_vec()),
+        ),
+        (
+            "ids",
+            Dtype::I64,
+            vec![2],
+            le(&[1i64, 2], |x| x.to_le_bytes().to_vec()),
+        ),
+        (
+            "nan",
+            Dtype::F32,
+            vec![2],
+            le(&[1.0f32, f32::NAN], |x| x.to_le_bytes().to_vec()),
+        ),
     ]))
     .unwrap();
     let m = format_msg(w.get("missing.weight", &[4, 5]));
-    assert!(m.contains("test.safetensors") && m.contains("'missing.weight' is missing (expected shape [4, 5])"), "{m}");
+    assert!(
+        m.contains("test.safetensors")
+            && m.contains("'missing.weight' is missing (expected shape [4, 5])"),
+        "{m}"
+    );
     let m = format_msg(w.get("w", &[4]));
     assert!(m.contains("'w' has shape [2, 2], expected [4]"), "{m}");
     let m = format_msg(w.get("ids", &[2]));
     assert!(m.contains("'ids' (shape [2]) has dtype I64"), "{m}");
     let m = format_msg(w.get("nan", &[2]));
-    assert!(m.contains("'nan'") && m.contains("non-finite element at index 1"), "{m}");
+    assert!(
+        m.contains("'nan'") && m.contains("non-finite element at index 1"),
+        "{m}"
+    );
 }
 
 #[test]
@@ -71,7 +117,10 @@ fn truncated_and_garbage_files_are_format_errors() {
     let good = file(&[("w", Dtype::F32, vec![4], vec![0; 16])]);
     for cut in [good.len() - 1, good.len() - 16, 12, 7, 0] {
         let m = format_msg(weights(good[..cut].to_vec()));
-        assert!(m.contains("test.safetensors") && m.contains("not a valid safetensors file"), "{cut}: {m}");
+        assert!(
+            m.contains("test.safetensors") && m.contains("not a valid safetensors file"),
+            "{cut}: {m}"
+        );
     }
     assert!(format_msg(weights(good[..good.len() - 1].to_vec())).contains("truncated"));
     let mut padded = good.clone();
@@ -83,27 +132,50 @@ fn truncated_and_garbage_files_are_format_errors() {
 
 #[test]
 fn missing_file_is_an_io_error() {
-    assert!(matches!(Weights::open(Path::new("/nonexistent/model.safetensors")), Err(Error::Io { .. })));
+    assert!(matches!(
+        Weights::open(Path::new("/nonexistent/model.safetensors")),
+        Err(Error::Io { .. })
+    ));
 }
 
 #[test]
 fn pooling_names() {
     assert_eq!(Pooling::parse("mean").unwrap(), Pooling::Mean);
     assert_eq!(Pooling::parse("cls").unwrap(), Pooling::Cls);
-    assert!(matches!(Pooling::parse("max"), Err(Error::NotImplemented(_))));
+    assert!(matches!(
+        Pooling::parse("max"),
+        Err(Error::NotImplemented(_))
+    ));
     assert!(matches!(Pooling::parse("avg"), Err(Error::Value { .. })));
 }
 
 #[test]
 fn bert_tensor_list_follows_the_hf_layout() {
-    let cfg = BertConfig { hidden: 384, layers: 6, heads: 12, intermediate: 1536, vocab: 30522, max_positions: 512, type_vocab: 2, layer_norm_eps: 1e-12 };
+    let cfg = BertConfig {
+        hidden: 384,
+        layers: 6,
+        heads: 12,
+        intermediate: 1536,
+        vocab: 30522,
+        max_positions: 512,
+        type_vocab: 2,
+        layer_norm_eps: 1e-12,
+    };
     let t = expected_tensors(&cfg, "");
     // 5 embedding tensors + 16 per layer (the pooler and position_ids are not read).
     assert_eq!(t.len(), 5 + 16 * 6);
     let find = |n: &str| t.iter().find(|(k, _)| k == n).map(|(_, s)| s.clone());
-    assert_eq!(find("encoder.layer.5.output.dense.weight"), Some(vec![384, 1536]));
-    assert_eq!(find("encoder.layer.0.intermediate.dense.bias"), Some(vec![1536]));
-    assert!(expected_tensors(&cfg, "bert.").iter().all(|(k, _)| k.starts_with("bert.")));
+    assert_eq!(
+        find("encoder.layer.5.output.dense.weight"),
+        Some(vec![384, 1536])
+    );
+    assert_eq!(
+        find("encoder.layer.0.intermediate.dense.bias"),
+        Some(vec![1536])
+    );
+    assert!(expected_tensors(&cfg, "bert.")
+        .iter()
+        .all(|(k, _)| k.starts_with("bert.")));
 }
 
 /// A fresh scratch directory for one test.
@@ -116,12 +188,27 @@ fn scratch(name: &str) -> std::path::PathBuf {
 
 /// Write f32 tensors as a safetensors file.
 fn save(path: &Path, tensors: Vec<(String, Vec<usize>, Vec<f32>)>) {
-    let t: Vec<(&str, Dtype, Vec<usize>, Vec<u8>)> = tensors.iter().map(|(n, s, v)| (n.as_str(), Dtype::F32, s.clone(), le(v, |x| x.to_le_bytes().to_vec()))).collect();
+    let t: Vec<(&str, Dtype, Vec<usize>, Vec<u8>)> = tensors
+        .iter()
+        .map(|(n, s, v)| {
+            (
+                n.as_str(),
+                Dtype::F32,
+                s.clone(),
+                le(v, |x| x.to_le_bytes().to_vec()),
+            )
+        })
+        .collect();
     std::fs::write(path, file(&t)).unwrap();
 }
 
 fn aneforge_cli(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_aneforge")).args(args).env("ANEFORGE_QUIET", "1").env("ANEFORGE_CACHE_DIR", scratch("cli-cache")).output().unwrap()
+    std::process::Command::new(env!("CARGO_BIN_EXE_aneforge"))
+        .args(args)
+        .env("ANEFORGE_QUIET", "1")
+        .env("ANEFORGE_CACHE_DIR", scratch("cli-cache"))
+        .output()
+        .unwrap()
 }
 
 #[test]
@@ -130,8 +217,17 @@ fn cli_classify_prints_the_top_classes() {
     let root = scratch("classify");
     let mut t: Vec<(String, Vec<usize>, Vec<f32>)> = Vec::new();
     let mut conv_bn = |conv: &str, bn: &str, cout: usize, cin: usize, k: usize| {
-        t.push((format!("{conv}.weight"), vec![cout, cin, k, k], vec![0.0; cout * cin * k * k]));
-        for (s, v) in [("weight", 1.0), ("bias", 0.0), ("running_mean", 0.0), ("running_var", 1.0)] {
+        t.push((
+            format!("{conv}.weight"),
+            vec![cout, cin, k, k],
+            vec![0.0; cout * cin * k * k],
+        ));
+        for (s, v) in [
+            ("weight", 1.0),
+            ("bias", 0.0),
+            ("running_mean", 0.0),
+            ("running_var", 1.0),
+        ] {
             t.push((format!("{bn}.{s}"), vec![cout], vec![v; cout]));
         }
     };
@@ -144,7 +240,13 @@ fn cli_classify_prints_the_top_classes() {
             conv_bn(&format!("{p}.conv1"), &format!("{p}.bn1"), width, cin, 3);
             conv_bn(&format!("{p}.conv2"), &format!("{p}.bn2"), width, width, 3);
             if b == 0 && stage > 0 {
-                conv_bn(&format!("{p}.downsample.0"), &format!("{p}.downsample.1"), width, cin, 1);
+                conv_bn(
+                    &format!("{p}.downsample.0"),
+                    &format!("{p}.downsample.1"),
+                    width,
+                    cin,
+                    1,
+                );
             }
             cin = width;
         }
@@ -153,37 +255,104 @@ fn cli_classify_prints_the_top_classes() {
     t.push(("fc.weight".into(), vec![7, 512], vec![0.0; 7 * 512]));
     t.push(("fc.bias".into(), vec![7], bias.to_vec()));
     save(&root.join("r18.safetensors"), t);
-    aneforge::npy::write_f32(&root.join("img.npy"), &[1, 3, 32, 32], &vec![0.5; 3 * 32 * 32]).unwrap();
-    let out = aneforge_cli(&["classify", root.join("img.npy").to_str().unwrap(), "--resnet", root.join("r18.safetensors").to_str().unwrap(), "--top", "3", "--device", "reference"]);
+    aneforge::npy::write_f32(
+        &root.join("img.npy"),
+        &[1, 3, 32, 32],
+        &vec![0.5; 3 * 32 * 32],
+    )
+    .unwrap();
+    let out = aneforge_cli(&[
+        "classify",
+        root.join("img.npy").to_str().unwrap(),
+        "--resnet",
+        root.join("r18.safetensors").to_str().unwrap(),
+        "--top",
+        "3",
+        "--device",
+        "reference",
+    ]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(text.contains("device: reference"), "{text}");
-    let classes: Vec<&str> = text.lines().filter(|l| l.starts_with("class")).map(|l| l.split_whitespace().nth(1).unwrap()).collect();
+    let classes: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("class"))
+        .map(|l| l.split_whitespace().nth(1).unwrap())
+        .collect();
     assert_eq!(classes, ["2", "6", "4"], "{text}");
     // The same network from a PNG (non-square: centre-cropped); the logits are fc.bias whatever the pixels.
     let mut png_bytes = Vec::new();
     let mut enc = png::Encoder::new(&mut png_bytes, 40, 32);
     enc.set_color(png::ColorType::Rgb);
     let mut w = enc.write_header().unwrap();
-    w.write_image_data(&(0..40 * 32 * 3).map(|i| (i % 256) as u8).collect::<Vec<_>>()).unwrap();
+    w.write_image_data(
+        &(0..40 * 32 * 3)
+            .map(|i| (i % 256) as u8)
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
     w.finish().unwrap();
     std::fs::write(root.join("img.png"), &png_bytes).unwrap();
-    let out = aneforge_cli(&["classify", root.join("img.png").to_str().unwrap(), "--resnet", root.join("r18.safetensors").to_str().unwrap(), "--top", "2", "--device", "reference"]);
+    let out = aneforge_cli(&[
+        "classify",
+        root.join("img.png").to_str().unwrap(),
+        "--resnet",
+        root.join("r18.safetensors").to_str().unwrap(),
+        "--top",
+        "2",
+        "--device",
+        "reference",
+    ]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
-    let classes: Vec<&str> = text.lines().filter(|l| l.starts_with("class")).map(|l| l.split_whitespace().nth(1).unwrap()).collect();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let classes: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("class"))
+        .map(|l| l.split_whitespace().nth(1).unwrap())
+        .collect();
     assert_eq!(classes, ["2", "6"], "{text}");
     std::fs::write(root.join("broken.png"), &png_bytes[..png_bytes.len() / 2]).unwrap();
-    let broken = aneforge_cli(&["classify", root.join("broken.png").to_str().unwrap(), "--resnet", root.join("r18.safetensors").to_str().unwrap()]);
-    assert!(!broken.status.success() && String::from_utf8_lossy(&broken.stderr).contains("broken.png"), "{}", String::from_utf8_lossy(&broken.stderr));
-    let bad = aneforge_cli(&["classify", root.join("r18.safetensors").to_str().unwrap(), "--resnet", root.join("r18.safetensors").to_str().unwrap()]);
+    let broken = aneforge_cli(&[
+        "classify",
+        root.join("broken.png").to_str().unwrap(),
+        "--resnet",
+        root.join("r18.safetensors").to_str().unwrap(),
+    ]);
+    assert!(
+        !broken.status.success() && String::from_utf8_lossy(&broken.stderr).contains("broken.png"),
+        "{}",
+        String::from_utf8_lossy(&broken.stderr)
+    );
+    let bad = aneforge_cli(&[
+        "classify",
+        root.join("r18.safetensors").to_str().unwrap(),
+        "--resnet",
+        root.join("r18.safetensors").to_str().unwrap(),
+    ]);
     assert!(!bad.status.success());
 }
 
 #[test]
 fn cli_embed_prints_vectors_and_similarities() {
     let root = scratch("embed");
-    let cfg = BertConfig { hidden: 8, layers: 1, heads: 2, intermediate: 16, vocab: 4, max_positions: 16, type_vocab: 2, layer_norm_eps: 1e-12 };
+    let cfg = BertConfig {
+        hidden: 8,
+        layers: 1,
+        heads: 2,
+        intermediate: 16,
+        vocab: 4,
+        max_positions: 16,
+        type_vocab: 2,
+        layer_norm_eps: 1e-12,
+    };
     let config = r#"{"model_type": "bert", "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 16, "vocab_size": 4, "max_position_embeddings": 16}"#;
     std::fs::write(root.join("config.json"), config).unwrap();
     let mut seed = 1u32;
@@ -202,13 +371,44 @@ fn cli_embed_prints_vectors_and_similarities() {
         "pre_tokenizer": {"type": "Whitespace"}, "post_processor": null, "decoder": null,
         "model": {"type": "WordLevel", "vocab": {"[UNK]": 0, "hello": 1, "world": 2, "again": 3}, "unk_token": "[UNK]"}}"#;
     std::fs::write(root.join("tokenizer.json"), tok).unwrap();
-    let out = aneforge_cli(&["embed", "hello world", "hello world", "again", "--model", root.to_str().unwrap(), "--device", "reference"]);
+    let out = aneforge_cli(&[
+        "embed",
+        "hello world",
+        "hello world",
+        "again",
+        "--model",
+        root.to_str().unwrap(),
+        "--device",
+        "reference",
+    ]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains("device: reference") && text.contains("\"again\": norm 1.00"), "{text}");
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("device: reference") && text.contains("\"again\": norm 1.00"),
+        "{text}"
+    );
     // Identical sentences: similarity 1 to display precision, on and off the diagonal.
-    let row0: Vec<f64> = text.lines().find(|l| l.trim_start().starts_with("[0]")).unwrap().split_whitespace().skip(1).map(|v| v.parse().unwrap()).collect();
-    assert!((row0[0] - 1.0).abs() < 2e-3 && (row0[1] - 1.0).abs() < 2e-3 && row0[2] < 0.9999, "{text}");
-    let missing = aneforge_cli(&["embed", "x", "--model", root.join("absent").to_str().unwrap()]);
+    let row0: Vec<f64> = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("[0]"))
+        .unwrap()
+        .split_whitespace()
+        .skip(1)
+        .map(|v| v.parse().unwrap())
+        .collect();
+    assert!(
+        (row0[0] - 1.0).abs() < 2e-3 && (row0[1] - 1.0).abs() < 2e-3 && row0[2] < 0.9999,
+        "{text}"
+    );
+    let missing = aneforge_cli(&[
+        "embed",
+        "x",
+        "--model",
+        root.join("absent").to_str().unwrap(),
+    ]);
     assert!(!missing.status.success());
 }

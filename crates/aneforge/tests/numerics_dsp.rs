@@ -6,12 +6,23 @@ use rustfft::num_complex::Complex64;
 use rustfft::FftPlanner;
 
 fn signal(len: usize, seed: u64) -> Vec<f64> {
-    (0..len).map(|i| ((i as f64 * 0.37 + seed as f64).sin() * 3.0 + (i as f64 * 1.91).cos()).round() / 2.0).collect()
+    (0..len)
+        .map(|i| {
+            ((i as f64 * 0.37 + seed as f64).sin() * 3.0 + (i as f64 * 1.91).cos()).round() / 2.0
+        })
+        .collect()
 }
 
 /// Full linear convolution in f64.
 fn convolve(x: &[f64], h: &[f64]) -> Vec<f64> {
-    (0..x.len() + h.len() - 1).map(|n| (0..h.len()).filter(|&k| n >= k && n - k < x.len()).map(|k| h[k] * x[n - k]).sum()).collect()
+    (0..x.len() + h.len() - 1)
+        .map(|n| {
+            (0..h.len())
+                .filter(|&k| n >= k && n - k < x.len())
+                .map(|k| h[k] * x[n - k])
+                .sum()
+        })
+        .collect()
 }
 
 fn rel(got: &[f64], want: &[f64]) -> f64 {
@@ -27,7 +38,11 @@ fn direct_and_fft_convolution_match_f64() {
         let want = convolve(&x, &h);
         let direct = fir_filter(&x, &h, "full", Device::Reference).unwrap();
         let fft = fft_convolve(&x, &h, "full", Device::Reference).unwrap();
-        assert!(direct.len() == want.len() && rel(&direct, &want) < 5e-3, "k={k}: {:e}", rel(&direct, &want));
+        assert!(
+            direct.len() == want.len() && rel(&direct, &want) < 5e-3,
+            "k={k}: {:e}",
+            rel(&direct, &want)
+        );
         assert!(rel(&fft, &want) < 5e-3, "k={k}: {:e}", rel(&fft, &want));
         let same = fir_filter(&x, &h, "same", Device::Reference).unwrap();
         assert_eq!(same.len(), 500);
@@ -46,7 +61,9 @@ fn stft_matches_rustfft_per_frame() {
     let fft = FftPlanner::<f64>::new().plan_fft_forward(128);
     let mut want = Vec::new();
     for t in 0..frames {
-        let mut buf: Vec<Complex64> = (0..128).map(|i| Complex64::new(x[t * 32 + i] * w[i], 0.0)).collect();
+        let mut buf: Vec<Complex64> = (0..128)
+            .map(|i| Complex64::new(x[t * 32 + i] * w[i], 0.0))
+            .collect();
         fft.process(&mut buf);
         want.extend(buf[..65].iter().copied());
     }
@@ -57,7 +74,10 @@ fn stft_matches_rustfft_per_frame() {
 
 #[test]
 fn bad_arguments() {
-    assert!(matches!(window("kaiser", 8, true), Err(Error::NotImplemented(_))));
+    assert!(matches!(
+        window("kaiser", 8, true),
+        Err(Error::NotImplemented(_))
+    ));
     let e = fir_filter(&[1.0; 4], &[1.0; 2], "middle", Device::Reference).unwrap_err();
     assert!(e.to_string().contains("middle"), "{e}");
     let e = stft(&[1.0; 10], &[1.0; 16], 4, Device::Reference).unwrap_err();

@@ -11,12 +11,21 @@ fn eval(name: &str, xs: &[f64]) -> Vec<f64> {
     let y = apply(name, &x).unwrap();
     let mut plan = Plan::build(&["x"], &[("y", y)], Feeds::default(), Device::Reference).unwrap();
     let feed: Vec<f32> = xs.iter().map(|&v| v as f32).collect();
-    plan.run(name, &[&feed]).unwrap().remove(0).into_iter().map(f64::from).collect()
+    plan.run(name, &[&feed])
+        .unwrap()
+        .remove(0)
+        .into_iter()
+        .map(f64::from)
+        .collect()
 }
 
 /// ln Γ(x) for x a positive integer or half-integer.
 fn ln_gamma(x: f64) -> f64 {
-    let (mut z, mut acc) = if x.fract() == 0.0 { (1.0, 0.0) } else { (0.5, std::f64::consts::PI.sqrt().ln()) };
+    let (mut z, mut acc) = if x.fract() == 0.0 {
+        (1.0, 0.0)
+    } else {
+        (0.5, std::f64::consts::PI.sqrt().ln())
+    };
     while z < x {
         acc += z.ln();
         z += 1.0;
@@ -25,7 +34,10 @@ fn ln_gamma(x: f64) -> f64 {
 }
 
 fn worst(got: &[f64], want: &[f64]) -> f64 {
-    got.iter().zip(want).map(|(g, w)| (g - w).abs() / w.abs().max(1.0)).fold(0.0, f64::max)
+    got.iter()
+        .zip(want)
+        .map(|(g, w)| (g - w).abs() / w.abs().max(1.0))
+        .fold(0.0, f64::max)
 }
 
 #[test]
@@ -38,7 +50,10 @@ fn gamma_matches_factorials_and_half_integers() {
 
 #[test]
 fn lgamma_matches_log_factorials_near_and_far() {
-    let xs: Vec<f64> = (1..=16).map(|k| f64::from(k) * 0.5).chain([9.0, 12.5, 40.0, 300.0, 2048.0, 6000.0]).collect();
+    let xs: Vec<f64> = (1..=16)
+        .map(|k| f64::from(k) * 0.5)
+        .chain([9.0, 12.5, 40.0, 300.0, 2048.0, 6000.0])
+        .collect();
     let want: Vec<f64> = xs.iter().map(|&x| ln_gamma(x)).collect();
     let err = worst(&eval("lgamma", &xs), &want);
     assert!(err < 2e-3, "lgamma: {err:e}");
@@ -47,5 +62,7 @@ fn lgamma_matches_log_factorials_near_and_far() {
 #[test]
 fn unknown_name_is_not_implemented() {
     let x = input_port(&[4], DType::Fp16, Some("x")).unwrap();
-    assert!(matches!(apply("digamma", &x), Err(Error::NotImplemented(m)) if m.contains("digamma") && m.contains("lgamma")));
+    assert!(
+        matches!(apply("digamma", &x), Err(Error::NotImplemented(m)) if m.contains("digamma") && m.contains("lgamma"))
+    );
 }

@@ -36,10 +36,23 @@ fn lower(g: &Graph, opset: Opset) -> Program {
 /// Every output of `p` on the reference executor for deterministic inputs.
 fn run(p: &Program) -> Vec<Vec<f32>> {
     let mut l = Reference.load(p, Path::new("."), Precision::Fp16).unwrap();
-    let feeds: Vec<Vec<f32>> = l.inputs().iter().enumerate().map(|(i, s)| common::data(s.numel(), 300 + i as u64)).collect();
-    let u8s: Vec<Vec<u8>> = l.inputs().iter().map(|s| (0..s.numel()).map(|i| (i * 53 % 256) as u8).collect()).collect();
+    let feeds: Vec<Vec<f32>> = l
+        .inputs()
+        .iter()
+        .enumerate()
+        .map(|(i, s)| common::data(s.numel(), 300 + i as u64))
+        .collect();
+    let u8s: Vec<Vec<u8>> = l
+        .inputs()
+        .iter()
+        .map(|s| (0..s.numel()).map(|i| (i * 53 % 256) as u8).collect())
+        .collect();
     for i in 0..feeds.len() {
-        let d = if l.inputs()[i].dtype == aneforge::DType::Uint8 { PortData::U8(&u8s[i]) } else { PortData::F32(&feeds[i]) };
+        let d = if l.inputs()[i].dtype == aneforge::DType::Uint8 {
+            PortData::U8(&u8s[i])
+        } else {
+            PortData::F32(&feeds[i])
+        };
         l.set_input(i, d).unwrap();
     }
     l.execute().unwrap();
@@ -48,7 +61,9 @@ fn run(p: &Program) -> Vec<Vec<f32>> {
 
 fn parse_bytes(p: &Program) -> aneforge::Result<aneforge::mil::parse::Parsed> {
     let w = p.weights.to_bytes();
-    parse_program(&p.mil, "model.mil".as_ref(), &mut |_| Ok((std::borrow::Cow::Owned(w.clone()), "weights.bin".into())))
+    parse_program(&p.mil, "model.mil".as_ref(), &mut |_| {
+        Ok((std::borrow::Cow::Owned(w.clone()), "weights.bin".into()))
+    })
 }
 
 #[test]
@@ -58,14 +73,35 @@ fn every_conformance_program_round_trips_in_every_opset() {
         let want = run(&lower(&g, Opset::Ios18));
         for opset in Opset::ALL {
             let p = lower(&g, opset);
-            assert!(p.mil.starts_with(&format!("program({})\n", opset.program_version())), "{name} {opset}");
-            assert!(p.mil.contains(&format!("    func main<{opset}>(")), "{name} {opset}");
+            assert!(
+                p.mil
+                    .starts_with(&format!("program({})\n", opset.program_version())),
+                "{name} {opset}"
+            );
+            assert!(
+                p.mil.contains(&format!("    func main<{opset}>(")),
+                "{name} {opset}"
+            );
             let back = parse_bytes(&p).unwrap_or_else(|e| panic!("{name} {opset}: {e}"));
-            assert_eq!((back.opset, &back.graph), (opset, &p.graph), "{name} {opset}: parse(print(g)) != g");
+            assert_eq!(
+                (back.opset, &back.graph),
+                (opset, &p.graph),
+                "{name} {opset}: parse(print(g)) != g"
+            );
             let q = Program::lower_for(back.graph, opset).unwrap();
-            assert_eq!((&q.mil, &q.weights), (&p.mil, &p.weights), "{name} {opset}: print(parse(print(g))) differs");
+            assert_eq!(
+                (&q.mil, &q.weights),
+                (&p.mil, &p.weights),
+                "{name} {opset}: print(parse(print(g))) differs"
+            );
             let got = run(&p);
-            assert!(got.iter().flatten().zip(want.iter().flatten()).all(|(a, b)| a.to_bits() == b.to_bits()), "{name} {opset}: outputs differ from ios18");
+            assert!(
+                got.iter()
+                    .flatten()
+                    .zip(want.iter().flatten())
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{name} {opset}: outputs differ from ios18"
+            );
         }
     }
 }
@@ -75,22 +111,41 @@ fn every_conformance_program_round_trips_in_every_opset() {
 fn compressed_program() -> Graph {
     let cases = common::op_cases();
     let pick = |n: &str| cases.iter().find(|(c, _)| *c == n).unwrap().1.clone();
-    Graph::from_outputs(&[(Some("lut".into()), pick("constexpr_lut_to_dense")), (Some("blockwise".into()), pick("constexpr_blockwise_shift_scale").relu().unwrap())]).unwrap()
+    Graph::from_outputs(&[
+        (Some("lut".into()), pick("constexpr_lut_to_dense")),
+        (
+            Some("blockwise".into()),
+            pick("constexpr_blockwise_shift_scale").relu().unwrap(),
+        ),
+    ])
+    .unwrap()
 }
 
 #[test]
 fn older_opsets_print_their_headers_and_fold_constexprs() {
     let g = compressed_program();
     let p18 = lower(&g, Opset::Ios18);
-    assert!(p18.mil.contains("constexpr_lut_to_dense(") && p18.mil.contains("constexpr_blockwise_shift_scale("));
+    assert!(
+        p18.mil.contains("constexpr_lut_to_dense(")
+            && p18.mil.contains("constexpr_blockwise_shift_scale(")
+    );
     for opset in [Opset::Ios16, Opset::Ios17] {
         let p = lower(&g, opset);
         insta::assert_snapshot!(format!("opset_{opset}"), p.mil);
         assert!(!p.mil.contains("constexpr_"), "{opset}: {}", p.mil);
-        assert_eq!(run(&p), run(&p18), "{opset}: folded weights compute differently");
+        assert_eq!(
+            run(&p),
+            run(&p18),
+            "{opset}: folded weights compute differently"
+        );
     }
     let e = Program::lower_for(g, Opset::Ios17).unwrap_err().to_string();
-    assert!(e.contains("constexpr_lut_to_dense") && e.contains("opset ios17") && e.contains("first available: ios18"), "{e}");
+    assert!(
+        e.contains("constexpr_lut_to_dense")
+            && e.contains("opset ios17")
+            && e.contains("first available: ios18"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -98,23 +153,47 @@ fn compile_takes_an_opset_and_load_dir_keeps_it() {
     let root = scratch("compile-opset");
     let x = aneforge::input(&[2, 3]).unwrap();
     for opset in Opset::ALL {
-        let opts = CompileOptions { device: Device::Reference, build_dir: Some(root.join(opset.name())), opset: Some(opset.name().into()), ..Default::default() };
+        let opts = CompileOptions {
+            device: Device::Reference,
+            build_dir: Some(root.join(opset.name())),
+            opset: Some(opset.name().into()),
+            ..Default::default()
+        };
         let c = aneforge::compile(&[(None, x.relu().unwrap())], &opts).unwrap();
         assert_eq!(c.program.opset, opset);
         let text = std::fs::read_to_string(c.dir.join("model.mil")).unwrap();
-        assert!(text.starts_with(&format!("program({})\n", opset.program_version())) && text.contains(&format!("main<{opset}>")), "{text}");
+        assert!(
+            text.starts_with(&format!("program({})\n", opset.program_version()))
+                && text.contains(&format!("main<{opset}>")),
+            "{text}"
+        );
         let manifest = std::fs::read_to_string(c.dir.join("program.json")).unwrap();
-        assert!(manifest.contains(&format!("\"opset\": \"{opset}\"")), "{manifest}");
+        assert!(
+            manifest.contains(&format!("\"opset\": \"{opset}\"")),
+            "{manifest}"
+        );
         let back = Program::load_dir(&c.dir).unwrap();
         assert_eq!((back.opset, &back.mil), (opset, &text));
     }
-    let opts = CompileOptions { device: Device::Reference, build_dir: Some(root.join("bad")), opset: Some("ios15".into()), ..Default::default() };
-    let e = aneforge::compile(&[(None, x.relu().unwrap())], &opts).err().unwrap();
-    assert!(matches!(e, Error::Value { .. }) && e.to_string().contains("unknown opset 'ios15'"), "{e}");
+    let opts = CompileOptions {
+        device: Device::Reference,
+        build_dir: Some(root.join("bad")),
+        opset: Some("ios15".into()),
+        ..Default::default()
+    };
+    let e = aneforge::compile(&[(None, x.relu().unwrap())], &opts)
+        .err()
+        .unwrap();
+    assert!(
+        matches!(e, Error::Value { .. }) && e.to_string().contains("unknown opset 'ios15'"),
+        "{e}"
+    );
 }
 
 /// Weights W [4, 3] of the foreign program.
-const W: [f32; 12] = [0.5, -1.0, 0.25, 2.0, 0.75, -0.5, -1.5, 1.0, 0.125, 0.0, -0.25, 1.25];
+const W: [f32; 12] = [
+    0.5, -1.0, 0.25, 2.0, 0.75, -0.5, -1.5, 1.0, 0.125, 0.0, -0.25, 1.25,
+];
 const X: [f32; 6] = [1.0, -2.0, 0.5, 3.0, 0.25, -1.0];
 const A: [f32; 3] = [0.5, 1.0, -0.75];
 
@@ -144,7 +223,12 @@ const FOREIGN_NEW: &str = "program(1.3){func main<ios17>(tensor<fp16,[2,3]>x,ten
 fn foreign_dir(name: &str, mil: &str) -> PathBuf {
     let dir = scratch(name);
     let mut blob = Blob::new();
-    assert_eq!(blob.push(Payload::Fp16(Arc::new(W.iter().map(|&v| f16::from_f32(v)).collect()))), 64);
+    assert_eq!(
+        blob.push(Payload::Fp16(Arc::new(
+            W.iter().map(|&v| f16::from_f32(v)).collect()
+        ))),
+        64
+    );
     std::fs::create_dir_all(dir.join("weights")).unwrap();
     std::fs::write(dir.join("weights/weight.bin"), blob.to_bytes()).unwrap();
     std::fs::write(dir.join("model.mil"), mil).unwrap();
@@ -154,25 +238,52 @@ fn foreign_dir(name: &str, mil: &str) -> PathBuf {
 /// y = relu((x + a) @ Wᵀ) / 2 and c = concat(y, x + a) in f64 (all values here are exact in fp16).
 fn oracle() -> (Vec<f64>, Vec<f64>) {
     let s: Vec<f64> = (0..6).map(|i| X[i] as f64 + A[i % 3] as f64).collect();
-    let y: Vec<f64> = (0..8).map(|k| (0..3).map(|j| s[k / 4 * 3 + j] * W[k % 4 * 3 + j] as f64).sum::<f64>().max(0.0) * 0.5).collect();
-    let c = (0..2).flat_map(|r| y[r * 4..r * 4 + 4].iter().chain(&s[r * 3..r * 3 + 3]).copied().collect::<Vec<_>>()).collect();
+    let y: Vec<f64> = (0..8)
+        .map(|k| {
+            (0..3)
+                .map(|j| s[k / 4 * 3 + j] * W[k % 4 * 3 + j] as f64)
+                .sum::<f64>()
+                .max(0.0)
+                * 0.5
+        })
+        .collect();
+    let c = (0..2)
+        .flat_map(|r| {
+            y[r * 4..r * 4 + 4]
+                .iter()
+                .chain(&s[r * 3..r * 3 + 3])
+                .copied()
+                .collect::<Vec<_>>()
+        })
+        .collect();
     (y, c)
 }
 
 fn assert_close(got: &[f32], want: &[f64], what: &str) {
     let scale = want.iter().fold(1.0f64, |m, v| m.max(v.abs()));
-    let err = got.iter().zip(want).map(|(g, w)| (*g as f64 - w).abs()).fold(0.0, f64::max);
+    let err = got
+        .iter()
+        .zip(want)
+        .map(|(g, w)| (*g as f64 - w).abs())
+        .fold(0.0, f64::max);
     assert_eq!(got.len(), want.len(), "{what}");
-    assert!(err / scale <= 2e-3, "{what}: max error {err:e} vs {want:?} got {got:?}");
+    assert!(
+        err / scale <= 2e-3,
+        "{what}: max error {err:e} vs {want:?} got {got:?}"
+    );
 }
 
 #[test]
 fn a_foreign_dialect_directory_loads_and_computes() {
     let (y, c) = oracle();
     let mut graphs = Vec::new();
-    for (name, mil, opset) in [("old", FOREIGN_OLD, Opset::Ios16), ("new", FOREIGN_NEW, Opset::Ios17)] {
+    for (name, mil, opset) in [
+        ("old", FOREIGN_OLD, Opset::Ios16),
+        ("new", FOREIGN_NEW, Opset::Ios17),
+    ] {
         let dir = foreign_dir(name, mil);
-        let mut net = aneforge::load_dir(&dir, Device::Reference, Precision::Fp16).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut net = aneforge::load_dir(&dir, Device::Reference, Precision::Fp16)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(net.program.opset, opset);
         let names: Vec<&str> = net.outputs().iter().map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["y", "c"]);
@@ -181,7 +292,10 @@ fn a_foreign_dialect_directory_loads_and_computes() {
         assert_close(&out[1], &c, name);
         graphs.push(net.program.graph.clone());
     }
-    assert_eq!(graphs[0], graphs[1], "both spellings parse to the same graph");
+    assert_eq!(
+        graphs[0], graphs[1],
+        "both spellings parse to the same graph"
+    );
 }
 
 #[test]
@@ -189,12 +303,34 @@ fn aneforge_run_runs_a_foreign_directory() {
     let dir = foreign_dir("cli", FOREIGN_OLD);
     npy::write_f32(&dir.join("x.npy"), &[2, 3], &X).unwrap();
     npy::write_f32(&dir.join("a.npy"), &[1, 3], &A).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_aneforge")).args(["run", ".", "-i", "x=x.npy", "-i", "a=a.npy", "-o", "out", "--device", "reference"]).current_dir(&dir).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(env!("CARGO_BIN_EXE_aneforge"))
+        .args([
+            "run",
+            ".",
+            "-i",
+            "x=x.npy",
+            "-i",
+            "a=a.npy",
+            "-o",
+            "out",
+            "--device",
+            "reference",
+        ])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let (y, c) = oracle();
     for (port, want) in [("y", y), ("c", c)] {
         match npy::read(&dir.join(format!("out/{port}.npy"))).unwrap() {
-            npy::Npy { data: npy::NpyData::F32(v), .. } => assert_close(&v, &want, port),
+            npy::Npy {
+                data: npy::NpyData::F32(v),
+                ..
+            } => assert_close(&v, &want, port),
             a => panic!("{port}: {}", a.dtype_name()),
         }
     }
@@ -203,25 +339,53 @@ fn aneforge_run_runs_a_foreign_directory() {
 /// The error of parsing `mil` (no weights needed unless it references them).
 fn error_of(mil: &str) -> String {
     let dir = foreign_dir("errors", mil);
-    aneforge::load_dir(&dir, Device::Reference, Precision::Fp16).err().expect("must fail").to_string()
+    aneforge::load_dir(&dir, Device::Reference, Precision::Fp16)
+        .err()
+        .expect("must fail")
+        .to_string()
 }
 
 #[test]
 fn malformed_text_names_line_and_column() {
     let e = error_of(&FOREIGN_OLD.replace("program(1.0)", "program(2.0)"));
-    assert!(e.contains("model.mil: line 1, column 9: program version") && e.contains("expected 1.0 to 1.5"), "{e}");
+    assert!(
+        e.contains("model.mil: line 1, column 9: program version")
+            && e.contains("expected 1.0 to 1.5"),
+        "{e}"
+    );
     let e = error_of(&FOREIGN_OLD.replace("main<ios16>", "main<ios15>"));
-    assert!(e.contains("line 4, column 15: opset 'ios15' is not supported"), "{e}");
+    assert!(
+        e.contains("line 4, column 15: opset 'ios15' is not supported"),
+        "{e}"
+    );
     let e = error_of(&FOREIGN_OLD.replace(r#"("r")];"#, r#"("r")]"#));
-    assert!(e.contains("line 11, column 13: expected ';', found 'tensor'"), "{e}");
+    assert!(
+        e.contains("line 11, column 13: expected ';', found 'tensor'"),
+        "{e}"
+    );
     let e = error_of(&FOREIGN_OLD.replace("relu(x = m)", "relu(x = q)"));
-    assert!(e.contains("line 10, column 13: 'q' is not defined before use"), "{e}");
+    assert!(
+        e.contains("line 10, column 13: 'q' is not defined before use"),
+        "{e}"
+    );
     let e = error_of(&FOREIGN_OLD.replace("[2, 4]> r", "[2, 5]> r"));
-    assert!(e.contains("line 10, column 13: declared output types"), "{e}");
-    let e = error_of(&FOREIGN_OLD.replace("@model_path/weights/weight.bin", "@model_path/../weight.bin"));
-    assert!(e.contains("BLOBFILE path '@model_path/../weight.bin' is not a file under @model_path/"), "{e}");
+    assert!(
+        e.contains("line 10, column 13: declared output types"),
+        "{e}"
+    );
+    let e = error_of(&FOREIGN_OLD.replace(
+        "@model_path/weights/weight.bin",
+        "@model_path/../weight.bin",
+    ));
+    assert!(
+        e.contains("BLOBFILE path '@model_path/../weight.bin' is not a file under @model_path/"),
+        "{e}"
+    );
     let e = error_of(&FOREIGN_OLD[..FOREIGN_OLD.len() - 5]);
-    assert!(e.contains("line 14, column 15: unexpected end of file"), "{e}");
+    assert!(
+        e.contains("line 14, column 15: unexpected end of file"),
+        "{e}"
+    );
     let e = error_of(&FOREIGN_OLD.replace("\"y\")]", "\"y\"), val = tensor<bool, []>(true)]"));
     assert!(e.contains("mul: unexpected attribute 'val'"), "{e}");
 }
@@ -230,7 +394,12 @@ fn malformed_text_names_line_and_column() {
 fn ops_outside_the_declared_opset_are_rejected_with_the_first_opset() {
     let mil = "program(1.0)\n{\n    func main<ios16>(tensor<fp16, [7, 3]> q) {\n        tensor<fp16, [7, 3]> w = constexpr_blockwise_shift_scale(data = q)[name = string(\"w\")];\n    } -> (w);\n}\n";
     let e = error_of(mil);
-    assert!(e.contains("line 4, column 9: constexpr_blockwise_shift_scale: not available in opset ios16") && e.contains("first available: ios18"), "{e}");
+    assert!(
+        e.contains(
+            "line 4, column 9: constexpr_blockwise_shift_scale: not available in opset ios16"
+        ) && e.contains("first available: ios18"),
+        "{e}"
+    );
 }
 
 /// Printed conformance programs (text, weights) to mutate.

@@ -10,6 +10,11 @@ fuzz_target!(|data: &[u8]| {
         None => (data, &[][..]),
     };
     if let Ok(text) = std::str::from_utf8(text) {
-        let _ = aneforge::mil::parse::parse(text, "model.mil".as_ref(), weights, "weights.bin".as_ref());
+        let _ = aneforge::mil::parse::parse(
+            text,
+            "model.mil".as_ref(),
+            weights,
+            "weights.bin".as_ref(),
+        );
     }
 });

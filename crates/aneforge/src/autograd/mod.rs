@@ -45,17 +45,41 @@ fn node_key(t: &Tensor) -> *const NodeDef {
 /// any tensor in `stop`. A parameter the loss does not depend on gets a zero gradient. Errors:
 /// a parameter that is not an fp16 input, or a non-differentiable op between a parameter and
 /// the loss (the error names the op).
-pub fn backward(loss: &Tensor, params: &[Tensor], loss_scale: f32, stop: &[Tensor]) -> Result<Vec<Tensor>> {
+pub fn backward(
+    loss: &Tensor,
+    params: &[Tensor],
+    loss_scale: f32,
+    stop: &[Tensor],
+) -> Result<Vec<Tensor>> {
     for (i, p) in params.iter().enumerate() {
         if !matches!(p.op(), Op::Input(_)) || p.dtype() != crate::DType::Fp16 {
-            return Err(Error::value("backward", format!("params[{i}] is a {} {} {:?}; parameters must be fp16 graph inputs", p.op().family().name(), p.dtype(), p.shape())));
+            return Err(Error::value(
+                "backward",
+                format!(
+                    "params[{i}] is a {} {} {:?}; parameters must be fp16 graph inputs",
+                    p.op().family().name(),
+                    p.dtype(),
+                    p.shape()
+                ),
+            ));
         }
     }
     if loss.dtype() != crate::DType::Fp16 {
-        return Err(Error::dtype("backward", format!("the loss must be fp16, got {} {:?}", loss.dtype(), loss.shape())));
+        return Err(Error::dtype(
+            "backward",
+            format!(
+                "the loss must be fp16, got {} {:?}",
+                loss.dtype(),
+                loss.shape()
+            ),
+        ));
     }
     let param_nodes: HashSet<_> = params.iter().map(node_key).collect();
-    let stopped: HashSet<_> = stop.iter().map(node_key).filter(|k| !param_nodes.contains(k)).collect();
+    let stopped: HashSet<_> = stop
+        .iter()
+        .map(node_key)
+        .filter(|k| !param_nodes.contains(k))
+        .collect();
 
     // Post-order (sources first) over the DAG under the loss, not entering stopped nodes.
     let mut order: Vec<&Tensor> = Vec::new();
@@ -67,7 +91,11 @@ pub fn backward(loss: &Tensor, params: &[Tensor], loss_scale: f32, stop: &[Tenso
             continue;
         }
         seen.insert(k);
-        let srcs: &[Tensor] = if stopped.contains(&k) { &[] } else { &t.node.srcs };
+        let srcs: &[Tensor] = if stopped.contains(&k) {
+            &[]
+        } else {
+            &t.node.srcs
+        };
         if next < srcs.len() {
             stack.push((t, next + 1));
             if !seen.contains(&node_key(&srcs[next])) {
@@ -81,7 +109,9 @@ pub fn backward(loss: &Tensor, params: &[Tensor], loss_scale: f32, stop: &[Tenso
     let mut live: HashSet<*const NodeDef> = HashSet::new();
     for t in &order {
         let k = node_key(t);
-        if param_nodes.contains(&k) || (!stopped.contains(&k) && t.node.srcs.iter().any(|s| live.contains(&node_key(s)))) {
+        if param_nodes.contains(&k)
+            || (!stopped.contains(&k) && t.node.srcs.iter().any(|s| live.contains(&node_key(s))))
+        {
             live.insert(k);
         }
     }
@@ -95,18 +125,46 @@ pub fn backward(loss: &Tensor, params: &[Tensor], loss_scale: f32, stop: &[Tenso
         if !live.contains(&k) || param_nodes.contains(&k) {
             continue;
         }
-        let outs: Vec<Tensor> = (0..t.node.outs.len()).map(|port| Tensor { node: t.node.clone(), port }).collect();
+        let outs: Vec<Tensor> = (0..t.node.outs.len())
+            .map(|port| Tensor {
+                node: t.node.clone(),
+                port,
+            })
+            .collect();
         if outs.iter().all(|o| !grads.contains_key(&key(o))) {
             continue;
         }
-        let g = outs.iter().map(|o| grads.remove(&key(o)).map_or_else(|| fill_like(o, 0.0), Ok)).collect::<Result<Vec<_>>>()?;
-        let needs: Vec<bool> = t.node.srcs.iter().map(|s| live.contains(&node_key(s))).collect();
-        let args = Vjp { x: &t.node.srcs, y: &outs, g: &g, needs: &needs };
+        let g = outs
+            .iter()
+            .map(|o| grads.remove(&key(o)).map_or_else(|| fill_like(o, 0.0), Ok))
+            .collect::<Result<Vec<_>>>()?;
+        let needs: Vec<bool> = t
+            .node
+            .srcs
+            .iter()
+            .map(|s| live.contains(&node_key(s)))
+            .collect();
+        let args = Vjp {
+            x: &t.node.srcs,
+            y: &outs,
+            g: &g,
+            needs: &needs,
+        };
         let dx = vjp(&t.node.op, &args)?;
         for ((src, need), d) in t.node.srcs.iter().zip(&needs).zip(dx) {
-            let Some(d) = d.filter(|_| *need) else { continue };
+            let Some(d) = d.filter(|_| *need) else {
+                continue;
+            };
             if d.shape() != src.shape() {
-                return Err(Error::shape("backward", format!("{} gradient rule returned {:?} for an input of shape {:?}", t.op().family().name(), d.shape(), src.shape())));
+                return Err(Error::shape(
+                    "backward",
+                    format!(
+                        "{} gradient rule returned {:?} for an input of shape {:?}",
+                        t.op().family().name(),
+                        d.shape(),
+                        src.shape()
+                    ),
+                ));
             }
             let acc = match grads.remove(&key(src)) {
                 Some(prev) => prev.add(&d)?,
@@ -115,7 +173,15 @@ pub fn backward(loss: &Tensor, params: &[Tensor], loss_scale: f32, stop: &[Tenso
             grads.insert(key(src), acc);
         }
     }
-    params.iter().map(|p| grads.get(&key(p)).cloned().map_or_else(|| fill_like(p, 0.0), Ok)).collect()
+    params
+        .iter()
+        .map(|p| {
+            grads
+                .get(&key(p))
+                .cloned()
+                .map_or_else(|| fill_like(p, 0.0), Ok)
+        })
+        .collect()
 }
 
 /// Dispatch to the op family's gradient rule; ops without one are a NotImplemented error naming the op.
@@ -136,7 +202,13 @@ fn vjp(op: &Op, a: &Vjp) -> Result<Grads> {
         Op::Rearrange(o) => o.vjp(a),
         Op::Channel(o) => o.vjp(a),
         Op::Einsum(o) => o.vjp(a),
-        Op::Input(_) | Op::Const(_) | Op::Constexpr(_) | Op::Cast(_) | Op::Compare(_) | Op::Resize(_) | Op::Affine(_) => Err(not_differentiable(op.family().name())),
+        Op::Input(_)
+        | Op::Const(_)
+        | Op::Constexpr(_)
+        | Op::Cast(_)
+        | Op::Compare(_)
+        | Op::Resize(_)
+        | Op::Affine(_) => Err(not_differentiable(op.family().name())),
     }
 }
 
@@ -161,7 +233,9 @@ pub fn zeros(like: &Tensor, shape: &[usize]) -> Result<Tensor> {
     if like.shape() == shape {
         return fill_like(like, 0.0);
     }
-    let one = like.slice_by_size(&vec![0; like.rank()], &vec![1; like.rank()])?.reshape(&vec![1; shape.len()])?;
+    let one = like
+        .slice_by_size(&vec![0; like.rank()], &vec![1; like.rank()])?
+        .reshape(&vec![1; shape.len()])?;
     fill_like(&one, 0.0)?.tile(shape)
 }
 
@@ -171,10 +245,23 @@ pub fn unbroadcast(g: &Tensor, shape: &[usize]) -> Result<Tensor> {
         return Ok(g.clone());
     }
     let (gr, r) = (g.rank(), shape.len());
-    let axes: Vec<i64> = (0..gr).filter(|&i| i + r < gr || (shape[i + r - gr] == 1 && g.shape()[i] != 1)).map(|i| i as i64).collect();
-    let s = if axes.is_empty() { g.clone() } else { g.sum(&axes, true)? };
+    let axes: Vec<i64> = (0..gr)
+        .filter(|&i| i + r < gr || (shape[i + r - gr] == 1 && g.shape()[i] != 1))
+        .map(|i| i as i64)
+        .collect();
+    let s = if axes.is_empty() {
+        g.clone()
+    } else {
+        g.sum(&axes, true)?
+    };
     if r == 0 {
-        return Err(Error::shape("backward", format!("cannot reduce a gradient of shape {:?} to a scalar constant", g.shape())));
+        return Err(Error::shape(
+            "backward",
+            format!(
+                "cannot reduce a gradient of shape {:?} to a scalar constant",
+                g.shape()
+            ),
+        ));
     }
     s.reshape(&shape.iter().map(|&d| d as i64).collect::<Vec<_>>())
 }
@@ -184,7 +271,12 @@ pub fn broadcast_to(g: &Tensor, shape: &[usize]) -> Result<Tensor> {
     if g.shape() == shape {
         return Ok(g.clone());
     }
-    let reps: Vec<usize> = g.shape().iter().zip(shape).map(|(&a, &b)| if a == b { 1 } else { b }).collect();
+    let reps: Vec<usize> = g
+        .shape()
+        .iter()
+        .zip(shape)
+        .map(|(&a, &b)| if a == b { 1 } else { b })
+        .collect();
     g.tile(&reps)
 }
 

@@ -82,7 +82,12 @@ impl Compress {
             "sparse" => Ok(Compress::Sparse),
             "blockwise" => Ok(Compress::Blockwise),
             "auto" => Ok(Compress::Auto),
-            _ => Err(Error::value("compile", format!("unknown compress mode '{s}' (expected int8, int4, sparse, blockwise or auto)"))),
+            _ => Err(Error::value(
+                "compile",
+                format!(
+                    "unknown compress mode '{s}' (expected int8, int4, sparse, blockwise or auto)"
+                ),
+            )),
         }
     }
 }
@@ -129,10 +134,24 @@ impl Site {
     /// The site of input `port` of `op` for a weight of `rank`, if it is a weight input.
     fn of(op: &Op, port: usize, rank: usize) -> Option<Site> {
         match op {
-            Op::Conv(_) if port == 1 => Some(Site { op: "conv", out_axis: 0, in_axis: 1, all_encodings: true }),
+            Op::Conv(_) if port == 1 => Some(Site {
+                op: "conv",
+                out_axis: 0,
+                in_axis: 1,
+                all_encodings: true,
+            }),
             Op::MatMul(m) if port == 1 => {
-                let (out_axis, in_axis) = if m.transpose_y { (rank - 2, rank - 1) } else { (rank - 1, rank - 2) };
-                Some(Site { op: "matmul", out_axis, in_axis, all_encodings: rank == 2 })
+                let (out_axis, in_axis) = if m.transpose_y {
+                    (rank - 2, rank - 1)
+                } else {
+                    (rank - 1, rank - 2)
+                };
+                Some(Site {
+                    op: "matmul",
+                    out_axis,
+                    in_axis,
+                    all_encodings: rank == 2,
+                })
             }
             _ => None,
         }
@@ -176,7 +195,13 @@ fn describe(name: &str, shape: &[usize], site: Site) -> String {
 }
 
 /// Walk the candidates for one weight and return the first that qualifies.
-fn choose(name: &str, c: &io::Const, site: Site, cands: &[Encoding], opts: &CompressOptions) -> Result<Choice> {
+fn choose(
+    name: &str,
+    c: &io::Const,
+    site: Site,
+    cands: &[Encoding],
+    opts: &CompressOptions,
+) -> Result<Choice> {
     let (shape, w) = (&c.shape[..], &c.values[..]);
     let explicit = opts.mode != Compress::Auto;
     for &enc in cands {
@@ -218,10 +243,18 @@ fn choose(name: &str, c: &io::Const, site: Site, cands: &[Encoding], opts: &Comp
         let err = rel_l2(w, &dense);
         let gated = matches!(enc, Encoding::Int4 | Encoding::Blockwise);
         if err.is_finite() && (!gated || err <= opts.atol as f64) {
-            return Ok(Choice { node: Some(node), encoding: enc, rel_error: err });
+            return Ok(Choice {
+                node: Some(node),
+                encoding: enc,
+                rel_error: err,
+            });
         }
     }
-    Ok(Choice { node: None, encoding: Encoding::Fp16, rel_error: 0.0 })
+    Ok(Choice {
+        node: None,
+        encoding: Encoding::Fp16,
+        rel_error: 0.0,
+    })
 }
 
 /// The weight site of every const that qualifies as a weight (see the module docs).
@@ -229,8 +262,12 @@ fn weight_sites(g: &Graph) -> Vec<Option<Site>> {
     let mut sites: Vec<Option<Option<Site>>> = vec![None; g.nodes.len()]; // None = no use seen yet
     for node in &g.nodes {
         for (port, v) in node.inputs.iter().enumerate() {
-            let Op::Const(c) = &g.nodes[v.node].op else { continue };
-            let site = (c.shape.len() >= 2).then(|| Site::of(&node.op, port, c.shape.len())).flatten();
+            let Op::Const(c) = &g.nodes[v.node].op else {
+                continue;
+            };
+            let site = (c.shape.len() >= 2)
+                .then(|| Site::of(&node.op, port, c.shape.len()))
+                .flatten();
             let s = &mut sites[v.node];
             *s = match *s {
                 None => Some(site),
@@ -247,7 +284,10 @@ fn weight_sites(g: &Graph) -> Vec<Option<Site>> {
 /// Check `atol` is in (0, 1] and `block_size` >= 1.
 pub fn check_options(atol: f32, block_size: usize) -> Result<()> {
     if !(atol.is_finite() && atol > 0.0 && atol <= 1.0) {
-        return Err(Error::value("compile", format!("compress_atol must be in (0, 1], got {atol}")));
+        return Err(Error::value(
+            "compile",
+            format!("compress_atol must be in (0, 1], got {atol}"),
+        ));
     }
     if block_size == 0 {
         return Err(Error::value("compile", "block_size must be >= 1, got 0"));
@@ -268,7 +308,15 @@ fn candidates(opts: &CompressOptions) -> Result<Vec<Encoding>> {
                 Some(f) => f,
                 None => targets::detect_host()?,
             });
-            [Encoding::Sparse, Encoding::Int4, Encoding::Blockwise, Encoding::Int8].into_iter().filter(|e| native.contains(e)).collect()
+            [
+                Encoding::Sparse,
+                Encoding::Int4,
+                Encoding::Blockwise,
+                Encoding::Int8,
+            ]
+            .into_iter()
+            .filter(|e| native.contains(e))
+            .collect()
         }
     })
 }
@@ -280,23 +328,53 @@ pub fn compress(graph: Graph, opts: &CompressOptions) -> Result<(Graph, Vec<Comp
     let mut nodes: Vec<Node> = Vec::with_capacity(graph.nodes.len());
     let mut map: Vec<NodeId> = Vec::with_capacity(graph.nodes.len());
     let mut pending = Vec::new(); // (new node id, site, shape, choice)
-    let remap = |map: &[NodeId], v: &Value| Value { node: map[v.node], port: v.port };
+    let remap = |map: &[NodeId], v: &Value| Value {
+        node: map[v.node],
+        port: v.port,
+    };
     for (i, node) in graph.nodes.iter().enumerate() {
         let inputs: Vec<Value> = node.inputs.iter().map(|v| remap(&map, v)).collect();
         let (Some(site), Op::Const(c)) = (sites[i], &node.op) else {
             map.push(nodes.len());
-            nodes.push(Node { op: node.op.clone(), inputs, outputs: node.outputs.clone() });
+            nodes.push(Node {
+                op: node.op.clone(),
+                inputs,
+                outputs: node.outputs.clone(),
+            });
             continue;
         };
         let choice = choose(&format!("t{i}"), c, site, &cands, opts)?;
         let id = nodes.len();
-        let op = choice.node.clone().map_or_else(|| node.op.clone(), Op::Constexpr);
-        nodes.push(Node { op, inputs: vec![], outputs: node.outputs.clone() });
+        let op = choice
+            .node
+            .clone()
+            .map_or_else(|| node.op.clone(), Op::Constexpr);
+        nodes.push(Node {
+            op,
+            inputs: vec![],
+            outputs: node.outputs.clone(),
+        });
         if choice.encoding == Encoding::Blockwise {
-            let zero = Op::Const(io::Const { shape: vec![], values: Arc::new(vec![f16::ZERO]) });
-            nodes.push(Node { op: zero, inputs: vec![], outputs: vec![TensorType::fp16(vec![])] });
-            let add =
-                Node { op: Op::Binary(Binary::Add), inputs: vec![Value { node: id, port: 0 }, Value { node: id + 1, port: 0 }], outputs: node.outputs.clone() };
+            let zero = Op::Const(io::Const {
+                shape: vec![],
+                values: Arc::new(vec![f16::ZERO]),
+            });
+            nodes.push(Node {
+                op: zero,
+                inputs: vec![],
+                outputs: vec![TensorType::fp16(vec![])],
+            });
+            let add = Node {
+                op: Op::Binary(Binary::Add),
+                inputs: vec![
+                    Value { node: id, port: 0 },
+                    Value {
+                        node: id + 1,
+                        port: 0,
+                    },
+                ],
+                outputs: node.outputs.clone(),
+            };
             nodes.push(add);
         }
         map.push(nodes.len() - 1);
@@ -304,7 +382,11 @@ pub fn compress(graph: Graph, opts: &CompressOptions) -> Result<(Graph, Vec<Comp
     }
     let g = Graph {
         inputs: graph.inputs.iter().map(|&i| map[i]).collect(),
-        outputs: graph.outputs.iter().map(|(n, v)| (n.clone(), remap(&map, v))).collect(),
+        outputs: graph
+            .outputs
+            .iter()
+            .map(|(n, v)| (n.clone(), remap(&map, v)))
+            .collect(),
         nodes,
     };
     let names = crate::mil::print::value_names(&g)?;
@@ -312,8 +394,19 @@ pub fn compress(graph: Graph, opts: &CompressOptions) -> Result<(Graph, Vec<Comp
         .into_iter()
         .map(|(id, site, shape, ch)| {
             let bytes_fp16 = crate::shape::numel(&shape) * 2;
-            let bytes_encoded = ch.node.as_ref().map_or(bytes_fp16, Constexpr::payload_bytes);
-            CompressionEntry { name: names[id][0].clone(), site: site.op, shape, encoding: ch.encoding, bytes_fp16, bytes_encoded, rel_error: ch.rel_error }
+            let bytes_encoded = ch
+                .node
+                .as_ref()
+                .map_or(bytes_fp16, Constexpr::payload_bytes);
+            CompressionEntry {
+                name: names[id][0].clone(),
+                site: site.op,
+                shape,
+                encoding: ch.encoding,
+                bytes_fp16,
+                bytes_encoded,
+                rel_error: ch.rel_error,
+            }
         })
         .collect();
     Ok((g, report))

@@ -15,9 +15,15 @@ pub fn nnz(w: &[f16]) -> usize {
 
 /// The mask and the packed non-zero values of `w`.
 pub fn encode(w: &[f16]) -> Encoded {
-    let mask = Packed::pack(BlobType::Uint1, w.iter().map(|v| u8::from(v.to_f32() != 0.0)));
+    let mask = Packed::pack(
+        BlobType::Uint1,
+        w.iter().map(|v| u8::from(v.to_f32() != 0.0)),
+    );
     let values = w.iter().copied().filter(|v| v.to_f32() != 0.0).collect();
-    Encoded::Sparse { mask, values: Arc::new(values) }
+    Encoded::Sparse {
+        mask,
+        values: Arc::new(values),
+    }
 }
 
 #[cfg(test)]
@@ -26,10 +32,18 @@ mod tests {
 
     #[test]
     fn mask_bits_and_values_in_order() {
-        let w: Vec<f16> = [0.0f32, 1.5, -0.0, -2.0, 0.0, 0.0, 0.0, 0.0, 3.0].iter().map(|&x| f16::from_f32(x)).collect();
+        let w: Vec<f16> = [0.0f32, 1.5, -0.0, -2.0, 0.0, 0.0, 0.0, 0.0, 3.0]
+            .iter()
+            .map(|&x| f16::from_f32(x))
+            .collect();
         assert_eq!(nnz(&w), 3);
-        let Encoded::Sparse { mask, values } = encode(&w) else { panic!("not sparse") };
+        let Encoded::Sparse { mask, values } = encode(&w) else {
+            panic!("not sparse")
+        };
         assert_eq!(mask.bytes(), [0b0000_1010, 0b0000_0001]);
-        assert_eq!(values.iter().map(|v| v.to_f32()).collect::<Vec<_>>(), [1.5, -2.0, 3.0]);
+        assert_eq!(
+            values.iter().map(|v| v.to_f32()).collect::<Vec<_>>(),
+            [1.5, -2.0, 3.0]
+        );
     }
 }

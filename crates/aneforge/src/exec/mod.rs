@@ -28,7 +28,10 @@ impl Precision {
         match s {
             "fp16" | "float16" => Ok(Precision::Fp16),
             "fp32" | "float32" => Ok(Precision::Fp32),
-            _ => Err(Error::value("compile", format!("unknown precision '{s}' (expected fp16 or fp32)"))),
+            _ => Err(Error::value(
+                "compile",
+                format!("unknown precision '{s}' (expected fp16 or fp32)"),
+            )),
         }
     }
 }
@@ -81,7 +84,10 @@ impl PortView<'_> {
         use half::slice::HalfFloatSliceExt;
         match (self, data) {
             (PortView::F16(d), PortData::F32(x)) => d.convert_from_f32_slice(x),
-            (PortView::F16(d), PortData::F64(x)) => d.iter_mut().zip(x).for_each(|(d, &v)| *d = f16::from_f32(v as f32)),
+            (PortView::F16(d), PortData::F64(x)) => d
+                .iter_mut()
+                .zip(x)
+                .for_each(|(d, &v)| *d = f16::from_f32(v as f32)),
             (PortView::F16(d), PortData::F16(x)) => d.copy_from_slice(x),
             (PortView::U8(d), PortData::U8(x)) => d.copy_from_slice(x),
             _ => unreachable!("check_port_data matched the dtype"),
@@ -90,8 +96,17 @@ impl PortView<'_> {
 }
 
 /// Input port `index` of `inputs`, after checking `data` against it (see [`check_port_data`]).
-pub fn checked_input<'a>(inputs: &'a [PortSpec], index: usize, data: &PortData) -> Result<&'a PortSpec> {
-    let port = inputs.get(index).ok_or_else(|| Error::value("set_input", format!("input index {index} out of range ({} inputs)", inputs.len())))?;
+pub fn checked_input<'a>(
+    inputs: &'a [PortSpec],
+    index: usize,
+    data: &PortData,
+) -> Result<&'a PortSpec> {
+    let port = inputs.get(index).ok_or_else(|| {
+        Error::value(
+            "set_input",
+            format!("input index {index} out of range ({} inputs)", inputs.len()),
+        )
+    })?;
     check_port_data(port, data)?;
     Ok(port)
 }
@@ -100,9 +115,21 @@ pub fn checked_input<'a>(inputs: &'a [PortSpec], index: usize, data: &PortData) 
 pub fn port_index(ports: &[PortSpec], name: Option<&str>, op: &str, what: &str) -> Result<usize> {
     let names = || ports.iter().map(|p| p.name.as_str()).collect::<Vec<_>>();
     match name {
-        Some(n) => ports.iter().position(|p| p.name == n).ok_or_else(|| Error::value(op, format!("no {what} port named '{n}' ({what}s: {:?})", names()))),
+        Some(n) => ports.iter().position(|p| p.name == n).ok_or_else(|| {
+            Error::value(
+                op,
+                format!("no {what} port named '{n}' ({what}s: {:?})", names()),
+            )
+        }),
         None if ports.len() == 1 => Ok(0),
-        None => Err(Error::value(op, format!("the program has {} {what}s {:?}; name one", ports.len(), names()))),
+        None => Err(Error::value(
+            op,
+            format!(
+                "the program has {} {what}s {:?}; name one",
+                ports.len(),
+                names()
+            ),
+        )),
     }
 }
 
@@ -145,16 +172,37 @@ pub trait Loaded: Send {
 pub fn check_port_data(port: &PortSpec, data: &PortData) -> Result<()> {
     let op = format!("input '{}'", port.name);
     if data.len() != port.numel() {
-        return Err(Error::shape(op, format!("expects {} elements (shape {:?}), got {}", port.numel(), port.shape, data.len())));
+        return Err(Error::shape(
+            op,
+            format!(
+                "expects {} elements (shape {:?}), got {}",
+                port.numel(),
+                port.shape,
+                data.len()
+            ),
+        ));
     }
     match (port.dtype, data) {
         (DType::Uint8, PortData::U8(_)) => Ok(()),
-        (DType::Uint8, _) => Err(Error::dtype(op, format!("is a uint8 port (shape {:?}); pass uint8 data", port.shape))),
-        (DType::Fp16, PortData::U8(_)) => Err(Error::dtype(op, format!("is an fp16 port (shape {:?}); pass float data", port.shape))),
+        (DType::Uint8, _) => Err(Error::dtype(
+            op,
+            format!("is a uint8 port (shape {:?}); pass uint8 data", port.shape),
+        )),
+        (DType::Fp16, PortData::U8(_)) => Err(Error::dtype(
+            op,
+            format!("is an fp16 port (shape {:?}); pass float data", port.shape),
+        )),
         (DType::Fp16, d) => {
             let bad = |i: usize, v: f64| {
-                let what = if v.is_finite() { "overflows fp16 (|x| > 65504)" } else { "is not finite" };
-                Err(Error::value(op.clone(), format!("element {i} = {v} {what} (shape {:?})", port.shape)))
+                let what = if v.is_finite() {
+                    "overflows fp16 (|x| > 65504)"
+                } else {
+                    "is not finite"
+                };
+                Err(Error::value(
+                    op.clone(),
+                    format!("element {i} = {v} {what} (shape {:?})", port.shape),
+                ))
             };
             // An f32 rounds (to nearest even) to a finite fp16 exactly when |x| < 65520; f64
             // data goes through f32 first.
@@ -186,15 +234,40 @@ mod tests {
     /// The range test agrees with rounding to fp16 (f64 through f32) at the overflow boundary.
     #[test]
     fn fp16_range_check_matches_rounding() {
-        let port = PortSpec { name: "x".into(), dtype: DType::Fp16, shape: vec![1] };
+        let port = PortSpec {
+            name: "x".into(),
+            dtype: DType::Fp16,
+            shape: vec![1],
+        };
         let below = f32::from_bits(65520f32.to_bits() - 1);
-        for (v, finite) in [(below, true), (65520.0, false), (-below, true), (-65520.0, false), (f32::NAN, false), (f32::INFINITY, false)] {
+        for (v, finite) in [
+            (below, true),
+            (65520.0, false),
+            (-below, true),
+            (-65520.0, false),
+            (f32::NAN, false),
+            (f32::INFINITY, false),
+        ] {
             assert_eq!(f16::from_f32(v).is_finite(), finite, "{v}");
-            assert_eq!(check_port_data(&port, &PortData::F32(&[v])).is_ok(), finite, "{v}");
-            assert_eq!(check_port_data(&port, &PortData::F64(&[v as f64])).is_ok(), finite, "{v}");
+            assert_eq!(
+                check_port_data(&port, &PortData::F32(&[v])).is_ok(),
+                finite,
+                "{v}"
+            );
+            assert_eq!(
+                check_port_data(&port, &PortData::F64(&[v as f64])).is_ok(),
+                finite,
+                "{v}"
+            );
         }
         let (below64, rounds_below) = (f64::from_bits(65520f64.to_bits() - 1), 65519.99);
-        assert!(!f16::from_f32(below64 as f32).is_finite() && check_port_data(&port, &PortData::F64(&[below64])).is_err());
-        assert!(f16::from_f32(rounds_below as f32).is_finite() && check_port_data(&port, &PortData::F64(&[rounds_below])).is_ok());
+        assert!(
+            !f16::from_f32(below64 as f32).is_finite()
+                && check_port_data(&port, &PortData::F64(&[below64])).is_err()
+        );
+        assert!(
+            f16::from_f32(rounds_below as f32).is_finite()
+                && check_port_data(&port, &PortData::F64(&[rounds_below])).is_ok()
+        );
     }
 }

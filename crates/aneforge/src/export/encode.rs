@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use half::f16;
 
-use super::opset::{CoreMlOpset, ConstexprForm};
+use super::opset::{ConstexprForm, CoreMlOpset};
 use super::proto::specification as spec;
 use super::proto::specification::mil_spec as mil;
 use crate::dtype::DType;
@@ -39,32 +39,63 @@ pub struct EncodedModel {
 pub fn encode(program: &Program) -> Result<EncodedModel> {
     let opset = CoreMlOpset::of_program(program)?;
     let description = spec::ModelDescription {
-        input: program.inputs().iter().map(feature).collect::<Result<_>>()?,
-        output: program.outputs().iter().map(feature).collect::<Result<_>>()?,
+        input: program
+            .inputs()
+            .iter()
+            .map(feature)
+            .collect::<Result<_>>()?,
+        output: program
+            .outputs()
+            .iter()
+            .map(feature)
+            .collect::<Result<_>>()?,
         metadata: Some(spec::Metadata {
             short_description: String::new(),
-            user_defined: HashMap::from([("com.github.aneforge.version".to_string(), env!("CARGO_PKG_VERSION").to_string())]),
+            user_defined: HashMap::from([(
+                "com.github.aneforge.version".to_string(),
+                env!("CARGO_PKG_VERSION").to_string(),
+            )]),
         }),
     };
-    let mut enc = Encoder { g: &program.graph, names: value_names(&program.graph)?, blob: Blob::new(), ops: Vec::new(), opset };
+    let mut enc = Encoder {
+        g: &program.graph,
+        names: value_names(&program.graph)?,
+        blob: Blob::new(),
+        ops: Vec::new(),
+        opset,
+    };
     for i in 0..enc.g.nodes.len() {
         enc.node(i)?;
     }
     let g = &program.graph;
     let function = mil::Function {
-        inputs: g.inputs.iter().map(|&i| function_input(&enc.names[i][0], &g.nodes[i].outputs[0])).collect(),
+        inputs: g
+            .inputs
+            .iter()
+            .map(|&i| function_input(&enc.names[i][0], &g.nodes[i].outputs[0]))
+            .collect(),
         opset: opset.name.to_string(),
         block_specializations: HashMap::from([(
             opset.name.to_string(),
-            mil::Block { outputs: g.outputs.iter().map(|(n, _)| n.clone()).collect(), operations: std::mem::take(&mut enc.ops) },
+            mil::Block {
+                outputs: g.outputs.iter().map(|(n, _)| n.clone()).collect(),
+                operations: std::mem::take(&mut enc.ops),
+            },
         )]),
     };
     let model = spec::Model {
         specification_version: opset.spec_version,
         description: Some(description),
-        r#type: Some(spec::model::Type::MlProgram(mil::Program { version: 1, functions: HashMap::from([(FUNCTION.to_string(), function)]) })),
+        r#type: Some(spec::model::Type::MlProgram(mil::Program {
+            version: 1,
+            functions: HashMap::from([(FUNCTION.to_string(), function)]),
+        })),
     };
-    Ok(EncodedModel { model, weights: enc.blob, opset })
+    Ok(EncodedModel {
+        model,
+        weights: enc.blob,
+        opset,
+    })
 }
 
 /// The description of one port: an FLOAT16 multi-array for fp16 ports; an image (RGB for 3
@@ -88,14 +119,28 @@ fn feature(p: &PortSpec) -> Result<spec::FeatureDescription> {
             )))
         }
     };
-    Ok(spec::FeatureDescription { name: p.name.clone(), short_description: String::new(), r#type: Some(spec::FeatureType { is_optional: false, r#type: Some(ty) }) })
+    Ok(spec::FeatureDescription {
+        name: p.name.clone(),
+        short_description: String::new(),
+        r#type: Some(spec::FeatureType {
+            is_optional: false,
+            r#type: Some(ty),
+        }),
+    })
 }
 
 /// A function input: Core ML feeds image ports as fp32 pixel values (0..=255), so a uint8
 /// port becomes an fp32 tensor; its only consumers are casts to fp16 (checked when encoding).
 fn function_input(name: &str, t: &TensorType) -> mil::NamedValueType {
-    let dtype = if t.dtype == DType::Uint8 { mil::DataType::Float32 } else { data_type(t.dtype) };
-    mil::NamedValueType { name: name.to_string(), r#type: Some(tensor_type(dtype, &t.shape)) }
+    let dtype = if t.dtype == DType::Uint8 {
+        mil::DataType::Float32
+    } else {
+        data_type(t.dtype)
+    };
+    mil::NamedValueType {
+        name: name.to_string(),
+        r#type: Some(tensor_type(dtype, &t.shape)),
+    }
 }
 
 /// MIL element type of a graph dtype.
@@ -119,38 +164,94 @@ fn blob_data_type(t: BlobType) -> mil::DataType {
 
 /// A tensor value type of `dtype` and static `shape` (rank 0 = scalar).
 pub fn tensor_type(dtype: mil::DataType, shape: &[usize]) -> mil::ValueType {
-    let dimensions = shape.iter().map(|&d| mil::Dimension { dimension: Some(mil::dimension::Dimension::Constant(mil::dimension::ConstantDimension { size: d as u64 })) }).collect();
-    mil::ValueType { r#type: Some(mil::value_type::Type::TensorType(mil::TensorType { data_type: dtype as i32, rank: shape.len() as i64, dimensions })) }
+    let dimensions = shape
+        .iter()
+        .map(|&d| mil::Dimension {
+            dimension: Some(mil::dimension::Dimension::Constant(
+                mil::dimension::ConstantDimension { size: d as u64 },
+            )),
+        })
+        .collect();
+    mil::ValueType {
+        r#type: Some(mil::value_type::Type::TensorType(mil::TensorType {
+            data_type: dtype as i32,
+            rank: shape.len() as i64,
+            dimensions,
+        })),
+    }
 }
 
 fn named(name: &str, t: &TensorType) -> mil::NamedValueType {
-    mil::NamedValueType { name: name.to_string(), r#type: Some(tensor_type(data_type(t.dtype), &t.shape)) }
+    mil::NamedValueType {
+        name: name.to_string(),
+        r#type: Some(tensor_type(data_type(t.dtype), &t.shape)),
+    }
 }
 
 /// An inline value of `dtype` and `shape` with contents `tensor`.
-fn immediate(dtype: mil::DataType, shape: &[usize], tensor: mil::tensor_value::Value) -> mil::Value {
+fn immediate(
+    dtype: mil::DataType,
+    shape: &[usize],
+    tensor: mil::tensor_value::Value,
+) -> mil::Value {
     mil::Value {
         r#type: Some(tensor_type(dtype, shape)),
-        value: Some(mil::value::Value::ImmediateValue(mil::value::ImmediateValue {
-            value: Some(mil::value::immediate_value::Value::Tensor(mil::TensorValue { value: Some(tensor) })),
-        })),
+        value: Some(mil::value::Value::ImmediateValue(
+            mil::value::ImmediateValue {
+                value: Some(mil::value::immediate_value::Value::Tensor(
+                    mil::TensorValue {
+                        value: Some(tensor),
+                    },
+                )),
+            },
+        )),
     }
 }
 
 /// A literal as an inline value, in the TensorValue field Core ML reads for its type: fp16,
 /// int8 and uint32 as little-endian `bytes`, fp32 as `floats`, int32 as `ints`.
 pub fn literal_value(lit: &Literal) -> mil::Value {
-    use mil::tensor_value::{RepeatedBools, RepeatedBytes, RepeatedFloats, RepeatedInts, RepeatedStrings, Value as T};
+    use mil::tensor_value::{
+        RepeatedBools, RepeatedBytes, RepeatedFloats, RepeatedInts, RepeatedStrings, Value as T,
+    };
     let bytes = |values: Vec<u8>| T::Bytes(RepeatedBytes { values });
     match lit {
-        Literal::Fp16(v) => immediate(mil::DataType::Float16, &[], bytes(f16::from_f32(*v).to_le_bytes().to_vec())),
-        Literal::Fp32(v) => immediate(mil::DataType::Float32, &[], T::Floats(RepeatedFloats { values: vec![*v] })),
-        Literal::Int32(v) => immediate(mil::DataType::Int32, &[], T::Ints(RepeatedInts { values: vec![*v] })),
+        Literal::Fp16(v) => immediate(
+            mil::DataType::Float16,
+            &[],
+            bytes(f16::from_f32(*v).to_le_bytes().to_vec()),
+        ),
+        Literal::Fp32(v) => immediate(
+            mil::DataType::Float32,
+            &[],
+            T::Floats(RepeatedFloats { values: vec![*v] }),
+        ),
+        Literal::Int32(v) => immediate(
+            mil::DataType::Int32,
+            &[],
+            T::Ints(RepeatedInts { values: vec![*v] }),
+        ),
         Literal::Int8(v) => immediate(mil::DataType::Int8, &[], bytes(v.to_le_bytes().to_vec())),
-        Literal::Uint32(v) => immediate(mil::DataType::Uint32, &[], bytes(v.to_le_bytes().to_vec())),
-        Literal::Bool(v) => immediate(mil::DataType::Bool, &[], T::Bools(RepeatedBools { values: vec![*v] })),
-        Literal::Str(s) => immediate(mil::DataType::String, &[], T::Strings(RepeatedStrings { values: vec![s.clone()] })),
-        Literal::Ints(v) => immediate(mil::DataType::Int32, &[v.len()], T::Ints(RepeatedInts { values: v.clone() })),
+        Literal::Uint32(v) => {
+            immediate(mil::DataType::Uint32, &[], bytes(v.to_le_bytes().to_vec()))
+        }
+        Literal::Bool(v) => immediate(
+            mil::DataType::Bool,
+            &[],
+            T::Bools(RepeatedBools { values: vec![*v] }),
+        ),
+        Literal::Str(s) => immediate(
+            mil::DataType::String,
+            &[],
+            T::Strings(RepeatedStrings {
+                values: vec![s.clone()],
+            }),
+        ),
+        Literal::Ints(v) => immediate(
+            mil::DataType::Int32,
+            &[v.len()],
+            T::Ints(RepeatedInts { values: v.clone() }),
+        ),
     }
 }
 
@@ -161,18 +262,32 @@ fn by_name(name: &str) -> mil::Argument {
 
 /// A (tuple) argument bound to the values named `names`.
 fn by_names<'a>(names: impl IntoIterator<Item = &'a str>) -> mil::Argument {
-    mil::Argument { arguments: names.into_iter().map(|n| mil::argument::Binding { binding: Some(mil::argument::binding::Binding::Name(n.to_string())) }).collect() }
+    mil::Argument {
+        arguments: names
+            .into_iter()
+            .map(|n| mil::argument::Binding {
+                binding: Some(mil::argument::binding::Binding::Name(n.to_string())),
+            })
+            .collect(),
+    }
 }
 
 /// An argument given inline (iOS18 constexpr tensors).
 fn inline(v: mil::Value) -> mil::Argument {
-    mil::Argument { arguments: vec![mil::argument::Binding { binding: Some(mil::argument::binding::Binding::Value(v)) }] }
+    mil::Argument {
+        arguments: vec![mil::argument::Binding {
+            binding: Some(mil::argument::binding::Binding::Value(v)),
+        }],
+    }
 }
 
 /// The single `name` attribute every op carries, plus `extra`.
 fn attributes(name: &str, extra: Vec<(String, mil::Value)>) -> HashMap<String, mil::Value> {
     let mut a: HashMap<String, mil::Value> = extra.into_iter().collect();
-    a.insert("name".into(), literal_value(&Literal::Str(name.to_string())));
+    a.insert(
+        "name".into(),
+        literal_value(&Literal::Str(name.to_string())),
+    );
     a
 }
 
@@ -190,14 +305,30 @@ impl Encoder<'_> {
     fn blob_value(&mut self, shape: &[usize], payload: Payload) -> mil::Value {
         let dtype = blob_data_type(payload.ty());
         let offset = self.blob.push(payload);
-        mil::Value { r#type: Some(tensor_type(dtype, shape)), value: Some(mil::value::Value::BlobFileValue(mil::value::BlobFileValue { file_name: WEIGHT_FILE.into(), offset })) }
+        mil::Value {
+            r#type: Some(tensor_type(dtype, shape)),
+            value: Some(mil::value::Value::BlobFileValue(
+                mil::value::BlobFileValue {
+                    file_name: WEIGHT_FILE.into(),
+                    offset,
+                },
+            )),
+        }
     }
 
     /// A `const` op named `name` holding `val`.
     fn push_const(&mut self, name: &str, val: mil::Value) {
-        let output = mil::NamedValueType { name: name.to_string(), r#type: val.r#type.clone() };
+        let output = mil::NamedValueType {
+            name: name.to_string(),
+            r#type: val.r#type.clone(),
+        };
         let attributes = attributes(name, vec![("val".into(), val)]);
-        self.ops.push(mil::Operation { r#type: "const".into(), inputs: HashMap::new(), outputs: vec![output], attributes });
+        self.ops.push(mil::Operation {
+            r#type: "const".into(),
+            inputs: HashMap::new(),
+            outputs: vec![output],
+            attributes,
+        });
     }
 
     fn name_of(&self, v: &Value) -> &str {
@@ -207,14 +338,24 @@ impl Encoder<'_> {
     /// Encode node `i` (inputs are function inputs, not ops).
     fn node(&mut self, i: usize) -> Result<()> {
         let node = &self.g.nodes[i];
-        let image = node.inputs.iter().find(|v| matches!(self.g.nodes[v.node].op, Op::Input(_)) && self.g.ty(**v).dtype == DType::Uint8);
+        let image = node.inputs.iter().find(|v| {
+            matches!(self.g.nodes[v.node].op, Op::Input(_)) && self.g.ty(**v).dtype == DType::Uint8
+        });
         if let (Some(v), false) = (image, matches!(node.op, Op::Cast(_))) {
-            return Err(Error::NotImplemented(format!("export: uint8 port '{}' feeds {}; an exported image port may only feed casts", self.name_of(v), node.op.family().name())));
+            return Err(Error::NotImplemented(format!(
+                "export: uint8 port '{}' feeds {}; an exported image port may only feed casts",
+                self.name_of(v),
+                node.op.family().name()
+            )));
         }
         match &node.op {
             Op::Input(_) => {}
             Op::Const(c) => {
-                let val = if c.shape.is_empty() { literal_value(&Literal::Fp16(c.values[0].to_f32())) } else { self.blob_value(&c.shape, Payload::Fp16(c.values.clone())) };
+                let val = if c.shape.is_empty() {
+                    literal_value(&Literal::Fp16(c.values[0].to_f32()))
+                } else {
+                    self.blob_value(&c.shape, Payload::Fp16(c.values.clone()))
+                };
                 let name = self.names[i][0].clone();
                 self.push_const(&name, val);
             }
@@ -226,7 +367,9 @@ impl Encoder<'_> {
                 let mut extra: Vec<(String, mil::Value)> = Vec::new();
                 for (pname, lit) in &m.params {
                     match form {
-                        Some(ConstexprForm::Attributes) => extra.push((pname.to_string(), literal_value(lit))),
+                        Some(ConstexprForm::Attributes) => {
+                            extra.push((pname.to_string(), literal_value(lit)))
+                        }
                         Some(ConstexprForm::Inline) => {
                             inputs.insert(pname.to_string(), inline(literal_value(lit)));
                         }
@@ -257,8 +400,18 @@ impl Encoder<'_> {
                         inputs.insert(key.to_string(), arg);
                     }
                 }
-                let outputs = node.outputs.iter().zip(&self.names[i]).map(|(t, n)| named(n, t)).collect();
-                self.ops.push(mil::Operation { r#type: m.op.to_string(), inputs, outputs, attributes: attributes(&stmt, extra) });
+                let outputs = node
+                    .outputs
+                    .iter()
+                    .zip(&self.names[i])
+                    .map(|(t, n)| named(n, t))
+                    .collect();
+                self.ops.push(mil::Operation {
+                    r#type: m.op.to_string(),
+                    inputs,
+                    outputs,
+                    attributes: attributes(&stmt, extra),
+                });
             }
         }
         Ok(())
@@ -270,29 +423,60 @@ mod tests {
     use super::*;
 
     fn bytes_of(v: &mil::Value) -> (i32, Vec<u8>) {
-        let Some(mil::value::Value::ImmediateValue(mil::value::ImmediateValue { value: Some(mil::value::immediate_value::Value::Tensor(t)) })) = &v.value else { panic!("not inline") };
-        let Some(mil::tensor_value::Value::Bytes(b)) = &t.value else { panic!("not bytes: {t:?}") };
-        let Some(mil::value_type::Type::TensorType(tt)) = &v.r#type.as_ref().unwrap().r#type else { panic!() };
+        let Some(mil::value::Value::ImmediateValue(mil::value::ImmediateValue {
+            value: Some(mil::value::immediate_value::Value::Tensor(t)),
+        })) = &v.value
+        else {
+            panic!("not inline")
+        };
+        let Some(mil::tensor_value::Value::Bytes(b)) = &t.value else {
+            panic!("not bytes: {t:?}")
+        };
+        let Some(mil::value_type::Type::TensorType(tt)) = &v.r#type.as_ref().unwrap().r#type else {
+            panic!()
+        };
         (tt.data_type, b.values.clone())
     }
 
     /// Sub-32-bit and fp16 scalars travel as little-endian bytes, as Core ML reads them.
     #[test]
     fn byte_encoded_literals() {
-        assert_eq!(bytes_of(&literal_value(&Literal::Fp16(1.5))), (mil::DataType::Float16 as i32, vec![0x00, 0x3e]));
-        assert_eq!(bytes_of(&literal_value(&Literal::Fp16(-0.1))), (mil::DataType::Float16 as i32, 0xae66u16.to_le_bytes().to_vec()));
-        assert_eq!(bytes_of(&literal_value(&Literal::Int8(-3))), (mil::DataType::Int8 as i32, vec![0xfd]));
-        assert_eq!(bytes_of(&literal_value(&Literal::Uint32(258))), (mil::DataType::Uint32 as i32, vec![2, 1, 0, 0]));
+        assert_eq!(
+            bytes_of(&literal_value(&Literal::Fp16(1.5))),
+            (mil::DataType::Float16 as i32, vec![0x00, 0x3e])
+        );
+        assert_eq!(
+            bytes_of(&literal_value(&Literal::Fp16(-0.1))),
+            (
+                mil::DataType::Float16 as i32,
+                0xae66u16.to_le_bytes().to_vec()
+            )
+        );
+        assert_eq!(
+            bytes_of(&literal_value(&Literal::Int8(-3))),
+            (mil::DataType::Int8 as i32, vec![0xfd])
+        );
+        assert_eq!(
+            bytes_of(&literal_value(&Literal::Uint32(258))),
+            (mil::DataType::Uint32 as i32, vec![2, 1, 0, 0])
+        );
     }
 
     /// Vectors carry their length as a rank-1 shape; scalars are rank 0.
     #[test]
     fn literal_types_carry_shape() {
         let v = literal_value(&Literal::Ints(vec![3, -1, 2]));
-        let Some(mil::value_type::Type::TensorType(t)) = v.r#type.unwrap().r#type else { panic!() };
-        assert_eq!((t.data_type, t.rank, t.dimensions.len()), (mil::DataType::Int32 as i32, 1, 1));
+        let Some(mil::value_type::Type::TensorType(t)) = v.r#type.unwrap().r#type else {
+            panic!()
+        };
+        assert_eq!(
+            (t.data_type, t.rank, t.dimensions.len()),
+            (mil::DataType::Int32 as i32, 1, 1)
+        );
         let s = literal_value(&Literal::Str("x".into()));
-        let Some(mil::value_type::Type::TensorType(t)) = s.r#type.unwrap().r#type else { panic!() };
+        let Some(mil::value_type::Type::TensorType(t)) = s.r#type.unwrap().r#type else {
+            panic!()
+        };
         assert_eq!((t.data_type, t.rank), (mil::DataType::String as i32, 0));
     }
 }

@@ -9,9 +9,13 @@ pub mod specification {
     /// Messages of package `CoreML.Specification.MILSpec` (Program, Function, Block, Operation ...).
     #[allow(clippy::all, missing_docs)]
     pub mod mil_spec {
-        include!(concat!(env!("OUT_DIR"), "/core_ml.specification.mil_spec.rs"));
+        include!(concat!(
+            env!("OUT_DIR"),
+            "/core_ml.specification.mil_spec.rs"
+        ));
     }
 }
 
 /// The encoded `google.protobuf.FileDescriptorSet` of `proto/*.proto` (as compiled into this crate).
-pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/coreml_subset.fds.pb"));
+pub const FILE_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/coreml_subset.fds.pb"));

@@ -41,7 +41,10 @@ pub struct Graph {
 pub fn check_name(op: &str, name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 64
-        && name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     if ok {
         Ok(())
@@ -65,7 +68,11 @@ impl Graph {
                 check_name("compile", n)?;
             }
             let repeated = outs.iter().any(|(_, o)| o.same(t));
-            let t = if matches!(t.op(), Op::Input(_)) || repeated { t.mul_scalar(1.0)? } else { t.clone() };
+            let t = if matches!(t.op(), Op::Input(_)) || repeated {
+                t.mul_scalar(1.0)?
+            } else {
+                t.clone()
+            };
             if t.dtype() != crate::DType::Fp16 {
                 return Err(Error::dtype("compile", format!("output {} is {} {:?}; program outputs must be fp16 (compare results are internal, feed them to select)", outs.len(), t.dtype(), t.shape())));
             }
@@ -94,10 +101,15 @@ impl Graph {
         }
 
         // Canonical order: inputs first (in creation order, which is also the feeding order), then the rest in DFS order.
-        let mut input_pos: Vec<usize> = (0..order.len()).filter(|&i| matches!(order[i].op(), Op::Input(_))).collect();
+        let mut input_pos: Vec<usize> = (0..order.len())
+            .filter(|&i| matches!(order[i].op(), Op::Input(_)))
+            .collect();
         input_pos.sort_by_key(|&i| order[i].node.id);
         let n_in = input_pos.len();
-        let sequence: Vec<usize> = input_pos.into_iter().chain((0..order.len()).filter(|&i| !matches!(order[i].op(), Op::Input(_)))).collect();
+        let sequence: Vec<usize> = input_pos
+            .into_iter()
+            .chain((0..order.len()).filter(|&i| !matches!(order[i].op(), Op::Input(_))))
+            .collect();
         let mut position = vec![0; order.len()];
         for (new, &old) in sequence.iter().enumerate() {
             position[old] = new;
@@ -106,14 +118,29 @@ impl Graph {
         let mut nodes = Vec::with_capacity(order.len());
         for &old in &sequence {
             let t = order[old];
-            let inputs = t.node.srcs.iter().map(|s| Value { node: at(s), port: s.port }).collect();
-            nodes.push(Node { op: t.node.op.clone(), inputs, outputs: t.node.outs.clone() });
+            let inputs = t
+                .node
+                .srcs
+                .iter()
+                .map(|s| Value {
+                    node: at(s),
+                    port: s.port,
+                })
+                .collect();
+            nodes.push(Node {
+                op: t.node.op.clone(),
+                inputs,
+                outputs: t.node.outs.clone(),
+            });
         }
         let inputs: Vec<NodeId> = (0..n_in).collect();
         let mut taken: HashSet<String> = HashSet::new();
         let mut claim = |name: &str, what: &str| -> Result<()> {
             if !taken.insert(name.to_string()) {
-                return Err(Error::value("compile", format!("{what} name '{name}' is used twice")));
+                return Err(Error::value(
+                    "compile",
+                    format!("{what} name '{name}' is used twice"),
+                ));
             }
             Ok(())
         };
@@ -152,9 +179,19 @@ impl Graph {
                     format!("y{k}")
                 }
             };
-            outputs.push((name, Value { node: at(t), port: t.port }));
+            outputs.push((
+                name,
+                Value {
+                    node: at(t),
+                    port: t.port,
+                },
+            ));
         }
-        Ok(Graph { nodes, inputs, outputs })
+        Ok(Graph {
+            nodes,
+            inputs,
+            outputs,
+        })
     }
 
     /// Type of a value.
@@ -172,6 +209,9 @@ impl Graph {
 
     /// Number of compute nodes (everything but inputs and constants, compressed ones included).
     pub fn n_ops(&self) -> usize {
-        self.nodes.iter().filter(|n| !matches!(n.op, Op::Input(_) | Op::Const(_) | Op::Constexpr(_))).count()
+        self.nodes
+            .iter()
+            .filter(|n| !matches!(n.op, Op::Input(_) | Op::Const(_) | Op::Constexpr(_)))
+            .count()
     }
 }

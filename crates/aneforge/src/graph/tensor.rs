@@ -51,8 +51,18 @@ impl Tensor {
                 shape::check(op.family().name(), &o.shape)?;
             }
         }
-        let node = Arc::new(NodeDef { id: NEXT_ID.fetch_add(1, Ordering::Relaxed), op, srcs, outs });
-        Ok((0..node.outs.len()).map(|port| Tensor { node: node.clone(), port }).collect())
+        let node = Arc::new(NodeDef {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            op,
+            srcs,
+            outs,
+        });
+        Ok((0..node.outs.len())
+            .map(|port| Tensor {
+                node: node.clone(),
+                port,
+            })
+            .collect())
     }
 
     /// Build a single-output node.
@@ -113,6 +123,9 @@ mod tests {
             }
             drop(t);
         });
-        worker.unwrap().join().expect("the drop overflowed the stack");
+        worker
+            .unwrap()
+            .join()
+            .expect("the drop overflowed the stack");
     }
 }

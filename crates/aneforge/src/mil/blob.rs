@@ -55,7 +55,14 @@ impl BlobType {
 
     /// Parse a MIL dtype spelling; `None` for types a payload cannot have.
     pub fn parse(s: &str) -> Option<BlobType> {
-        [BlobType::Fp16, BlobType::Int8, BlobType::Uint4, BlobType::Uint1].into_iter().find(|t| t.mil() == s)
+        [
+            BlobType::Fp16,
+            BlobType::Int8,
+            BlobType::Uint4,
+            BlobType::Uint1,
+        ]
+        .into_iter()
+        .find(|t| t.mil() == s)
     }
 
     /// Bits per element.
@@ -96,7 +103,11 @@ impl Packed {
         for (i, v) in values.enumerate() {
             bytes[i * bits / 8] |= (v & mask) << (i * bits % 8);
         }
-        Packed { ty, len, bytes: Arc::new(bytes) }
+        Packed {
+            ty,
+            len,
+            bytes: Arc::new(bytes),
+        }
     }
 
     /// Element `i` (callers keep `i < len`).
@@ -169,11 +180,17 @@ impl Payload {
         match self {
             Payload::Fp16(v) if cfg!(target_endian = "little") => {
                 // SAFETY: f16 is a plain 2-byte value; on little-endian hosts its in-memory bytes are the file's bytes.
-                Cow::Borrowed(unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), v.len() * 2) })
+                Cow::Borrowed(unsafe {
+                    std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), v.len() * 2)
+                })
             }
-            Payload::Fp16(v) => Cow::Owned(v.iter().flat_map(|x| x.to_bits().to_le_bytes()).collect()),
+            Payload::Fp16(v) => {
+                Cow::Owned(v.iter().flat_map(|x| x.to_bits().to_le_bytes()).collect())
+            }
             // SAFETY: i8 and u8 have the same size, alignment and validity (every bit pattern).
-            Payload::Int8(v) => Cow::Borrowed(unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), v.len()) }),
+            Payload::Int8(v) => Cow::Borrowed(unsafe {
+                std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), v.len())
+            }),
             Payload::Packed(p) => Cow::Borrowed(&p.bytes),
         }
     }
@@ -195,7 +212,10 @@ fn record_len(data_len: usize) -> u64 {
 impl Blob {
     /// An empty blob (header only).
     pub fn new() -> Self {
-        Blob { payloads: Vec::new(), len: ALIGN as u64 }
+        Blob {
+            payloads: Vec::new(),
+            len: ALIGN as u64,
+        }
     }
 
     /// Append a payload; returns the descriptor offset for `BLOBFILE(offset = ...)`.
@@ -274,18 +294,33 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 
 /// fp16 values from little-endian bytes.
 fn decode_fp16(raw: &[u8]) -> Arc<Vec<f16>> {
-    Arc::new(raw.chunks_exact(2).map(|c| f16::from_bits(u16::from_le_bytes([c[0], c[1]]))).collect())
+    Arc::new(
+        raw.chunks_exact(2)
+            .map(|c| f16::from_bits(u16::from_le_bytes([c[0], c[1]])))
+            .collect(),
+    )
 }
 
 impl<'a> BlobReader<'a> {
     /// Check the header; `file` is named in every error.
     pub fn new(bytes: &'a [u8], file: &'a Path) -> Result<Self> {
         if bytes.len() < ALIGN {
-            return Err(Error::format(file, Some(0), format!("file is {} bytes, shorter than the 64-byte header", bytes.len())));
+            return Err(Error::format(
+                file,
+                Some(0),
+                format!(
+                    "file is {} bytes, shorter than the 64-byte header",
+                    bytes.len()
+                ),
+            ));
         }
         let version = u32_at(bytes, 4);
         if version != VERSION {
-            return Err(Error::format(file, Some(4), format!("blob version is {version}, expected {VERSION}")));
+            return Err(Error::format(
+                file,
+                Some(4),
+                format!("blob version is {version}, expected {VERSION}"),
+            ));
         }
         Ok(BlobReader { bytes, file })
     }
@@ -299,32 +334,70 @@ impl<'a> BlobReader<'a> {
     fn data(&self, offset: u64, ty: BlobType, n: usize) -> Result<&'a [u8]> {
         let err = |at: u64, msg: String| Error::format(self.file, Some(at), msg);
         let len = self.bytes.len() as u64;
-        if offset < ALIGN as u64 || offset % ALIGN as u64 != 0 || offset.checked_add(ALIGN as u64).is_none_or(|e| e > len) {
+        if offset < ALIGN as u64
+            || offset % ALIGN as u64 != 0
+            || offset.checked_add(ALIGN as u64).is_none_or(|e| e > len)
+        {
             return Err(err(offset, format!("descriptor offset {offset} is not a 64-aligned record inside the {len}-byte file")));
         }
         let d = offset as usize;
         if u32_at(self.bytes, d) != SENTINEL {
-            return Err(err(offset, format!("bad descriptor sentinel {:#010x} (expected 0xdeadbeef)", u32_at(self.bytes, d))));
+            return Err(err(
+                offset,
+                format!(
+                    "bad descriptor sentinel {:#010x} (expected 0xdeadbeef)",
+                    u32_at(self.bytes, d)
+                ),
+            ));
         }
         let code = u32_at(self.bytes, d + 4);
         if code != ty.code() {
-            return Err(err(offset + 4, format!("payload dtype code {code}, expected {} ({})", ty.code(), ty.mil())));
+            return Err(err(
+                offset + 4,
+                format!(
+                    "payload dtype code {code}, expected {} ({})",
+                    ty.code(),
+                    ty.mil()
+                ),
+            ));
         }
         let size = u64_at(self.bytes, d + 8);
         let data = u64_at(self.bytes, d + 16);
         if data != offset + ALIGN as u64 {
-            return Err(err(offset + 16, format!("data offset {data} does not follow its descriptor (expected {})", offset + ALIGN as u64)));
+            return Err(err(
+                offset + 16,
+                format!(
+                    "data offset {data} does not follow its descriptor (expected {})",
+                    offset + ALIGN as u64
+                ),
+            ));
         }
         let want = ty.data_len(n);
         if size != want as u64 {
-            return Err(err(offset + 8, format!("payload is {size} bytes but the MIL type needs {n} {} values ({want} bytes)", ty.mil())));
+            return Err(err(
+                offset + 8,
+                format!(
+                    "payload is {size} bytes but the MIL type needs {n} {} values ({want} bytes)",
+                    ty.mil()
+                ),
+            ));
         }
         if data.checked_add(size).is_none_or(|e| e > len) {
-            return Err(err(data, format!("payload of {size} bytes runs past the end of the {len}-byte file")));
+            return Err(err(
+                data,
+                format!("payload of {size} bytes runs past the end of the {len}-byte file"),
+            ));
         }
         let pad = u64_at(self.bytes, d + 24);
         if ty.bits() < 8 && pad != ty.padding_bits(n) as u64 {
-            return Err(err(offset + 24, format!("padding_size_in_bits is {pad}, but {n} {} values leave {}", ty.mil(), ty.padding_bits(n))));
+            return Err(err(
+                offset + 24,
+                format!(
+                    "padding_size_in_bits is {pad}, but {n} {} values leave {}",
+                    ty.mil(),
+                    ty.padding_bits(n)
+                ),
+            ));
         }
         Ok(&self.bytes[data as usize..data as usize + want])
     }
@@ -340,7 +413,11 @@ impl<'a> BlobReader<'a> {
                 if let Some(last) = bytes.last_mut() {
                     *last &= (0xFFu16 >> ty.padding_bits(n)) as u8; // unused bits read as zero
                 }
-                Payload::Packed(Packed { ty, len: n, bytes: Arc::new(bytes) })
+                Payload::Packed(Packed {
+                    ty,
+                    len: n,
+                    bytes: Arc::new(bytes),
+                })
             }
         })
     }
@@ -363,7 +440,12 @@ mod tests {
     fn desc(bytes: &[u8], at: usize) -> (u32, u64, u64, u64) {
         assert_eq!(u32_at(bytes, at), SENTINEL);
         assert!(bytes[at + 32..at + 64].iter().all(|&x| x == 0));
-        (u32_at(bytes, at + 4), u64_at(bytes, at + 8), u64_at(bytes, at + 16), u64_at(bytes, at + 24))
+        (
+            u32_at(bytes, at + 4),
+            u64_at(bytes, at + 8),
+            u64_at(bytes, at + 16),
+            u64_at(bytes, at + 24),
+        )
     }
 
     #[test]
@@ -391,10 +473,19 @@ mod tests {
     fn typed_payloads_have_coremltools_codes_packing_and_padding() {
         // Odd element counts for every sub-byte type; expected bytes written out by hand.
         let int8 = Payload::Int8(Arc::new(vec![-127, -1, 0, 1, 127]));
-        let uint4 = Payload::Packed(Packed::pack(BlobType::Uint4, [1u8, 2, 15, 0, 9].into_iter()));
-        let uint1 = Payload::Packed(Packed::pack(BlobType::Uint1, [1u8, 0, 0, 1, 1, 0, 1, 0, 1, 1, 0].into_iter()));
+        let uint4 = Payload::Packed(Packed::pack(
+            BlobType::Uint4,
+            [1u8, 2, 15, 0, 9].into_iter(),
+        ));
+        let uint1 = Payload::Packed(Packed::pack(
+            BlobType::Uint1,
+            [1u8, 0, 0, 1, 1, 0, 1, 0, 1, 1, 0].into_iter(),
+        ));
         let mut w = Blob::new();
-        let offs: Vec<u64> = [int8.clone(), uint4.clone(), uint1.clone()].into_iter().map(|p| w.push(p)).collect();
+        let offs: Vec<u64> = [int8.clone(), uint4.clone(), uint1.clone()]
+            .into_iter()
+            .map(|p| w.push(p))
+            .collect();
         assert_eq!(offs, [64, 192, 320], "every record starts 64-byte aligned");
         let bytes = w.to_bytes();
         assert_eq!(bytes.len(), 448);
@@ -410,30 +501,66 @@ mod tests {
         assert_eq!(r.read(64, BlobType::Int8, 5).unwrap(), int8);
         assert_eq!(r.read(192, BlobType::Uint4, 5).unwrap(), uint4);
         assert_eq!(r.read(320, BlobType::Uint1, 11).unwrap(), uint1);
-        let Payload::Packed(p) = &uint4 else { unreachable!() };
-        assert_eq!((0..5).map(|i| p.get(i)).collect::<Vec<_>>(), [1, 2, 15, 0, 9]);
-        assert_eq!((BlobType::Uint4.padding_bits(21), BlobType::Uint1.padding_bits(70)), (4, 2));
+        let Payload::Packed(p) = &uint4 else {
+            unreachable!()
+        };
+        assert_eq!(
+            (0..5).map(|i| p.get(i)).collect::<Vec<_>>(),
+            [1, 2, 15, 0, 9]
+        );
+        assert_eq!(
+            (
+                BlobType::Uint4.padding_bits(21),
+                BlobType::Uint1.padding_bits(70)
+            ),
+            (4, 2)
+        );
         // coremltools' examples
     }
 
     #[test]
     fn reader_checks_types_counts_and_padding_and_zeroes_unused_bits() {
         let mut w = Blob::new();
-        w.push(Payload::Packed(Packed::pack(BlobType::Uint4, [3u8, 4, 5].into_iter())));
+        w.push(Payload::Packed(Packed::pack(
+            BlobType::Uint4,
+            [3u8, 4, 5].into_iter(),
+        )));
         let good = w.to_bytes();
         let p = Path::new("w.bin");
         let r = BlobReader::new(&good, p).unwrap();
         let e = r.read(64, BlobType::Int8, 3).unwrap_err().to_string();
-        assert!(e.contains("dtype code 11, expected 4 (int8)") && e.contains("at byte 68"), "{e}");
-        assert!(r.read(64, BlobType::Uint4, 5).unwrap_err().to_string().contains("needs 5 uint4 values (3 bytes)"));
+        assert!(
+            e.contains("dtype code 11, expected 4 (int8)") && e.contains("at byte 68"),
+            "{e}"
+        );
+        assert!(r
+            .read(64, BlobType::Uint4, 5)
+            .unwrap_err()
+            .to_string()
+            .contains("needs 5 uint4 values (3 bytes)"));
         // 4 values fill the same 2 bytes: only padding_size_in_bits tells them apart.
-        assert!(r.read(64, BlobType::Uint4, 4).unwrap_err().to_string().contains("padding_size_in_bits is 4, but 4 uint4 values leave 0"));
+        assert!(r
+            .read(64, BlobType::Uint4, 4)
+            .unwrap_err()
+            .to_string()
+            .contains("padding_size_in_bits is 4, but 4 uint4 values leave 0"));
         let mut bad = good.clone();
         bad[88] = 0; // padding_size_in_bits
-        assert!(BlobReader::new(&bad, p).unwrap().read(64, BlobType::Uint4, 3).unwrap_err().to_string().contains("padding_size_in_bits is 0"));
+        assert!(BlobReader::new(&bad, p)
+            .unwrap()
+            .read(64, BlobType::Uint4, 3)
+            .unwrap_err()
+            .to_string()
+            .contains("padding_size_in_bits is 0"));
         let mut dirty = good.clone();
         dirty[129] |= 0xA0; // garbage in the unused high nibble
-        assert_eq!(BlobReader::new(&dirty, p).unwrap().read(64, BlobType::Uint4, 3).unwrap(), r.read(64, BlobType::Uint4, 3).unwrap());
+        assert_eq!(
+            BlobReader::new(&dirty, p)
+                .unwrap()
+                .read(64, BlobType::Uint4, 3)
+                .unwrap(),
+            r.read(64, BlobType::Uint4, 3).unwrap()
+        );
     }
 
     #[test]
@@ -443,19 +570,37 @@ mod tests {
         let good = w.to_bytes();
         let p = Path::new("w.bin");
         let r = BlobReader::new(&good, p).unwrap();
-        for (off, n, needle) in [(0u64, 4, "not a 64-aligned"), (65, 4, "not a 64-aligned"), (64, 5, "needs 5 fp16"), (4096, 4, "inside the")] {
+        for (off, n, needle) in [
+            (0u64, 4, "not a 64-aligned"),
+            (65, 4, "not a 64-aligned"),
+            (64, 5, "needs 5 fp16"),
+            (4096, 4, "inside the"),
+        ] {
             let e = r.read_fp16(off, n).unwrap_err().to_string();
             assert!(e.contains(needle) && e.contains("w.bin"), "{e}");
         }
         let mut bad = good.clone();
         bad[64] = 0;
-        assert!(BlobReader::new(&bad, p).unwrap().read_fp16(64, 4).unwrap_err().to_string().contains("sentinel"));
+        assert!(BlobReader::new(&bad, p)
+            .unwrap()
+            .read_fp16(64, 4)
+            .unwrap_err()
+            .to_string()
+            .contains("sentinel"));
         let mut bad = good.clone();
         bad[72] = 200; // length larger than the file
-        assert!(BlobReader::new(&bad, p).unwrap().read_fp16(64, 100).unwrap_err().to_string().contains("past the end"));
+        assert!(BlobReader::new(&bad, p)
+            .unwrap()
+            .read_fp16(64, 100)
+            .unwrap_err()
+            .to_string()
+            .contains("past the end"));
         assert!(BlobReader::new(&good[..10], p).is_err());
         let mut bad = good;
         bad[4] = 1;
-        assert!(BlobReader::new(&bad, p).unwrap_err().to_string().contains("version"));
+        assert!(BlobReader::new(&bad, p)
+            .unwrap_err()
+            .to_string()
+            .contains("version"));
     }
 }

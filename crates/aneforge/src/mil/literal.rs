@@ -71,7 +71,13 @@ pub fn hex_f16(v: f32) -> String {
 /// C99 hex float of an f32, shortest form (as [`hex_f16`], up to 6 fraction digits).
 pub fn hex_f32(v: f32) -> String {
     let bits = v.to_bits();
-    hex_float(bits >> 31 != 0, (bits >> 23) & 0xff, bits & 0x7f_ffff, 23, 127)
+    hex_float(
+        bits >> 31 != 0,
+        (bits >> 23) & 0xff,
+        bits & 0x7f_ffff,
+        23,
+        127,
+    )
 }
 
 /// Hex spelling of an IEEE binary value from its sign, biased exponent field and `mbits`-bit mantissa.
@@ -79,13 +85,21 @@ fn hex_float(neg: bool, exp: u32, man: u32, mbits: u32, bias: i32) -> String {
     let sign = if neg { "-" } else { "" };
     let top = 1u32 << mbits;
     if exp == (2 * bias + 1) as u32 {
-        return if man == 0 { format!("{sign}inf") } else { "nan".into() };
+        return if man == 0 {
+            format!("{sign}inf")
+        } else {
+            "nan".into()
+        };
     }
     if exp == 0 && man == 0 {
         return format!("{sign}0x0p+0");
     }
     // Normalise subnormals so the leading digit is 1.
-    let (mut e, mut m) = if exp == 0 { (1 - bias, man) } else { (exp as i32 - bias, man | top) };
+    let (mut e, mut m) = if exp == 0 {
+        (1 - bias, man)
+    } else {
+        (exp as i32 - bias, man | top)
+    };
     while m & top == 0 {
         m <<= 1;
         e -= 1;
@@ -153,7 +167,17 @@ mod tests {
         assert_eq!(Literal::Fp32(2.0).mil_value(), "fp32(0x1p+1)");
         assert_eq!(Literal::Fp32(0.1).mil_value(), "fp32(0x1.99999ap-4)");
         assert_eq!(Literal::Fp32(1.5).mil_type(), "fp32");
-        for v in [0.0, -0.0, 1.0, -3.75, 0.1, 1e-40, f32::MIN_POSITIVE, f32::MAX, f32::from_bits(1)] {
+        for v in [
+            0.0,
+            -0.0,
+            1.0,
+            -3.75,
+            0.1,
+            1e-40,
+            f32::MIN_POSITIVE,
+            f32::MAX,
+            f32::from_bits(1),
+        ] {
             let s = hex_f32(v);
             assert_eq!(parse_float(&s).unwrap() as f32, v, "{v} printed as {s}");
         }

@@ -34,7 +34,12 @@ pub struct MilOp {
 impl MilOp {
     /// An op whose tensor arguments are the given keywords.
     pub fn new(op: &'static str, inputs: &[&'static str]) -> Self {
-        MilOp { op, params: Vec::new(), inputs: MilInputs::Named(inputs.to_vec()), blobs: Vec::new() }
+        MilOp {
+            op,
+            params: Vec::new(),
+            inputs: MilInputs::Named(inputs.to_vec()),
+            blobs: Vec::new(),
+        }
     }
 
     /// Add a compile-time parameter.
@@ -64,24 +69,42 @@ pub struct MilArgs {
 
 impl MilArgs {
     /// Arguments of statement `stmt` in `file` holding `params` and no blob arguments.
-    pub fn new(file: impl Into<PathBuf>, stmt: impl Into<String>, params: BTreeMap<String, Literal>) -> Self {
-        MilArgs { file: file.into(), stmt: stmt.into(), params, blobs: BTreeMap::new() }
+    pub fn new(
+        file: impl Into<PathBuf>,
+        stmt: impl Into<String>,
+        params: BTreeMap<String, Literal>,
+    ) -> Self {
+        MilArgs {
+            file: file.into(),
+            stmt: stmt.into(),
+            params,
+            blobs: BTreeMap::new(),
+        }
     }
 
     fn err(&self, msg: String) -> Error {
-        Error::format(&self.file, None, format!("statement '{}': {msg}", self.stmt))
+        Error::format(
+            &self.file,
+            None,
+            format!("statement '{}': {msg}", self.stmt),
+        )
     }
 
     /// Take parameter `name`.
     pub fn take(&mut self, name: &str) -> Result<Literal> {
-        self.params.remove(name).ok_or_else(|| self.err(format!("missing parameter '{name}'")))
+        self.params
+            .remove(name)
+            .ok_or_else(|| self.err(format!("missing parameter '{name}'")))
     }
 
     /// Take an fp16 scalar parameter.
     pub fn fp16(&mut self, name: &str) -> Result<f32> {
         match self.take(name)? {
             Literal::Fp16(v) => Ok(v),
-            other => Err(self.err(format!("parameter '{name}' must be fp16, got {}", other.mil_value()))),
+            other => Err(self.err(format!(
+                "parameter '{name}' must be fp16, got {}",
+                other.mil_value()
+            ))),
         }
     }
 
@@ -89,7 +112,10 @@ impl MilArgs {
     pub fn fp32(&mut self, name: &str) -> Result<f32> {
         match self.take(name)? {
             Literal::Fp32(v) => Ok(v),
-            other => Err(self.err(format!("parameter '{name}' must be fp32, got {}", other.mil_value()))),
+            other => Err(self.err(format!(
+                "parameter '{name}' must be fp32, got {}",
+                other.mil_value()
+            ))),
         }
     }
 
@@ -98,7 +124,10 @@ impl MilArgs {
         match self.take(name)? {
             Literal::Int32(v) => Ok(v as i64),
             Literal::Uint32(v) => Ok(v as i64),
-            other => Err(self.err(format!("parameter '{name}' must be an integer, got {}", other.mil_value()))),
+            other => Err(self.err(format!(
+                "parameter '{name}' must be an integer, got {}",
+                other.mil_value()
+            ))),
         }
     }
 
@@ -106,7 +135,10 @@ impl MilArgs {
     pub fn ints(&mut self, name: &str) -> Result<Vec<i64>> {
         match self.take(name)? {
             Literal::Ints(v) => Ok(v.into_iter().map(i64::from).collect()),
-            other => Err(self.err(format!("parameter '{name}' must be an int32 tensor, got {}", other.mil_value()))),
+            other => Err(self.err(format!(
+                "parameter '{name}' must be an int32 tensor, got {}",
+                other.mil_value()
+            ))),
         }
     }
 
@@ -114,7 +146,13 @@ impl MilArgs {
     pub fn sizes(&mut self, name: &str) -> Result<Vec<usize>> {
         let v = self.ints(name)?;
         v.iter()
-            .map(|&x| usize::try_from(x).map_err(|_| self.err(format!("parameter '{name}' must be non-negative, got {v:?}"))))
+            .map(|&x| {
+                usize::try_from(x).map_err(|_| {
+                    self.err(format!(
+                        "parameter '{name}' must be non-negative, got {v:?}"
+                    ))
+                })
+            })
             .collect()
     }
 
@@ -122,15 +160,25 @@ impl MilArgs {
     pub fn int8(&mut self, name: &str) -> Result<i8> {
         match self.take(name)? {
             Literal::Int8(v) => Ok(v),
-            other => Err(self.err(format!("parameter '{name}' must be int8, got {}", other.mil_value()))),
+            other => Err(self.err(format!(
+                "parameter '{name}' must be int8, got {}",
+                other.mil_value()
+            ))),
         }
     }
 
     /// Take an inline blob argument of element type `ty`: its shape and payload.
     pub fn blob(&mut self, name: &str, ty: BlobType) -> Result<(Vec<usize>, Payload)> {
-        let (shape, p) = self.blobs.remove(name).ok_or_else(|| self.err(format!("missing tensor argument '{name}'")))?;
+        let (shape, p) = self
+            .blobs
+            .remove(name)
+            .ok_or_else(|| self.err(format!("missing tensor argument '{name}'")))?;
         if p.ty() != ty {
-            return Err(self.err(format!("argument '{name}' must be a {} tensor, got {}", ty.mil(), p.ty().mil())));
+            return Err(self.err(format!(
+                "argument '{name}' must be a {} tensor, got {}",
+                ty.mil(),
+                p.ty().mil()
+            )));
         }
         Ok((shape, p))
     }
@@ -139,7 +187,10 @@ impl MilArgs {
     pub fn bool(&mut self, name: &str) -> Result<bool> {
         match self.take(name)? {
             Literal::Bool(v) => Ok(v),
-            other => Err(self.err(format!("parameter '{name}' must be bool, got {}", other.mil_value()))),
+            other => Err(self.err(format!(
+                "parameter '{name}' must be bool, got {}",
+                other.mil_value()
+            ))),
         }
     }
 
@@ -147,7 +198,10 @@ impl MilArgs {
     pub fn string(&mut self, name: &str) -> Result<String> {
         match self.take(name)? {
             Literal::Str(v) => Ok(v),
-            other => Err(self.err(format!("parameter '{name}' must be a string, got {}", other.mil_value()))),
+            other => Err(self.err(format!(
+                "parameter '{name}' must be a string, got {}",
+                other.mil_value()
+            ))),
         }
     }
 

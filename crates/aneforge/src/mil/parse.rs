@@ -56,9 +56,18 @@ enum Atom {
 #[derive(Clone, Debug)]
 enum Typed {
     /// `fp16(…)`, `tensor<int32, [2]>([1, 2])`, `tensor<string, []>("x")`: atoms in C order.
-    Inline { dtype: String, shape: Vec<usize>, atoms: Vec<Atom> },
+    Inline {
+        dtype: String,
+        shape: Vec<usize>,
+        atoms: Vec<Atom>,
+    },
     /// `tensor<fp16, [4]>(BLOBFILE(path = …, offset = …))`.
-    Blob { dtype: String, shape: Vec<usize>, path: String, offset: u64 },
+    Blob {
+        dtype: String,
+        shape: Vec<usize>,
+        path: String,
+        offset: u64,
+    },
 }
 
 /// A constant: a compile-time literal, an inline fp16 tensor, or an fp16 tensor in a weight file.
@@ -66,7 +75,11 @@ enum Typed {
 enum ConstVal {
     Lit(Literal),
     Dense(Vec<usize>, Arc<Vec<f16>>),
-    Blob { shape: Vec<usize>, path: String, offset: u64 },
+    Blob {
+        shape: Vec<usize>,
+        path: String,
+        offset: u64,
+    },
 }
 
 /// One argument: (keyword, referenced names, written as a tuple).
@@ -99,7 +112,14 @@ struct Syntax {
 pub fn parse(text: &str, mil_file: &Path, weights: &[u8], weights_file: &Path) -> Result<Graph> {
     let mut one = |path: &str| {
         if path != super::print::WEIGHTS_PATH {
-            return Err(Error::format(mil_file, None, format!("BLOBFILE path '{path}' is not {}", super::print::WEIGHTS_PATH)));
+            return Err(Error::format(
+                mil_file,
+                None,
+                format!(
+                    "BLOBFILE path '{path}' is not {}",
+                    super::print::WEIGHTS_PATH
+                ),
+            ));
         }
         Ok((Cow::Borrowed(weights), weights_file.to_path_buf()))
     };
@@ -108,17 +128,38 @@ pub fn parse(text: &str, mil_file: &Path, weights: &[u8], weights_file: &Path) -
 
 /// Parse MIL text into a graph plus its opset and version; `weights` maps each distinct
 /// `BLOBFILE` path (as written) to the file's bytes and its path for errors (called once per path).
-pub fn parse_program<'w>(text: &str, mil_file: &Path, weights: &mut dyn FnMut(&str) -> Result<WeightFile<'w>>) -> Result<Parsed> {
+pub fn parse_program<'w>(
+    text: &str,
+    mil_file: &Path,
+    weights: &mut dyn FnMut(&str) -> Result<WeightFile<'w>>,
+) -> Result<Parsed> {
     let syn = syntax(&mut lex(text, mil_file)?)?;
     let mut files: BTreeMap<String, WeightFile<'w>> = BTreeMap::new();
-    let const_paths = syn.consts.values().filter_map(|(c, at)| if let ConstVal::Blob { path, .. } = c { Some((path, *at)) } else { None });
-    let arg_paths = syn.order.iter().filter_map(|o| o.as_ref().err()).flat_map(|s| s.blobs.iter().map(|b| (&b.3, s.at)));
-    let uses: Vec<(String, Pos)> = const_paths.chain(arg_paths).map(|(p, at)| (p.clone(), at)).collect();
+    let const_paths = syn.consts.values().filter_map(|(c, at)| {
+        if let ConstVal::Blob { path, .. } = c {
+            Some((path, *at))
+        } else {
+            None
+        }
+    });
+    let arg_paths = syn
+        .order
+        .iter()
+        .filter_map(|o| o.as_ref().err())
+        .flat_map(|s| s.blobs.iter().map(|b| (&b.3, s.at)));
+    let uses: Vec<(String, Pos)> = const_paths
+        .chain(arg_paths)
+        .map(|(p, at)| (p.clone(), at))
+        .collect();
     for (p, at) in uses {
         if let Entry::Vacant(slot) = files.entry(p) {
             // Errors about the path itself point at its first use.
             let file = weights(slot.key()).map_err(|e| match e {
-                Error::Format { file, msg, offset: None } if file == mil_file => error_at(mil_file, at, msg),
+                Error::Format {
+                    file,
+                    msg,
+                    offset: None,
+                } if file == mil_file => error_at(mil_file, at, msg),
                 e => e,
             })?;
             slot.insert(file);
@@ -129,7 +170,11 @@ pub fn parse_program<'w>(text: &str, mil_file: &Path, weights: &mut dyn FnMut(&s
         readers.insert(p.as_str(), BlobReader::new(bytes, file)?);
     }
     let graph = build(&syn, mil_file, &readers)?;
-    Ok(Parsed { graph, opset: syn.opset, version: syn.version })
+    Ok(Parsed {
+        graph,
+        opset: syn.opset,
+        version: syn.version,
+    })
 }
 
 /// The file a `BLOBFILE` path (`@model_path/<relative path>`) names inside program directory
@@ -137,8 +182,17 @@ pub fn parse_program<'w>(text: &str, mil_file: &Path, weights: &mut dyn FnMut(&s
 pub fn weight_file(dir: &Path, mil_file: &Path, path: &str) -> Result<PathBuf> {
     let rel = path.strip_prefix("@model_path/").map(Path::new);
     match rel {
-        Some(r) if r.components().count() > 0 && r.components().all(|c| matches!(c, Component::Normal(_))) => Ok(dir.join(r)),
-        _ => Err(Error::format(mil_file, None, format!("BLOBFILE path '{path}' is not a file under @model_path/"))),
+        Some(r)
+            if r.components().count() > 0
+                && r.components().all(|c| matches!(c, Component::Normal(_))) =>
+        {
+            Ok(dir.join(r))
+        }
+        _ => Err(Error::format(
+            mil_file,
+            None,
+            format!("BLOBFILE path '{path}' is not a file under @model_path/"),
+        )),
     }
 }
 
@@ -149,7 +203,11 @@ fn atom(lx: &mut Lexer) -> Result<Atom> {
         Tok::Num(s) => Ok(Atom::Num(s)),
         Tok::Ident(s) => Ok(Atom::Word(s)),
         Tok::Str(s) => Ok(Atom::Str(s)),
-        t => Err(error_at(lx.file, at, format!("expected a value, found {t:?}"))),
+        t => Err(error_at(
+            lx.file,
+            at,
+            format!("expected a value, found {t:?}"),
+        )),
     }
 }
 
@@ -184,22 +242,39 @@ fn typed(lx: &mut Lexer) -> Result<Typed> {
             lx.punct('=')?;
             Ok((k, typed(lx)?))
         })?;
-        let field = |k: &str| fields.iter().find(|(n, _)| n == k).map(|f| &f.1).ok_or_else(|| error_at(lx.file, at, format!("BLOBFILE has no '{k}'")));
+        let field = |k: &str| {
+            fields
+                .iter()
+                .find(|(n, _)| n == k)
+                .map(|f| &f.1)
+                .ok_or_else(|| error_at(lx.file, at, format!("BLOBFILE has no '{k}'")))
+        };
         let path = scalar(field("path")?, "string").and_then(|a| match a {
             Atom::Str(s) => Ok(s.clone()),
             _ => Err("path must be a string".into()),
         });
         let path = path.map_err(|m| error_at(lx.file, at, format!("BLOBFILE {m}")))?;
         let offset = scalar(field("offset")?, "uint64").and_then(|a| match a {
-            Atom::Num(n) => n.parse::<u64>().map_err(|_| format!("offset '{n}' is not a uint64")),
+            Atom::Num(n) => n
+                .parse::<u64>()
+                .map_err(|_| format!("offset '{n}' is not a uint64")),
             _ => Err("offset must be a uint64".into()),
         });
         let offset = offset.map_err(|m| error_at(lx.file, at, format!("BLOBFILE {m}")))?;
-        Typed::Blob { dtype, shape, path, offset }
+        Typed::Blob {
+            dtype,
+            shape,
+            path,
+            offset,
+        }
     } else {
         let mut out = Vec::new();
         atoms(lx, &mut out, 0)?;
-        Typed::Inline { dtype, shape, atoms: out }
+        Typed::Inline {
+            dtype,
+            shape,
+            atoms: out,
+        }
     };
     lx.punct(')')?;
     Ok(v)
@@ -208,7 +283,11 @@ fn typed(lx: &mut Lexer) -> Result<Typed> {
 /// The one atom of a rank-0 inline value of type `dtype`.
 fn scalar<'t>(t: &'t Typed, dtype: &str) -> std::result::Result<&'t Atom, String> {
     match t {
-        Typed::Inline { dtype: d, shape, atoms } if d == dtype && shape.is_empty() && atoms.len() == 1 => Ok(&atoms[0]),
+        Typed::Inline {
+            dtype: d,
+            shape,
+            atoms,
+        } if d == dtype && shape.is_empty() && atoms.len() == 1 => Ok(&atoms[0]),
         _ => Err(format!("value must be a {dtype} scalar")),
     }
 }
@@ -231,7 +310,11 @@ fn fp16_of(a: &Atom) -> std::result::Result<f16, String> {
 /// An integer of type `T` from an atom.
 fn int_of<T: TryFrom<i64>>(a: &Atom, dtype: &str) -> std::result::Result<T, String> {
     match a {
-        Atom::Num(s) => s.parse::<i64>().ok().and_then(|v| T::try_from(v).ok()).ok_or_else(|| format!("'{s}' is not a {dtype} value")),
+        Atom::Num(s) => s
+            .parse::<i64>()
+            .ok()
+            .and_then(|v| T::try_from(v).ok())
+            .ok_or_else(|| format!("'{s}' is not a {dtype} value")),
         _ => Err(format!("expected a {dtype} value")),
     }
 }
@@ -241,7 +324,9 @@ fn literal(dtype: &str, a: &Atom) -> std::result::Result<Literal, String> {
     Ok(match dtype {
         "fp16" => Literal::Fp16(fp16_of(a)?.to_f32()),
         "fp32" => {
-            let Atom::Num(s) = a else { return Err("expected an fp32 value".into()) };
+            let Atom::Num(s) = a else {
+                return Err("expected an fp32 value".into());
+            };
             let v = parse_float(s).ok_or_else(|| format!("'{s}' is not a float"))?;
             if !(v as f32).is_finite() || (v as f32) as f64 != v {
                 return Err(format!("fp32 literal {s} is not a finite fp32 value"));
@@ -267,21 +352,54 @@ fn literal(dtype: &str, a: &Atom) -> std::result::Result<Literal, String> {
 /// The constant a typed value denotes.
 fn const_of(t: Typed) -> std::result::Result<ConstVal, String> {
     match t {
-        Typed::Blob { dtype, shape, path, offset } if dtype == "fp16" => Ok(ConstVal::Blob { shape, path, offset }),
+        Typed::Blob {
+            dtype,
+            shape,
+            path,
+            offset,
+        } if dtype == "fp16" => Ok(ConstVal::Blob {
+            shape,
+            path,
+            offset,
+        }),
         Typed::Blob { dtype, .. } => Err(format!("BLOBFILE constants must be fp16, got {dtype}")),
-        Typed::Inline { dtype, shape, atoms } if shape.is_empty() => match atoms.as_slice() {
+        Typed::Inline {
+            dtype,
+            shape,
+            atoms,
+        } if shape.is_empty() => match atoms.as_slice() {
             [a] => literal(&dtype, a).map(ConstVal::Lit),
             _ => Err(format!("{} values for a scalar", atoms.len())),
         },
-        Typed::Inline { dtype, shape, atoms } => {
-            let n = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).ok_or("tensor too large")?;
+        Typed::Inline {
+            dtype,
+            shape,
+            atoms,
+        } => {
+            let n = shape
+                .iter()
+                .try_fold(1usize, |a, &d| a.checked_mul(d))
+                .ok_or("tensor too large")?;
             if atoms.len() != n {
-                return Err(format!("{} values for a tensor of shape {shape:?}", atoms.len()));
+                return Err(format!(
+                    "{} values for a tensor of shape {shape:?}",
+                    atoms.len()
+                ));
             }
             match (dtype.as_str(), shape.len()) {
-                ("int32", 1) => atoms.iter().map(|a| int_of(a, "int32")).collect::<std::result::Result<_, _>>().map(|v| ConstVal::Lit(Literal::Ints(v))),
-                ("fp16", _) => atoms.iter().map(fp16_of).collect::<std::result::Result<Vec<_>, _>>().map(|v| ConstVal::Dense(shape, Arc::new(v))),
-                _ => Err(format!("inline tensor literals must be rank-1 int32 or fp16, got {dtype} {shape:?}")),
+                ("int32", 1) => atoms
+                    .iter()
+                    .map(|a| int_of(a, "int32"))
+                    .collect::<std::result::Result<_, _>>()
+                    .map(|v| ConstVal::Lit(Literal::Ints(v))),
+                ("fp16", _) => atoms
+                    .iter()
+                    .map(fp16_of)
+                    .collect::<std::result::Result<Vec<_>, _>>()
+                    .map(|v| ConstVal::Dense(shape, Arc::new(v))),
+                _ => Err(format!(
+                    "inline tensor literals must be rank-1 int32 or fp16, got {dtype} {shape:?}"
+                )),
             }
         }
     }
@@ -305,7 +423,13 @@ fn syntax(lx: &mut Lexer) -> Result<Syntax> {
     let at = lx.at();
     let version = match lx.next()? {
         Tok::Num(v) if VERSIONS.contains(&v.as_str()) => v,
-        t => return Err(error_at(lx.file, at, format!("program version {t:?} is not supported (expected 1.0 to 1.5)"))),
+        t => {
+            return Err(error_at(
+                lx.file,
+                at,
+                format!("program version {t:?} is not supported (expected 1.0 to 1.5)"),
+            ))
+        }
     };
     lx.punct(')')?;
     if lx.is_punct('[') {
@@ -316,12 +440,22 @@ fn syntax(lx: &mut Lexer) -> Result<Syntax> {
     let at = lx.at();
     let fname = lx.ident()?;
     if fname != "main" {
-        return Err(error_at(lx.file, at, format!("function is '{fname}', expected 'main'")));
+        return Err(error_at(
+            lx.file,
+            at,
+            format!("function is '{fname}', expected 'main'"),
+        ));
     }
     lx.punct('<')?;
     let at = lx.at();
     let opset = lx.ident()?;
-    let opset = Opset::parse(&opset).map_err(|_| error_at(lx.file, at, format!("opset '{opset}' is not supported (expected ios16, ios17 or ios18)")))?;
+    let opset = Opset::parse(&opset).map_err(|_| {
+        error_at(
+            lx.file,
+            at,
+            format!("opset '{opset}' is not supported (expected ios16, ios17 or ios18)"),
+        )
+    })?;
     lx.punct('>')?;
     lx.punct('(')?;
     let params = lx.list(')', |lx| {
@@ -335,7 +469,14 @@ fn syntax(lx: &mut Lexer) -> Result<Syntax> {
     if defined.len() != params.len() {
         return Err(lx.err("an input name is declared twice"));
     }
-    let mut syn = Syntax { version, opset, params, consts: HashMap::new(), order: Vec::new(), outputs: Vec::new() };
+    let mut syn = Syntax {
+        version,
+        opset,
+        params,
+        consts: HashMap::new(),
+        order: Vec::new(),
+        outputs: Vec::new(),
+    };
     while !lx.is_punct('}') {
         let at = lx.at();
         let mut outs = Vec::new();
@@ -344,7 +485,11 @@ fn syntax(lx: &mut Lexer) -> Result<Syntax> {
             let name_at = lx.at();
             let n = lx.ident()?;
             if !defined.insert(n.clone()) {
-                return Err(error_at(lx.file, name_at, format!("'{n}' is defined twice")));
+                return Err(error_at(
+                    lx.file,
+                    name_at,
+                    format!("'{n}' is defined twice"),
+                ));
             }
             outs.push((dt, shape, n));
             if lx.is_punct('=') {
@@ -360,7 +505,11 @@ fn syntax(lx: &mut Lexer) -> Result<Syntax> {
             let k_at = lx.at();
             let k = lx.ident()?;
             if args.iter().any(|a| a.0 == k) || blobs.iter().any(|b| b.0 == k) {
-                return Err(error_at(lx.file, k_at, format!("{op}: argument '{k}' is given twice")));
+                return Err(error_at(
+                    lx.file,
+                    k_at,
+                    format!("{op}: argument '{k}' is given twice"),
+                ));
             }
             lx.punct('=')?;
             let v_at = lx.at();
@@ -370,11 +519,17 @@ fn syntax(lx: &mut Lexer) -> Result<Syntax> {
                 args.push((k, vs, true));
             } else if lx.is_ident("tensor") || lx.peek2() == Some(&Tok::Punct('(')) {
                 match typed(lx)? {
-                    Typed::Blob { dtype, shape, path, offset } => blobs.push((k, dtype, shape, path, offset)),
+                    Typed::Blob {
+                        dtype,
+                        shape,
+                        path,
+                        offset,
+                    } => blobs.push((k, dtype, shape, path, offset)),
                     t => {
                         // An inline literal argument becomes an anonymous constant.
                         let name = format!("<{k} at line {}, column {}>", v_at.line, v_at.col);
-                        let c = const_of(t).map_err(|m| error_at(lx.file, v_at, format!("argument '{k}': {m}")))?;
+                        let c = const_of(t)
+                            .map_err(|m| error_at(lx.file, v_at, format!("argument '{k}': {m}")))?;
                         syn.consts.insert(name.clone(), (c, v_at));
                         syn.order.push(Ok(name.clone()));
                         args.push((k, vec![name], false));
@@ -390,10 +545,20 @@ fn syntax(lx: &mut Lexer) -> Result<Syntax> {
             let slot = match k.as_str() {
                 "name" => &mut name,
                 "val" if op == "const" => &mut val,
-                _ => return Err(error_at(lx.file, k_at, format!("{op}: unexpected attribute '{k}'"))),
+                _ => {
+                    return Err(error_at(
+                        lx.file,
+                        k_at,
+                        format!("{op}: unexpected attribute '{k}'"),
+                    ))
+                }
             };
             if slot.replace((v, k_at)).is_some() {
-                return Err(error_at(lx.file, k_at, format!("{op}: attribute '{k}' is given twice")));
+                return Err(error_at(
+                    lx.file,
+                    k_at,
+                    format!("{op}: attribute '{k}' is given twice"),
+                ));
             }
         }
         let name = match name {
@@ -401,14 +566,28 @@ fn syntax(lx: &mut Lexer) -> Result<Syntax> {
                 Ok(Atom::Str(s)) => s.clone(),
                 _ => return Err(error_at(lx.file, a, "the name attribute must be a string")),
             },
-            None => return Err(error_at(lx.file, at, format!("{op} statement has no name attribute"))),
+            None => {
+                return Err(error_at(
+                    lx.file,
+                    at,
+                    format!("{op} statement has no name attribute"),
+                ))
+            }
         };
         if op == "const" {
-            let (Some((v, v_at)), [(dt, shape, cname)], true, true) = (val, outs.as_slice(), args.is_empty(), blobs.is_empty()) else {
-                return Err(error_at(lx.file, at, "const takes no arguments, one output and a 'val' attribute"));
+            let (Some((v, v_at)), [(dt, shape, cname)], true, true) =
+                (val, outs.as_slice(), args.is_empty(), blobs.is_empty())
+            else {
+                return Err(error_at(
+                    lx.file,
+                    at,
+                    "const takes no arguments, one output and a 'val' attribute",
+                ));
             };
             let (vdt, vshape) = match &v {
-                Typed::Inline { dtype, shape, .. } | Typed::Blob { dtype, shape, .. } => (dtype, shape),
+                Typed::Inline { dtype, shape, .. } | Typed::Blob { dtype, shape, .. } => {
+                    (dtype, shape)
+                }
             };
             if vdt != dt || vshape != shape {
                 return Err(error_at(lx.file, v_at, format!("const value type {vdt} {vshape:?} differs from the declared type {dt} {shape:?}")));
@@ -417,14 +596,25 @@ fn syntax(lx: &mut Lexer) -> Result<Syntax> {
             syn.consts.insert(cname.clone(), (c, at));
             syn.order.push(Ok(cname.clone()));
         } else {
-            syn.order.push(Err(Stmt { outs, op, args, blobs, name, at }));
+            syn.order.push(Err(Stmt {
+                outs,
+                op,
+                args,
+                blobs,
+                name,
+                at,
+            }));
         }
         lx.punct(';')?;
     }
     lx.punct('}')?;
     let at = lx.at();
     if lx.next()? != Tok::Arrow {
-        return Err(error_at(lx.file, at, "expected '->' after the function body"));
+        return Err(error_at(
+            lx.file,
+            at,
+            "expected '->' after the function body",
+        ));
     }
     let outs_at = lx.at();
     lx.punct('(')?;
@@ -454,8 +644,19 @@ fn message(e: Error) -> String {
 /// The graph of a program's syntax, reading weights through `readers` (one per BLOBFILE path).
 fn build(syn: &Syntax, mil_file: &Path, readers: &HashMap<&str, BlobReader>) -> Result<Graph> {
     let ferr = |at: Pos, msg: String| error_at(mil_file, at, msg);
-    let dtype_of = |s: &str, at: Pos| DType::parse("mil", s).map_err(|_| ferr(at, format!("unsupported dtype '{s}' (expected fp16, uint8 or bool)")));
-    let reader = |path: &str| readers.get(path).ok_or_else(|| Error::format(mil_file, None, format!("no weight file for '{path}'")));
+    let dtype_of = |s: &str, at: Pos| {
+        DType::parse("mil", s).map_err(|_| {
+            ferr(
+                at,
+                format!("unsupported dtype '{s}' (expected fp16, uint8 or bool)"),
+            )
+        })
+    };
+    let reader = |path: &str| {
+        readers
+            .get(path)
+            .ok_or_else(|| Error::format(mil_file, None, format!("no weight file for '{path}'")))
+    };
 
     // Pass 1: rebuild each op to learn which argument names are tensor operands.
     let mut operand_consts: HashSet<&str> = HashSet::new();
@@ -480,14 +681,30 @@ fn build(syn: &Syntax, mil_file: &Path, readers: &HashMap<&str, BlobReader>) -> 
             }
         }
         for (k, dt, shape, path, offset) in &st.blobs {
-            let ty = BlobType::parse(dt).ok_or_else(|| ferr(st.at, format!("argument '{k}': {dt} is not a blob tensor type (fp16, int8, uint4, uint1)")))?;
+            let ty = BlobType::parse(dt).ok_or_else(|| {
+                ferr(
+                    st.at,
+                    format!(
+                        "argument '{k}': {dt} is not a blob tensor type (fp16, int8, uint4, uint1)"
+                    ),
+                )
+            })?;
             // Palettes have rank + 2 axes, so these shapes may exceed the graph's rank limit.
-            let n = shape.iter().try_fold(1usize, |a, &d| if d == 0 { None } else { a.checked_mul(d) }).filter(|_| (1..=MAX_BLOB_RANK).contains(&shape.len()));
+            let n = shape
+                .iter()
+                .try_fold(1usize, |a, &d| if d == 0 { None } else { a.checked_mul(d) })
+                .filter(|_| (1..=MAX_BLOB_RANK).contains(&shape.len()));
             let n = n.ok_or_else(|| ferr(st.at, format!("argument '{k}': {shape:?} is not a tensor shape (rank 1..={MAX_BLOB_RANK}, extents >= 1)")))?;
-            margs.blobs.insert(k.clone(), (shape.clone(), reader(path)?.read(*offset, ty, n)?));
+            margs.blobs.insert(
+                k.clone(),
+                (shape.clone(), reader(path)?.read(*offset, ty, n)?),
+            );
         }
-        let op = Op::from_mil(&st.op, &mut margs).ok_or_else(|| ferr(st.at, format!("unknown op '{}'", st.op)))?;
-        syn.opset.require(&st.op).map_err(|e| ferr(st.at, message(e)))?;
+        let op = Op::from_mil(&st.op, &mut margs)
+            .ok_or_else(|| ferr(st.at, format!("unknown op '{}'", st.op)))?;
+        syn.opset
+            .require(&st.op)
+            .map_err(|e| ferr(st.at, message(e)))?;
         let op = op.map_err(|e| ferr(st.at, message(e)))?;
         // fp16 scalars the op did not claim as parameters are tensor operands (`mul(x, y = 2.5)`).
         for cand in scalar_candidates {
@@ -499,7 +716,11 @@ fn build(syn: &Syntax, mil_file: &Path, readers: &HashMap<&str, BlobReader>) -> 
             return Err(ferr(st.at, format!("{}: unexpected argument '{k}'", st.op)));
         }
         for (_, vs, _) in &tensor_args {
-            operand_consts.extend(vs.iter().filter_map(|v| syn.consts.get_key_value(v)).map(|(k, _)| k.as_str()));
+            operand_consts.extend(
+                vs.iter()
+                    .filter_map(|v| syn.consts.get_key_value(v))
+                    .map(|(k, _)| k.as_str()),
+            );
         }
         ops.push(Some((op, tensor_args)));
     }
@@ -509,11 +730,28 @@ fn build(syn: &Syntax, mil_file: &Path, readers: &HashMap<&str, BlobReader>) -> 
     let mut values: HashMap<&str, Value> = HashMap::new();
     let mut inputs = Vec::new();
     for (dt, shape, name, at) in &syn.params {
-        let ty = TensorType { dtype: dtype_of(dt, *at)?, shape: shape.clone() };
-        crate::shape::check(&format!("input '{name}'"), &ty.shape).map_err(|e| ferr(*at, message(e)))?;
-        values.insert(name, Value { node: nodes.len(), port: 0 });
+        let ty = TensorType {
+            dtype: dtype_of(dt, *at)?,
+            shape: shape.clone(),
+        };
+        crate::shape::check(&format!("input '{name}'"), &ty.shape)
+            .map_err(|e| ferr(*at, message(e)))?;
+        values.insert(
+            name,
+            Value {
+                node: nodes.len(),
+                port: 0,
+            },
+        );
         inputs.push(nodes.len());
-        nodes.push(Node { op: Op::Input(io::Input { name: Some(name.clone()), ty: ty.clone() }), inputs: vec![], outputs: vec![ty] });
+        nodes.push(Node {
+            op: Op::Input(io::Input {
+                name: Some(name.clone()),
+                ty: ty.clone(),
+            }),
+            inputs: vec![],
+            outputs: vec![ty],
+        });
     }
     for (item, op) in syn.order.iter().zip(ops) {
         match (item, op) {
@@ -525,29 +763,70 @@ fn build(syn: &Syntax, mil_file: &Path, readers: &HashMap<&str, BlobReader>) -> 
                 let (shape, vals) = match c {
                     ConstVal::Lit(Literal::Fp16(v)) => (vec![], Arc::new(vec![f16::from_f32(*v)])),
                     ConstVal::Dense(shape, v) => {
-                        crate::shape::check(&format!("const '{cname}'"), shape).map_err(|e| ferr(*at, message(e)))?;
+                        crate::shape::check(&format!("const '{cname}'"), shape)
+                            .map_err(|e| ferr(*at, message(e)))?;
                         (shape.clone(), v.clone())
                     }
-                    ConstVal::Blob { shape, path, offset } => {
-                        crate::shape::check(&format!("const '{cname}'"), shape).map_err(|e| ferr(*at, message(e)))?;
-                        (shape.clone(), reader(path)?.read_fp16(*offset, crate::shape::numel(shape))?)
+                    ConstVal::Blob {
+                        shape,
+                        path,
+                        offset,
+                    } => {
+                        crate::shape::check(&format!("const '{cname}'"), shape)
+                            .map_err(|e| ferr(*at, message(e)))?;
+                        (
+                            shape.clone(),
+                            reader(path)?.read_fp16(*offset, crate::shape::numel(shape))?,
+                        )
                     }
-                    ConstVal::Lit(l) => return Err(ferr(*at, format!("const '{cname}' ({}) is used as a tensor", l.mil_value()))),
+                    ConstVal::Lit(l) => {
+                        return Err(ferr(
+                            *at,
+                            format!("const '{cname}' ({}) is used as a tensor", l.mil_value()),
+                        ))
+                    }
                 };
                 if let Some(bad) = vals.iter().position(|v| !v.is_finite()) {
-                    return Err(ferr(*at, format!("const '{cname}': element {bad} is not finite")));
+                    return Err(ferr(
+                        *at,
+                        format!("const '{cname}': element {bad} is not finite"),
+                    ));
                 }
-                values.insert(cname, Value { node: nodes.len(), port: 0 });
+                values.insert(
+                    cname,
+                    Value {
+                        node: nodes.len(),
+                        port: 0,
+                    },
+                );
                 let ty = TensorType::fp16(shape.clone());
-                nodes.push(Node { op: Op::Const(io::Const { shape, values: vals }), inputs: vec![], outputs: vec![ty] });
+                nodes.push(Node {
+                    op: Op::Const(io::Const {
+                        shape,
+                        values: vals,
+                    }),
+                    inputs: vec![],
+                    outputs: vec![ty],
+                });
             }
             (Err(st), Some((op, targs))) => {
                 let m = op.family().mil();
-                let lookup = |n: &String| values.get(n.as_str()).copied().ok_or_else(|| ferr(st.at, format!("'{n}' is not defined before use")));
+                let lookup = |n: &String| {
+                    values
+                        .get(n.as_str())
+                        .copied()
+                        .ok_or_else(|| ferr(st.at, format!("'{n}' is not defined before use")))
+                };
                 let node_inputs: Vec<Value> = match &m.inputs {
                     MilInputs::Named(keys) => {
-                        if let Some((k, _, _)) = targs.iter().find(|(k, _, t)| *t || !keys.contains(&k.as_str())) {
-                            return Err(ferr(st.at, format!("{}: unexpected argument '{k}'", st.op)));
+                        if let Some((k, _, _)) = targs
+                            .iter()
+                            .find(|(k, _, t)| *t || !keys.contains(&k.as_str()))
+                        {
+                            return Err(ferr(
+                                st.at,
+                                format!("{}: unexpected argument '{k}'", st.op),
+                            ));
                         }
                         let mut v = Vec::new();
                         for key in keys {
@@ -557,25 +836,64 @@ fn build(syn: &Syntax, mil_file: &Path, readers: &HashMap<&str, BlobReader>) -> 
                             }
                         }
                         if v.len() != targs.len() {
-                            return Err(ferr(st.at, format!("{}: arguments {:?} are incomplete", st.op, targs.iter().map(|t| &t.0).collect::<Vec<_>>())));
+                            return Err(ferr(
+                                st.at,
+                                format!(
+                                    "{}: arguments {:?} are incomplete",
+                                    st.op,
+                                    targs.iter().map(|t| &t.0).collect::<Vec<_>>()
+                                ),
+                            ));
                         }
                         v
                     }
                     MilInputs::Tuple(key) => match targs.as_slice() {
-                        [(k, vs, true)] if k == key => vs.iter().map(lookup).collect::<Result<_>>()?,
-                        _ => return Err(ferr(st.at, format!("{}: expects one tuple argument '{key}'", st.op))),
+                        [(k, vs, true)] if k == key => {
+                            vs.iter().map(lookup).collect::<Result<_>>()?
+                        }
+                        _ => {
+                            return Err(ferr(
+                                st.at,
+                                format!("{}: expects one tuple argument '{key}'", st.op),
+                            ))
+                        }
                     },
                 };
-                let in_types: Vec<TensorType> = node_inputs.iter().map(|v| nodes[v.node].outputs[v.port].clone()).collect();
-                let outputs = op.family().infer(&in_types).map_err(|e| ferr(st.at, e.to_string()))?;
-                let declared: Vec<TensorType> = st.outs.iter().map(|(dt, s, _)| Ok(TensorType { dtype: dtype_of(dt, st.at)?, shape: s.clone() })).collect::<Result<_>>()?;
+                let in_types: Vec<TensorType> = node_inputs
+                    .iter()
+                    .map(|v| nodes[v.node].outputs[v.port].clone())
+                    .collect();
+                let outputs = op
+                    .family()
+                    .infer(&in_types)
+                    .map_err(|e| ferr(st.at, e.to_string()))?;
+                let declared: Vec<TensorType> = st
+                    .outs
+                    .iter()
+                    .map(|(dt, s, _)| {
+                        Ok(TensorType {
+                            dtype: dtype_of(dt, st.at)?,
+                            shape: s.clone(),
+                        })
+                    })
+                    .collect::<Result<_>>()?;
                 if declared != outputs {
                     return Err(ferr(st.at, format!("declared output types {declared:?} differ from the inferred {outputs:?}")));
                 }
                 for (port, (_, _, n)) in st.outs.iter().enumerate() {
-                    values.insert(n, Value { node: nodes.len(), port });
+                    values.insert(
+                        n,
+                        Value {
+                            node: nodes.len(),
+                            port,
+                        },
+                    );
                 }
-                nodes.push(Node { op, inputs: node_inputs, outputs });
+                nodes.push(Node {
+                    op,
+                    inputs: node_inputs,
+                    outputs,
+                });
             }
             (Err(st), None) => return Err(ferr(st.at, "internal: statement not rebuilt".into())),
         }
@@ -583,7 +901,16 @@ fn build(syn: &Syntax, mil_file: &Path, readers: &HashMap<&str, BlobReader>) -> 
     let outputs = syn
         .outputs
         .iter()
-        .map(|(n, at)| values.get(n.as_str()).map(|v| (n.clone(), *v)).ok_or_else(|| ferr(*at, format!("output '{n}' is not defined"))))
+        .map(|(n, at)| {
+            values
+                .get(n.as_str())
+                .map(|v| (n.clone(), *v))
+                .ok_or_else(|| ferr(*at, format!("output '{n}' is not defined")))
+        })
         .collect::<Result<Vec<_>>>()?;
-    Ok(Graph { nodes, inputs, outputs })
+    Ok(Graph {
+        nodes,
+        inputs,
+        outputs,
+    })
 }

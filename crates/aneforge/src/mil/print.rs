@@ -15,8 +15,7 @@ use crate::ops::{Op, TensorType};
 use crate::targets::Opset;
 
 /// Header attribute line identifying the compiler generation the text was written for.
-pub const BUILD_INFO: &str =
-    r#"[buildInfo = dict<string, string>({{"coremlc-component-MIL", "3520.4.1"}, {"coremlc-version", "3520.5.1"}})]"#;
+pub const BUILD_INFO: &str = r#"[buildInfo = dict<string, string>({{"coremlc-component-MIL", "3520.4.1"}, {"coremlc-version", "3520.5.1"}})]"#;
 /// Function opset tag of [`print`] (the newest; [`print_for`] takes any [`Opset`]).
 pub const OPSET: &str = Opset::LATEST.name();
 /// Path of the weight file as MIL spells it.
@@ -58,7 +57,10 @@ pub fn value_names(g: &Graph) -> Result<Vec<Vec<String>>> {
         .collect();
     for (name, v) in &g.outputs {
         if matches!(g.nodes[v.node].op, Op::Input(_)) {
-            return Err(Error::value("compile", format!("output '{name}' is an input port; copy it through an op first")));
+            return Err(Error::value(
+                "compile",
+                format!("output '{name}' is an input port; copy it through an op first"),
+            ));
         }
         names[v.node][v.port] = name.clone();
     }
@@ -67,7 +69,11 @@ pub fn value_names(g: &Graph) -> Result<Vec<Vec<String>>> {
 
 /// The statement name of non-const node `i`: its value name, or `t{i}` for a multi-output node.
 pub fn statement_name(names: &[Vec<String>], i: usize) -> String {
-    if names[i].len() > 1 { format!("t{i}") } else { names[i][0].clone() }
+    if names[i].len() > 1 {
+        format!("t{i}")
+    } else {
+        names[i][0].clone()
+    }
 }
 
 /// The name of the `const` carrying parameter `param` of statement `stmt`.
@@ -88,7 +94,10 @@ pub fn print_for(g: &Graph, opset: Opset) -> Result<Printed> {
     let mut seen: HashSet<String> = HashSet::new();
     let mut claim = |name: &str| -> Result<()> {
         if !seen.insert(name.to_string()) {
-            return Err(Error::value("compile", format!("MIL name '{name}' is generated twice; rename the port that uses it")));
+            return Err(Error::value(
+                "compile",
+                format!("MIL name '{name}' is generated twice; rename the port that uses it"),
+            ));
         }
         Ok(())
     };
@@ -110,7 +119,11 @@ pub fn print_for(g: &Graph, opset: Opset) -> Result<Printed> {
                     blobfile("fp16", &c.shape, blob.push(Payload::Fp16(c.values.clone())))
                 };
                 let n = &names[i][0];
-                writeln!(body, "        {ty} {n} = const()[name = string(\"{n}\"), val = {val}];").expect("write to String");
+                writeln!(
+                    body,
+                    "        {ty} {n} = const()[name = string(\"{n}\"), val = {val}];"
+                )
+                .expect("write to String");
             }
             op => {
                 let m = op.family().mil();
@@ -120,12 +133,20 @@ pub fn print_for(g: &Graph, opset: Opset) -> Result<Printed> {
                 for (pname, lit) in &m.params {
                     let cname = param_const_name(&stmt, pname);
                     claim(&cname)?;
-                    writeln!(body, "        {} {cname} = const()[name = string(\"{cname}\"), val = {}];", lit.mil_type(), lit.mil_value())
-                        .expect("write to String");
+                    writeln!(
+                        body,
+                        "        {} {cname} = const()[name = string(\"{cname}\"), val = {}];",
+                        lit.mil_type(),
+                        lit.mil_value()
+                    )
+                    .expect("write to String");
                     args.push((pname.to_string(), cname));
                 }
                 for (aname, shape, payload) in &m.blobs {
-                    args.push((aname.to_string(), blobfile(payload.ty().mil(), shape, blob.push(payload.clone()))));
+                    args.push((
+                        aname.to_string(),
+                        blobfile(payload.ty().mil(), shape, blob.push(payload.clone())),
+                    ));
                 }
                 match &m.inputs {
                     MilInputs::Named(keys) => {
@@ -139,18 +160,39 @@ pub fn print_for(g: &Graph, opset: Opset) -> Result<Printed> {
                     }
                 }
                 args.sort();
-                let outs: Vec<String> = node.outputs.iter().zip(&names[i]).map(|(t, n)| format!("{} {n}", type_str(t))).collect();
+                let outs: Vec<String> = node
+                    .outputs
+                    .iter()
+                    .zip(&names[i])
+                    .map(|(t, n)| format!("{} {n}", type_str(t)))
+                    .collect();
                 let args: Vec<String> = args.iter().map(|(k, v)| format!("{k} = {v}")).collect();
-                writeln!(body, "        {} = {}({})[name = string(\"{stmt}\")];", outs.join(", "), m.op, args.join(", ")).expect("write to String");
+                writeln!(
+                    body,
+                    "        {} = {}({})[name = string(\"{stmt}\")];",
+                    outs.join(", "),
+                    m.op,
+                    args.join(", ")
+                )
+                .expect("write to String");
             }
         }
     }
 
-    let params: Vec<String> = g.inputs.iter().map(|&i| format!("{} {}", type_str(&g.nodes[i].outputs[0]), names[i][0])).collect();
+    let params: Vec<String> = g
+        .inputs
+        .iter()
+        .map(|&i| format!("{} {}", type_str(&g.nodes[i].outputs[0]), names[i][0]))
+        .collect();
     let outs: Vec<&str> = g.outputs.iter().map(|(n, _)| n.as_str()).collect();
     let mut mil = String::with_capacity(body.len() + 512);
     let version = opset.program_version();
-    writeln!(mil, "program({version})\n{BUILD_INFO}\n{{\n    func main<{opset}>({}) {{", params.join(", ")).expect("write to String");
+    writeln!(
+        mil,
+        "program({version})\n{BUILD_INFO}\n{{\n    func main<{opset}>({}) {{",
+        params.join(", ")
+    )
+    .expect("write to String");
     mil.push_str(&body);
     writeln!(mil, "    }} -> ({});\n}}", outs.join(", ")).expect("write to String");
     Ok(Printed { mil, weights: blob })

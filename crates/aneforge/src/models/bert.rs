@@ -16,7 +16,9 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::weights::Weights;
-use super::{gelu_mlp, json_file, json_usize, layer_norm, load_tokenizer, require_field, self_attention};
+use super::{
+    gelu_mlp, json_file, json_usize, layer_norm, load_tokenizer, require_field, self_attention,
+};
 use crate::compile::{compile, CompileOptions, Compiled};
 use crate::error::{Error, Result};
 use crate::exec::PortData;
@@ -40,8 +42,13 @@ impl Pooling {
         match s {
             "mean" => Ok(Pooling::Mean),
             "cls" => Ok(Pooling::Cls),
-            "max" | "mean_sqrt_len" | "weightedmean" | "lasttoken" => Err(Error::NotImplemented(format!("bert: pooling '{s}' is not implemented (mean and cls are)"))),
-            _ => Err(Error::value("bert", format!("unknown pooling '{s}' (expected mean or cls)"))),
+            "max" | "mean_sqrt_len" | "weightedmean" | "lasttoken" => Err(Error::NotImplemented(
+                format!("bert: pooling '{s}' is not implemented (mean and cls are)"),
+            )),
+            _ => Err(Error::value(
+                "bert",
+                format!("unknown pooling '{s}' (expected mean or cls)"),
+            )),
         }
     }
 }
@@ -76,8 +83,14 @@ impl BertConfig {
             intermediate: json_usize(&v, "intermediate_size", path)?,
             vocab: json_usize(&v, "vocab_size", path)?,
             max_positions: json_usize(&v, "max_position_embeddings", path)?,
-            type_vocab: v.get("type_vocab_size").and_then(Value::as_u64).unwrap_or(2) as usize,
-            layer_norm_eps: v.get("layer_norm_eps").and_then(Value::as_f64).unwrap_or(1e-12) as f32,
+            type_vocab: v
+                .get("type_vocab_size")
+                .and_then(Value::as_u64)
+                .unwrap_or(2) as usize,
+            layer_norm_eps: v
+                .get("layer_norm_eps")
+                .and_then(Value::as_f64)
+                .unwrap_or(1e-12) as f32,
         };
         if cfg.heads == 0 || cfg.hidden % cfg.heads != 0 || cfg.type_vocab == 0 {
             return Err(Error::format(path, None, format!("hidden_size {} is not divisible by num_attention_heads {} (or type_vocab_size is 0)", cfg.hidden, cfg.heads)));
@@ -93,15 +106,31 @@ fn sentence_config(dir: &Path) -> Result<(Pooling, bool)> {
     let pooling = if pool_file.exists() {
         let v = json_file(&pool_file)?;
         let flag = |k: &str| v.get(k).and_then(Value::as_bool).unwrap_or(false);
-        let modes: Vec<&str> = [("pooling_mode_mean_tokens", "mean"), ("pooling_mode_cls_token", "cls"), ("pooling_mode_max_tokens", "max"), ("pooling_mode_mean_sqrt_len_tokens", "mean_sqrt_len")]
-            .into_iter()
-            .filter(|(k, _)| flag(k))
-            .map(|(_, m)| m)
-            .collect();
+        let modes: Vec<&str> = [
+            ("pooling_mode_mean_tokens", "mean"),
+            ("pooling_mode_cls_token", "cls"),
+            ("pooling_mode_max_tokens", "max"),
+            ("pooling_mode_mean_sqrt_len_tokens", "mean_sqrt_len"),
+        ]
+        .into_iter()
+        .filter(|(k, _)| flag(k))
+        .map(|(_, m)| m)
+        .collect();
         match modes.as_slice() {
             [m] => Pooling::parse(m)?,
-            [] => return Err(Error::format(&pool_file, None, "no pooling_mode_* flag is true")),
-            _ => return Err(Error::NotImplemented(format!("{}: concatenated pooling modes {modes:?} are not supported (one mode is)", pool_file.display()))),
+            [] => {
+                return Err(Error::format(
+                    &pool_file,
+                    None,
+                    "no pooling_mode_* flag is true",
+                ))
+            }
+            _ => {
+                return Err(Error::NotImplemented(format!(
+                    "{}: concatenated pooling modes {modes:?} are not supported (one mode is)",
+                    pool_file.display()
+                )))
+            }
         }
     } else {
         Pooling::Mean
@@ -109,7 +138,13 @@ fn sentence_config(dir: &Path) -> Result<(Pooling, bool)> {
     let modules = dir.join("modules.json");
     let normalize = if modules.exists() {
         let v = json_file(&modules)?;
-        v.as_array().is_some_and(|m| m.iter().any(|e| e.get("type").and_then(Value::as_str).is_some_and(|t| t.ends_with("Normalize"))))
+        v.as_array().is_some_and(|m| {
+            m.iter().any(|e| {
+                e.get("type")
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| t.ends_with("Normalize"))
+            })
+        })
     } else {
         true
     };
@@ -144,27 +179,53 @@ impl Encoder {
     /// Load `dir`; `pooling` / `normalize` override the sentence-transformers config. Weight
     /// names may carry a `bert.` prefix. Missing files, tensors or wrong shapes are errors
     /// naming the file and tensor.
-    pub fn load(dir: &Path, pooling: Option<Pooling>, normalize: Option<bool>, opts: CompileOptions) -> Result<Encoder> {
+    pub fn load(
+        dir: &Path,
+        pooling: Option<Pooling>,
+        normalize: Option<bool>,
+        opts: CompileOptions,
+    ) -> Result<Encoder> {
         let config = BertConfig::from_file(&dir.join("config.json"))?;
         let weights = Weights::open(&dir.join("model.safetensors"))?;
-        let prefix = if weights.has("bert.embeddings.word_embeddings.weight") { "bert." } else { "" }.to_string();
+        let prefix = if weights.has("bert.embeddings.word_embeddings.weight") {
+            "bert."
+        } else {
+            ""
+        }
+        .to_string();
         for (name, shape) in expected_tensors(&config, &prefix) {
-            let found = weights.shape(&name).map_err(|_| weights.error(format!("tensor '{name}' is missing (expected shape {shape:?})")))?;
+            let found = weights.shape(&name).map_err(|_| {
+                weights.error(format!(
+                    "tensor '{name}' is missing (expected shape {shape:?})"
+                ))
+            })?;
             if found != shape.as_slice() {
-                return Err(weights.error(format!("tensor '{name}' has shape {found:?}, expected {shape:?}")));
+                return Err(weights.error(format!(
+                    "tensor '{name}' has shape {found:?}, expected {shape:?}"
+                )));
             }
         }
-        let word_embeddings = weights.get(&format!("{prefix}embeddings.word_embeddings.weight"), &[config.vocab, config.hidden])?;
+        let word_embeddings = weights.get(
+            &format!("{prefix}embeddings.word_embeddings.weight"),
+            &[config.vocab, config.hidden],
+        )?;
         let (st_pooling, st_normalize) = sentence_config(dir)?;
         let mut max_len = config.max_positions;
         let st = dir.join("sentence_bert_config.json");
         if st.exists() {
-            if let Some(m) = json_file(&st)?.get("max_seq_length").and_then(Value::as_u64) {
+            if let Some(m) = json_file(&st)?
+                .get("max_seq_length")
+                .and_then(Value::as_u64)
+            {
                 max_len = max_len.min(m as usize);
             }
         }
         let tok_file = dir.join("tokenizer.json");
-        let tokenizer = if tok_file.exists() { Some(load_tokenizer(&tok_file, max_len)?) } else { None };
+        let tokenizer = if tok_file.exists() {
+            Some(load_tokenizer(&tok_file, max_len)?)
+        } else {
+            None
+        };
         Ok(Encoder {
             config,
             pooling: pooling.unwrap_or(st_pooling),
@@ -182,11 +243,18 @@ impl Encoder {
     /// Token ids of each text (special tokens added, truncated to `max_len`, no padding).
     pub fn tokenize(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>> {
         let Some(tok) = &self.tokenizer else {
-            return Err(Error::value("bert", "this model folder has no tokenizer.json; pass token ids instead of texts"));
+            return Err(Error::value(
+                "bert",
+                "this model folder has no tokenizer.json; pass token ids instead of texts",
+            ));
         };
         texts
             .iter()
-            .map(|t| tok.encode(*t, true).map(|e| e.get_ids().to_vec()).map_err(|e| Error::value("tokenizer", format!("cannot encode {t:?}: {e}"))))
+            .map(|t| {
+                tok.encode(*t, true)
+                    .map(|e| e.get_ids().to_vec())
+                    .map_err(|e| Error::value("tokenizer", format!("cannot encode {t:?}: {e}")))
+            })
             .collect()
     }
 
@@ -210,7 +278,10 @@ impl Encoder {
     /// The bucket length for `n` tokens: the next power of two ≥ 8, capped at `max_len`.
     pub fn bucket(&self, n: usize) -> Result<usize> {
         if n == 0 || n > self.max_len {
-            return Err(Error::shape("bert", format!("a sequence has {n} tokens; expected 1..={}", self.max_len)));
+            return Err(Error::shape(
+                "bert",
+                format!("a sequence has {n} tokens; expected 1..={}", self.max_len),
+            ));
         }
         Ok(n.next_power_of_two().max(8).min(self.max_len))
     }
@@ -222,17 +293,31 @@ impl Encoder {
         for (i, &id) in seq.iter().enumerate() {
             let id = id as usize;
             if id >= self.config.vocab {
-                return Err(Error::value("bert", format!("token id {id} at position {i} is outside the vocabulary (size {})", self.config.vocab)));
+                return Err(Error::value(
+                    "bert",
+                    format!(
+                        "token id {id} at position {i} is outside the vocabulary (size {})",
+                        self.config.vocab
+                    ),
+                ));
             }
             tokens[i * d..(i + 1) * d].copy_from_slice(&self.word_embeddings[id * d..(id + 1) * d]);
         }
         let n = seq.len();
-        let mask: Vec<f32> = (0..s).map(|i| if i < n { 0.0 } else { CAUSAL_MASK }).collect();
+        let mask: Vec<f32> = (0..s)
+            .map(|i| if i < n { 0.0 } else { CAUSAL_MASK })
+            .collect();
         let pool: Vec<f32> = match self.pooling {
-            Pooling::Mean => (0..s).map(|i| if i < n { 1.0 / n as f32 } else { 0.0 }).collect(),
+            Pooling::Mean => (0..s)
+                .map(|i| if i < n { 1.0 / n as f32 } else { 0.0 })
+                .collect(),
             Pooling::Cls => (0..s).map(|i| f32::from(u8::from(i == 0))).collect(),
         };
-        let out = self.program(s)?.run(&[PortData::F32(&tokens), PortData::F32(&mask), PortData::F32(&pool)])?;
+        let out = self.program(s)?.run(&[
+            PortData::F32(&tokens),
+            PortData::F32(&mask),
+            PortData::F32(&pool),
+        ])?;
         Ok(out.into_iter().next().unwrap_or_default())
     }
 
@@ -256,27 +341,53 @@ impl Encoder {
         let tokens = input_port(&[s, d], DType::Fp16, Some("tokens"))?;
         let mask = input_port(&[1, 1, s], DType::Fp16, Some("mask"))?;
         let pool = input_port(&[1, s], DType::Fp16, Some("pool"))?;
-        let pos = w.get(&format!("{p}embeddings.position_embeddings.weight"), &[c.max_positions, d])?;
-        let typ = w.get(&format!("{p}embeddings.token_type_embeddings.weight"), &[c.type_vocab, d])?;
+        let pos = w.get(
+            &format!("{p}embeddings.position_embeddings.weight"),
+            &[c.max_positions, d],
+        )?;
+        let typ = w.get(
+            &format!("{p}embeddings.token_type_embeddings.weight"),
+            &[c.type_vocab, d],
+        )?;
         let added: Vec<f32> = (0..s * d).map(|i| pos[i] + typ[i % d]).collect();
-        let mut x = tokens.add(&crate::constant("bert", crate::ops::io::HostArray::f32(&[s, d], &added))?)?;
+        let mut x = tokens.add(&crate::constant(
+            "bert",
+            crate::ops::io::HostArray::f32(&[s, d], &added),
+        )?)?;
         x = self.layer_norm(&x, &format!("{p}embeddings.LayerNorm"))?;
         for l in 0..c.layers {
             x = self.layer(&x, &mask, &format!("{p}encoder.layer.{l}"))?;
         }
         let pooled = pool.matmul(&x)?;
-        if self.normalize { pooled.l2_norm(-1, 1e-6) } else { Ok(pooled) }
+        if self.normalize {
+            pooled.l2_norm(-1, 1e-6)
+        } else {
+            Ok(pooled)
+        }
     }
 
     /// LayerNorm `{name}.weight` / `{name}.bias` over the last axis.
     fn layer_norm(&self, x: &Tensor, name: &str) -> Result<Tensor> {
-        layer_norm(&self.weights, x, name, self.config.hidden, self.config.layer_norm_eps)
+        layer_norm(
+            &self.weights,
+            x,
+            name,
+            self.config.hidden,
+            self.config.layer_norm_eps,
+        )
     }
 
     /// One post-norm encoder layer on x [S, D].
     fn layer(&self, x: &Tensor, mask: &Tensor, name: &str) -> Result<Tensor> {
         let c = &self.config;
-        let a = self_attention(&self.weights, x, &format!("{name}.attention.self"), &format!("{name}.attention.output.dense"), c.heads, Some(mask))?;
+        let a = self_attention(
+            &self.weights,
+            x,
+            &format!("{name}.attention.self"),
+            &format!("{name}.attention.output.dense"),
+            c.heads,
+            Some(mask),
+        )?;
         let x = self.layer_norm(&x.add(&a)?, &format!("{name}.attention.output.LayerNorm"))?;
         let m = gelu_mlp(&self.weights, &x, name, c.hidden, c.intermediate)?;
         self.layer_norm(&x.add(&m)?, &format!("{name}.output.LayerNorm"))
@@ -287,15 +398,31 @@ impl Encoder {
 pub fn expected_tensors(c: &BertConfig, prefix: &str) -> Vec<(String, Vec<usize>)> {
     let (d, f) = (c.hidden, c.intermediate);
     let mut v = vec![
-        (format!("{prefix}embeddings.word_embeddings.weight"), vec![c.vocab, d]),
-        (format!("{prefix}embeddings.position_embeddings.weight"), vec![c.max_positions, d]),
-        (format!("{prefix}embeddings.token_type_embeddings.weight"), vec![c.type_vocab, d]),
+        (
+            format!("{prefix}embeddings.word_embeddings.weight"),
+            vec![c.vocab, d],
+        ),
+        (
+            format!("{prefix}embeddings.position_embeddings.weight"),
+            vec![c.max_positions, d],
+        ),
+        (
+            format!("{prefix}embeddings.token_type_embeddings.weight"),
+            vec![c.type_vocab, d],
+        ),
         (format!("{prefix}embeddings.LayerNorm.weight"), vec![d]),
         (format!("{prefix}embeddings.LayerNorm.bias"), vec![d]),
     ];
     for l in 0..c.layers {
         let p = format!("{prefix}encoder.layer.{l}");
-        for (name, out, inp) in [("attention.self.query", d, d), ("attention.self.key", d, d), ("attention.self.value", d, d), ("attention.output.dense", d, d), ("intermediate.dense", f, d), ("output.dense", d, f)] {
+        for (name, out, inp) in [
+            ("attention.self.query", d, d),
+            ("attention.self.key", d, d),
+            ("attention.self.value", d, d),
+            ("attention.output.dense", d, d),
+            ("intermediate.dense", f, d),
+            ("output.dense", d, f),
+        ] {
             v.push((format!("{p}.{name}.weight"), vec![out, inp]));
             v.push((format!("{p}.{name}.bias"), vec![out]));
         }

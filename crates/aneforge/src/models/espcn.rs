@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use super::weights::Weights;
 use super::conv_same;
+use super::weights::Weights;
 use crate::compile::{compile, CompileOptions, Compiled};
 use crate::error::Result;
 use crate::exec::PortData;
@@ -32,7 +32,9 @@ impl Espcn {
             let s = w.shape(name)?;
             match *s {
                 [o, i, _, _] => Ok([o, i]),
-                _ => Err(w.error(format!("tensor '{name}' has shape {s:?}, expected rank 4 [out, in, k, k]"))),
+                _ => Err(w.error(format!(
+                    "tensor '{name}' has shape {s:?}, expected rank 4 [out, in, k, k]"
+                ))),
             }
         };
         let [f1, c] = dims("conv1.weight")?;
@@ -47,7 +49,12 @@ impl Espcn {
         let x = conv_same(&w, &x, "conv3", f3, f2, 3)?.relu()?;
         let y = conv_same(&w, &x, "conv4", out, f3, 3)?.pixel_shuffle(r)?;
         let compiled = compile(&[(Some("upscaled".into()), y)], opts)?;
-        Ok(Espcn { channels: c, upscale: r, input_shape, compiled })
+        Ok(Espcn {
+            channels: c,
+            upscale: r,
+            input_shape,
+            compiled,
+        })
     }
 
     /// The upscaled image [1, C, H·r, W·r] (C order) of an f32 input [1, C, H, W].

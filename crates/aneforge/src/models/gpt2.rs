@@ -52,11 +52,21 @@ impl Gpt2Config {
             heads: json_usize(&v, "n_head", path)?,
             positions: json_usize(&v, "n_positions", path)?,
             vocab: json_usize(&v, "vocab_size", path)?,
-            inner: v.get("n_inner").and_then(Value::as_u64).map_or(4 * embd, |n| n as usize),
-            layer_norm_eps: v.get("layer_norm_epsilon").and_then(Value::as_f64).unwrap_or(1e-5) as f32,
+            inner: v
+                .get("n_inner")
+                .and_then(Value::as_u64)
+                .map_or(4 * embd, |n| n as usize),
+            layer_norm_eps: v
+                .get("layer_norm_epsilon")
+                .and_then(Value::as_f64)
+                .unwrap_or(1e-5) as f32,
         };
         if cfg.heads == 0 || embd % cfg.heads != 0 {
-            return Err(Error::format(path, None, format!("n_embd {embd} is not divisible by n_head {}", cfg.heads)));
+            return Err(Error::format(
+                path,
+                None,
+                format!("n_embd {embd} is not divisible by n_head {}", cfg.heads),
+            ));
         }
         Ok(cfg)
     }
@@ -77,7 +87,12 @@ pub struct Gpt2 {
 
 /// Tanh-approximated GELU (GPT-2 `gelu_new`): 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
 fn gelu_new(x: &Tensor) -> Result<Tensor> {
-    let inner = x.mul(x)?.mul(x)?.mul_scalar(0.044715)?.add(x)?.mul_scalar((2.0 / std::f32::consts::PI).sqrt())?;
+    let inner = x
+        .mul(x)?
+        .mul(x)?
+        .mul_scalar(0.044715)?
+        .add(x)?
+        .mul_scalar((2.0 / std::f32::consts::PI).sqrt())?;
     x.mul(&inner.tanh()?.add_scalar(1.0)?)?.mul_scalar(0.5)
 }
 
@@ -87,10 +102,17 @@ impl Gpt2 {
     pub fn load(dir: &Path, max_context: Option<usize>, opts: &CompileOptions) -> Result<Gpt2> {
         let c = Gpt2Config::from_file(&dir.join("config.json"))?;
         let w = Weights::open(&dir.join("model.safetensors"))?;
-        let p = if w.has("transformer.wte.weight") { "transformer." } else { "" };
+        let p = if w.has("transformer.wte.weight") {
+            "transformer."
+        } else {
+            ""
+        };
         let m = max_context.unwrap_or(c.positions);
         if m == 0 || m > c.positions {
-            return Err(Error::value("gpt2", format!("max_context {m} must be in 1..={}", c.positions)));
+            return Err(Error::value(
+                "gpt2",
+                format!("max_context {m} must be in 1..={}", c.positions),
+            ));
         }
         let (d, h) = (c.embd, c.heads);
         let dh = d / h;
@@ -100,10 +122,18 @@ impl Gpt2 {
         let pos = input_port(&[m, 1], DType::Fp16, Some("pos"))?;
         let mask = input_port(&[1, 1, m], DType::Fp16, Some("mask"))?;
         let caches: Vec<(Tensor, Tensor)> = (0..c.layers)
-            .map(|l| Ok((input_port(&[h, m, dh], DType::Fp16, Some(&format!("k{l}")))?, input_port(&[h, m, dh], DType::Fp16, Some(&format!("v{l}")))?)))
+            .map(|l| {
+                Ok((
+                    input_port(&[h, m, dh], DType::Fp16, Some(&format!("k{l}")))?,
+                    input_port(&[h, m, dh], DType::Fp16, Some(&format!("v{l}")))?,
+                ))
+            })
             .collect::<Result<_>>()?;
         let keep = pos.rsub_scalar(1.0)?;
-        let mut hs = x.add(&pos.transpose(&[1, 0])?.matmul(&constant("gpt2", HostArray::f32(&[m, d], &wpe[..m * d]))?)?)?;
+        let mut hs = x.add(
+            &pos.transpose(&[1, 0])?
+                .matmul(&constant("gpt2", HostArray::f32(&[m, d], &wpe[..m * d]))?)?,
+        )?;
         let mut outputs = Vec::new();
         for (l, (kc, vc)) in caches.iter().enumerate() {
             let name = format!("{p}h.{l}");
@@ -111,14 +141,26 @@ impl Gpt2 {
             let qkv_w = w.get(&format!("{name}.attn.c_attn.weight"), &[d, 3 * d])?;
             let qkv_b = w.get(&format!("{name}.attn.c_attn.bias"), &[3 * d])?;
             let part = |i: usize, scale: f32| -> Result<Tensor> {
-                let wt: Vec<f32> = (0..d * d).map(|j| qkv_w[(j / d) * 3 * d + i * d + j % d] * scale).collect();
-                let b: Vec<f32> = qkv_b[i * d..(i + 1) * d].iter().map(|v| v * scale).collect();
-                a.matmul_weight(HostArray::f32(&[d, d], &wt))?.add(&constant("gpt2", HostArray::f32(&[d], &b))?)?.reshape(&[h as i64, 1, dh as i64])
+                let wt: Vec<f32> = (0..d * d)
+                    .map(|j| qkv_w[(j / d) * 3 * d + i * d + j % d] * scale)
+                    .collect();
+                let b: Vec<f32> = qkv_b[i * d..(i + 1) * d]
+                    .iter()
+                    .map(|v| v * scale)
+                    .collect();
+                a.matmul_weight(HostArray::f32(&[d, d], &wt))?
+                    .add(&constant("gpt2", HostArray::f32(&[d], &b))?)?
+                    .reshape(&[h as i64, 1, dh as i64])
             };
             let q = part(0, 1.0 / (dh as f32).sqrt())?;
             let k = kc.mul(&keep)?.add(&part(1, 1.0)?.mul(&pos)?)?;
             let v = vc.mul(&keep)?.add(&part(2, 1.0)?.mul(&pos)?)?;
-            let ctx = q.matmul(&k.transpose(&[0, 2, 1])?)?.add(&mask)?.softmax(-1)?.matmul(&v)?.reshape(&[1, d as i64])?;
+            let ctx = q
+                .matmul(&k.transpose(&[0, 2, 1])?)?
+                .add(&mask)?
+                .softmax(-1)?
+                .matmul(&v)?
+                .reshape(&[1, d as i64])?;
             hs = hs.add(&conv1d(&w, &ctx, &format!("{name}.attn.c_proj"), d, d)?)?;
             let f = layer_norm(&w, &hs, &format!("{name}.ln_2"), d, c.layer_norm_eps)?;
             let f = gelu_new(&conv1d(&w, &f, &format!("{name}.mlp.c_fc"), d, c.inner)?)?;
@@ -126,15 +168,36 @@ impl Gpt2 {
             outputs.push((Some(format!("k{l}_next")), k));
             outputs.push((Some(format!("v{l}_next")), v));
         }
-        outputs.insert(0, (Some("hidden".into()), layer_norm(&w, &hs, &format!("{p}ln_f"), d, c.layer_norm_eps)?));
+        outputs.insert(
+            0,
+            (
+                Some("hidden".into()),
+                layer_norm(&w, &hs, &format!("{p}ln_f"), d, c.layer_norm_eps)?,
+            ),
+        );
         let mut compiled = compile(&outputs, opts)?;
         for l in 0..c.layers {
-            compiled.loaded.alias(&format!("k{l}_next"), &format!("k{l}"))?;
-            compiled.loaded.alias(&format!("v{l}_next"), &format!("v{l}"))?;
+            compiled
+                .loaded
+                .alias(&format!("k{l}_next"), &format!("k{l}"))?;
+            compiled
+                .loaded
+                .alias(&format!("v{l}_next"), &format!("v{l}"))?;
         }
         let tok_file = dir.join("tokenizer.json");
-        let tokenizer = if tok_file.exists() { Some(super::load_tokenizer(&tok_file, m)?) } else { None };
-        Ok(Gpt2 { config: c, max_context: m, position: 0, wte, tokenizer, compiled })
+        let tokenizer = if tok_file.exists() {
+            Some(super::load_tokenizer(&tok_file, m)?)
+        } else {
+            None
+        };
+        Ok(Gpt2 {
+            config: c,
+            max_context: m,
+            position: 0,
+            wte,
+            tokenizer,
+            compiled,
+        })
     }
 
     /// Empty the KV cache and start again at position 0.
@@ -152,13 +215,21 @@ impl Gpt2 {
         let (d, m, t) = (self.config.embd, self.max_context, self.position);
         let id = id as usize;
         if id >= self.config.vocab {
-            return Err(Error::value("gpt2", format!("token id {id} is outside the vocabulary (size {})", self.config.vocab)));
+            return Err(Error::value(
+                "gpt2",
+                format!(
+                    "token id {id} is outside the vocabulary (size {})",
+                    self.config.vocab
+                ),
+            ));
         }
         if t >= m {
             return Err(Error::value("gpt2", format!("the context is full ({m} tokens, max_context); reset() or load with a larger max_context")));
         }
         let pos: Vec<f32> = (0..m).map(|i| f32::from(u8::from(i == t))).collect();
-        let mask: Vec<f32> = (0..m).map(|i| if i <= t { 0.0 } else { CAUSAL_MASK }).collect();
+        let mask: Vec<f32> = (0..m)
+            .map(|i| if i <= t { 0.0 } else { CAUSAL_MASK })
+            .collect();
         let l = &mut self.compiled.loaded;
         l.set_input(0, PortData::F32(&self.wte[id * d..(id + 1) * d]))?;
         l.set_input(1, PortData::F32(&pos))?;
@@ -168,7 +239,11 @@ impl Gpt2 {
         l.read_output(0, &mut hidden)?;
         self.position += 1;
         use rayon::prelude::*;
-        Ok(self.wte.par_chunks_exact(d).map(|row| row.iter().zip(&hidden).map(|(a, b)| a * b).sum()).collect())
+        Ok(self
+            .wte
+            .par_chunks_exact(d)
+            .map(|row| row.iter().zip(&hidden).map(|(a, b)| a * b).sum())
+            .collect())
     }
 
     /// Reset, feed `ids` and return the logits after each of them ([len][vocab]).
@@ -180,9 +255,19 @@ impl Gpt2 {
     /// Reset, feed the prompt `ids`, then sample `max_new_tokens` tokens: greedy when
     /// `temperature` ≤ 0, else softmax(logits / temperature) over the `top_k` largest (0 = all),
     /// drawn from a generator seeded with `seed`. Returns the new tokens.
-    pub fn generate(&mut self, ids: &[u32], max_new_tokens: usize, temperature: f32, top_k: usize, seed: u64) -> Result<Vec<u32>> {
+    pub fn generate(
+        &mut self,
+        ids: &[u32],
+        max_new_tokens: usize,
+        temperature: f32,
+        top_k: usize,
+        seed: u64,
+    ) -> Result<Vec<u32>> {
         if ids.is_empty() {
-            return Err(Error::value("gpt2", "generate needs at least one prompt token"));
+            return Err(Error::value(
+                "gpt2",
+                "generate needs at least one prompt token",
+            ));
         }
         let mut logits = self.logits(ids)?.pop().unwrap_or_default();
         let mut rng = SplitMix(seed);
@@ -200,22 +285,39 @@ impl Gpt2 {
 
 impl Gpt2 {
     fn tokenizer(&self) -> Result<&tokenizers::Tokenizer> {
-        self.tokenizer.as_ref().ok_or_else(|| Error::value("gpt2", "this model folder has no tokenizer.json; use token ids"))
+        self.tokenizer.as_ref().ok_or_else(|| {
+            Error::value(
+                "gpt2",
+                "this model folder has no tokenizer.json; use token ids",
+            )
+        })
     }
 
     /// Token ids of `text` (no special tokens added; truncated to `max_context`).
     pub fn encode_text(&self, text: &str) -> Result<Vec<u32>> {
-        let e = self.tokenizer()?.encode(text, false).map_err(|e| Error::value("tokenizer", format!("cannot encode {text:?}: {e}")))?;
+        let e = self
+            .tokenizer()?
+            .encode(text, false)
+            .map_err(|e| Error::value("tokenizer", format!("cannot encode {text:?}: {e}")))?;
         Ok(e.get_ids().to_vec())
     }
 
     /// The text of token ids.
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
-        self.tokenizer()?.decode(ids, false).map_err(|e| Error::value("tokenizer", format!("cannot decode {ids:?}: {e}")))
+        self.tokenizer()?
+            .decode(ids, false)
+            .map_err(|e| Error::value("tokenizer", format!("cannot decode {ids:?}: {e}")))
     }
 
     /// [`Gpt2::generate`] from a text prompt; returns the generated text (prompt excluded).
-    pub fn generate_text(&mut self, prompt: &str, max_new_tokens: usize, temperature: f32, top_k: usize, seed: u64) -> Result<String> {
+    pub fn generate_text(
+        &mut self,
+        prompt: &str,
+        max_new_tokens: usize,
+        temperature: f32,
+        top_k: usize,
+        seed: u64,
+    ) -> Result<String> {
         let ids = self.encode_text(prompt)?;
         let new = self.generate(&ids, max_new_tokens, temperature, top_k, seed)?;
         self.decode(&new)
@@ -226,7 +328,8 @@ impl Gpt2 {
 fn conv1d(w: &Weights, x: &Tensor, name: &str, inp: usize, out: usize) -> Result<Tensor> {
     let wt = w.get(&format!("{name}.weight"), &[inp, out])?;
     let b = w.get(&format!("{name}.bias"), &[out])?;
-    x.matmul_weight(HostArray::f32(&[inp, out], &wt))?.add(&constant(name, HostArray::f32(&[out], &b))?)
+    x.matmul_weight(HostArray::f32(&[inp, out], &wt))?
+        .add(&constant(name, HostArray::f32(&[out], &b))?)
 }
 
 /// SplitMix64: a small, seedable generator for sampling.
@@ -250,9 +353,16 @@ fn sample(logits: &[f32], temperature: f32, top_k: usize, rng: &mut SplitMix) ->
     if temperature <= 0.0 {
         return order[0] as u32;
     }
-    let k = if top_k == 0 { order.len() } else { top_k.min(order.len()) };
+    let k = if top_k == 0 {
+        order.len()
+    } else {
+        top_k.min(order.len())
+    };
     let top = f64::from(logits[order[0]]);
-    let weights: Vec<f64> = order[..k].iter().map(|&i| ((f64::from(logits[i]) - top) / f64::from(temperature)).exp()).collect();
+    let weights: Vec<f64> = order[..k]
+        .iter()
+        .map(|&i| ((f64::from(logits[i]) - top) / f64::from(temperature)).exp())
+        .collect();
     let mut u = rng.next_f64() * weights.iter().sum::<f64>();
     for (j, wt) in weights.iter().enumerate() {
         if u < *wt {

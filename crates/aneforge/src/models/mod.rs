@@ -27,29 +27,47 @@ pub use weights::Weights;
 /// Parse a JSON file; I/O and syntax errors name the file.
 pub fn json_file(path: &Path) -> Result<Value> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    serde_json::from_str(&text).map_err(|e| Error::format(path, None, format!("not valid JSON: {e}")))
+    serde_json::from_str(&text)
+        .map_err(|e| Error::format(path, None, format!("not valid JSON: {e}")))
 }
 
 /// A required non-negative integer field of a JSON config, or a Format error naming it.
 pub fn json_usize(v: &Value, key: &str, path: &Path) -> Result<usize> {
-    v.get(key).and_then(Value::as_u64).map(|n| n as usize).ok_or_else(|| Error::format(path, None, format!("field '{key}' is missing or not a non-negative integer")))
+    v.get(key)
+        .and_then(Value::as_u64)
+        .map(|n| n as usize)
+        .ok_or_else(|| {
+            Error::format(
+                path,
+                None,
+                format!("field '{key}' is missing or not a non-negative integer"),
+            )
+        })
 }
 
 /// Check the string field `key` of a JSON config (absent = `supported`) is `supported`; another
 /// value is NotImplemented naming the file, the field and the value.
 pub fn require_field(v: &Value, key: &str, supported: &str, path: &Path) -> Result<()> {
     match v.get(key).and_then(Value::as_str) {
-        Some(found) if found != supported => Err(Error::NotImplemented(format!("{}: {key} '{found}' is not supported ('{supported}' is)", path.display()))),
+        Some(found) if found != supported => Err(Error::NotImplemented(format!(
+            "{}: {key} '{found}' is not supported ('{supported}' is)",
+            path.display()
+        ))),
         _ => Ok(()),
     }
 }
 
 /// `tokenizer.json` with padding off and truncation at `max_len` tokens.
 pub fn load_tokenizer(path: &Path, max_len: usize) -> Result<tokenizers::Tokenizer> {
-    let mut tok = tokenizers::Tokenizer::from_file(path).map_err(|e| Error::format(path, None, format!("cannot read the tokenizer: {e}")))?;
+    let mut tok = tokenizers::Tokenizer::from_file(path)
+        .map_err(|e| Error::format(path, None, format!("cannot read the tokenizer: {e}")))?;
     tok.with_padding(None);
-    let trunc = tokenizers::TruncationParams { max_length: max_len, ..Default::default() };
-    tok.with_truncation(Some(trunc)).map_err(|e| Error::format(path, None, format!("cannot truncate at {max_len}: {e}")))?;
+    let trunc = tokenizers::TruncationParams {
+        max_length: max_len,
+        ..Default::default()
+    };
+    tok.with_truncation(Some(trunc))
+        .map_err(|e| Error::format(path, None, format!("cannot truncate at {max_len}: {e}")))?;
     Ok(tok)
 }
 
@@ -60,13 +78,23 @@ pub fn vec_const(w: &Weights, name: &str, n: usize) -> Result<Tensor> {
 
 /// PyTorch linear `{name}.weight` [out, inp] and `{name}.bias` [out] applied to `x`, both
 /// scaled by `scale` on the host before baking (1.0 = as stored).
-pub fn lin(w: &Weights, x: &Tensor, name: &str, out: usize, inp: usize, scale: f32) -> Result<Tensor> {
+pub fn lin(
+    w: &Weights,
+    x: &Tensor,
+    name: &str,
+    out: usize,
+    inp: usize,
+    scale: f32,
+) -> Result<Tensor> {
     let mut wt = w.get(&format!("{name}.weight"), &[out, inp])?;
     let mut b = w.get(&format!("{name}.bias"), &[out])?;
     if scale != 1.0 {
         wt.iter_mut().chain(b.iter_mut()).for_each(|v| *v *= scale);
     }
-    x.linear(HostArray::f32(&[out, inp], &wt), Some(HostArray::f32(&[out], &b)))
+    x.linear(
+        HostArray::f32(&[out, inp], &wt),
+        Some(HostArray::f32(&[out], &b)),
+    )
 }
 
 /// LayerNorm over the last axis (width `d`) with `{name}.weight` / `{name}.bias`.
@@ -79,18 +107,39 @@ pub fn layer_norm(w: &Weights, x: &Tensor, name: &str, d: usize, eps: f32) -> Re
 /// Multi-head self-attention on x [S, D] with `heads` heads: projections `{qkv}.query`,
 /// `{qkv}.key`, `{qkv}.value` and `{out}` (PyTorch linear layout), 1/√dh folded into the query
 /// projection, and an optional additive mask broadcast against the scores [H, S, S].
-pub fn self_attention(w: &Weights, x: &Tensor, qkv: &str, out: &str, heads: usize, mask: Option<&Tensor>) -> Result<Tensor> {
+pub fn self_attention(
+    w: &Weights,
+    x: &Tensor,
+    qkv: &str,
+    out: &str,
+    heads: usize,
+    mask: Option<&Tensor>,
+) -> Result<Tensor> {
     let (s, d) = (x.shape()[0], x.shape()[1]);
     let dh = d / heads;
-    let split = |t: Tensor| t.reshape(&[s as i64, heads as i64, dh as i64])?.transpose(&[1, 0, 2]);
-    let q = split(lin(w, x, &format!("{qkv}.query"), d, d, 1.0 / (dh as f32).sqrt())?)?;
+    let split = |t: Tensor| {
+        t.reshape(&[s as i64, heads as i64, dh as i64])?
+            .transpose(&[1, 0, 2])
+    };
+    let q = split(lin(
+        w,
+        x,
+        &format!("{qkv}.query"),
+        d,
+        d,
+        1.0 / (dh as f32).sqrt(),
+    )?)?;
     let k = split(lin(w, x, &format!("{qkv}.key"), d, d, 1.0)?)?;
     let v = split(lin(w, x, &format!("{qkv}.value"), d, d, 1.0)?)?;
     let mut scores = q.matmul(&k.transpose(&[0, 2, 1])?)?;
     if let Some(m) = mask {
         scores = scores.add(m)?;
     }
-    let ctx = scores.softmax(-1)?.matmul(&v)?.transpose(&[1, 0, 2])?.reshape(&[s as i64, d as i64])?;
+    let ctx = scores
+        .softmax(-1)?
+        .matmul(&v)?
+        .transpose(&[1, 0, 2])?
+        .reshape(&[s as i64, d as i64])?;
     lin(w, &ctx, out, d, d, 1.0)
 }
 
@@ -101,10 +150,25 @@ pub fn gelu_mlp(w: &Weights, x: &Tensor, name: &str, d: usize, f: usize) -> Resu
 }
 
 /// Conv `{name}.weight` [cout, cin, k, k] + `{name}.bias` with "same" padding k/2, stride 1.
-pub fn conv_same(w: &Weights, x: &Tensor, name: &str, cout: usize, cin: usize, k: usize) -> Result<Tensor> {
+pub fn conv_same(
+    w: &Weights,
+    x: &Tensor,
+    name: &str,
+    cout: usize,
+    cin: usize,
+    k: usize,
+) -> Result<Tensor> {
     let wt = w.get(&format!("{name}.weight"), &[cout, cin, k, k])?;
     let b = w.get(&format!("{name}.bias"), &[cout])?;
     let p = k / 2;
-    let opts = crate::ops::conv::ConvOptions { pad: [p, p, p, p], ..Default::default() };
-    crate::ops::conv::conv2d(x, HostArray::f32(&[cout, cin, k, k], &wt), Some(HostArray::f32(&[cout], &b)), opts)
+    let opts = crate::ops::conv::ConvOptions {
+        pad: [p, p, p, p],
+        ..Default::default()
+    };
+    crate::ops::conv::conv2d(
+        x,
+        HostArray::f32(&[cout, cin, k, k], &wt),
+        Some(HostArray::f32(&[cout], &b)),
+        opts,
+    )
 }

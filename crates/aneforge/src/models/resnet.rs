@@ -30,7 +30,10 @@ pub fn stages(depth: usize) -> Result<([usize; 4], bool)> {
         50 => Ok(([3, 4, 6, 3], true)),
         101 => Ok(([3, 4, 23, 3], true)),
         152 => Ok(([3, 8, 36, 3], true)),
-        _ => Err(Error::value("resnet", format!("depth {depth} is not a torchvision ResNet (18, 34, 50, 101 or 152)"))),
+        _ => Err(Error::value(
+            "resnet",
+            format!("depth {depth} is not a torchvision ResNet (18, 34, 50, 101 or 152)"),
+        )),
     }
 }
 
@@ -50,18 +53,30 @@ impl ResNet {
     /// Read `path` (safetensors), fold BN, build [1, 3, size, size] → [1, classes] and compile
     /// with `opts`. Missing tensors or wrong shapes are Format errors naming the tensor and
     /// the expected shape.
-    pub fn load(path: &Path, depth: usize, size: usize, uint8: bool, opts: &CompileOptions) -> Result<ResNet> {
+    pub fn load(
+        path: &Path,
+        depth: usize,
+        size: usize,
+        uint8: bool,
+        opts: &CompileOptions,
+    ) -> Result<ResNet> {
         let w = Weights::open(path)?;
         let (blocks, bottleneck) = stages(depth)?;
         let input_shape = [1, 3, size, size];
         let x = if uint8 {
             let scale: Vec<f32> = IMAGENET_STD.iter().map(|s| 1.0 / (255.0 * s)).collect();
-            let bias: Vec<f32> = IMAGENET_MEAN.iter().zip(IMAGENET_STD).map(|(m, s)| -m / s).collect();
+            let bias: Vec<f32> = IMAGENET_MEAN
+                .iter()
+                .zip(IMAGENET_STD)
+                .map(|(m, s)| -m / s)
+                .collect();
             image_input(&input_shape, &scale, &bias, Some("image"))?
         } else {
             input_port(&input_shape, DType::Fp16, Some("image"))?
         };
-        let mut x = conv_bn(&w, &x, "conv1", "bn1", [64, 3, 7], 2)?.relu()?.max_pool([3, 3], [2, 2], [1, 1, 1, 1])?;
+        let mut x = conv_bn(&w, &x, "conv1", "bn1", [64, 3, 7], 2)?
+            .relu()?
+            .max_pool([3, 3], [2, 2], [1, 1, 1, 1])?;
         let expansion = if bottleneck { 4 } else { 1 };
         let mut cin = 64;
         for (stage, &n) in blocks.iter().enumerate() {
@@ -70,11 +85,27 @@ impl ResNet {
                 let stride = if b == 0 && stage > 0 { 2 } else { 1 };
                 let name = format!("layer{}.{b}", stage + 1);
                 let shortcut = if stride != 1 || cin != width * expansion {
-                    conv_bn(&w, &x, &format!("{name}.downsample.0"), &format!("{name}.downsample.1"), [width * expansion, cin, 1], stride)?
+                    conv_bn(
+                        &w,
+                        &x,
+                        &format!("{name}.downsample.0"),
+                        &format!("{name}.downsample.1"),
+                        [width * expansion, cin, 1],
+                        stride,
+                    )?
                 } else {
                     x.clone()
                 };
-                let c = |x: &Tensor, i: usize, cout: usize, cin: usize, k: usize, s: usize| conv_bn(&w, x, &format!("{name}.conv{i}"), &format!("{name}.bn{i}"), [cout, cin, k], s);
+                let c = |x: &Tensor, i: usize, cout: usize, cin: usize, k: usize, s: usize| {
+                    conv_bn(
+                        &w,
+                        x,
+                        &format!("{name}.conv{i}"),
+                        &format!("{name}.bn{i}"),
+                        [cout, cin, k],
+                        s,
+                    )
+                };
                 let y = if bottleneck {
                     let y = c(&x, 1, width, cin, 1, 1)?.relu()?;
                     let y = c(&y, 2, width, width, 3, stride)?.relu()?;
@@ -91,7 +122,13 @@ impl ResNet {
         let pooled = x.mean(&[2, 3], false)?;
         let logits = super::lin(&w, &pooled, "fc", classes, cin, 1.0)?;
         let compiled = compile(&[(Some("logits".into()), logits)], opts)?;
-        Ok(ResNet { depth, classes, input_shape, uint8, compiled })
+        Ok(ResNet {
+            depth,
+            classes,
+            input_shape,
+            uint8,
+            compiled,
+        })
     }
 
     /// Logits [classes] of one image: f32 [1, 3, H, W] values (already normalised) for an fp16
@@ -102,7 +139,14 @@ impl ResNet {
 }
 
 /// Conv `{conv}.weight` [cout, cin, k, k] (no bias) with BatchNorm `{bn}.*` folded in, padding k/2.
-fn conv_bn(w: &Weights, x: &Tensor, conv: &str, bn: &str, [cout, cin, k]: [usize; 3], stride: usize) -> Result<Tensor> {
+fn conv_bn(
+    w: &Weights,
+    x: &Tensor,
+    conv: &str,
+    bn: &str,
+    [cout, cin, k]: [usize; 3],
+    stride: usize,
+) -> Result<Tensor> {
     let mut wt = w.get(&format!("{conv}.weight"), &[cout, cin, k, k])?;
     let g = w.get(&format!("{bn}.weight"), &[cout])?;
     let beta = w.get(&format!("{bn}.bias"), &[cout])?;
@@ -116,6 +160,15 @@ fn conv_bn(w: &Weights, x: &Tensor, conv: &str, bn: &str, [cout, cin, k]: [usize
         bias[o] = beta[o] - mean[o] * s;
     }
     let p = k / 2;
-    let opts = ConvOptions { stride: [stride, stride], pad: [p, p, p, p], ..Default::default() };
-    conv2d(x, HostArray::f32(&[cout, cin, k, k], &wt), Some(HostArray::f32(&[cout], &bias)), opts)
+    let opts = ConvOptions {
+        stride: [stride, stride],
+        pad: [p, p, p, p],
+        ..Default::default()
+    };
+    conv2d(
+        x,
+        HostArray::f32(&[cout, cin, k, k], &wt),
+        Some(HostArray::f32(&[cout], &bias)),
+        opts,
+    )
 }

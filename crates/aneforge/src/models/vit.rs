@@ -44,9 +44,16 @@ impl VitConfig {
             image_size: json_usize(&v, "image_size", path)?,
             patch_size: json_usize(&v, "patch_size", path)?,
             channels: v.get("num_channels").and_then(Value::as_u64).unwrap_or(3) as usize,
-            layer_norm_eps: v.get("layer_norm_eps").and_then(Value::as_f64).unwrap_or(1e-12) as f32,
+            layer_norm_eps: v
+                .get("layer_norm_eps")
+                .and_then(Value::as_f64)
+                .unwrap_or(1e-12) as f32,
         };
-        if cfg.heads == 0 || cfg.hidden % cfg.heads != 0 || cfg.patch_size == 0 || cfg.image_size % cfg.patch_size != 0 {
+        if cfg.heads == 0
+            || cfg.hidden % cfg.heads != 0
+            || cfg.patch_size == 0
+            || cfg.image_size % cfg.patch_size != 0
+        {
             return Err(Error::format(path, None, format!("hidden_size {} must divide by num_attention_heads {} and image_size {} by patch_size {}", cfg.hidden, cfg.heads, cfg.image_size, cfg.patch_size)));
         }
         Ok(cfg)
@@ -68,26 +75,65 @@ impl Vit {
         let (d, p, ch) = (c.hidden, c.patch_size, c.channels);
         let g = c.image_size / p;
         let n = g * g + 1;
-        let x = input_port(&[1, ch, c.image_size, c.image_size], DType::Fp16, Some("image"))?;
+        let x = input_port(
+            &[1, ch, c.image_size, c.image_size],
+            DType::Fp16,
+            Some("image"),
+        )?;
         // HF conv weight [D, C, P, P] → 1×1 conv over space_to_depth channels (i·P + j)·C + c.
-        let pw = w.get("vit.embeddings.patch_embeddings.projection.weight", &[d, ch, p, p])?;
+        let pw = w.get(
+            "vit.embeddings.patch_embeddings.projection.weight",
+            &[d, ch, p, p],
+        )?;
         let k = ch * p * p;
-        let perm: Vec<f32> = (0..d * k).map(|idx| {
-            let (o, r) = (idx / k, idx % k);
-            let (ij, cc) = (r / ch, r % ch);
-            pw[((o * ch + cc) * p + ij / p) * p + ij % p]
-        }).collect();
+        let perm: Vec<f32> = (0..d * k)
+            .map(|idx| {
+                let (o, r) = (idx / k, idx % k);
+                let (ij, cc) = (r / ch, r % ch);
+                pw[((o * ch + cc) * p + ij / p) * p + ij % p]
+            })
+            .collect();
         let pb = w.get("vit.embeddings.patch_embeddings.projection.bias", &[d])?;
-        let patches = conv2d(&x.space_to_depth(p)?, HostArray::f32(&[d, k, 1, 1], &perm), Some(HostArray::f32(&[d], &pb)), ConvOptions::default())?;
-        let patches = patches.reshape(&[d as i64, (g * g) as i64])?.transpose(&[1, 0])?;
+        let patches = conv2d(
+            &x.space_to_depth(p)?,
+            HostArray::f32(&[d, k, 1, 1], &perm),
+            Some(HostArray::f32(&[d], &pb)),
+            ConvOptions::default(),
+        )?;
+        let patches = patches
+            .reshape(&[d as i64, (g * g) as i64])?
+            .transpose(&[1, 0])?;
         let cls = w.get("vit.embeddings.cls_token", &[1, 1, d])?;
         let pos = w.get("vit.embeddings.position_embeddings", &[1, n, d])?;
-        let mut h = concat(&[constant("vit", HostArray::f32(&[1, d], &cls))?, patches], 0)?.add(&constant("vit", HostArray::f32(&[n, d], &pos))?)?;
+        let mut h = concat(
+            &[constant("vit", HostArray::f32(&[1, d], &cls))?, patches],
+            0,
+        )?
+        .add(&constant("vit", HostArray::f32(&[n, d], &pos))?)?;
         for l in 0..c.layers {
             let name = format!("vit.encoder.layer.{l}");
-            let a = layer_norm(&w, &h, &format!("{name}.layernorm_before"), d, c.layer_norm_eps)?;
-            h = h.add(&self_attention(&w, &a, &format!("{name}.attention.attention"), &format!("{name}.attention.output.dense"), c.heads, None)?)?;
-            let m = layer_norm(&w, &h, &format!("{name}.layernorm_after"), d, c.layer_norm_eps)?;
+            let a = layer_norm(
+                &w,
+                &h,
+                &format!("{name}.layernorm_before"),
+                d,
+                c.layer_norm_eps,
+            )?;
+            h = h.add(&self_attention(
+                &w,
+                &a,
+                &format!("{name}.attention.attention"),
+                &format!("{name}.attention.output.dense"),
+                c.heads,
+                None,
+            )?)?;
+            let m = layer_norm(
+                &w,
+                &h,
+                &format!("{name}.layernorm_after"),
+                d,
+                c.layer_norm_eps,
+            )?;
             h = h.add(&gelu_mlp(&w, &m, &name, d, c.intermediate)?)?;
         }
         let onehot: Vec<f32> = (0..n).map(|i| f32::from(u8::from(i == 0))).collect();
@@ -96,7 +142,11 @@ impl Vit {
         let classes = w.shape("classifier.weight")?.first().copied().unwrap_or(0);
         let logits = lin(&w, &cls_row, "classifier", classes, d, 1.0)?;
         let compiled = compile(&[(Some("logits".into()), logits)], opts)?;
-        Ok(Vit { config: c, classes, compiled })
+        Ok(Vit {
+            config: c,
+            classes,
+            compiled,
+        })
     }
 
     /// Logits [classes] of one normalised image [1, C, S, S].

@@ -31,16 +31,30 @@ impl Weights {
         let (n, metadata) = SafeTensors::read_metadata(&bytes).map_err(|e| {
             let why = match e {
                 safetensors::SafeTensorError::MetadataIncompleteBuffer => {
-                    "the tensor data does not end where the file ends (truncated or padded file)".to_string()
+                    "the tensor data does not end where the file ends (truncated or padded file)"
+                        .to_string()
                 }
-                safetensors::SafeTensorError::InvalidHeaderLength | safetensors::SafeTensorError::HeaderTooSmall => {
+                safetensors::SafeTensorError::InvalidHeaderLength
+                | safetensors::SafeTensorError::HeaderTooSmall => {
                     "the header length runs past the end of the file (truncated file)".to_string()
                 }
                 other => format!("{other:?}"),
             };
-            Error::format(path, None, format!("not a valid safetensors file ({} bytes): {why}", bytes.len()))
+            Error::format(
+                path,
+                None,
+                format!(
+                    "not a valid safetensors file ({} bytes): {why}",
+                    bytes.len()
+                ),
+            )
         })?;
-        Ok(Weights { path: path.to_path_buf(), bytes, data_start: 8 + n, metadata })
+        Ok(Weights {
+            path: path.to_path_buf(),
+            bytes,
+            data_start: 8 + n,
+            metadata,
+        })
     }
 
     /// The file these weights came from.
@@ -55,7 +69,11 @@ impl Weights {
 
     /// Every tensor name with its shape.
     pub fn shapes(&self) -> HashMap<String, Vec<usize>> {
-        self.metadata.tensors().into_iter().map(|(k, v)| (k, v.shape.clone())).collect()
+        self.metadata
+            .tensors()
+            .into_iter()
+            .map(|(k, v)| (k, v.shape.clone()))
+            .collect()
     }
 
     /// The shape of tensor `name`, or a Format error naming it.
@@ -70,20 +88,40 @@ impl Weights {
     /// and non-float dtypes are Format errors naming the tensor and the expected shape.
     pub fn get(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
         let Some(info) = self.metadata.info(name) else {
-            return Err(self.error(format!("tensor '{name}' is missing (expected shape {shape:?})")));
+            return Err(self.error(format!(
+                "tensor '{name}' is missing (expected shape {shape:?})"
+            )));
         };
         if info.shape != shape {
-            return Err(self.error(format!("tensor '{name}' has shape {:?}, expected {shape:?}", info.shape)));
+            return Err(self.error(format!(
+                "tensor '{name}' has shape {:?}, expected {shape:?}",
+                info.shape
+            )));
         }
-        let raw = &self.bytes[self.data_start + info.data_offsets.0..self.data_start + info.data_offsets.1];
-        let out: Vec<f32> = match info.dtype {
-            Dtype::F32 => raw.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
-            Dtype::F16 => raw.chunks_exact(2).map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
-            Dtype::BF16 => raw.chunks_exact(2).map(|b| bf16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
-            d => return Err(self.error(format!("tensor '{name}' (shape {shape:?}) has dtype {d:?}; expected F32, F16 or BF16"))),
-        };
+        let raw = &self.bytes
+            [self.data_start + info.data_offsets.0..self.data_start + info.data_offsets.1];
+        let out: Vec<f32> =
+            match info.dtype {
+                Dtype::F32 => raw
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect(),
+                Dtype::F16 => raw
+                    .chunks_exact(2)
+                    .map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32())
+                    .collect(),
+                Dtype::BF16 => raw
+                    .chunks_exact(2)
+                    .map(|b| bf16::from_le_bytes([b[0], b[1]]).to_f32())
+                    .collect(),
+                d => return Err(self.error(format!(
+                    "tensor '{name}' (shape {shape:?}) has dtype {d:?}; expected F32, F16 or BF16"
+                ))),
+            };
         if let Some(i) = out.iter().position(|v| !v.is_finite()) {
-            return Err(self.error(format!("tensor '{name}' (shape {shape:?}) has a non-finite element at index {i}")));
+            return Err(self.error(format!(
+                "tensor '{name}' (shape {shape:?}) has a non-finite element at index {i}"
+            )));
         }
         Ok(out)
     }

@@ -30,7 +30,10 @@ type Complex = (Tensor, Option<Tensor>);
 /// Errors: N = 0 or above 65536 (`Shape`), a prime factor above [`MAX_RADIX`] (`NotImplemented`).
 pub fn radices(n: usize) -> Result<Vec<usize>> {
     if n == 0 || n > MAX_EXTENT {
-        return Err(Error::shape("fft", format!("transform length must be in 1..={MAX_EXTENT}, got {n}")));
+        return Err(Error::shape(
+            "fft",
+            format!("transform length must be in 1..={MAX_EXTENT}, got {n}"),
+        ));
     }
     let mut best = vec![n];
     let divisors = |m: usize| (2..m).filter(move |d| m % d == 0);
@@ -62,13 +65,19 @@ fn unit(k: usize, m: usize, inverse: bool) -> (f64, f64) {
 /// Dense DFT matrix of size r (symmetric), scaled by 1/r for the inverse: (real, imaginary), row-major.
 fn dft_matrix(r: usize, inverse: bool) -> (Vec<f32>, Vec<f32>) {
     let s = if inverse { 1.0 / r as f64 } else { 1.0 };
-    (0..r * r).map(|i| unit((i / r) * (i % r), r, inverse)).map(|(c, v)| ((c * s) as f32, (v * s) as f32)).unzip()
+    (0..r * r)
+        .map(|i| unit((i / r) * (i % r), r, inverse))
+        .map(|(c, v)| ((c * s) as f32, (v * s) as f32))
+        .unzip()
 }
 
 /// (x_re + i·x_im) @ (F_re + i·F_im) over the last axis for the DFT matrix of size r.
 fn dft_stage(x: &Complex, r: usize, inverse: bool) -> Result<(Tensor, Tensor)> {
     let (fr, fi) = dft_matrix(r, inverse);
-    let (fr, fi) = (constant("fft", HostArray::f32(&[r, r], &fr))?, constant("fft", HostArray::f32(&[r, r], &fi))?);
+    let (fr, fi) = (
+        constant("fft", HostArray::f32(&[r, r], &fr))?,
+        constant("fft", HostArray::f32(&[r, r], &fi))?,
+    );
     let (xr, xi) = x;
     let (rr, ri) = (xr.matmul(&fr)?, xr.matmul(&fi)?);
     match xi {
@@ -85,24 +94,38 @@ fn cmul(a: &(Tensor, Tensor), b: &(Tensor, Tensor)) -> Result<(Tensor, Tensor)> 
 }
 
 /// Twiddles after stage j: shape radices[j+1..] ++ [1; j] ++ [radices[j]], value W_M^(k·m).
-fn twiddles(feeds: &mut Feeds, radices: &[usize], j: usize, inverse: bool) -> Result<(Tensor, Tensor)> {
+fn twiddles(
+    feeds: &mut Feeds,
+    radices: &[usize],
+    j: usize,
+    inverse: bool,
+) -> Result<(Tensor, Tensor)> {
     let rest: usize = radices[j + 1..].iter().product();
     let (r, m) = (radices[j], radices[j..].iter().product::<usize>());
     let mut shape: Vec<usize> = radices[j + 1..].to_vec();
     shape.extend(std::iter::repeat_n(1, j));
     shape.push(r);
-    let (re, im): (Vec<f32>, Vec<f32>) = (0..rest * r).map(|i| unit((i % r) * (i / r), m, inverse)).map(|(c, s)| (c as f32, s as f32)).unzip();
+    let (re, im): (Vec<f32>, Vec<f32>) = (0..rest * r)
+        .map(|i| unit((i % r) * (i / r), m, inverse))
+        .map(|(c, s)| (c as f32, s as f32))
+        .unzip();
     Ok((feeds.input(&shape, re)?, feeds.input(&shape, im)?))
 }
 
 /// Rank-(1+g) axis rotation [0, 2, 3, …, g, 1] (moves axis 1 to the end).
 fn rotate(g: usize) -> Vec<i64> {
-    std::iter::once(0).chain(2..=g as i64).chain(std::iter::once(1)).collect()
+    std::iter::once(0)
+        .chain(2..=g as i64)
+        .chain(std::iter::once(1))
+        .collect()
 }
 
 /// Transpose both parts (the imaginary one when present).
 fn transpose(x: &Complex, perm: &[i64]) -> Result<Complex> {
-    Ok((x.0.transpose(perm)?, x.1.as_ref().map(|t| t.transpose(perm)).transpose()?))
+    Ok((
+        x.0.transpose(perm)?,
+        x.1.as_ref().map(|t| t.transpose(perm)).transpose()?,
+    ))
 }
 
 /// DFT (or inverse DFT, scaled by 1/N) of `x` along its last axis; `x.1 = None` is a real signal.
@@ -111,7 +134,13 @@ pub fn fft_last(feeds: &mut Feeds, x: &Complex, inverse: bool) -> Result<(Tensor
     let shape = x.0.shape().to_vec();
     if let Some(im) = &x.1 {
         if im.shape() != shape.as_slice() {
-            return Err(Error::shape("fft", format!("real part {shape:?} and imaginary part {:?} differ", im.shape())));
+            return Err(Error::shape(
+                "fft",
+                format!(
+                    "real part {shape:?} and imaginary part {:?} differ",
+                    im.shape()
+                ),
+            ));
         }
     }
     let n = shape[shape.len() - 1];
@@ -121,8 +150,14 @@ pub fn fft_last(feeds: &mut Feeds, x: &Complex, inverse: bool) -> Result<(Tensor
         return Err(Error::shape("fft", format!("input {shape:?}: the batch axes hold {batch} rows; at most {MAX_EXTENT} per program")));
     }
     let g = rs.len();
-    let dims: Vec<i64> = std::iter::once(batch).chain(rs.iter().copied()).map(|d| d as i64).collect();
-    let mut cur: Complex = (x.0.reshape(&dims)?, x.1.as_ref().map(|t| t.reshape(&dims)).transpose()?);
+    let dims: Vec<i64> = std::iter::once(batch)
+        .chain(rs.iter().copied())
+        .map(|d| d as i64)
+        .collect();
+    let mut cur: Complex = (
+        x.0.reshape(&dims)?,
+        x.1.as_ref().map(|t| t.reshape(&dims)).transpose()?,
+    );
     let mut out = None;
     for j in 0..g {
         if g > 1 {
@@ -145,7 +180,12 @@ pub fn fft_last(feeds: &mut Feeds, x: &Complex, inverse: bool) -> Result<(Tensor
 }
 
 /// [`fft_last`] along `axis` (negative allowed), transposing it to the end and back.
-pub fn fft_axis(feeds: &mut Feeds, x: &Complex, axis: i64, inverse: bool) -> Result<(Tensor, Tensor)> {
+pub fn fft_axis(
+    feeds: &mut Feeds,
+    x: &Complex,
+    axis: i64,
+    inverse: bool,
+) -> Result<(Tensor, Tensor)> {
     let rank = x.0.rank();
     let ax = shape::axis("fft", axis, rank)?;
     if ax == rank - 1 {
@@ -160,7 +200,10 @@ pub fn fft_axis(feeds: &mut Feeds, x: &Complex, axis: i64, inverse: bool) -> Res
 /// 2-D DFT over the last two axes (inverse scaled by 1/(M·N)); rank ≥ 2.
 pub fn fft2(feeds: &mut Feeds, x: &Complex, inverse: bool) -> Result<(Tensor, Tensor)> {
     if x.0.rank() < 2 {
-        return Err(Error::shape("fft2", format!("needs rank >= 2, got {:?}", x.0.shape())));
+        return Err(Error::shape(
+            "fft2",
+            format!("needs rank >= 2, got {:?}", x.0.shape()),
+        ));
     }
     let rows = fft_last(feeds, x, inverse)?;
     fft_axis(feeds, &(rows.0, Some(rows.1)), -2, inverse)
@@ -174,7 +217,10 @@ pub fn rfft(feeds: &mut Feeds, x: &Tensor) -> Result<(Tensor, Tensor)> {
     let mut size = shape.clone();
     *size.last_mut().unwrap_or(&mut 0) = n / 2 + 1;
     let begin = vec![0; shape.len()];
-    Ok((re.slice_by_size(&begin, &size)?, im.slice_by_size(&begin, &size)?))
+    Ok((
+        re.slice_by_size(&begin, &size)?,
+        im.slice_by_size(&begin, &size)?,
+    ))
 }
 
 /// Inverse of [`rfft`]: N real samples from N/2 + 1 bins along the last axis (NumPy `irfft`;
@@ -193,7 +239,10 @@ pub fn irfft(feeds: &mut Feeds, re: &Tensor, im: &Tensor, n: usize) -> Result<Te
         let mut begin = vec![0; shape.len()];
         begin[last] = 1;
         let mirror = |t: &Tensor| t.slice_by_size(&begin, &size)?.reverse(&[-1]);
-        (concat(&[re.clone(), mirror(re)?], -1)?, concat(&[im.clone(), mirror(im)?.neg()?], -1)?)
+        (
+            concat(&[re.clone(), mirror(re)?], -1)?,
+            concat(&[im.clone(), mirror(im)?.neg()?], -1)?,
+        )
     } else {
         (re.clone(), im.clone())
     };
@@ -227,7 +276,14 @@ impl FftKind {
             "irfft" => FftKind::Irfft,
             "fft2" => FftKind::Fft2,
             "ifft2" => FftKind::Ifft2,
-            _ => return Err(Error::value("fft", format!("unknown transform '{s}' (expected fft, ifft, rfft, irfft, fft2 or ifft2)"))),
+            _ => {
+                return Err(Error::value(
+                    "fft",
+                    format!(
+                        "unknown transform '{s}' (expected fft, ifft, rfft, irfft, fft2 or ifft2)"
+                    ),
+                ))
+            }
         })
     }
 
@@ -265,8 +321,17 @@ fn build(kind: FftKind, shape: &[usize], n: usize, device: Device) -> Result<Pla
     let x = (port("x_re")?, port("x_im")?);
     let user = ["x_re", "x_im"];
     let (re, im) = match kind {
-        FftKind::Irfft => return Plan::build(&user, &[("y", irfft(&mut feeds, &x.0, &x.1, n)?)], feeds, device),
-        FftKind::Fft | FftKind::Ifft => fft_last(&mut feeds, &(x.0, Some(x.1)), kind == FftKind::Ifft)?,
+        FftKind::Irfft => {
+            return Plan::build(
+                &user,
+                &[("y", irfft(&mut feeds, &x.0, &x.1, n)?)],
+                feeds,
+                device,
+            )
+        }
+        FftKind::Fft | FftKind::Ifft => {
+            fft_last(&mut feeds, &(x.0, Some(x.1)), kind == FftKind::Ifft)?
+        }
         _ => fft2(&mut feeds, &(x.0, Some(x.1)), kind == FftKind::Ifft2)?,
     };
     Plan::build(&user, &[("y_re", re), ("y_im", im)], feeds, device)
@@ -275,7 +340,12 @@ fn build(kind: FftKind, shape: &[usize], n: usize, device: Device) -> Result<Pla
 impl FftPlan {
     /// The plan for `kind` on inputs of `shape` (`n` = output length for `Irfft`, default
     /// 2·(bins − 1); ignored otherwise), compiled on first use and cached.
-    pub fn new(kind: FftKind, shape: &[usize], n: Option<usize>, device: Device) -> Result<FftPlan> {
+    pub fn new(
+        kind: FftKind,
+        shape: &[usize],
+        n: Option<usize>,
+        device: Device,
+    ) -> Result<FftPlan> {
         shape::check("fft", shape)?;
         let last = shape[shape.len() - 1];
         let n = match kind {
@@ -290,7 +360,12 @@ impl FftPlan {
         };
         let key = format!("fft/{kind:?}/{shape:?}/{n}/{device:?}");
         let plan = cached(key, || build(kind, shape, n, device))?;
-        Ok(FftPlan { kind, in_shape: shape.to_vec(), out_shape, plan })
+        Ok(FftPlan {
+            kind,
+            in_shape: shape.to_vec(),
+            out_shape,
+            plan,
+        })
     }
 
     /// Transform one input (f32, C order, `in_shape`); `im` is required for complex-input kinds
@@ -300,8 +375,14 @@ impl FftPlan {
         match (self.kind.real_input(), im) {
             (true, None) => run(&self.plan, &op, &[re]),
             (false, Some(im)) => run(&self.plan, &op, &[re, im]),
-            (true, Some(_)) => Err(Error::value(op, "takes a real input; pass no imaginary part")),
-            (false, None) => Err(Error::value(op, "takes a complex input; pass the imaginary part (zeros for a real signal)")),
+            (true, Some(_)) => Err(Error::value(
+                op,
+                "takes a real input; pass no imaginary part",
+            )),
+            (false, None) => Err(Error::value(
+                op,
+                "takes a complex input; pass the imaginary part (zeros for a real signal)",
+            )),
         }
     }
 
@@ -310,4 +391,3 @@ impl FftPlan {
         self.plan.lock().unwrap_or_else(|e| e.into_inner()).device()
     }
 }
-

@@ -43,7 +43,13 @@ impl Feeds {
     pub fn input(&mut self, shape: &[usize], data: Vec<f32>) -> Result<Tensor> {
         let n: usize = shape.iter().product();
         if data.len() != n {
-            return Err(Error::shape("numerics", format!("auxiliary table has {} values but shape {shape:?} needs {n}", data.len())));
+            return Err(Error::shape(
+                "numerics",
+                format!(
+                    "auxiliary table has {} values but shape {shape:?} needs {n}",
+                    data.len()
+                ),
+            ));
         }
         let name = format!("aux{}", self.data.len());
         let t = input_port(shape, DType::Fp16, Some(&name))?;
@@ -61,9 +67,23 @@ pub struct Plan {
 
 impl Plan {
     /// Compile `outputs` on `device`; `user` names the user input ports in call order.
-    pub fn build(user: &[&str], outputs: &[(&str, Tensor)], feeds: Feeds, device: Device) -> Result<Plan> {
-        let outs: Vec<(Option<String>, Tensor)> = outputs.iter().map(|(n, t)| (Some(n.to_string()), t.clone())).collect();
-        let compiled = compile(&outs, &CompileOptions { device, ..Default::default() })?;
+    pub fn build(
+        user: &[&str],
+        outputs: &[(&str, Tensor)],
+        feeds: Feeds,
+        device: Device,
+    ) -> Result<Plan> {
+        let outs: Vec<(Option<String>, Tensor)> = outputs
+            .iter()
+            .map(|(n, t)| (Some(n.to_string()), t.clone()))
+            .collect();
+        let compiled = compile(
+            &outs,
+            &CompileOptions {
+                device,
+                ..Default::default()
+            },
+        )?;
         COMPILES.fetch_add(1, Ordering::Relaxed);
         let mut aux: HashMap<String, Vec<f32>> = feeds.data.into_iter().collect();
         let ports = compiled
@@ -94,13 +114,20 @@ impl Plan {
             .ports
             .iter()
             .map(|p| match p {
-                Ok(i) => user.get(*i).map(|d| PortData::F32(d)).ok_or_else(|| Error::value(op, format!("missing user input {i}"))),
+                Ok(i) => user
+                    .get(*i)
+                    .map(|d| PortData::F32(d))
+                    .ok_or_else(|| Error::value(op, format!("missing user input {i}"))),
                 Err(table) => Ok(PortData::F32(table)),
             })
             .collect::<Result<_>>()?;
         let out = self.compiled.run(&feeds)?;
         if user.iter().all(|d| d.iter().all(|v| v.is_finite())) {
-            if let Some((k, o)) = out.iter().enumerate().find(|(_, o)| o.iter().any(|v| !v.is_finite())) {
+            if let Some((k, o)) = out
+                .iter()
+                .enumerate()
+                .find(|(_, o)| o.iter().any(|v| !v.is_finite()))
+            {
                 let name = &self.compiled.outputs()[k].name;
                 let big = o.iter().filter(|v| !v.is_finite()).count();
                 return Err(Error::Runtime { op: op.into(), msg: format!("output '{name}' has {big} non-finite values from finite inputs: an intermediate overflowed fp16 (|x| > 65504); scale the input down") });
@@ -120,13 +147,23 @@ struct Cache {
 
 fn cache() -> &'static Mutex<Cache> {
     static CACHE: OnceLock<Mutex<Cache>> = OnceLock::new();
-    CACHE.get_or_init(|| Mutex::new(Cache { plans: HashMap::new(), order: Vec::new() }))
+    CACHE.get_or_init(|| {
+        Mutex::new(Cache {
+            plans: HashMap::new(),
+            order: Vec::new(),
+        })
+    })
 }
 
 /// The plan cached under `key` (which must encode shapes, iteration counts and the device), else
 /// `build()` it and cache it, evicting the oldest plan past [`PLAN_CACHE_CAPACITY`].
 pub fn cached(key: String, build: impl FnOnce() -> Result<Plan>) -> Result<SharedPlan> {
-    if let Some(p) = cache().lock().unwrap_or_else(|e| e.into_inner()).plans.get(&key) {
+    if let Some(p) = cache()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .plans
+        .get(&key)
+    {
         return Ok(p.clone());
     }
     let built = build()?;

@@ -34,13 +34,21 @@ pub struct Constexpr {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Encoded {
     /// int8 with one fp16 scale per index along `axis`, zero point 0: w = q · scale[i_axis].
-    Affine { axis: usize, data: Arc<Vec<i8>>, scale: Arc<Vec<f16>> },
+    Affine {
+        axis: usize,
+        data: Arc<Vec<i8>>,
+        scale: Arc<Vec<f16>>,
+    },
     /// uint4 indices into a 16-entry fp16 palette: w = lut[index].
     Lut { indices: Packed, lut: Arc<Vec<f16>> },
     /// uint1 mask of the non-zeros and the non-zero values in C order.
     Sparse { mask: Packed, values: Arc<Vec<f16>> },
     /// int8 with one fp16 scale per block (`scale_shape` divides the shape axis by axis): w[i] = q[i] · scale[i / block].
-    Blockwise { data: Arc<Vec<i8>>, scale_shape: Vec<usize>, scale: Arc<Vec<f16>> },
+    Blockwise {
+        data: Arc<Vec<i8>>,
+        scale_shape: Vec<usize>,
+        scale: Arc<Vec<f16>>,
+    },
 }
 
 /// fp16(a · b): the product is exact in f32 (int8 × fp16), then rounded once.
@@ -53,17 +61,29 @@ impl Constexpr {
     pub fn new(shape: Vec<usize>, enc: Encoded) -> Result<Constexpr> {
         let c = Constexpr { shape, enc };
         let n = crate::shape::numel(&c.shape);
-        let fail = |msg: String| Err(Error::value(c.name(), format!("weight {:?}: {msg}", c.shape)));
+        let fail = |msg: String| {
+            Err(Error::value(
+                c.name(),
+                format!("weight {:?}: {msg}", c.shape),
+            ))
+        };
         let (count, fp16) = match &c.enc {
             Encoded::Affine { axis, data, scale } => {
                 if *axis >= c.shape.len() || scale.len() != c.shape[*axis] {
-                    return fail(format!("axis {axis} with {} scales does not match the shape", scale.len()));
+                    return fail(format!(
+                        "axis {axis} with {} scales does not match the shape",
+                        scale.len()
+                    ));
                 }
                 (data.len(), scale)
             }
             Encoded::Lut { indices, lut } => {
                 if indices.ty() != BlobType::Uint4 || lut.len() != LUT_SIZE {
-                    return fail(format!("needs uint4 indices and {LUT_SIZE} palette entries, got {} and {}", indices.ty().mil(), lut.len()));
+                    return fail(format!(
+                        "needs uint4 indices and {LUT_SIZE} palette entries, got {} and {}",
+                        indices.ty().mil(),
+                        lut.len()
+                    ));
                 }
                 (indices.len(), lut)
             }
@@ -74,8 +94,16 @@ impl Constexpr {
                 }
                 (mask.len(), values)
             }
-            Encoded::Blockwise { data, scale_shape, scale } => {
-                let divides = scale_shape.len() == c.shape.len() && scale_shape.iter().zip(&c.shape).all(|(&s, &d)| s > 0 && d % s == 0);
+            Encoded::Blockwise {
+                data,
+                scale_shape,
+                scale,
+            } => {
+                let divides = scale_shape.len() == c.shape.len()
+                    && scale_shape
+                        .iter()
+                        .zip(&c.shape)
+                        .all(|(&s, &d)| s > 0 && d % s == 0);
                 if !divides || scale.len() != crate::shape::numel(scale_shape) {
                     return fail(format!("scale shape {scale_shape:?} ({} values) must have the weight's rank and divide each extent", scale.len()));
                 }
@@ -125,17 +153,36 @@ impl Constexpr {
                     *o = mul_f16(q, scale[i / inner % self.shape[*axis]]);
                 }
             }
-            Encoded::Lut { indices, lut } => out.iter_mut().enumerate().for_each(|(i, o)| *o = lut[indices.get(i) as usize].to_f32()),
+            Encoded::Lut { indices, lut } => out
+                .iter_mut()
+                .enumerate()
+                .for_each(|(i, o)| *o = lut[indices.get(i) as usize].to_f32()),
             Encoded::Sparse { mask, values } => {
                 let mut next = values.iter();
                 for (i, o) in out.iter_mut().enumerate() {
-                    *o = if mask.get(i) == 1 { next.next().map_or(0.0, |v| v.to_f32()) } else { 0.0 };
+                    *o = if mask.get(i) == 1 {
+                        next.next().map_or(0.0, |v| v.to_f32())
+                    } else {
+                        0.0
+                    };
                 }
             }
-            Encoded::Blockwise { data, scale_shape, scale } => {
-                let (strides, sstrides) = (crate::shape::strides(&self.shape), crate::shape::strides(scale_shape));
+            Encoded::Blockwise {
+                data,
+                scale_shape,
+                scale,
+            } => {
+                let (strides, sstrides) = (
+                    crate::shape::strides(&self.shape),
+                    crate::shape::strides(scale_shape),
+                );
                 for (i, (o, &q)) in out.iter_mut().zip(data.iter()).enumerate() {
-                    let s: usize = (0..self.shape.len()).map(|d| (i / strides[d] % self.shape[d]) / (self.shape[d] / scale_shape[d]) * sstrides[d]).sum();
+                    let s: usize = (0..self.shape.len())
+                        .map(|d| {
+                            (i / strides[d] % self.shape[d]) / (self.shape[d] / scale_shape[d])
+                                * sstrides[d]
+                        })
+                        .sum();
                     *o = mul_f16(q, scale[s]);
                 }
             }
@@ -165,15 +212,25 @@ impl Family for Constexpr {
                 .param("zero_point", Literal::Int8(0))
                 .blob("quantized_data", s, Payload::Int8(data.clone()))
                 .blob("scale", &[s[*axis]], Payload::Fp16(scale.clone())),
-            Encoded::Lut { indices, lut } => {
-                m.blob("indices", s, Payload::Packed(indices.clone())).blob("lut", &lut_shape(s.len()), Payload::Fp16(lut.clone()))
-            }
+            Encoded::Lut { indices, lut } => m
+                .blob("indices", s, Payload::Packed(indices.clone()))
+                .blob("lut", &lut_shape(s.len()), Payload::Fp16(lut.clone())),
             Encoded::Sparse { mask, values } => {
-                m.blob("mask", s, Payload::Packed(mask.clone())).blob("nonzero_data", &[values.len()], Payload::Fp16(values.clone()))
+                m.blob("mask", s, Payload::Packed(mask.clone())).blob(
+                    "nonzero_data",
+                    &[values.len()],
+                    Payload::Fp16(values.clone()),
+                )
             }
-            Encoded::Blockwise { data, scale_shape, scale } => {
-                m.blob("data", s, Payload::Int8(data.clone())).blob("scale", scale_shape, Payload::Fp16(scale.clone()))
-            }
+            Encoded::Blockwise {
+                data,
+                scale_shape,
+                scale,
+            } => m.blob("data", s, Payload::Int8(data.clone())).blob(
+                "scale",
+                scale_shape,
+                Payload::Fp16(scale.clone()),
+            ),
         }
     }
     fn eval(&self, _: &[&Buf], out: &mut [Buf]) -> Result<()> {
@@ -191,7 +248,9 @@ fn lut_shape(rank: usize) -> Vec<usize> {
 fn fp16_arg(args: &mut MilArgs, name: &str, shape: &[usize]) -> Result<Arc<Vec<f16>>> {
     match args.blob(name, BlobType::Fp16)? {
         (s, Payload::Fp16(v)) if s == shape => Ok(v),
-        (s, _) => Err(args.error(format!("argument '{name}' has shape {s:?}, expected {shape:?}"))),
+        (s, _) => Err(args.error(format!(
+            "argument '{name}' has shape {s:?}, expected {shape:?}"
+        ))),
     }
 }
 
@@ -221,11 +280,14 @@ pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
             AFFINE => {
                 let zp = args.int8("zero_point")?;
                 if zp != 0 {
-                    return Err(args.error(format!("zero_point must be 0 (symmetric int8), got {zp}")));
+                    return Err(
+                        args.error(format!("zero_point must be 0 (symmetric int8), got {zp}"))
+                    );
                 }
                 let (shape, data) = int8_arg(args, "quantized_data")?;
                 let a = args.int("axis")?;
-                let axis = crate::shape::axis(op, a, shape.len()).map_err(|e| args.error(e.to_string()))?;
+                let axis = crate::shape::axis(op, a, shape.len())
+                    .map_err(|e| args.error(e.to_string()))?;
                 let scale = fp16_arg(args, "scale", &[shape[axis]])?;
                 (shape, Encoded::Affine { axis, data, scale })
             }
@@ -238,7 +300,11 @@ pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
                 let (shape, mask) = packed_arg(args, "mask", BlobType::Uint1)?;
                 let (_, values) = match args.blob("nonzero_data", BlobType::Fp16)? {
                     (s, Payload::Fp16(v)) if s.len() == 1 => (s, v),
-                    (s, _) => return Err(args.error(format!("argument 'nonzero_data' must be rank 1, got shape {s:?}"))),
+                    (s, _) => {
+                        return Err(args.error(format!(
+                            "argument 'nonzero_data' must be rank 1, got shape {s:?}"
+                        )))
+                    }
                 };
                 (shape, Encoded::Sparse { mask, values })
             }
@@ -248,10 +314,19 @@ pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
                     (s, Payload::Fp16(v)) => (s, v),
                     _ => return Err(args.error("argument 'scale' must be fp16")),
                 };
-                (shape, Encoded::Blockwise { data, scale_shape, scale })
+                (
+                    shape,
+                    Encoded::Blockwise {
+                        data,
+                        scale_shape,
+                        scale,
+                    },
+                )
             }
         };
-        Constexpr::new(shape, enc).map(Op::Constexpr).map_err(|e| args.error(e.to_string()))
+        Constexpr::new(shape, enc)
+            .map(Op::Constexpr)
+            .map_err(|e| args.error(e.to_string()))
     })())
 }
 
@@ -271,15 +346,51 @@ mod tests {
 
     /// One small case per encoding, with its expected dense values worked out by hand.
     fn cases() -> Vec<(Constexpr, Vec<f32>)> {
-        let affine = Constexpr::new(vec![2, 3], Encoded::Affine { axis: 0, data: Arc::new(vec![1, -2, 127, 0, 5, -127]), scale: h(&[0.5, 0.25]) }).unwrap();
-        let affine1 = Constexpr::new(vec![2, 3], Encoded::Affine { axis: 1, data: Arc::new(vec![1, -2, 3, 4, 5, 6]), scale: h(&[1.0, 2.0, 0.5]) }).unwrap();
+        let affine = Constexpr::new(
+            vec![2, 3],
+            Encoded::Affine {
+                axis: 0,
+                data: Arc::new(vec![1, -2, 127, 0, 5, -127]),
+                scale: h(&[0.5, 0.25]),
+            },
+        )
+        .unwrap();
+        let affine1 = Constexpr::new(
+            vec![2, 3],
+            Encoded::Affine {
+                axis: 1,
+                data: Arc::new(vec![1, -2, 3, 4, 5, 6]),
+                scale: h(&[1.0, 2.0, 0.5]),
+            },
+        )
+        .unwrap();
         let lut: Vec<f32> = (0..16).map(|i| i as f32 - 8.0).collect();
-        let lut = Constexpr::new(vec![3, 1], Encoded::Lut { indices: Packed::pack(BlobType::Uint4, [0u8, 15, 9].into_iter()), lut: h(&lut) }).unwrap();
-        let sparse =
-            Constexpr::new(vec![2, 2, 1], Encoded::Sparse { mask: Packed::pack(BlobType::Uint1, [0u8, 1, 1, 0].into_iter()), values: h(&[3.0, -1.5]) })
-                .unwrap();
+        let lut = Constexpr::new(
+            vec![3, 1],
+            Encoded::Lut {
+                indices: Packed::pack(BlobType::Uint4, [0u8, 15, 9].into_iter()),
+                lut: h(&lut),
+            },
+        )
+        .unwrap();
+        let sparse = Constexpr::new(
+            vec![2, 2, 1],
+            Encoded::Sparse {
+                mask: Packed::pack(BlobType::Uint1, [0u8, 1, 1, 0].into_iter()),
+                values: h(&[3.0, -1.5]),
+            },
+        )
+        .unwrap();
         let data = Arc::new(vec![1, 2, 3, 4, -1, -2, -3, -4]);
-        let block = Constexpr::new(vec![2, 4], Encoded::Blockwise { data, scale_shape: vec![2, 2], scale: h(&[1.0, 10.0, 0.5, 0.125]) }).unwrap();
+        let block = Constexpr::new(
+            vec![2, 4],
+            Encoded::Blockwise {
+                data,
+                scale_shape: vec![2, 2],
+                scale: h(&[1.0, 10.0, 0.5, 0.125]),
+            },
+        )
+        .unwrap();
         vec![
             (affine, vec![0.5, -1.0, 63.5, 0.0, 1.25, -31.75]),
             (affine1, vec![1.0, -4.0, 1.5, 4.0, 10.0, 3.0]),
@@ -293,14 +404,25 @@ mod tests {
     fn kernels_dequantize_as_specified() {
         for (c, want) in cases() {
             assert_eq!(dense(&c), want, "{}", c.name());
-            assert_eq!(c.infer(&[]).unwrap(), [TensorType::fp16(c.shape().to_vec())]);
+            assert_eq!(
+                c.infer(&[]).unwrap(),
+                [TensorType::fp16(c.shape().to_vec())]
+            );
         }
     }
 
     #[test]
     fn dequantized_products_round_once_to_fp16() {
         // 127 · fp16(0.1) = 12.6968994140625 is not an fp16 value: it rounds to 12.6953125.
-        let c = Constexpr::new(vec![1, 1], Encoded::Affine { axis: 0, data: Arc::new(vec![127]), scale: h(&[0.1]) }).unwrap();
+        let c = Constexpr::new(
+            vec![1, 1],
+            Encoded::Affine {
+                axis: 0,
+                data: Arc::new(vec![127]),
+                scale: h(&[0.1]),
+            },
+        )
+        .unwrap();
         assert_eq!(dense(&c), [12.6953125]);
     }
 
@@ -308,11 +430,33 @@ mod tests {
     fn mil_round_trips_every_encoding() {
         for (c, _) in cases() {
             let m = c.mil();
-            let mut args = MilArgs::new("model.mil", "w", m.params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect());
-            args.blobs = m.blobs.iter().map(|(k, s, p)| (k.to_string(), (s.clone(), p.clone()))).collect();
-            assert_eq!(from_mil(m.op, &mut args).unwrap().unwrap(), Op::Constexpr(c.clone()));
-            assert!(args.params.is_empty() && args.blobs.is_empty(), "{}: unclaimed arguments", m.op);
-            assert!(m.params.windows(2).all(|p| p[0].0 < p[1].0), "{}: params not in alphabetical order", m.op);
+            let mut args = MilArgs::new(
+                "model.mil",
+                "w",
+                m.params
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.clone()))
+                    .collect(),
+            );
+            args.blobs = m
+                .blobs
+                .iter()
+                .map(|(k, s, p)| (k.to_string(), (s.clone(), p.clone())))
+                .collect();
+            assert_eq!(
+                from_mil(m.op, &mut args).unwrap().unwrap(),
+                Op::Constexpr(c.clone())
+            );
+            assert!(
+                args.params.is_empty() && args.blobs.is_empty(),
+                "{}: unclaimed arguments",
+                m.op
+            );
+            assert!(
+                m.params.windows(2).all(|p| p[0].0 < p[1].0),
+                "{}: params not in alphabetical order",
+                m.op
+            );
         }
         assert!(from_mil("conv", &mut MilArgs::new("m", "s", Default::default())).is_none());
     }
@@ -323,28 +467,115 @@ mod tests {
             let e = Constexpr::new(shape, enc).unwrap_err().to_string();
             assert!(e.starts_with("constexpr_") && e.contains(needle), "{e}");
         };
-        bad(vec![2, 3], Encoded::Affine { axis: 0, data: Arc::new(vec![0; 6]), scale: h(&[1.0; 3]) }, "axis 0 with 3 scales");
-        bad(vec![2, 3], Encoded::Affine { axis: 0, data: Arc::new(vec![0; 5]), scale: h(&[1.0; 2]) }, "payload has 5 elements, the shape needs 6");
-        bad(vec![4], Encoded::Lut { indices: Packed::pack(BlobType::Uint4, [0u8; 4].into_iter()), lut: h(&[0.0; 15]) }, "16 palette entries");
-        bad(vec![4], Encoded::Lut { indices: Packed::pack(BlobType::Uint1, [0u8; 4].into_iter()), lut: h(&[0.0; 16]) }, "uint4 indices");
-        bad(vec![4], Encoded::Sparse { mask: Packed::pack(BlobType::Uint1, [1u8, 0, 1, 0].into_iter()), values: h(&[1.0]) }, "2 set bits but there are 1");
-        bad(vec![4], Encoded::Sparse { mask: Packed::pack(BlobType::Uint1, [0u8; 4].into_iter()), values: h(&[]) }, "need >= 1");
-        bad(vec![2, 4], Encoded::Blockwise { data: Arc::new(vec![0; 8]), scale_shape: vec![2, 3], scale: h(&[1.0; 6]) }, "divide each extent");
-        bad(vec![2, 4], Encoded::Blockwise { data: Arc::new(vec![0; 8]), scale_shape: vec![2, 2], scale: h(&[1.0; 3]) }, "(3 values)");
-        bad(vec![1, 2], Encoded::Affine { axis: 0, data: Arc::new(vec![0; 2]), scale: Arc::new(vec![f16::INFINITY]) }, "element 0 is inf");
+        bad(
+            vec![2, 3],
+            Encoded::Affine {
+                axis: 0,
+                data: Arc::new(vec![0; 6]),
+                scale: h(&[1.0; 3]),
+            },
+            "axis 0 with 3 scales",
+        );
+        bad(
+            vec![2, 3],
+            Encoded::Affine {
+                axis: 0,
+                data: Arc::new(vec![0; 5]),
+                scale: h(&[1.0; 2]),
+            },
+            "payload has 5 elements, the shape needs 6",
+        );
+        bad(
+            vec![4],
+            Encoded::Lut {
+                indices: Packed::pack(BlobType::Uint4, [0u8; 4].into_iter()),
+                lut: h(&[0.0; 15]),
+            },
+            "16 palette entries",
+        );
+        bad(
+            vec![4],
+            Encoded::Lut {
+                indices: Packed::pack(BlobType::Uint1, [0u8; 4].into_iter()),
+                lut: h(&[0.0; 16]),
+            },
+            "uint4 indices",
+        );
+        bad(
+            vec![4],
+            Encoded::Sparse {
+                mask: Packed::pack(BlobType::Uint1, [1u8, 0, 1, 0].into_iter()),
+                values: h(&[1.0]),
+            },
+            "2 set bits but there are 1",
+        );
+        bad(
+            vec![4],
+            Encoded::Sparse {
+                mask: Packed::pack(BlobType::Uint1, [0u8; 4].into_iter()),
+                values: h(&[]),
+            },
+            "need >= 1",
+        );
+        bad(
+            vec![2, 4],
+            Encoded::Blockwise {
+                data: Arc::new(vec![0; 8]),
+                scale_shape: vec![2, 3],
+                scale: h(&[1.0; 6]),
+            },
+            "divide each extent",
+        );
+        bad(
+            vec![2, 4],
+            Encoded::Blockwise {
+                data: Arc::new(vec![0; 8]),
+                scale_shape: vec![2, 2],
+                scale: h(&[1.0; 3]),
+            },
+            "(3 values)",
+        );
+        bad(
+            vec![1, 2],
+            Encoded::Affine {
+                axis: 0,
+                data: Arc::new(vec![0; 2]),
+                scale: Arc::new(vec![f16::INFINITY]),
+            },
+            "element 0 is inf",
+        );
     }
 
     #[test]
     fn from_mil_rejects_nonzero_zero_point_and_wrong_argument_types() {
         let (c, _) = cases().remove(0);
         let m = c.mil();
-        let blobs: std::collections::BTreeMap<_, _> = m.blobs.iter().map(|(k, s, p)| (k.to_string(), (s.clone(), p.clone()))).collect();
-        let mut args = MilArgs::new("model.mil", "w", [("axis".to_string(), Literal::Int32(0)), ("zero_point".to_string(), Literal::Int8(3))].into());
+        let blobs: std::collections::BTreeMap<_, _> = m
+            .blobs
+            .iter()
+            .map(|(k, s, p)| (k.to_string(), (s.clone(), p.clone())))
+            .collect();
+        let mut args = MilArgs::new(
+            "model.mil",
+            "w",
+            [
+                ("axis".to_string(), Literal::Int32(0)),
+                ("zero_point".to_string(), Literal::Int8(3)),
+            ]
+            .into(),
+        );
         args.blobs = blobs.clone();
-        assert!(from_mil(AFFINE, &mut args).unwrap().unwrap_err().to_string().contains("zero_point must be 0"));
+        assert!(from_mil(AFFINE, &mut args)
+            .unwrap()
+            .unwrap_err()
+            .to_string()
+            .contains("zero_point must be 0"));
         let mut args = MilArgs::new("model.mil", "w", Default::default());
         args.blobs = [("indices".to_string(), blobs["quantized_data"].clone())].into();
         let e = from_mil(LUT, &mut args).unwrap().unwrap_err().to_string();
-        assert!(e.contains("'indices' must be a uint4 tensor, got int8"), "{e}");
+        assert!(
+            e.contains("'indices' must be a uint4 tensor, got int8"),
+            "{e}"
+        );
     }
 }

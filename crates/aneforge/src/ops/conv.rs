@@ -5,8 +5,8 @@
 use rayon::prelude::*;
 
 use super::gemm::sgemm;
-use super::kernel::PAR_MIN_ELEMS;
 use super::io::{constant, expect_fp16, HostArray};
+use super::kernel::PAR_MIN_ELEMS;
 use super::{Buf, Family, Op, TensorType};
 use crate::error::{Error, Result};
 use crate::graph::Tensor;
@@ -41,20 +41,34 @@ pub struct ConvOptions {
 impl Default for ConvOptions {
     /// Stride 1, no padding, dilation 1, one group.
     fn default() -> Self {
-        ConvOptions { stride: [1, 1], pad: [0; 4], dilation: [1, 1], groups: 1 }
+        ConvOptions {
+            stride: [1, 1],
+            pad: [0; 4],
+            dilation: [1, 1],
+            groups: 1,
+        }
     }
 }
 
 /// Output [H', W'] of a 2-D sliding window over `input` [H, W] with padding [t, b, l, r]; errors
 /// (naming `op`) for a zero kernel, stride or dilation, or a window larger than the padded input.
-pub fn window_output(op: &str, input: [usize; 2], kernel: [usize; 2], strides: [usize; 2], dilations: [usize; 2], pad: [usize; 4]) -> Result<[usize; 2]> {
+pub fn window_output(
+    op: &str,
+    input: [usize; 2],
+    kernel: [usize; 2],
+    strides: [usize; 2],
+    dilations: [usize; 2],
+    pad: [usize; 4],
+) -> Result<[usize; 2]> {
     if kernel.contains(&0) || strides.contains(&0) || dilations.contains(&0) {
         return Err(Error::shape(op, format!("kernel {kernel:?}, strides {strides:?} and dilations {dilations:?} must all be >= 1")));
     }
     let mut out = [0; 2];
     for a in 0..2 {
         let span = dilations[a].saturating_mul(kernel[a] - 1).saturating_add(1);
-        let padded = input[a].saturating_add(pad[2 * a]).saturating_add(pad[2 * a + 1]);
+        let padded = input[a]
+            .saturating_add(pad[2 * a])
+            .saturating_add(pad[2 * a + 1]);
         if span > padded {
             let what = format!("kernel {kernel:?} with dilations {dilations:?}");
             return Err(Error::shape(op, format!("{what} spans {span} along {}, more than the padded input {input:?} + pad {pad:?}", ["H", "W"][a])));
@@ -65,8 +79,17 @@ pub fn window_output(op: &str, input: [usize; 2], kernel: [usize; 2], strides: [
 }
 
 /// Input index read by output position `o` at kernel tap `k` along one axis, or `None` in the padding.
-pub fn tap(o: usize, k: usize, stride: usize, dilation: usize, pad_lo: usize, size: usize) -> Option<usize> {
-    (o * stride + k * dilation).checked_sub(pad_lo).filter(|&i| i < size)
+pub fn tap(
+    o: usize,
+    k: usize,
+    stride: usize,
+    dilation: usize,
+    pad_lo: usize,
+    size: usize,
+) -> Option<usize> {
+    (o * stride + k * dilation)
+        .checked_sub(pad_lo)
+        .filter(|&i| i < size)
 }
 
 /// A MIL int32 vector of window parameters (validated extents always fit in i32).
@@ -77,7 +100,11 @@ pub fn ints(v: &[usize]) -> Literal {
 /// Take a window parameter of exactly `N` non-negative ints.
 pub fn take_sizes<const N: usize>(args: &mut MilArgs, name: &str) -> Result<[usize; N]> {
     let v = args.sizes(name)?;
-    v.as_slice().try_into().map_err(|_| args.error(format!("parameter '{name}' must have {N} values, got {v:?}")))
+    v.as_slice().try_into().map_err(|_| {
+        args.error(format!(
+            "parameter '{name}' must have {N} values, got {v:?}"
+        ))
+    })
 }
 
 /// Take `pad_type`, which must be "custom" (the only spelling the printer emits).
@@ -104,25 +131,54 @@ struct Geom {
 impl Conv {
     /// Check x and weight shapes against the parameters; errors name the shapes.
     fn geometry(&self, xs: &[usize], ws: &[usize]) -> Result<Geom> {
-        let err = |msg: String| Err(Error::shape("conv", format!("x {xs:?}, weight {ws:?}: {msg}")));
+        let err = |msg: String| {
+            Err(Error::shape(
+                "conv",
+                format!("x {xs:?}, weight {ws:?}: {msg}"),
+            ))
+        };
         let (&[n, cin, h, w], &[cout, cg, kh, kw]) = (xs, ws) else {
-            return err("x must be rank 4 [N, Cin, H, W] and weight rank 4 [Cout, Cin/groups, kH, kW]".into());
+            return err(
+                "x must be rank 4 [N, Cin, H, W] and weight rank 4 [Cout, Cin/groups, kH, kW]"
+                    .into(),
+            );
         };
         let g = self.groups;
         if g == 0 {
             return err("groups must be >= 1".into());
         }
         if cg.checked_mul(g) != Some(cin) {
-            return err(format!("Cin = {cin} but weight has {cg} input channels per group x {g} groups"));
+            return err(format!(
+                "Cin = {cin} but weight has {cg} input channels per group x {g} groups"
+            ));
         }
         if cout % g != 0 {
             return err(format!("Cout = {cout} is not divisible by groups = {g}"));
         }
         if kw > MAX_KERNEL_WIDTH {
-            return err(format!("kernel width {kw} exceeds the ANE limit of {MAX_KERNEL_WIDTH}"));
+            return err(format!(
+                "kernel width {kw} exceeds the ANE limit of {MAX_KERNEL_WIDTH}"
+            ));
         }
-        let [oh, ow] = window_output("conv", [h, w], [kh, kw], self.strides, self.dilations, self.pad)?;
-        Ok(Geom { n, cin, h, w, cout, kh, kw, oh, ow })
+        let [oh, ow] = window_output(
+            "conv",
+            [h, w],
+            [kh, kw],
+            self.strides,
+            self.dilations,
+            self.pad,
+        )?;
+        Ok(Geom {
+            n,
+            cin,
+            h,
+            w,
+            cout,
+            kh,
+            kw,
+            oh,
+            ow,
+        })
     }
 
     /// Gather one group's input planes `xs` [Cg, H, W] into `col` [Cg·kH·kW, H'·W'] (zeros in the padding).
@@ -133,8 +189,19 @@ impl Conv {
             let plane = &xs[c * g.h * g.w..(c + 1) * g.h * g.w];
             // Output columns ox whose input column ox·sw + kx·dw − pl lies inside [0, W).
             let shift = (kx * dw) as isize - pl as isize;
-            let lo = if shift >= 0 { 0 } else { (-shift as usize).div_ceil(sw) }.min(g.ow);
-            let hi = if shift >= g.w as isize { 0 } else { (g.w as isize - shift) as usize }.div_ceil(sw).clamp(lo, g.ow);
+            let lo = if shift >= 0 {
+                0
+            } else {
+                (-shift as usize).div_ceil(sw)
+            }
+            .min(g.ow);
+            let hi = if shift >= g.w as isize {
+                0
+            } else {
+                (g.w as isize - shift) as usize
+            }
+            .div_ceil(sw)
+            .clamp(lo, g.ow);
             for (oy, orow) in row.chunks_mut(g.ow).enumerate() {
                 let Some(iy) = tap(oy, ky, sh, dh, pt, g.h) else {
                     orow.fill(0.0);
@@ -168,17 +235,35 @@ impl Family for Conv {
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         if !(2..=3).contains(&inputs.len()) {
-            return Err(Error::shape("conv", format!("expects 2 or 3 inputs (x, weight, bias?), got {}", inputs.len())));
+            return Err(Error::shape(
+                "conv",
+                format!(
+                    "expects 2 or 3 inputs (x, weight, bias?), got {}",
+                    inputs.len()
+                ),
+            ));
         }
         expect_fp16("conv", inputs)?;
         let g = self.geometry(&inputs[0].shape, &inputs[1].shape)?;
         if let Some(b) = inputs.get(2).filter(|b| b.shape != [g.cout]) {
-            return Err(Error::shape("conv", format!("bias must have shape [{}] (Cout of weight {:?}), got {:?}", g.cout, inputs[1].shape, b.shape)));
+            return Err(Error::shape(
+                "conv",
+                format!(
+                    "bias must have shape [{}] (Cout of weight {:?}), got {:?}",
+                    g.cout, inputs[1].shape, b.shape
+                ),
+            ));
         }
         Ok(vec![TensorType::fp16(vec![g.n, g.cout, g.oh, g.ow])])
     }
     fn mil(&self) -> MilOp {
-        conv_params(MilOp::new("conv", &["x", "weight", "bias"]), self.strides, self.pad, self.dilations, self.groups)
+        conv_params(
+            MilOp::new("conv", &["x", "weight", "bias"]),
+            self.strides,
+            self.pad,
+            self.dilations,
+            self.groups,
+        )
     }
     fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
         let (x, w) = (ins[0], ins[1]);
@@ -187,7 +272,9 @@ impl Family for Conv {
         let od = &mut out[0].data;
         // The bias initialises each output plane; the GEMM then accumulates onto it.
         if let Some(b) = ins.get(2) {
-            od.chunks_mut(p).zip(b.data.iter().cycle()).for_each(|(plane, &v)| plane.fill(v));
+            od.chunks_mut(p)
+                .zip(b.data.iter().cycle())
+                .for_each(|(plane, &v)| plane.fill(v));
         }
         let direct = g.kh == 1 && g.kw == 1 && self.strides == [1, 1] && self.pad == [0; 4];
         SCRATCH.with_borrow_mut(|col| {
@@ -208,8 +295,22 @@ thread_local! {
 impl Conv {
     /// One GEMM per (batch, group): weight [Cout/g, K] × columns [K, H'·W'] (+)= output planes.
     #[allow(clippy::too_many_arguments)]
-    fn run_groups(&self, g: &Geom, x: &Buf, w: &Buf, od: &mut [f32], col: &mut [f32], direct: bool, has_bias: bool) {
-        let (cg, cog, p, hw) = (g.cin / self.groups, g.cout / self.groups, g.oh * g.ow, g.h * g.w);
+    fn run_groups(
+        &self,
+        g: &Geom,
+        x: &Buf,
+        w: &Buf,
+        od: &mut [f32],
+        col: &mut [f32],
+        direct: bool,
+        has_bias: bool,
+    ) {
+        let (cg, cog, p, hw) = (
+            g.cin / self.groups,
+            g.cout / self.groups,
+            g.oh * g.ow,
+            g.h * g.w,
+        );
         let kk = cg * g.kh * g.kw;
         for b in 0..g.n {
             for gi in 0..self.groups {
@@ -222,7 +323,20 @@ impl Conv {
                     &col[..kk * p]
                 };
                 let oo = (b * g.cout + gi * cog) * p;
-                sgemm(cog, p, kk, &w.data[gi * cog * kk..], kk, 1, src, p, 1, &mut od[oo..oo + cog * p], p, has_bias);
+                sgemm(
+                    cog,
+                    p,
+                    kk,
+                    &w.data[gi * cog * kk..],
+                    kk,
+                    1,
+                    src,
+                    p,
+                    1,
+                    &mut od[oo..oo + cog * p],
+                    p,
+                    has_bias,
+                );
             }
         }
     }
@@ -233,11 +347,24 @@ pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
     if op != "conv" {
         return None;
     }
-    Some(take_conv_params(args).map(|o| Op::Conv(Conv { strides: o.stride, pad: o.pad, dilations: o.dilation, groups: o.groups })))
+    Some(take_conv_params(args).map(|o| {
+        Op::Conv(Conv {
+            strides: o.stride,
+            pad: o.pad,
+            dilations: o.dilation,
+            groups: o.groups,
+        })
+    }))
 }
 
 /// Add the parameters `conv` and `conv_transpose` share, in alphabetical order.
-pub fn conv_params(m: MilOp, strides: [usize; 2], pad: [usize; 4], dilations: [usize; 2], groups: usize) -> MilOp {
+pub fn conv_params(
+    m: MilOp,
+    strides: [usize; 2],
+    pad: [usize; 4],
+    dilations: [usize; 2],
+    groups: usize,
+) -> MilOp {
     m.param("dilations", ints(&dilations))
         .param("groups", Literal::Int32(groups as i32))
         .param("pad", ints(&pad))
@@ -249,26 +376,50 @@ pub fn conv_params(m: MilOp, strides: [usize; 2], pad: [usize; 4], dilations: [u
 pub fn take_conv_params(args: &mut MilArgs) -> Result<ConvOptions> {
     take_custom_pad(args)?;
     let g = args.int("groups")?;
-    let groups = usize::try_from(g).map_err(|_| args.error(format!("groups must be non-negative, got {g}")))?;
-    Ok(ConvOptions { stride: take_sizes(args, "strides")?, pad: take_sizes(args, "pad")?, dilation: take_sizes(args, "dilations")?, groups })
+    let groups = usize::try_from(g)
+        .map_err(|_| args.error(format!("groups must be non-negative, got {g}")))?;
+    Ok(ConvOptions {
+        stride: take_sizes(args, "strides")?,
+        pad: take_sizes(args, "pad")?,
+        dilation: take_sizes(args, "dilations")?,
+        groups,
+    })
 }
 
 /// 2-D convolution of `x` [N, Cin, H, W] with a baked weight [Cout, Cin/groups, kH, kW] and optional bias [Cout].
-pub fn conv2d(x: &Tensor, weight: HostArray, bias: Option<HostArray>, opts: ConvOptions) -> Result<Tensor> {
+pub fn conv2d(
+    x: &Tensor,
+    weight: HostArray,
+    bias: Option<HostArray>,
+    opts: ConvOptions,
+) -> Result<Tensor> {
     let mut srcs = vec![x.clone(), constant("conv", weight)?];
     if let Some(b) = bias {
         srcs.push(constant("conv", b)?);
     }
-    let conv = Conv { strides: opts.stride, pad: opts.pad, dilations: opts.dilation, groups: opts.groups };
+    let conv = Conv {
+        strides: opts.stride,
+        pad: opts.pad,
+        dilations: opts.dilation,
+        groups: opts.groups,
+    };
     Tensor::apply1(Op::Conv(conv), srcs)
 }
 
 /// Convolution whose weight [Cout, Cin/groups, kH, kW] is a graph tensor (MIL `conv` with a non-const weight); batch 1.
 pub fn dynamic_conv(x: &Tensor, weight: &Tensor, opts: ConvOptions) -> Result<Tensor> {
     if x.shape().first() != Some(&1) {
-        return Err(Error::shape("dynamic_conv", format!("x must have batch 1, got {:?}", x.shape())));
+        return Err(Error::shape(
+            "dynamic_conv",
+            format!("x must have batch 1, got {:?}", x.shape()),
+        ));
     }
-    let conv = Conv { strides: opts.stride, pad: opts.pad, dilations: opts.dilation, groups: opts.groups };
+    let conv = Conv {
+        strides: opts.stride,
+        pad: opts.pad,
+        dilations: opts.dilation,
+        groups: opts.groups,
+    };
     Tensor::apply1(Op::Conv(conv), vec![x.clone(), weight.clone()])
 }
 
@@ -285,15 +436,36 @@ impl Conv {
         let (xs, ws) = (x.shape(), w.shape());
         let dx = a.needs[0].then(|| -> Result<Tensor> {
             let [kh, kw] = [ws[2], ws[3]];
-            let pad = adjoint_pad([xs[2], xs[3]], [g.shape()[2], g.shape()[3]], [kh, kw], self.strides, self.dilations, self.pad);
-            let ct = ConvTranspose { strides: self.strides, pad, dilations: self.dilations, groups: self.groups };
+            let pad = adjoint_pad(
+                [xs[2], xs[3]],
+                [g.shape()[2], g.shape()[3]],
+                [kh, kw],
+                self.strides,
+                self.dilations,
+                self.pad,
+            );
+            let ct = ConvTranspose {
+                strides: self.strides,
+                pad,
+                dilations: self.dilations,
+                groups: self.groups,
+            };
             let d = Tensor::apply1(Op::ConvTranspose(ct), vec![g.clone(), w.clone()])?;
             let d = pad_axis(&d, 2, 0, xs[2] - d.shape()[2])?;
             pad_axis(&d, 3, 0, xs[3] - d.shape()[3])
         });
         let dw = a.needs[1].then(|| self.weight_grad(x, ws, g));
-        let db = a.needs.get(2).copied().unwrap_or(false).then(|| reshape_to(&g.sum(&[0, 2, 3], true)?, &[ws[0]]));
-        [dx, dw, db].into_iter().take(a.x.len()).map(Option::transpose).collect()
+        let db = a
+            .needs
+            .get(2)
+            .copied()
+            .unwrap_or(false)
+            .then(|| reshape_to(&g.sum(&[0, 2, 3], true)?, &[ws[0]]));
+        [dx, dw, db]
+            .into_iter()
+            .take(a.x.len())
+            .map(Option::transpose)
+            .collect()
     }
 
     /// dweight [Cout, Cin/groups, kH, kW] from x [N, Cin, H, W] and the upstream gradient g [N, Cout, H', W'].
@@ -313,8 +485,14 @@ impl Conv {
                 let off = c0 * self.strides[1];
                 let xc = xg.slice_by_size(&[0, 0, 0, off], &[s[0], s[1], s[2], s[3] - off])?;
                 let gc = gg.slice_by_size(&[0, 0, 0, c0], &[cog, s[1], gg.shape()[2], cw])?;
-                let corr = Conv { strides: self.dilations, pad: [0; 4], dilations: self.strides, groups: 1 };
-                let d = Tensor::apply1(Op::Conv(corr), vec![xc, gc])?.slice_by_size(&[0; 4], &[cg, cog, ws[2], ws[3]])?;
+                let corr = Conv {
+                    strides: self.dilations,
+                    pad: [0; 4],
+                    dilations: self.strides,
+                    groups: 1,
+                };
+                let d = Tensor::apply1(Op::Conv(corr), vec![xc, gc])?
+                    .slice_by_size(&[0; 4], &[cg, cog, ws[2], ws[3]])?;
                 acc = Some(match acc {
                     None => d,
                     Some(p) => p.add(&d)?,
@@ -334,7 +512,14 @@ impl Conv {
 /// back onto its input [H, W]: the op's padding, less at the bottom/right by the padded rows and
 /// columns no window reached (they would otherwise crop real input positions); the result is at
 /// most [H, W], short only by input rows/columns no window read.
-pub(crate) fn adjoint_pad(input: [usize; 2], output: [usize; 2], kernel: [usize; 2], strides: [usize; 2], dilations: [usize; 2], pad: [usize; 4]) -> [usize; 4] {
+pub(crate) fn adjoint_pad(
+    input: [usize; 2],
+    output: [usize; 2],
+    kernel: [usize; 2],
+    strides: [usize; 2],
+    dilations: [usize; 2],
+    pad: [usize; 4],
+) -> [usize; 4] {
     let mut p = pad;
     for ax in 0..2 {
         let reached = (output[ax] - 1) * strides[ax] + dilations[ax] * (kernel[ax] - 1) + 1;
@@ -361,19 +546,42 @@ pub(crate) mod tests {
     /// Assert `op` prints alphabetically ordered params and `parse(print(op)) == op`, consuming every param.
     pub(crate) fn mil_roundtrip(op: Op, parse: fn(&str, &mut MilArgs) -> Option<Result<Op>>) {
         let m = op.family().mil();
-        assert!(m.params.windows(2).all(|p| p[0].0 < p[1].0), "{}: params not in alphabetical order", m.op);
-        let params = m.params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+        assert!(
+            m.params.windows(2).all(|p| p[0].0 < p[1].0),
+            "{}: params not in alphabetical order",
+            m.op
+        );
+        let params = m
+            .params
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
         let mut args = MilArgs::new("model.mil", "s", params);
-        assert_eq!(parse(m.op, &mut args).expect("op not recognised").unwrap(), op);
+        assert_eq!(
+            parse(m.op, &mut args).expect("op not recognised").unwrap(),
+            op
+        );
         assert!(args.params.is_empty(), "unclaimed params {:?}", args.params);
     }
 
     fn conv(strides: [usize; 2], pad: [usize; 4], dilations: [usize; 2], groups: usize) -> Conv {
-        Conv { strides, pad, dilations, groups }
+        Conv {
+            strides,
+            pad,
+            dilations,
+            groups,
+        }
     }
 
     /// Direct-loop convolution in f64.
-    fn naive(c: &Conv, xs: [usize; 4], x: &[f32], ws: [usize; 4], w: &[f32], bias: Option<&[f32]>) -> Vec<f64> {
+    fn naive(
+        c: &Conv,
+        xs: [usize; 4],
+        x: &[f32],
+        ws: [usize; 4],
+        w: &[f32],
+        bias: Option<&[f32]>,
+    ) -> Vec<f64> {
         let ([n, cin, h, wd], [cout, cg, kh, kw]) = (xs, ws);
         let ([sh, sw], [dh, dw], [pt, pb, pl, pr]) = (c.strides, c.dilations, c.pad);
         let oh = (h + pt + pb - dh * (kh - 1) - 1) / sh + 1;
@@ -394,7 +602,9 @@ pub(crate) mod tests {
                                         continue;
                                     }
                                     let xc = (co / cog) * cg + ci;
-                                    let xv = x[((b * cin + xc) * h + iy as usize) * wd + ix as usize] as f64;
+                                    let xv = x
+                                        [((b * cin + xc) * h + iy as usize) * wd + ix as usize]
+                                        as f64;
                                     s += xv * w[((co * cg + ci) * kh + ky) * kw + kx] as f64;
                                 }
                             }
@@ -408,18 +618,38 @@ pub(crate) mod tests {
     }
 
     fn check(c: Conv, xs: [usize; 4], ws: [usize; 4], with_bias: bool) {
-        let x = Buf { shape: xs.to_vec(), data: rand_vec(xs.iter().product(), 21) };
-        let w = Buf { shape: ws.to_vec(), data: rand_vec(ws.iter().product(), 22) };
-        let b = Buf { shape: vec![ws[0]], data: rand_vec(ws[0], 23) };
+        let x = Buf {
+            shape: xs.to_vec(),
+            data: rand_vec(xs.iter().product(), 21),
+        };
+        let w = Buf {
+            shape: ws.to_vec(),
+            data: rand_vec(ws.iter().product(), 22),
+        };
+        let b = Buf {
+            shape: vec![ws[0]],
+            data: rand_vec(ws[0], 23),
+        };
         let mut types = vec![TensorType::fp16(xs.to_vec()), TensorType::fp16(ws.to_vec())];
         let mut ins = vec![&x, &w];
         if with_bias {
             types.push(TensorType::fp16(vec![ws[0]]));
             ins.push(&b);
         }
-        let want = naive(&c, xs, &x.data, ws, &w.data, with_bias.then_some(&b.data[..]));
+        let want = naive(
+            &c,
+            xs,
+            &x.data,
+            ws,
+            &w.data,
+            with_bias.then_some(&b.data[..]),
+        );
         let shape = c.infer(&types).unwrap().remove(0).shape;
-        assert_eq!(shape.iter().product::<usize>(), want.len(), "{c:?} {xs:?} {ws:?}: output {shape:?}");
+        assert_eq!(
+            shape.iter().product::<usize>(),
+            want.len(),
+            "{c:?} {xs:?} {ws:?}: output {shape:?}"
+        );
         let mut out = [Buf::zeros(&shape)];
         c.eval(&ins, &mut out).unwrap();
         assert_close(&out[0].data, &want, 1e-5);
@@ -427,15 +657,60 @@ pub(crate) mod tests {
 
     #[test]
     fn kernel_matches_naive_on_awkward_shapes() {
-        check(conv([1, 1], [1, 1, 1, 1], [1, 1], 1), [2, 3, 7, 7], [5, 3, 3, 3], true);
-        check(conv([2, 2], [0, 2, 1, 3], [2, 2], 2), [1, 6, 7, 9], [4, 3, 3, 2], false);
-        check(conv([2, 1], [1, 1, 0, 0], [1, 1], 5), [2, 5, 7, 1], [5, 1, 3, 1], true);
-        check(conv([1, 2], [2, 0, 0, 1], [2, 1], 3), [2, 3, 7, 7], [9, 1, 3, 3], false);
-        check(conv([1, 1], [0; 4], [1, 1], 1), [2, 7, 5, 3], [3, 7, 1, 1], true);
-        check(conv([1, 1], [0; 4], [3, 3], 7), [1, 7, 1, 7], [7, 1, 1, 1], true);
-        check(conv([2, 2], [0; 4], [1, 1], 1), [1, 3, 7, 7], [2, 3, 1, 1], false);
-        check(conv([1, 1], [1, 1, 1, 1], [1, 1], 1), [1, 1, 1, 1], [1, 1, 3, 3], true);
-        check(conv([1, 1], [1, 1, 1, 1], [1, 1], 1), [2, 16, 40, 40], [8, 16, 3, 3], true);
+        check(
+            conv([1, 1], [1, 1, 1, 1], [1, 1], 1),
+            [2, 3, 7, 7],
+            [5, 3, 3, 3],
+            true,
+        );
+        check(
+            conv([2, 2], [0, 2, 1, 3], [2, 2], 2),
+            [1, 6, 7, 9],
+            [4, 3, 3, 2],
+            false,
+        );
+        check(
+            conv([2, 1], [1, 1, 0, 0], [1, 1], 5),
+            [2, 5, 7, 1],
+            [5, 1, 3, 1],
+            true,
+        );
+        check(
+            conv([1, 2], [2, 0, 0, 1], [2, 1], 3),
+            [2, 3, 7, 7],
+            [9, 1, 3, 3],
+            false,
+        );
+        check(
+            conv([1, 1], [0; 4], [1, 1], 1),
+            [2, 7, 5, 3],
+            [3, 7, 1, 1],
+            true,
+        );
+        check(
+            conv([1, 1], [0; 4], [3, 3], 7),
+            [1, 7, 1, 7],
+            [7, 1, 1, 1],
+            true,
+        );
+        check(
+            conv([2, 2], [0; 4], [1, 1], 1),
+            [1, 3, 7, 7],
+            [2, 3, 1, 1],
+            false,
+        );
+        check(
+            conv([1, 1], [1, 1, 1, 1], [1, 1], 1),
+            [1, 1, 1, 1],
+            [1, 1, 3, 3],
+            true,
+        );
+        check(
+            conv([1, 1], [1, 1, 1, 1], [1, 1], 1),
+            [2, 16, 40, 40],
+            [8, 16, 3, 3],
+            true,
+        );
     }
 
     #[test]
@@ -448,36 +723,97 @@ pub(crate) mod tests {
         };
         bad(&ok, &[t(&[1, 3, 8]), t(&[4, 3, 1, 1])], "rank 4");
         bad(&ok, &[t(&[1, 3, 8, 8]), t(&[4, 2, 1, 1])], "Cin = 3");
-        bad(&conv([1, 1], [0; 4], [1, 1], 2), &[t(&[1, 4, 8, 8]), t(&[3, 2, 1, 1])], "not divisible");
-        bad(&conv([1, 1], [0; 4], [1, 1], 0), &[t(&[1, 4, 8, 8]), t(&[3, 2, 1, 1])], "groups");
+        bad(
+            &conv([1, 1], [0; 4], [1, 1], 2),
+            &[t(&[1, 4, 8, 8]), t(&[3, 2, 1, 1])],
+            "not divisible",
+        );
+        bad(
+            &conv([1, 1], [0; 4], [1, 1], 0),
+            &[t(&[1, 4, 8, 8]), t(&[3, 2, 1, 1])],
+            "groups",
+        );
         bad(&ok, &[t(&[1, 3, 8, 8]), t(&[4, 3, 1, 1]), t(&[3])], "bias");
-        bad(&ok, &[t(&[1, 3, 8, 8]), t(&[4, 3, 1, 1]), t(&[1, 4])], "bias");
-        bad(&conv([0, 1], [0; 4], [1, 1], 1), &[t(&[1, 3, 8, 8]), t(&[4, 3, 1, 1])], ">= 1");
-        bad(&conv([1, 1], [0; 4], [1, 0], 1), &[t(&[1, 3, 8, 8]), t(&[4, 3, 1, 1])], ">= 1");
-        bad(&ok, &[t(&[1, 3, 2, 8]), t(&[4, 3, 3, 3])], "spans 3 along H");
-        bad(&conv([1, 1], [0; 4], [4, 4], 1), &[t(&[1, 3, 8, 8]), t(&[4, 3, 3, 3])], "spans 9");
-        bad(&ok, &[t(&[1, 3, 8, 20]), t(&[4, 3, 1, 16])], "kernel width 16 exceeds the ANE limit of 15");
+        bad(
+            &ok,
+            &[t(&[1, 3, 8, 8]), t(&[4, 3, 1, 1]), t(&[1, 4])],
+            "bias",
+        );
+        bad(
+            &conv([0, 1], [0; 4], [1, 1], 1),
+            &[t(&[1, 3, 8, 8]), t(&[4, 3, 1, 1])],
+            ">= 1",
+        );
+        bad(
+            &conv([1, 1], [0; 4], [1, 0], 1),
+            &[t(&[1, 3, 8, 8]), t(&[4, 3, 1, 1])],
+            ">= 1",
+        );
+        bad(
+            &ok,
+            &[t(&[1, 3, 2, 8]), t(&[4, 3, 3, 3])],
+            "spans 3 along H",
+        );
+        bad(
+            &conv([1, 1], [0; 4], [4, 4], 1),
+            &[t(&[1, 3, 8, 8]), t(&[4, 3, 3, 3])],
+            "spans 9",
+        );
+        bad(
+            &ok,
+            &[t(&[1, 3, 8, 20]), t(&[4, 3, 1, 16])],
+            "kernel width 16 exceeds the ANE limit of 15",
+        );
         bad(&ok, &[t(&[1, 3, 8, 8])], "2 or 3 inputs");
-        assert!(conv([1, 1], [1, 1, 1, 1], [1, 1], 1).infer(&[t(&[1, 3, 1, 1]), t(&[4, 3, 3, 3])]).is_ok());
+        assert!(conv([1, 1], [1, 1, 1, 1], [1, 1], 1)
+            .infer(&[t(&[1, 3, 1, 1]), t(&[4, 3, 3, 3])])
+            .is_ok());
     }
 
     #[test]
     fn builder_bakes_weight_and_bias() {
         let x = crate::ops::io::input(&[1, 4, 9, 9]).unwrap();
         let (w, b) = (vec![0.5f32; 8 * 2 * 3 * 3], vec![0.0f32; 8]);
-        let opts = ConvOptions { stride: [2, 2], pad: [1, 1, 1, 1], groups: 2, ..Default::default() };
-        let y = conv2d(&x, HostArray::f32(&[8, 2, 3, 3], &w), Some(HostArray::f32(&[8], &b)), opts).unwrap();
+        let opts = ConvOptions {
+            stride: [2, 2],
+            pad: [1, 1, 1, 1],
+            groups: 2,
+            ..Default::default()
+        };
+        let y = conv2d(
+            &x,
+            HostArray::f32(&[8, 2, 3, 3], &w),
+            Some(HostArray::f32(&[8], &b)),
+            opts,
+        )
+        .unwrap();
         assert_eq!(y.shape(), [1, 8, 5, 5]);
         assert_eq!(y.node.srcs.len(), 3);
         assert!(conv2d(&x, HostArray::f32(&[8, 4, 3, 3], &w), None, opts).is_err());
-        assert!(conv2d(&x, HostArray::f32(&[8, 2, 3, 3], &w), None, ConvOptions::default()).is_err(), "groups 1 needs Cin/1");
+        assert!(
+            conv2d(
+                &x,
+                HostArray::f32(&[8, 2, 3, 3], &w),
+                None,
+                ConvOptions::default()
+            )
+            .is_err(),
+            "groups 1 needs Cin/1"
+        );
     }
 
     /// dynamic_conv feeds a graph tensor as the weight; batch must be 1 and shapes are checked.
     #[test]
     fn dynamic_conv_takes_a_tensor_weight() {
-        let (x, w) = (crate::ops::io::input(&[1, 4, 9, 9]).unwrap(), crate::ops::io::input(&[6, 2, 3, 3]).unwrap());
-        let opts = ConvOptions { pad: [1, 1, 1, 1], groups: 2, ..Default::default() };
+        let (x, w) = (
+            crate::ops::io::input(&[1, 4, 9, 9]).unwrap(),
+            crate::ops::io::input(&[6, 2, 3, 3]).unwrap(),
+        );
+        let opts = ConvOptions {
+            pad: [1, 1, 1, 1],
+            groups: 2,
+            ..Default::default()
+        };
         let y = dynamic_conv(&x, &w, opts).unwrap();
         assert_eq!((y.shape(), y.node.srcs.len()), (&[1usize, 6, 9, 9][..], 2));
         assert!(dynamic_conv(&crate::ops::io::input(&[2, 4, 9, 9]).unwrap(), &w, opts).is_err());
@@ -489,10 +825,15 @@ pub(crate) mod tests {
         mil_roundtrip(Op::Conv(conv([2, 1], [0, 1, 2, 3], [1, 2], 3)), from_mil);
         let mut m = Conv::mil(&conv([1, 1], [0; 4], [1, 1], 1)).params;
         m.retain(|(k, _)| *k != "pad_type");
-        let mut params: std::collections::BTreeMap<_, _> = m.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        let mut params: std::collections::BTreeMap<_, _> =
+            m.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
         params.insert("pad_type".into(), Literal::Str("same".into()));
         let mut args = MilArgs::new("model.mil", "c", params);
-        assert!(from_mil("conv", &mut args).unwrap().unwrap_err().to_string().contains("pad_type 'same'"));
+        assert!(from_mil("conv", &mut args)
+            .unwrap()
+            .unwrap_err()
+            .to_string()
+            .contains("pad_type 'same'"));
         assert!(from_mil("matmul", &mut args).is_none());
     }
 }

@@ -26,26 +26,48 @@ pub struct ConvTranspose {
 impl ConvTranspose {
     /// Output shape [N, Cout, H', W'] for x and weight shapes; errors name both shapes.
     fn out_shape(&self, xs: &[usize], ws: &[usize]) -> Result<[usize; 4]> {
-        let err = |msg: String| Err(Error::shape("conv_transpose", format!("x {xs:?}, weight {ws:?}: {msg}")));
+        let err = |msg: String| {
+            Err(Error::shape(
+                "conv_transpose",
+                format!("x {xs:?}, weight {ws:?}: {msg}"),
+            ))
+        };
         let (&[n, cin, h, w], &[wcin, cog, kh, kw]) = (xs, ws) else {
-            return err("x must be rank 4 [N, Cin, H, W] and weight rank 4 [Cin, Cout/groups, kH, kW]".into());
+            return err(
+                "x must be rank 4 [N, Cin, H, W] and weight rank 4 [Cin, Cout/groups, kH, kW]"
+                    .into(),
+            );
         };
         let g = self.groups;
         if g == 0 || cin != wcin || cin % g != 0 {
-            return err(format!("weight dim 0 must equal Cin = {cin}, divisible by groups = {g} (>= 1)"));
+            return err(format!(
+                "weight dim 0 must equal Cin = {cin}, divisible by groups = {g} (>= 1)"
+            ));
         }
         if [kh, kw, cog].contains(&0) || self.strides.contains(&0) || self.dilations.contains(&0) {
-            return err(format!("kernel, Cout/groups, strides {:?} and dilations {:?} must all be >= 1", self.strides, self.dilations));
+            return err(format!(
+                "kernel, Cout/groups, strides {:?} and dilations {:?} must all be >= 1",
+                self.strides, self.dilations
+            ));
         }
         if kw > MAX_KERNEL_WIDTH {
-            return err(format!("kernel width {kw} exceeds the ANE limit of {MAX_KERNEL_WIDTH}"));
+            return err(format!(
+                "kernel width {kw} exceeds the ANE limit of {MAX_KERNEL_WIDTH}"
+            ));
         }
         let mut out = [0; 2];
         for (a, (size, k)) in [(h, kh), (w, kw)].into_iter().enumerate() {
-            let full = (size - 1).saturating_mul(self.strides[a]).saturating_add(self.dilations[a].saturating_mul(k - 1)).saturating_add(1);
+            let full = (size - 1)
+                .saturating_mul(self.strides[a])
+                .saturating_add(self.dilations[a].saturating_mul(k - 1))
+                .saturating_add(1);
             let crop = self.pad[2 * a].saturating_add(self.pad[2 * a + 1]);
             if crop >= full {
-                return err(format!("pad {:?} removes the whole {full}-wide output along {}", self.pad, ["H", "W"][a]));
+                return err(format!(
+                    "pad {:?} removes the whole {full}-wide output along {}",
+                    self.pad,
+                    ["H", "W"][a]
+                ));
             }
             out[a] = full - crop;
         }
@@ -65,18 +87,29 @@ impl Family for ConvTranspose {
         Ok(vec![TensorType::fp16(s.to_vec())])
     }
     fn mil(&self) -> MilOp {
-        conv_params(MilOp::new("conv_transpose", &["x", "weight"]), self.strides, self.pad, self.dilations, self.groups)
+        conv_params(
+            MilOp::new("conv_transpose", &["x", "weight"]),
+            self.strides,
+            self.pad,
+            self.dilations,
+            self.groups,
+        )
     }
     fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
         let (x, w) = (ins[0], ins[1]);
         let [n, cout, oh, ow] = self.out_shape(&x.shape, &w.shape)?;
-        let ([_, cin, h, wd], [_, cog, kh, kw]) = (<[usize; 4]>::try_from(x.shape.as_slice()).unwrap_or_default(), <[usize; 4]>::try_from(w.shape.as_slice()).unwrap_or_default());
+        let ([_, cin, h, wd], [_, cog, kh, kw]) = (
+            <[usize; 4]>::try_from(x.shape.as_slice()).unwrap_or_default(),
+            <[usize; 4]>::try_from(w.shape.as_slice()).unwrap_or_default(),
+        );
         let ([sh, sw], [dh, dw], [pt, _, pl, _]) = (self.strides, self.dilations, self.pad);
         let cig = cin / self.groups;
         let y = &mut out[0].data;
         y.fill(0.0);
         // Output index along one axis for input index i and tap k, if inside the cropped output.
-        let pos = |i: usize, k: usize, s: usize, d: usize, lo: usize, size: usize| (i * s + k * d).checked_sub(lo).filter(|&o| o < size);
+        let pos = |i: usize, k: usize, s: usize, d: usize, lo: usize, size: usize| {
+            (i * s + k * d).checked_sub(lo).filter(|&o| o < size)
+        };
         for b in 0..n {
             for ci in 0..cin {
                 let co0 = ci / cig * cog;
@@ -86,7 +119,9 @@ impl Family for ConvTranspose {
                     let oplane = &mut y[(b * cout + co0 + col) * oh * ow..][..oh * ow];
                     for (iy, row) in plane.chunks_exact(wd).enumerate() {
                         for ky in 0..kh {
-                            let Some(oy) = pos(iy, ky, sh, dh, pt, oh) else { continue };
+                            let Some(oy) = pos(iy, ky, sh, dh, pt, oh) else {
+                                continue;
+                            };
                             let orow = &mut oplane[oy * ow..][..ow];
                             for (kx, &t) in taps[ky * kw..][..kw].iter().enumerate() {
                                 for (ix, &v) in row.iter().enumerate() {
@@ -109,18 +144,51 @@ pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
     if op != "conv_transpose" {
         return None;
     }
-    Some(take_conv_params(args).map(|o| Op::ConvTranspose(ConvTranspose { strides: o.stride, pad: o.pad, dilations: o.dilation, groups: o.groups })))
+    Some(take_conv_params(args).map(|o| {
+        Op::ConvTranspose(ConvTranspose {
+            strides: o.stride,
+            pad: o.pad,
+            dilations: o.dilation,
+            groups: o.groups,
+        })
+    }))
 }
 
 /// Transposed convolution of `x` [N, Cin, H, W] with a baked weight [Cin, Cout/groups, kH, kW]
 /// (PyTorch layout) and optional bias [Cout] (added after the op); `opts.pad` crops the output.
-pub fn conv_transpose2d(x: &Tensor, weight: HostArray, bias: Option<HostArray>, opts: ConvOptions) -> Result<Tensor> {
-    let op = ConvTranspose { strides: opts.stride, pad: opts.pad, dilations: opts.dilation, groups: opts.groups };
-    let y = Tensor::apply1(Op::ConvTranspose(op), vec![x.clone(), constant("conv_transpose", weight)?])?;
+pub fn conv_transpose2d(
+    x: &Tensor,
+    weight: HostArray,
+    bias: Option<HostArray>,
+    opts: ConvOptions,
+) -> Result<Tensor> {
+    let op = ConvTranspose {
+        strides: opts.stride,
+        pad: opts.pad,
+        dilations: opts.dilation,
+        groups: opts.groups,
+    };
+    let y = Tensor::apply1(
+        Op::ConvTranspose(op),
+        vec![x.clone(), constant("conv_transpose", weight)?],
+    )?;
     match bias {
         None => Ok(y),
-        Some(b) if b.shape == [y.shape()[1]] => y.add(&constant("conv_transpose", HostArray { shape: &[y.shape()[1], 1, 1], data: b.data })?),
-        Some(b) => Err(Error::shape("conv_transpose", format!("bias must have shape [{}] (Cout), got {:?}", y.shape()[1], b.shape))),
+        Some(b) if b.shape == [y.shape()[1]] => y.add(&constant(
+            "conv_transpose",
+            HostArray {
+                shape: &[y.shape()[1], 1, 1],
+                data: b.data,
+            },
+        )?),
+        Some(b) => Err(Error::shape(
+            "conv_transpose",
+            format!(
+                "bias must have shape [{}] (Cout), got {:?}",
+                y.shape()[1],
+                b.shape
+            ),
+        )),
     }
 }
 
@@ -130,10 +198,19 @@ impl ConvTranspose {
     /// ⟨G, convT(x, w)⟩ = ⟨C(G, w), x⟩, so dx = C(G, w) and dw is C's weight gradient for
     /// input G and upstream gradient x.
     pub fn vjp(&self, a: &crate::autograd::Vjp) -> Result<crate::autograd::Grads> {
-        let conv = super::conv::Conv { strides: self.strides, pad: self.pad, dilations: self.dilations, groups: self.groups };
+        let conv = super::conv::Conv {
+            strides: self.strides,
+            pad: self.pad,
+            dilations: self.dilations,
+            groups: self.groups,
+        };
         let (x, w, g) = (&a.x[0], &a.x[1], a.g0());
-        let dx = a.needs[0].then(|| Tensor::apply1(Op::Conv(conv.clone()), vec![g.clone(), w.clone()])).transpose()?;
-        let dw = a.needs[1].then(|| conv.weight_grad(g, w.shape(), x)).transpose()?;
+        let dx = a.needs[0]
+            .then(|| Tensor::apply1(Op::Conv(conv.clone()), vec![g.clone(), w.clone()]))
+            .transpose()?;
+        let dw = a.needs[1]
+            .then(|| conv.weight_grad(g, w.shape(), x))
+            .transpose()?;
         Ok(vec![dx, dw])
     }
 }
@@ -148,15 +225,31 @@ mod tests {
     /// Direct gather-form f64 loop: out[co, oy, ox] = Σ x[ci, iy, ix] · w[ci, co % cog, ky, kx] over
     /// iy·s + ky·d − pad = oy (same along W) within the group.
     fn naive(c: &ConvTranspose, x: &Buf, w: &Buf, out: [usize; 4]) -> Vec<f64> {
-        let ([n, cin, h, wd], [_, cog, kh, kw], [_, cout, oh, ow]) = (x.shape[..].try_into().unwrap(), w.shape[..].try_into().unwrap(), out);
+        let ([n, cin, h, wd], [_, cog, kh, kw], [_, cout, oh, ow]) = (
+            x.shape[..].try_into().unwrap(),
+            w.shape[..].try_into().unwrap(),
+            out,
+        );
         let cig = cin / c.groups;
         let mut y = vec![0.0; n * cout * oh * ow];
         for (o, v) in y.iter_mut().enumerate() {
-            let (b, co, oy, ox) = (o / (cout * oh * ow), o / (oh * ow) % cout, o / ow % oh, o % ow);
+            let (b, co, oy, ox) = (
+                o / (cout * oh * ow),
+                o / (oh * ow) % cout,
+                o / ow % oh,
+                o % ow,
+            );
             for ci in (co / cog * cig)..(co / cog + 1) * cig {
-                for (iy, ky, ix, kx) in (0..h).flat_map(|iy| (0..kh).flat_map(move |ky| (0..wd).flat_map(move |ix| (0..kw).map(move |kx| (iy, ky, ix, kx))))) {
-                    if iy * c.strides[0] + ky * c.dilations[0] == oy + c.pad[0] && ix * c.strides[1] + kx * c.dilations[1] == ox + c.pad[2] {
-                        *v += x.data[((b * cin + ci) * h + iy) * wd + ix] as f64 * w.data[((ci * cog + co % cog) * kh + ky) * kw + kx] as f64;
+                for (iy, ky, ix, kx) in (0..h).flat_map(|iy| {
+                    (0..kh).flat_map(move |ky| {
+                        (0..wd).flat_map(move |ix| (0..kw).map(move |kx| (iy, ky, ix, kx)))
+                    })
+                }) {
+                    if iy * c.strides[0] + ky * c.dilations[0] == oy + c.pad[0]
+                        && ix * c.strides[1] + kx * c.dilations[1] == ox + c.pad[2]
+                    {
+                        *v += x.data[((b * cin + ci) * h + iy) * wd + ix] as f64
+                            * w.data[((ci * cog + co % cog) * kh + ky) * kw + kx] as f64;
                     }
                 }
             }
@@ -167,19 +260,64 @@ mod tests {
     #[test]
     fn kernel_matches_naive() {
         let cases = [
-            ([1, 2, 3, 4], [2, 3, 3, 3], ConvTranspose { strides: [1, 1], pad: [0; 4], dilations: [1, 1], groups: 1 }),
-            ([2, 4, 5, 3], [4, 1, 2, 3], ConvTranspose { strides: [2, 3], pad: [1, 0, 0, 2], dilations: [1, 1], groups: 2 }),
-            ([1, 3, 4, 7], [3, 2, 3, 2], ConvTranspose { strides: [2, 1], pad: [1, 1, 1, 1], dilations: [2, 3], groups: 1 }),
-            ([1, 6, 1, 1], [6, 1, 1, 15], ConvTranspose { strides: [1, 1], pad: [0; 4], dilations: [1, 1], groups: 6 }),
+            (
+                [1, 2, 3, 4],
+                [2, 3, 3, 3],
+                ConvTranspose {
+                    strides: [1, 1],
+                    pad: [0; 4],
+                    dilations: [1, 1],
+                    groups: 1,
+                },
+            ),
+            (
+                [2, 4, 5, 3],
+                [4, 1, 2, 3],
+                ConvTranspose {
+                    strides: [2, 3],
+                    pad: [1, 0, 0, 2],
+                    dilations: [1, 1],
+                    groups: 2,
+                },
+            ),
+            (
+                [1, 3, 4, 7],
+                [3, 2, 3, 2],
+                ConvTranspose {
+                    strides: [2, 1],
+                    pad: [1, 1, 1, 1],
+                    dilations: [2, 3],
+                    groups: 1,
+                },
+            ),
+            (
+                [1, 6, 1, 1],
+                [6, 1, 1, 15],
+                ConvTranspose {
+                    strides: [1, 1],
+                    pad: [0; 4],
+                    dilations: [1, 1],
+                    groups: 6,
+                },
+            ),
         ];
         for (i, (xs, ws, c)) in cases.into_iter().enumerate() {
-            let x = Buf { shape: xs.to_vec(), data: rand_vec(xs.iter().product(), i as u64) };
-            let w = Buf { shape: ws.to_vec(), data: rand_vec(ws.iter().product(), 50 + i as u64) };
+            let x = Buf {
+                shape: xs.to_vec(),
+                data: rand_vec(xs.iter().product(), i as u64),
+            };
+            let w = Buf {
+                shape: ws.to_vec(),
+                data: rand_vec(ws.iter().product(), 50 + i as u64),
+            };
             let y = run(&Op::ConvTranspose(c.clone()), &[&x, &w]).remove(0);
             let want = naive(&c, &x, &w, c.out_shape(&xs, &ws).unwrap());
             assert_eq!(y.data.len(), want.len());
             for (k, (&g, &r)) in y.data.iter().zip(&want).enumerate() {
-                assert!((g as f64 - r).abs() < 1e-4, "case {i} element {k}: {g} vs {r}");
+                assert!(
+                    (g as f64 - r).abs() < 1e-4,
+                    "case {i} element {k}: {g} vs {r}"
+                );
             }
         }
     }
@@ -188,24 +326,97 @@ mod tests {
     fn shapes_errors_and_mil() {
         let x = crate::input(&[1, 4, 5, 6]).unwrap();
         let w = rand_vec(4 * 3 * 3 * 3, 9);
-        let opts = ConvOptions { stride: [2, 2], pad: [1, 1, 1, 1], ..ConvOptions::default() };
-        let y = conv_transpose2d(&x, HostArray::f32(&[4, 3, 3, 3], &w), Some(HostArray::f32(&[3], &w[..3])), opts).unwrap();
-        assert_eq!((y.shape(), y.op().family().name()), (&[1usize, 3, 9, 11][..], "add"));
-        let grouped = ConvOptions { groups: 2, ..ConvOptions::default() };
-        assert_eq!(conv_transpose2d(&x, HostArray::f32(&[4, 3, 3, 3], &w), None, grouped).unwrap().shape(), [1, 6, 7, 8]);
+        let opts = ConvOptions {
+            stride: [2, 2],
+            pad: [1, 1, 1, 1],
+            ..ConvOptions::default()
+        };
+        let y = conv_transpose2d(
+            &x,
+            HostArray::f32(&[4, 3, 3, 3], &w),
+            Some(HostArray::f32(&[3], &w[..3])),
+            opts,
+        )
+        .unwrap();
+        assert_eq!(
+            (y.shape(), y.op().family().name()),
+            (&[1usize, 3, 9, 11][..], "add")
+        );
+        let grouped = ConvOptions {
+            groups: 2,
+            ..ConvOptions::default()
+        };
+        assert_eq!(
+            conv_transpose2d(&x, HostArray::f32(&[4, 3, 3, 3], &w), None, grouped)
+                .unwrap()
+                .shape(),
+            [1, 6, 7, 8]
+        );
         let bad = [
-            conv_transpose2d(&x, HostArray::f32(&[3, 4, 3, 3], &w), None, ConvOptions::default()),
-            conv_transpose2d(&x, HostArray::f32(&[4, 3, 3, 3], &w), None, ConvOptions { groups: 3, ..ConvOptions::default() }),
-            conv_transpose2d(&x, HostArray::f32(&[4, 3, 3, 3], &w), None, ConvOptions { stride: [0, 1], ..ConvOptions::default() }),
-            conv_transpose2d(&x, HostArray::f32(&[4, 3, 3, 3], &w), None, ConvOptions { pad: [4, 3, 0, 0], ..ConvOptions::default() }),
-            conv_transpose2d(&x, HostArray::f32(&[4, 3, 3, 3], &w), Some(HostArray::f32(&[4], &w[..4])), ConvOptions::default()),
-            conv_transpose2d(&x, HostArray::f32(&[1, 1, 1, 16], &w[..16]), None, ConvOptions::default()),
-            conv_transpose2d(&x, HostArray::f32(&[4, 27], &w), None, ConvOptions::default()),
+            conv_transpose2d(
+                &x,
+                HostArray::f32(&[3, 4, 3, 3], &w),
+                None,
+                ConvOptions::default(),
+            ),
+            conv_transpose2d(
+                &x,
+                HostArray::f32(&[4, 3, 3, 3], &w),
+                None,
+                ConvOptions {
+                    groups: 3,
+                    ..ConvOptions::default()
+                },
+            ),
+            conv_transpose2d(
+                &x,
+                HostArray::f32(&[4, 3, 3, 3], &w),
+                None,
+                ConvOptions {
+                    stride: [0, 1],
+                    ..ConvOptions::default()
+                },
+            ),
+            conv_transpose2d(
+                &x,
+                HostArray::f32(&[4, 3, 3, 3], &w),
+                None,
+                ConvOptions {
+                    pad: [4, 3, 0, 0],
+                    ..ConvOptions::default()
+                },
+            ),
+            conv_transpose2d(
+                &x,
+                HostArray::f32(&[4, 3, 3, 3], &w),
+                Some(HostArray::f32(&[4], &w[..4])),
+                ConvOptions::default(),
+            ),
+            conv_transpose2d(
+                &x,
+                HostArray::f32(&[1, 1, 1, 16], &w[..16]),
+                None,
+                ConvOptions::default(),
+            ),
+            conv_transpose2d(
+                &x,
+                HostArray::f32(&[4, 27], &w),
+                None,
+                ConvOptions::default(),
+            ),
         ];
         for (i, e) in bad.iter().enumerate() {
             assert!(e.is_err(), "case {i} should fail");
         }
-        mil_roundtrip(Op::ConvTranspose(ConvTranspose { strides: [2, 1], pad: [1, 0, 2, 3], dilations: [1, 2], groups: 2 }), from_mil);
+        mil_roundtrip(
+            Op::ConvTranspose(ConvTranspose {
+                strides: [2, 1],
+                pad: [1, 0, 2, 3],
+                dilations: [1, 2],
+                groups: 2,
+            }),
+            from_mil,
+        );
         assert!(from_mil("conv", &mut MilArgs::new("m", "s", Default::default())).is_none());
     }
 }

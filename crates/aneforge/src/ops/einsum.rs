@@ -31,17 +31,32 @@ type Letters = (Vec<Vec<char>>, Option<Vec<char>>);
 fn split_equation(op: &str, eq: &str) -> Result<Letters> {
     let eq: String = eq.chars().filter(|c| !c.is_whitespace()).collect();
     if eq.contains("...") {
-        return Err(Error::NotImplemented(format!("{op}: ellipsis ('...') in '{eq}' is not supported; name every axis")));
+        return Err(Error::NotImplemented(format!(
+            "{op}: ellipsis ('...') in '{eq}' is not supported; name every axis"
+        )));
     }
-    if let Some(c) = eq.chars().find(|&c| !(c.is_ascii_alphabetic() || c == ',' || c == '-' || c == '>')) {
-        return Err(Error::value(op, format!("equation '{eq}' has the character '{c}'; use letters, ',' and '->'")));
+    if let Some(c) = eq
+        .chars()
+        .find(|&c| !(c.is_ascii_alphabetic() || c == ',' || c == '-' || c == '>'))
+    {
+        return Err(Error::value(
+            op,
+            format!("equation '{eq}' has the character '{c}'; use letters, ',' and '->'"),
+        ));
     }
     let (lhs, out) = match eq.split_once("->") {
         Some((l, r)) => (l, Some(r.chars().collect::<Vec<_>>())),
         None => (eq.as_str(), None),
     };
-    if lhs.contains(['-', '>']) || out.as_ref().is_some_and(|o| o.contains(&'-') || o.contains(&'>') || o.contains(&',')) {
-        return Err(Error::value(op, format!("equation '{eq}' is malformed (expected 'ab,bc->ac')")));
+    if lhs.contains(['-', '>'])
+        || out
+            .as_ref()
+            .is_some_and(|o| o.contains(&'-') || o.contains(&'>') || o.contains(&','))
+    {
+        return Err(Error::value(
+            op,
+            format!("equation '{eq}' is malformed (expected 'ab,bc->ac')"),
+        ));
     }
     Ok((lhs.split(',').map(|s| s.chars().collect()).collect(), out))
 }
@@ -60,7 +75,10 @@ impl Einsum {
 
     /// The printed equation.
     pub fn equation(&self) -> &'static str {
-        NATIVE.iter().find(|(r, _)| *r == self.rank).map_or("", |(_, e)| e)
+        NATIVE
+            .iter()
+            .find(|(r, _)| *r == self.rank)
+            .map_or("", |(_, e)| e)
     }
 }
 
@@ -68,9 +86,20 @@ impl Einsum {
 /// first position in the concatenation (so relettered equations compare equal).
 fn letter_pattern(eq: &str) -> Result<(Vec<Vec<usize>>, Vec<usize>)> {
     let (ins, out) = split_equation("einsum", eq)?;
-    let all: Vec<char> = ins.concat().into_iter().chain(out.clone().unwrap_or_default()).collect();
-    let index = |v: &[char]| -> Vec<usize> { v.iter().map(|c| all.iter().position(|a| a == c).unwrap_or(0)).collect() };
-    Ok((ins.iter().map(|v| index(v)).collect(), out.as_deref().map_or(Vec::new(), index)))
+    let all: Vec<char> = ins
+        .concat()
+        .into_iter()
+        .chain(out.clone().unwrap_or_default())
+        .collect();
+    let index = |v: &[char]| -> Vec<usize> {
+        v.iter()
+            .map(|c| all.iter().position(|a| a == c).unwrap_or(0))
+            .collect()
+    };
+    Ok((
+        ins.iter().map(|v| index(v)).collect(),
+        out.as_deref().map_or(Vec::new(), index),
+    ))
 }
 
 /// Broadcast two extents where one may be 1; `None` if they differ otherwise.
@@ -87,7 +116,9 @@ impl Family for Einsum {
         expect_fp16("einsum", inputs)?;
         let (x, y) = (&inputs[0].shape, &inputs[1].shape);
         let r = self.rank;
-        let bad = || Error::shape("einsum", format!("'{}' needs x [.., C, H, W] and y [.., W, H, U] of rank {r} (batch and H equal or 1), got {x:?} and {y:?}", self.equation()));
+        let bad = || {
+            Error::shape("einsum", format!("'{}' needs x [.., C, H, W] and y [.., W, H, U] of rank {r} (batch and H equal or 1), got {x:?} and {y:?}", self.equation()))
+        };
         if x.len() != r || y.len() != r || x[r - 1] != y[r - 3] {
             return Err(bad());
         }
@@ -100,13 +131,25 @@ impl Family for Einsum {
         Ok(vec![TensorType::fp16(out)])
     }
     fn mil(&self) -> MilOp {
-        MilOp { op: "einsum", params: vec![("equation", Literal::Str(self.equation().into()))], inputs: MilInputs::Tuple("values"), blobs: Vec::new() }
+        MilOp {
+            op: "einsum",
+            params: vec![("equation", Literal::Str(self.equation().into()))],
+            inputs: MilInputs::Tuple("values"),
+            blobs: Vec::new(),
+        }
     }
     fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
         let (x, y, o) = (ins[0], ins[1], &mut out[0]);
         // View rank 3 as rank 4 with batch 1.
-        let four = |s: &[usize]| if s.len() == 3 { [1, s[0], s[1], s[2]] } else { [s[0], s[1], s[2], s[3]] };
-        let ([xb, c, xh, w], [yb, _, yh, u], [b, _, h, _]) = (four(&x.shape), four(&y.shape), four(&o.shape));
+        let four = |s: &[usize]| {
+            if s.len() == 3 {
+                [1, s[0], s[1], s[2]]
+            } else {
+                [s[0], s[1], s[2], s[3]]
+            }
+        };
+        let ([xb, c, xh, w], [yb, _, yh, u], [b, _, h, _]) =
+            (four(&x.shape), four(&y.shape), four(&o.shape));
         let pick = |i: usize, n: usize| if n == 1 { 0 } else { i };
         let mut k = 0;
         for bi in 0..b {
@@ -116,7 +159,8 @@ impl Family for Einsum {
                     for ui in 0..u {
                         let mut acc = 0f32;
                         for wi in 0..w {
-                            acc += x.data[xrow + wi] * y.data[((pick(bi, yb) * w + wi) * yh + pick(hi, yh)) * u + ui];
+                            acc += x.data[xrow + wi]
+                                * y.data[((pick(bi, yb) * w + wi) * yh + pick(hi, yh)) * u + ui];
                         }
                         o.data[k] = acc;
                         k += 1;
@@ -131,17 +175,23 @@ impl Family for Einsum {
 /// Parse `einsum` (its equation must be one of the native forms).
 pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
     match op {
-        "einsum" => Some((|| {
-            let eq = args.string("equation")?;
-            Einsum::parse(&eq).map_err(|e| args.error(e.to_string()))
-        })().map(Op::Einsum)),
+        "einsum" => Some(
+            (|| {
+                let eq = args.string("equation")?;
+                Einsum::parse(&eq).map_err(|e| args.error(e.to_string()))
+            })()
+            .map(Op::Einsum),
+        ),
         _ => None,
     }
 }
 
 /// The native MIL einsum of `x` and `y` for a native equation (see [`Einsum`]); others are a NotImplemented error.
 pub fn einsum_native(equation: &str, x: &Tensor, y: &Tensor) -> Result<Tensor> {
-    Tensor::apply1(Op::Einsum(Einsum::parse(equation)?), vec![x.clone(), y.clone()])
+    Tensor::apply1(
+        Op::Einsum(Einsum::parse(equation)?),
+        vec![x.clone(), y.clone()],
+    )
 }
 
 /// Role of one index letter in a two-operand contraction.
@@ -167,38 +217,78 @@ pub fn einsum(equation: &str, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     const OP: &str = "einsum";
     let (ins, out) = split_equation(OP, equation)?;
     if ins.len() != 2 {
-        return Err(Error::NotImplemented(format!("{OP}: '{equation}' has {} operands; only two-operand einsum is supported", ins.len())));
+        return Err(Error::NotImplemented(format!(
+            "{OP}: '{equation}' has {} operands; only two-operand einsum is supported",
+            ins.len()
+        )));
     }
     let (la, lb) = (&ins[0], &ins[1]);
     for (l, t, which) in [(la, a, "first"), (lb, b, "second")] {
         if l.len() != t.rank() {
-            return Err(Error::shape(OP, format!("'{equation}': the {which} operand has {} letters but shape {:?}", l.len(), t.shape())));
+            return Err(Error::shape(
+                OP,
+                format!(
+                    "'{equation}': the {which} operand has {} letters but shape {:?}",
+                    l.len(),
+                    t.shape()
+                ),
+            ));
         }
         if let Some(c) = l.iter().find(|c| l.iter().filter(|d| d == c).count() > 1) {
             return Err(Error::NotImplemented(format!("{OP}: '{equation}' repeats '{c}' in the {which} operand (diagonal/trace) — not supported")));
         }
     }
     let out = out.unwrap_or_else(|| {
-        let mut once: Vec<char> = la.iter().chain(lb).copied().filter(|c| la.iter().chain(lb).filter(|d| *d == c).count() == 1).collect();
+        let mut once: Vec<char> = la
+            .iter()
+            .chain(lb)
+            .copied()
+            .filter(|c| la.iter().chain(lb).filter(|d| *d == c).count() == 1)
+            .collect();
         once.sort_unstable();
         once
     });
-    if let Some(c) = out.iter().find(|c| out.iter().filter(|d| d == c).count() > 1) {
-        return Err(Error::value(OP, format!("'{equation}' repeats '{c}' in the output")));
+    if let Some(c) = out
+        .iter()
+        .find(|c| out.iter().filter(|d| d == c).count() > 1)
+    {
+        return Err(Error::value(
+            OP,
+            format!("'{equation}' repeats '{c}' in the output"),
+        ));
     }
     if let Some(c) = out.iter().find(|c| !la.contains(c) && !lb.contains(c)) {
-        return Err(Error::value(OP, format!("'{equation}': output letter '{c}' is in neither operand")));
+        return Err(Error::value(
+            OP,
+            format!("'{equation}': output letter '{c}' is in neither operand"),
+        ));
     }
     if out.is_empty() {
-        return Err(Error::shape(OP, format!("'{equation}' has a scalar result; keep at least one output axis")));
+        return Err(Error::shape(
+            OP,
+            format!("'{equation}' has a scalar result; keep at least one output axis"),
+        ));
     }
     let extent = |c: char| -> usize {
-        la.iter().position(|&d| d == c).map(|i| a.shape()[i]).or_else(|| lb.iter().position(|&d| d == c).map(|i| b.shape()[i])).unwrap_or(1)
+        la.iter()
+            .position(|&d| d == c)
+            .map(|i| a.shape()[i])
+            .or_else(|| lb.iter().position(|&d| d == c).map(|i| b.shape()[i]))
+            .unwrap_or(1)
     };
     for (i, c) in la.iter().enumerate() {
         if let Some(j) = lb.iter().position(|d| d == c) {
             if a.shape()[i] != b.shape()[j] {
-                return Err(Error::shape(OP, format!("'{equation}': '{c}' is {} in {:?} but {} in {:?}", a.shape()[i], a.shape(), b.shape()[j], b.shape())));
+                return Err(Error::shape(
+                    OP,
+                    format!(
+                        "'{equation}': '{c}' is {} in {:?} but {} in {:?}",
+                        a.shape()[i],
+                        a.shape(),
+                        b.shape()[j],
+                        b.shape()
+                    ),
+                ));
             }
         }
     }
@@ -208,40 +298,77 @@ pub fn einsum(equation: &str, a: &Tensor, b: &Tensor) -> Result<Tensor> {
         (false, true) => Role::Free,
         (false, false) => Role::Summed,
     };
-    let letters = |l: &[char], r: Role| -> Vec<char> { l.iter().copied().filter(|&c| role(c) == r).collect() };
+    let letters = |l: &[char], r: Role| -> Vec<char> {
+        l.iter().copied().filter(|&c| role(c) == r).collect()
+    };
     let (batch, contracted) = (letters(la, Role::Batch), letters(la, Role::Contracted));
     let (left, right) = (letters(la, Role::Free), letters(lb, Role::Free));
     let prod = |v: &[char]| v.iter().map(|&c| extent(c)).product::<usize>();
     // Operand a as [batch.., left.., contracted..] → [B, M, K]; b as [batch.., contracted.., right..] → [B, K, N].
-    let a3 = arrange(a, la, &[&batch[..], &left, &contracted].concat(), &letters(la, Role::Summed), &[prod(&batch), prod(&left), prod(&contracted)])?;
-    let b3 = arrange(b, lb, &[&batch[..], &contracted, &right].concat(), &letters(lb, Role::Summed), &[prod(&batch), prod(&contracted), prod(&right)])?;
+    let a3 = arrange(
+        a,
+        la,
+        &[&batch[..], &left, &contracted].concat(),
+        &letters(la, Role::Summed),
+        &[prod(&batch), prod(&left), prod(&contracted)],
+    )?;
+    let b3 = arrange(
+        b,
+        lb,
+        &[&batch[..], &contracted, &right].concat(),
+        &letters(lb, Role::Summed),
+        &[prod(&batch), prod(&contracted), prod(&right)],
+    )?;
     let mid: Vec<char> = [&batch[..], &left, &right].concat();
-    let y = reshape_to(&a3.matmul(&b3)?, &mid.iter().map(|&c| extent(c)).collect::<Vec<_>>())?;
+    let y = reshape_to(
+        &a3.matmul(&b3)?,
+        &mid.iter().map(|&c| extent(c)).collect::<Vec<_>>(),
+    )?;
     permute(&y, &mid, &out)
 }
 
 /// Sum `t` (letters `l`) over `summed`, move its axes into `order`, and reshape to `dims`
 /// (a leading batch extent of 1 is dropped, so an unbatched contraction is a plain 2-D matmul).
-fn arrange(t: &Tensor, l: &[char], order: &[char], summed: &[char], dims: &[usize; 3]) -> Result<Tensor> {
+fn arrange(
+    t: &Tensor,
+    l: &[char],
+    order: &[char],
+    summed: &[char],
+    dims: &[usize; 3],
+) -> Result<Tensor> {
     let mut t = t.clone();
     let mut l = l.to_vec();
     if !summed.is_empty() {
-        let axes: Vec<i64> = summed.iter().map(|c| l.iter().position(|d| d == c).unwrap_or(0) as i64).collect();
-        t = if axes.len() == l.len() { t.sum(&axes, true)? } else { t.sum(&axes, false)? };
+        let axes: Vec<i64> = summed
+            .iter()
+            .map(|c| l.iter().position(|d| d == c).unwrap_or(0) as i64)
+            .collect();
+        t = if axes.len() == l.len() {
+            t.sum(&axes, true)?
+        } else {
+            t.sum(&axes, false)?
+        };
         if axes.len() < l.len() {
             l.retain(|c| !summed.contains(c));
         } else {
             l.clear();
         }
     }
-    let t = if l.is_empty() { t } else { permute(&t, &l, order)? };
+    let t = if l.is_empty() {
+        t
+    } else {
+        permute(&t, &l, order)?
+    };
     let dims = if dims[0] == 1 { &dims[1..] } else { &dims[..] };
     reshape_to(&t, dims)
 }
 
 /// Transpose `t` whose axes are lettered `from` into the order `to` (no op when already in order).
 fn permute(t: &Tensor, from: &[char], to: &[char]) -> Result<Tensor> {
-    let perm: Vec<i64> = to.iter().map(|c| from.iter().position(|d| d == c).unwrap_or(0) as i64).collect();
+    let perm: Vec<i64> = to
+        .iter()
+        .map(|c| from.iter().position(|d| d == c).unwrap_or(0) as i64)
+        .collect();
     if perm.iter().enumerate().all(|(i, &p)| p == i as i64) {
         return Ok(t.clone());
     }
@@ -250,7 +377,11 @@ fn permute(t: &Tensor, from: &[char], to: &[char]) -> Result<Tensor> {
 
 /// Reshape `t` to `dims` (an empty `dims` means [1]; no op when the shape already matches).
 fn reshape_to(t: &Tensor, dims: &[usize]) -> Result<Tensor> {
-    let dims: Vec<usize> = if dims.is_empty() { vec![1] } else { dims.to_vec() };
+    let dims: Vec<usize> = if dims.is_empty() {
+        vec![1]
+    } else {
+        dims.to_vec()
+    };
     if t.shape() == dims {
         return Ok(t.clone());
     }
@@ -269,12 +400,30 @@ impl Einsum {
         // Broadcast shapes: x → [.., C, H, W] and y → [.., W, H, U] with the batch and H of G.
         let lead = &gs[..self.rank - 3];
         let (h, w) = (gs[self.rank - 2], x.shape()[self.rank - 1]);
-        let xs: Vec<usize> = lead.iter().copied().chain([gs[self.rank - 3], h, w]).collect();
-        let ys: Vec<usize> = lead.iter().copied().chain([w, h, gs[self.rank - 1]]).collect();
+        let xs: Vec<usize> = lead
+            .iter()
+            .copied()
+            .chain([gs[self.rank - 3], h, w])
+            .collect();
+        let ys: Vec<usize> = lead
+            .iter()
+            .copied()
+            .chain([w, h, gs[self.rank - 1]])
+            .collect();
         let (xf, yf) = (broadcast_to(x, &xs)?, broadcast_to(y, &ys)?);
         let b = if self.rank == 4 { "n" } else { "" };
-        let dx = a.needs[0].then(|| unbroadcast(&einsum(&format!("{b}chu,{b}whu->{b}chw"), g, &yf)?, x.shape()));
-        let dy = a.needs[1].then(|| unbroadcast(&einsum(&format!("{b}chw,{b}chu->{b}whu"), &xf, g)?, y.shape()));
+        let dx = a.needs[0].then(|| {
+            unbroadcast(
+                &einsum(&format!("{b}chu,{b}whu->{b}chw"), g, &yf)?,
+                x.shape(),
+            )
+        });
+        let dy = a.needs[1].then(|| {
+            unbroadcast(
+                &einsum(&format!("{b}chw,{b}chu->{b}whu"), &xf, g)?,
+                y.shape(),
+            )
+        });
         [dx, dy].into_iter().map(Option::transpose).collect()
     }
 }
@@ -306,7 +455,8 @@ mod tests {
                 val.insert(*c, k % ext[c]);
                 k /= ext[c];
             }
-            let flat = |l: &str, s: &[usize]| l.chars().zip(s).fold(0, |acc, (c, &d)| acc * d + val[&c]);
+            let flat =
+                |l: &str, s: &[usize]| l.chars().zip(s).fold(0, |acc, (c, &d)| acc * d + val[&c]);
             let o = out.iter().fold(0, |acc, c| acc * ext[c] + val[c]);
             res[o] += a.2[flat(a.0, a.1)] as f64 * b.2[flat(b.0, b.1)] as f64;
         }
@@ -318,16 +468,37 @@ mod tests {
         let (da, db) = (data(sa.iter().product(), 3), data(sb.iter().product(), 4));
         let (a, b) = (input(sa).unwrap(), input(sb).unwrap());
         let y = einsum(eq, &a, &b).unwrap();
-        let opts = CompileOptions { device: Device::Reference, precision: crate::exec::Precision::Fp32, ..Default::default() };
-        let dir = std::env::temp_dir().join(format!("aneforge-einsum-{}-{}", std::process::id(), eq.replace([',', '-', '>'], "_")));
-        let mut c = compile(&[(None, y)], &CompileOptions { build_dir: Some(dir.clone()), ..opts }).unwrap();
-        let got = c.run(&[PortData::F32(&da), PortData::F32(&db)]).unwrap().remove(0);
+        let opts = CompileOptions {
+            device: Device::Reference,
+            precision: crate::exec::Precision::Fp32,
+            ..Default::default()
+        };
+        let dir = std::env::temp_dir().join(format!(
+            "aneforge-einsum-{}-{}",
+            std::process::id(),
+            eq.replace([',', '-', '>'], "_")
+        ));
+        let mut c = compile(
+            &[(None, y)],
+            &CompileOptions {
+                build_dir: Some(dir.clone()),
+                ..opts
+            },
+        )
+        .unwrap();
+        let got = c
+            .run(&[PortData::F32(&da), PortData::F32(&db)])
+            .unwrap()
+            .remove(0);
         std::fs::remove_dir_all(dir).unwrap();
         let (ia, ib) = eq.split("->").next().unwrap().split_once(',').unwrap();
         let want = naive((ia, sa, &da), (ib, sb, &db), out);
         assert_eq!(got.len(), want.len(), "{eq}");
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-            assert!((*g as f64 - w).abs() < 1e-4 * (1.0 + w.abs()), "{eq} element {i}: {g} vs {w}");
+            assert!(
+                (*g as f64 - w).abs() < 1e-4 * (1.0 + w.abs()),
+                "{eq} element {i}: {g} vs {w}"
+            );
         }
     }
 
@@ -351,11 +522,24 @@ mod tests {
         let (a, b) = (input(&[3, 4]).unwrap(), input(&[4, 5]).unwrap());
         let not_impl = ["ii,ij->ij", "...i,ij->...j", "ij,jk,kl->il"];
         for eq in not_impl {
-            assert!(matches!(einsum(eq, &a, &b), Err(Error::NotImplemented(_))), "{eq}");
+            assert!(
+                matches!(einsum(eq, &a, &b), Err(Error::NotImplemented(_))),
+                "{eq}"
+            );
         }
-        for eq in ["ij,jk->ikk", "ij,jk->iz", "ij,jk->", "ijk,jk->ik", "i j,j1->i", "ij,jk->i,k"] {
+        for eq in [
+            "ij,jk->ikk",
+            "ij,jk->iz",
+            "ij,jk->",
+            "ijk,jk->ik",
+            "i j,j1->i",
+            "ij,jk->i,k",
+        ] {
             let e = einsum(eq, &a, &b).unwrap_err();
-            assert!(matches!(e, Error::Value { .. } | Error::Shape { .. }), "{eq}: {e}");
+            assert!(
+                matches!(e, Error::Value { .. } | Error::Shape { .. }),
+                "{eq}: {e}"
+            );
         }
     }
 
@@ -365,29 +549,68 @@ mod tests {
         let o = run(&Op::Einsum(Einsum { rank: 4 }), &[&x, &y]).remove(0);
         assert_eq!(o.shape, [2, 3, 4, 6]);
         let yb: Vec<f32> = y.data.iter().chain(&y.data).copied().collect(); // broadcast y's batch
-        let want = naive(("nchw", &x.shape, &x.data), ("nwhu", &[2, 5, 4, 6], &yb), "nchu");
+        let want = naive(
+            ("nchw", &x.shape, &x.data),
+            ("nwhu", &[2, 5, 4, 6], &yb),
+            "nchu",
+        );
         for (g, w) in o.data.iter().zip(&want) {
             assert!((*g as f64 - w).abs() < 1e-4 * (1.0 + w.abs()));
         }
         let (x3, y3) = (buf(&[3, 1, 5], 3), buf(&[5, 4, 2], 4));
         let o = run(&Op::Einsum(Einsum { rank: 3 }), &[&x3, &y3]).remove(0);
         assert_eq!(o.shape, [3, 4, 2]);
-        let xb: Vec<f32> = (0..3).flat_map(|c| (0..4).flat_map(move |_| (0..5).map(move |w| (c, w)))).map(|(c, w)| x3.data[c * 5 + w]).collect();
-        let want = naive(("chw", &[3, 4, 5], &xb), ("whu", &y3.shape, &y3.data), "chu");
+        let xb: Vec<f32> = (0..3)
+            .flat_map(|c| (0..4).flat_map(move |_| (0..5).map(move |w| (c, w))))
+            .map(|(c, w)| x3.data[c * 5 + w])
+            .collect();
+        let want = naive(
+            ("chw", &[3, 4, 5], &xb),
+            ("whu", &y3.shape, &y3.data),
+            "chu",
+        );
         for (g, w) in o.data.iter().zip(&want) {
             assert!((*g as f64 - w).abs() < 1e-4 * (1.0 + w.abs()));
         }
-        assert_eq!(Einsum::parse("abcd,adce->abce").unwrap(), Einsum { rank: 4 });
-        assert_eq!(Einsum::parse("xyz, zyw -> xyw").unwrap(), Einsum { rank: 3 });
-        for eq in ["nchw,nwhu->nhcu", "nchw,nwhu", "nchw,nwhn->nchn", "ij,jk->ik"] {
-            assert!(matches!(Einsum::parse(eq), Err(Error::NotImplemented(_))), "{eq}");
+        assert_eq!(
+            Einsum::parse("abcd,adce->abce").unwrap(),
+            Einsum { rank: 4 }
+        );
+        assert_eq!(
+            Einsum::parse("xyz, zyw -> xyw").unwrap(),
+            Einsum { rank: 3 }
+        );
+        for eq in [
+            "nchw,nwhu->nhcu",
+            "nchw,nwhu",
+            "nchw,nwhn->nchn",
+            "ij,jk->ik",
+        ] {
+            assert!(
+                matches!(Einsum::parse(eq), Err(Error::NotImplemented(_))),
+                "{eq}"
+            );
         }
         let (a, b) = (input(&[1, 3, 4, 5]).unwrap(), input(&[2, 5, 1, 6]).unwrap());
-        assert_eq!(einsum_native("nchw,nwhu->nchu", &a, &b).unwrap().shape(), [2, 3, 4, 6]);
-        assert!(einsum_native("nchw,nwhu->nchu", &a, &input(&[2, 4, 1, 6]).unwrap()).is_err(), "W mismatch");
-        assert!(einsum_native("nchw,nwhu->nchu", &a, &input(&[2, 5, 3, 6]).unwrap()).is_err(), "H mismatch");
+        assert_eq!(
+            einsum_native("nchw,nwhu->nchu", &a, &b).unwrap().shape(),
+            [2, 3, 4, 6]
+        );
+        assert!(
+            einsum_native("nchw,nwhu->nchu", &a, &input(&[2, 4, 1, 6]).unwrap()).is_err(),
+            "W mismatch"
+        );
+        assert!(
+            einsum_native("nchw,nwhu->nchu", &a, &input(&[2, 5, 3, 6]).unwrap()).is_err(),
+            "H mismatch"
+        );
         round_trip(&Op::Einsum(Einsum { rank: 4 }), from_mil);
         round_trip(&Op::Einsum(Einsum { rank: 3 }), from_mil);
-        assert!(from_mil("einsum", &mut mil_args(vec![("equation", Literal::Str("ij,jk->ik".into()))])).unwrap().is_err());
+        assert!(from_mil(
+            "einsum",
+            &mut mil_args(vec![("equation", Literal::Str("ij,jk->ik".into()))])
+        )
+        .unwrap()
+        .is_err());
     }
 }

@@ -13,11 +13,22 @@ use crate::mil::literal::round_f16;
 use crate::mil::{MilArgs, MilOp};
 use crate::shape;
 
-
 /// MIL ops this family prints.
 pub const MIL_OPS: &[&str] = &[
-    "add", "sub", "mul", "real_div", "maximum", "minimum", "pow", "greater", "less", "equal", "not_equal",
-    "less_equal", "greater_equal", "select",
+    "add",
+    "sub",
+    "mul",
+    "real_div",
+    "maximum",
+    "minimum",
+    "pow",
+    "greater",
+    "less",
+    "equal",
+    "not_equal",
+    "less_equal",
+    "greater_equal",
+    "select",
 ];
 
 /// Two-input elementwise ops with NumPy broadcasting.
@@ -77,9 +88,13 @@ fn eval_broadcast2(a: &Buf, b: &Buf, out: &mut Buf, f: impl Fn(f32, f32) -> f32 
     let (ad, bd, od) = (&a.data, &b.data, &mut out.data);
     if ad.len() == od.len() && bd.len() == od.len() {
         if od.len() >= PAR_MIN_ELEMS {
-            od.par_iter_mut().zip(ad.par_iter().zip(bd.par_iter())).for_each(|(o, (&x, &y))| *o = f(x, y));
+            od.par_iter_mut()
+                .zip(ad.par_iter().zip(bd.par_iter()))
+                .for_each(|(o, (&x, &y))| *o = f(x, y));
         } else {
-            od.iter_mut().zip(ad.iter().zip(bd)).for_each(|(o, (&x, &y))| *o = f(x, y));
+            od.iter_mut()
+                .zip(ad.iter().zip(bd))
+                .for_each(|(o, (&x, &y))| *o = f(x, y));
         }
     } else if bd.len() == 1 && ad.len() == od.len() {
         let y = bd[0];
@@ -101,7 +116,11 @@ impl Family for Binary {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         expect_inputs(self.name(), inputs, 2)?;
         expect_fp16(self.name(), inputs)?;
-        Ok(vec![TensorType::fp16(shape::broadcast(self.name(), &inputs[0].shape, &inputs[1].shape)?)])
+        Ok(vec![TensorType::fp16(shape::broadcast(
+            self.name(),
+            &inputs[0].shape,
+            &inputs[1].shape,
+        )?)])
     }
     fn mil(&self) -> MilOp {
         MilOp::new(self.mil_name(), &["x", "y"])
@@ -143,14 +162,19 @@ impl Family for Compare {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         expect_inputs(self.name(), inputs, 2)?;
         expect_fp16(self.name(), inputs)?;
-        Ok(vec![TensorType { dtype: DType::Bool, shape: shape::broadcast(self.name(), &inputs[0].shape, &inputs[1].shape)? }])
+        Ok(vec![TensorType {
+            dtype: DType::Bool,
+            shape: shape::broadcast(self.name(), &inputs[0].shape, &inputs[1].shape)?,
+        }])
     }
     fn mil(&self) -> MilOp {
         MilOp::new(self.mil_name(), &["x", "y"])
     }
     fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
         let f = *self;
-        eval_broadcast2(ins[0], ins[1], &mut out[0], move |a, b| f.apply(a, b) as u8 as f32);
+        eval_broadcast2(ins[0], ins[1], &mut out[0], move |a, b| {
+            f.apply(a, b) as u8 as f32
+        });
         Ok(())
     }
 }
@@ -162,21 +186,36 @@ impl Family for Select {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         expect_inputs("select", inputs, 3)?;
         if inputs[0].dtype != DType::Bool {
-            return Err(Error::dtype("select", format!("cond must be bool (a comparison result), got {} {:?}", inputs[0].dtype, inputs[0].shape)));
+            return Err(Error::dtype(
+                "select",
+                format!(
+                    "cond must be bool (a comparison result), got {} {:?}",
+                    inputs[0].dtype, inputs[0].shape
+                ),
+            ));
         }
         expect_fp16("select", &inputs[1..])?;
         let ab = shape::broadcast("select", &inputs[1].shape, &inputs[2].shape)?;
-        Ok(vec![TensorType::fp16(shape::broadcast("select", &inputs[0].shape, &ab)?)])
+        Ok(vec![TensorType::fp16(shape::broadcast(
+            "select",
+            &inputs[0].shape,
+            &ab,
+        )?)])
     }
     fn mil(&self) -> MilOp {
         MilOp::new("select", &["cond", "a", "b"])
     }
     fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
         let o = &mut out[0];
-        let s: Vec<Vec<usize>> = ins.iter().map(|b| broadcast_strides(&b.shape, &o.shape)).collect();
+        let s: Vec<Vec<usize>> = ins
+            .iter()
+            .map(|b| broadcast_strides(&b.shape, &o.shape))
+            .collect();
         let (c, a, b) = (&ins[0].data, &ins[1].data, &ins[2].data);
         let od = &mut o.data;
-        for_each_broadcast(&o.shape, [&s[0], &s[1], &s[2]], |k, [i, j, l]| od[k] = if c[i] != 0.0 { a[j] } else { b[l] });
+        for_each_broadcast(&o.shape, [&s[0], &s[1], &s[2]], |k, [i, j, l]| {
+            od[k] = if c[i] != 0.0 { a[j] } else { b[l] }
+        });
         Ok(())
     }
 }
@@ -208,7 +247,10 @@ pub fn from_mil(op: &str, _args: &mut MilArgs) -> Option<Result<Op>> {
 pub fn fp16_param(op: &str, what: &str, v: f32) -> Result<f32> {
     let r = round_f16(v);
     if !v.is_finite() || !r.is_finite() {
-        return Err(Error::value(op, format!("{what} = {v} is not a finite fp16 value")));
+        return Err(Error::value(
+            op,
+            format!("{what} = {v} is not a finite fp16 value"),
+        ));
     }
     Ok(r)
 }
@@ -309,7 +351,8 @@ impl Tensor {
 /// result from `a` and `b` alone (coremltools' type inference), so when only `cond` carries the
 /// full shape, `a` is tiled up to it first and the printed program types correctly.
 pub fn select(cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    let shapes = shape::broadcast("select", a.shape(), b.shape()).and_then(|ab| Ok((shape::broadcast("select", cond.shape(), &ab)?, ab)));
+    let shapes = shape::broadcast("select", a.shape(), b.shape())
+        .and_then(|ab| Ok((shape::broadcast("select", cond.shape(), &ab)?, ab)));
     let a = match shapes {
         Ok((full, ab)) if full != ab => expand_to(a, &full)?,
         _ => a.clone(), // equal, or a shape error that `infer` reports naming all three operands
@@ -320,9 +363,21 @@ pub fn select(cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
 /// `t` repeated up to `full` (NumPy-broadcast-compatible, rank ≤ full's): leading 1s, then tiling.
 fn expand_to(t: &Tensor, full: &[usize]) -> Result<Tensor> {
     let lead = full.len() - t.rank();
-    let ranked: Vec<usize> = std::iter::repeat_n(1, lead).chain(t.shape().iter().copied()).collect();
-    let t = if lead > 0 { t.reshape(&ranked.iter().map(|&d| d as i64).collect::<Vec<_>>())? } else { t.clone() };
-    t.tile(&full.iter().zip(&ranked).map(|(&f, &d)| f / d).collect::<Vec<_>>())
+    let ranked: Vec<usize> = std::iter::repeat_n(1, lead)
+        .chain(t.shape().iter().copied())
+        .collect();
+    let t = if lead > 0 {
+        t.reshape(&ranked.iter().map(|&d| d as i64).collect::<Vec<_>>())?
+    } else {
+        t.clone()
+    };
+    t.tile(
+        &full
+            .iter()
+            .zip(&ranked)
+            .map(|(&f, &d)| f / d)
+            .collect::<Vec<_>>(),
+    )
 }
 
 /// Gradient rules.
@@ -343,9 +398,14 @@ impl Binary {
             Binary::RealDiv => (g.div(y)?, g.mul(out)?.div(y)?.neg()?),
             Binary::Maximum => routed(Compare::GreaterEqual)?,
             Binary::Minimum => routed(Compare::LessEqual)?,
-            Binary::Pow => (g.mul(&y.mul(&x.pow(&y.sub_scalar(1.0)?)?)?)?, g.mul(&out.mul(&x.log(0.0)?)?)?),
+            Binary::Pow => (
+                g.mul(&y.mul(&x.pow(&y.sub_scalar(1.0)?)?)?)?,
+                g.mul(&out.mul(&x.log(0.0)?)?)?,
+            ),
         };
-        let take = |need: bool, d: Tensor, src: &Tensor| need.then(|| unbroadcast(&d, src.shape())).transpose();
+        let take = |need: bool, d: Tensor, src: &Tensor| {
+            need.then(|| unbroadcast(&d, src.shape())).transpose()
+        };
         Ok(vec![take(a.needs[0], dx, x)?, take(a.needs[1], dy, y)?])
     }
 }
@@ -355,8 +415,12 @@ impl Select {
     pub fn vjp(&self, a: &crate::autograd::Vjp) -> Result<crate::autograd::Grads> {
         use crate::autograd::{mask, unbroadcast};
         let (c, g) = (&a.x[0], a.g0());
-        let da = a.needs[1].then(|| unbroadcast(&mask(c, g)?, a.x[1].shape())).transpose()?;
-        let db = a.needs[2].then(|| unbroadcast(&mask(&c.logical_not()?, g)?, a.x[2].shape())).transpose()?;
+        let da = a.needs[1]
+            .then(|| unbroadcast(&mask(c, g)?, a.x[1].shape()))
+            .transpose()?;
+        let db = a.needs[2]
+            .then(|| unbroadcast(&mask(&c.logical_not()?, g)?, a.x[2].shape()))
+            .transpose()?;
         Ok(vec![None, da, db])
     }
 }
@@ -369,18 +433,38 @@ mod tests {
     #[test]
     fn select_with_scalar_branches_tiles_a_branch_to_the_condition_shape() {
         let x = input(&[2, 3]).unwrap();
-        let y = select(&x.compare_scalar(Compare::Greater, 0.0).unwrap(), &scalar("t", 2.5).unwrap(), &scalar("t", -1.0).unwrap()).unwrap();
+        let y = select(
+            &x.compare_scalar(Compare::Greater, 0.0).unwrap(),
+            &scalar("t", 2.5).unwrap(),
+            &scalar("t", -1.0).unwrap(),
+        )
+        .unwrap();
         assert_eq!(y.shape(), [2, 3]);
         let g = crate::Graph::from_outputs(&[(None, y.clone())]).unwrap();
         let mil = Program::lower(g).unwrap().mil;
         let line = mil.lines().find(|l| l.contains("= select(")).unwrap();
-        assert!(line.trim_start().starts_with("tensor<fp16, [2, 3]>"), "{line}");
-        let a = mil.lines().find(|l| l.contains("= tile(")).expect("the true branch is tiled");
+        assert!(
+            line.trim_start().starts_with("tensor<fp16, [2, 3]>"),
+            "{line}"
+        );
+        let a = mil
+            .lines()
+            .find(|l| l.contains("= tile("))
+            .expect("the true branch is tiled");
         assert!(a.trim_start().starts_with("tensor<fp16, [2, 3]>"), "{a}");
-        let opts = CompileOptions { device: Device::Reference, ..CompileOptions::default() };
+        let opts = CompileOptions {
+            device: Device::Reference,
+            ..CompileOptions::default()
+        };
         let xs = [0.5, -2.0, 0.0, 3.0, -0.25, 1e-3];
-        let out = compile(&[(None, y)], &opts).unwrap().run(&[PortData::F32(&xs)]).unwrap();
-        let want: Vec<f32> = xs.iter().map(|&v| if v > 0.0 { 2.5 } else { -1.0 }).collect();
+        let out = compile(&[(None, y)], &opts)
+            .unwrap()
+            .run(&[PortData::F32(&xs)])
+            .unwrap();
+        let want: Vec<f32> = xs
+            .iter()
+            .map(|&v| if v > 0.0 { 2.5 } else { -1.0 })
+            .collect();
         assert_eq!(out[0], want);
     }
 }

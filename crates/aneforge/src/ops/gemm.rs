@@ -27,18 +27,39 @@ pub fn sgemm(
         return;
     }
     // Highest element touched along two axes, or None on overflow.
-    let last = |e0: usize, s0: usize, e1: usize, s1: usize| (e0 - 1).checked_mul(s0)?.checked_add((e1 - 1).checked_mul(s1)?);
+    let last = |e0: usize, s0: usize, e1: usize, s1: usize| {
+        (e0 - 1)
+            .checked_mul(s0)?
+            .checked_add((e1 - 1).checked_mul(s1)?)
+    };
     let fits = |l: Option<usize>, len: usize| matches!(l, Some(i) if i < len);
-    assert!(fits(last(m, c_rs, n, 1), c.len()), "sgemm: C {m}x{n} (row stride {c_rs}) exceeds {} elements", c.len());
-    assert!(m == 1 || c_rs >= n, "sgemm: C rows overlap (row stride {c_rs} < n = {n})");
+    assert!(
+        fits(last(m, c_rs, n, 1), c.len()),
+        "sgemm: C {m}x{n} (row stride {c_rs}) exceeds {} elements",
+        c.len()
+    );
+    assert!(
+        m == 1 || c_rs >= n,
+        "sgemm: C rows overlap (row stride {c_rs} < n = {n})"
+    );
     if k == 0 {
         if !accumulate {
-            c.chunks_mut(c_rs.max(n)).take(m).for_each(|row| row[..n].fill(0.0));
+            c.chunks_mut(c_rs.max(n))
+                .take(m)
+                .for_each(|row| row[..n].fill(0.0));
         }
         return;
     }
-    assert!(fits(last(m, a_rs, k, a_cs), a.len()), "sgemm: A {m}x{k} (strides {a_rs}, {a_cs}) exceeds {} elements", a.len());
-    assert!(fits(last(k, b_rs, n, b_cs), b.len()), "sgemm: B {k}x{n} (strides {b_rs}, {b_cs}) exceeds {} elements", b.len());
+    assert!(
+        fits(last(m, a_rs, k, a_cs), a.len()),
+        "sgemm: A {m}x{k} (strides {a_rs}, {a_cs}) exceeds {} elements",
+        a.len()
+    );
+    assert!(
+        fits(last(k, b_rs, n, b_cs), b.len()),
+        "sgemm: B {k}x{n} (strides {b_rs}, {b_cs}) exceeds {} elements",
+        b.len()
+    );
     // Strides of unit axes are never applied; normalise them so every stride fits in isize
     // (a used stride times its extent is below a slice length, hence below isize::MAX).
     let st = |extent: usize, s: usize| if extent == 1 { 1 } else { s as isize };
@@ -85,15 +106,28 @@ pub(crate) mod tests {
     pub(crate) fn assert_close(got: &[f32], want: &[f64], tol: f64) {
         assert_eq!(got.len(), want.len(), "length");
         for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-            assert!((g as f64 - w).abs() <= tol * w.abs().max(1.0), "element {i}: got {g}, want {w}");
+            assert!(
+                (g as f64 - w).abs() <= tol * w.abs().max(1.0),
+                "element {i}: got {g}, want {w}"
+            );
         }
     }
 
-    fn naive(m: usize, n: usize, k: usize, a: &[f32], a_st: (usize, usize), b: &[f32], b_st: (usize, usize)) -> Vec<f64> {
+    fn naive(
+        m: usize,
+        n: usize,
+        k: usize,
+        a: &[f32],
+        a_st: (usize, usize),
+        b: &[f32],
+        b_st: (usize, usize),
+    ) -> Vec<f64> {
         let mut c = vec![0.0f64; m * n];
         for i in 0..m {
             for j in 0..n {
-                c[i * n + j] = (0..k).map(|p| a[i * a_st.0 + p * a_st.1] as f64 * b[p * b_st.0 + j * b_st.1] as f64).sum();
+                c[i * n + j] = (0..k)
+                    .map(|p| a[i * a_st.0 + p * a_st.1] as f64 * b[p * b_st.0 + j * b_st.1] as f64)
+                    .sum();
             }
         }
         c
@@ -114,7 +148,12 @@ pub(crate) mod tests {
             for i in 0..m {
                 let want_row: Vec<f64> = want[i * n..(i + 1) * n].iter().map(|v| v + 1.0).collect();
                 assert_close(&cp[i * (n + 3)..i * (n + 3) + n], &want_row, 1e-5);
-                assert!(cp[i * (n + 3) + n..(i + 1) * (n + 3)].iter().all(|&v| v == 1.0), "padding untouched");
+                assert!(
+                    cp[i * (n + 3) + n..(i + 1) * (n + 3)]
+                        .iter()
+                        .all(|&v| v == 1.0),
+                    "padding untouched"
+                );
             }
         }
     }

@@ -76,9 +76,15 @@ impl Family for Cast {
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         expect_inputs("cast", inputs, 1)?;
         if self.dtype != DType::Fp16 {
-            return Err(Error::dtype("cast", format!("only casts to fp16 are supported, got {}", self.dtype)));
+            return Err(Error::dtype(
+                "cast",
+                format!("only casts to fp16 are supported, got {}", self.dtype),
+            ));
         }
-        Ok(vec![TensorType { dtype: self.dtype, shape: inputs[0].shape.clone() }])
+        Ok(vec![TensorType {
+            dtype: self.dtype,
+            shape: inputs[0].shape.clone(),
+        }])
     }
     fn mil(&self) -> MilOp {
         MilOp::new("cast", &["x"]).param("dtype", Literal::Str(self.dtype.mil().into()))
@@ -92,7 +98,11 @@ impl Family for Cast {
 /// Parse the io family's MIL statements (`cast`; consts and inputs are handled by the parser).
 pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
     match op {
-        "cast" => Some((|| Ok(Op::Cast(Cast { dtype: DType::parse("cast", &args.string("dtype")?)? })))()),
+        "cast" => Some((|| {
+            Ok(Op::Cast(Cast {
+                dtype: DType::parse("cast", &args.string("dtype")?)?,
+            }))
+        })()),
         _ => None,
     }
 }
@@ -100,15 +110,25 @@ pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
 /// Check an op got exactly `n` inputs.
 pub fn expect_inputs(op: &str, inputs: &[TensorType], n: usize) -> Result<()> {
     if inputs.len() != n {
-        return Err(Error::shape(op, format!("expects {n} inputs, got {}", inputs.len())));
+        return Err(Error::shape(
+            op,
+            format!("expects {n} inputs, got {}", inputs.len()),
+        ));
     }
     Ok(())
 }
 
 /// Check every input is fp16 (compute ops take fp16 only).
 pub fn expect_fp16(op: &str, inputs: &[TensorType]) -> Result<()> {
-    if let Some((i, t)) = inputs.iter().enumerate().find(|(_, t)| t.dtype != DType::Fp16) {
-        return Err(Error::dtype(op, format!("input {i} is {} {:?}; this op takes fp16", t.dtype, t.shape)));
+    if let Some((i, t)) = inputs
+        .iter()
+        .enumerate()
+        .find(|(_, t)| t.dtype != DType::Fp16)
+    {
+        return Err(Error::dtype(
+            op,
+            format!("input {i} is {} {:?}; this op takes fp16", t.dtype, t.shape),
+        ));
     }
     Ok(())
 }
@@ -131,7 +151,10 @@ pub struct HostArray<'a> {
 impl<'a> HostArray<'a> {
     /// An f32 array.
     pub fn f32(shape: &'a [usize], data: &'a [f32]) -> Self {
-        HostArray { shape, data: HostData::F32(data) }
+        HostArray {
+            shape,
+            data: HostData::F32(data),
+        }
     }
 
     /// Convert to fp16, rejecting non-finite values and values beyond fp16's range; errors name `op`.
@@ -143,7 +166,13 @@ impl<'a> HostArray<'a> {
             HostData::F64(d) => d.len(),
         };
         if len != n {
-            return Err(Error::shape(op, format!("weight data has {len} elements but shape {:?} needs {n}", self.shape)));
+            return Err(Error::shape(
+                op,
+                format!(
+                    "weight data has {len} elements but shape {:?} needs {n}",
+                    self.shape
+                ),
+            ));
         }
         let out: Vec<f16> = match self.data {
             HostData::F16(d) => d.to_vec(),
@@ -163,8 +192,15 @@ impl<'a> HostArray<'a> {
                     HostData::F32(d) => d[i] as f64,
                     HostData::F64(d) => d[i],
                 };
-                let what = if v.is_finite() { "overflows fp16 (|x| > 65504)" } else { "is not finite" };
-                Err(Error::value(op, format!("weight of shape {:?}: element {i} = {v} {what}", self.shape)))
+                let what = if v.is_finite() {
+                    "overflows fp16 (|x| > 65504)"
+                } else {
+                    "is not finite"
+                };
+                Err(Error::value(
+                    op,
+                    format!("weight of shape {:?}: element {i} = {v} {what}", self.shape),
+                ))
             }
         }
     }
@@ -179,18 +215,35 @@ pub fn input(shape: &[usize]) -> Result<Tensor> {
 pub fn input_port(shape: &[usize], dtype: DType, name: Option<&str>) -> Result<Tensor> {
     shape::check("input", shape)?;
     if dtype == DType::Bool {
-        return Err(Error::dtype("input", "bool is not a port dtype (use fp16 or uint8)"));
+        return Err(Error::dtype(
+            "input",
+            "bool is not a port dtype (use fp16 or uint8)",
+        ));
     }
     if let Some(n) = name {
         check_name("input", n)?;
     }
-    let ty = TensorType { dtype, shape: shape.to_vec() };
-    Tensor::apply1(Op::Input(Input { name: name.map(String::from), ty }), vec![])
+    let ty = TensorType {
+        dtype,
+        shape: shape.to_vec(),
+    };
+    Tensor::apply1(
+        Op::Input(Input {
+            name: name.map(String::from),
+            ty,
+        }),
+        vec![],
+    )
 }
 
 /// A uint8 image port cast to fp16 in-graph, then `x * scale + bias`; scale and bias are scalars
 /// (length 1) or per-channel (length C = shape[1], broadcast as [1, C, 1, 1]); identity steps are omitted.
-pub fn image_input(shape: &[usize], scale: &[f32], bias: &[f32], name: Option<&str>) -> Result<Tensor> {
+pub fn image_input(
+    shape: &[usize],
+    scale: &[f32],
+    bias: &[f32],
+    name: Option<&str>,
+) -> Result<Tensor> {
     let port = input_port(shape, DType::Uint8, name)?;
     let mut x = Tensor::apply1(Op::Cast(Cast { dtype: DType::Fp16 }), vec![port])?;
     let per_channel = |v: &[f32], what: &str| -> Result<Option<Tensor>> {
@@ -201,7 +254,13 @@ pub fn image_input(shape: &[usize], scale: &[f32], bias: &[f32], name: Option<&s
                 s[1] = c;
                 Ok(Some(constant("image_input", HostArray::f32(&s, v))?))
             }
-            c => Err(Error::shape("image_input", format!("{what} has {c} values; expected 1 or C = {:?}", shape.get(1)))),
+            c => Err(Error::shape(
+                "image_input",
+                format!(
+                    "{what} has {c} values; expected 1 or C = {:?}",
+                    shape.get(1)
+                ),
+            )),
         }
     };
     if let Some(s) = per_channel(scale, "scale")? {
@@ -221,14 +280,29 @@ pub fn image_input(shape: &[usize], scale: &[f32], bias: &[f32], name: Option<&s
 pub fn constant(op: &str, arr: HostArray) -> Result<Tensor> {
     shape::check(op, arr.shape)?;
     let values = arr.to_fp16(op)?;
-    Tensor::apply1(Op::Const(Const { shape: arr.shape.to_vec(), values: Arc::new(values) }), vec![])
+    Tensor::apply1(
+        Op::Const(Const {
+            shape: arr.shape.to_vec(),
+            values: Arc::new(values),
+        }),
+        vec![],
+    )
 }
 
 /// An fp16 scalar constant (rank 0); errors if `v` is not finite or overflows fp16.
 pub fn scalar(op: &str, v: f32) -> Result<Tensor> {
     let h = f16::from_f32(v);
     if !v.is_finite() || !h.is_finite() {
-        return Err(Error::value(op, format!("scalar {v} is not a finite fp16 value")));
+        return Err(Error::value(
+            op,
+            format!("scalar {v} is not a finite fp16 value"),
+        ));
     }
-    Tensor::apply1(Op::Const(Const { shape: vec![], values: Arc::new(vec![h]) }), vec![])
+    Tensor::apply1(
+        Op::Const(Const {
+            shape: vec![],
+            values: Arc::new(vec![h]),
+        }),
+        vec![],
+    )
 }

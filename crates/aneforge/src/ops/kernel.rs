@@ -7,12 +7,22 @@ pub const PAR_MIN_ELEMS: usize = 1 << 16;
 
 /// Run `f` on matching chunks of `out` (`out_chunk` elements each) and `inp` (`in_chunk` each),
 /// on the rayon pool when `inp` has at least [`PAR_MIN_ELEMS`] elements.
-pub fn for_chunks(out: &mut [f32], out_chunk: usize, inp: &[f32], in_chunk: usize, f: impl Fn(&mut [f32], &[f32]) + Sync + Send) {
+pub fn for_chunks(
+    out: &mut [f32],
+    out_chunk: usize,
+    inp: &[f32],
+    in_chunk: usize,
+    f: impl Fn(&mut [f32], &[f32]) + Sync + Send,
+) {
     use rayon::prelude::*;
     if inp.len() >= PAR_MIN_ELEMS {
-        out.par_chunks_mut(out_chunk).zip(inp.par_chunks(in_chunk)).for_each(|(o, i)| f(o, i));
+        out.par_chunks_mut(out_chunk)
+            .zip(inp.par_chunks(in_chunk))
+            .for_each(|(o, i)| f(o, i));
     } else {
-        out.chunks_mut(out_chunk).zip(inp.chunks(in_chunk)).for_each(|(o, i)| f(o, i));
+        out.chunks_mut(out_chunk)
+            .zip(inp.chunks(in_chunk))
+            .for_each(|(o, i)| f(o, i));
     }
 }
 
@@ -26,7 +36,10 @@ pub struct Buf {
 impl Buf {
     /// A zero-filled buffer of `shape`.
     pub fn zeros(shape: &[usize]) -> Self {
-        Buf { shape: shape.to_vec(), data: vec![0.0; shape::numel(shape)] }
+        Buf {
+            shape: shape.to_vec(),
+            data: vec![0.0; shape::numel(shape)],
+        }
     }
 }
 
@@ -35,13 +48,23 @@ pub fn broadcast_strides(shape: &[usize], out: &[usize]) -> Vec<usize> {
     let pad = out.len() - shape.len();
     let st = shape::strides(shape);
     (0..out.len())
-        .map(|i| if i < pad || shape[i - pad] == 1 { 0 } else { st[i - pad] })
+        .map(|i| {
+            if i < pad || shape[i - pad] == 1 {
+                0
+            } else {
+                st[i - pad]
+            }
+        })
         .collect()
 }
 
 /// Call `f(out_index, offsets)` for every element of `out` in row-major order, where
 /// `offsets[k]` is the element of operand `k` (with strides from [`broadcast_strides`]).
-pub fn for_each_broadcast<const K: usize>(out: &[usize], strides: [&[usize]; K], mut f: impl FnMut(usize, [usize; K])) {
+pub fn for_each_broadcast<const K: usize>(
+    out: &[usize],
+    strides: [&[usize]; K],
+    mut f: impl FnMut(usize, [usize; K]),
+) {
     let rank = out.len();
     if rank == 0 {
         f(0, [0; K]);
@@ -93,7 +116,9 @@ pub fn erf(x: f32) -> f32 {
             + t * (0.374_091_96
                 + t * (0.096_784_18
                     + t * (-0.186_288_06
-                        + t * (0.278_868_07 + t * (-1.135_204 + t * (1.488_515_9 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
+                        + t * (0.278_868_07
+                            + t * (-1.135_204
+                                + t * (1.488_515_9 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
     let r = 1.0 - t * poly.exp();
     if x < 0.0 {
         -r
@@ -124,7 +149,13 @@ mod tests {
 
     #[test]
     fn erf_matches_known_values() {
-        for (x, want) in [(0.0f32, 0.0f64), (0.5, 0.5204998778), (1.0, 0.8427007929), (-2.0, -0.9953222650), (3.5, 0.9999992569)] {
+        for (x, want) in [
+            (0.0f32, 0.0f64),
+            (0.5, 0.5204998778),
+            (1.0, 0.8427007929),
+            (-2.0, -0.9953222650),
+            (3.5, 0.9999992569),
+        ] {
             assert!((erf(x) as f64 - want).abs() < 2e-7, "erf({x})");
         }
     }

@@ -12,8 +12,16 @@ use crate::mil::{Literal, MilArgs, MilInputs, MilOp};
 use crate::shape::{self, Shape, MAX_RANK};
 
 /// MIL ops this family prints.
-pub const MIL_OPS: &[&str] =
-    &["reshape", "transpose", "concat", "split", "slice_by_size", "squeeze", "expand_dims", "upsample_nearest_neighbor"];
+pub const MIL_OPS: &[&str] = &[
+    "reshape",
+    "transpose",
+    "concat",
+    "split",
+    "slice_by_size",
+    "squeeze",
+    "expand_dims",
+    "upsample_nearest_neighbor",
+];
 
 /// Data-movement ops. Axes are stored normalised (non-negative).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,7 +65,8 @@ pub(crate) fn ints(v: &[usize]) -> Literal {
 /// Take a non-negative int32 parameter (an axis or a factor).
 pub(crate) fn index_param(args: &mut MilArgs, name: &str) -> Result<usize> {
     let v = args.int(name)?;
-    usize::try_from(v).map_err(|_| args.error(format!("parameter '{name}' must be non-negative, got {v}")))
+    usize::try_from(v)
+        .map_err(|_| args.error(format!("parameter '{name}' must be non-negative, got {v}")))
 }
 
 impl Family for Layout {
@@ -82,7 +91,11 @@ impl Family for Layout {
                 let s = one()?;
                 shape::check(op, shape)?;
                 if count(shape) != count(&s) {
-                    return err(format!("cannot reshape {s:?} ({} elements) to {shape:?} ({} elements)", count(&s), count(shape)));
+                    return err(format!(
+                        "cannot reshape {s:?} ({} elements) to {shape:?} ({} elements)",
+                        count(&s),
+                        count(shape)
+                    ));
                 }
                 vec![shape.clone()]
             }
@@ -91,12 +104,16 @@ impl Family for Layout {
                 let mut sorted = perm.clone();
                 sorted.sort_unstable();
                 if !sorted.iter().copied().eq(0..s.len()) {
-                    return err(format!("perm {perm:?} is not a permutation of the axes of {s:?}"));
+                    return err(format!(
+                        "perm {perm:?} is not a permutation of the axes of {s:?}"
+                    ));
                 }
                 vec![perm.iter().map(|&p| s[p]).collect()]
             }
             Layout::Concat { axis } => {
-                let first = inputs.first().ok_or_else(|| Error::shape(op, "needs at least one input"))?;
+                let first = inputs
+                    .first()
+                    .ok_or_else(|| Error::shape(op, "needs at least one input"))?;
                 let s0 = &first.shape;
                 if *axis >= s0.len() {
                     return err(format!("axis {axis} is out of range for input 0 {s0:?}"));
@@ -105,9 +122,20 @@ impl Family for Layout {
                 out[*axis] = 0;
                 for (k, t) in inputs.iter().enumerate() {
                     if t.dtype != first.dtype {
-                        return Err(Error::dtype(op, format!("input {k} is {} {:?} but input 0 is {} {s0:?}", t.dtype, t.shape, first.dtype)));
+                        return Err(Error::dtype(
+                            op,
+                            format!(
+                                "input {k} is {} {:?} but input 0 is {} {s0:?}",
+                                t.dtype, t.shape, first.dtype
+                            ),
+                        ));
                     }
-                    let fits = t.shape.len() == s0.len() && t.shape.iter().zip(s0).enumerate().all(|(i, (a, b))| i == *axis || a == b);
+                    let fits = t.shape.len() == s0.len()
+                        && t.shape
+                            .iter()
+                            .zip(s0)
+                            .enumerate()
+                            .all(|(i, (a, b))| i == *axis || a == b);
                     if !fits {
                         return err(format!("input {k} has shape {:?}, which does not match input 0 {s0:?} on every axis but {axis}", t.shape));
                     }
@@ -117,17 +145,37 @@ impl Family for Layout {
             }
             Layout::Split { axis, sizes } => {
                 let s = one()?;
-                let Some(&ext) = s.get(*axis) else { return err(format!("axis {axis} is out of range for {s:?}")) };
-                if sizes.is_empty() || sizes.contains(&0) || sizes.iter().map(|&n| n as u128).sum::<u128>() != ext as u128 {
+                let Some(&ext) = s.get(*axis) else {
+                    return err(format!("axis {axis} is out of range for {s:?}"));
+                };
+                if sizes.is_empty()
+                    || sizes.contains(&0)
+                    || sizes.iter().map(|&n| n as u128).sum::<u128>() != ext as u128
+                {
                     return err(format!("split sizes {sizes:?} must be >= 1 and sum to extent {ext} (axis {axis} of {s:?})"));
                 }
-                sizes.iter().map(|&n| s.iter().enumerate().map(|(i, &d)| if i == *axis { n } else { d }).collect()).collect()
+                sizes
+                    .iter()
+                    .map(|&n| {
+                        s.iter()
+                            .enumerate()
+                            .map(|(i, &d)| if i == *axis { n } else { d })
+                            .collect()
+                    })
+                    .collect()
             }
             Layout::SliceBySize { begin, size } => {
                 let s = one()?;
-                let inside = |((&b, &n), &d): ((&usize, &usize), &usize)| n >= 1 && b.checked_add(n).is_some_and(|e| e <= d);
-                if begin.len() != s.len() || size.len() != s.len() || !begin.iter().zip(size).zip(&s).all(inside) {
-                    return err(format!("begin {begin:?} with size {size:?} is out of bounds for shape {s:?}"));
+                let inside = |((&b, &n), &d): ((&usize, &usize), &usize)| {
+                    n >= 1 && b.checked_add(n).is_some_and(|e| e <= d)
+                };
+                if begin.len() != s.len()
+                    || size.len() != s.len()
+                    || !begin.iter().zip(size).zip(&s).all(inside)
+                {
+                    return err(format!(
+                        "begin {begin:?} with size {size:?} is out of bounds for shape {s:?}"
+                    ));
                 }
                 vec![size.clone()]
             }
@@ -135,18 +183,31 @@ impl Family for Layout {
                 let s = one()?;
                 check_axes(op, axes, s.len(), &s)?;
                 if let Some(&a) = axes.iter().find(|&&a| s[a] != 1) {
-                    return err(format!("axis {a} of {s:?} has extent {}; only extent-1 axes can be squeezed", s[a]));
+                    return err(format!(
+                        "axis {a} of {s:?} has extent {}; only extent-1 axes can be squeezed",
+                        s[a]
+                    ));
                 }
                 if axes.len() == s.len() {
-                    return err(format!("squeezing every axis of {s:?} would leave a rank-0 result"));
+                    return err(format!(
+                        "squeezing every axis of {s:?} would leave a rank-0 result"
+                    ));
                 }
-                vec![s.iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, &d)| d).collect()]
+                vec![s
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| !axes.contains(i))
+                    .map(|(_, &d)| d)
+                    .collect()]
             }
             Layout::ExpandDims { axes } => {
                 let mut s = one()?;
                 let rank = s.len() + axes.len();
                 if rank > MAX_RANK {
-                    return err(format!("expanding {s:?} by {} axes gives rank {rank} > {MAX_RANK}", axes.len()));
+                    return err(format!(
+                        "expanding {s:?} by {} axes gives rank {rank} > {MAX_RANK}",
+                        axes.len()
+                    ));
                 }
                 check_axes(op, axes, rank, &s)?;
                 // Sorted, unique and < rank, so each insertion point is within the growing shape.
@@ -165,7 +226,13 @@ impl Family for Layout {
                 vec![s]
             }
         };
-        Ok(shapes.into_iter().map(|shape| TensorType { dtype: inputs[0].dtype, shape }).collect())
+        Ok(shapes
+            .into_iter()
+            .map(|shape| TensorType {
+                dtype: inputs[0].dtype,
+                shape,
+            })
+            .collect())
     }
     fn mil(&self) -> MilOp {
         let x = MilOp::new(self.name(), &["x"]);
@@ -174,12 +241,19 @@ impl Family for Layout {
             Layout::Transpose { perm } => x.param("perm", ints(perm)),
             Layout::Concat { axis } => MilOp {
                 op: "concat",
-                params: vec![("axis", Literal::Int32(*axis as i32)), ("interleave", Literal::Bool(false))],
+                params: vec![
+                    ("axis", Literal::Int32(*axis as i32)),
+                    ("interleave", Literal::Bool(false)),
+                ],
                 inputs: MilInputs::Tuple("values"),
                 blobs: Vec::new(),
             },
-            Layout::Split { axis, sizes } => x.param("axis", Literal::Int32(*axis as i32)).param("split_sizes", ints(sizes)),
-            Layout::SliceBySize { begin, size } => x.param("begin", ints(begin)).param("size", ints(size)),
+            Layout::Split { axis, sizes } => x
+                .param("axis", Literal::Int32(*axis as i32))
+                .param("split_sizes", ints(sizes)),
+            Layout::SliceBySize { begin, size } => {
+                x.param("begin", ints(begin)).param("size", ints(size))
+            }
             Layout::Squeeze { axes } | Layout::ExpandDims { axes } => x.param("axes", ints(axes)),
             Layout::Upsample { scale_h, scale_w } => x
                 .param("scale_factor_height", Literal::Int32(*scale_h as i32))
@@ -189,7 +263,9 @@ impl Family for Layout {
     fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
         let x = ins[0];
         match self {
-            Layout::Reshape { .. } | Layout::Squeeze { .. } | Layout::ExpandDims { .. } => out[0].data.copy_from_slice(&x.data),
+            Layout::Reshape { .. } | Layout::Squeeze { .. } | Layout::ExpandDims { .. } => {
+                out[0].data.copy_from_slice(&x.data)
+            }
             Layout::Transpose { perm } => {
                 let st = shape::strides(&x.shape);
                 let permuted: Vec<usize> = perm.iter().map(|&p| st[p]).collect();
@@ -203,12 +279,16 @@ impl Family for Layout {
             Layout::Concat { axis } => {
                 let parts: Vec<&[usize]> = ins.iter().map(|b| b.shape.as_slice()).collect();
                 let y = &mut out[0];
-                for_each_block(*axis, &y.shape, &parts, |k, p, w| y.data[w].copy_from_slice(&ins[k].data[p]));
+                for_each_block(*axis, &y.shape, &parts, |k, p, w| {
+                    y.data[w].copy_from_slice(&ins[k].data[p])
+                });
             }
             Layout::Split { axis, .. } => {
                 let shapes: Vec<Shape> = out.iter().map(|b| b.shape.clone()).collect();
                 let parts: Vec<&[usize]> = shapes.iter().map(Vec::as_slice).collect();
-                for_each_block(*axis, &x.shape, &parts, |k, p, w| out[k].data[p].copy_from_slice(&x.data[w]));
+                for_each_block(*axis, &x.shape, &parts, |k, p, w| {
+                    out[k].data[p].copy_from_slice(&x.data[w])
+                });
             }
             Layout::Upsample { scale_h, scale_w } => upsample(x, *scale_h, *scale_w, &mut out[0]),
         }
@@ -226,13 +306,20 @@ fn gather(src: &[f32], base: usize, strides: &[usize], out: &mut Buf) {
         if s == 1 {
             d.copy_from_slice(&src[o..o + n]);
         } else {
-            d.iter_mut().enumerate().for_each(|(j, v)| *v = src[o + j * s]);
+            d.iter_mut()
+                .enumerate()
+                .for_each(|(j, v)| *v = src[o + j * s]);
         }
     });
 }
 
 /// For `parts` laid side by side along `axis` of `whole`, call `f(part, part_range, whole_range)` per contiguous block.
-pub(crate) fn for_each_block(axis: usize, whole: &[usize], parts: &[&[usize]], mut f: impl FnMut(usize, Range<usize>, Range<usize>)) {
+pub(crate) fn for_each_block(
+    axis: usize,
+    whole: &[usize],
+    parts: &[&[usize]],
+    mut f: impl FnMut(usize, Range<usize>, Range<usize>),
+) {
     let row = shape::numel(&whole[axis..]);
     let mut off = 0;
     for (k, p) in parts.iter().enumerate() {
@@ -250,7 +337,10 @@ fn upsample(x: &Buf, sh: usize, sw: usize, out: &mut Buf) {
     let ow = w * sw;
     for (i, row) in x.data.chunks_exact(w).enumerate() {
         let first = i * sh * ow;
-        out.data[first..first + ow].iter_mut().enumerate().for_each(|(j, v)| *v = row[j / sw]);
+        out.data[first..first + ow]
+            .iter_mut()
+            .enumerate()
+            .for_each(|(j, v)| *v = row[j / sw]);
         for k in 1..sh {
             out.data.copy_within(first..first + ow, first + k * ow);
         }
@@ -269,12 +359,25 @@ pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
             }
             Ok(Layout::Concat { axis })
         })(),
-        "split" => (|| Ok(Layout::Split { axis: index_param(args, "axis")?, sizes: args.sizes("split_sizes")? }))(),
-        "slice_by_size" => (|| Ok(Layout::SliceBySize { begin: args.sizes("begin")?, size: args.sizes("size")? }))(),
+        "split" => (|| {
+            Ok(Layout::Split {
+                axis: index_param(args, "axis")?,
+                sizes: args.sizes("split_sizes")?,
+            })
+        })(),
+        "slice_by_size" => (|| {
+            Ok(Layout::SliceBySize {
+                begin: args.sizes("begin")?,
+                size: args.sizes("size")?,
+            })
+        })(),
         "squeeze" => args.sizes("axes").map(|axes| Layout::Squeeze { axes }),
         "expand_dims" => args.sizes("axes").map(|axes| Layout::ExpandDims { axes }),
         "upsample_nearest_neighbor" => (|| {
-            Ok(Layout::Upsample { scale_h: index_param(args, "scale_factor_height")?, scale_w: index_param(args, "scale_factor_width")? })
+            Ok(Layout::Upsample {
+                scale_h: index_param(args, "scale_factor_height")?,
+                scale_w: index_param(args, "scale_factor_width")?,
+            })
         })(),
         _ => return None,
     };
@@ -291,7 +394,15 @@ impl Tensor {
     pub fn reshape(&self, shape: &[i64]) -> Result<Tensor> {
         let mut out = Vec::with_capacity(shape.len());
         let mut hole = None;
-        let bad = || Error::shape("reshape", format!("cannot reshape {:?} to {shape:?}: extents must be >= 1 apart from a single -1", self.shape()));
+        let bad = || {
+            Error::shape(
+                "reshape",
+                format!(
+                    "cannot reshape {:?} to {shape:?}: extents must be >= 1 apart from a single -1",
+                    self.shape()
+                ),
+            )
+        };
         for (i, &d) in shape.iter().enumerate() {
             if d == -1 && hole.is_none() {
                 hole = Some(i);
@@ -312,7 +423,10 @@ impl Tensor {
     }
     /// Permute axes; `perm` (negative entries allowed) must be a permutation of the axes.
     pub fn transpose(&self, perm: &[i64]) -> Result<Tensor> {
-        let perm = perm.iter().map(|&a| shape::axis("transpose", a, self.rank())).collect::<Result<_>>()?;
+        let perm = perm
+            .iter()
+            .map(|&a| shape::axis("transpose", a, self.rank()))
+            .collect::<Result<_>>()?;
         self.layout(Layout::Transpose { perm })
     }
     /// `num_splits` equal parts along `axis`; the extent must divide evenly.
@@ -320,26 +434,45 @@ impl Tensor {
         let ax = shape::axis("split", axis, self.rank())?;
         let ext = self.shape()[ax];
         if num_splits == 0 || ext % num_splits != 0 {
-            return Err(Error::shape("split", format!("cannot split extent {ext} (axis {axis} of {:?}) into {num_splits} equal parts", self.shape())));
+            return Err(Error::shape(
+                "split",
+                format!(
+                    "cannot split extent {ext} (axis {axis} of {:?}) into {num_splits} equal parts",
+                    self.shape()
+                ),
+            ));
         }
         self.split_sizes(&vec![ext / num_splits; num_splits], axis)
     }
     /// Parts of the given extents along `axis` (each >= 1, summing to the extent).
     pub fn split_sizes(&self, sizes: &[usize], axis: i64) -> Result<Vec<Tensor>> {
         let axis = shape::axis("split", axis, self.rank())?;
-        Tensor::apply(Op::Layout(Layout::Split { axis, sizes: sizes.to_vec() }), vec![self.clone()])
+        Tensor::apply(
+            Op::Layout(Layout::Split {
+                axis,
+                sizes: sizes.to_vec(),
+            }),
+            vec![self.clone()],
+        )
     }
     /// The static window `begin .. begin + size` on every axis (bounds-checked).
     pub fn slice_by_size(&self, begin: &[usize], size: &[usize]) -> Result<Tensor> {
-        self.layout(Layout::SliceBySize { begin: begin.to_vec(), size: size.to_vec() })
+        self.layout(Layout::SliceBySize {
+            begin: begin.to_vec(),
+            size: size.to_vec(),
+        })
     }
     /// Drop the given extent-1 axes (negative allowed); the result keeps rank >= 1.
     pub fn squeeze(&self, axes: &[i64]) -> Result<Tensor> {
-        self.layout(Layout::Squeeze { axes: shape::axes("squeeze", axes, self.rank())? })
+        self.layout(Layout::Squeeze {
+            axes: shape::axes("squeeze", axes, self.rank())?,
+        })
     }
     /// Insert extent-1 axes at `axes` of the output (negative allowed); result rank <= 5.
     pub fn expand_dims(&self, axes: &[i64]) -> Result<Tensor> {
-        self.layout(Layout::ExpandDims { axes: shape::axes("expand_dims", axes, self.rank() + axes.len())? })
+        self.layout(Layout::ExpandDims {
+            axes: shape::axes("expand_dims", axes, self.rank() + axes.len())?,
+        })
     }
     /// Nearest-neighbour upsample of the last two axes by integer factors >= 1 (rank >= 3, fp16).
     pub fn upsample(&self, scale_h: usize, scale_w: usize) -> Result<Tensor> {
@@ -349,7 +482,9 @@ impl Tensor {
 
 /// Join tensors along `axis` (negative allowed): same rank and dtype, other extents equal.
 pub fn concat(tensors: &[Tensor], axis: i64) -> Result<Tensor> {
-    let first = tensors.first().ok_or_else(|| Error::shape("concat", "needs at least one tensor"))?;
+    let first = tensors
+        .first()
+        .ok_or_else(|| Error::shape("concat", "needs at least one tensor"))?;
     let axis = shape::axis("concat", axis, first.rank())?;
     Tensor::apply1(Op::Layout(Layout::Concat { axis }), tensors.to_vec())
 }
@@ -363,17 +498,24 @@ impl Layout {
         use crate::autograd::{pad_axis, reshape_to};
         let (x, g) = (&a.x[0], a.g0());
         let d = match self {
-            Layout::Reshape { .. } | Layout::Squeeze { .. } | Layout::ExpandDims { .. } => reshape_to(g, x.shape())?,
+            Layout::Reshape { .. } | Layout::Squeeze { .. } | Layout::ExpandDims { .. } => {
+                reshape_to(g, x.shape())?
+            }
             Layout::Transpose { perm } => {
                 let mut inv = vec![0i64; perm.len()];
-                perm.iter().enumerate().for_each(|(i, &p)| inv[p] = i as i64);
+                perm.iter()
+                    .enumerate()
+                    .for_each(|(i, &p)| inv[p] = i as i64);
                 g.transpose(&inv)?
             }
             Layout::Concat { axis } => {
                 let mut begin = vec![0; g.rank()];
                 let mut out = Vec::with_capacity(a.x.len());
                 for (src, need) in a.x.iter().zip(a.needs) {
-                    out.push(need.then(|| g.slice_by_size(&begin, src.shape())).transpose()?);
+                    out.push(
+                        need.then(|| g.slice_by_size(&begin, src.shape()))
+                            .transpose()?,
+                    );
                     begin[*axis] += src.shape()[*axis];
                 }
                 return Ok(out);
@@ -389,10 +531,23 @@ impl Layout {
             Layout::Upsample { scale_h, scale_w } => {
                 let s = x.shape();
                 let r = s.len();
-                let as4 = [shape::numel(&s[..r - 3]), s[r - 3], s[r - 2] * scale_h, s[r - 1] * scale_w];
+                let as4 = [
+                    shape::numel(&s[..r - 3]),
+                    s[r - 3],
+                    s[r - 2] * scale_h,
+                    s[r - 1] * scale_w,
+                ];
                 let k = [*scale_h, *scale_w];
-                let pool = super::pool::Pool { kind: super::pool::PoolKind::Avg { exclude_padding: false }, kernel: k, strides: k, pad: [0; 4] };
-                let summed = Tensor::apply1(Op::Pool(pool), vec![reshape_to(g, &as4)?])?.mul_scalar((scale_h * scale_w) as f32)?;
+                let pool = super::pool::Pool {
+                    kind: super::pool::PoolKind::Avg {
+                        exclude_padding: false,
+                    },
+                    kernel: k,
+                    strides: k,
+                    pad: [0; 4],
+                };
+                let summed = Tensor::apply1(Op::Pool(pool), vec![reshape_to(g, &as4)?])?
+                    .mul_scalar((scale_h * scale_w) as f32)?;
                 reshape_to(&summed, s)?
             }
         };
@@ -411,14 +566,19 @@ pub(crate) mod tests {
         let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
         (0..n)
             .map(|_| {
-                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 round_f16((s >> 40) as f32 / (1u64 << 24) as f32 * 8.0 - 4.0)
             })
             .collect()
     }
     /// A buffer of `shape` filled by [`data`].
     pub(crate) fn buf(shape: &[usize], seed: u64) -> Buf {
-        Buf { shape: shape.to_vec(), data: data(shape::numel(shape), seed) }
+        Buf {
+            shape: shape.to_vec(),
+            data: data(shape::numel(shape), seed),
+        }
     }
     /// Row-major multi-index of flat index `i`.
     pub(crate) fn unravel(mut i: usize, shape: &[usize]) -> Vec<usize> {
@@ -435,8 +595,17 @@ pub(crate) mod tests {
     }
     /// Infer `op` on fp16 inputs of the buffers' shapes and run its kernel.
     pub(crate) fn run(op: &Op, ins: &[&Buf]) -> Vec<Buf> {
-        let types: Vec<TensorType> = ins.iter().map(|b| TensorType::fp16(b.shape.clone())).collect();
-        let mut outs: Vec<Buf> = op.family().infer(&types).unwrap().iter().map(|t| Buf::zeros(&t.shape)).collect();
+        let types: Vec<TensorType> = ins
+            .iter()
+            .map(|b| TensorType::fp16(b.shape.clone()))
+            .collect();
+        let mut outs: Vec<Buf> = op
+            .family()
+            .infer(&types)
+            .unwrap()
+            .iter()
+            .map(|t| Buf::zeros(&t.shape))
+            .collect();
         op.family().eval(ins, &mut outs).unwrap();
         outs
     }
@@ -444,14 +613,25 @@ pub(crate) mod tests {
     pub(crate) fn round_trip(op: &Op, parse: fn(&str, &mut MilArgs) -> Option<Result<Op>>) {
         let m = op.family().mil();
         let names: Vec<&str> = m.params.iter().map(|p| p.0).collect();
-        assert!(names.windows(2).all(|w| w[0] < w[1]), "{} params {names:?} are not alphabetical", m.op);
+        assert!(
+            names.windows(2).all(|w| w[0] < w[1]),
+            "{} params {names:?} are not alphabetical",
+            m.op
+        );
         let mut args = mil_args(m.params);
         assert_eq!(&parse(m.op, &mut args).unwrap().unwrap(), op);
         assert!(args.params.is_empty(), "unclaimed {:?}", args.params);
     }
     /// MilArgs holding `params`.
     pub(crate) fn mil_args(params: Vec<(&str, Literal)>) -> MilArgs {
-        MilArgs::new("t.mil", "s", params.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+        MilArgs::new(
+            "t.mil",
+            "s",
+            params
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+        )
     }
 
     /// Check every element of every output of `op` equals the input element `src([output, index..])` names (input, flat index).
@@ -476,13 +656,22 @@ pub(crate) mod tests {
             (vec![783], vec![0]),
         ] {
             let x = buf(&shape, 1);
-            check_moves(&Op::Layout(Layout::Transpose { perm: perm.clone() }), &[&x], |idx| {
-                let mut xi = vec![0; shape.len()];
-                perm.iter().enumerate().for_each(|(a, &p)| xi[p] = idx[a + 1]);
-                (0, ravel(&xi, &shape))
-            });
+            check_moves(
+                &Op::Layout(Layout::Transpose { perm: perm.clone() }),
+                &[&x],
+                |idx| {
+                    let mut xi = vec![0; shape.len()];
+                    perm.iter()
+                        .enumerate()
+                        .for_each(|(a, &p)| xi[p] = idx[a + 1]);
+                    (0, ravel(&xi, &shape))
+                },
+            );
         }
-        let t = input(&[2, 3, 4, 5]).unwrap().transpose(&[-1, 0, -2, 1]).unwrap();
+        let t = input(&[2, 3, 4, 5])
+            .unwrap()
+            .transpose(&[-1, 0, -2, 1])
+            .unwrap();
         assert_eq!(t.shape(), [5, 2, 4, 3]);
     }
 
@@ -497,17 +686,34 @@ pub(crate) mod tests {
             (part, ravel(&xi, &[&a, &b, &c][part].shape))
         });
         let y = run(&cat, &[&a, &b, &c]).remove(0);
-        let parts = run(&Op::Layout(Layout::Split { axis: 1, sizes: vec![3, 1, 7] }), &[&y]);
+        let parts = run(
+            &Op::Layout(Layout::Split {
+                axis: 1,
+                sizes: vec![3, 1, 7],
+            }),
+            &[&y],
+        );
         assert_eq!(parts, vec![a, b, c]);
         let x = buf(&[3, 7, 6], 4);
-        check_moves(&Op::Layout(Layout::Split { axis: 2, sizes: vec![2; 3] }), &[&x], |idx| {
-            (0, ravel(&[idx[1], idx[2], idx[0] * 2 + idx[3]], &x.shape))
-        });
+        check_moves(
+            &Op::Layout(Layout::Split {
+                axis: 2,
+                sizes: vec![2; 3],
+            }),
+            &[&x],
+            |idx| (0, ravel(&[idx[1], idx[2], idx[0] * 2 + idx[3]], &x.shape)),
+        );
         let (p, q) = (buf(&[783], 5), buf(&[1], 6));
-        assert_eq!(run(&Op::Layout(Layout::Concat { axis: 0 }), &[&p, &q])[0].data, [p.data.clone(), q.data.clone()].concat());
+        assert_eq!(
+            run(&Op::Layout(Layout::Concat { axis: 0 }), &[&p, &q])[0].data,
+            [p.data.clone(), q.data.clone()].concat()
+        );
         let t = input(&[3, 7, 6]).unwrap();
         let parts = t.split(3, -1).unwrap();
-        assert_eq!(parts.iter().map(|p| p.shape().to_vec()).collect::<Vec<_>>(), vec![vec![3, 7, 2]; 3]);
+        assert_eq!(
+            parts.iter().map(|p| p.shape().to_vec()).collect::<Vec<_>>(),
+            vec![vec![3, 7, 2]; 3]
+        );
         assert_eq!(concat(&parts, -1).unwrap().shape(), [3, 7, 6]);
         assert_eq!(t.split_sizes(&[1, 5, 1], 1).unwrap()[1].shape(), [3, 5, 6]);
     }
@@ -515,20 +721,61 @@ pub(crate) mod tests {
     #[test]
     fn slice_upsample_and_copies_match_naive() {
         let x = buf(&[7, 783], 1);
-        check_moves(&Op::Layout(Layout::SliceBySize { begin: vec![2, 100], size: vec![5, 683] }), &[&x], |idx| {
-            (0, ravel(&[idx[1] + 2, idx[2] + 100], &x.shape))
-        });
+        check_moves(
+            &Op::Layout(Layout::SliceBySize {
+                begin: vec![2, 100],
+                size: vec![5, 683],
+            }),
+            &[&x],
+            |idx| (0, ravel(&[idx[1] + 2, idx[2] + 100], &x.shape)),
+        );
         let x5 = buf(&[2, 3, 4, 5, 6], 2);
-        check_moves(&Op::Layout(Layout::SliceBySize { begin: vec![1, 0, 1, 2, 5], size: vec![1, 3, 2, 3, 1] }), &[&x5], |idx| {
-            (0, ravel(&[1 + idx[1], idx[2], 1 + idx[3], 2 + idx[4], 5 + idx[5]], &x5.shape))
-        });
+        check_moves(
+            &Op::Layout(Layout::SliceBySize {
+                begin: vec![1, 0, 1, 2, 5],
+                size: vec![1, 3, 2, 3, 1],
+            }),
+            &[&x5],
+            |idx| {
+                (
+                    0,
+                    ravel(
+                        &[1 + idx[1], idx[2], 1 + idx[3], 2 + idx[4], 5 + idx[5]],
+                        &x5.shape,
+                    ),
+                )
+            },
+        );
         let img = buf(&[2, 3, 4, 5], 3);
-        check_moves(&Op::Layout(Layout::Upsample { scale_h: 2, scale_w: 3 }), &[&img], |idx| {
-            (0, ravel(&[idx[1], idx[2], idx[3] / 2, idx[4] / 3], &img.shape))
-        });
+        check_moves(
+            &Op::Layout(Layout::Upsample {
+                scale_h: 2,
+                scale_w: 3,
+            }),
+            &[&img],
+            |idx| {
+                (
+                    0,
+                    ravel(&[idx[1], idx[2], idx[3] / 2, idx[4] / 3], &img.shape),
+                )
+            },
+        );
         let one = buf(&[1, 1, 7], 4);
-        assert_eq!(run(&Op::Layout(Layout::Upsample { scale_h: 1, scale_w: 1 }), &[&one])[0], one);
-        for op in [Layout::Reshape { shape: vec![7, 1] }, Layout::Squeeze { axes: vec![0, 1] }, Layout::ExpandDims { axes: vec![0, 4] }] {
+        assert_eq!(
+            run(
+                &Op::Layout(Layout::Upsample {
+                    scale_h: 1,
+                    scale_w: 1
+                }),
+                &[&one]
+            )[0],
+            one
+        );
+        for op in [
+            Layout::Reshape { shape: vec![7, 1] },
+            Layout::Squeeze { axes: vec![0, 1] },
+            Layout::ExpandDims { axes: vec![0, 4] },
+        ] {
             let y = run(&Op::Layout(op), &[&one]).remove(0);
             assert_eq!(y.data, one.data);
         }
@@ -540,11 +787,26 @@ pub(crate) mod tests {
         assert_eq!(x.reshape(&[-1, 4]).unwrap().shape(), [6, 4]);
         assert_eq!(x.reshape(&[4, -1, 2, 1]).unwrap().shape(), [4, 3, 2, 1]);
         assert_eq!(x.expand_dims(&[0, -1]).unwrap().shape(), [1, 2, 3, 4, 1]);
-        assert_eq!(x.reshape(&[1, 24, 1]).unwrap().squeeze(&[0, -1]).unwrap().shape(), [24]);
-        assert_eq!(x.slice_by_size(&[1, 0, 2], &[1, 3, 2]).unwrap().shape(), [1, 3, 2]);
+        assert_eq!(
+            x.reshape(&[1, 24, 1])
+                .unwrap()
+                .squeeze(&[0, -1])
+                .unwrap()
+                .shape(),
+            [24]
+        );
+        assert_eq!(
+            x.slice_by_size(&[1, 0, 2], &[1, 3, 2]).unwrap().shape(),
+            [1, 3, 2]
+        );
         assert_eq!(x.upsample(2, 3).unwrap().shape(), [2, 6, 12]);
         let u = input_port(&[2, 3], DType::Uint8, None).unwrap();
-        for t in [u.transpose(&[1, 0]).unwrap(), u.reshape(&[6]).unwrap(), concat(&[u.clone(), u.clone()], 0).unwrap(), u.split(3, 1).unwrap().remove(2)] {
+        for t in [
+            u.transpose(&[1, 0]).unwrap(),
+            u.reshape(&[6]).unwrap(),
+            concat(&[u.clone(), u.clone()], 0).unwrap(),
+            u.split(3, 1).unwrap().remove(2),
+        ] {
             assert_eq!(t.dtype(), DType::Uint8);
         }
     }
@@ -556,7 +818,10 @@ pub(crate) mod tests {
         let msg = x.reshape(&[5, 5]).unwrap_err().to_string();
         assert!(msg.contains("[2, 3, 4]") && msg.contains("[5, 5]"), "{msg}");
         let msg = x.reshape(&[5, -1]).unwrap_err().to_string();
-        assert!(msg.contains("[2, 3, 4]") && msg.contains("[5, -1]"), "{msg}");
+        assert!(
+            msg.contains("[2, 3, 4]") && msg.contains("[5, -1]"),
+            "{msg}"
+        );
         let errs = [
             x.reshape(&[-1, -1, 6]).map(drop),
             x.reshape(&[0, 24]).map(drop),
@@ -597,35 +862,81 @@ pub(crate) mod tests {
         for (i, e) in errs.iter().enumerate() {
             assert!(e.is_err(), "case {i} should fail");
         }
-        let msg = x.slice_by_size(&[1, 0, 3], &[1, 3, 2]).unwrap_err().to_string();
-        assert!(msg.contains("[1, 0, 3]") && msg.contains("[1, 3, 2]") && msg.contains("[2, 3, 4]"), "{msg}");
-        assert!(Layout::Squeeze { axes: vec![1, 0] }.infer(&[TensorType::fp16(vec![1, 1, 3])]).is_err());
+        let msg = x
+            .slice_by_size(&[1, 0, 3], &[1, 3, 2])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("[1, 0, 3]") && msg.contains("[1, 3, 2]") && msg.contains("[2, 3, 4]"),
+            "{msg}"
+        );
+        assert!(Layout::Squeeze { axes: vec![1, 0] }
+            .infer(&[TensorType::fp16(vec![1, 1, 3])])
+            .is_err());
     }
 
     #[test]
     fn mil_round_trip() {
         for l in [
             Layout::Reshape { shape: vec![6, 4] },
-            Layout::Transpose { perm: vec![2, 0, 1] },
+            Layout::Transpose {
+                perm: vec![2, 0, 1],
+            },
             Layout::Concat { axis: 1 },
-            Layout::Split { axis: 2, sizes: vec![1, 5, 1] },
-            Layout::SliceBySize { begin: vec![0, 2], size: vec![3, 1] },
+            Layout::Split {
+                axis: 2,
+                sizes: vec![1, 5, 1],
+            },
+            Layout::SliceBySize {
+                begin: vec![0, 2],
+                size: vec![3, 1],
+            },
             Layout::Squeeze { axes: vec![0, 2] },
             Layout::ExpandDims { axes: vec![1] },
-            Layout::Upsample { scale_h: 2, scale_w: 3 },
+            Layout::Upsample {
+                scale_h: 2,
+                scale_w: 3,
+            },
         ] {
             round_trip(&Op::Layout(l), from_mil);
         }
-        assert_eq!(Layout::Concat { axis: 0 }.mil().inputs, MilInputs::Tuple("values"));
+        assert_eq!(
+            Layout::Concat { axis: 0 }.mil().inputs,
+            MilInputs::Tuple("values")
+        );
         let bad = [
-            ("concat", vec![("axis", Literal::Int32(0)), ("interleave", Literal::Bool(true))]),
-            ("concat", vec![("axis", Literal::Int32(-1)), ("interleave", Literal::Bool(false))]),
-            ("split", vec![("axis", Literal::Int32(0)), ("split_sizes", Literal::Ints(vec![2, -1]))]),
+            (
+                "concat",
+                vec![
+                    ("axis", Literal::Int32(0)),
+                    ("interleave", Literal::Bool(true)),
+                ],
+            ),
+            (
+                "concat",
+                vec![
+                    ("axis", Literal::Int32(-1)),
+                    ("interleave", Literal::Bool(false)),
+                ],
+            ),
+            (
+                "split",
+                vec![
+                    ("axis", Literal::Int32(0)),
+                    ("split_sizes", Literal::Ints(vec![2, -1])),
+                ],
+            ),
             ("reshape", vec![("shape", Literal::Int32(3))]),
-            ("upsample_nearest_neighbor", vec![("scale_factor_height", Literal::Int32(2))]),
+            (
+                "upsample_nearest_neighbor",
+                vec![("scale_factor_height", Literal::Int32(2))],
+            ),
         ];
         for (op, params) in bad {
-            assert!(from_mil(op, &mut mil_args(params)).unwrap().is_err(), "{op}");
+            assert!(
+                from_mil(op, &mut mil_args(params)).unwrap().is_err(),
+                "{op}"
+            );
         }
         assert!(from_mil("relu", &mut mil_args(vec![])).is_none());
     }

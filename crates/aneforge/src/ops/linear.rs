@@ -49,9 +49,21 @@ impl<'a> Operand<'a> {
         };
         let t = transpose && shape.len() >= 2;
         Some(if t {
-            Operand { batch, rows: r1, cols: r0, rs: 1, cs: r1 }
+            Operand {
+                batch,
+                rows: r1,
+                cols: r0,
+                rs: 1,
+                cs: r1,
+            }
         } else {
-            Operand { batch, rows: r0, cols: r1, rs: r1, cs: 1 }
+            Operand {
+                batch,
+                rows: r0,
+                cols: r1,
+                rs: r1,
+                cs: 1,
+            }
         })
     }
 
@@ -63,16 +75,48 @@ impl<'a> Operand<'a> {
 
 impl MatMul {
     /// Both operands as matrix stacks plus the broadcast batch shape, or a shape error naming both shapes.
-    fn operands<'a>(&self, xs: &'a [usize], ys: &'a [usize]) -> Result<(Operand<'a>, Operand<'a>, Vec<usize>)> {
-        let desc = || format!("x {xs:?} (transpose_x = {}) and y {ys:?} (transpose_y = {})", self.transpose_x, self.transpose_y);
-        let (Some(x), Some(y)) = (Operand::new(xs, self.transpose_x, true), Operand::new(ys, self.transpose_y, false)) else {
-            return Err(Error::shape("matmul", format!("operands must have rank >= 1, got {}", desc())));
+    fn operands<'a>(
+        &self,
+        xs: &'a [usize],
+        ys: &'a [usize],
+    ) -> Result<(Operand<'a>, Operand<'a>, Vec<usize>)> {
+        let desc = || {
+            format!(
+                "x {xs:?} (transpose_x = {}) and y {ys:?} (transpose_y = {})",
+                self.transpose_x, self.transpose_y
+            )
+        };
+        let (Some(x), Some(y)) = (
+            Operand::new(xs, self.transpose_x, true),
+            Operand::new(ys, self.transpose_y, false),
+        ) else {
+            return Err(Error::shape(
+                "matmul",
+                format!("operands must have rank >= 1, got {}", desc()),
+            ));
         };
         if x.cols != y.rows {
-            return Err(Error::shape("matmul", format!("{}: inner dimensions differ (K = {} vs {})", desc(), x.cols, y.rows)));
+            return Err(Error::shape(
+                "matmul",
+                format!(
+                    "{}: inner dimensions differ (K = {} vs {})",
+                    desc(),
+                    x.cols,
+                    y.rows
+                ),
+            ));
         }
-        let batch = crate::shape::broadcast("matmul", x.batch, y.batch)
-            .map_err(|_| Error::shape("matmul", format!("{}: batch axes {:?} and {:?} do not broadcast", desc(), x.batch, y.batch)))?;
+        let batch = crate::shape::broadcast("matmul", x.batch, y.batch).map_err(|_| {
+            Error::shape(
+                "matmul",
+                format!(
+                    "{}: batch axes {:?} and {:?} do not broadcast",
+                    desc(),
+                    x.batch,
+                    y.batch
+                ),
+            )
+        })?;
         Ok((x, y, batch))
     }
 }
@@ -103,15 +147,35 @@ impl Family for MatMul {
         let (xb, yb) = (ins[0], ins[1]);
         let (x, y, batch) = self.operands(&xb.shape, &yb.shape)?;
         let (m, n, k) = (x.rows, y.cols, x.cols);
-        let (sx, sy) = (broadcast_strides(x.batch, &batch), broadcast_strides(y.batch, &batch));
+        let (sx, sy) = (
+            broadcast_strides(x.batch, &batch),
+            broadcast_strides(y.batch, &batch),
+        );
         let mut offsets = Vec::new();
-        for_each_broadcast(&batch, [&sx, &sy], |_, [i, j]| offsets.push((i * x.size(), j * y.size())));
+        for_each_broadcast(&batch, [&sx, &sy], |_, [i, j]| {
+            offsets.push((i * x.size(), j * y.size()))
+        });
         let run = |(c, &(xo, yo)): (&mut [f32], &(usize, usize))| {
-            sgemm(m, n, k, &xb.data[xo..], x.rs, x.cs, &yb.data[yo..], y.rs, y.cs, c, n, false);
+            sgemm(
+                m,
+                n,
+                k,
+                &xb.data[xo..],
+                x.rs,
+                x.cs,
+                &yb.data[yo..],
+                y.rs,
+                y.cs,
+                c,
+                n,
+                false,
+            );
         };
         let od = &mut out[0].data;
         if offsets.len() > 1 && (m * n * k).saturating_mul(offsets.len()) >= PAR_MIN_MACS {
-            od.par_chunks_mut(m * n).zip(offsets.par_iter()).for_each(run);
+            od.par_chunks_mut(m * n)
+                .zip(offsets.par_iter())
+                .for_each(run);
         } else {
             od.chunks_mut(m * n).zip(offsets.iter()).for_each(run);
         }
@@ -122,7 +186,12 @@ impl Family for MatMul {
 /// Parse `matmul`.
 pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
     match op {
-        "matmul" => Some((|| Ok(Op::MatMul(MatMul { transpose_x: args.bool("transpose_x")?, transpose_y: args.bool("transpose_y")? })))()),
+        "matmul" => Some((|| {
+            Ok(Op::MatMul(MatMul {
+                transpose_x: args.bool("transpose_x")?,
+                transpose_y: args.bool("transpose_y")?,
+            }))
+        })()),
         _ => None,
     }
 }
@@ -131,14 +200,23 @@ pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
 fn rank2(op: &str, w: &HostArray, layout: &str) -> Result<[usize; 2]> {
     match *w.shape {
         [r, c] => Ok([r, c]),
-        _ => Err(Error::shape(op, format!("weight must be rank 2 {layout}, got shape {:?}", w.shape))),
+        _ => Err(Error::shape(
+            op,
+            format!("weight must be rank 2 {layout}, got shape {:?}", w.shape),
+        )),
     }
 }
 
 /// Builders.
 impl Tensor {
     fn matmul_t(&self, other: &Tensor, transpose_y: bool) -> Result<Tensor> {
-        Tensor::apply1(Op::MatMul(MatMul { transpose_x: false, transpose_y }), vec![self.clone(), other.clone()])
+        Tensor::apply1(
+            Op::MatMul(MatMul {
+                transpose_x: false,
+                transpose_y,
+            }),
+            vec![self.clone(), other.clone()],
+        )
     }
 
     /// self @ other with NumPy `matmul` semantics (rank-1 promotion, broadcast batch axes). A
@@ -148,8 +226,12 @@ impl Tensor {
         if other.rank() != 1 || self.rank() < 2 {
             return self.matmul_t(other, false);
         }
-        let out: Vec<i64> = self.shape()[..self.rank() - 1].iter().map(|&d| d as i64).collect();
-        self.matmul_t(&other.reshape(&[other.shape()[0] as i64, 1])?, false)?.reshape(&out)
+        let out: Vec<i64> = self.shape()[..self.rank() - 1]
+            .iter()
+            .map(|&d| d as i64)
+            .collect();
+        self.matmul_t(&other.reshape(&[other.shape()[0] as i64, 1])?, false)?
+            .reshape(&out)
     }
 
     /// self @ W for a host weight W [K, N], baked transposed as a [N, K] const (`transpose_y = true`).
@@ -157,7 +239,13 @@ impl Tensor {
         let [k, n] = rank2("matmul", &w, "[K, N]")?;
         let v = w.to_fp16("matmul")?;
         let t: Vec<_> = (0..n * k).map(|i| v[(i % k) * n + i / k]).collect();
-        let wt = Tensor::apply1(Op::Const(io::Const { shape: vec![n, k], values: Arc::new(t) }), vec![])?;
+        let wt = Tensor::apply1(
+            Op::Const(io::Const {
+                shape: vec![n, k],
+                values: Arc::new(t),
+            }),
+            vec![],
+        )?;
         self.matmul_t(&wt, true)
     }
 
@@ -168,7 +256,13 @@ impl Tensor {
         match bias {
             None => Ok(y),
             Some(b) if b.shape == [out] => y.add(&constant("linear", b)?),
-            Some(b) => Err(Error::shape("linear", format!("bias must have shape [{out}] for weight {:?}, got {:?}", w.shape, b.shape))),
+            Some(b) => Err(Error::shape(
+                "linear",
+                format!(
+                    "bias must have shape [{out}] for weight {:?}, got {:?}",
+                    w.shape, b.shape
+                ),
+            )),
         }
     }
 }
@@ -182,13 +276,21 @@ impl Tensor {
     pub fn cumsum(&self, axis: i64) -> Result<Tensor> {
         let last = self.rank() - 1;
         if shape::axis("cumsum", axis, self.rank())? != last {
-            return Err(Error::shape("cumsum", format!("only the last axis is supported, got axis {axis} of {:?}", self.shape())));
+            return Err(Error::shape(
+                "cumsum",
+                format!(
+                    "only the last axis is supported, got axis {axis} of {:?}",
+                    self.shape()
+                ),
+            ));
         }
         let k = self.shape()[last];
         if k > CUMSUM_MAX_K {
             return Err(Error::shape("cumsum", format!("last axis of {:?} has extent {k} > {CUMSUM_MAX_K} (cumsum bakes a K x K weight)", self.shape())));
         }
-        let w: Vec<f32> = (0..k * k).map(|i| f32::from(u8::from(i % k <= i / k))).collect();
+        let w: Vec<f32> = (0..k * k)
+            .map(|i| f32::from(u8::from(i % k <= i / k)))
+            .collect();
         self.linear(HostArray::f32(&[k, k], &w), None)
     }
 
@@ -197,16 +299,37 @@ impl Tensor {
     pub fn geglu(&self, weight: HostArray, bias: Option<HostArray>) -> Result<Tensor> {
         let [rows, d] = rank2("geglu", &weight, "[2*Dff, D]")?;
         if rows % 2 != 0 || rows == 0 {
-            return Err(Error::shape("geglu", format!("weight {:?} needs an even, non-zero row count 2*Dff", weight.shape)));
+            return Err(Error::shape(
+                "geglu",
+                format!(
+                    "weight {:?} needs an even, non-zero row count 2*Dff",
+                    weight.shape
+                ),
+            ));
         }
         let dff = rows / 2;
         if let Some(b) = bias.filter(|b| b.shape != [rows]) {
-            return Err(Error::shape("geglu", format!("bias must have shape [{rows}] for weight {:?}, got {:?}", weight.shape, b.shape)));
+            return Err(Error::shape(
+                "geglu",
+                format!(
+                    "bias must have shape [{rows}] for weight {:?}, got {:?}",
+                    weight.shape, b.shape
+                ),
+            ));
         }
-        let (w, b) = (weight.to_fp16("geglu")?, bias.map(|b| b.to_fp16("geglu")).transpose()?);
+        let (w, b) = (
+            weight.to_fp16("geglu")?,
+            bias.map(|b| b.to_fp16("geglu")).transpose()?,
+        );
         let half = |i: usize| -> Result<Tensor> {
-            let wh = HostArray { shape: &[dff, d], data: HostData::F16(&w[i * dff * d..(i + 1) * dff * d]) };
-            let bh = b.as_ref().map(|b| HostArray { shape: std::slice::from_ref(&dff), data: HostData::F16(&b[i * dff..(i + 1) * dff]) });
+            let wh = HostArray {
+                shape: &[dff, d],
+                data: HostData::F16(&w[i * dff * d..(i + 1) * dff * d]),
+            };
+            let bh = b.as_ref().map(|b| HostArray {
+                shape: std::slice::from_ref(&dff),
+                data: HostData::F16(&b[i * dff..(i + 1) * dff]),
+            });
             self.linear(wh, bh)
         };
         half(0)?.mul(&half(1)?.gelu()?)
@@ -220,11 +343,30 @@ impl MatMul {
     pub fn vjp(&self, a: &crate::autograd::Vjp) -> Result<crate::autograd::Grads> {
         use crate::autograd::{reshape_to, unbroadcast};
         let (x, y) = (&a.x[0], &a.x[1]);
-        let mm = |p: &Tensor, q: &Tensor, transpose_x: bool, transpose_y: bool| Tensor::apply1(Op::MatMul(MatMul { transpose_x, transpose_y }), vec![p.clone(), q.clone()]);
+        let mm = |p: &Tensor, q: &Tensor, transpose_x: bool, transpose_y: bool| {
+            Tensor::apply1(
+                Op::MatMul(MatMul {
+                    transpose_x,
+                    transpose_y,
+                }),
+                vec![p.clone(), q.clone()],
+            )
+        };
         // Promote rank-1 operands to matrices (transposes are ignored for them, as in MIL).
-        let xp = if x.rank() == 1 { x.reshape(&[1, -1])? } else { x.clone() };
-        let yp = if y.rank() == 1 { y.reshape(&[-1, 1])? } else { y.clone() };
-        let (tx, ty) = (self.transpose_x && x.rank() > 1, self.transpose_y && y.rank() > 1);
+        let xp = if x.rank() == 1 {
+            x.reshape(&[1, -1])?
+        } else {
+            x.clone()
+        };
+        let yp = if y.rank() == 1 {
+            y.reshape(&[-1, 1])?
+        } else {
+            y.clone()
+        };
+        let (tx, ty) = (
+            self.transpose_x && x.rank() > 1,
+            self.transpose_y && y.rank() > 1,
+        );
         let mut gs = a.g0().shape().to_vec();
         if x.rank() == 1 {
             gs.insert(gs.len() - 1, 1);
@@ -234,11 +376,19 @@ impl MatMul {
         }
         let g = reshape_to(a.g0(), &gs)?;
         let dx = a.needs[0].then(|| -> Result<Tensor> {
-            let d = if tx { mm(&yp, &g, ty, true)? } else { mm(&g, &yp, false, !ty)? };
+            let d = if tx {
+                mm(&yp, &g, ty, true)?
+            } else {
+                mm(&g, &yp, false, !ty)?
+            };
             reshape_to(&unbroadcast(&d, xp.shape())?, x.shape())
         });
         let dy = a.needs[1].then(|| -> Result<Tensor> {
-            let d = if ty { mm(&g, &xp, true, tx)? } else { mm(&xp, &g, !tx, false)? };
+            let d = if ty {
+                mm(&g, &xp, true, tx)?
+            } else {
+                mm(&xp, &g, !tx, false)?
+            };
             reshape_to(&unbroadcast(&d, yp.shape())?, y.shape())
         });
         Ok(vec![dx.transpose()?, dy.transpose()?])
@@ -248,16 +398,28 @@ impl MatMul {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::input;
     use crate::ops::conv::tests::mil_roundtrip;
     use crate::ops::gemm::tests::{assert_close, rand_vec};
-    use crate::input;
 
     /// Direct-loop NumPy matmul in f64, written from the shapes and flags alone.
     fn naive(tx: bool, ty: bool, xs: &[usize], x: &[f32], ys: &[usize], y: &[f32]) -> Vec<f64> {
-        let xs2 = if xs.len() == 1 { vec![1, xs[0]] } else { xs.to_vec() };
-        let ys2 = if ys.len() == 1 { vec![ys[0], 1] } else { ys.to_vec() };
+        let xs2 = if xs.len() == 1 {
+            vec![1, xs[0]]
+        } else {
+            xs.to_vec()
+        };
+        let ys2 = if ys.len() == 1 {
+            vec![ys[0], 1]
+        } else {
+            ys.to_vec()
+        };
         let (tx, ty, xr, yr) = (tx && xs.len() > 1, ty && ys.len() > 1, xs2.len(), ys2.len());
-        let (m, k) = if tx { (xs2[xr - 1], xs2[xr - 2]) } else { (xs2[xr - 2], xs2[xr - 1]) };
+        let (m, k) = if tx {
+            (xs2[xr - 1], xs2[xr - 2])
+        } else {
+            (xs2[xr - 2], xs2[xr - 1])
+        };
         let n = if ty { ys2[yr - 2] } else { ys2[yr - 1] };
         let rank = xr.max(yr) - 2;
         let pad = |s: &[usize]| [vec![1; rank + 2 - s.len()], s[..s.len() - 2].to_vec()].concat();
@@ -274,8 +436,10 @@ mod tests {
             }
             for i in 0..m {
                 for j in 0..n {
-                    let xv = |p: usize| x[fx * m * k + if tx { p * m + i } else { i * k + p }] as f64;
-                    let yv = |p: usize| y[fy * k * n + if ty { j * k + p } else { p * n + j }] as f64;
+                    let xv =
+                        |p: usize| x[fx * m * k + if tx { p * m + i } else { i * k + p }] as f64;
+                    let yv =
+                        |p: usize| y[fy * k * n + if ty { j * k + p } else { p * n + j }] as f64;
                     out.push((0..k).map(|p| xv(p) * yv(p)).sum());
                 }
             }
@@ -284,11 +448,24 @@ mod tests {
     }
 
     fn check(tx: bool, ty: bool, xs: &[usize], ys: &[usize], want_shape: &[usize]) {
-        let mm = MatMul { transpose_x: tx, transpose_y: ty };
-        let shape = mm.infer(&[TensorType::fp16(xs.to_vec()), TensorType::fp16(ys.to_vec())]).unwrap().remove(0).shape;
+        let mm = MatMul {
+            transpose_x: tx,
+            transpose_y: ty,
+        };
+        let shape = mm
+            .infer(&[TensorType::fp16(xs.to_vec()), TensorType::fp16(ys.to_vec())])
+            .unwrap()
+            .remove(0)
+            .shape;
         assert_eq!(shape, want_shape, "{mm:?} {xs:?} {ys:?}");
-        let x = Buf { shape: xs.to_vec(), data: rand_vec(xs.iter().product(), 11) };
-        let y = Buf { shape: ys.to_vec(), data: rand_vec(ys.iter().product(), 12) };
+        let x = Buf {
+            shape: xs.to_vec(),
+            data: rand_vec(xs.iter().product(), 11),
+        };
+        let y = Buf {
+            shape: ys.to_vec(),
+            data: rand_vec(ys.iter().product(), 12),
+        };
         let mut out = [Buf::zeros(&shape)];
         mm.eval(&[&x, &y], &mut out).unwrap();
         assert_close(&out[0].data, &naive(tx, ty, xs, &x.data, ys, &y.data), 1e-5);
@@ -310,14 +487,27 @@ mod tests {
 
     #[test]
     fn infer_rejects_bad_shapes_without_panicking() {
-        let mm = MatMul { transpose_x: false, transpose_y: false };
+        let mm = MatMul {
+            transpose_x: false,
+            transpose_y: false,
+        };
         let t = |s: &[usize]| TensorType::fp16(s.to_vec());
         let err = mm.infer(&[t(&[2, 3]), t(&[4, 5])]).unwrap_err().to_string();
-        assert!(err.contains("[2, 3]") && err.contains("[4, 5]") && err.contains("K = 3 vs 4"), "{err}");
-        assert!(mm.infer(&[t(&[2, 2, 3]), t(&[3, 3, 4])]).unwrap_err().to_string().contains("broadcast"));
+        assert!(
+            err.contains("[2, 3]") && err.contains("[4, 5]") && err.contains("K = 3 vs 4"),
+            "{err}"
+        );
+        assert!(mm
+            .infer(&[t(&[2, 2, 3]), t(&[3, 3, 4])])
+            .unwrap_err()
+            .to_string()
+            .contains("broadcast"));
         assert!(mm.infer(&[t(&[]), t(&[3])]).is_err());
         assert!(mm.infer(&[t(&[3])]).is_err());
-        let b = TensorType { dtype: crate::dtype::DType::Bool, shape: vec![3] };
+        let b = TensorType {
+            dtype: crate::dtype::DType::Bool,
+            shape: vec![3],
+        };
         assert!(mm.infer(&[b, t(&[3])]).is_err());
     }
 
@@ -327,18 +517,48 @@ mod tests {
         let w = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
         let y = x.matmul_weight(HostArray::f32(&[3, 2], &w)).unwrap();
         assert_eq!(y.shape(), [2, 2]);
-        assert_eq!(*y.op(), Op::MatMul(MatMul { transpose_x: false, transpose_y: true }));
-        let Op::Const(c) = y.node.srcs[1].op() else { panic!("weight is not a const") };
+        assert_eq!(
+            *y.op(),
+            Op::MatMul(MatMul {
+                transpose_x: false,
+                transpose_y: true
+            })
+        );
+        let Op::Const(c) = y.node.srcs[1].op() else {
+            panic!("weight is not a const")
+        };
         assert_eq!(c.shape, [2, 3]);
-        assert_eq!(c.values.iter().map(|v| v.to_f32()).collect::<Vec<_>>(), [1.0, 3.0, 5.0, 2.0, 4.0, 6.0]);
+        assert_eq!(
+            c.values.iter().map(|v| v.to_f32()).collect::<Vec<_>>(),
+            [1.0, 3.0, 5.0, 2.0, 4.0, 6.0]
+        );
         assert!(x.matmul_weight(HostArray::f32(&[6], &w)).is_err());
-        assert!(x.matmul_weight(HostArray::f32(&[2, 3], &w)).is_err(), "K mismatch");
-        let l = x.linear(HostArray::f32(&[2, 3], &w), Some(HostArray::f32(&[2], &[0.5, -0.5]))).unwrap();
+        assert!(
+            x.matmul_weight(HostArray::f32(&[2, 3], &w)).is_err(),
+            "K mismatch"
+        );
+        let l = x
+            .linear(
+                HostArray::f32(&[2, 3], &w),
+                Some(HostArray::f32(&[2], &[0.5, -0.5])),
+            )
+            .unwrap();
         assert_eq!(l.shape(), [2, 2]);
         assert_eq!(l.op().family().name(), "add");
-        assert!(x.linear(HostArray::f32(&[2, 3], &w), Some(HostArray::f32(&[1, 2], &[0.5, -0.5]))).is_err());
-        assert!(x.linear(HostArray::f32(&[3, 2], &w), None).is_err(), "in mismatch");
-        assert_eq!(x.matmul(&io::input(&[4, 3, 5]).unwrap()).unwrap().shape(), [4, 2, 5]);
+        assert!(x
+            .linear(
+                HostArray::f32(&[2, 3], &w),
+                Some(HostArray::f32(&[1, 2], &[0.5, -0.5]))
+            )
+            .is_err());
+        assert!(
+            x.linear(HostArray::f32(&[3, 2], &w), None).is_err(),
+            "in mismatch"
+        );
+        assert_eq!(
+            x.matmul(&io::input(&[4, 3, 5]).unwrap()).unwrap().shape(),
+            [4, 2, 5]
+        );
     }
 
     /// cumsum is linear with W[j][i] = 1 for i <= j (so y[j] = Σ_{i≤j} x[i]); other axes are errors.
@@ -346,14 +566,25 @@ mod tests {
     #[test]
     fn geglu_splits_the_weight() {
         let (w, b) = (rand_vec(6 * 5, 40), rand_vec(6, 41));
-        let y = input(&[7, 5]).unwrap().geglu(HostArray::f32(&[6, 5], &w), Some(HostArray::f32(&[6], &b))).unwrap();
-        assert_eq!((y.shape(), y.op().family().name()), (&[7usize, 3][..], "mul"));
+        let y = input(&[7, 5])
+            .unwrap()
+            .geglu(HostArray::f32(&[6, 5], &w), Some(HostArray::f32(&[6], &b)))
+            .unwrap();
+        assert_eq!(
+            (y.shape(), y.op().family().name()),
+            (&[7usize, 3][..], "mul")
+        );
         let x = input(&[2, 5]).unwrap();
         for bad in [
             x.geglu(HostArray::f32(&[5, 5], &w[..25]), None),
             x.geglu(HostArray::f32(&[30], &w), None),
-            x.geglu(HostArray::f32(&[6, 5], &w), Some(HostArray::f32(&[3], &b[..3]))),
-            input(&[2, 4]).unwrap().geglu(HostArray::f32(&[6, 5], &w), None),
+            x.geglu(
+                HostArray::f32(&[6, 5], &w),
+                Some(HostArray::f32(&[3], &b[..3])),
+            ),
+            input(&[2, 4])
+                .unwrap()
+                .geglu(HostArray::f32(&[6, 5], &w), None),
         ] {
             assert!(bad.is_err());
         }
@@ -363,18 +594,41 @@ mod tests {
     fn cumsum_bakes_a_triangular_weight() {
         let x = io::input(&[2, 3]).unwrap();
         let y = x.cumsum(-1).unwrap();
-        assert_eq!((y.shape(), y.op()), (&[2usize, 3][..], &Op::MatMul(MatMul { transpose_x: false, transpose_y: true })));
-        let Op::Const(c) = y.node.srcs[1].op() else { panic!("weight is not a const") };
-        assert_eq!(c.values.iter().map(|v| v.to_f32()).collect::<Vec<_>>(), [1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0]);
+        assert_eq!(
+            (y.shape(), y.op()),
+            (
+                &[2usize, 3][..],
+                &Op::MatMul(MatMul {
+                    transpose_x: false,
+                    transpose_y: true
+                })
+            )
+        );
+        let Op::Const(c) = y.node.srcs[1].op() else {
+            panic!("weight is not a const")
+        };
+        assert_eq!(
+            c.values.iter().map(|v| v.to_f32()).collect::<Vec<_>>(),
+            [1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0]
+        );
         assert!(x.cumsum(1).is_ok());
         assert!(x.cumsum(0).is_err() && x.cumsum(2).is_err() && x.cumsum(-3).is_err());
-        assert!(io::input(&[1, CUMSUM_MAX_K + 1]).unwrap().cumsum(-1).is_err());
+        assert!(io::input(&[1, CUMSUM_MAX_K + 1])
+            .unwrap()
+            .cumsum(-1)
+            .is_err());
     }
 
     #[test]
     fn mil_round_trips() {
         for (tx, ty) in [(false, false), (true, false), (false, true), (true, true)] {
-            mil_roundtrip(Op::MatMul(MatMul { transpose_x: tx, transpose_y: ty }), from_mil);
+            mil_roundtrip(
+                Op::MatMul(MatMul {
+                    transpose_x: tx,
+                    transpose_y: ty,
+                }),
+                from_mil,
+            );
         }
     }
 }

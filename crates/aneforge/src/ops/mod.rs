@@ -38,7 +38,10 @@ pub struct TensorType {
 impl TensorType {
     /// An fp16 value of `shape`.
     pub fn fp16(shape: Shape) -> Self {
-        TensorType { dtype: DType::Fp16, shape }
+        TensorType {
+            dtype: DType::Fp16,
+            shape,
+        }
     }
 }
 
@@ -162,7 +165,25 @@ impl Op {
 
 /// Every MIL op name the families print (each must have a lowering case in the tests).
 pub fn mil_op_names() -> Vec<&'static str> {
-    [io::MIL_OPS, constexpr::MIL_OPS, unary::MIL_OPS, elementwise::MIL_OPS, linear::MIL_OPS, conv::MIL_OPS, conv_transpose::MIL_OPS, pool::MIL_OPS, reduce::MIL_OPS, norm::MIL_OPS, layout::MIL_OPS, rearrange::MIL_OPS, resize::MIL_OPS, channel::MIL_OPS, einsum::MIL_OPS, affine::MIL_OPS].concat()
+    [
+        io::MIL_OPS,
+        constexpr::MIL_OPS,
+        unary::MIL_OPS,
+        elementwise::MIL_OPS,
+        linear::MIL_OPS,
+        conv::MIL_OPS,
+        conv_transpose::MIL_OPS,
+        pool::MIL_OPS,
+        reduce::MIL_OPS,
+        norm::MIL_OPS,
+        layout::MIL_OPS,
+        rearrange::MIL_OPS,
+        resize::MIL_OPS,
+        channel::MIL_OPS,
+        einsum::MIL_OPS,
+        affine::MIL_OPS,
+    ]
+    .concat()
 }
 
 /// Blanket helper so `dispatch!` can hand out `&dyn Family`.

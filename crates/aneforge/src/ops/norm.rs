@@ -38,11 +38,20 @@ impl Family for BatchNorm {
         expect_fp16("batch_norm", inputs)?;
         let s = &inputs[0].shape;
         if !(3..=5).contains(&s.len()) {
-            return Err(Error::shape("batch_norm", format!("x must have rank 3..=5, got {s:?}")));
+            return Err(Error::shape(
+                "batch_norm",
+                format!("x must have rank 3..=5, got {s:?}"),
+            ));
         }
         for (name, t) in BN_INPUTS.iter().zip(inputs).skip(1) {
             if t.shape != [s[1]] {
-                return Err(Error::shape("batch_norm", format!("{name} must have shape [C] = [{}] for x {s:?}, got {:?}", s[1], t.shape)));
+                return Err(Error::shape(
+                    "batch_norm",
+                    format!(
+                        "{name} must have shape [C] = [{}] for x {s:?}, got {:?}",
+                        s[1], t.shape
+                    ),
+                ));
             }
         }
         Ok(vec![inputs[0].clone()])
@@ -54,10 +63,19 @@ impl Family for BatchNorm {
         let x = ins[0];
         let (c, plane) = (x.shape[1], shape::numel(&x.shape[2..]));
         let [mean, var, gamma, beta] = [1, 2, 3, 4].map(|i| &ins[i].data);
-        let scale: Vec<f32> = (0..c).map(|k| gamma[k] / (var[k] + self.eps).sqrt()).collect();
-        for (i, (yp, xp)) in out[0].data.chunks_mut(plane).zip(x.data.chunks(plane)).enumerate() {
+        let scale: Vec<f32> = (0..c)
+            .map(|k| gamma[k] / (var[k] + self.eps).sqrt())
+            .collect();
+        for (i, (yp, xp)) in out[0]
+            .data
+            .chunks_mut(plane)
+            .zip(x.data.chunks(plane))
+            .enumerate()
+        {
             let k = i % c;
-            yp.iter_mut().zip(xp).for_each(|(o, &v)| *o = (v - mean[k]) * scale[k] + beta[k]);
+            yp.iter_mut()
+                .zip(xp)
+                .for_each(|(o, &v)| *o = (v - mean[k]) * scale[k] + beta[k]);
         }
         Ok(())
     }
@@ -72,28 +90,45 @@ impl Family for InstanceNorm {
         expect_fp16("instance_norm", inputs)?;
         let s = &inputs[0].shape;
         if !(3..=4).contains(&s.len()) {
-            return Err(Error::shape("instance_norm", format!("x must have rank 3 or 4 ([N, C, H, W]), got {s:?}")));
+            return Err(Error::shape(
+                "instance_norm",
+                format!("x must have rank 3 or 4 ([N, C, H, W]), got {s:?}"),
+            ));
         }
         for (name, t) in ["gamma", "beta"].iter().zip(&inputs[1..]) {
             if t.shape != [s[1]] {
-                return Err(Error::shape("instance_norm", format!("{name} must have shape [C] = [{}] for x {s:?}, got {:?}", s[1], t.shape)));
+                return Err(Error::shape(
+                    "instance_norm",
+                    format!(
+                        "{name} must have shape [C] = [{}] for x {s:?}, got {:?}",
+                        s[1], t.shape
+                    ),
+                ));
             }
         }
         Ok(vec![inputs[0].clone()])
     }
     fn mil(&self) -> MilOp {
-        MilOp::new("instance_norm", &["x", "gamma", "beta"]).param("epsilon", Literal::Fp16(self.eps))
+        MilOp::new("instance_norm", &["x", "gamma", "beta"])
+            .param("epsilon", Literal::Fp16(self.eps))
     }
     fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
         let x = ins[0];
         let (c, plane) = (x.shape[1], shape::numel(&x.shape[2..]));
         let (gamma, beta) = (&ins[1].data, &ins[2].data);
-        for (i, (yp, xp)) in out[0].data.chunks_mut(plane).zip(x.data.chunks(plane)).enumerate() {
+        for (i, (yp, xp)) in out[0]
+            .data
+            .chunks_mut(plane)
+            .zip(x.data.chunks(plane))
+            .enumerate()
+        {
             let k = i % c;
             let mean = xp.iter().sum::<f32>() / plane as f32;
             let var = xp.iter().map(|&v| (v - mean) * (v - mean)).sum::<f32>() / plane as f32;
             let scale = gamma[k] / (var + self.eps).sqrt();
-            yp.iter_mut().zip(xp).for_each(|(o, &v)| *o = (v - mean) * scale + beta[k]);
+            yp.iter_mut()
+                .zip(xp)
+                .for_each(|(o, &v)| *o = (v - mean) * scale + beta[k]);
         }
         Ok(())
     }
@@ -102,18 +137,36 @@ impl Family for InstanceNorm {
 /// Parse `batch_norm` and `instance_norm`.
 pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
     match op {
-        "batch_norm" => Some(args.fp16("epsilon").map(|eps| Op::BatchNorm(BatchNorm { eps }))),
-        "instance_norm" => Some(args.fp16("epsilon").map(|eps| Op::InstanceNorm(InstanceNorm { eps }))),
+        "batch_norm" => Some(
+            args.fp16("epsilon")
+                .map(|eps| Op::BatchNorm(BatchNorm { eps })),
+        ),
+        "instance_norm" => Some(
+            args.fp16("epsilon")
+                .map(|eps| Op::InstanceNorm(InstanceNorm { eps })),
+        ),
         _ => None,
     }
 }
 
 /// (x − mean)/√(var + eps)·gamma + beta over axis 1 of x (rank 3..=5); statistics are [C], absent gamma/beta = ones/zeros.
-pub fn batch_norm(x: &Tensor, mean: HostArray, var: HostArray, gamma: Option<HostArray>, beta: Option<HostArray>, eps: f32) -> Result<Tensor> {
+pub fn batch_norm(
+    x: &Tensor,
+    mean: HostArray,
+    var: HostArray,
+    gamma: Option<HostArray>,
+    beta: Option<HostArray>,
+    eps: f32,
+) -> Result<Tensor> {
     let eps = norm_eps("batch_norm", eps)?;
     let c = [x.shape().get(1).copied().unwrap_or(1)]; // a bad rank is reported by `infer`
     let (ones, zeros) = (vec![1f32; c[0]], vec![0f32; c[0]]);
-    let stats = [mean, var, gamma.unwrap_or(HostArray::f32(&c, &ones)), beta.unwrap_or(HostArray::f32(&c, &zeros))];
+    let stats = [
+        mean,
+        var,
+        gamma.unwrap_or(HostArray::f32(&c, &ones)),
+        beta.unwrap_or(HostArray::f32(&c, &zeros)),
+    ];
     let mut srcs = vec![x.clone()];
     for s in stats {
         srcs.push(constant("batch_norm", s)?);
@@ -122,11 +175,19 @@ pub fn batch_norm(x: &Tensor, mean: HostArray, var: HostArray, gamma: Option<Hos
 }
 
 /// Per-(n, c) plane normalisation of x ([N, C, H, W] or rank 3) with [C] gamma/beta (absent = ones/zeros).
-pub fn instance_norm(x: &Tensor, gamma: Option<HostArray>, beta: Option<HostArray>, eps: f32) -> Result<Tensor> {
+pub fn instance_norm(
+    x: &Tensor,
+    gamma: Option<HostArray>,
+    beta: Option<HostArray>,
+    eps: f32,
+) -> Result<Tensor> {
     let eps = norm_eps("instance_norm", eps)?;
     let c = [x.shape().get(1).copied().unwrap_or(1)]; // a bad rank is reported by `infer`
     let (ones, zeros) = (vec![1f32; c[0]], vec![0f32; c[0]]);
-    let affine = [gamma.unwrap_or(HostArray::f32(&c, &ones)), beta.unwrap_or(HostArray::f32(&c, &zeros))];
+    let affine = [
+        gamma.unwrap_or(HostArray::f32(&c, &ones)),
+        beta.unwrap_or(HostArray::f32(&c, &zeros)),
+    ];
     let mut srcs = vec![x.clone()];
     for a in affine {
         srcs.push(constant("instance_norm", a)?);
@@ -145,11 +206,20 @@ fn norm_eps(op: &str, eps: f32) -> Result<f32> {
 /// Check affine operand `what` is [n] and view it as `shape` (a Const is rebuilt, anything else reshaped).
 fn affine_operand(op: &str, what: &str, t: &Tensor, n: usize, shape: &[usize]) -> Result<Tensor> {
     if t.shape() != [n] {
-        return Err(Error::shape(op, format!("{what} must have shape [{n}], got {:?}", t.shape())));
+        return Err(Error::shape(
+            op,
+            format!("{what} must have shape [{n}], got {:?}", t.shape()),
+        ));
     }
     match t.op() {
         _ if t.shape() == shape => Ok(t.clone()),
-        Op::Const(c) => Tensor::apply1(Op::Const(Const { shape: shape.to_vec(), values: c.values.clone() }), vec![]),
+        Op::Const(c) => Tensor::apply1(
+            Op::Const(Const {
+                shape: shape.to_vec(),
+                values: c.values.clone(),
+            }),
+            vec![],
+        ),
         _ => t.reshape(&shape.iter().map(|&d| d as i64).collect::<Vec<_>>()),
     }
 }
@@ -163,7 +233,14 @@ impl Tensor {
         d.mul(&var.rsqrt(eps)?)
     }
     /// self·gamma + beta (absent terms skipped), each operand checked as [n] and viewed as `shape`.
-    fn affine(&self, op: &str, gamma: Option<&Tensor>, beta: Option<&Tensor>, n: usize, shape: &[usize]) -> Result<Tensor> {
+    fn affine(
+        &self,
+        op: &str,
+        gamma: Option<&Tensor>,
+        beta: Option<&Tensor>,
+        n: usize,
+        shape: &[usize],
+    ) -> Result<Tensor> {
         let mut y = self.clone();
         if let Some(g) = gamma {
             y = y.mul(&affine_operand(op, "gamma", g, n, shape)?)?;
@@ -179,20 +256,34 @@ impl Tensor {
     }
 
     /// LayerNorm over the last axis: (x − mean)/√(var + eps)·gamma + beta; gamma and beta are [D].
-    pub fn layer_norm(&self, gamma: Option<&Tensor>, beta: Option<&Tensor>, eps: f32) -> Result<Tensor> {
+    pub fn layer_norm(
+        &self,
+        gamma: Option<&Tensor>,
+        beta: Option<&Tensor>,
+        eps: f32,
+    ) -> Result<Tensor> {
         let y = self.standardize(&[-1], norm_eps("layer_norm", eps)?)?;
         let d = y.shape()[y.rank() - 1];
         y.affine("layer_norm", gamma, beta, d, &[d])
     }
     /// LayerNorm over channel axis 1 of x [N, C, 1, S] (the ANE transformer layout), same chain
     /// as `layer_norm`; gamma and beta are [C], applied as [1, C, 1, 1].
-    pub fn channel_layer_norm(&self, gamma: Option<&Tensor>, beta: Option<&Tensor>, eps: f32) -> Result<Tensor> {
+    pub fn channel_layer_norm(
+        &self,
+        gamma: Option<&Tensor>,
+        beta: Option<&Tensor>,
+        eps: f32,
+    ) -> Result<Tensor> {
         const OP: &str = "channel_layer_norm";
         let eps = norm_eps(OP, eps)?;
         let &[_, c, 1, _] = self.shape() else {
-            return Err(Error::shape(OP, format!("x must be [N, C, 1, S], got {:?}", self.shape())));
+            return Err(Error::shape(
+                OP,
+                format!("x must be [N, C, 1, S], got {:?}", self.shape()),
+            ));
         };
-        self.standardize(&[1], eps)?.affine(OP, gamma, beta, c, &[1, c, 1, 1])
+        self.standardize(&[1], eps)?
+            .affine(OP, gamma, beta, c, &[1, c, 1, 1])
     }
     /// RMSNorm over the last axis (D): x / max(‖x‖, √(D·eps)) · gamma·√D (√D folded into a Const gamma); gamma is [D].
     pub fn rms_norm(&self, gamma: Option<&Tensor>, eps: f32) -> Result<Tensor> {
@@ -200,12 +291,20 @@ impl Tensor {
         let d = self.shape().last().copied().unwrap_or(1); // a scalar is rejected by the reduction
         let k = (d as f64).sqrt();
         let y = self.unit_norm(-1, (d as f64 * eps as f64).sqrt() as f32)?;
-        let Some(g) = gamma else { return y.mul_scalar(k as f32) };
+        let Some(g) = gamma else {
+            return y.mul_scalar(k as f32);
+        };
         let g = affine_operand("rms_norm", "gamma", g, d, &[d])?;
         match g.op() {
             Op::Const(c) => {
                 let scaled: Vec<f64> = c.values.iter().map(|v| v.to_f64() * k).collect();
-                y.mul(&constant("rms_norm", HostArray { shape: &c.shape, data: HostData::F64(&scaled) })?)
+                y.mul(&constant(
+                    "rms_norm",
+                    HostArray {
+                        shape: &c.shape,
+                        data: HostData::F64(&scaled),
+                    },
+                )?)
             }
             _ => y.mul_scalar(k as f32)?.mul(&g),
         }
@@ -216,21 +315,45 @@ impl Tensor {
         self.unit_norm(axis, eps.sqrt())
     }
     /// GroupNorm of x [N, C, H, W] in `num_groups` groups (C/G, H·W ≤ 65536), then ·gamma + beta ([C] each).
-    pub fn group_norm(&self, gamma: Option<&Tensor>, beta: Option<&Tensor>, num_groups: usize, eps: f32) -> Result<Tensor> {
+    pub fn group_norm(
+        &self,
+        gamma: Option<&Tensor>,
+        beta: Option<&Tensor>,
+        num_groups: usize,
+        eps: f32,
+    ) -> Result<Tensor> {
         const OP: &str = "group_norm";
         let eps = norm_eps(OP, eps)?;
         let &[n, c, h, w] = self.shape() else {
-            return Err(Error::shape(OP, format!("x must be [N, C, H, W], got {:?}", self.shape())));
+            return Err(Error::shape(
+                OP,
+                format!("x must be [N, C, H, W], got {:?}", self.shape()),
+            ));
         };
         if num_groups == 0 || c % num_groups != 0 {
-            return Err(Error::shape(OP, format!("C = {c} is not divisible by num_groups = {num_groups} (x {:?})", self.shape())));
+            return Err(Error::shape(
+                OP,
+                format!(
+                    "C = {c} is not divisible by num_groups = {num_groups} (x {:?})",
+                    self.shape()
+                ),
+            ));
         }
         let (cg, hw) = (c / num_groups, h * w);
         if cg.max(hw) > MAX_EXTENT {
-            return Err(Error::shape(OP, format!("C/G = {cg} and H·W = {hw} must each be <= {MAX_EXTENT} (x {:?})", self.shape())));
+            return Err(Error::shape(
+                OP,
+                format!(
+                    "C/G = {cg} and H·W = {hw} must each be <= {MAX_EXTENT} (x {:?})",
+                    self.shape()
+                ),
+            ));
         }
         let dims = |v: [usize; 4]| v.map(|d| d as i64);
-        let y = self.reshape(&dims([n, num_groups, cg, hw]))?.standardize(&[2, 3], eps)?.reshape(&dims([n, c, h, w]))?;
+        let y = self
+            .reshape(&dims([n, num_groups, cg, hw]))?
+            .standardize(&[2, 3], eps)?
+            .reshape(&dims([n, c, h, w]))?;
         y.affine(OP, gamma, beta, c, &[1, c, 1, 1])
     }
 }
@@ -248,12 +371,14 @@ impl BatchNorm {
         let rstd = var.rsqrt(self.eps)?;
         let centred = x.sub(&mean)?;
         let others: Vec<i64> = (0..x.rank() as i64).filter(|&i| i != 1).collect();
-        let per_channel = |t: Tensor| -> Result<Tensor> { reshape_to(&t.sum(&others, true)?, &[bs[1]]) };
+        let per_channel =
+            |t: Tensor| -> Result<Tensor> { reshape_to(&t.sum(&others, true)?, &[bs[1]]) };
         let gs = g.mul(&gamma.mul(&rstd)?)?;
         let grads = [
             a.needs[0].then(|| Ok(gs.clone())),
             a.needs[1].then(|| per_channel(gs.neg()?)),
-            a.needs[2].then(|| per_channel(gs.mul(&centred)?.mul(&rstd.square()?)?.mul_scalar(-0.5)?)),
+            a.needs[2]
+                .then(|| per_channel(gs.mul(&centred)?.mul(&rstd.square()?)?.mul_scalar(-0.5)?)),
             a.needs[3].then(|| per_channel(g.mul(&centred)?.mul(&rstd)?)),
             a.needs[4].then(|| per_channel(g.clone())),
         ];
@@ -274,15 +399,22 @@ impl InstanceNorm {
         let centred = x.sub(&x.mean(&plane, true)?)?;
         let rstd = centred.square()?.mean(&plane, true)?.rsqrt(self.eps)?;
         let xhat = centred.mul(&rstd)?;
-        let per_channel = |t: Tensor| -> Result<Tensor> { reshape_to(&t.sum(&[0], true)?.sum(&plane, true)?, &[c]) };
+        let per_channel = |t: Tensor| -> Result<Tensor> {
+            reshape_to(&t.sum(&[0], true)?.sum(&plane, true)?, &[c])
+        };
         let dx = a.needs[0].then(|| -> Result<Tensor> {
             let gh = g.mul(&reshape_to(&a.x[1], &bs)?)?;
-            let inner = gh.sub(&gh.mean(&plane, true)?)?.sub(&xhat.mul(&gh.mul(&xhat)?.mean(&plane, true)?)?)?;
+            let inner = gh
+                .sub(&gh.mean(&plane, true)?)?
+                .sub(&xhat.mul(&gh.mul(&xhat)?.mean(&plane, true)?)?)?;
             inner.mul(&rstd)
         });
         let dgamma = a.needs[1].then(|| per_channel(g.mul(&xhat)?));
         let dbeta = a.needs[2].then(|| per_channel(g.clone()));
-        [dx, dgamma, dbeta].into_iter().map(Option::transpose).collect()
+        [dx, dgamma, dbeta]
+            .into_iter()
+            .map(Option::transpose)
+            .collect()
     }
 }
 
@@ -308,38 +440,72 @@ mod tests {
             vals.push(outs);
         }
         let v = g.outputs[0].1;
-        let names = g.nodes.iter().filter(|n| !matches!(n.op, Op::Input(_) | Op::Const(_))).map(|n| n.op.family().name()).collect();
+        let names = g
+            .nodes
+            .iter()
+            .filter(|n| !matches!(n.op, Op::Input(_) | Op::Const(_)))
+            .map(|n| n.op.family().name())
+            .collect();
         (vals[v.node][v.port].data.clone(), names)
     }
 
     fn assert_close(got: &[f32], want: &[f64], what: &str) {
         assert_eq!(got.len(), want.len(), "{what}");
         for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-            assert!((g as f64 - w).abs() <= 2e-4 * (1.0 + w.abs()), "{what}: element {i}: got {g}, want {w}");
+            assert!(
+                (g as f64 - w).abs() <= 2e-4 * (1.0 + w.abs()),
+                "{what}: element {i}: got {g}, want {w}"
+            );
         }
     }
 
     /// f64 standardisation of consecutive groups of `n` values, then ·gamma[j(i)] + beta[j(i)].
-    fn naive_norm(x: &[f32], n: usize, eps: f64, rms: bool, affine: impl Fn(usize) -> (f64, f64)) -> Vec<f64> {
+    fn naive_norm(
+        x: &[f32],
+        n: usize,
+        eps: f64,
+        rms: bool,
+        affine: impl Fn(usize) -> (f64, f64),
+    ) -> Vec<f64> {
         let mut out = Vec::with_capacity(x.len());
         for g in x.chunks(n) {
-            let m = if rms { 0.0 } else { g.iter().map(|&v| v as f64).sum::<f64>() / n as f64 };
+            let m = if rms {
+                0.0
+            } else {
+                g.iter().map(|&v| v as f64).sum::<f64>() / n as f64
+            };
             let var = g.iter().map(|&v| (v as f64 - m).powi(2)).sum::<f64>() / n as f64;
             out.extend(g.iter().map(|&v| (v as f64 - m) / (var + eps).sqrt()));
         }
-        out.iter().zip((0..).map(affine)).map(|(v, (a, b))| v * a + b).collect()
+        out.iter()
+            .zip((0..).map(affine))
+            .map(|(v, (a, b))| v * a + b)
+            .collect()
     }
 
     /// Affine parameters exactly representable in fp16.
     fn params(n: usize, seed: u64) -> Vec<f32> {
-        data(n, seed).iter().map(|v| (v * 4.0).round() / 8.0 + 1.0).collect()
+        data(n, seed)
+            .iter()
+            .map(|v| (v * 4.0).round() / 8.0 + 1.0)
+            .collect()
     }
 
     #[test]
     fn batch_norm_matches_naive() {
-        for shape in [vec![2, 3, 5], vec![1, 7, 1], vec![1, 3, 2, 2, 2], vec![2, 783, 1, 1]] {
+        for shape in [
+            vec![2, 3, 5],
+            vec![1, 7, 1],
+            vec![1, 3, 2, 2, 2],
+            vec![2, 783, 1, 1],
+        ] {
             let (x, c) = (buf(&shape, 1), shape[1]);
-            let mut stats: Vec<Buf> = (0..4).map(|k| Buf { shape: vec![c], data: params(c, k + 2) }).collect();
+            let mut stats: Vec<Buf> = (0..4)
+                .map(|k| Buf {
+                    shape: vec![c],
+                    data: params(c, k + 2),
+                })
+                .collect();
             stats[1].data.iter_mut().for_each(|v| *v = v.abs() + 0.5);
             let op = Op::BatchNorm(BatchNorm { eps: 1e-3 });
             let y = run(&op, &[&x, &stats[0], &stats[1], &stats[2], &stats[3]]).remove(0);
@@ -361,7 +527,15 @@ mod tests {
         let (s3, s4) = (vec![1f32; 3], vec![1f32; 4]);
         let a3 = HostArray::f32(&[3], &s3);
         let y = batch_norm(&x, a3, a3, None, Some(a3), 1e-5).unwrap();
-        assert_eq!((y.shape(), y.op()), (x.shape(), &Op::BatchNorm(BatchNorm { eps: round_f16(1e-5) })));
+        assert_eq!(
+            (y.shape(), y.op()),
+            (
+                x.shape(),
+                &Op::BatchNorm(BatchNorm {
+                    eps: round_f16(1e-5)
+                })
+            )
+        );
         let errs = [
             batch_norm(&input(&[2, 3]).unwrap(), a3, a3, None, None, 1e-5),
             batch_norm(&input(&[3]).unwrap(), a3, a3, None, None, 1e-5),
@@ -372,20 +546,45 @@ mod tests {
             batch_norm(&x, a3, a3, None, None, f32::INFINITY),
             batch_norm(&x, a3, a3, None, None, 1e6),
             batch_norm(&x, a3, a3, None, None, -1.0),
-            batch_norm(&input_port(&[2, 3, 4], DType::Uint8, None).unwrap(), a3, a3, None, None, 1e-5),
+            batch_norm(
+                &input_port(&[2, 3, 4], DType::Uint8, None).unwrap(),
+                a3,
+                a3,
+                None,
+                None,
+                1e-5,
+            ),
         ];
         for (i, e) in errs.iter().enumerate() {
             assert!(e.is_err(), "case {i} should fail");
         }
-        let msg = batch_norm(&x, HostArray::f32(&[4], &s4), a3, None, None, 1e-5).unwrap_err().to_string();
-        assert!(msg.contains("batch_norm") && msg.contains("mean") && msg.contains("[2, 3, 4, 4]"), "{msg}");
-        assert!(batch_norm(&x, a3, a3, None, None, 1e-30).is_ok(), "eps rounding to 0 is fine");
+        let msg = batch_norm(&x, HostArray::f32(&[4], &s4), a3, None, None, 1e-5)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("batch_norm") && msg.contains("mean") && msg.contains("[2, 3, 4, 4]"),
+            "{msg}"
+        );
+        assert!(
+            batch_norm(&x, a3, a3, None, None, 1e-30).is_ok(),
+            "eps rounding to 0 is fine"
+        );
     }
 
     #[test]
     fn batch_norm_mil_round_trip() {
-        round_trip(&Op::BatchNorm(BatchNorm { eps: round_f16(1e-5) }), from_mil);
-        assert!(from_mil("batch_norm", &mut mil_args(vec![("epsilon", Literal::Int32(1))])).unwrap().is_err());
+        round_trip(
+            &Op::BatchNorm(BatchNorm {
+                eps: round_f16(1e-5),
+            }),
+            from_mil,
+        );
+        assert!(from_mil(
+            "batch_norm",
+            &mut mil_args(vec![("epsilon", Literal::Int32(1))])
+        )
+        .unwrap()
+        .is_err());
         assert!(from_mil("layer_norm", &mut mil_args(vec![])).is_none());
     }
 
@@ -393,7 +592,16 @@ mod tests {
     fn instance_norm_matches_naive_and_errors() {
         for shape in [vec![2, 3, 5], vec![1, 7, 1], vec![2, 3, 7, 65]] {
             let (x, c) = (buf(&shape, 4), shape[1]);
-            let (g, b) = (Buf { shape: vec![c], data: params(c, 7) }, Buf { shape: vec![c], data: params(c, 8) });
+            let (g, b) = (
+                Buf {
+                    shape: vec![c],
+                    data: params(c, 7),
+                },
+                Buf {
+                    shape: vec![c],
+                    data: params(c, 8),
+                },
+            );
             let y = run(&Op::InstanceNorm(InstanceNorm { eps: 1e-3 }), &[&x, &g, &b]).remove(0);
             let plane = shape::numel(&shape[2..]);
             let mut want = Vec::new();
@@ -401,7 +609,10 @@ mod tests {
                 let k = i % c;
                 let mean = p.iter().map(|&v| v as f64).sum::<f64>() / plane as f64;
                 let var = p.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / plane as f64;
-                want.extend(p.iter().map(|&v| (v as f64 - mean) / (var + 1e-3f32 as f64).sqrt() * g.data[k] as f64 + b.data[k] as f64));
+                want.extend(p.iter().map(|&v| {
+                    (v as f64 - mean) / (var + 1e-3f32 as f64).sqrt() * g.data[k] as f64
+                        + b.data[k] as f64
+                }));
             }
             assert_close(&y.data, &want, &format!("instance_norm {shape:?}"));
         }
@@ -409,18 +620,36 @@ mod tests {
         let s3 = vec![1f32; 3];
         let a3 = HostArray::f32(&[3], &s3);
         let y = instance_norm(&x, Some(a3), None, 1e-5).unwrap();
-        assert_eq!((y.shape(), y.op()), (x.shape(), &Op::InstanceNorm(InstanceNorm { eps: round_f16(1e-5) })));
+        assert_eq!(
+            (y.shape(), y.op()),
+            (
+                x.shape(),
+                &Op::InstanceNorm(InstanceNorm {
+                    eps: round_f16(1e-5)
+                })
+            )
+        );
         for e in [
             instance_norm(&input(&[2, 3]).unwrap(), None, None, 1e-5),
             instance_norm(&input(&[1, 3, 2, 2, 2]).unwrap(), None, None, 1e-5),
             instance_norm(&x, Some(HostArray::f32(&[1, 3], &s3)), None, 1e-5),
             instance_norm(&x, None, Some(HostArray::f32(&[2], &s3[..2])), 1e-5),
             instance_norm(&x, None, None, f32::NAN),
-            instance_norm(&input_port(&[2, 3, 4], DType::Uint8, None).unwrap(), None, None, 1e-5),
+            instance_norm(
+                &input_port(&[2, 3, 4], DType::Uint8, None).unwrap(),
+                None,
+                None,
+                1e-5,
+            ),
         ] {
             assert!(e.is_err());
         }
-        round_trip(&Op::InstanceNorm(InstanceNorm { eps: round_f16(1e-5) }), from_mil);
+        round_trip(
+            &Op::InstanceNorm(InstanceNorm {
+                eps: round_f16(1e-5),
+            }),
+            from_mil,
+        );
     }
 
     #[test]
@@ -429,21 +658,50 @@ mod tests {
             let d = shape[shape.len() - 1];
             let (xv, gv, bv) = (buf(&shape, 1).data, params(d, 2), params(d, 3));
             let x = input(&shape).unwrap();
-            let (g, b) = (constant("t", HostArray::f32(&[d], &gv)).unwrap(), constant("t", HostArray::f32(&[d], &bv)).unwrap());
+            let (g, b) = (
+                constant("t", HostArray::f32(&[d], &gv)).unwrap(),
+                constant("t", HostArray::f32(&[d], &bv)).unwrap(),
+            );
             let (y, ops) = eval_dag(&x.layer_norm(Some(&g), Some(&b), 1e-3).unwrap(), &[&xv]);
-            assert_eq!(ops, ["reduce_mean", "sub", "mul", "reduce_mean", "rsqrt", "mul", "mul", "add"]);
+            assert_eq!(
+                ops,
+                [
+                    "reduce_mean",
+                    "sub",
+                    "mul",
+                    "reduce_mean",
+                    "rsqrt",
+                    "mul",
+                    "mul",
+                    "add"
+                ]
+            );
             let eps = round_f16(1e-3) as f64;
-            assert_close(&y, &naive_norm(&xv, d, eps, false, |i| (gv[i % d] as f64, bv[i % d] as f64)), &format!("layer_norm {shape:?}"));
+            assert_close(
+                &y,
+                &naive_norm(&xv, d, eps, false, |i| (gv[i % d] as f64, bv[i % d] as f64)),
+                &format!("layer_norm {shape:?}"),
+            );
             let (_, ops) = eval_dag(&x.layer_norm(None, None, 1e-3).unwrap(), &[&xv]);
             assert_eq!(ops.len(), 6);
         }
         let x = input(&[4, 6]).unwrap();
         let g = input(&[6]).unwrap();
-        assert!(x.layer_norm(Some(&g), None, 1e-5).is_ok(), "a tensor gamma is allowed");
-        assert!(x.layer_norm(Some(&input(&[1, 6]).unwrap()), None, 1e-5).is_err());
-        assert!(x.layer_norm(None, Some(&input(&[4]).unwrap()), 1e-5).is_err());
+        assert!(
+            x.layer_norm(Some(&g), None, 1e-5).is_ok(),
+            "a tensor gamma is allowed"
+        );
+        assert!(x
+            .layer_norm(Some(&input(&[1, 6]).unwrap()), None, 1e-5)
+            .is_err());
+        assert!(x
+            .layer_norm(None, Some(&input(&[4]).unwrap()), 1e-5)
+            .is_err());
         assert!(x.layer_norm(None, None, f32::NAN).is_err());
-        assert!(crate::scalar("t", 1.0).unwrap().layer_norm(None, None, 1e-5).is_err());
+        assert!(crate::scalar("t", 1.0)
+            .unwrap()
+            .layer_norm(None, None, 1e-5)
+            .is_err());
     }
 
     #[test]
@@ -451,21 +709,53 @@ mod tests {
         let (shape, c, s) = ([2, 7, 1, 65], 7, 65);
         let (xv, gv, bv) = (buf(&shape, 5).data, params(c, 6), params(c, 7));
         let x = input(&shape).unwrap();
-        let (g, b) = (constant("t", HostArray::f32(&[c], &gv)).unwrap(), constant("t", HostArray::f32(&[c], &bv)).unwrap());
-        let (y, ops) = eval_dag(&x.channel_layer_norm(Some(&g), Some(&b), 1e-3).unwrap(), &[&xv]);
-        assert_eq!(ops, ["reduce_mean", "sub", "mul", "reduce_mean", "rsqrt", "mul", "mul", "add"]);
+        let (g, b) = (
+            constant("t", HostArray::f32(&[c], &gv)).unwrap(),
+            constant("t", HostArray::f32(&[c], &bv)).unwrap(),
+        );
+        let (y, ops) = eval_dag(
+            &x.channel_layer_norm(Some(&g), Some(&b), 1e-3).unwrap(),
+            &[&xv],
+        );
+        assert_eq!(
+            ops,
+            [
+                "reduce_mean",
+                "sub",
+                "mul",
+                "reduce_mean",
+                "rsqrt",
+                "mul",
+                "mul",
+                "add"
+            ]
+        );
         let eps = round_f16(1e-3) as f64;
         let mut want = vec![0f64; xv.len()];
         for (n, j) in (0..2).flat_map(|n| (0..s).map(move |j| (n, j))) {
             let at = |k: usize| n * c * s + k * s + j;
             let mean = (0..c).map(|k| xv[at(k)] as f64).sum::<f64>() / c as f64;
-            let var = (0..c).map(|k| (xv[at(k)] as f64 - mean).powi(2)).sum::<f64>() / c as f64;
-            (0..c).for_each(|k| want[at(k)] = (xv[at(k)] as f64 - mean) / (var + eps).sqrt() * gv[k] as f64 + bv[k] as f64);
+            let var = (0..c)
+                .map(|k| (xv[at(k)] as f64 - mean).powi(2))
+                .sum::<f64>()
+                / c as f64;
+            (0..c).for_each(|k| {
+                want[at(k)] =
+                    (xv[at(k)] as f64 - mean) / (var + eps).sqrt() * gv[k] as f64 + bv[k] as f64
+            });
         }
         assert_close(&y, &want, "channel_layer_norm");
-        assert!(input(&[2, 7, 2, 65]).unwrap().channel_layer_norm(None, None, 1e-5).is_err());
-        assert!(input(&[7, 65]).unwrap().channel_layer_norm(None, None, 1e-5).is_err());
-        assert!(x.channel_layer_norm(Some(&input(&[65]).unwrap()), None, 1e-5).is_err());
+        assert!(input(&[2, 7, 2, 65])
+            .unwrap()
+            .channel_layer_norm(None, None, 1e-5)
+            .is_err());
+        assert!(input(&[7, 65])
+            .unwrap()
+            .channel_layer_norm(None, None, 1e-5)
+            .is_err());
+        assert!(x
+            .channel_layer_norm(Some(&input(&[65]).unwrap()), None, 1e-5)
+            .is_err());
         assert!(x.channel_layer_norm(None, None, -1.0).is_err());
     }
 
@@ -479,20 +769,33 @@ mod tests {
         assert_eq!(ops, ["reduce_l2_norm", "maximum", "real_div", "mul"]);
         // The folded constant is fp16(gamma·√D), so compare at fp16 precision.
         let want = naive_norm(&xv, d, 1e-5, true, |i| (gv[i % d] as f64, 0.0));
-        assert!(y.iter().zip(&want).all(|(&a, &b)| (a as f64 - b).abs() <= 2e-3 * (1.0 + b.abs())));
+        assert!(y
+            .iter()
+            .zip(&want)
+            .all(|(&a, &b)| (a as f64 - b).abs() <= 2e-3 * (1.0 + b.abs())));
         let gt = input(&[d]).unwrap();
         let (y, ops) = eval_dag(&x.rms_norm(Some(&gt), 1e-5).unwrap(), &[&xv, &gv]);
         assert_eq!(ops, ["reduce_l2_norm", "maximum", "real_div", "mul", "mul"]);
         assert_close(&y, &want, "rms_norm tensor gamma");
         let (y, ops) = eval_dag(&x.rms_norm(None, 1e-5).unwrap(), &[&xv]);
         assert_eq!(ops.len(), 4);
-        assert_close(&y, &naive_norm(&xv, d, 1e-5, true, |_| (1.0, 0.0)), "rms_norm");
-        let (y, _) = eval_dag(&input(&[2, 4]).unwrap().rms_norm(None, 1e-5).unwrap(), &[&[0.0; 8]]);
+        assert_close(
+            &y,
+            &naive_norm(&xv, d, 1e-5, true, |_| (1.0, 0.0)),
+            "rms_norm",
+        );
+        let (y, _) = eval_dag(
+            &input(&[2, 4]).unwrap().rms_norm(None, 1e-5).unwrap(),
+            &[&[0.0; 8]],
+        );
         assert!(y.iter().all(|&v| v == 0.0), "a zero row stays finite");
         assert!(x.rms_norm(Some(&input(&[782]).unwrap()), 1e-5).is_err());
         assert!(x.rms_norm(None, -1e-5).is_err());
         let big = constant("t", HostArray::f32(&[d], &vec![60000.0; d])).unwrap();
-        assert!(x.rms_norm(Some(&big), 1e-5).is_err(), "gamma·√D overflows fp16");
+        assert!(
+            x.rms_norm(Some(&big), 1e-5).is_err(),
+            "gamma·√D overflows fp16"
+        );
     }
 
     #[test]
@@ -503,12 +806,18 @@ mod tests {
         assert_eq!(ops, ["reduce_l2_norm", "maximum", "real_div"]);
         let want: Vec<f64> = (0..xv.len())
             .map(|i| {
-                let n = (0..5).map(|a| (xv[a * 21 + i % 21] as f64).powi(2)).sum::<f64>().sqrt();
+                let n = (0..5)
+                    .map(|a| (xv[a * 21 + i % 21] as f64).powi(2))
+                    .sum::<f64>()
+                    .sqrt();
                 xv[i] as f64 / n.max(1e-6)
             })
             .collect();
         assert_close(&y, &want, "l2_norm");
-        let (y, _) = eval_dag(&input(&[3]).unwrap().l2_norm(0, 1e-12).unwrap(), &[&[0.0; 3]]);
+        let (y, _) = eval_dag(
+            &input(&[3]).unwrap().l2_norm(0, 1e-12).unwrap(),
+            &[&[0.0; 3]],
+        );
         assert!(y.iter().all(|&v| v == 0.0));
         assert!(x.l2_norm(3, 1e-12).is_err());
         assert!(x.l2_norm(0, f32::INFINITY).is_err());
@@ -525,14 +834,33 @@ mod tests {
         let y = x.group_norm(Some(&g), Some(&b), groups, 1e-3).unwrap();
         let (got, ops) = eval_dag(&y, &[&xv, &bv]);
         // gamma (a Const) is rebuilt as [1, C, 1, 1]; beta (a tensor) is reshaped.
-        assert_eq!(ops, ["reshape", "reduce_mean", "sub", "mul", "reduce_mean", "rsqrt", "mul", "reshape", "mul", "reshape", "add"]);
-        let want = naive_norm(&xv, 2 * 15, round_f16(1e-3) as f64, false, |i| ((gv[i / 15 % 6]) as f64, bv[i / 15 % 6] as f64));
+        assert_eq!(
+            ops,
+            [
+                "reshape",
+                "reduce_mean",
+                "sub",
+                "mul",
+                "reduce_mean",
+                "rsqrt",
+                "mul",
+                "reshape",
+                "mul",
+                "reshape",
+                "add"
+            ]
+        );
+        let want = naive_norm(&xv, 2 * 15, round_f16(1e-3) as f64, false, |i| {
+            ((gv[i / 15 % 6]) as f64, bv[i / 15 % 6] as f64)
+        });
         assert_close(&got, &want, "group_norm");
         let errs = [
             input(&[6, 3, 5]).unwrap().group_norm(None, None, 3, 1e-5),
             x.group_norm(None, None, 4, 1e-5),
             x.group_norm(None, None, 0, 1e-5),
-            input(&[1, 2, 256, 512]).unwrap().group_norm(None, None, 1, 1e-5),
+            input(&[1, 2, 256, 512])
+                .unwrap()
+                .group_norm(None, None, 1, 1e-5),
             x.group_norm(Some(&input(&[3]).unwrap()), None, 3, 1e-5),
             x.group_norm(None, Some(&input(&[1, 6, 1, 1]).unwrap()), 3, 1e-5),
             x.group_norm(None, None, 3, f32::NAN),
@@ -540,7 +868,14 @@ mod tests {
         for (i, e) in errs.iter().enumerate() {
             assert!(e.is_err(), "case {i} should fail");
         }
-        let msg = input(&[1, 2, 256, 512]).unwrap().group_norm(None, None, 1, 1e-5).unwrap_err().to_string();
-        assert!(msg.contains("group_norm") && msg.contains("131072"), "{msg}");
+        let msg = input(&[1, 2, 256, 512])
+            .unwrap()
+            .group_norm(None, None, 1, 1e-5)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("group_norm") && msg.contains("131072"),
+            "{msg}"
+        );
     }
 }

@@ -1,9 +1,8 @@
 //! Max and average pooling over the last two axes of NCHW tensors.
 
-
 use super::conv::{ints, take_custom_pad, take_sizes, tap, window_output};
-use super::kernel::for_chunks;
 use super::io::{expect_fp16, expect_inputs};
+use super::kernel::for_chunks;
 use super::{Buf, Family, Op, TensorType};
 use crate::error::{Error, Result};
 use crate::graph::Tensor;
@@ -17,7 +16,9 @@ pub const MIL_OPS: &[&str] = &["max_pool", "avg_pool"];
 pub enum PoolKind {
     Max,
     /// Average; `exclude_padding` = MIL `exclude_padding_from_average`.
-    Avg { exclude_padding: bool },
+    Avg {
+        exclude_padding: bool,
+    },
 }
 
 /// MIL `max_pool` / `avg_pool` with `pad_type = "custom"`, `ceil_mode = false`.
@@ -34,13 +35,29 @@ impl Pool {
     /// Output [H', W'] for input shape `xs`, or a shape error naming the op and the shape.
     fn output(&self, xs: &[usize]) -> Result<[usize; 2]> {
         let &[_, _, h, w] = xs else {
-            return Err(Error::shape(self.name(), format!("x must be rank 4 [N, C, H, W], got {xs:?}")));
+            return Err(Error::shape(
+                self.name(),
+                format!("x must be rank 4 [N, C, H, W], got {xs:?}"),
+            ));
         };
-        let out = window_output(self.name(), [h, w], self.kernel, self.strides, [1, 1], self.pad)?;
+        let out = window_output(
+            self.name(),
+            [h, w],
+            self.kernel,
+            self.strides,
+            [1, 1],
+            self.pad,
+        )?;
         let [kh, kw] = self.kernel;
         let [pt, pb, pl, pr] = self.pad;
         if pt.max(pb) >= kh || pl.max(pr) >= kw {
-            return Err(Error::shape(self.name(), format!("pad {:?} must be smaller than the kernel {:?} (x {xs:?})", self.pad, self.kernel)));
+            return Err(Error::shape(
+                self.name(),
+                format!(
+                    "pad {:?} must be smaller than the kernel {:?} (x {xs:?})",
+                    self.pad, self.kernel
+                ),
+            ));
         }
         Ok(out)
     }
@@ -61,8 +78,12 @@ impl Pool {
             }
             *v = match self.kind {
                 PoolKind::Max => max,
-                PoolKind::Avg { exclude_padding: true } => sum / count as f32,
-                PoolKind::Avg { exclude_padding: false } => sum / (kh * kw) as f32,
+                PoolKind::Avg {
+                    exclude_padding: true,
+                } => sum / count as f32,
+                PoolKind::Avg {
+                    exclude_padding: false,
+                } => sum / (kh * kw) as f32,
             };
         }
     }
@@ -86,7 +107,10 @@ impl Family for Pool {
         let m = MilOp::new(self.name(), &["x"]).param("ceil_mode", Literal::Bool(false));
         let m = match self.kind {
             PoolKind::Max => m,
-            PoolKind::Avg { exclude_padding } => m.param("exclude_padding_from_average", Literal::Bool(exclude_padding)),
+            PoolKind::Avg { exclude_padding } => m.param(
+                "exclude_padding_from_average",
+                Literal::Bool(exclude_padding),
+            ),
         };
         m.param("kernel_sizes", ints(&self.kernel))
             .param("pad", ints(&self.pad))
@@ -97,7 +121,13 @@ impl Family for Pool {
         let x = ins[0];
         let [oh, ow] = self.output(&x.shape)?;
         let hw = [x.shape[2], x.shape[3]];
-        for_chunks(&mut out[0].data, oh * ow, &x.data, hw[0] * hw[1], |o, xp| self.plane(xp, hw, o, ow));
+        for_chunks(
+            &mut out[0].data,
+            oh * ow,
+            &x.data,
+            hw[0] * hw[1],
+            |o, xp| self.plane(xp, hw, o, ow),
+        );
         Ok(())
     }
 }
@@ -114,25 +144,68 @@ pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
             return Err(args.error("ceil_mode = true is not supported"));
         }
         take_custom_pad(args)?;
-        let kind = if max { PoolKind::Max } else { PoolKind::Avg { exclude_padding: args.bool("exclude_padding_from_average")? } };
-        Ok(Op::Pool(Pool { kind, kernel: take_sizes(args, "kernel_sizes")?, strides: take_sizes(args, "strides")?, pad: take_sizes(args, "pad")? }))
+        let kind = if max {
+            PoolKind::Max
+        } else {
+            PoolKind::Avg {
+                exclude_padding: args.bool("exclude_padding_from_average")?,
+            }
+        };
+        Ok(Op::Pool(Pool {
+            kind,
+            kernel: take_sizes(args, "kernel_sizes")?,
+            strides: take_sizes(args, "strides")?,
+            pad: take_sizes(args, "pad")?,
+        }))
     })())
 }
 
 /// Builders.
 impl Tensor {
-    fn pool(&self, kind: PoolKind, kernel: [usize; 2], strides: [usize; 2], pad: [usize; 4]) -> Result<Tensor> {
-        Tensor::apply1(Op::Pool(Pool { kind, kernel, strides, pad }), vec![self.clone()])
+    fn pool(
+        &self,
+        kind: PoolKind,
+        kernel: [usize; 2],
+        strides: [usize; 2],
+        pad: [usize; 4],
+    ) -> Result<Tensor> {
+        Tensor::apply1(
+            Op::Pool(Pool {
+                kind,
+                kernel,
+                strides,
+                pad,
+            }),
+            vec![self.clone()],
+        )
     }
 
     /// Max pooling over H, W of NCHW `self`; padding [t, b, l, r] (< kernel) is never selected.
-    pub fn max_pool(&self, kernel: [usize; 2], stride: [usize; 2], pad: [usize; 4]) -> Result<Tensor> {
+    pub fn max_pool(
+        &self,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        pad: [usize; 4],
+    ) -> Result<Tensor> {
         self.pool(PoolKind::Max, kernel, stride, pad)
     }
 
     /// Average pooling; `count_include_pad` divides by kH·kW, otherwise by the number of real elements.
-    pub fn avg_pool(&self, kernel: [usize; 2], stride: [usize; 2], pad: [usize; 4], count_include_pad: bool) -> Result<Tensor> {
-        self.pool(PoolKind::Avg { exclude_padding: !count_include_pad }, kernel, stride, pad)
+    pub fn avg_pool(
+        &self,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        pad: [usize; 4],
+        count_include_pad: bool,
+    ) -> Result<Tensor> {
+        self.pool(
+            PoolKind::Avg {
+                exclude_padding: !count_include_pad,
+            },
+            kernel,
+            stride,
+            pad,
+        )
     }
 }
 
@@ -162,7 +235,10 @@ impl Pool {
             PoolKind::Max if self.strides == self.kernel && self.pad == [0; 4] => {
                 let (oh, ow) = (y.shape()[2], y.shape()[3]);
                 let xc = x.slice_by_size(&[0; 4], &[xs[0], xs[1], oh * kh, ow * kw])?;
-                mask(&xc.compare(Compare::Equal, &y.upsample(kh, kw)?)?, &g.upsample(kh, kw)?)?
+                mask(
+                    &xc.compare(Compare::Equal, &y.upsample(kh, kw)?)?,
+                    &g.upsample(kh, kw)?,
+                )?
             }
             PoolKind::Max => {
                 let mut acc: Option<Tensor> = None;
@@ -170,7 +246,12 @@ impl Pool {
                     let tap = self.taps(xs[1], Some(k))?;
                     let hit = self.depthwise(x, &tap, None)?.compare(Compare::Equal, y)?;
                     let back = self.depthwise(&mask(&hit, g)?, &tap, Some(xs))?;
-                    let back = pad_axis(&pad_axis(&back, 2, 0, xs[2] - back.shape()[2])?, 3, 0, xs[3] - back.shape()[3])?;
+                    let back = pad_axis(
+                        &pad_axis(&back, 2, 0, xs[2] - back.shape()[2])?,
+                        3,
+                        0,
+                        xs[3] - back.shape()[3],
+                    )?;
                     acc = Some(match acc {
                         None => back,
                         Some(prev) => prev.add(&back)?,
@@ -186,8 +267,13 @@ impl Pool {
     /// A depthwise [C, 1, kH, kW] kernel of ones (`tap` None) or one-hot at flat tap index `tap`.
     fn taps(&self, c: usize, tap: Option<usize>) -> Result<Tensor> {
         let n = self.kernel[0] * self.kernel[1];
-        let w: Vec<f32> = (0..c * n).map(|i| f32::from(u8::from(tap.is_none_or(|t| i % n == t)))).collect();
-        super::io::constant(self.name(), super::io::HostArray::f32(&[c, 1, self.kernel[0], self.kernel[1]], &w))
+        let w: Vec<f32> = (0..c * n)
+            .map(|i| f32::from(u8::from(tap.is_none_or(|t| i % n == t))))
+            .collect();
+        super::io::constant(
+            self.name(),
+            super::io::HostArray::f32(&[c, 1, self.kernel[0], self.kernel[1]], &w),
+        )
     }
 
     /// Depthwise conv with this pool's window geometry (gather per window), or with `onto` =
@@ -196,10 +282,27 @@ impl Pool {
         let (strides, dilations, groups) = (self.strides, [1, 1], w.shape()[0]);
         let op = match onto {
             Some(xs) => {
-                let pad = super::conv::adjoint_pad([xs[2], xs[3]], [t.shape()[2], t.shape()[3]], self.kernel, strides, dilations, self.pad);
-                Op::ConvTranspose(super::conv_transpose::ConvTranspose { strides, pad, dilations, groups })
+                let pad = super::conv::adjoint_pad(
+                    [xs[2], xs[3]],
+                    [t.shape()[2], t.shape()[3]],
+                    self.kernel,
+                    strides,
+                    dilations,
+                    self.pad,
+                );
+                Op::ConvTranspose(super::conv_transpose::ConvTranspose {
+                    strides,
+                    pad,
+                    dilations,
+                    groups,
+                })
             }
-            None => Op::Conv(super::conv::Conv { strides, pad: self.pad, dilations, groups }),
+            None => Op::Conv(super::conv::Conv {
+                strides,
+                pad: self.pad,
+                dilations,
+                groups,
+            }),
         };
         Tensor::apply1(op, vec![t.clone(), w.clone()])
     }
@@ -212,7 +315,12 @@ mod tests {
     use crate::ops::gemm::tests::{assert_close, rand_vec};
 
     fn pool(kind: PoolKind, kernel: [usize; 2], strides: [usize; 2], pad: [usize; 4]) -> Pool {
-        Pool { kind, kernel, strides, pad }
+        Pool {
+            kind,
+            kernel,
+            strides,
+            pad,
+        }
     }
 
     /// Direct-loop pooling in f64.
@@ -226,7 +334,10 @@ mod tests {
                     let mut vals = Vec::new();
                     for ky in 0..kh {
                         for kx in 0..kw {
-                            let (iy, ix) = ((oy * sh + ky) as isize - pt as isize, (ox * sw + kx) as isize - pl as isize);
+                            let (iy, ix) = (
+                                (oy * sh + ky) as isize - pt as isize,
+                                (ox * sw + kx) as isize - pl as isize,
+                            );
                             if iy >= 0 && ix >= 0 && iy < h as isize && ix < w as isize {
                                 vals.push(x[(plane * h + iy as usize) * w + ix as usize] as f64);
                             }
@@ -234,8 +345,12 @@ mod tests {
                     }
                     out.push(match p.kind {
                         PoolKind::Max => vals.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
-                        PoolKind::Avg { exclude_padding: true } => vals.iter().sum::<f64>() / vals.len() as f64,
-                        PoolKind::Avg { exclude_padding: false } => vals.iter().sum::<f64>() / (kh * kw) as f64,
+                        PoolKind::Avg {
+                            exclude_padding: true,
+                        } => vals.iter().sum::<f64>() / vals.len() as f64,
+                        PoolKind::Avg {
+                            exclude_padding: false,
+                        } => vals.iter().sum::<f64>() / (kh * kw) as f64,
                     });
                 }
             }
@@ -245,7 +360,15 @@ mod tests {
 
     #[test]
     fn kernel_matches_naive_on_awkward_shapes() {
-        let kinds = [PoolKind::Max, PoolKind::Avg { exclude_padding: true }, PoolKind::Avg { exclude_padding: false }];
+        let kinds = [
+            PoolKind::Max,
+            PoolKind::Avg {
+                exclude_padding: true,
+            },
+            PoolKind::Avg {
+                exclude_padding: false,
+            },
+        ];
         let cases = [
             ([2, 3, 7, 5], [3, 2], [2, 1], [1, 0, 0, 1]),
             ([1, 5, 7, 7], [3, 3], [2, 2], [1, 1, 1, 1]),
@@ -256,8 +379,15 @@ mod tests {
         for kind in kinds {
             for (xs, k, s, pad) in cases {
                 let p = pool(kind, k, s, pad);
-                let x = Buf { shape: xs.to_vec(), data: rand_vec(xs.iter().product(), 31) };
-                let shape = p.infer(&[TensorType::fp16(xs.to_vec())]).unwrap().remove(0).shape;
+                let x = Buf {
+                    shape: xs.to_vec(),
+                    data: rand_vec(xs.iter().product(), 31),
+                };
+                let shape = p
+                    .infer(&[TensorType::fp16(xs.to_vec())])
+                    .unwrap()
+                    .remove(0)
+                    .shape;
                 let mut out = [Buf::zeros(&shape)];
                 p.eval(&[&x], &mut out).unwrap();
                 assert_close(&out[0].data, &naive(&p, xs, &x.data), 1e-6);
@@ -272,28 +402,84 @@ mod tests {
             let e = p.infer(&t(xs)).unwrap_err().to_string();
             assert!(e.contains(needle), "{e}");
         };
-        bad(pool(PoolKind::Max, [2, 2], [1, 1], [0; 4]), &[3, 8, 8], "rank 4");
-        bad(pool(PoolKind::Max, [0, 2], [1, 1], [0; 4]), &[1, 3, 8, 8], ">= 1");
-        bad(pool(PoolKind::Max, [2, 2], [1, 0], [0; 4]), &[1, 3, 8, 8], ">= 1");
-        bad(pool(PoolKind::Max, [5, 2], [1, 1], [1, 1, 0, 0]), &[1, 3, 2, 8], "spans 5 along H");
-        bad(pool(PoolKind::Avg { exclude_padding: true }, [2, 2], [1, 1], [0, 0, 2, 0]), &[1, 3, 8, 8], "smaller than the kernel");
-        assert!(pool(PoolKind::Max, [2, 2], [1, 1], [0; 4]).infer(&[]).is_err());
+        bad(
+            pool(PoolKind::Max, [2, 2], [1, 1], [0; 4]),
+            &[3, 8, 8],
+            "rank 4",
+        );
+        bad(
+            pool(PoolKind::Max, [0, 2], [1, 1], [0; 4]),
+            &[1, 3, 8, 8],
+            ">= 1",
+        );
+        bad(
+            pool(PoolKind::Max, [2, 2], [1, 0], [0; 4]),
+            &[1, 3, 8, 8],
+            ">= 1",
+        );
+        bad(
+            pool(PoolKind::Max, [5, 2], [1, 1], [1, 1, 0, 0]),
+            &[1, 3, 2, 8],
+            "spans 5 along H",
+        );
+        bad(
+            pool(
+                PoolKind::Avg {
+                    exclude_padding: true,
+                },
+                [2, 2],
+                [1, 1],
+                [0, 0, 2, 0],
+            ),
+            &[1, 3, 8, 8],
+            "smaller than the kernel",
+        );
+        assert!(pool(PoolKind::Max, [2, 2], [1, 1], [0; 4])
+            .infer(&[])
+            .is_err());
     }
 
     #[test]
     fn builders_and_mil_round_trip() {
         let x = crate::ops::io::input(&[1, 2, 9, 9]).unwrap();
-        assert_eq!(x.max_pool([3, 3], [2, 2], [1, 1, 1, 1]).unwrap().shape(), [1, 2, 5, 5]);
+        assert_eq!(
+            x.max_pool([3, 3], [2, 2], [1, 1, 1, 1]).unwrap().shape(),
+            [1, 2, 5, 5]
+        );
         let a = x.avg_pool([2, 2], [2, 2], [0; 4], true).unwrap();
         assert_eq!(a.shape(), [1, 2, 4, 4]);
         assert_eq!(a.op().family().name(), "avg_pool");
-        assert_eq!(*a.op(), Op::Pool(pool(PoolKind::Avg { exclude_padding: false }, [2, 2], [2, 2], [0; 4])));
+        assert_eq!(
+            *a.op(),
+            Op::Pool(pool(
+                PoolKind::Avg {
+                    exclude_padding: false
+                },
+                [2, 2],
+                [2, 2],
+                [0; 4]
+            ))
+        );
         assert!(x.max_pool([10, 1], [1, 1], [0; 4]).is_err());
-        for kind in [PoolKind::Max, PoolKind::Avg { exclude_padding: true }, PoolKind::Avg { exclude_padding: false }] {
+        for kind in [
+            PoolKind::Max,
+            PoolKind::Avg {
+                exclude_padding: true,
+            },
+            PoolKind::Avg {
+                exclude_padding: false,
+            },
+        ] {
             mil_roundtrip(Op::Pool(pool(kind, [3, 2], [2, 1], [1, 0, 0, 1])), from_mil);
         }
-        let params = [("ceil_mode".to_string(), Literal::Bool(true))].into_iter().collect();
+        let params = [("ceil_mode".to_string(), Literal::Bool(true))]
+            .into_iter()
+            .collect();
         let mut args = MilArgs::new("model.mil", "p", params);
-        assert!(from_mil("max_pool", &mut args).unwrap().unwrap_err().to_string().contains("ceil_mode"));
+        assert!(from_mil("max_pool", &mut args)
+            .unwrap()
+            .unwrap_err()
+            .to_string()
+            .contains("ceil_mode"));
     }
 }

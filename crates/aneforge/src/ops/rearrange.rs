@@ -11,8 +11,17 @@ use crate::mil::{Literal, MilArgs, MilInputs, MilOp};
 use crate::shape::{self, Shape, MAX_RANK};
 
 /// MIL ops this family prints.
-pub const MIL_OPS: &[&str] =
-    &["reverse", "tile", "flatten2d", "stack", "crop", "space_to_depth", "depth_to_space", "pixel_shuffle", "pixel_unshuffle"];
+pub const MIL_OPS: &[&str] = &[
+    "reverse",
+    "tile",
+    "flatten2d",
+    "stack",
+    "crop",
+    "space_to_depth",
+    "depth_to_space",
+    "pixel_shuffle",
+    "pixel_unshuffle",
+];
 
 /// Rearranging ops. Axes are stored normalised (non-negative).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,7 +35,12 @@ pub enum Rearrange {
     /// MIL `stack(values, axis)`: equal-shaped inputs joined along a new axis (0..=rank).
     Stack { axis: usize },
     /// MIL `crop(x, crop_height = [top, bottom], crop_width = [left, right])` on the last two axes, rank 3+.
-    Crop { top: usize, bottom: usize, left: usize, right: usize },
+    Crop {
+        top: usize,
+        bottom: usize,
+        left: usize,
+        right: usize,
+    },
     /// Rank-4 `[N, C, H, W]` channel ↔ space moves by factor `r` (see [`Shuffle`]).
     Shuffle { kind: Shuffle, r: usize },
 }
@@ -67,16 +81,30 @@ impl Shuffle {
 
 /// Move every element between the space-side and depth-side layouts of `kind` (rank 4, factor `r`).
 fn shuffle(kind: Shuffle, r: usize, x: &Buf, y: &mut Buf) {
-    let (space, depth) = if kind.to_space() { (&y.shape, &x.shape) } else { (&x.shape, &y.shape) };
-    let ([n, cs, hs, ws], [_, cd, hd, wd]) = (<[usize; 4]>::try_from(space.as_slice()).unwrap_or_default(), <[usize; 4]>::try_from(depth.as_slice()).unwrap_or_default());
+    let (space, depth) = if kind.to_space() {
+        (&y.shape, &x.shape)
+    } else {
+        (&x.shape, &y.shape)
+    };
+    let ([n, cs, hs, ws], [_, cd, hd, wd]) = (
+        <[usize; 4]>::try_from(space.as_slice()).unwrap_or_default(),
+        <[usize; 4]>::try_from(depth.as_slice()).unwrap_or_default(),
+    );
     let mut pairs = Vec::with_capacity(x.data.len());
     for b in 0..n {
         for c in 0..cs {
             for hh in 0..hs {
                 for ww in 0..ws {
                     let (i, j) = (hh % r, ww % r);
-                    let k = if kind.dcr() { (i * r + j) * cs + c } else { c * r * r + i * r + j };
-                    pairs.push((((b * cs + c) * hs + hh) * ws + ww, ((b * cd + k) * hd + hh / r) * wd + ww / r));
+                    let k = if kind.dcr() {
+                        (i * r + j) * cs + c
+                    } else {
+                        c * r * r + i * r + j
+                    };
+                    pairs.push((
+                        ((b * cs + c) * hs + hh) * ws + ww,
+                        ((b * cd + k) * hd + hh / r) * wd + ww / r,
+                    ));
                 }
             }
         }
@@ -114,22 +142,39 @@ impl Family for Rearrange {
             Rearrange::Tile { reps } => {
                 let s = one()?;
                 if reps.len() != s.len() || reps.contains(&0) {
-                    return err(format!("reps {reps:?} must give one factor >= 1 per axis of {s:?}"));
+                    return err(format!(
+                        "reps {reps:?} must give one factor >= 1 per axis of {s:?}"
+                    ));
                 }
-                s.iter().zip(reps).map(|(&d, &r)| d.saturating_mul(r)).collect()
+                s.iter()
+                    .zip(reps)
+                    .map(|(&d, &r)| d.saturating_mul(r))
+                    .collect()
             }
             Rearrange::Flatten2d { axis } => {
                 let s = one()?;
                 if *axis > s.len() {
-                    return err(format!("axis {axis} is out of range 0..={} for {s:?}", s.len()));
+                    return err(format!(
+                        "axis {axis} is out of range 0..={} for {s:?}",
+                        s.len()
+                    ));
                 }
                 vec![shape::numel(&s[..*axis]), shape::numel(&s[*axis..])]
             }
             Rearrange::Stack { axis } => {
-                let first = inputs.first().ok_or_else(|| Error::shape(op, "needs at least one input"))?;
+                let first = inputs
+                    .first()
+                    .ok_or_else(|| Error::shape(op, "needs at least one input"))?;
                 let s0 = &first.shape;
-                if let Some((k, t)) = inputs.iter().enumerate().find(|(_, t)| t.shape != *s0 || t.dtype != first.dtype) {
-                    return err(format!("input {k} is {} {:?} but input 0 is {} {s0:?}; stacked inputs must match", t.dtype, t.shape, first.dtype));
+                if let Some((k, t)) = inputs
+                    .iter()
+                    .enumerate()
+                    .find(|(_, t)| t.shape != *s0 || t.dtype != first.dtype)
+                {
+                    return err(format!(
+                        "input {k} is {} {:?} but input 0 is {} {s0:?}; stacked inputs must match",
+                        t.dtype, t.shape, first.dtype
+                    ));
                 }
                 if *axis > s0.len() || s0.len() == MAX_RANK {
                     return err(format!("axis {axis} must be in 0..={} and the result rank at most {MAX_RANK} (inputs {s0:?})", s0.len()));
@@ -138,7 +183,12 @@ impl Family for Rearrange {
                 out.insert(*axis, inputs.len());
                 out
             }
-            Rearrange::Crop { top, bottom, left, right } => {
+            Rearrange::Crop {
+                top,
+                bottom,
+                left,
+                right,
+            } => {
                 let mut s = one()?;
                 let r = s.len();
                 if r < 3 || top + bottom >= s[r - 2] || left + right >= s[r - 1] {
@@ -151,10 +201,22 @@ impl Family for Rearrange {
             Rearrange::Shuffle { kind, r } => {
                 let s = one()?;
                 let rr = r * r;
-                let ok = s.len() == 4 && *r >= 1 && if kind.to_space() { s[1] % rr == 0 } else { s[2] % r == 0 && s[3] % r == 0 };
+                let ok = s.len() == 4
+                    && *r >= 1
+                    && if kind.to_space() {
+                        s[1] % rr == 0
+                    } else {
+                        s[2] % r == 0 && s[3] % r == 0
+                    };
                 if !ok {
-                    let need = if kind.to_space() { "channels divisible by factor²" } else { "H and W divisible by the factor" };
-                    return err(format!("needs a rank-4 [N, C, H, W] input with {need}; got {s:?} with factor {r}"));
+                    let need = if kind.to_space() {
+                        "channels divisible by factor²"
+                    } else {
+                        "H and W divisible by the factor"
+                    };
+                    return err(format!(
+                        "needs a rank-4 [N, C, H, W] input with {need}; got {s:?} with factor {r}"
+                    ));
                 }
                 if kind.to_space() {
                     vec![s[0], s[1] / rr, s[2] * r, s[3] * r]
@@ -164,7 +226,10 @@ impl Family for Rearrange {
             }
         };
         shape::check(op, &out)?;
-        Ok(vec![TensorType { dtype: inputs[0].dtype, shape: out }])
+        Ok(vec![TensorType {
+            dtype: inputs[0].dtype,
+            shape: out,
+        }])
     }
     fn mil(&self) -> MilOp {
         let x = MilOp::new(self.name(), &["x"]);
@@ -172,9 +237,18 @@ impl Family for Rearrange {
             Rearrange::Reverse { axes } => x.param("axes", ints(axes)),
             Rearrange::Tile { reps } => x.param("reps", ints(reps)),
             Rearrange::Flatten2d { axis } => x.param("axis", Literal::Int32(*axis as i32)),
-            Rearrange::Crop { top, bottom, left, right } => x.param("crop_height", ints(&[*top, *bottom])).param("crop_width", ints(&[*left, *right])),
+            Rearrange::Crop {
+                top,
+                bottom,
+                left,
+                right,
+            } => x
+                .param("crop_height", ints(&[*top, *bottom]))
+                .param("crop_width", ints(&[*left, *right])),
             Rearrange::Shuffle { kind, r } => match kind {
-                Shuffle::SpaceToDepth | Shuffle::DepthToSpace => x.param("block_size", Literal::Int32(*r as i32)),
+                Shuffle::SpaceToDepth | Shuffle::DepthToSpace => {
+                    x.param("block_size", Literal::Int32(*r as i32))
+                }
                 Shuffle::PixelShuffle => x.param("upscale_factor", Literal::Int32(*r as i32)),
                 Shuffle::PixelUnshuffle => x.param("downscale_factor", Literal::Uint32(*r as u32)),
             },
@@ -208,15 +282,27 @@ impl Family for Rearrange {
                 let mut s = x.shape.clone();
                 for a in (0..s.len()).rev() {
                     let row = shape::numel(&s[a..]);
-                    cur = cur.chunks_exact(row).flat_map(|r| r.iter().copied().cycle().take(row * reps[a])).collect();
+                    cur = cur
+                        .chunks_exact(row)
+                        .flat_map(|r| r.iter().copied().cycle().take(row * reps[a]))
+                        .collect();
                     s[a] *= reps[a];
                 }
                 y.data.copy_from_slice(&cur);
             }
             Rearrange::Crop { top, left, .. } => {
                 let r = x.shape.len();
-                let (h, w, oh, ow) = (x.shape[r - 2], x.shape[r - 1], y.shape[r - 2], y.shape[r - 1]);
-                for (plane, out) in x.data.chunks_exact(h * w).zip(y.data.chunks_exact_mut(oh * ow)) {
+                let (h, w, oh, ow) = (
+                    x.shape[r - 2],
+                    x.shape[r - 1],
+                    y.shape[r - 2],
+                    y.shape[r - 1],
+                );
+                for (plane, out) in x
+                    .data
+                    .chunks_exact(h * w)
+                    .zip(y.data.chunks_exact_mut(oh * ow))
+                {
                     for (row, o) in out.chunks_exact_mut(ow).enumerate() {
                         let start = (top + row) * w + left;
                         o.copy_from_slice(&plane[start..start + ow]);
@@ -229,7 +315,9 @@ impl Family for Rearrange {
                 part.insert(*axis, 1);
                 let parts = vec![part.as_slice(); ins.len()];
                 let whole = y.shape.clone();
-                for_each_block(*axis, &whole, &parts, |k, p, w| y.data[w].copy_from_slice(&ins[k].data[p]));
+                for_each_block(*axis, &whole, &parts, |k, p, w| {
+                    y.data[w].copy_from_slice(&ins[k].data[p])
+                });
             }
         }
         Ok(())
@@ -247,12 +335,26 @@ pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
         "crop" => (|| {
             let (h, w) = (args.sizes("crop_height")?, args.sizes("crop_width")?);
             match (h.as_slice(), w.as_slice()) {
-                (&[top, bottom], &[left, right]) => Ok(Rearrange::Crop { top, bottom, left, right }),
-                _ => Err(args.error(format!("crop_height {h:?} and crop_width {w:?} must each have two values"))),
+                (&[top, bottom], &[left, right]) => Ok(Rearrange::Crop {
+                    top,
+                    bottom,
+                    left,
+                    right,
+                }),
+                _ => Err(args.error(format!(
+                    "crop_height {h:?} and crop_width {w:?} must each have two values"
+                ))),
             }
         })(),
         "space_to_depth" | "depth_to_space" | "pixel_shuffle" | "pixel_unshuffle" => {
-            let kind = [Shuffle::SpaceToDepth, Shuffle::DepthToSpace, Shuffle::PixelShuffle, Shuffle::PixelUnshuffle].into_iter().find(|k| k.name() == op)?;
+            let kind = [
+                Shuffle::SpaceToDepth,
+                Shuffle::DepthToSpace,
+                Shuffle::PixelShuffle,
+                Shuffle::PixelUnshuffle,
+            ]
+            .into_iter()
+            .find(|k| k.name() == op)?;
             let name = match kind {
                 Shuffle::PixelShuffle => "upscale_factor",
                 Shuffle::PixelUnshuffle => "downscale_factor",
@@ -273,47 +375,92 @@ impl Tensor {
 
     /// Flip the order of elements along `axes` (negative allowed, no repeats).
     pub fn reverse(&self, axes: &[i64]) -> Result<Tensor> {
-        self.rearrange(Rearrange::Reverse { axes: shape::axes("reverse", axes, self.rank())? })
+        self.rearrange(Rearrange::Reverse {
+            axes: shape::axes("reverse", axes, self.rank())?,
+        })
     }
     /// Repeat the tensor `reps[i]` times along axis i (one factor >= 1 per axis).
     pub fn tile(&self, reps: &[usize]) -> Result<Tensor> {
-        self.rearrange(Rearrange::Tile { reps: reps.to_vec() })
+        self.rearrange(Rearrange::Tile {
+            reps: reps.to_vec(),
+        })
     }
     /// Collapse to 2-D `[prod(shape[..axis]), prod(shape[axis..])]`; axis in -rank..=rank (negative adds rank).
     pub fn flatten2d(&self, axis: i64) -> Result<Tensor> {
         let r = self.rank() as i64;
         if !(-r..=r).contains(&axis) {
-            return Err(Error::shape("flatten2d", format!("axis {axis} is out of range -{r}..={r} for {:?}", self.shape())));
+            return Err(Error::shape(
+                "flatten2d",
+                format!(
+                    "axis {axis} is out of range -{r}..={r} for {:?}",
+                    self.shape()
+                ),
+            ));
         }
-        self.rearrange(Rearrange::Flatten2d { axis: (if axis < 0 { axis + r } else { axis }) as usize })
+        self.rearrange(Rearrange::Flatten2d {
+            axis: (if axis < 0 { axis + r } else { axis }) as usize,
+        })
     }
     /// Drop `top`/`bottom` rows and `left`/`right` columns of the last two axes (rank 3+).
     pub fn crop(&self, top: usize, bottom: usize, left: usize, right: usize) -> Result<Tensor> {
-        self.rearrange(Rearrange::Crop { top, bottom, left, right })
+        self.rearrange(Rearrange::Crop {
+            top,
+            bottom,
+            left,
+            right,
+        })
     }
     /// `[N, C, H·r, W·r]` → `[N, C·r², H, W]`, TensorFlow DCR channel order (MIL `space_to_depth`).
     pub fn space_to_depth(&self, block_size: usize) -> Result<Tensor> {
-        self.rearrange(Rearrange::Shuffle { kind: Shuffle::SpaceToDepth, r: block_size })
+        self.rearrange(Rearrange::Shuffle {
+            kind: Shuffle::SpaceToDepth,
+            r: block_size,
+        })
     }
     /// `[N, C·r², H, W]` → `[N, C, H·r, W·r]`, TensorFlow DCR channel order (MIL `depth_to_space`).
     pub fn depth_to_space(&self, block_size: usize) -> Result<Tensor> {
-        self.rearrange(Rearrange::Shuffle { kind: Shuffle::DepthToSpace, r: block_size })
+        self.rearrange(Rearrange::Shuffle {
+            kind: Shuffle::DepthToSpace,
+            r: block_size,
+        })
     }
     /// `[N, C·r², H, W]` → `[N, C, H·r, W·r]`, PyTorch `pixel_shuffle` channel order.
     pub fn pixel_shuffle(&self, r: usize) -> Result<Tensor> {
-        self.rearrange(Rearrange::Shuffle { kind: Shuffle::PixelShuffle, r })
+        self.rearrange(Rearrange::Shuffle {
+            kind: Shuffle::PixelShuffle,
+            r,
+        })
     }
     /// `[N, C, H·r, W·r]` → `[N, C·r², H, W]`, PyTorch `pixel_unshuffle` channel order.
     pub fn pixel_unshuffle(&self, r: usize) -> Result<Tensor> {
-        self.rearrange(Rearrange::Shuffle { kind: Shuffle::PixelUnshuffle, r })
+        self.rearrange(Rearrange::Shuffle {
+            kind: Shuffle::PixelUnshuffle,
+            r,
+        })
     }
     /// Elements at static `indices` (negative count from the end) along `axis`, NumPy `take`:
     /// runs of consecutive indices become one `slice_by_size`, joined by `concat`.
     pub fn gather(&self, indices: &[i64], axis: i64) -> Result<Tensor> {
         let ax = shape::axis("gather", axis, self.rank())?;
         let d = self.shape()[ax];
-        let bad = |i: i64| Error::shape("gather", format!("index {i} is out of range for extent {d} (axis {axis} of {:?})", self.shape()));
-        let idx = indices.iter().map(|&i| usize::try_from(if i < 0 { i + d as i64 } else { i }).ok().filter(|&u| u < d).ok_or_else(|| bad(i))).collect::<Result<Vec<_>>>()?;
+        let bad = |i: i64| {
+            Error::shape(
+                "gather",
+                format!(
+                    "index {i} is out of range for extent {d} (axis {axis} of {:?})",
+                    self.shape()
+                ),
+            )
+        };
+        let idx = indices
+            .iter()
+            .map(|&i| {
+                usize::try_from(if i < 0 { i + d as i64 } else { i })
+                    .ok()
+                    .filter(|&u| u < d)
+                    .ok_or_else(|| bad(i))
+            })
+            .collect::<Result<Vec<_>>>()?;
         if idx.is_empty() {
             return Err(Error::shape("gather", "needs at least one index"));
         }
@@ -341,7 +488,9 @@ impl Tensor {
 
 /// Join equal-shaped tensors along a new axis `axis` (in -rank-1..=rank).
 pub fn stack(tensors: &[Tensor], axis: i64) -> Result<Tensor> {
-    let first = tensors.first().ok_or_else(|| Error::shape("stack", "needs at least one tensor"))?;
+    let first = tensors
+        .first()
+        .ok_or_else(|| Error::shape("stack", "needs at least one tensor"))?;
     let axis = shape::axis("stack", axis, first.rank() + 1)?;
     Tensor::apply1(Op::Rearrange(Rearrange::Stack { axis }), tensors.to_vec())
 }
@@ -354,7 +503,9 @@ impl Rearrange {
         use crate::autograd::{pad_axis, reshape_to};
         let (x, g) = (&a.x[0], a.g0());
         let d = match self {
-            Rearrange::Reverse { .. } => Tensor::apply1(Op::Rearrange(self.clone()), vec![g.clone()])?,
+            Rearrange::Reverse { .. } => {
+                Tensor::apply1(Op::Rearrange(self.clone()), vec![g.clone()])?
+            }
             Rearrange::Flatten2d { .. } => reshape_to(g, x.shape())?,
             Rearrange::Tile { reps } => {
                 let mut d = g.clone();
@@ -377,11 +528,19 @@ impl Rearrange {
                 for (i, (src, need)) in a.x.iter().zip(a.needs).enumerate() {
                     let mut begin = vec![0; g.rank()];
                     begin[*axis] = i;
-                    out.push(need.then(|| reshape_to(&g.slice_by_size(&begin, &size)?, src.shape())).transpose()?);
+                    out.push(
+                        need.then(|| reshape_to(&g.slice_by_size(&begin, &size)?, src.shape()))
+                            .transpose()?,
+                    );
                 }
                 return Ok(out);
             }
-            Rearrange::Crop { top, bottom, left, right } => {
+            Rearrange::Crop {
+                top,
+                bottom,
+                left,
+                right,
+            } => {
                 let r = x.rank();
                 pad_axis(&pad_axis(g, r - 2, *top, *bottom)?, r - 1, *left, *right)?
             }
@@ -392,7 +551,13 @@ impl Rearrange {
                     Shuffle::PixelShuffle => Shuffle::PixelUnshuffle,
                     Shuffle::PixelUnshuffle => Shuffle::PixelShuffle,
                 };
-                Tensor::apply1(Op::Rearrange(Rearrange::Shuffle { kind: inverse, r: *r }), vec![g.clone()])?
+                Tensor::apply1(
+                    Op::Rearrange(Rearrange::Shuffle {
+                        kind: inverse,
+                        r: *r,
+                    }),
+                    vec![g.clone()],
+                )?
             }
         };
         Ok(vec![Some(d)])
@@ -409,18 +574,38 @@ mod tests {
     fn kernels_match_index_formulas() {
         let x = buf(&[2, 7, 1, 5], 3);
         for axes in [vec![0], vec![1], vec![1, 3], vec![0, 1, 2, 3]] {
-            let y = run(&Op::Rearrange(Rearrange::Reverse { axes: axes.clone() }), &[&x]).remove(0);
+            let y = run(
+                &Op::Rearrange(Rearrange::Reverse { axes: axes.clone() }),
+                &[&x],
+            )
+            .remove(0);
             for (o, &v) in y.data.iter().enumerate() {
                 let mut idx = unravel(o, &y.shape);
                 axes.iter().for_each(|&a| idx[a] = x.shape[a] - 1 - idx[a]);
-                assert_eq!(v, x.data[ravel(&idx, &x.shape)], "reverse {axes:?} element {o}");
+                assert_eq!(
+                    v,
+                    x.data[ravel(&idx, &x.shape)],
+                    "reverse {axes:?} element {o}"
+                );
             }
         }
         for reps in [vec![1, 1, 1, 1], vec![3, 1, 2, 2], vec![1, 2, 3, 1]] {
-            let y = run(&Op::Rearrange(Rearrange::Tile { reps: reps.clone() }), &[&x]).remove(0);
+            let y = run(
+                &Op::Rearrange(Rearrange::Tile { reps: reps.clone() }),
+                &[&x],
+            )
+            .remove(0);
             for (o, &v) in y.data.iter().enumerate() {
-                let idx: Vec<usize> = unravel(o, &y.shape).iter().zip(&x.shape).map(|(i, d)| i % d).collect();
-                assert_eq!(v, x.data[ravel(&idx, &x.shape)], "tile {reps:?} element {o}");
+                let idx: Vec<usize> = unravel(o, &y.shape)
+                    .iter()
+                    .zip(&x.shape)
+                    .map(|(i, d)| i % d)
+                    .collect();
+                assert_eq!(
+                    v,
+                    x.data[ravel(&idx, &x.shape)],
+                    "tile {reps:?} element {o}"
+                );
             }
         }
         let y = run(&Op::Rearrange(Rearrange::Flatten2d { axis: 2 }), &[&x]).remove(0);
@@ -432,7 +617,11 @@ mod tests {
             for (o, &v) in y.data.iter().enumerate() {
                 let mut idx = unravel(o, &y.shape);
                 let k = idx.remove(axis);
-                assert_eq!(v, parts[k].data[ravel(&idx, &parts[k].shape)], "stack axis {axis} element {o}");
+                assert_eq!(
+                    v,
+                    parts[k].data[ravel(&idx, &parts[k].shape)],
+                    "stack axis {axis} element {o}"
+                );
             }
         }
     }
@@ -441,21 +630,52 @@ mod tests {
     #[test]
     fn shuffles_and_crop_match_index_formulas() {
         let x = buf(&[2, 12, 3, 5], 8);
-        for (kind, dcr) in [(Shuffle::DepthToSpace, true), (Shuffle::PixelShuffle, false)] {
+        for (kind, dcr) in [
+            (Shuffle::DepthToSpace, true),
+            (Shuffle::PixelShuffle, false),
+        ] {
             let y = run(&Op::Rearrange(Rearrange::Shuffle { kind, r: 2 }), &[&x]).remove(0);
             assert_eq!(y.shape, [2, 3, 6, 10]);
             for (o, &v) in y.data.iter().enumerate() {
                 let [b, c, hh, ww] = <[usize; 4]>::try_from(unravel(o, &y.shape)).unwrap();
                 let (i, j) = (hh % 2, ww % 2);
-                let k = if dcr { (i * 2 + j) * 3 + c } else { c * 4 + i * 2 + j };
-                assert_eq!(v, x.data[ravel(&[b, k, hh / 2, ww / 2], &x.shape)], "{kind:?} element {o}");
+                let k = if dcr {
+                    (i * 2 + j) * 3 + c
+                } else {
+                    c * 4 + i * 2 + j
+                };
+                assert_eq!(
+                    v,
+                    x.data[ravel(&[b, k, hh / 2, ww / 2], &x.shape)],
+                    "{kind:?} element {o}"
+                );
             }
-            let inverse = if dcr { Shuffle::SpaceToDepth } else { Shuffle::PixelUnshuffle };
-            let back = run(&Op::Rearrange(Rearrange::Shuffle { kind: inverse, r: 2 }), &[&y]).remove(0);
+            let inverse = if dcr {
+                Shuffle::SpaceToDepth
+            } else {
+                Shuffle::PixelUnshuffle
+            };
+            let back = run(
+                &Op::Rearrange(Rearrange::Shuffle {
+                    kind: inverse,
+                    r: 2,
+                }),
+                &[&y],
+            )
+            .remove(0);
             assert_eq!(back, x, "{inverse:?} inverts {kind:?}");
         }
         let x = buf(&[2, 7, 9], 9);
-        let y = run(&Op::Rearrange(Rearrange::Crop { top: 1, bottom: 2, left: 3, right: 0 }), &[&x]).remove(0);
+        let y = run(
+            &Op::Rearrange(Rearrange::Crop {
+                top: 1,
+                bottom: 2,
+                left: 3,
+                right: 0,
+            }),
+            &[&x],
+        )
+        .remove(0);
         assert_eq!(y.shape, [2, 4, 6]);
         for (o, &v) in y.data.iter().enumerate() {
             let [a, h, w] = <[usize; 3]>::try_from(unravel(o, &y.shape)).unwrap();
@@ -466,13 +686,19 @@ mod tests {
     #[test]
     fn builders_and_errors() {
         let x = input(&[2, 3, 4]).unwrap();
-        assert_eq!(x.reverse(&[-1, 0]).unwrap().op(), &Op::Rearrange(Rearrange::Reverse { axes: vec![0, 2] }));
+        assert_eq!(
+            x.reverse(&[-1, 0]).unwrap().op(),
+            &Op::Rearrange(Rearrange::Reverse { axes: vec![0, 2] })
+        );
         assert_eq!(x.tile(&[2, 1, 3]).unwrap().shape(), [4, 3, 12]);
         assert_eq!(x.flatten2d(1).unwrap().shape(), [2, 12]);
         assert_eq!(x.flatten2d(0).unwrap().shape(), [1, 24]);
         assert_eq!(x.flatten2d(-1).unwrap().shape(), [6, 4]);
         assert_eq!(x.flatten2d(3).unwrap().shape(), [24, 1]);
-        assert_eq!(stack(&[x.clone(), x.clone()], -1).unwrap().shape(), [2, 3, 4, 2]);
+        assert_eq!(
+            stack(&[x.clone(), x.clone()], -1).unwrap().shape(),
+            [2, 3, 4, 2]
+        );
         assert_eq!(x.crop(0, 0, 0, 0).unwrap().shape(), [2, 3, 4]);
         assert_eq!(x.crop(1, 0, 1, 2).unwrap().shape(), [2, 2, 1]);
         let img = input(&[1, 8, 2, 6]).unwrap();
@@ -480,7 +706,9 @@ mod tests {
         assert_eq!(img.pixel_shuffle(1).unwrap().shape(), [1, 8, 2, 6]);
         assert_eq!(img.space_to_depth(2).unwrap().shape(), [1, 32, 1, 3]);
         assert_eq!(img.pixel_unshuffle(2).unwrap().shape(), [1, 32, 1, 3]);
-        let b = x.compare_scalar(crate::ops::elementwise::Compare::Less, 0.0).unwrap();
+        let b = x
+            .compare_scalar(crate::ops::elementwise::Compare::Less, 0.0)
+            .unwrap();
         assert_eq!(b.reverse(&[1]).unwrap().dtype(), DType::Bool);
         let errs = [
             x.reverse(&[3]),
@@ -515,31 +743,66 @@ mod tests {
     fn gather_composes_slices() {
         let x = input(&[2, 7, 3]).unwrap();
         let g = x.gather(&[0, 1, 2, 6, -1, 3], 1).unwrap();
-        assert_eq!((g.shape(), g.op().family().name(), g.node.srcs.len()), (&[2usize, 6, 3][..], "concat", 4));
+        assert_eq!(
+            (g.shape(), g.op().family().name(), g.node.srcs.len()),
+            (&[2usize, 6, 3][..], "concat", 4)
+        );
         let one = x.gather(&[4, 5], -2).unwrap();
-        assert_eq!((one.shape(), one.op().family().name()), (&[2usize, 2, 3][..], "slice_by_size"));
-        for bad in [x.gather(&[7], 1), x.gather(&[-8], 1), x.gather(&[], 0), x.gather(&[0], 3)] {
+        assert_eq!(
+            (one.shape(), one.op().family().name()),
+            (&[2usize, 2, 3][..], "slice_by_size")
+        );
+        for bad in [
+            x.gather(&[7], 1),
+            x.gather(&[-8], 1),
+            x.gather(&[], 0),
+            x.gather(&[0], 3),
+        ] {
             assert!(bad.is_err());
         }
     }
 
     #[test]
     fn mil_round_trip() {
-        let shuffles = [Shuffle::SpaceToDepth, Shuffle::DepthToSpace, Shuffle::PixelShuffle, Shuffle::PixelUnshuffle].map(|kind| Rearrange::Shuffle { kind, r: 3 });
+        let shuffles = [
+            Shuffle::SpaceToDepth,
+            Shuffle::DepthToSpace,
+            Shuffle::PixelShuffle,
+            Shuffle::PixelUnshuffle,
+        ]
+        .map(|kind| Rearrange::Shuffle { kind, r: 3 });
         let others = [
             Rearrange::Reverse { axes: vec![0, 2] },
             Rearrange::Tile { reps: vec![1, 2] },
             Rearrange::Flatten2d { axis: 0 },
             Rearrange::Stack { axis: 2 },
-            Rearrange::Crop { top: 1, bottom: 2, left: 3, right: 4 },
+            Rearrange::Crop {
+                top: 1,
+                bottom: 2,
+                left: 3,
+                right: 4,
+            },
         ];
         for r in others.into_iter().chain(shuffles) {
             round_trip(&Op::Rearrange(r), from_mil);
         }
-        assert!(from_mil("tile", &mut mil_args(vec![("reps", Literal::Ints(vec![-1]))])).unwrap().is_err());
-        assert!(from_mil("flatten2d", &mut mil_args(vec![("axis", Literal::Int32(-1))])).unwrap().is_err());
+        assert!(from_mil(
+            "tile",
+            &mut mil_args(vec![("reps", Literal::Ints(vec![-1]))])
+        )
+        .unwrap()
+        .is_err());
+        assert!(from_mil(
+            "flatten2d",
+            &mut mil_args(vec![("axis", Literal::Int32(-1))])
+        )
+        .unwrap()
+        .is_err());
         assert!(from_mil("concat", &mut mil_args(vec![])).is_none());
-        let crop = vec![("crop_height", Literal::Ints(vec![1])), ("crop_width", Literal::Ints(vec![0, 0]))];
+        let crop = vec![
+            ("crop_height", Literal::Ints(vec![1])),
+            ("crop_width", Literal::Ints(vec![0, 0])),
+        ];
         assert!(from_mil("crop", &mut mil_args(crop)).unwrap().is_err());
     }
 }

@@ -1,7 +1,6 @@
 //! Reductions over axes (mean, sum, max, min, l1/l2 norm, log-sum, sum of squares,
 //! log-sum-exp) and softmax along one axis.
 
-
 use super::io::{expect_fp16, expect_inputs};
 use super::kernel::{broadcast_strides, for_chunks, for_each_broadcast};
 use super::layout::{check_axes, index_param, ints};
@@ -11,11 +10,18 @@ use crate::graph::Tensor;
 use crate::mil::{Literal, MilArgs, MilOp};
 use crate::shape;
 
-
 /// MIL ops this family prints.
 pub const MIL_OPS: &[&str] = &[
-    "reduce_mean", "reduce_sum", "reduce_max", "reduce_min", "reduce_l2_norm", "reduce_l1_norm", "reduce_log_sum", "reduce_sum_square",
-    "reduce_log_sum_exp", "softmax",
+    "reduce_mean",
+    "reduce_sum",
+    "reduce_max",
+    "reduce_min",
+    "reduce_l2_norm",
+    "reduce_l1_norm",
+    "reduce_log_sum",
+    "reduce_sum_square",
+    "reduce_log_sum_exp",
+    "softmax",
 ];
 
 /// Which reduction (MIL `reduce_<kind>`).
@@ -82,7 +88,11 @@ impl ReduceKind {
 impl Reduce {
     /// `shape` with the reduced axes set to 1.
     fn kept_shape(&self, shape: &[usize]) -> Vec<usize> {
-        shape.iter().enumerate().map(|(i, &d)| if self.axes.contains(&i) { 1 } else { d }).collect()
+        shape
+            .iter()
+            .enumerate()
+            .map(|(i, &d)| if self.axes.contains(&i) { 1 } else { d })
+            .collect()
     }
 
     /// Turn per-output maxima `y` into ln(sum(e^x)) = max + ln(sum(e^(x − max))).
@@ -130,21 +140,34 @@ impl Family for Reduce {
         let out: Vec<usize> = if self.keep_dims {
             self.kept_shape(s)
         } else {
-            s.iter().enumerate().filter(|(i, _)| !self.axes.contains(i)).map(|(_, &d)| d).collect()
+            s.iter()
+                .enumerate()
+                .filter(|(i, _)| !self.axes.contains(i))
+                .map(|(_, &d)| d)
+                .collect()
         };
         if out.is_empty() {
-            return Err(Error::shape(self.name(), format!("reducing every axis of {s:?} without keep_dims would give a rank-0 result")));
+            return Err(Error::shape(
+                self.name(),
+                format!(
+                    "reducing every axis of {s:?} without keep_dims would give a rank-0 result"
+                ),
+            ));
         }
         Ok(vec![TensorType::fp16(out)])
     }
     fn mil(&self) -> MilOp {
-        MilOp::new(self.name(), &["x"]).param("axes", ints(&self.axes)).param("keep_dims", Literal::Bool(self.keep_dims))
+        MilOp::new(self.name(), &["x"])
+            .param("axes", ints(&self.axes))
+            .param("keep_dims", Literal::Bool(self.keep_dims))
     }
     /// Accumulates in f32; the ANE sums in fp16, so its large sums (above 2048) lose integer exactness and differ.
     fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
         let (x, y) = (ins[0], &mut out[0].data);
         match self.kind {
-            ReduceKind::Mean | ReduceKind::Sum | ReduceKind::LogSum => self.fold(x, y, 0.0, |a, v| a + v),
+            ReduceKind::Mean | ReduceKind::Sum | ReduceKind::LogSum => {
+                self.fold(x, y, 0.0, |a, v| a + v)
+            }
             ReduceKind::L2Norm | ReduceKind::SumSquare => self.fold(x, y, 0.0, |a, v| a + v * v),
             ReduceKind::L1Norm => self.fold(x, y, 0.0, |a, v| a + v.abs()),
             ReduceKind::Max | ReduceKind::LogSumExp => self.fold(x, y, f32::NEG_INFINITY, f32::max),
@@ -203,7 +226,13 @@ impl Family for Softmax {
         expect_inputs("softmax", inputs, 1)?;
         expect_fp16("softmax", inputs)?;
         if self.axis >= inputs[0].shape.len() {
-            return Err(Error::shape("softmax", format!("axis {} is out of range for {:?}", self.axis, inputs[0].shape)));
+            return Err(Error::shape(
+                "softmax",
+                format!(
+                    "axis {} is out of range for {:?}",
+                    self.axis, inputs[0].shape
+                ),
+            ));
         }
         Ok(vec![inputs[0].clone()])
     }
@@ -214,7 +243,9 @@ impl Family for Softmax {
         let (x, y) = (ins[0], &mut out[0].data);
         let inner = shape::numel(&x.shape[self.axis + 1..]);
         let block = x.shape[self.axis] * inner;
-        for_chunks(y, block, &x.data, block, |ys, xs| softmax_block(xs, ys, inner));
+        for_chunks(y, block, &x.data, block, |ys, xs| {
+            softmax_block(xs, ys, inner)
+        });
         Ok(())
     }
 }
@@ -225,14 +256,27 @@ pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
         return Some(index_param(args, "axis").map(|axis| Op::Softmax(Softmax { axis })));
     }
     let kind = ReduceKind::ALL.into_iter().find(|k| k.mil_name() == op)?;
-    Some((|| Ok(Op::Reduce(Reduce { kind, axes: args.sizes("axes")?, keep_dims: args.bool("keep_dims")? })))())
+    Some((|| {
+        Ok(Op::Reduce(Reduce {
+            kind,
+            axes: args.sizes("axes")?,
+            keep_dims: args.bool("keep_dims")?,
+        }))
+    })())
 }
 
 /// Builders. Axes may be negative; reduced axes stay as extent 1 when `keep_dims`.
 impl Tensor {
     fn reduce(&self, kind: ReduceKind, axes: &[i64], keep_dims: bool) -> Result<Tensor> {
         let axes = shape::axes(kind.mil_name(), axes, self.rank())?;
-        Tensor::apply1(Op::Reduce(Reduce { kind, axes, keep_dims }), vec![self.clone()])
+        Tensor::apply1(
+            Op::Reduce(Reduce {
+                kind,
+                axes,
+                keep_dims,
+            }),
+            vec![self.clone()],
+        )
     }
 
     /// Mean over `axes`.
@@ -290,10 +334,18 @@ impl Reduce {
         let (g, y) = (reshape_to(a.g0(), &kept)?, reshape_to(&a.y[0], &kept)?);
         let d = match self.kind {
             ReduceKind::Sum => broadcast_to(&g, x.shape())?,
-            ReduceKind::Mean => broadcast_to(&g, x.shape())?.div_scalar((shape::numel(x.shape()) / shape::numel(&kept)) as f32)?,
+            ReduceKind::Mean => broadcast_to(&g, x.shape())?
+                .div_scalar((shape::numel(x.shape()) / shape::numel(&kept)) as f32)?,
             ReduceKind::Max | ReduceKind::Min => {
-                let hit = select(&x.compare(Compare::Equal, &y)?, &super::io::scalar("select", 1.0)?, &super::io::scalar("select", 0.0)?)?;
-                let ties = hit.sum(&self.axes.iter().map(|&i| i as i64).collect::<Vec<_>>(), true)?;
+                let hit = select(
+                    &x.compare(Compare::Equal, &y)?,
+                    &super::io::scalar("select", 1.0)?,
+                    &super::io::scalar("select", 0.0)?,
+                )?;
+                let ties = hit.sum(
+                    &self.axes.iter().map(|&i| i as i64).collect::<Vec<_>>(),
+                    true,
+                )?;
                 hit.mul(&g.div(&ties)?)?
             }
             ReduceKind::L2Norm => x.mul(&g.div(&y)?)?,
@@ -323,7 +375,12 @@ mod tests {
 
     /// f64 reduction of `x` over `axes`, in keep_dims layout.
     fn naive(kind: ReduceKind, x: &Buf, axes: &[usize]) -> Vec<f64> {
-        let kept: Vec<usize> = x.shape.iter().enumerate().map(|(i, &d)| if axes.contains(&i) { 1 } else { d }).collect();
+        let kept: Vec<usize> = x
+            .shape
+            .iter()
+            .enumerate()
+            .map(|(i, &d)| if axes.contains(&i) { 1 } else { d })
+            .collect();
         let mut groups = vec![Vec::new(); shape::numel(&kept)];
         for (i, &v) in x.data.iter().enumerate() {
             let mut idx = unravel(i, &x.shape);
@@ -350,7 +407,10 @@ mod tests {
     fn assert_close(got: &[f32], want: &[f64], what: &str) {
         assert_eq!(got.len(), want.len(), "{what}");
         for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-            assert!((g as f64 - w).abs() <= 1e-4 * (1.0 + w.abs()), "{what}: element {i}: got {g}, want {w}");
+            assert!(
+                (g as f64 - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                "{what}: element {i}: got {g}, want {w}"
+            );
         }
     }
 
@@ -370,17 +430,35 @@ mod tests {
         ];
         for (shape, axes) in cases {
             let x = buf(shape, 7);
-            let positive = Buf { shape: x.shape.clone(), data: x.data.iter().map(|v| v.abs() + 0.01).collect() };
+            let positive = Buf {
+                shape: x.shape.clone(),
+                data: x.data.iter().map(|v| v.abs() + 0.01).collect(),
+            };
             for kind in ReduceKind::ALL {
-                let x = if kind == ReduceKind::LogSum { &positive } else { &x };
+                let x = if kind == ReduceKind::LogSum {
+                    &positive
+                } else {
+                    &x
+                };
                 for keep_dims in [true, false] {
-                    let op = Op::Reduce(Reduce { kind, axes: axes.to_vec(), keep_dims });
+                    let op = Op::Reduce(Reduce {
+                        kind,
+                        axes: axes.to_vec(),
+                        keep_dims,
+                    });
                     if axes.len() == shape.len() && !keep_dims {
-                        assert!(op.family().infer(&[TensorType::fp16(shape.to_vec())]).is_err());
+                        assert!(op
+                            .family()
+                            .infer(&[TensorType::fp16(shape.to_vec())])
+                            .is_err());
                         continue;
                     }
                     let y = run(&op, &[x]).remove(0);
-                    assert_close(&y.data, &naive(kind, x, axes), &format!("{kind:?} {shape:?} over {axes:?}"));
+                    assert_close(
+                        &y.data,
+                        &naive(kind, x, axes),
+                        &format!("{kind:?} {shape:?} over {axes:?}"),
+                    );
                 }
             }
         }
@@ -388,7 +466,14 @@ mod tests {
 
     #[test]
     fn softmax_matches_naive_and_is_stable() {
-        for (shape, axis) in [(vec![783], 0), (vec![3, 7, 5], 1), (vec![3, 7, 5], 2), (vec![2, 1, 3, 4, 5], 1), (vec![2, 1, 3, 4, 5], 0), (vec![300, 4, 60], 1)] {
+        for (shape, axis) in [
+            (vec![783], 0),
+            (vec![3, 7, 5], 1),
+            (vec![3, 7, 5], 2),
+            (vec![2, 1, 3, 4, 5], 1),
+            (vec![2, 1, 3, 4, 5], 0),
+            (vec![300, 4, 60], 1),
+        ] {
             let x = buf(&shape, 3);
             let y = run(&Op::Softmax(Softmax { axis }), &[&x]).remove(0);
             let want: Vec<f64> = (0..x.data.len())
@@ -405,23 +490,47 @@ mod tests {
                 .collect();
             assert_close(&y.data, &want, &format!("softmax {shape:?} axis {axis}"));
         }
-        let big = Buf { shape: vec![2, 3], data: vec![60000.0, 59990.0, -60000.0, -65504.0, 65504.0, 0.0] };
+        let big = Buf {
+            shape: vec![2, 3],
+            data: vec![60000.0, 59990.0, -60000.0, -65504.0, 65504.0, 0.0],
+        };
         let y = run(&Op::Softmax(Softmax { axis: 1 }), &[&big]).remove(0);
         assert!(y.data.iter().all(|v| v.is_finite()));
-        assert_close(&y.data[..2], &[1.0 / (1.0 + (-10f64).exp()), (-10f64).exp() / (1.0 + (-10f64).exp())], "big");
+        assert_close(
+            &y.data[..2],
+            &[
+                1.0 / (1.0 + (-10f64).exp()),
+                (-10f64).exp() / (1.0 + (-10f64).exp()),
+            ],
+            "big",
+        );
     }
 
     /// log_sum_exp of values near fp16's limits stays finite (the max is subtracted first).
     #[test]
     fn log_sum_exp_is_stable() {
-        let big = Buf { shape: vec![2, 3], data: vec![60000.0, 59990.0, -60000.0, -65504.0, -65500.0, -65504.0] };
-        let op = Op::Reduce(Reduce { kind: ReduceKind::LogSumExp, axes: vec![1], keep_dims: true });
+        let big = Buf {
+            shape: vec![2, 3],
+            data: vec![60000.0, 59990.0, -60000.0, -65504.0, -65500.0, -65504.0],
+        };
+        let op = Op::Reduce(Reduce {
+            kind: ReduceKind::LogSumExp,
+            axes: vec![1],
+            keep_dims: true,
+        });
         let y = run(&op, &[&big]).remove(0);
         let lse = |v: &[f64]| {
             let m = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             m + v.iter().map(|x| (x - m).exp()).sum::<f64>().ln()
         };
-        assert_close(&y.data, &[lse(&[60000.0, 59990.0, -60000.0]), lse(&[-65504.0, -65500.0, -65504.0])], "big");
+        assert_close(
+            &y.data,
+            &[
+                lse(&[60000.0, 59990.0, -60000.0]),
+                lse(&[-65504.0, -65500.0, -65504.0]),
+            ],
+            "big",
+        );
     }
 
     #[test]
@@ -431,12 +540,18 @@ mod tests {
         assert_eq!(x.sum(&[0, 2], false).unwrap().shape(), [3]);
         assert_eq!(x.amax(&[2, -3], false).unwrap().shape(), [3]);
         assert_eq!(x.amin(&[1], false).unwrap().shape(), [2, 4]);
-        assert_eq!(x.reduce_l2_norm(&[0, 1, 2], true).unwrap().shape(), [1, 1, 1]);
+        assert_eq!(
+            x.reduce_l2_norm(&[0, 1, 2], true).unwrap().shape(),
+            [1, 1, 1]
+        );
         assert_eq!(x.l1_norm(&[1], true).unwrap().shape(), [2, 1, 4]);
         assert_eq!(x.log_sum(&[-1], false).unwrap().shape(), [2, 3]);
         assert_eq!(x.sum_square(&[0], false).unwrap().shape(), [3, 4]);
         assert_eq!(x.log_sum_exp(&[0, 2], true).unwrap().shape(), [1, 3, 1]);
-        assert_eq!(x.softmax(-2).unwrap().op(), &Op::Softmax(Softmax { axis: 1 }));
+        assert_eq!(
+            x.softmax(-2).unwrap().op(),
+            &Op::Softmax(Softmax { axis: 1 })
+        );
         let u = input_port(&[2, 3], DType::Uint8, None).unwrap();
         let errs = [
             x.mean(&[3], true),
@@ -457,8 +572,15 @@ mod tests {
             assert!(e.is_err(), "case {i} should fail");
         }
         let msg = x.sum(&[0, 1, 2], false).unwrap_err().to_string();
-        assert!(msg.contains("reduce_sum") && msg.contains("[2, 3, 4]"), "{msg}");
-        let unsorted = Reduce { kind: ReduceKind::Sum, axes: vec![1, 0], keep_dims: true };
+        assert!(
+            msg.contains("reduce_sum") && msg.contains("[2, 3, 4]"),
+            "{msg}"
+        );
+        let unsorted = Reduce {
+            kind: ReduceKind::Sum,
+            axes: vec![1, 0],
+            keep_dims: true,
+        };
         assert!(unsorted.infer(&[TensorType::fp16(vec![2, 3])]).is_err());
     }
 
@@ -466,19 +588,41 @@ mod tests {
     fn mil_round_trip() {
         for kind in ReduceKind::ALL {
             for keep_dims in [true, false] {
-                round_trip(&Op::Reduce(Reduce { kind, axes: vec![0, 2], keep_dims }), from_mil);
+                round_trip(
+                    &Op::Reduce(Reduce {
+                        kind,
+                        axes: vec![0, 2],
+                        keep_dims,
+                    }),
+                    from_mil,
+                );
             }
         }
         round_trip(&Op::Softmax(Softmax { axis: 3 }), from_mil);
         let bad = [
-            ("reduce_sum", vec![("axes", Literal::Ints(vec![0])), ("keep_dims", Literal::Int32(1))]),
-            ("reduce_max", vec![("axes", Literal::Ints(vec![-1])), ("keep_dims", Literal::Bool(true))]),
+            (
+                "reduce_sum",
+                vec![
+                    ("axes", Literal::Ints(vec![0])),
+                    ("keep_dims", Literal::Int32(1)),
+                ],
+            ),
+            (
+                "reduce_max",
+                vec![
+                    ("axes", Literal::Ints(vec![-1])),
+                    ("keep_dims", Literal::Bool(true)),
+                ],
+            ),
             ("reduce_min", vec![("keep_dims", Literal::Bool(true))]),
             ("softmax", vec![("axis", Literal::Int32(-1))]),
             ("softmax", vec![("axis", Literal::Fp16(1.0))]),
         ];
         for (op, params) in bad {
-            assert!(from_mil(op, &mut mil_args(params)).unwrap().is_err(), "{op}");
+            assert!(
+                from_mil(op, &mut mil_args(params)).unwrap().is_err(),
+                "{op}"
+            );
         }
         assert!(from_mil("reduce_prod", &mut mil_args(vec![])).is_none());
     }

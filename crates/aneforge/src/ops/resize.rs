@@ -10,7 +10,11 @@ use crate::mil::{Literal, MilArgs, MilOp};
 use crate::shape;
 
 /// MIL ops this family prints.
-pub const MIL_OPS: &[&str] = &["resize_nearest_neighbor", "resize_bilinear", "upsample_bilinear"];
+pub const MIL_OPS: &[&str] = &[
+    "resize_nearest_neighbor",
+    "resize_bilinear",
+    "upsample_bilinear",
+];
 
 /// Resize ops; `h`, `w` are target sizes, `sh`, `sw` scale factors of the last two axes.
 #[derive(Clone, Debug, PartialEq)]
@@ -20,11 +24,19 @@ pub enum Resize {
     Nearest { h: usize, w: usize },
     /// MIL `resize_bilinear(sampling_mode, target_size_height, target_size_width, x)`: source
     /// coordinate per [`SamplingMode`], clamped to [0, in − 1], interpolated between its two neighbours.
-    Bilinear { h: usize, w: usize, mode: SamplingMode },
+    Bilinear {
+        h: usize,
+        w: usize,
+        mode: SamplingMode,
+    },
     /// MIL `upsample_bilinear(align_corners, scale_factor_height, scale_factor_width, x)` (fp32
     /// factors): output extent `floor(in · s)`; source as [`SamplingMode::UnalignCorners`]
     /// (half-pixel, with the ratio recomputed as in / out) or [`SamplingMode::StrictAlignCorners`].
-    Upsample { sh: f32, sw: f32, align_corners: bool },
+    Upsample {
+        sh: f32,
+        sw: f32,
+        align_corners: bool,
+    },
 }
 
 /// MIL `resize_bilinear` sampling modes: the source coordinate of output index `i` along an axis
@@ -54,7 +66,10 @@ impl SamplingMode {
     ];
     /// The MIL spelling.
     pub fn mil_name(self) -> &'static str {
-        Self::ALL.iter().find(|(m, _)| *m == self).map_or("DEFAULT", |(_, s)| s)
+        Self::ALL
+            .iter()
+            .find(|(m, _)| *m == self)
+            .map_or("DEFAULT", |(_, s)| s)
     }
     /// The mode spelled `s` in MIL; a Value error listing the five spellings otherwise.
     pub fn from_mil_name(s: &str) -> Result<SamplingMode> {
@@ -66,7 +81,9 @@ impl SamplingMode {
     fn source(self, i: usize, n: usize, out: usize) -> f64 {
         let (i, n, o) = (i as f64, n as f64, out as f64);
         match self {
-            SamplingMode::StrictAlignCorners | SamplingMode::AlignCorners if out > 1 => i * (n - 1.0) / (o - 1.0),
+            SamplingMode::StrictAlignCorners | SamplingMode::AlignCorners if out > 1 => {
+                i * (n - 1.0) / (o - 1.0)
+            }
             SamplingMode::AlignCorners => (n - 1.0) / 2.0,
             SamplingMode::Default if out > 1 => i * (n - n / o) / (o - 1.0),
             SamplingMode::StrictAlignCorners | SamplingMode::Default => 0.0,
@@ -81,7 +98,10 @@ impl Resize {
     fn target(&self, h: usize, w: usize) -> (usize, usize) {
         match *self {
             Resize::Nearest { h, w } | Resize::Bilinear { h, w, .. } => (h, w),
-            Resize::Upsample { sh, sw, .. } => ((h as f64 * sh as f64).floor() as usize, (w as f64 * sw as f64).floor() as usize),
+            Resize::Upsample { sh, sw, .. } => (
+                (h as f64 * sh as f64).floor() as usize,
+                (w as f64 * sw as f64).floor() as usize,
+            ),
         }
     }
     /// Per output index along one axis of extent `n → out`: (lower source, upper source, weight of upper).
@@ -89,8 +109,14 @@ impl Resize {
         let mode = match *self {
             Resize::Nearest { .. } => None,
             Resize::Bilinear { mode, .. } => Some(mode),
-            Resize::Upsample { align_corners: true, .. } => Some(SamplingMode::StrictAlignCorners),
-            Resize::Upsample { align_corners: false, .. } => Some(SamplingMode::UnalignCorners),
+            Resize::Upsample {
+                align_corners: true,
+                ..
+            } => Some(SamplingMode::StrictAlignCorners),
+            Resize::Upsample {
+                align_corners: false,
+                ..
+            } => Some(SamplingMode::UnalignCorners),
         };
         (0..out)
             .map(|i| match mode {
@@ -121,12 +147,24 @@ impl Family for Resize {
         let r = s.len();
         if let Resize::Upsample { sh, sw, .. } = *self {
             if !(sh.is_finite() && sw.is_finite() && sh > 0.0 && sw > 0.0) {
-                return Err(Error::value(op, format!("scale factors must be finite and > 0, got ({sh}, {sw})")));
+                return Err(Error::value(
+                    op,
+                    format!("scale factors must be finite and > 0, got ({sh}, {sw})"),
+                ));
             }
         }
-        let (h, w) = if r >= 3 { self.target(s[r - 2], s[r - 1]) } else { (0, 0) };
+        let (h, w) = if r >= 3 {
+            self.target(s[r - 2], s[r - 1])
+        } else {
+            (0, 0)
+        };
         if r < 3 || h == 0 || w == 0 || s[r - 2] == 0 || s[r - 1] == 0 {
-            return Err(Error::shape(op, format!("needs rank >= 3 and output sizes >= 1, got shape {s:?} with output ({h}, {w})")));
+            return Err(Error::shape(
+                op,
+                format!(
+                    "needs rank >= 3 and output sizes >= 1, got shape {s:?} with output ({h}, {w})"
+                ),
+            ));
         }
         (s[r - 2], s[r - 1]) = (h, w);
         shape::check(op, &s)?;
@@ -134,11 +172,22 @@ impl Family for Resize {
     }
     fn mil(&self) -> MilOp {
         let x = MilOp::new(self.name(), &["x"]);
-        let size = |x: MilOp, h: usize, w: usize| x.param("target_size_height", Literal::Int32(h as i32)).param("target_size_width", Literal::Int32(w as i32));
+        let size = |x: MilOp, h: usize, w: usize| {
+            x.param("target_size_height", Literal::Int32(h as i32))
+                .param("target_size_width", Literal::Int32(w as i32))
+        };
         match *self {
             Resize::Nearest { h, w } => size(x, h, w),
-            Resize::Bilinear { h, w, mode } => size(x.param("sampling_mode", Literal::Str(mode.mil_name().into())), h, w),
-            Resize::Upsample { sh, sw, align_corners } => x
+            Resize::Bilinear { h, w, mode } => size(
+                x.param("sampling_mode", Literal::Str(mode.mil_name().into())),
+                h,
+                w,
+            ),
+            Resize::Upsample {
+                sh,
+                sw,
+                align_corners,
+            } => x
                 .param("align_corners", Literal::Bool(align_corners))
                 .param("scale_factor_height", Literal::Fp32(sh))
                 .param("scale_factor_width", Literal::Fp32(sw)),
@@ -147,11 +196,23 @@ impl Family for Resize {
     fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
         let (x, y) = (ins[0], &mut out[0]);
         let r = x.shape.len();
-        let (ih, iw, oh, ow) = (x.shape[r - 2], x.shape[r - 1], y.shape[r - 2], y.shape[r - 1]);
+        let (ih, iw, oh, ow) = (
+            x.shape[r - 2],
+            x.shape[r - 1],
+            y.shape[r - 2],
+            y.shape[r - 1],
+        );
         let (rows, cols) = (self.taps(ih, oh), self.taps(iw, ow));
-        for (plane, o) in x.data.chunks_exact(ih * iw).zip(y.data.chunks_exact_mut(oh * ow)) {
+        for (plane, o) in x
+            .data
+            .chunks_exact(ih * iw)
+            .zip(y.data.chunks_exact_mut(oh * ow))
+        {
             for (orow, &(r0, r1, fr)) in o.chunks_exact_mut(ow).zip(&rows) {
-                let (a, b) = (&plane[r0 * iw..(r0 + 1) * iw], &plane[r1 * iw..(r1 + 1) * iw]);
+                let (a, b) = (
+                    &plane[r0 * iw..(r0 + 1) * iw],
+                    &plane[r1 * iw..(r1 + 1) * iw],
+                );
                 for (v, &(c0, c1, fc)) in orow.iter_mut().zip(&cols) {
                     *v = match self {
                         Resize::Nearest { .. } => a[c0],
@@ -170,7 +231,12 @@ impl Family for Resize {
 
 /// Parse resize ops.
 pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
-    let size = |args: &mut MilArgs| Ok((index_param(args, "target_size_height")?, index_param(args, "target_size_width")?));
+    let size = |args: &mut MilArgs| {
+        Ok((
+            index_param(args, "target_size_height")?,
+            index_param(args, "target_size_width")?,
+        ))
+    };
     let parsed = match op {
         "resize_nearest_neighbor" => size(args).map(|(h, w)| Resize::Nearest { h, w }),
         "resize_bilinear" => (|| {
@@ -180,7 +246,11 @@ pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
             Ok(Resize::Bilinear { h, w, mode })
         })(),
         "upsample_bilinear" => (|| {
-            Ok(Resize::Upsample { sh: args.fp32("scale_factor_height")?, sw: args.fp32("scale_factor_width")?, align_corners: args.bool("align_corners")? })
+            Ok(Resize::Upsample {
+                sh: args.fp32("scale_factor_height")?,
+                sw: args.fp32("scale_factor_width")?,
+                align_corners: args.bool("align_corners")?,
+            })
         })(),
         _ => return None,
     };
@@ -195,15 +265,38 @@ impl Tensor {
     }
     /// Bilinear resize of the last two axes to `(h, w)`, half-pixel sampling (UNALIGN_CORNERS) unless `align_corners`.
     pub fn resize_bilinear(&self, h: usize, w: usize, align_corners: bool) -> Result<Tensor> {
-        self.resize_bilinear_sampled(h, w, if align_corners { SamplingMode::AlignCorners } else { SamplingMode::UnalignCorners })
+        self.resize_bilinear_sampled(
+            h,
+            w,
+            if align_corners {
+                SamplingMode::AlignCorners
+            } else {
+                SamplingMode::UnalignCorners
+            },
+        )
     }
     /// Bilinear resize of the last two axes to `(h, w)` with an explicit MIL sampling mode.
-    pub fn resize_bilinear_sampled(&self, h: usize, w: usize, mode: SamplingMode) -> Result<Tensor> {
-        Tensor::apply1(Op::Resize(Resize::Bilinear { h, w, mode }), vec![self.clone()])
+    pub fn resize_bilinear_sampled(
+        &self,
+        h: usize,
+        w: usize,
+        mode: SamplingMode,
+    ) -> Result<Tensor> {
+        Tensor::apply1(
+            Op::Resize(Resize::Bilinear { h, w, mode }),
+            vec![self.clone()],
+        )
     }
     /// Bilinear upsample of the last two axes by factors `(sh, sw)` > 0 to `floor(in · s)`, half-pixel unless `align_corners`.
     pub fn upsample_bilinear(&self, sh: f32, sw: f32, align_corners: bool) -> Result<Tensor> {
-        Tensor::apply1(Op::Resize(Resize::Upsample { sh, sw, align_corners }), vec![self.clone()])
+        Tensor::apply1(
+            Op::Resize(Resize::Upsample {
+                sh,
+                sw,
+                align_corners,
+            }),
+            vec![self.clone()],
+        )
     }
 }
 
@@ -218,8 +311,16 @@ mod tests {
         let (i, nf, o) = (i as f64, n as f64, out as f64);
         let s = match mode {
             SamplingMode::UnalignCorners => (i + 0.5) * (nf / o) - 0.5,
-            SamplingMode::OffsetCorners => 0.5 * ((nf - 1.0).max(1.0) / o) + i * ((nf - 1.0).max(1.0) / o),
-            _ if out == 1 => if mode == SamplingMode::AlignCorners { (nf - 1.0) / 2.0 } else { 0.0 },
+            SamplingMode::OffsetCorners => {
+                0.5 * ((nf - 1.0).max(1.0) / o) + i * ((nf - 1.0).max(1.0) / o)
+            }
+            _ if out == 1 => {
+                if mode == SamplingMode::AlignCorners {
+                    (nf - 1.0) / 2.0
+                } else {
+                    0.0
+                }
+            }
             SamplingMode::Default => i * ((nf - nf / o) / (o - 1.0)),
             _ => i * ((nf - 1.0) / (o - 1.0)),
         };
@@ -230,17 +331,36 @@ mod tests {
     fn sampling_grids_match_the_documented_examples() {
         // coremltools' resize_bilinear documentation: Xin = 2, grid points for Xout = 5 and 6.
         let documented: [(SamplingMode, [f64; 5], [f64; 6]); 4] = [
-            (SamplingMode::UnalignCorners, [0., 0.1, 0.5, 0.9, 1.], [0., 0., 0.33, 0.67, 1., 1.]),
-            (SamplingMode::AlignCorners, [0., 0.25, 0.5, 0.75, 1.], [0., 0.2, 0.4, 0.6, 0.8, 1.]),
-            (SamplingMode::Default, [0., 0.4, 0.8, 1., 1.], [0., 0.33, 0.67, 1., 1., 1.]),
-            (SamplingMode::OffsetCorners, [0.1, 0.3, 0.5, 0.7, 0.9], [0.08, 0.25, 0.42, 0.58, 0.75, 0.92]),
+            (
+                SamplingMode::UnalignCorners,
+                [0., 0.1, 0.5, 0.9, 1.],
+                [0., 0., 0.33, 0.67, 1., 1.],
+            ),
+            (
+                SamplingMode::AlignCorners,
+                [0., 0.25, 0.5, 0.75, 1.],
+                [0., 0.2, 0.4, 0.6, 0.8, 1.],
+            ),
+            (
+                SamplingMode::Default,
+                [0., 0.4, 0.8, 1., 1.],
+                [0., 0.33, 0.67, 1., 1., 1.],
+            ),
+            (
+                SamplingMode::OffsetCorners,
+                [0.1, 0.3, 0.5, 0.7, 0.9],
+                [0.08, 0.25, 0.42, 0.58, 0.75, 0.92],
+            ),
         ];
         for (mode, five, six) in documented {
             for (out, want) in [(5, &five[..]), (6, &six[..])] {
                 let op = Resize::Bilinear { h: 1, w: out, mode };
                 for (i, ((lo, hi, f), w)) in op.taps(2, out).into_iter().zip(want).enumerate() {
                     let got = lo as f64 + f as f64 * (hi - lo) as f64;
-                    assert!((got - w).abs() < 0.006, "{mode:?} out {out} point {i}: {got} vs documented {w}");
+                    assert!(
+                        (got - w).abs() < 0.006,
+                        "{mode:?} out {out} point {i}: {got} vs documented {w}"
+                    );
                 }
             }
         }
@@ -250,7 +370,10 @@ mod tests {
     fn check_bilinear(op: Resize, x: &Buf) {
         let mode = match op {
             Resize::Bilinear { mode, .. } => mode,
-            Resize::Upsample { align_corners: true, .. } => SamplingMode::StrictAlignCorners,
+            Resize::Upsample {
+                align_corners: true,
+                ..
+            } => SamplingMode::StrictAlignCorners,
             _ => SamplingMode::UnalignCorners,
         };
         let y = run(&Op::Resize(op.clone()), &[x]).remove(0);
@@ -259,12 +382,22 @@ mod tests {
             let [n, c, i, j] = <[usize; 4]>::try_from(unravel(o, &y.shape)).unwrap();
             let (si, sj) = (coord(i, 5, h, mode), coord(j, 7, w, mode));
             let mut want = 0.0;
-            for (ii, wi) in [(si.floor(), 1.0 - si.fract()), ((si.floor() + 1.0).min(4.0), si.fract())] {
-                for (jj, wj) in [(sj.floor(), 1.0 - sj.fract()), ((sj.floor() + 1.0).min(6.0), sj.fract())] {
-                    want += wi * wj * x.data[ravel(&[n, c, ii as usize, jj as usize], &x.shape)] as f64;
+            for (ii, wi) in [
+                (si.floor(), 1.0 - si.fract()),
+                ((si.floor() + 1.0).min(4.0), si.fract()),
+            ] {
+                for (jj, wj) in [
+                    (sj.floor(), 1.0 - sj.fract()),
+                    ((sj.floor() + 1.0).min(6.0), sj.fract()),
+                ] {
+                    want +=
+                        wi * wj * x.data[ravel(&[n, c, ii as usize, jj as usize], &x.shape)] as f64;
                 }
             }
-            assert!((v as f64 - want).abs() < 1e-5, "{op:?} element {o}: {v} vs {want}");
+            assert!(
+                (v as f64 - want).abs() < 1e-5,
+                "{op:?} element {o}: {v} vs {want}"
+            );
         }
     }
 
@@ -275,7 +408,11 @@ mod tests {
             let y = run(&Op::Resize(Resize::Nearest { h, w }), &[&x]).remove(0);
             for (o, &v) in y.data.iter().enumerate() {
                 let [n, c, i, j] = <[usize; 4]>::try_from(unravel(o, &y.shape)).unwrap();
-                assert_eq!(v, x.data[ravel(&[n, c, i * 5 / h, j * 7 / w], &x.shape)], "nearest ({h}, {w}) element {o}");
+                assert_eq!(
+                    v,
+                    x.data[ravel(&[n, c, i * 5 / h, j * 7 / w], &x.shape)],
+                    "nearest ({h}, {w}) element {o}"
+                );
             }
             for (mode, _) in SamplingMode::ALL {
                 check_bilinear(Resize::Bilinear { h, w, mode }, &x);
@@ -283,20 +420,43 @@ mod tests {
         }
         for (sh, sw) in [(2.0, 2.0), (1.5, 3.0), (0.5, 1.0), (2.5, 0.75)] {
             for align_corners in [false, true] {
-                check_bilinear(Resize::Upsample { sh, sw, align_corners }, &x);
+                check_bilinear(
+                    Resize::Upsample {
+                        sh,
+                        sw,
+                        align_corners,
+                    },
+                    &x,
+                );
             }
         }
-        let same = run(&Op::Resize(Resize::Bilinear { h: 5, w: 7, mode: SamplingMode::UnalignCorners }), &[&x]).remove(0);
+        let same = run(
+            &Op::Resize(Resize::Bilinear {
+                h: 5,
+                w: 7,
+                mode: SamplingMode::UnalignCorners,
+            }),
+            &[&x],
+        )
+        .remove(0);
         assert_eq!(same, x, "resizing to the input size is the identity");
     }
 
     #[test]
     fn builders_errors_and_mil() {
         let x = input(&[1, 2, 3, 4]).unwrap();
-        assert_eq!(x.resize_nearest_neighbor(7, 1).unwrap().shape(), [1, 2, 7, 1]);
+        assert_eq!(
+            x.resize_nearest_neighbor(7, 1).unwrap().shape(),
+            [1, 2, 7, 1]
+        );
         assert_eq!(x.resize_bilinear(2, 9, true).unwrap().shape(), [1, 2, 2, 9]);
-        assert_eq!(x.upsample_bilinear(2.0, 1.5, false).unwrap().shape(), [1, 2, 6, 6]);
-        let b = x.compare_scalar(crate::ops::elementwise::Compare::Less, 0.0).unwrap();
+        assert_eq!(
+            x.upsample_bilinear(2.0, 1.5, false).unwrap().shape(),
+            [1, 2, 6, 6]
+        );
+        let b = x
+            .compare_scalar(crate::ops::elementwise::Compare::Less, 0.0)
+            .unwrap();
         let errs = [
             x.resize_nearest_neighbor(0, 2),
             x.resize_bilinear(2, 0, false),
@@ -313,20 +473,56 @@ mod tests {
         }
         let ops = [
             Resize::Nearest { h: 3, w: 8 },
-            Resize::Bilinear { h: 1, w: 2, mode: SamplingMode::UnalignCorners },
-            Resize::Bilinear { h: 4, w: 5, mode: SamplingMode::AlignCorners },
-            Resize::Bilinear { h: 3, w: 3, mode: SamplingMode::Default },
-            Resize::Bilinear { h: 2, w: 6, mode: SamplingMode::OffsetCorners },
-            Resize::Bilinear { h: 1, w: 1, mode: SamplingMode::StrictAlignCorners },
-            Resize::Upsample { sh: 2.0, sw: 0.3, align_corners: false },
+            Resize::Bilinear {
+                h: 1,
+                w: 2,
+                mode: SamplingMode::UnalignCorners,
+            },
+            Resize::Bilinear {
+                h: 4,
+                w: 5,
+                mode: SamplingMode::AlignCorners,
+            },
+            Resize::Bilinear {
+                h: 3,
+                w: 3,
+                mode: SamplingMode::Default,
+            },
+            Resize::Bilinear {
+                h: 2,
+                w: 6,
+                mode: SamplingMode::OffsetCorners,
+            },
+            Resize::Bilinear {
+                h: 1,
+                w: 1,
+                mode: SamplingMode::StrictAlignCorners,
+            },
+            Resize::Upsample {
+                sh: 2.0,
+                sw: 0.3,
+                align_corners: false,
+            },
         ];
         for r in ops {
             round_trip(&Op::Resize(r), from_mil);
         }
-        let bad = vec![("sampling_mode", Literal::Str("HALF_PIXEL".into())), ("target_size_height", Literal::Int32(2)), ("target_size_width", Literal::Int32(2))];
-        assert!(from_mil("resize_bilinear", &mut mil_args(bad)).unwrap().is_err());
-        let int_scale = vec![("align_corners", Literal::Bool(false)), ("scale_factor_height", Literal::Int32(2)), ("scale_factor_width", Literal::Fp32(2.0))];
-        assert!(from_mil("upsample_bilinear", &mut mil_args(int_scale)).unwrap().is_err());
+        let bad = vec![
+            ("sampling_mode", Literal::Str("HALF_PIXEL".into())),
+            ("target_size_height", Literal::Int32(2)),
+            ("target_size_width", Literal::Int32(2)),
+        ];
+        assert!(from_mil("resize_bilinear", &mut mil_args(bad))
+            .unwrap()
+            .is_err());
+        let int_scale = vec![
+            ("align_corners", Literal::Bool(false)),
+            ("scale_factor_height", Literal::Int32(2)),
+            ("scale_factor_width", Literal::Fp32(2.0)),
+        ];
+        assert!(from_mil("upsample_bilinear", &mut mil_args(int_scale))
+            .unwrap()
+            .is_err());
         assert!(from_mil("crop", &mut mil_args(vec![])).is_none());
     }
 }

@@ -12,9 +12,39 @@ use crate::mil::{Literal, MilArgs, MilOp};
 
 /// MIL ops this family prints.
 pub const MIL_OPS: &[&str] = &[
-    "relu", "gelu", "silu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "abs", "sin", "cos", "erf", "softplus", "relu6", "elu",
-    "leaky_relu", "clip", "floor", "ceil", "round", "sign", "atan", "exp2", "softsign", "inverse", "threshold", "thresholded_relu",
-    "scaled_tanh", "clamped_relu", "sigmoid_hard", "linear_activation", "logical_not",
+    "relu",
+    "gelu",
+    "silu",
+    "sigmoid",
+    "tanh",
+    "exp",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "abs",
+    "sin",
+    "cos",
+    "erf",
+    "softplus",
+    "relu6",
+    "elu",
+    "leaky_relu",
+    "clip",
+    "floor",
+    "ceil",
+    "round",
+    "sign",
+    "atan",
+    "exp2",
+    "softsign",
+    "inverse",
+    "threshold",
+    "thresholded_relu",
+    "scaled_tanh",
+    "clamped_relu",
+    "sigmoid_hard",
+    "linear_activation",
+    "logical_not",
 ];
 
 /// Single-input elementwise ops. Parameters hold fp16-rounded values (as printed in MIL).
@@ -28,20 +58,31 @@ pub enum Unary {
     Tanh,
     Exp,
     /// ln(x + epsilon), as MIL defines it.
-    Log { eps: f32 },
+    Log {
+        eps: f32,
+    },
     Sqrt,
     /// 1 / sqrt(x + epsilon).
-    Rsqrt { eps: f32 },
+    Rsqrt {
+        eps: f32,
+    },
     Abs,
     Sin,
     Cos,
     Erf,
     Softplus,
     Relu6,
-    Elu { alpha: f32 },
-    LeakyRelu { alpha: f32 },
+    Elu {
+        alpha: f32,
+    },
+    LeakyRelu {
+        alpha: f32,
+    },
     /// min(max(x, lo), hi).
-    Clip { lo: f32, hi: f32 },
+    Clip {
+        lo: f32,
+        hi: f32,
+    },
     Floor,
     Ceil,
     /// Round to the nearest integer, ties to even (NumPy `round`).
@@ -54,19 +95,37 @@ pub enum Unary {
     /// x / (1 + |x|).
     Softsign,
     /// 1 / (x + epsilon).
-    Inverse { eps: f32 },
+    Inverse {
+        eps: f32,
+    },
     /// max(x, alpha).
-    Threshold { alpha: f32 },
+    Threshold {
+        alpha: f32,
+    },
     /// x where x ≥ alpha, else 0.
-    ThresholdedRelu { alpha: f32 },
+    ThresholdedRelu {
+        alpha: f32,
+    },
     /// alpha · tanh(beta · x).
-    ScaledTanh { alpha: f32, beta: f32 },
+    ScaledTanh {
+        alpha: f32,
+        beta: f32,
+    },
     /// min(x ≥ 0 ? x : alpha·x, beta).
-    ClampedRelu { alpha: f32, beta: f32 },
+    ClampedRelu {
+        alpha: f32,
+        beta: f32,
+    },
     /// min(max(alpha·x + beta, 0), 1).
-    SigmoidHard { alpha: f32, beta: f32 },
+    SigmoidHard {
+        alpha: f32,
+        beta: f32,
+    },
     /// alpha·x + beta.
-    LinearActivation { alpha: f32, beta: f32 },
+    LinearActivation {
+        alpha: f32,
+        beta: f32,
+    },
     /// Boolean negation (bool in, bool out).
     LogicalNot,
 }
@@ -214,7 +273,13 @@ impl Family for Unary {
         if *self != Unary::LogicalNot {
             expect_fp16(self.name(), inputs)?;
         } else if inputs[0].dtype != DType::Bool {
-            return Err(Error::dtype("logical_not", format!("input is {} {:?}; this op takes bool (a comparison result)", inputs[0].dtype, inputs[0].shape)));
+            return Err(Error::dtype(
+                "logical_not",
+                format!(
+                    "input is {} {:?}; this op takes bool (a comparison result)",
+                    inputs[0].dtype, inputs[0].shape
+                ),
+            ));
         }
         Ok(vec![inputs[0].clone()])
     }
@@ -223,20 +288,32 @@ impl Family for Unary {
         let fp16 = Literal::Fp16;
         match *self {
             Unary::Gelu => m.param("mode", Literal::Str("EXACT".into())),
-            Unary::Log { eps } | Unary::Rsqrt { eps } | Unary::Inverse { eps } => m.param("epsilon", fp16(eps)),
-            Unary::Elu { alpha } | Unary::LeakyRelu { alpha } | Unary::Threshold { alpha } | Unary::ThresholdedRelu { alpha } => m.param("alpha", fp16(alpha)),
-            Unary::Clip { lo: alpha, hi: beta }
+            Unary::Log { eps } | Unary::Rsqrt { eps } | Unary::Inverse { eps } => {
+                m.param("epsilon", fp16(eps))
+            }
+            Unary::Elu { alpha }
+            | Unary::LeakyRelu { alpha }
+            | Unary::Threshold { alpha }
+            | Unary::ThresholdedRelu { alpha } => m.param("alpha", fp16(alpha)),
+            Unary::Clip {
+                lo: alpha,
+                hi: beta,
+            }
             | Unary::ScaledTanh { alpha, beta }
             | Unary::ClampedRelu { alpha, beta }
             | Unary::SigmoidHard { alpha, beta }
-            | Unary::LinearActivation { alpha, beta } => m.param("alpha", fp16(alpha)).param("beta", fp16(beta)),
+            | Unary::LinearActivation { alpha, beta } => {
+                m.param("alpha", fp16(alpha)).param("beta", fp16(beta))
+            }
             _ => m,
         }
     }
     fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
         let (x, y) = (&ins[0].data, &mut out[0].data);
         let f = *self;
-        for_chunks(y, 4096, x, 4096, |yc, xc| yc.iter_mut().zip(xc).for_each(|(o, &v)| *o = f.apply(v)));
+        for_chunks(y, 4096, x, 4096, |yc, xc| {
+            yc.iter_mut().zip(xc).for_each(|(o, &v)| *o = f.apply(v))
+        });
         Ok(())
     }
 }
@@ -246,7 +323,9 @@ pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
     if let Some(&u) = PLAIN.iter().find(|u| u.mil_name() == op) {
         return Some(Ok(Op::Unary(u)));
     }
-    let mut ab = |mk: fn(f32, f32) -> Unary| -> Result<Unary> { Ok(mk(args.fp16("alpha")?, args.fp16("beta")?)) };
+    let mut ab = |mk: fn(f32, f32) -> Unary| -> Result<Unary> {
+        Ok(mk(args.fp16("alpha")?, args.fp16("beta")?))
+    };
     let parsed = match op {
         "clip" => ab(|lo, hi| Unary::Clip { lo, hi }),
         "scaled_tanh" => ab(|alpha, beta| Unary::ScaledTanh { alpha, beta }),
@@ -263,7 +342,9 @@ pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
         "elu" => args.fp16("alpha").map(|alpha| Unary::Elu { alpha }),
         "leaky_relu" => args.fp16("alpha").map(|alpha| Unary::LeakyRelu { alpha }),
         "threshold" => args.fp16("alpha").map(|alpha| Unary::Threshold { alpha }),
-        "thresholded_relu" => args.fp16("alpha").map(|alpha| Unary::ThresholdedRelu { alpha }),
+        "thresholded_relu" => args
+            .fp16("alpha")
+            .map(|alpha| Unary::ThresholdedRelu { alpha }),
         _ => return None,
     };
     Some(parsed.map(Op::Unary))
@@ -275,8 +356,17 @@ impl Tensor {
         Tensor::apply1(Op::Unary(u), vec![self.clone()])
     }
     /// A two-parameter activation; both parameters fp16-rounded and finite.
-    fn unary_ab(&self, op: &str, alpha: f32, beta: f32, mk: fn(f32, f32) -> Unary) -> Result<Tensor> {
-        self.unary(mk(fp16_param(op, "alpha", alpha)?, fp16_param(op, "beta", beta)?))
+    fn unary_ab(
+        &self,
+        op: &str,
+        alpha: f32,
+        beta: f32,
+        mk: fn(f32, f32) -> Unary,
+    ) -> Result<Tensor> {
+        self.unary(mk(
+            fp16_param(op, "alpha", alpha)?,
+            fp16_param(op, "beta", beta)?,
+        ))
     }
 
     /// max(x, 0).
@@ -305,7 +395,9 @@ impl Tensor {
     }
     /// ln(x + eps).
     pub fn log(&self, eps: f32) -> Result<Tensor> {
-        self.unary(Unary::Log { eps: fp16_param("log", "eps", eps)? })
+        self.unary(Unary::Log {
+            eps: fp16_param("log", "eps", eps)?,
+        })
     }
     /// √x.
     pub fn sqrt(&self) -> Result<Tensor> {
@@ -313,7 +405,9 @@ impl Tensor {
     }
     /// 1 / √(x + eps).
     pub fn rsqrt(&self, eps: f32) -> Result<Tensor> {
-        self.unary(Unary::Rsqrt { eps: fp16_param("rsqrt", "eps", eps)? })
+        self.unary(Unary::Rsqrt {
+            eps: fp16_param("rsqrt", "eps", eps)?,
+        })
     }
     /// |x|.
     pub fn abs(&self) -> Result<Tensor> {
@@ -341,17 +435,24 @@ impl Tensor {
     }
     /// x if x > 0 else alpha·(e^x − 1).
     pub fn elu(&self, alpha: f32) -> Result<Tensor> {
-        self.unary(Unary::Elu { alpha: fp16_param("elu", "alpha", alpha)? })
+        self.unary(Unary::Elu {
+            alpha: fp16_param("elu", "alpha", alpha)?,
+        })
     }
     /// x if x ≥ 0 else alpha·x.
     pub fn leaky_relu(&self, alpha: f32) -> Result<Tensor> {
-        self.unary(Unary::LeakyRelu { alpha: fp16_param("leaky_relu", "alpha", alpha)? })
+        self.unary(Unary::LeakyRelu {
+            alpha: fp16_param("leaky_relu", "alpha", alpha)?,
+        })
     }
     /// min(max(x, lo), hi); errors if lo > hi.
     pub fn clip(&self, lo: f32, hi: f32) -> Result<Tensor> {
         let (lo, hi) = (fp16_param("clip", "lo", lo)?, fp16_param("clip", "hi", hi)?);
         if lo > hi {
-            return Err(Error::value("clip", format!("lo = {lo} is greater than hi = {hi}")));
+            return Err(Error::value(
+                "clip",
+                format!("lo = {lo} is greater than hi = {hi}"),
+            ));
         }
         self.unary(Unary::Clip { lo, hi })
     }
@@ -385,31 +486,45 @@ impl Tensor {
     }
     /// 1 / (x + eps) (MIL `inverse`).
     pub fn inverse(&self, eps: f32) -> Result<Tensor> {
-        self.unary(Unary::Inverse { eps: fp16_param("inverse", "eps", eps)? })
+        self.unary(Unary::Inverse {
+            eps: fp16_param("inverse", "eps", eps)?,
+        })
     }
     /// max(x, alpha).
     pub fn threshold(&self, alpha: f32) -> Result<Tensor> {
-        self.unary(Unary::Threshold { alpha: fp16_param("threshold", "alpha", alpha)? })
+        self.unary(Unary::Threshold {
+            alpha: fp16_param("threshold", "alpha", alpha)?,
+        })
     }
     /// x where x ≥ alpha, else 0.
     pub fn thresholded_relu(&self, alpha: f32) -> Result<Tensor> {
-        self.unary(Unary::ThresholdedRelu { alpha: fp16_param("thresholded_relu", "alpha", alpha)? })
+        self.unary(Unary::ThresholdedRelu {
+            alpha: fp16_param("thresholded_relu", "alpha", alpha)?,
+        })
     }
     /// alpha · tanh(beta · x).
     pub fn scaled_tanh(&self, alpha: f32, beta: f32) -> Result<Tensor> {
-        self.unary_ab("scaled_tanh", alpha, beta, |alpha, beta| Unary::ScaledTanh { alpha, beta })
+        self.unary_ab("scaled_tanh", alpha, beta, |alpha, beta| {
+            Unary::ScaledTanh { alpha, beta }
+        })
     }
     /// min(x ≥ 0 ? x : alpha·x, beta) (a leaky ReLU capped at beta).
     pub fn clamped_relu(&self, alpha: f32, beta: f32) -> Result<Tensor> {
-        self.unary_ab("clamped_relu", alpha, beta, |alpha, beta| Unary::ClampedRelu { alpha, beta })
+        self.unary_ab("clamped_relu", alpha, beta, |alpha, beta| {
+            Unary::ClampedRelu { alpha, beta }
+        })
     }
     /// min(max(alpha·x + beta, 0), 1).
     pub fn sigmoid_hard(&self, alpha: f32, beta: f32) -> Result<Tensor> {
-        self.unary_ab("sigmoid_hard", alpha, beta, |alpha, beta| Unary::SigmoidHard { alpha, beta })
+        self.unary_ab("sigmoid_hard", alpha, beta, |alpha, beta| {
+            Unary::SigmoidHard { alpha, beta }
+        })
     }
     /// alpha·x + beta in one op.
     pub fn linear_activation(&self, alpha: f32, beta: f32) -> Result<Tensor> {
-        self.unary_ab("linear_activation", alpha, beta, |alpha, beta| Unary::LinearActivation { alpha, beta })
+        self.unary_ab("linear_activation", alpha, beta, |alpha, beta| {
+            Unary::LinearActivation { alpha, beta }
+        })
     }
     /// Boolean not of a bool tensor (a comparison result); errors on fp16 input.
     pub fn logical_not(&self) -> Result<Tensor> {
@@ -430,8 +545,16 @@ impl Unary {
         let d = match *self {
             Unary::Relu => return Ok(vec![Some(mask(&x.compare_scalar(Greater, 0.0)?, g)?)]),
             Unary::Gelu => {
-                let cdf = x.mul_scalar(FRAC_1_SQRT_2)?.erf()?.add_scalar(1.0)?.mul_scalar(0.5)?;
-                let pdf = x.square()?.mul_scalar(-0.5)?.exp()?.mul_scalar(FRAC_1_SQRT_2 * FRAC_2_SQRT_PI * 0.5)?;
+                let cdf = x
+                    .mul_scalar(FRAC_1_SQRT_2)?
+                    .erf()?
+                    .add_scalar(1.0)?
+                    .mul_scalar(0.5)?;
+                let pdf = x
+                    .square()?
+                    .mul_scalar(-0.5)?
+                    .exp()?
+                    .mul_scalar(FRAC_1_SQRT_2 * FRAC_2_SQRT_PI * 0.5)?;
                 cdf.add(&x.mul(&pdf)?)?
             }
             Unary::Silu => {
@@ -444,32 +567,81 @@ impl Unary {
             Unary::Log { eps } => return Ok(vec![Some(g.div(&x.add_scalar(eps)?)?)]),
             Unary::Sqrt => return Ok(vec![Some(g.div(&y.mul_scalar(2.0)?)?)]),
             Unary::Rsqrt { .. } => y.square()?.mul(y)?.mul_scalar(-0.5)?,
-            Unary::Abs => return Ok(vec![Some(crate::select(&x.compare_scalar(Less, 0.0)?, &g.neg()?, g)?)]),
+            Unary::Abs => {
+                return Ok(vec![Some(crate::select(
+                    &x.compare_scalar(Less, 0.0)?,
+                    &g.neg()?,
+                    g,
+                )?)])
+            }
             Unary::Sin => x.cos()?,
             Unary::Cos => x.sin()?.neg()?,
             Unary::Erf => x.square()?.neg()?.exp()?.mul_scalar(FRAC_2_SQRT_PI)?,
             Unary::Softplus => x.sigmoid()?,
-            Unary::Relu6 => return Ok(vec![Some(mask(&x.compare_scalar(Greater, 0.0)?, &mask(&x.compare_scalar(Less, 6.0)?, g)?)?)]),
-            Unary::Elu { alpha } => return Ok(vec![Some(crate::select(&x.compare_scalar(Greater, 0.0)?, g, &g.mul(&y.add_scalar(alpha)?)?)?)]),
-            Unary::LeakyRelu { alpha } => return Ok(vec![Some(crate::select(&x.compare_scalar(GreaterEqual, 0.0)?, g, &g.mul_scalar(alpha)?)?)]),
-            Unary::Clip { lo, hi } => return Ok(vec![Some(mask(&x.compare_scalar(GreaterEqual, lo)?, &mask(&x.compare_scalar(LessEqual, hi)?, g)?)?)]),
+            Unary::Relu6 => {
+                return Ok(vec![Some(mask(
+                    &x.compare_scalar(Greater, 0.0)?,
+                    &mask(&x.compare_scalar(Less, 6.0)?, g)?,
+                )?)])
+            }
+            Unary::Elu { alpha } => {
+                return Ok(vec![Some(crate::select(
+                    &x.compare_scalar(Greater, 0.0)?,
+                    g,
+                    &g.mul(&y.add_scalar(alpha)?)?,
+                )?)])
+            }
+            Unary::LeakyRelu { alpha } => {
+                return Ok(vec![Some(crate::select(
+                    &x.compare_scalar(GreaterEqual, 0.0)?,
+                    g,
+                    &g.mul_scalar(alpha)?,
+                )?)])
+            }
+            Unary::Clip { lo, hi } => {
+                return Ok(vec![Some(mask(
+                    &x.compare_scalar(GreaterEqual, lo)?,
+                    &mask(&x.compare_scalar(LessEqual, hi)?, g)?,
+                )?)])
+            }
             Unary::Atan => return Ok(vec![Some(g.div(&x.square()?.add_scalar(1.0)?)?)]),
             Unary::Exp2 => y.mul_scalar(LN_2)?,
             Unary::Softsign => return Ok(vec![Some(g.div(&x.abs()?.add_scalar(1.0)?.square()?)?)]),
             Unary::Inverse { .. } => y.square()?.neg()?,
-            Unary::Threshold { alpha } => return Ok(vec![Some(mask(&x.compare_scalar(Greater, alpha)?, g)?)]),
-            Unary::ThresholdedRelu { alpha } => return Ok(vec![Some(mask(&x.compare_scalar(GreaterEqual, alpha)?, g)?)]),
-            Unary::ScaledTanh { alpha, beta } => x.mul_scalar(beta)?.tanh()?.square()?.rsub_scalar(1.0)?.mul_scalar(alpha * beta)?,
+            Unary::Threshold { alpha } => {
+                return Ok(vec![Some(mask(&x.compare_scalar(Greater, alpha)?, g)?)])
+            }
+            Unary::ThresholdedRelu { alpha } => {
+                return Ok(vec![Some(mask(
+                    &x.compare_scalar(GreaterEqual, alpha)?,
+                    g,
+                )?)])
+            }
+            Unary::ScaledTanh { alpha, beta } => x
+                .mul_scalar(beta)?
+                .tanh()?
+                .square()?
+                .rsub_scalar(1.0)?
+                .mul_scalar(alpha * beta)?,
             Unary::ClampedRelu { alpha, beta } => {
-                let inner = crate::select(&x.compare_scalar(GreaterEqual, 0.0)?, g, &g.mul_scalar(alpha)?)?;
+                let inner = crate::select(
+                    &x.compare_scalar(GreaterEqual, 0.0)?,
+                    g,
+                    &g.mul_scalar(alpha)?,
+                )?;
                 return Ok(vec![Some(mask(&y.compare_scalar(Less, beta)?, &inner)?)]);
             }
             Unary::SigmoidHard { alpha, beta } => {
                 let z = x.mul_scalar(alpha)?.add_scalar(beta)?;
-                return Ok(vec![Some(mask(&z.compare_scalar(Greater, 0.0)?, &mask(&z.compare_scalar(Less, 1.0)?, &g.mul_scalar(alpha)?)?)?)]);
+                return Ok(vec![Some(mask(
+                    &z.compare_scalar(Greater, 0.0)?,
+                    &mask(&z.compare_scalar(Less, 1.0)?, &g.mul_scalar(alpha)?)?,
+                )?)]);
             }
             Unary::LinearActivation { alpha, .. } => return Ok(vec![Some(g.mul_scalar(alpha)?)]),
-            Unary::Floor | Unary::Ceil | Unary::Round | Unary::Sign | Unary::LogicalNot => return Err(not_differentiable(self.name())),
+            Unary::Floor | Unary::Ceil | Unary::Round | Unary::Sign | Unary::LogicalNot => {
+                return Err(not_differentiable(self.name()))
+            }
         };
         Ok(vec![Some(g.mul(&d)?)])
     }
@@ -482,32 +654,80 @@ mod tests {
     /// Each new kernel against a naive f64 formula on awkward points (ties, zero, thresholds).
     #[test]
     fn new_unary_kernels_match_f64_formulas() {
-        let xs = [-2.5f32, -1.5, -1.0, -0.5, -0.25, 0.0, 0.25, 0.5, 1.0, 1.5, 2.5, 3.7];
+        let xs = [
+            -2.5f32, -1.5, -1.0, -0.5, -0.25, 0.0, 0.25, 0.5, 1.0, 1.5, 2.5, 3.7,
+        ];
         type Formula = fn(f64) -> f64;
         let cases: Vec<(Unary, Formula)> = vec![
             (Unary::Floor, f64::floor),
             (Unary::Ceil, f64::ceil),
             (Unary::Round, |x| {
                 let r = x.round();
-                if (x - x.trunc()).abs() == 0.5 && r % 2.0 != 0.0 { r - x.signum() } else { r }
+                if (x - x.trunc()).abs() == 0.5 && r % 2.0 != 0.0 {
+                    r - x.signum()
+                } else {
+                    r
+                }
             }),
-            (Unary::Sign, |x| if x > 0.0 { 1.0 } else if x < 0.0 { -1.0 } else { 0.0 }),
+            (Unary::Sign, |x| {
+                if x > 0.0 {
+                    1.0
+                } else if x < 0.0 {
+                    -1.0
+                } else {
+                    0.0
+                }
+            }),
             (Unary::Atan, f64::atan),
             (Unary::Exp2, f64::exp2),
             (Unary::Softsign, |x| x / (1.0 + x.abs())),
             (Unary::Inverse { eps: 0.25 }, |x| 1.0 / (x + 0.25)),
             (Unary::Threshold { alpha: 0.5 }, |x| x.max(0.5)),
-            (Unary::ThresholdedRelu { alpha: 0.5 }, |x| if x >= 0.5 { x } else { 0.0 }),
-            (Unary::ScaledTanh { alpha: 0.5, beta: 1.5 }, |x| 0.5 * (1.5 * x).tanh()),
-            (Unary::ClampedRelu { alpha: 0.5, beta: 1.5 }, |x| (if x >= 0.0 { x } else { 0.5 * x }).min(1.5)),
-            (Unary::SigmoidHard { alpha: 0.5, beta: 1.5 }, |x| (0.5 * x + 1.5).clamp(0.0, 1.0)),
-            (Unary::LinearActivation { alpha: 0.5, beta: 1.5 }, |x| 0.5 * x + 1.5),
+            (Unary::ThresholdedRelu { alpha: 0.5 }, |x| {
+                if x >= 0.5 {
+                    x
+                } else {
+                    0.0
+                }
+            }),
+            (
+                Unary::ScaledTanh {
+                    alpha: 0.5,
+                    beta: 1.5,
+                },
+                |x| 0.5 * (1.5 * x).tanh(),
+            ),
+            (
+                Unary::ClampedRelu {
+                    alpha: 0.5,
+                    beta: 1.5,
+                },
+                |x| (if x >= 0.0 { x } else { 0.5 * x }).min(1.5),
+            ),
+            (
+                Unary::SigmoidHard {
+                    alpha: 0.5,
+                    beta: 1.5,
+                },
+                |x| (0.5 * x + 1.5).clamp(0.0, 1.0),
+            ),
+            (
+                Unary::LinearActivation {
+                    alpha: 0.5,
+                    beta: 1.5,
+                },
+                |x| 0.5 * x + 1.5,
+            ),
             (Unary::LogicalNot, |x| if x == 0.0 { 1.0 } else { 0.0 }),
         ];
         for (u, f) in cases {
             for &x in &xs {
                 let (got, want) = (u.apply(x) as f64, f(x as f64));
-                assert!((got - want).abs() <= 1e-6 * want.abs().max(1.0) || (got.is_infinite() && want.is_infinite()), "{u:?}({x}) = {got}, want {want}");
+                assert!(
+                    (got - want).abs() <= 1e-6 * want.abs().max(1.0)
+                        || (got.is_infinite() && want.is_infinite()),
+                    "{u:?}({x}) = {got}, want {want}"
+                );
             }
         }
     }
@@ -517,8 +737,13 @@ mod tests {
     fn builder_errors_are_results() {
         let x = crate::input(&[2, 3]).unwrap();
         assert!(x.logical_not().is_err(), "logical_not takes bool");
-        let b = x.compare_scalar(crate::ops::elementwise::Compare::Greater, 0.0).unwrap();
-        assert!(b.floor().is_err() && b.sign().is_err(), "fp16 ops reject bool");
+        let b = x
+            .compare_scalar(crate::ops::elementwise::Compare::Greater, 0.0)
+            .unwrap();
+        assert!(
+            b.floor().is_err() && b.sign().is_err(),
+            "fp16 ops reject bool"
+        );
         assert_eq!(b.logical_not().unwrap().dtype(), crate::DType::Bool);
         assert!(x.inverse(f32::NAN).is_err());
         assert!(x.threshold(1e6).is_err(), "outside fp16 range");
@@ -545,24 +770,49 @@ mod tests {
             Unary::Threshold { alpha: -0.5 },
             Unary::ThresholdedRelu { alpha: 2.0 },
             Unary::Clip { lo: -1.0, hi: 2.0 },
-            Unary::ScaledTanh { alpha: 1.5, beta: 0.5 },
-            Unary::ClampedRelu { alpha: 0.25, beta: 6.0 },
-            Unary::SigmoidHard { alpha: 0.25, beta: 0.5 },
-            Unary::LinearActivation { alpha: -2.0, beta: 0.75 },
+            Unary::ScaledTanh {
+                alpha: 1.5,
+                beta: 0.5,
+            },
+            Unary::ClampedRelu {
+                alpha: 0.25,
+                beta: 6.0,
+            },
+            Unary::SigmoidHard {
+                alpha: 0.25,
+                beta: 0.5,
+            },
+            Unary::LinearActivation {
+                alpha: -2.0,
+                beta: 0.75,
+            },
         ];
         for u in PLAIN.into_iter().chain(with_params) {
             round_trip(&Op::Unary(u), from_mil);
         }
         assert!(from_mil("inverse", &mut mil_args(vec![])).unwrap().is_err());
-        assert!(from_mil("scaled_tanh", &mut mil_args(vec![("alpha", Literal::Fp16(1.0))])).unwrap().is_err());
-        assert!(from_mil("threshold", &mut mil_args(vec![("alpha", Literal::Int32(1))])).unwrap().is_err());
+        assert!(from_mil(
+            "scaled_tanh",
+            &mut mil_args(vec![("alpha", Literal::Fp16(1.0))])
+        )
+        .unwrap()
+        .is_err());
+        assert!(from_mil(
+            "threshold",
+            &mut mil_args(vec![("alpha", Literal::Int32(1))])
+        )
+        .unwrap()
+        .is_err());
         assert!(from_mil("add", &mut mil_args(vec![])).is_none());
     }
 
     /// Ties go to the even neighbour.
     #[test]
     fn round_is_half_to_even() {
-        let got: Vec<f32> = [-2.5f32, -1.5, -0.5, 0.5, 1.5, 2.5].iter().map(|&x| Unary::Round.apply(x)).collect();
+        let got: Vec<f32> = [-2.5f32, -1.5, -0.5, 0.5, 1.5, 2.5]
+            .iter()
+            .map(|&x| Unary::Round.apply(x))
+            .collect();
         assert_eq!(got, [-2.0, -2.0, -0.0, 0.0, 2.0, 2.0]);
     }
 }

@@ -28,7 +28,11 @@ const COS: [f32; 5] = [1.0, -0.5, 1.0 / 24.0, -1.0 / 720.0, 1.0 / 40320.0];
 pub fn decompose(graph: &Graph, family: Family) -> Result<Graph> {
     let mut built: Vec<Vec<Tensor>> = Vec::with_capacity(graph.nodes.len());
     for n in &graph.nodes {
-        let srcs: Vec<Tensor> = n.inputs.iter().map(|v| built[v.node][v.port].clone()).collect();
+        let srcs: Vec<Tensor> = n
+            .inputs
+            .iter()
+            .map(|v| built[v.node][v.port].clone())
+            .collect();
         let op = n.op.family().name();
         let outs = match (op_status(op, family), op) {
             (Status::Decompose, "sin") => vec![sin(&srcs[0])?],
@@ -37,7 +41,11 @@ pub fn decompose(graph: &Graph, family: Family) -> Result<Graph> {
         };
         built.push(outs);
     }
-    let outputs: Vec<(Option<String>, Tensor)> = graph.outputs.iter().map(|(name, v)| (Some(name.clone()), built[v.node][v.port].clone())).collect();
+    let outputs: Vec<(Option<String>, Tensor)> = graph
+        .outputs
+        .iter()
+        .map(|(name, v)| (Some(name.clone()), built[v.node][v.port].clone()))
+        .collect();
     Graph::from_outputs(&outputs)
 }
 
@@ -86,13 +94,28 @@ mod tests {
     /// Max |error| of sin and cos compiled for `target` on the reference executor, over fp16 points in [-lim, lim].
     fn max_errors(target: &str, lim: f32) -> (f64, f64, String) {
         let n = 4001;
-        let xs: Vec<f32> = (0..n).map(|i| f16::from_f32(-lim + 2.0 * lim * i as f32 / (n - 1) as f32).to_f32()).collect();
+        let xs: Vec<f32> = (0..n)
+            .map(|i| f16::from_f32(-lim + 2.0 * lim * i as f32 / (n - 1) as f32).to_f32())
+            .collect();
         let x = input(&[n]).unwrap();
-        let dir = std::env::temp_dir().join(format!("aneforge-decompose-{}-{target}-{lim}", std::process::id()));
-        let opts = CompileOptions { device: Device::Reference, build_dir: Some(dir.clone()), target: Some(target.into()), ..Default::default() };
+        let dir = std::env::temp_dir().join(format!(
+            "aneforge-decompose-{}-{target}-{lim}",
+            std::process::id()
+        ));
+        let opts = CompileOptions {
+            device: Device::Reference,
+            build_dir: Some(dir.clone()),
+            target: Some(target.into()),
+            ..Default::default()
+        };
         let mut c = compile(&[(None, x.sin().unwrap()), (None, x.cos().unwrap())], &opts).unwrap();
         let out = c.run(&[PortData::F32(&xs)]).unwrap();
-        let err = |ys: &[f32], f: fn(f64) -> f64| xs.iter().zip(ys).map(|(&x, &y)| (y as f64 - f(x as f64)).abs()).fold(0.0, f64::max);
+        let err = |ys: &[f32], f: fn(f64) -> f64| {
+            xs.iter()
+                .zip(ys)
+                .map(|(&x, &y)| (y as f64 - f(x as f64)).abs())
+                .fold(0.0, f64::max)
+        };
         let mil = c.program.mil.clone();
         std::fs::remove_dir_all(dir).unwrap();
         (err(&out[0], f64::sin), err(&out[1], f64::cos), mil)
@@ -116,8 +139,20 @@ mod tests {
 
     #[test]
     fn fp32_precision_cannot_decompose() {
-        let opts = CompileOptions { device: Device::Reference, precision: Precision::Fp32, target: Some("h13".into()), ..Default::default() };
-        let e = compile(&[(None, input(&[4]).unwrap().sin().unwrap())], &opts).err().unwrap();
-        assert!(matches!(e, Error::Value { .. }) && e.to_string().contains("[\"sin\"] must be decomposed for target A13 (h13)"), "{e}");
+        let opts = CompileOptions {
+            device: Device::Reference,
+            precision: Precision::Fp32,
+            target: Some("h13".into()),
+            ..Default::default()
+        };
+        let e = compile(&[(None, input(&[4]).unwrap().sin().unwrap())], &opts)
+            .err()
+            .unwrap();
+        assert!(
+            matches!(e, Error::Value { .. })
+                && e.to_string()
+                    .contains("[\"sin\"] must be decomposed for target A13 (h13)"),
+            "{e}"
+        );
     }
 }

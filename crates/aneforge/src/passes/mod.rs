@@ -1,9 +1,9 @@
 //! Graph → Graph passes run by `compile` before lowering.
 
 pub mod decompose;
-pub mod quirks;
 pub mod opset;
 pub mod precision;
+pub mod quirks;
 pub mod reduce_to_matmul;
 
 use crate::error::{Error, Result};
@@ -42,7 +42,9 @@ pub fn work_around(graph: Graph, target: Option<Target>, precision: Precision) -
     }
     let r = quirks::quirks(&graph, target.map(|t| t.family))?;
     if std::env::var_os("ANEFORGE_QUIET").is_none() {
-        r.warnings.iter().for_each(|w| eprintln!("aneforge: warning: {w}"));
+        r.warnings
+            .iter()
+            .for_each(|w| eprintln!("aneforge: warning: {w}"));
     }
     Ok(r.graph)
 }

@@ -26,7 +26,10 @@ pub fn for_opset(mut graph: Graph, opset: Opset) -> Result<Graph> {
         let mut dense = vec![0f32; crate::shape::numel(c.shape())];
         c.expand(&mut dense);
         let values = Arc::new(dense.iter().map(|&v| f16::from_f32(v)).collect());
-        node.op = Op::Const(io::Const { shape: c.shape().to_vec(), values });
+        node.op = Op::Const(io::Const {
+            shape: c.shape().to_vec(),
+            values,
+        });
     }
     Ok(graph)
 }

@@ -74,7 +74,9 @@ mod tests {
 
     /// The ANE's reduce_sum model: a running sum rounded to fp16 after every addition.
     fn fp16_running_sum(xs: &[f32]) -> f32 {
-        xs.iter().fold(f16::ZERO, |acc, &v| f16::from_f32(acc.to_f32() + v)).to_f32()
+        xs.iter()
+            .fold(f16::ZERO, |acc, &v| f16::from_f32(acc.to_f32() + v))
+            .to_f32()
     }
 
     #[test]
@@ -84,7 +86,10 @@ mod tests {
         let risks = precision_risk(std::slice::from_ref(&y)).unwrap();
         assert_eq!(risks.len(), 1, "{risks:?}");
         let r = &risks[0];
-        assert!(r.op == "reduce_sum" && r.k == 4096 && r.fixable && r.reason.contains("2048"), "{r:?}");
+        assert!(
+            r.op == "reduce_sum" && r.k == 4096 && r.fixable && r.reason.contains("2048"),
+            "{r:?}"
+        );
         assert!((r.est_error - 0.064).abs() < 1e-3);
 
         // The gap: an fp16 running sum of 4096 ones stops at 2048; the matmul form gives 4096.
@@ -92,17 +97,36 @@ mod tests {
         assert_eq!(fp16_running_sum(&ones[..4096]), 2048.0);
         let fixed = reduce_sum_to_matmul(&[y]).unwrap();
         assert!(precision_risk(&fixed).unwrap().is_empty());
-        let mut c = compile(&[(None, fixed[0].clone())], &CompileOptions { device: Device::Reference, ..Default::default() }).unwrap();
-        assert_eq!(c.run(&[PortData::F32(&ones)]).unwrap()[0], vec![4096.0, 4096.0]);
+        let mut c = compile(
+            &[(None, fixed[0].clone())],
+            &CompileOptions {
+                device: Device::Reference,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            c.run(&[PortData::F32(&ones)]).unwrap()[0],
+            vec![4096.0, 4096.0]
+        );
     }
 
     #[test]
     fn short_sums_and_max_are_not_flagged() {
         let x = input(&[4, 255]).unwrap();
-        let outs = [x.sum(&[1], false).unwrap(), input(&[8, 5000]).unwrap().amax(&[1], false).unwrap()];
+        let outs = [
+            x.sum(&[1], false).unwrap(),
+            input(&[8, 5000]).unwrap().amax(&[1], false).unwrap(),
+        ];
         assert!(precision_risk(&outs).unwrap().is_empty());
-        let l2 = input(&[1, 70000 / 2]).unwrap().reduce_l2_norm(&[1], false).unwrap();
+        let l2 = input(&[1, 70000 / 2])
+            .unwrap()
+            .reduce_l2_norm(&[1], false)
+            .unwrap();
         let r = precision_risk(&[l2]).unwrap();
-        assert!(r.len() == 1 && !r[0].fixable && r[0].op == "reduce_l2_norm", "{r:?}");
+        assert!(
+            r.len() == 1 && !r[0].fixable && r[0].op == "reduce_l2_norm",
+            "{r:?}"
+        );
     }
 }

@@ -60,7 +60,11 @@ pub fn quirks(graph: &Graph, family: Option<Family>) -> Result<Rewritten> {
     let mut built: Vec<Vec<Tensor>> = Vec::with_capacity(graph.nodes.len());
     let mut changed = false;
     for (i, n) in graph.nodes.iter().enumerate() {
-        let srcs: Vec<Tensor> = n.inputs.iter().map(|v| built[v.node][v.port].clone()).collect();
+        let srcs: Vec<Tensor> = n
+            .inputs
+            .iter()
+            .map(|v| built[v.node][v.port].clone())
+            .collect();
         let out = match cx.rewrite(i, &srcs, &built, &mut warnings)? {
             Some(t) => {
                 changed = true;
@@ -71,10 +75,20 @@ pub fn quirks(graph: &Graph, family: Option<Family>) -> Result<Rewritten> {
         built.push(out);
     }
     if !changed {
-        return Ok(Rewritten { graph: graph.clone(), warnings });
+        return Ok(Rewritten {
+            graph: graph.clone(),
+            warnings,
+        });
     }
-    let outputs: Vec<(Option<String>, Tensor)> = graph.outputs.iter().map(|(name, v)| (Some(name.clone()), built[v.node][v.port].clone())).collect();
-    Ok(Rewritten { graph: Graph::from_outputs(&outputs)?, warnings })
+    let outputs: Vec<(Option<String>, Tensor)> = graph
+        .outputs
+        .iter()
+        .map(|(name, v)| (Some(name.clone()), built[v.node][v.port].clone()))
+        .collect();
+    Ok(Rewritten {
+        graph: Graph::from_outputs(&outputs)?,
+        warnings,
+    })
 }
 
 /// The graph being rewritten, its use counts and the target family.
@@ -92,7 +106,9 @@ impl<'a> Context<'a> {
         for (j, n) in g.nodes.iter().enumerate() {
             n.inputs.iter().for_each(|v| readers[v.node].push(j));
         }
-        g.outputs.iter().for_each(|(_, v)| readers[v.node].push(usize::MAX));
+        g.outputs
+            .iter()
+            .for_each(|(_, v)| readers[v.node].push(usize::MAX));
         Context { g, family, readers }
     }
 
@@ -115,7 +131,13 @@ impl<'a> Context<'a> {
     }
 
     /// The replacement of node `i` (inputs already rebuilt as `srcs`), or `None` to copy it.
-    fn rewrite(&self, i: usize, srcs: &[Tensor], built: &[Vec<Tensor>], warnings: &mut Vec<String>) -> Result<Option<Tensor>> {
+    fn rewrite(
+        &self,
+        i: usize,
+        srcs: &[Tensor],
+        built: &[Vec<Tensor>],
+        warnings: &mut Vec<String>,
+    ) -> Result<Option<Tensor>> {
         let n = &self.g.nodes[i];
         match &n.op {
             Op::Unary(Unary::Round) if !self.round_guarded(i) => {
@@ -123,13 +145,20 @@ impl<'a> Context<'a> {
                 let small = x.abs()?.compare_scalar(Compare::Less, ROUND_LIMIT)?;
                 select(&small, &x.round()?, x).map(Some)
             }
-            Op::Unary(Unary::Softplus) if self.scalar_operand(n.inputs[0], Binary::Minimum) != Some(SOFTPLUS_SPLIT) => {
+            Op::Unary(Unary::Softplus)
+                if self.scalar_operand(n.inputs[0], Binary::Minimum) != Some(SOFTPLUS_SPLIT) =>
+            {
                 let x = &srcs[0];
-                x.minimum_scalar(SOFTPLUS_SPLIT)?.softplus()?.add(&x.sub_scalar(SOFTPLUS_SPLIT)?.relu()?).map(Some)
+                x.minimum_scalar(SOFTPLUS_SPLIT)?
+                    .softplus()?
+                    .add(&x.sub_scalar(SOFTPLUS_SPLIT)?.relu()?)
+                    .map(Some)
             }
             Op::Binary(Binary::Mul) => self.mul(i, srcs),
             Op::Layout(Layout::Reshape { shape }) => self.affine_after_reshape(i, shape, built),
-            Op::Layout(Layout::SliceBySize { begin, size }) => self.width_slice(i, begin, size, &srcs[0], warnings),
+            Op::Layout(Layout::SliceBySize { begin, size }) => {
+                self.width_slice(i, begin, size, &srcs[0], warnings)
+            }
             Op::Layout(Layout::Concat { .. }) => {
                 self.concat_of_width_slices(i, warnings);
                 Ok(None)
@@ -142,7 +171,10 @@ impl<'a> Context<'a> {
     /// A one-element constant operand of `v` when `v` is a binary op of kind `b`.
     fn scalar_operand(&self, v: Value, b: Binary) -> Option<f32> {
         match self.op(v) {
-            Op::Binary(k) if *k == b => self.g.nodes[v.node].inputs.iter().find_map(|&u| self.scalar(u)),
+            Op::Binary(k) if *k == b => self.g.nodes[v.node]
+                .inputs
+                .iter()
+                .find_map(|&u| self.scalar(u)),
             _ => None,
         }
     }
@@ -151,8 +183,12 @@ impl<'a> Context<'a> {
     fn round_guarded(&self, i: usize) -> bool {
         let x = self.g.nodes[i].inputs[0];
         let guard = |&j: &usize| {
-            let Some(s) = self.g.nodes.get(j) else { return false };
-            let [c, a, b] = s.inputs[..] else { return false };
+            let Some(s) = self.g.nodes.get(j) else {
+                return false;
+            };
+            let [c, a, b] = s.inputs[..] else {
+                return false;
+            };
             let cond = &self.g.nodes[c.node];
             matches!(s.op, Op::Select(_))
                 && a.node == i
@@ -173,13 +209,26 @@ impl<'a> Context<'a> {
             let (kv, ov) = (n.inputs[k], n.inputs[o]);
             let Op::Const(c) = self.op(kv) else { continue };
             let other = self.op(ov);
-            if matches!(other, Op::Unary(Unary::Floor | Unary::Ceil | Unary::Round)) && c.values.len() == 1 && shape::numel(out) > 1 {
-                let full = Const { shape: out.clone(), values: Arc::new(vec![c.values[0]; shape::numel(out)]) };
+            if matches!(other, Op::Unary(Unary::Floor | Unary::Ceil | Unary::Round))
+                && c.values.len() == 1
+                && shape::numel(out) > 1
+            {
+                let full = Const {
+                    shape: out.clone(),
+                    values: Arc::new(vec![c.values[0]; shape::numel(out)]),
+                };
                 let full = Tensor::apply1(Op::Const(full), vec![])?;
-                let pair = if k == 1 { vec![srcs[o].clone(), full] } else { vec![full, srcs[o].clone()] };
+                let pair = if k == 1 {
+                    vec![srcs[o].clone(), full]
+                } else {
+                    vec![full, srcs[o].clone()]
+                };
                 return Tensor::apply1(Op::Binary(Binary::Mul), pair).map(Some);
             }
-            if matches!(other, Op::Reduce(_)) && c.values.iter().all(|v| v.to_f32() == 0.0) && self.shape(ov) == out.as_slice() {
+            if matches!(other, Op::Reduce(_))
+                && c.values.iter().all(|v| v.to_f32() == 0.0)
+                && self.shape(ov) == out.as_slice()
+            {
                 return srcs[o].sub(&srcs[o]).map(Some);
             }
         }
@@ -188,7 +237,12 @@ impl<'a> Context<'a> {
 
     /// Reshape node `i` (to `s_out`) reading a chain of single-use mul/add by last-axis vectors:
     /// reshape first, then the same chain on the last axis.
-    fn affine_after_reshape(&self, i: usize, s_out: &[usize], built: &[Vec<Tensor>]) -> Result<Option<Tensor>> {
+    fn affine_after_reshape(
+        &self,
+        i: usize,
+        s_out: &[usize],
+        built: &[Vec<Tensor>],
+    ) -> Result<Option<Tensor>> {
         let d = s_out[s_out.len() - 1];
         let mut chain = Vec::new();
         let mut v = self.g.nodes[i].inputs[0];
@@ -200,7 +254,10 @@ impl<'a> Context<'a> {
             let here = self.shape(v);
             let side = (0..2).find(|&k| {
                 let s = self.shape(node.inputs[k]);
-                s.last() == Some(&d) && shape::numel(s) == d && s.len() <= here.len() && self.shape(node.inputs[1 - k]) == here
+                s.last() == Some(&d)
+                    && shape::numel(s) == d
+                    && s.len() <= here.len()
+                    && self.shape(node.inputs[1 - k]) == here
             });
             let Some(k) = side else { break };
             chain.push((*b, k, node.inputs[k]));
@@ -213,11 +270,21 @@ impl<'a> Context<'a> {
         let mut t = built[v.node][v.port].reshape(&dims)?;
         for &(b, k, operand) in chain.iter().rev() {
             let vector = match self.op(operand) {
-                Op::Const(c) => Tensor::apply1(Op::Const(Const { shape: vec![d], values: c.values.clone() }), vec![])?,
+                Op::Const(c) => Tensor::apply1(
+                    Op::Const(Const {
+                        shape: vec![d],
+                        values: c.values.clone(),
+                    }),
+                    vec![],
+                )?,
                 _ if self.shape(operand) == [d] => built[operand.node][operand.port].clone(),
                 _ => built[operand.node][operand.port].reshape(&[d as i64])?,
             };
-            let pair = if k == 1 { vec![t, vector] } else { vec![vector, t] };
+            let pair = if k == 1 {
+                vec![t, vector]
+            } else {
+                vec![vector, t]
+            };
             t = Tensor::apply1(Op::Binary(b), pair)?;
         }
         Ok(Some(t))
@@ -229,8 +296,20 @@ impl<'a> Context<'a> {
     }
 
     /// On A13/A14, move a width-offset slice off the last axis (or report it).
-    fn width_slice(&self, i: usize, begin: &[usize], size: &[usize], x: &Tensor, warnings: &mut Vec<String>) -> Result<Option<Tensor>> {
-        let Some(family) = self.family.filter(|f| matches!(f, Family::A13 | Family::A14)) else { return Ok(None) };
+    fn width_slice(
+        &self,
+        i: usize,
+        begin: &[usize],
+        size: &[usize],
+        x: &Tensor,
+        warnings: &mut Vec<String>,
+    ) -> Result<Option<Tensor>> {
+        let Some(family) = self
+            .family
+            .filter(|f| matches!(f, Family::A13 | Family::A14))
+        else {
+            return Ok(None);
+        };
         if !self.is_width_slice(Value { node: i, port: 0 }) {
             return Ok(None);
         }
@@ -246,7 +325,11 @@ impl<'a> Context<'a> {
         }
         let mut rows_begin = begin.to_vec();
         rows_begin[r - 1] = 0;
-        let rows = if rows_size == x.shape() { x.clone() } else { x.slice_by_size(&rows_begin, &rows_size)? };
+        let rows = if rows_size == x.shape() {
+            x.clone()
+        } else {
+            x.slice_by_size(&rows_begin, &rows_size)?
+        };
         let mut swap: Vec<i64> = (0..r as i64).collect();
         swap.swap(r - 2, r - 1);
         let t = rows.transpose(&swap)?;
@@ -269,32 +352,64 @@ impl<'a> Context<'a> {
     fn patch_conv(&self, i: usize, c: &Conv, srcs: &[Tensor]) -> Result<Option<Tensor>> {
         let n = &self.g.nodes[i];
         let p = c.strides[0];
-        let Op::Const(w) = self.op(n.inputs[1]) else { return Ok(None) };
-        let &[co, ci, kh, kw] = w.shape.as_slice() else { return Ok(None) };
-        if !(p >= 2 && c.strides == [p, p] && [kh, kw] == [p, p] && c.pad == [0; 4] && c.dilations == [1, 1] && c.groups == 1) {
+        let Op::Const(w) = self.op(n.inputs[1]) else {
+            return Ok(None);
+        };
+        let &[co, ci, kh, kw] = w.shape.as_slice() else {
+            return Ok(None);
+        };
+        if !(p >= 2
+            && c.strides == [p, p]
+            && [kh, kw] == [p, p]
+            && c.pad == [0; 4]
+            && c.dilations == [1, 1]
+            && c.groups == 1)
+        {
             return Ok(None);
         }
         let x = &srcs[0];
-        let &[b, _, h, wd] = x.shape() else { return Ok(None) };
-        let max_channels = self.family.map_or(shape::MAX_EXTENT, |f| limit(Limit::ChannelExtent, f));
+        let &[b, _, h, wd] = x.shape() else {
+            return Ok(None);
+        };
+        let max_channels = self
+            .family
+            .map_or(shape::MAX_EXTENT, |f| limit(Limit::ChannelExtent, f));
         if ci * p * p > max_channels {
             return Ok(None); // space_to_depth would exceed the channel extent
         }
         let (h2, w2) = (h / p * p, wd / p * p);
-        let x = if (h2, w2) == (h, wd) { x.clone() } else { x.slice_by_size(&[0; 4], &[b, ci, h2, w2])? };
+        let x = if (h2, w2) == (h, wd) {
+            x.clone()
+        } else {
+            x.slice_by_size(&[0; 4], &[b, ci, h2, w2])?
+        };
         // Depth channel (i·P + j)·Cin + c of space_to_depth pairs with weight tap (c, i, j).
         let mut values = vec![f16::ZERO; w.values.len()];
         for o in 0..co {
             for ch in 0..ci {
-                for (t, v) in w.values[(o * ci + ch) * p * p..][..p * p].iter().enumerate() {
+                for (t, v) in w.values[(o * ci + ch) * p * p..][..p * p]
+                    .iter()
+                    .enumerate()
+                {
                     values[o * ci * p * p + t * ci + ch] = *v;
                 }
             }
         }
-        let weight = Tensor::apply1(Op::Const(Const { shape: vec![co, ci * p * p, 1, 1], values: Arc::new(values) }), vec![])?;
+        let weight = Tensor::apply1(
+            Op::Const(Const {
+                shape: vec![co, ci * p * p, 1, 1],
+                values: Arc::new(values),
+            }),
+            vec![],
+        )?;
         let mut inputs = vec![x.space_to_depth(p)?, weight];
         inputs.extend(srcs.get(2).cloned());
-        let one = Conv { strides: [1, 1], pad: [0; 4], dilations: [1, 1], groups: 1 };
+        let one = Conv {
+            strides: [1, 1],
+            pad: [0; 4],
+            dilations: [1, 1],
+            groups: 1,
+        };
         Tensor::apply1(Op::Conv(one), inputs).map(Some)
     }
 }

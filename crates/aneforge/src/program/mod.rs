@@ -68,25 +68,46 @@ impl Program {
         let p = print::print_for(&graph, opset)?;
         let mut h = Sha256::new();
         h.update(p.mil.as_bytes());
-        p.weights.stream::<()>(|b| {
-            h.update(b);
-            Ok(())
-        })
-        .expect("infallible sink");
+        p.weights
+            .stream::<()>(|b| {
+                h.update(b);
+                Ok(())
+            })
+            .expect("infallible sink");
         let sha256 = hex(&h.finalize());
-        Ok(Program { graph, mil: p.mil, weights: p.weights, sha256, opset })
+        Ok(Program {
+            graph,
+            mil: p.mil,
+            weights: p.weights,
+            sha256,
+            opset,
+        })
     }
 
     /// Input ports in feeding order.
     pub fn inputs(&self) -> Vec<PortSpec> {
         let g = &self.graph;
-        g.inputs.iter().map(|&i| PortSpec { name: g.input_name(i).to_string(), dtype: g.nodes[i].outputs[0].dtype, shape: g.nodes[i].outputs[0].shape.clone() }).collect()
+        g.inputs
+            .iter()
+            .map(|&i| PortSpec {
+                name: g.input_name(i).to_string(),
+                dtype: g.nodes[i].outputs[0].dtype,
+                shape: g.nodes[i].outputs[0].shape.clone(),
+            })
+            .collect()
     }
 
     /// Output ports in order.
     pub fn outputs(&self) -> Vec<PortSpec> {
         let g = &self.graph;
-        g.outputs.iter().map(|(n, v)| PortSpec { name: n.clone(), dtype: g.ty(*v).dtype, shape: g.ty(*v).shape.clone() }).collect()
+        g.outputs
+            .iter()
+            .map(|(n, v)| PortSpec {
+                name: n.clone(),
+                dtype: g.ty(*v).dtype,
+                shape: g.ty(*v).shape.clone(),
+            })
+            .collect()
     }
 
     /// The manifest describing this program.
@@ -109,14 +130,21 @@ impl Program {
             return Ok(dir);
         }
         std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
-        let tmp = root.join(format!(".tmp-{}-{}-{}", &self.sha256[..12], std::process::id(), unique()));
+        let tmp = root.join(format!(
+            ".tmp-{}-{}-{}",
+            &self.sha256[..12],
+            std::process::id(),
+            unique()
+        ));
         std::fs::create_dir(&tmp).map_err(|e| Error::io(&tmp, e))?;
-        let result = self.write_files(&tmp).and_then(|_| match std::fs::rename(&tmp, &dir) {
-            Ok(()) => Ok(()),
-            // Another process won the race: its directory holds the same bytes.
-            Err(_) if self.matches_dir(&dir) => Ok(()),
-            Err(e) => Err(Error::io(&dir, e)),
-        });
+        let result = self
+            .write_files(&tmp)
+            .and_then(|_| match std::fs::rename(&tmp, &dir) {
+                Ok(()) => Ok(()),
+                // Another process won the race: its directory holds the same bytes.
+                Err(_) if self.matches_dir(&dir) => Ok(()),
+                Err(e) => Err(Error::io(&dir, e)),
+            });
         if tmp.exists() {
             let _ = std::fs::remove_dir_all(&tmp);
         }
@@ -133,13 +161,18 @@ impl Program {
     fn write_files(&self, dir: &Path) -> Result<()> {
         let manifest = serde_json::to_string_pretty(&self.manifest()).expect("manifest serialises");
         write_atomic(&dir.join("model.mil"), |f| f.write_all(self.mil.as_bytes()))?;
-        write_atomic(&dir.join("weights.bin"), |f| self.weights.stream(|b| f.write_all(b)))?;
-        write_atomic(&dir.join("program.json"), |f| f.write_all(manifest.as_bytes()))
+        write_atomic(&dir.join("weights.bin"), |f| {
+            self.weights.stream(|b| f.write_all(b))
+        })?;
+        write_atomic(&dir.join("program.json"), |f| {
+            f.write_all(manifest.as_bytes())
+        })
     }
 
     fn matches_dir(&self, dir: &Path) -> bool {
         let same_mil = std::fs::read(dir.join("model.mil")).is_ok_and(|b| b == self.mil.as_bytes());
-        let same_len = std::fs::metadata(dir.join("weights.bin")).is_ok_and(|m| m.len() == self.weights.len());
+        let same_len =
+            std::fs::metadata(dir.join("weights.bin")).is_ok_and(|m| m.len() == self.weights.len());
         same_mil && same_len && dir.join("program.json").is_file()
     }
 
@@ -151,7 +184,13 @@ impl Program {
         let mil_path = dir.join("model.mil");
         let w_path = dir.join("weights.bin");
         let mil_bytes = std::fs::read(&mil_path).map_err(|e| Error::io(&mil_path, e))?;
-        let mil = String::from_utf8(mil_bytes).map_err(|e| Error::format(&mil_path, Some(e.utf8_error().valid_up_to() as u64), "not UTF-8 text"))?;
+        let mil = String::from_utf8(mil_bytes).map_err(|e| {
+            Error::format(
+                &mil_path,
+                Some(e.utf8_error().valid_up_to() as u64),
+                "not UTF-8 text",
+            )
+        })?;
         let weights = match std::fs::read(&w_path) {
             Ok(b) => Some(b),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -161,7 +200,9 @@ impl Program {
             let file = parse::weight_file(dir, &mil_path, path)?;
             match &weights {
                 Some(b) if file == w_path => Ok((Cow::Borrowed(b.as_slice()), file)),
-                _ => std::fs::read(&file).map(|b| (Cow::Owned(b), file.clone())).map_err(|e| Error::io(&file, e)),
+                _ => std::fs::read(&file)
+                    .map(|b| (Cow::Owned(b), file.clone()))
+                    .map_err(|e| Error::io(&file, e)),
             }
         };
         let parsed = parse::parse_program(&mil, &mil_path, &mut resolve)?;
@@ -173,12 +214,24 @@ impl Program {
         let m_path = dir.join("program.json");
         if m_path.exists() {
             let text = std::fs::read_to_string(&m_path).map_err(|e| Error::io(&m_path, e))?;
-            let m: Manifest = serde_json::from_str(&text).map_err(|e| Error::format(&m_path, None, e.to_string()))?;
+            let m: Manifest = serde_json::from_str(&text)
+                .map_err(|e| Error::format(&m_path, None, e.to_string()))?;
             if m.sha256 != file_sha {
-                return Err(Error::format(&m_path, None, format!("sha256 {} does not match model.mil + weights.bin ({file_sha})", m.sha256)));
+                return Err(Error::format(
+                    &m_path,
+                    None,
+                    format!(
+                        "sha256 {} does not match model.mil + weights.bin ({file_sha})",
+                        m.sha256
+                    ),
+                ));
             }
             if m.inputs != prog.inputs() || m.outputs != prog.outputs() {
-                return Err(Error::format(&m_path, None, "ports differ from the ones model.mil declares"));
+                return Err(Error::format(
+                    &m_path,
+                    None,
+                    "ports differ from the ones model.mil declares",
+                ));
             }
         }
         Ok(prog)
@@ -191,12 +244,20 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 fn unique() -> u128 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos())
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
 }
 
 /// Write a file through a temporary sibling and a rename, so readers never see a torn file.
-pub fn write_atomic(path: &Path, fill: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>) -> Result<()> {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+pub fn write_atomic(
+    path: &Path,
+    fill: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
+) -> Result<()> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let tmp = path.with_file_name(format!(".{name}.tmp-{}-{}", std::process::id(), unique()));
     let written = std::fs::File::create(&tmp).and_then(|f| {
         let mut w = std::io::BufWriter::with_capacity(1 << 16, f);

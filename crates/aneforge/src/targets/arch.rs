@@ -56,19 +56,42 @@ impl std::fmt::Display for Target {
 /// unknown and unmapped names are errors that list the accepted ones (never a host fallback).
 pub fn parse_target(s: &str) -> Result<Target> {
     let a = s.trim().to_ascii_lowercase();
-    if let Some(family) = Family::ALL.into_iter().find(|f| f.name().eq_ignore_ascii_case(&a)) {
+    if let Some(family) = Family::ALL
+        .into_iter()
+        .find(|f| f.name().eq_ignore_ascii_case(&a))
+    {
         return Ok(Target { arch: None, family });
     }
     match ARCHES.iter().find(|(name, _)| *name == a) {
-        Some((arch, Some(family))) => Ok(Target { arch: Some(arch), family: *family }),
-        Some((arch, None)) => Err(Error::value("target", format!("'{arch}' is a reference arch with no ANE family; expected one of {}", known()))),
-        None => Err(Error::value("target", format!("'{s}' is not a known ANE arch; expected one of {} or a family A13, A14, A15, A16", known()))),
+        Some((arch, Some(family))) => Ok(Target {
+            arch: Some(arch),
+            family: *family,
+        }),
+        Some((arch, None)) => Err(Error::value(
+            "target",
+            format!(
+                "'{arch}' is a reference arch with no ANE family; expected one of {}",
+                known()
+            ),
+        )),
+        None => Err(Error::value(
+            "target",
+            format!(
+                "'{s}' is not a known ANE arch; expected one of {} or a family A13, A14, A15, A16",
+                known()
+            ),
+        )),
     }
 }
 
 /// The mapped arch strings, comma-separated.
 fn known() -> String {
-    ARCHES.iter().filter(|(_, f)| f.is_some()).map(|(a, _)| *a).collect::<Vec<_>>().join(", ")
+    ARCHES
+        .iter()
+        .filter(|(_, f)| f.is_some())
+        .map(|(a, _)| *a)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]
@@ -79,24 +102,55 @@ mod tests {
     fn all_28_arch_strings() {
         assert_eq!(ARCHES.len(), 28);
         let count = |f: Option<Family>| ARCHES.iter().filter(|(_, g)| *g == f).count();
-        assert_eq!([Family::Older, Family::A13, Family::A14, Family::A15, Family::A16].map(|f| count(Some(f))), [4, 3, 3, 4, 11]);
+        assert_eq!(
+            [
+                Family::Older,
+                Family::A13,
+                Family::A14,
+                Family::A15,
+                Family::A16
+            ]
+            .map(|f| count(Some(f))),
+            [4, 3, 3, 4, 11]
+        );
         assert_eq!(count(None), 3);
         for (arch, family) in ARCHES {
             match family {
-                Some(f) => assert_eq!(parse_target(&arch.to_ascii_uppercase()).unwrap(), Target { arch: Some(arch), family: *f }),
-                None => assert!(parse_target(arch).unwrap_err().to_string().contains("no ANE family"), "{arch}"),
+                Some(f) => assert_eq!(
+                    parse_target(&arch.to_ascii_uppercase()).unwrap(),
+                    Target {
+                        arch: Some(arch),
+                        family: *f
+                    }
+                ),
+                None => assert!(
+                    parse_target(arch)
+                        .unwrap_err()
+                        .to_string()
+                        .contains("no ANE family"),
+                    "{arch}"
+                ),
             }
         }
     }
 
     #[test]
     fn family_names_and_unknown_strings() {
-        assert_eq!(parse_target("a16").unwrap(), Target { arch: None, family: Family::A16 });
+        assert_eq!(
+            parse_target("a16").unwrap(),
+            Target {
+                arch: None,
+                family: Family::A16
+            }
+        );
         assert_eq!(parse_target("OLDER").unwrap().family, Family::Older);
         assert_eq!(parse_target("h17s").unwrap().to_string(), "A16 (h17s)");
         for bad in ["h99", "", "m1", "h13x"] {
             let e = parse_target(bad).unwrap_err().to_string();
-            assert!(e.contains(&format!("'{bad}' is not a known ANE arch")) && e.contains("h16s"), "{e}");
+            assert!(
+                e.contains(&format!("'{bad}' is not a known ANE arch")) && e.contains("h16s"),
+                "{e}"
+            );
         }
     }
 }

@@ -40,7 +40,10 @@ const FLOORS: &[(&str, Family, Status)] = &[
 
 /// The oldest family that runs MIL op `op` natively.
 pub fn op_floor(op: &str) -> Family {
-    FLOORS.iter().find(|(name, ..)| *name == op).map_or(Family::A13, |(_, floor, _)| *floor)
+    FLOORS
+        .iter()
+        .find(|(name, ..)| *name == op)
+        .map_or(Family::A13, |(_, floor, _)| *floor)
 }
 
 /// The status of MIL op `op` on `family` (nothing runs on OLDER).
@@ -60,13 +63,43 @@ mod tests {
     fn floors_and_status() {
         use Family::*;
         let row = |op| [A13, A14, A15, A16].map(|f| op_status(op, f));
-        assert_eq!(row("sin"), [Status::Decompose, Status::Decompose, Status::Native, Status::Native]);
+        assert_eq!(
+            row("sin"),
+            [
+                Status::Decompose,
+                Status::Decompose,
+                Status::Native,
+                Status::Native
+            ]
+        );
         assert_eq!(row("cos"), row("sin"));
-        assert_eq!(row("topk"), [Status::Reject, Status::Native, Status::Native, Status::Native]);
-        assert_eq!(row("random_uniform"), [Status::Reject, Status::Reject, Status::Native, Status::Native]);
+        assert_eq!(
+            row("topk"),
+            [
+                Status::Reject,
+                Status::Native,
+                Status::Native,
+                Status::Native
+            ]
+        );
+        assert_eq!(
+            row("random_uniform"),
+            [
+                Status::Reject,
+                Status::Reject,
+                Status::Native,
+                Status::Native
+            ]
+        );
         assert_eq!(row("conv"), [Status::Native; 4]);
-        assert_eq!((op_floor("sin"), op_floor("argsort"), op_floor("matmul")), (A15, A14, A13));
+        assert_eq!(
+            (op_floor("sin"), op_floor("argsort"), op_floor("matmul")),
+            (A15, A14, A13)
+        );
         assert_eq!(op_status("relu", Older), Status::Reject);
-        assert_eq!([Status::Native, Status::Decompose, Status::Reject].map(Status::name), ["native", "decompose", "reject"]);
+        assert_eq!(
+            [Status::Native, Status::Decompose, Status::Reject].map(Status::name),
+            ["native", "decompose", "reject"]
+        );
     }
 }

@@ -19,7 +19,13 @@ pub enum Limit {
 
 impl Limit {
     /// Every limit, in table order.
-    pub const ALL: [Limit; 5] = [Limit::MaxTensorDim, Limit::ChannelExtent, Limit::TransposeExtent, Limit::ConvKwMax, Limit::ReductionTransposeExtent];
+    pub const ALL: [Limit; 5] = [
+        Limit::MaxTensorDim,
+        Limit::ChannelExtent,
+        Limit::TransposeExtent,
+        Limit::ConvKwMax,
+        Limit::ReductionTransposeExtent,
+    ];
 
     /// The reference's name of the limit (`max_tensor_dim` ...).
     pub fn name(self) -> &'static str {
@@ -58,10 +64,16 @@ mod tests {
         let row = |l| [Family::A13, Family::A14, Family::A15, Family::A16].map(|f| limit(l, f));
         assert_eq!(row(Limit::MaxTensorDim), [16384, 16384, 16384, 65536]);
         assert_eq!(row(Limit::ChannelExtent), [65536; 4]);
-        assert_eq!(row(Limit::TransposeExtent), [8388607, 8388607, 8388607, 16777215]);
+        assert_eq!(
+            row(Limit::TransposeExtent),
+            [8388607, 8388607, 8388607, 16777215]
+        );
         assert_eq!(row(Limit::ConvKwMax), [13, 13, 13, 15]);
         assert_eq!(row(Limit::ReductionTransposeExtent), [192, 192, 384, 384]);
-        assert_eq!(Limit::ALL.map(|l| limit(l, Family::Older)), Limit::ALL.map(|l| limit(l, Family::A13)));
+        assert_eq!(
+            Limit::ALL.map(|l| limit(l, Family::Older)),
+            Limit::ALL.map(|l| limit(l, Family::A13))
+        );
         assert_eq!(Limit::ALL.map(Limit::name)[4], "reduction_transpose_extent");
     }
 }

@@ -35,7 +35,13 @@ pub enum Family {
 
 impl Family {
     /// Every family, oldest first.
-    pub const ALL: [Family; 5] = [Family::Older, Family::A13, Family::A14, Family::A15, Family::A16];
+    pub const ALL: [Family; 5] = [
+        Family::Older,
+        Family::A13,
+        Family::A14,
+        Family::A15,
+        Family::A16,
+    ];
 
     /// The family's name (`OLDER`, `A13` ... `A16`).
     pub fn name(self) -> &'static str {
@@ -74,7 +80,12 @@ pub fn native_streams(family: Family) -> &'static [Encoding] {
         Family::Older => &[],
         Family::A13 => &[Encoding::Int4, Encoding::Sparse],
         Family::A14 => &[Encoding::Int4, Encoding::Int8, Encoding::Sparse],
-        Family::A15 | Family::A16 => &[Encoding::Int4, Encoding::Int8, Encoding::Sparse, Encoding::Blockwise],
+        Family::A15 | Family::A16 => &[
+            Encoding::Int4,
+            Encoding::Int8,
+            Encoding::Sparse,
+            Encoding::Blockwise,
+        ],
     }
 }
 
@@ -86,7 +97,9 @@ pub fn detect(target: Option<&str>, brand: Option<&str>) -> Result<(Family, Opti
     match brand.and_then(Family::from_brand) {
         Some(f) => Ok((f, None)),
         None => {
-            let seen = brand.map_or("no Apple CPU".to_string(), |b| format!("CPU '{}'", b.trim()));
+            let seen = brand.map_or("no Apple CPU".to_string(), |b| {
+                format!("CPU '{}'", b.trim())
+            });
             Ok((Family::A13, Some(format!("aneforge: assuming target family A13 ({seen}; set ANEFORGE_TARGET to an arch such as h16 to choose)"))))
         }
     }
@@ -97,12 +110,18 @@ fn host_brand() -> Option<String> {
     if !cfg!(target_os = "macos") {
         return None;
     }
-    std::process::Command::new("sysctl").args(["-n", "machdep.cpu.brand_string"]).output().ok().map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+    std::process::Command::new("sysctl")
+        .args(["-n", "machdep.cpu.brand_string"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
 }
 
 /// `ANEFORGE_TARGET` when set and non-empty.
 fn env_target() -> Option<String> {
-    std::env::var("ANEFORGE_TARGET").ok().filter(|t| !t.trim().is_empty())
+    std::env::var("ANEFORGE_TARGET")
+        .ok()
+        .filter(|t| !t.trim().is_empty())
 }
 
 /// The target to gate a compile on: `target`, else `ANEFORGE_TARGET`, else an Apple Silicon
@@ -110,7 +129,10 @@ fn env_target() -> Option<String> {
 pub fn compile_target(target: Option<&str>) -> Result<Option<Target>> {
     match target.map(str::to_string).or_else(env_target) {
         Some(t) => parse_target(&t).map(Some),
-        None => Ok(host_brand().as_deref().and_then(Family::from_brand).map(|family| Target { arch: None, family })),
+        None => Ok(host_brand()
+            .as_deref()
+            .and_then(Family::from_brand)
+            .map(|family| Target { arch: None, family })),
     }
 }
 
@@ -136,21 +158,36 @@ mod host_tests {
         assert_eq!(Family::from_brand("Apple M5 Pro"), Some(Family::A16));
         assert_eq!(Family::from_brand("Apple M10"), None);
         assert_eq!(Family::from_brand("Intel(R) Core(TM) i9"), None);
-        assert_eq!(detect(Some("h15"), Some("Apple M1")).unwrap(), (Family::A15, None));
-        assert_eq!(detect(Some(" "), Some("Apple M4 Max")).unwrap(), (Family::A16, None));
+        assert_eq!(
+            detect(Some("h15"), Some("Apple M1")).unwrap(),
+            (Family::A15, None)
+        );
+        assert_eq!(
+            detect(Some(" "), Some("Apple M4 Max")).unwrap(),
+            (Family::A16, None)
+        );
         let (f, notice) = detect(None, None).unwrap();
         assert_eq!(f, Family::A13);
         assert!(notice.unwrap().contains("assuming target family A13"));
         assert!(detect(Some("zz"), None).is_err());
         assert_eq!(detect(Some("h12"), None).unwrap().0, Family::Older);
-        assert_eq!(compile_target(Some("h14c")).unwrap(), Some(Target { arch: Some("h14c"), family: Family::A14 }));
+        assert_eq!(
+            compile_target(Some("h14c")).unwrap(),
+            Some(Target {
+                arch: Some("h14c"),
+                family: Family::A14
+            })
+        );
         assert!(compile_target(Some("u2")).is_err());
     }
 
     #[test]
     fn streaming_table() {
         assert!(!native_streams(Family::A13).contains(&Encoding::Int8));
-        assert!(native_streams(Family::A14).contains(&Encoding::Int8) && !native_streams(Family::A14).contains(&Encoding::Blockwise));
+        assert!(
+            native_streams(Family::A14).contains(&Encoding::Int8)
+                && !native_streams(Family::A14).contains(&Encoding::Blockwise)
+        );
         assert_eq!(native_streams(Family::A15).len(), 4);
         assert!(native_streams(Family::A16).contains(&Encoding::Blockwise));
         assert!(native_streams(Family::Older).is_empty());

@@ -41,7 +41,11 @@ const FIRST_AVAILABLE: &[(&str, Opset)] = &[
 
 /// Constexpr ops whose iOS18 definition changed the signature we print (iOS16/17 take packed
 /// uint8 indices or masks plus a `shape` attribute; `mil-ops-ios18.txt` "history" column).
-const REDEFINED_AT_IOS18: &[&str] = &["constexpr_lut_to_dense", "constexpr_sparse_to_dense", "constexpr_cast"];
+const REDEFINED_AT_IOS18: &[&str] = &[
+    "constexpr_lut_to_dense",
+    "constexpr_sparse_to_dense",
+    "constexpr_cast",
+];
 
 impl Opset {
     /// Every opset, oldest first.
@@ -63,7 +67,12 @@ impl Opset {
         Opset::ALL
             .into_iter()
             .find(|o| o.name().eq_ignore_ascii_case(s.trim()))
-            .ok_or_else(|| Error::value("opset", format!("unknown opset '{s}' (expected ios16, ios17 or ios18)")))
+            .ok_or_else(|| {
+                Error::value(
+                    "opset",
+                    format!("unknown opset '{s}' (expected ios16, ios17 or ios18)"),
+                )
+            })
     }
 
     /// The `program(1.x)` version printed with this opset: 1.3 for ios17 and ios18 (recorded);
@@ -94,7 +103,10 @@ impl Opset {
 
     /// The first opset that has MIL op `op` (ios16 for every op not listed as newer).
     pub fn first_with(op: &str) -> Opset {
-        FIRST_AVAILABLE.iter().find(|(name, _)| *name == op).map_or(Opset::Ios16, |(_, o)| *o)
+        FIRST_AVAILABLE
+            .iter()
+            .find(|(name, _)| *name == op)
+            .map_or(Opset::Ios16, |(_, o)| *o)
     }
 
     /// Whether `op` exists in this opset with the signature the printer writes (the iOS18
@@ -108,7 +120,11 @@ impl Opset {
         if self.prints(op) {
             return Ok(());
         }
-        let first = if REDEFINED_AT_IOS18.contains(&op) { Opset::Ios18 } else { Opset::first_with(op) };
+        let first = if REDEFINED_AT_IOS18.contains(&op) {
+            Opset::Ios18
+        } else {
+            Opset::first_with(op)
+        };
         Err(Error::value(op, format!("not available in opset {self} with this signature (first available: {first}); choose opset='{first}' or newer")))
     }
 }
@@ -124,8 +140,16 @@ fn host_macos_major() -> Option<u32> {
     if !cfg!(target_os = "macos") {
         return None;
     }
-    let out = std::process::Command::new("sw_vers").arg("-productVersion").output().ok()?;
-    String::from_utf8_lossy(&out.stdout).trim().split('.').next()?.parse().ok()
+    let out = std::process::Command::new("sw_vers")
+        .arg("-productVersion")
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .split('.')
+        .next()?
+        .parse()
+        .ok()
 }
 
 #[cfg(test)]
@@ -137,9 +161,24 @@ mod tests {
         assert_eq!(Opset::ALL.map(Opset::name), ["ios16", "ios17", "ios18"]);
         assert_eq!(Opset::parse(" IOS17").unwrap(), Opset::Ios17);
         let e = Opset::parse("ios15").unwrap_err().to_string();
-        assert!(e.contains("unknown opset 'ios15'") && e.contains("ios16, ios17 or ios18"), "{e}");
-        assert_eq!(Opset::ALL.map(Opset::program_version), ["1.0", "1.3", "1.3"]);
-        assert_eq!([12, 13, 14, 15, 26].map(Opset::for_macos), [Opset::Ios16, Opset::Ios16, Opset::Ios17, Opset::Ios18, Opset::Ios18]);
+        assert!(
+            e.contains("unknown opset 'ios15'") && e.contains("ios16, ios17 or ios18"),
+            "{e}"
+        );
+        assert_eq!(
+            Opset::ALL.map(Opset::program_version),
+            ["1.0", "1.3", "1.3"]
+        );
+        assert_eq!(
+            [12, 13, 14, 15, 26].map(Opset::for_macos),
+            [
+                Opset::Ios16,
+                Opset::Ios16,
+                Opset::Ios17,
+                Opset::Ios18,
+                Opset::Ios18
+            ]
+        );
         if !cfg!(target_os = "macos") {
             assert_eq!(Opset::resolve(None).unwrap(), Opset::Ios18);
         }
@@ -148,14 +187,39 @@ mod tests {
 
     #[test]
     fn availability_follows_the_registry_columns() {
-        assert!(Opset::Ios16.prints("conv") && Opset::Ios16.prints("pixel_unshuffle") && Opset::Ios16.prints("constexpr_affine_dequantize"));
+        assert!(
+            Opset::Ios16.prints("conv")
+                && Opset::Ios16.prints("pixel_unshuffle")
+                && Opset::Ios16.prints("constexpr_affine_dequantize")
+        );
         assert!(!Opset::Ios16.prints("resize") && Opset::Ios17.prints("resize"));
-        assert!(!Opset::Ios17.prints("scaled_dot_product_attention") && Opset::Ios18.prints("scaled_dot_product_attention"));
-        assert!(!Opset::Ios17.prints("constexpr_lut_to_dense") && Opset::Ios18.prints("constexpr_lut_to_dense"));
-        let e = Opset::Ios16.require("constexpr_blockwise_shift_scale").unwrap_err().to_string();
-        assert!(e.contains("constexpr_blockwise_shift_scale") && e.contains("opset ios16") && e.contains("first available: ios18"), "{e}");
-        let e = Opset::Ios17.require("constexpr_sparse_to_dense").unwrap_err().to_string();
+        assert!(
+            !Opset::Ios17.prints("scaled_dot_product_attention")
+                && Opset::Ios18.prints("scaled_dot_product_attention")
+        );
+        assert!(
+            !Opset::Ios17.prints("constexpr_lut_to_dense")
+                && Opset::Ios18.prints("constexpr_lut_to_dense")
+        );
+        let e = Opset::Ios16
+            .require("constexpr_blockwise_shift_scale")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("constexpr_blockwise_shift_scale")
+                && e.contains("opset ios16")
+                && e.contains("first available: ios18"),
+            "{e}"
+        );
+        let e = Opset::Ios17
+            .require("constexpr_sparse_to_dense")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("first available: ios18"), "{e}");
-        assert!(Opset::Ios16.require("quantize").unwrap_err().to_string().contains("first available: ios17"));
+        assert!(Opset::Ios16
+            .require("quantize")
+            .unwrap_err()
+            .to_string()
+            .contains("first available: ios17"));
     }
 }

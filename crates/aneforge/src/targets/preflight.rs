@@ -41,31 +41,65 @@ pub struct Preflight {
 /// Walk `graph` for `family` (an error on OLDER, which has no MIL programs).
 pub fn preflight(graph: &Graph, family: Family) -> Result<Preflight> {
     require_mil(family, None)?;
-    let mut p = Preflight { family, native: Vec::new(), decompose: Vec::new(), reject: Vec::new(), oversize: Vec::new() };
+    let mut p = Preflight {
+        family,
+        native: Vec::new(),
+        decompose: Vec::new(),
+        reject: Vec::new(),
+        oversize: Vec::new(),
+    };
     for (node, n) in graph.nodes.iter().enumerate() {
         let op = n.op.family().name();
-        let shape = n.outputs.first().map(|t| t.shape.clone()).unwrap_or_default();
+        let shape = n
+            .outputs
+            .first()
+            .map(|t| t.shape.clone())
+            .unwrap_or_default();
         let mut over = |limit_name: Limit, value: usize| {
             let max = limit(limit_name, family);
             if value > max {
-                p.oversize.push(Oversize { node, op, shape: shape.clone(), limit: limit_name, value, max });
+                p.oversize.push(Oversize {
+                    node,
+                    op,
+                    shape: shape.clone(),
+                    limit: limit_name,
+                    value,
+                    max,
+                });
             }
         };
         for t in &n.outputs {
             let channel = if t.shape.len() == 4 { Some(1) } else { None };
-            let widest = |keep: &dyn Fn(usize) -> bool| t.shape.iter().enumerate().filter(|(a, _)| keep(*a)).map(|(_, &d)| d).max().unwrap_or(0);
+            let widest = |keep: &dyn Fn(usize) -> bool| {
+                t.shape
+                    .iter()
+                    .enumerate()
+                    .filter(|(a, _)| keep(*a))
+                    .map(|(_, &d)| d)
+                    .max()
+                    .unwrap_or(0)
+            };
             over(Limit::MaxTensorDim, widest(&|a| Some(a) != channel));
             over(Limit::ChannelExtent, widest(&|a| Some(a) == channel));
         }
         match &n.op {
-            Op::Layout(_) if op == "transpose" => over(Limit::TransposeExtent, shape.iter().product()),
-            Op::Conv(_) | Op::ConvTranspose(_) => over(Limit::ConvKwMax, graph.ty(n.inputs[1]).shape[3]),
+            Op::Layout(_) if op == "transpose" => {
+                over(Limit::TransposeExtent, shape.iter().product())
+            }
+            Op::Conv(_) | Op::ConvTranspose(_) => {
+                over(Limit::ConvKwMax, graph.ty(n.inputs[1]).shape[3])
+            }
             _ => {}
         }
         if matches!(n.op, Op::Input(_) | Op::Const(_) | Op::Constexpr(_)) {
             continue;
         }
-        let entry = OpEntry { node, op, shape, floor: op_floor(op) };
+        let entry = OpEntry {
+            node,
+            op,
+            shape,
+            floor: op_floor(op),
+        };
         match op_status(op, family) {
             Status::Native => p.native.push(entry),
             Status::Decompose => p.decompose.push(entry),
@@ -79,7 +113,10 @@ pub fn preflight(graph: &Graph, family: Family) -> Result<Preflight> {
 pub fn require_mil(family: Family, arch: Option<&str>) -> Result<()> {
     if family == Family::Older {
         let what = arch.map_or(String::new(), |a| format!("'{a}' is family OLDER; "));
-        return Err(Error::Target { family: family.name(), msg: format!("{what}MIL is only supported for H13+ ANE architectures") });
+        return Err(Error::Target {
+            family: family.name(),
+            msg: format!("{what}MIL is only supported for H13+ ANE architectures"),
+        });
     }
     Ok(())
 }
@@ -95,10 +132,29 @@ impl Preflight {
         if self.ok() {
             return Ok(());
         }
-        let rejected = self.reject.iter().map(|e| format!("{} (node {}, shape {:?}) needs family {} or newer", e.op, e.node, e.shape, e.floor));
-        let oversize = self.oversize.iter().map(|o| format!("{} (node {}, shape {:?}): {} = {} exceeds {} = {}", o.op, o.node, o.shape, what(o.limit), o.value, o.limit.name(), o.max));
+        let rejected = self.reject.iter().map(|e| {
+            format!(
+                "{} (node {}, shape {:?}) needs family {} or newer",
+                e.op, e.node, e.shape, e.floor
+            )
+        });
+        let oversize = self.oversize.iter().map(|o| {
+            format!(
+                "{} (node {}, shape {:?}): {} = {} exceeds {} = {}",
+                o.op,
+                o.node,
+                o.shape,
+                what(o.limit),
+                o.value,
+                o.limit.name(),
+                o.max
+            )
+        });
         let all: Vec<String> = rejected.chain(oversize).collect();
-        Err(Error::Target { family: self.family.name(), msg: all.join("; ") })
+        Err(Error::Target {
+            family: self.family.name(),
+            msg: all.join("; "),
+        })
     }
 }
 

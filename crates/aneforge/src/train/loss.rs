@@ -19,7 +19,10 @@ pub fn mse(prediction: &Tensor, target: &Tensor) -> Result<Tensor> {
 pub fn softmax_cross_entropy(logits: &Tensor, target: &Tensor) -> Result<Tensor> {
     let op = "softmax_cross_entropy";
     let &[n, k] = logits.shape() else {
-        return Err(Error::shape(op, format!("logits must be [N, K], got {:?}", logits.shape())));
+        return Err(Error::shape(
+            op,
+            format!("logits must be [N, K], got {:?}", logits.shape()),
+        ));
     };
     let onehot = if target.shape() == [n, k] {
         target.clone()
@@ -29,11 +32,22 @@ pub fn softmax_cross_entropy(logits: &Tensor, target: &Tensor) -> Result<Tensor>
         }
         let iota: Vec<f32> = (0..k).map(|i| i as f32).collect();
         let iota = io::constant(op, io::HostArray::f32(&[1, k], &iota))?;
-        let hit = target.reshape(&[n as i64, 1])?.compare(Compare::Equal, &iota)?;
+        let hit = target
+            .reshape(&[n as i64, 1])?
+            .compare(Compare::Equal, &iota)?;
         crate::select(&hit, &io::scalar(op, 1.0)?, &io::scalar(op, 0.0)?)?
     } else {
-        return Err(Error::shape(op, format!("target must be one-hot [{n}, {k}] or class indices [{n}] / [{n}, 1], got {:?}", target.shape())));
+        return Err(Error::shape(
+            op,
+            format!(
+                "target must be one-hot [{n}, {k}] or class indices [{n}] / [{n}, 1], got {:?}",
+                target.shape()
+            ),
+        ));
     };
     let picked = onehot.mul(logits)?.sum(&[1], true)?;
-    logits.log_sum_exp(&[1], true)?.sub(&picked)?.mean(&[0], true)
+    logits
+        .log_sum_exp(&[1], true)?
+        .sub(&picked)?
+        .mean(&[0], true)
 }

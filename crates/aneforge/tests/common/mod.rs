@@ -13,7 +13,10 @@ pub struct W {
 
 impl W {
     pub fn new(shape: &[usize], seed: u64) -> W {
-        W { shape: shape.to_vec(), data: data(shape.iter().product(), seed) }
+        W {
+            shape: shape.to_vec(),
+            data: data(shape.iter().product(), seed),
+        }
     }
     pub fn arr(&self) -> HostArray<'_> {
         HostArray::f32(&self.shape, &self.data)

@@ -13,7 +13,14 @@ pub fn build(name: &str, defines: &[&str]) -> Option<PathBuf> {
     std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join(format!("lib{name}.so"));
     let tmp = dir.join(format!(".lib{name}.so.{}", std::process::id()));
-    let status = match Command::new("gcc").args(["-shared", "-fPIC", "-O1", "-Wall", "-Wextra", "-Werror"]).args(defines).arg(&src).arg("-o").arg(&tmp).status() {
+    let status = match Command::new("gcc")
+        .args(["-shared", "-fPIC", "-O1", "-Wall", "-Wextra", "-Werror"])
+        .args(defines)
+        .arg(&src)
+        .arg("-o")
+        .arg(&tmp)
+        .status()
+    {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             eprintln!("skipped: gcc is not installed, so the fake e5rt library cannot be built");
             return None;
@@ -43,16 +50,31 @@ impl Fake {
     /// Make the `nth` call of `function` fail with `status`.
     pub fn fail(&self, function: &str, nth: i32, status: i64) {
         let name = CString::new(function).unwrap();
-        unsafe { self.f::<unsafe extern "C" fn(*const c_char, c_int, i64)>("fake_e5rt_fail")(name.as_ptr(), nth, status) }
+        unsafe {
+            self.f::<unsafe extern "C" fn(*const c_char, c_int, i64)>("fake_e5rt_fail")(
+                name.as_ptr(),
+                nth,
+                status,
+            )
+        }
     }
     /// Garbage in the upper status half (`high`); releases expect the handle by value (`by_value`).
     pub fn mode(&self, high: bool, by_value: bool) {
-        unsafe { self.f::<unsafe extern "C" fn(c_int, c_int)>("fake_e5rt_mode")(high.into(), by_value.into()) }
+        unsafe {
+            self.f::<unsafe extern "C" fn(c_int, c_int)>("fake_e5rt_mode")(
+                high.into(),
+                by_value.into(),
+            )
+        }
     }
     /// Every call since the last reset, one per line.
     pub fn log(&self) -> Vec<String> {
         let p = unsafe { self.f::<unsafe extern "C" fn() -> *const c_char>("fake_e5rt_log")() };
-        unsafe { CStr::from_ptr(p) }.to_string_lossy().lines().map(String::from).collect()
+        unsafe { CStr::from_ptr(p) }
+            .to_string_lossy()
+            .lines()
+            .map(String::from)
+            .collect()
     }
     /// Objects created and not released.
     pub fn live(&self) -> i32 {

@@ -71,7 +71,10 @@ required! {
 
 /// The two spellings of the async submit (macOS 26 renamed it); probed for the report, never
 /// called (it takes an Objective-C block, and `execute_sync` is the dispatch path).
-pub const ASYNC_SUBMIT: [&str; 2] = ["e5rt_execution_stream_submit_async", "e5rt_execution_stream_async_submit"];
+pub const ASYNC_SUBMIT: [&str; 2] = [
+    "e5rt_execution_stream_submit_async",
+    "e5rt_execution_stream_async_submit",
+];
 
 /// How a symbol was found: `e5rt_x` (plain) or `_e5rt_x` (underscore); `None` when missing.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -82,14 +85,23 @@ pub struct Symbol {
 
 /// Look `name` up, then `_name`, recording which spelling answered.
 fn lookup<T: Copy>(lib: &Library, name: &str, seen: &mut Vec<Symbol>) -> Option<T> {
-    for (spelling, sym) in [("plain", name.to_string()), ("underscore", format!("_{name}"))] {
+    for (spelling, sym) in [
+        ("plain", name.to_string()),
+        ("underscore", format!("_{name}")),
+    ] {
         // SAFETY: `T` is the prototype the table declares for `name`; it is only called through it.
         if let Ok(f) = unsafe { lib.get::<T>(sym.as_str()) } {
-            seen.push(Symbol { name: name.into(), spelling: Some(spelling.into()) });
+            seen.push(Symbol {
+                name: name.into(),
+                spelling: Some(spelling.into()),
+            });
             return Some(*f);
         }
     }
-    seen.push(Symbol { name: name.into(), spelling: None });
+    seen.push(Symbol {
+        name: name.into(),
+        spelling: None,
+    });
     None
 }
 
@@ -113,15 +125,36 @@ impl E5rt {
     /// `framework` (dlopen failed) or `symbol` (names the first missing symbol).
     pub fn open(path: &Path) -> std::result::Result<E5rt, (&'static str, String)> {
         // SAFETY: opening a library runs its initialisers; the path is Espresso or a test fake.
-        let lib = unsafe { Library::new(path) }.map_err(|e| ("framework", format!("dlopen {}: {e}", path.display())))?;
+        let lib = unsafe { Library::new(path) }
+            .map_err(|e| ("framework", format!("dlopen {}: {e}", path.display())))?;
         let mut symbols = Vec::new();
-        let api = Api::resolve(&lib, &mut symbols).map_err(|name| ("symbol", format!("{name} is not exported by {} (tried {name} and _{name})", path.display())))?;
+        let api = Api::resolve(&lib, &mut symbols).map_err(|name| {
+            (
+                "symbol",
+                format!(
+                    "{name} is not exported by {} (tried {name} and _{name})",
+                    path.display()
+                ),
+            )
+        })?;
         let get_last_error_message = lookup(&lib, "e5rt_get_last_error_message", &mut symbols);
-        let set_custom_ane_compiler_options = lookup(&lib, "e5rt_e5_compiler_options_set_custom_ane_compiler_options", &mut symbols);
+        let set_custom_ane_compiler_options = lookup(
+            &lib,
+            "e5rt_e5_compiler_options_set_custom_ane_compiler_options",
+            &mut symbols,
+        );
         for name in ASYNC_SUBMIT {
-            let _: Option<unsafe extern "C" fn(Raw, *mut c_void) -> Status> = lookup(&lib, name, &mut symbols);
+            let _: Option<unsafe extern "C" fn(Raw, *mut c_void) -> Status> =
+                lookup(&lib, name, &mut symbols);
         }
-        Ok(E5rt { api, get_last_error_message, set_custom_ane_compiler_options, symbols, path: path.to_path_buf(), _lib: lib })
+        Ok(E5rt {
+            api,
+            get_last_error_message,
+            set_custom_ane_compiler_options,
+            symbols,
+            path: path.to_path_buf(),
+            _lib: lib,
+        })
     }
 
     /// This thread's last e5rt error message, or a note saying why there is none.
@@ -173,13 +206,23 @@ impl Conventions {
             None => {}
             Some("32") => c.status = StatusWidth::Low32,
             Some("64") => c.status = StatusWidth::Full64,
-            Some(v) => return Err(Error::value("ANEFORGE_E5RT_STATUS", format!("'{v}' is not a status width (expected 32 or 64)"))),
+            Some(v) => {
+                return Err(Error::value(
+                    "ANEFORGE_E5RT_STATUS",
+                    format!("'{v}' is not a status width (expected 32 or 64)"),
+                ))
+            }
         }
         match var("ANEFORGE_E5RT_RELEASE").as_deref() {
             None => {}
             Some("address") => c.release = ReleaseBy::Address,
             Some("value") => c.release = ReleaseBy::Value,
-            Some(v) => return Err(Error::value("ANEFORGE_E5RT_RELEASE", format!("'{v}' is not a release convention (expected address or value)"))),
+            Some(v) => {
+                return Err(Error::value(
+                    "ANEFORGE_E5RT_RELEASE",
+                    format!("'{v}' is not a release convention (expected address or value)"),
+                ))
+            }
         }
         Ok(c)
     }
@@ -199,7 +242,10 @@ static UPPER_SET: AtomicU64 = AtomicU64::new(0);
 /// (status words checked, of which the low 32 bits said success while the upper 32 were not
 /// zero) in this process: evidence for §10 item 1 that the selfcheck reports.
 pub fn status_stats() -> (u64, u64) {
-    (CALLS.load(Ordering::Relaxed), UPPER_SET.load(Ordering::Relaxed))
+    (
+        CALLS.load(Ordering::Relaxed),
+        UPPER_SET.load(Ordering::Relaxed),
+    )
 }
 
 /// A loaded library plus the conventions in force: everything needed to call e5rt.
@@ -218,7 +264,11 @@ impl Ctx {
         }
         match self.conv.read(raw) {
             0 => Ok(()),
-            status => Err(Error::E5rt { function, status, message: self.e5.last_error() }),
+            status => Err(Error::E5rt {
+                function,
+                status,
+                message: self.e5.last_error(),
+            }),
         }
     }
 

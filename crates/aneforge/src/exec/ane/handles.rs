@@ -23,11 +23,26 @@ pub struct Handle {
 
 impl Handle {
     /// Own `raw`, which `created_by` returned; a null object is an error naming that function.
-    pub fn new(ctx: Ctx, raw: Raw, created_by: &'static str, release_name: &'static str, release_fn: ReleaseFn) -> Result<Handle> {
+    pub fn new(
+        ctx: Ctx,
+        raw: Raw,
+        created_by: &'static str,
+        release_name: &'static str,
+        release_fn: ReleaseFn,
+    ) -> Result<Handle> {
         if raw.is_null() {
-            return Err(Error::E5rt { function: created_by, status: 0, message: "returned success but a null handle".into() });
+            return Err(Error::E5rt {
+                function: created_by,
+                status: 0,
+                message: "returned success but a null handle".into(),
+            });
         }
-        Ok(Handle { raw, ctx, release_name, release_fn })
+        Ok(Handle {
+            raw,
+            ctx,
+            release_name,
+            release_fn,
+        })
     }
 
     /// The object, for passing to e5rt while `self` is alive.
@@ -47,9 +62,15 @@ impl Drop for Handle {
         if self.raw.is_null() {
             return;
         }
-        if let Err(e) = self.ctx.release(self.release_name, self.release_fn, self.raw) {
+        if let Err(e) = self
+            .ctx
+            .release(self.release_name, self.release_fn, self.raw)
+        {
             RELEASE_FAILURES.fetch_add(1, Ordering::Relaxed);
-            eprintln!("aneforge: warning: {e} (release convention {:?})", self.ctx.conv.release);
+            eprintln!(
+                "aneforge: warning: {e} (release convention {:?})",
+                self.ctx.conv.release
+            );
         }
     }
 }

@@ -27,7 +27,8 @@ pub const ESPRESSO: &str = "/System/Library/PrivateFrameworks/Espresso.framework
 pub const DEFAULT_MAX_PROGRAMS: usize = 120;
 /// ANE families `TargetArchitecture=` accepts (ane-dispatch §2.9); anything else silently compiles for the host.
 pub const TARGETS: [&str; 25] = [
-    "h11", "h12", "m9", "t0", "h13", "h13g", "t1", "h14", "h14g", "h14c", "h15", "h15g", "h15c", "h16", "h16g", "h16c", "h16s", "h17", "h17a", "h17g", "h17s", "h17c", "h17d", "h18", "m11",
+    "h11", "h12", "m9", "t0", "h13", "h13g", "t1", "h14", "h14g", "h14c", "h15", "h15g", "h15c",
+    "h16", "h16g", "h16c", "h16s", "h17", "h17a", "h17g", "h17s", "h17c", "h17d", "h18", "m11",
 ];
 
 /// The e5rt executor and its compile settings.
@@ -43,12 +44,20 @@ pub struct Ane {
 
 impl Default for Ane {
     fn default() -> Ane {
-        Ane { mask: 0x4, target: None, conventions: Conventions::default() }
+        Ane {
+            mask: 0x4,
+            target: None,
+            conventions: Conventions::default(),
+        }
     }
 }
 
 fn unavailable(step: &str, reason: impl Into<String>) -> Error {
-    Error::Unavailable { executor: "ane", step: step.into(), reason: reason.into() }
+    Error::Unavailable {
+        executor: "ane",
+        step: step.into(),
+        reason: reason.into(),
+    }
 }
 
 /// The e5rt library of this process, opened on first use: `ANEFORGE_E5RT_LIBRARY` when set
@@ -60,16 +69,24 @@ pub fn library() -> Result<&'static E5rt> {
         None => {
             let (os, arch) = (std::env::consts::OS, std::env::consts::ARCH);
             if os != "macos" {
-                return Err(unavailable("platform", format!("not macOS (this is {os}/{arch})")));
+                return Err(unavailable(
+                    "platform",
+                    format!("not macOS (this is {os}/{arch})"),
+                ));
             }
             if arch != "aarch64" {
-                return Err(unavailable("platform", "not Apple Silicon (no Neural Engine on x86_64 Macs)"));
+                return Err(unavailable(
+                    "platform",
+                    "not Apple Silicon (no Neural Engine on x86_64 Macs)",
+                ));
             }
             // No file test: system frameworks live in the dyld shared cache, where dlopen finds them.
             std::path::PathBuf::from(ESPRESSO)
         }
     };
-    LIB.get_or_init(|| E5rt::open(&path)).as_ref().map_err(|(step, reason)| unavailable(step, reason.clone()))
+    LIB.get_or_init(|| E5rt::open(&path))
+        .as_ref()
+        .map_err(|(step, reason)| unavailable(step, reason.clone()))
 }
 
 static LIVE: AtomicUsize = AtomicUsize::new(0);
@@ -77,7 +94,12 @@ static LIVE: AtomicUsize = AtomicUsize::new(0);
 /// The live-program budget: `ANEFORGE_MAX_PROGRAMS` (a positive integer), else 120.
 pub fn max_programs() -> Result<usize> {
     match std::env::var("ANEFORGE_MAX_PROGRAMS") {
-        Ok(v) if !v.is_empty() => v.parse::<usize>().ok().filter(|&n| n > 0).ok_or_else(|| Error::value("ANEFORGE_MAX_PROGRAMS", format!("'{v}' is not a positive integer"))),
+        Ok(v) if !v.is_empty() => v.parse::<usize>().ok().filter(|&n| n > 0).ok_or_else(|| {
+            Error::value(
+                "ANEFORGE_MAX_PROGRAMS",
+                format!("'{v}' is not a positive integer"),
+            )
+        }),
         _ => Ok(DEFAULT_MAX_PROGRAMS),
     }
 }
@@ -115,7 +137,10 @@ impl Drop for Slot {
 impl Ane {
     /// The default settings with the conventions from the environment (see [`Conventions::from_env`]).
     pub fn from_env() -> Result<Ane> {
-        Ok(Ane { conventions: Conventions::from_env()?, ..Ane::default() })
+        Ok(Ane {
+            conventions: Conventions::from_env()?,
+            ..Ane::default()
+        })
     }
 }
 
@@ -130,12 +155,23 @@ impl Executor for Ane {
 
     fn load(&self, program: &Program, dir: &Path, precision: Precision) -> Result<Box<dyn Loaded>> {
         if precision != Precision::Fp16 {
-            return Err(Error::value("ane load", "the ANE computes in fp16; precision='fp32' exists only on the reference executor"));
+            return Err(Error::value(
+                "ane load",
+                "the ANE computes in fp16; precision='fp32' exists only on the reference executor",
+            ));
         }
         if let Some(t) = self.target.as_deref().filter(|t| !TARGETS.contains(t)) {
-            return Err(Error::value("ane load", format!("unknown target '{t}' (known: {})", TARGETS.join(", "))));
+            return Err(Error::value(
+                "ane load",
+                format!("unknown target '{t}' (known: {})", TARGETS.join(", ")),
+            ));
         }
-        let ctx = Ctx { e5: library()?, conv: self.conventions };
-        Ok(Box::new(program::AneProgram::load(ctx, self, program, dir)?))
+        let ctx = Ctx {
+            e5: library()?,
+            conv: self.conventions,
+        };
+        Ok(Box::new(program::AneProgram::load(
+            ctx, self, program, dir,
+        )?))
     }
 }

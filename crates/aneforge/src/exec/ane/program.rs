@@ -60,11 +60,17 @@ pub struct AneProgram {
 unsafe impl Send for AneProgram {}
 
 fn cstring(what: &str, s: &str) -> Result<CString> {
-    CString::new(s).map_err(|_| Error::value("ane load", format!("{what} '{s}' contains a NUL byte")))
+    CString::new(s)
+        .map_err(|_| Error::value("ane load", format!("{what} '{s}' contains a NUL byte")))
 }
 
 fn path_cstring(p: &Path) -> Result<CString> {
-    cstring("path", p.to_str().ok_or_else(|| Error::value("ane load", format!("path {} is not UTF-8", p.display())))?)
+    cstring(
+        "path",
+        p.to_str().ok_or_else(|| {
+            Error::value("ane load", format!("path {} is not UTF-8", p.display()))
+        })?,
+    )
 }
 
 /// Compile `dir/model.mil` with `opts` into a program library (the compiler objects are released on return).
@@ -73,13 +79,25 @@ fn compile(ctx: Ctx, opts: &Ane, dir: &Path) -> Result<Handle> {
     std::fs::create_dir_all(&cache).map_err(|e| Error::io(&cache, e))?;
     let (cache, mil) = (path_cstring(&cache)?, path_cstring(&dir.join("model.mil"))?);
     let config = create!(ctx, out, e5rt_e5_compiler_config_options_create(out) => e5rt_e5_compiler_config_options_release)?;
-    call!(ctx, e5rt_e5_compiler_config_options_set_cache_bundle_location(config.raw(), cache.as_ptr()))?;
+    call!(
+        ctx,
+        e5rt_e5_compiler_config_options_set_cache_bundle_location(config.raw(), cache.as_ptr())
+    )?;
     let compiler = create!(ctx, out, e5rt_e5_compiler_create_with_config(out, config.raw()) => e5rt_e5_compiler_release)?;
     let options = create!(ctx, out, e5rt_e5_compiler_options_create(out) => e5rt_e5_compiler_options_release)?;
-    call!(ctx, e5rt_e5_compiler_options_set_compute_device_types_mask(options.raw(), opts.mask))?;
-    call!(ctx, e5rt_e5_compiler_options_set_force_recompilation(options.raw(), 1))?;
+    call!(
+        ctx,
+        e5rt_e5_compiler_options_set_compute_device_types_mask(options.raw(), opts.mask)
+    )?;
+    call!(
+        ctx,
+        e5rt_e5_compiler_options_set_force_recompilation(options.raw(), 1)
+    )?;
     let graph = cstring("segmenter", "graph")?;
-    call!(ctx, e5rt_e5_compiler_options_set_segmenter(options.raw(), graph.as_ptr()))?;
+    call!(
+        ctx,
+        e5rt_e5_compiler_options_set_segmenter(options.raw(), graph.as_ptr())
+    )?;
     if let Some(arch) = &opts.target {
         let set = ctx.e5.set_custom_ane_compiler_options.ok_or_else(|| Error::Unavailable {
             executor: "ane",
@@ -88,7 +106,10 @@ fn compile(ctx: Ctx, opts: &Ane, dir: &Path) -> Result<Handle> {
         })?;
         let custom = cstring("target", &format!("TargetArchitecture={arch}"))?;
         // SAFETY: a live options object and a NUL-terminated string that outlives the call.
-        ctx.check("e5rt_e5_compiler_options_set_custom_ane_compiler_options", unsafe { set(options.raw(), custom.as_ptr()) })?;
+        ctx.check(
+            "e5rt_e5_compiler_options_set_custom_ane_compiler_options",
+            unsafe { set(options.raw(), custom.as_ptr()) },
+        )?;
     }
     create!(ctx, out, e5rt_e5_compiler_compile(compiler.raw(), mil.as_ptr(), options.raw(), out) => e5rt_program_library_release)
 }
@@ -102,39 +123,81 @@ fn bind_port(ctx: Ctx, op: &Handle, spec: &PortSpec, input: bool) -> Result<Port
         create!(ctx, out, e5rt_execution_stream_operation_retain_output_port(op.raw(), name.as_ptr(), out) => e5rt_io_port_release)?
     };
     let size = alloc_bytes(port_bytes(spec));
-    let buffer = create!(ctx, out, e5rt_buffer_object_alloc(out, size, 0) => e5rt_buffer_object_release)?;
+    let buffer =
+        create!(ctx, out, e5rt_buffer_object_alloc(out, size, 0) => e5rt_buffer_object_release)?;
     let mut data = std::ptr::null_mut();
-    call!(ctx, e5rt_buffer_object_get_data_ptr(buffer.raw(), &mut data))?;
+    call!(
+        ctx,
+        e5rt_buffer_object_get_data_ptr(buffer.raw(), &mut data)
+    )?;
     if data.is_null() || (data as usize) % 2 != 0 {
         let message = format!("buffer of port '{}' has an unusable data pointer {data:p} (null or not 2-byte aligned)", spec.name);
-        return Err(Error::E5rt { function: "e5rt_buffer_object_get_data_ptr", status: 0, message });
+        return Err(Error::E5rt {
+            function: "e5rt_buffer_object_get_data_ptr",
+            status: 0,
+            message,
+        });
     }
     // SAFETY: e5rt allocated `size` bytes at `data` for this buffer, which is alive.
     unsafe { std::ptr::write_bytes(data.cast::<u8>(), 0, size) };
-    call!(ctx, e5rt_io_port_bind_buffer_object(port.raw(), buffer.raw()))?;
-    Ok(Port { buffer: Some(buffer), port, data: data.cast() })
+    call!(
+        ctx,
+        e5rt_io_port_bind_buffer_object(port.raw(), buffer.raw())
+    )?;
+    Ok(Port {
+        buffer: Some(buffer),
+        port,
+        data: data.cast(),
+    })
 }
 
 impl AneProgram {
     /// Compile and prepare `program` (written to `dir`) with `opts`, taking one live-program slot.
     pub fn load(ctx: Ctx, opts: &Ane, program: &Program, dir: &Path) -> Result<AneProgram> {
         let (inputs, outputs) = (program.inputs(), program.outputs());
-        if let Some(p) = inputs.iter().chain(&outputs).find(|p| !matches!(p.dtype, DType::Fp16 | DType::Uint8)) {
-            return Err(Error::dtype("ane load", format!("port '{}' is {}; e5rt ports are fp16 or uint8", p.name, p.dtype)));
+        if let Some(p) = inputs
+            .iter()
+            .chain(&outputs)
+            .find(|p| !matches!(p.dtype, DType::Fp16 | DType::Uint8))
+        {
+            return Err(Error::dtype(
+                "ane load",
+                format!(
+                    "port '{}' is {}; e5rt ports are fp16 or uint8",
+                    p.name, p.dtype
+                ),
+            ));
         }
         let slot = Slot::acquire()?;
         let library = compile(ctx, opts, dir)?;
         let main = cstring("function", "main")?;
         let function = create!(ctx, out, e5rt_program_library_retain_program_function(library.raw(), main.as_ptr(), out) => e5rt_program_function_release)?;
         let op_options = create!(ctx, out, e5rt_precompiled_compute_op_create_options_create_with_program_function(out, function.raw()) => e5rt_precompiled_compute_op_create_options_release)?;
-        call!(ctx, e5rt_precompiled_compute_op_create_options_set_operation_name(op_options.raw(), main.as_ptr()))?;
-        call!(ctx, e5rt_precompiled_compute_op_create_options_set_allocate_intermediate_buffers(op_options.raw(), 1))?;
+        call!(
+            ctx,
+            e5rt_precompiled_compute_op_create_options_set_operation_name(
+                op_options.raw(),
+                main.as_ptr()
+            )
+        )?;
+        call!(
+            ctx,
+            e5rt_precompiled_compute_op_create_options_set_allocate_intermediate_buffers(
+                op_options.raw(),
+                1
+            )
+        )?;
         let op = create!(ctx, out, e5rt_execution_stream_operation_create_precompiled_compute_operation_with_options(out, op_options.raw()) => e5rt_execution_stream_operation_release)?;
         let mut ports = Vec::with_capacity(inputs.len() + outputs.len());
-        for (spec, input) in inputs.iter().map(|p| (p, true)).chain(outputs.iter().map(|p| (p, false))) {
+        for (spec, input) in inputs
+            .iter()
+            .map(|p| (p, true))
+            .chain(outputs.iter().map(|p| (p, false)))
+        {
             ports.push(bind_port(ctx, &op, spec, input)?);
         }
-        let stream = create!(ctx, out, e5rt_execution_stream_create(out) => e5rt_execution_stream_release)?;
+        let stream =
+            create!(ctx, out, e5rt_execution_stream_create(out) => e5rt_execution_stream_release)?;
         Ok(AneProgram {
             stream,
             ports,
@@ -154,9 +217,19 @@ impl AneProgram {
     /// Input (or output) `index` as a view of its buffer.
     fn view(&mut self, index: usize, output: bool, op: &str) -> Result<PortView<'_>> {
         let specs = if output { &self.outputs } else { &self.inputs };
-        let spec = specs.get(index).ok_or_else(|| Error::value(op, format!("port index {index} out of range ({} ports)", specs.len())))?;
+        let spec = specs.get(index).ok_or_else(|| {
+            Error::value(
+                op,
+                format!("port index {index} out of range ({} ports)", specs.len()),
+            )
+        })?;
         let (numel, dtype) = (spec.numel(), spec.dtype);
-        let data = self.ports[if output { self.inputs.len() + index } else { index }].data;
+        let data = self.ports[if output {
+            self.inputs.len() + index
+        } else {
+            index
+        }]
+        .data;
         // SAFETY: `data` is the live, zeroed, 2-byte-aligned buffer of this port, at least
         // `port_bytes` long; the returned borrow of `self` keeps the program alive and unaliased.
         Ok(unsafe {
@@ -187,22 +260,46 @@ impl Loaded for AneProgram {
 
     fn execute(&mut self) -> Result<()> {
         if !self.encoded {
-            call!(self.ctx, e5rt_execution_stream_encode_operation(self.stream.raw(), self.op.raw()))?;
+            call!(
+                self.ctx,
+                e5rt_execution_stream_encode_operation(self.stream.raw(), self.op.raw())
+            )?;
             self.encoded = true;
         }
-        call!(self.ctx, e5rt_execution_stream_execute_sync(self.stream.raw()))
+        call!(
+            self.ctx,
+            e5rt_execution_stream_execute_sync(self.stream.raw())
+        )
     }
 
     fn read_output(&self, index: usize, out: &mut [f32]) -> Result<()> {
-        let port = self.outputs.get(index).ok_or_else(|| Error::value("read_output", format!("output index {index} out of range ({} outputs)", self.outputs.len())))?;
+        let port = self.outputs.get(index).ok_or_else(|| {
+            Error::value(
+                "read_output",
+                format!(
+                    "output index {index} out of range ({} outputs)",
+                    self.outputs.len()
+                ),
+            )
+        })?;
         if out.len() != port.numel() {
-            return Err(Error::shape(format!("output '{}'", port.name), format!("needs {} elements, got a buffer of {}", port.numel(), out.len())));
+            return Err(Error::shape(
+                format!("output '{}'", port.name),
+                format!(
+                    "needs {} elements, got a buffer of {}",
+                    port.numel(),
+                    out.len()
+                ),
+            ));
         }
         let (data, n) = (self.ports[self.inputs.len() + index].data, out.len());
         // SAFETY: the port's live buffer holds `n` elements of its dtype; only read here.
         unsafe {
             match port.dtype {
-                DType::Uint8 => out.iter_mut().zip(std::slice::from_raw_parts(data, n)).for_each(|(o, &b)| *o = b as f32),
+                DType::Uint8 => out
+                    .iter_mut()
+                    .zip(std::slice::from_raw_parts(data, n))
+                    .for_each(|(o, &b)| *o = b as f32),
                 _ => std::slice::from_raw_parts(data.cast::<f16>(), n).convert_to_f32_slice(out),
             }
         }
@@ -211,20 +308,35 @@ impl Loaded for AneProgram {
 
     fn alias(&mut self, output: &str, input: &str) -> Result<()> {
         if self.encoded {
-            return Err(Error::value("alias", format!("alias('{output}', '{input}') must be called before the first execute")));
+            return Err(Error::value(
+                "alias",
+                format!("alias('{output}', '{input}') must be called before the first execute"),
+            ));
         }
         let oi = port_index(&self.outputs, Some(output), "alias", "output")?;
         let ii = port_index(&self.inputs, Some(input), "alias", "input")?;
         let (op, ip) = (&self.outputs[oi], &self.inputs[ii]);
         if op.shape != ip.shape || op.dtype != ip.dtype {
-            return Err(Error::shape("alias", format!("output '{output}' is {} {:?} but input '{input}' is {} {:?}", op.dtype, op.shape, ip.dtype, ip.shape)));
+            return Err(Error::shape(
+                "alias",
+                format!(
+                    "output '{output}' is {} {:?} but input '{input}' is {} {:?}",
+                    op.dtype, op.shape, ip.dtype, ip.shape
+                ),
+            ));
         }
         let src = &self.ports[self.inputs.len() + oi];
         let Some(buffer) = src.buffer.as_ref().map(Handle::raw) else {
-            return Err(Error::value("alias", format!("output '{output}' has no buffer of its own")));
+            return Err(Error::value(
+                "alias",
+                format!("output '{output}' has no buffer of its own"),
+            ));
         };
         let data = src.data;
-        call!(self.ctx, e5rt_io_port_bind_buffer_object(self.ports[ii].port.raw(), buffer))?;
+        call!(
+            self.ctx,
+            e5rt_io_port_bind_buffer_object(self.ports[ii].port.raw(), buffer)
+        )?;
         let dst = &mut self.ports[ii];
         self.displaced.extend(dst.buffer.take());
         dst.data = data;

@@ -7,9 +7,9 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::corpus::{conformance, data};
 use super::e5rt::{create, status_stats, Conventions, Ctx, Symbol};
 use super::{handles, library, Ane, ESPRESSO};
+use crate::corpus::{conformance, data};
 use crate::error::{Error, Result};
 use crate::exec::{reference::Reference, Executor, Loaded, PortData, PortView, Precision};
 use crate::graph::{Graph, Tensor};
@@ -95,7 +95,8 @@ pub fn run(workdir: &Path, repeat: usize) -> Result<Report> {
     let e5 = library()?;
     let ane = Ane::from_env()?;
     let relu = |shape: &[usize]| input(shape)?.relu();
-    let matmul = input(&[1, 64])?.matmul_weight(crate::HostArray::f32(&[64, 32], &data(64 * 32, 99)))?;
+    let matmul =
+        input(&[1, 64])?.matmul_weight(crate::HostArray::f32(&[64, 32], &data(64 * 32, 99)))?;
     let mut checks = vec![
         compare(&ane, workdir, "relu_1x64", relu(&[1, 64])?, repeat),
         compare(&ane, workdir, "layout_1x3x7", relu(&[1, 3, 7])?, repeat),
@@ -103,13 +104,31 @@ pub fn run(workdir: &Path, repeat: usize) -> Result<Report> {
         counter(&ane, workdir, repeat),
     ];
     for mask in [0x4, 0x1] {
-        let a = Ane { mask, ..ane.clone() };
-        checks.push(compare(&a, workdir, &format!("mask_0x{mask:x}"), relu(&[1, 64])?, repeat));
+        let a = Ane {
+            mask,
+            ..ane.clone()
+        };
+        checks.push(compare(
+            &a,
+            workdir,
+            &format!("mask_0x{mask:x}"),
+            relu(&[1, 64])?,
+            repeat,
+        ));
     }
     for (case, t) in conformance()? {
-        checks.push(compare(&ane, workdir, &format!("conformance_{case}"), t, repeat));
+        checks.push(compare(
+            &ane,
+            workdir,
+            &format!("conformance_{case}"),
+            t,
+            repeat,
+        ));
     }
-    let conventions = probe_conventions(Ctx { e5, conv: ane.conventions });
+    let conventions = probe_conventions(Ctx {
+        e5,
+        conv: ane.conventions,
+    });
     let passed = checks.iter().filter(|c| c.outcome == Outcome::Pass).count();
     let hardware = e5.path == Path::new(ESPRESSO) && std::env::consts::OS == "macos";
     Ok(Report {
@@ -133,7 +152,11 @@ pub fn run(workdir: &Path, repeat: usize) -> Result<Report> {
 
 /// Trimmed stdout of a successful command, if any.
 fn command(cmd: &str, args: &[&str]) -> Option<String> {
-    let out = std::process::Command::new(cmd).args(args).output().ok().filter(|o| o.status.success())?;
+    let out = std::process::Command::new(cmd)
+        .args(args)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())?;
     Some(String::from_utf8_lossy(&out.stdout).trim().to_string()).filter(|s| !s.is_empty())
 }
 
@@ -142,14 +165,20 @@ fn family(p: &Path) -> Option<String> {
     let stem = p.file_name()?.to_str()?.strip_suffix(".bundle")?;
     let rest = stem.strip_prefix(['H', 'h'])?;
     let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
-    (digits > 0 && rest[digits..].chars().all(|c| c.is_ascii_alphabetic())).then(|| stem.to_uppercase())
+    (digits > 0 && rest[digits..].chars().all(|c| c.is_ascii_alphabetic()))
+        .then(|| stem.to_uppercase())
 }
 
 /// The first `f(path)` over every path under `dir`, depth first in name order.
 fn find<T>(dir: &Path, f: &dyn Fn(&Path) -> Option<T>) -> Option<T> {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir).ok()?.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
     entries.sort();
-    entries.iter().find_map(|p| f(p).or_else(|| if p.is_dir() { find(p, f) } else { None }))
+    entries
+        .iter()
+        .find_map(|p| f(p).or_else(|| if p.is_dir() { find(p, f) } else { None }))
 }
 
 /// `X` from `SelectedBackend = string("X")` in an `analytics.mil` file.
@@ -194,9 +223,18 @@ pub(crate) fn errors(got: &[f32], want: &[f32]) -> (f64, f64) {
         if a == r || (a.is_nan() && r.is_nan()) {
             continue;
         }
-        max = max.max(((a as f64) - (r as f64)).abs()).max(if a.is_finite() && r.is_finite() { 0.0 } else { f64::INFINITY });
+        max = max
+            .max(((a as f64) - (r as f64)).abs())
+            .max(if a.is_finite() && r.is_finite() {
+                0.0
+            } else {
+                f64::INFINITY
+            });
     }
-    let scale = want.iter().filter(|v| v.is_finite()).fold(1.0f64, |m, &v| m.max((v as f64).abs()));
+    let scale = want
+        .iter()
+        .filter(|v| v.is_finite())
+        .fold(1.0f64, |m, &v| m.max((v as f64).abs()));
     (max, max / scale)
 }
 
@@ -214,7 +252,17 @@ fn latency(net: &mut dyn Loaded, n: usize) -> Result<Option<f64>> {
 
 /// Run `body` as the check `name`; an error it returns becomes the check's outcome.
 fn check(name: &str, body: impl FnOnce(&mut Check) -> Result<()>) -> Check {
-    let mut c = Check { name: name.into(), ops: Vec::new(), outcome: Outcome::Error, max_abs_error: None, rel_error: None, load_ms: None, latency_us: None, backend: None, error: None };
+    let mut c = Check {
+        name: name.into(),
+        ops: Vec::new(),
+        outcome: Outcome::Error,
+        max_abs_error: None,
+        rel_error: None,
+        load_ms: None,
+        latency_us: None,
+        backend: None,
+        error: None,
+    };
     if let Err(e) = body(&mut c) {
         (c.outcome, c.error) = (Outcome::Error, Some(e.to_string()));
     }
@@ -225,15 +273,33 @@ fn check(name: &str, body: impl FnOnce(&mut Check) -> Result<()>) -> Check {
 fn judge(c: &mut Check, (abs, rel): (f64, f64)) {
     c.max_abs_error = abs.is_finite().then_some(abs);
     c.rel_error = rel.is_finite().then_some(rel);
-    c.outcome = if rel <= TOLERANCE { Outcome::Pass } else { Outcome::Fail };
+    c.outcome = if rel <= TOLERANCE {
+        Outcome::Pass
+    } else {
+        Outcome::Fail
+    };
 }
 
 /// Write `t`'s program into `workdir/name` and load it on `ane`, timing the load.
-fn prepare(ane: &Ane, workdir: &Path, t: Tensor, c: &mut Check) -> Result<(Program, PathBuf, Box<dyn Loaded>)> {
+fn prepare(
+    ane: &Ane,
+    workdir: &Path,
+    t: Tensor,
+    c: &mut Check,
+) -> Result<(Program, PathBuf, Box<dyn Loaded>)> {
     // The host's opset: macOS 14 rejects ios18 programs.
     let opset = crate::targets::Opset::resolve(None)?;
-    let program = Program::lower_for(crate::passes::for_opset(Graph::from_outputs(&[(None, t)])?, opset)?, opset)?;
-    let names: std::collections::BTreeSet<&str> = program.graph.nodes.iter().map(|n| n.op.family().name()).filter(|&n| n != "input").collect();
+    let program = Program::lower_for(
+        crate::passes::for_opset(Graph::from_outputs(&[(None, t)])?, opset)?,
+        opset,
+    )?;
+    let names: std::collections::BTreeSet<&str> = program
+        .graph
+        .nodes
+        .iter()
+        .map(|n| n.op.family().name())
+        .filter(|&n| n != "input")
+        .collect();
     c.ops = names.into_iter().map(String::from).collect();
     let dir = program.write_to(&workdir.join(&c.name))?;
     let t0 = Instant::now();
@@ -251,7 +317,10 @@ fn compare(ane: &Ane, workdir: &Path, name: &str, t: Tensor, repeat: usize) -> C
         feed(reference.as_mut())?;
         net.execute()?;
         reference.execute()?;
-        judge(c, errors(&outputs(net.as_ref())?, &outputs(reference.as_ref())?));
+        judge(
+            c,
+            errors(&outputs(net.as_ref())?, &outputs(reference.as_ref())?),
+        );
         c.latency_us = latency(net.as_mut(), repeat)?;
         c.backend = find(&dir.join("cache"), &backend);
         Ok(())
@@ -268,7 +337,9 @@ fn counter(ane: &Ane, workdir: &Path, repeat: usize) -> Check {
         for k in 1..=3 {
             net.execute()?;
             if let PortView::F16(v) = net.input_view(0)? {
-                worst = v.iter().fold(worst, |m, x| m.max((x.to_f64() - k as f64).abs()));
+                worst = v
+                    .iter()
+                    .fold(worst, |m, x| m.max((x.to_f64() - k as f64).abs()));
             }
         }
         judge(c, (worst, worst));
@@ -281,7 +352,9 @@ fn counter(ane: &Ane, workdir: &Path, repeat: usize) -> Check {
 fn probe_conventions(ctx: Ctx) -> ConventionReport {
     let (mut ok, mut cleared) = (0, 0);
     for _ in 0..RELEASE_PROBES {
-        let released = create!(ctx, out, e5rt_buffer_object_alloc(out, 64, 0) => e5rt_buffer_object_release).and_then(|h| h.release());
+        let released =
+            create!(ctx, out, e5rt_buffer_object_alloc(out, 64, 0) => e5rt_buffer_object_release)
+                .and_then(|h| h.release());
         if let Ok(c) = released {
             ok += 1;
             cleared += usize::from(c);
@@ -297,14 +370,29 @@ fn probe_conventions(ctx: Ctx) -> ConventionReport {
         format!("{:?}", ctx.conv.release).to_lowercase(),
         handles::release_failures()
     );
-    ConventionReport { active: ctx.conv, status_words: words, upper_half_set: upper, status_verdict, release_ok: ok, release_cleared: cleared, release_failures: handles::release_failures(), release_verdict }
+    ConventionReport {
+        active: ctx.conv,
+        status_words: words,
+        upper_half_set: upper,
+        status_verdict,
+        release_ok: ok,
+        release_cleared: cleared,
+        release_failures: handles::release_failures(),
+        release_verdict,
+    }
 }
 
 /// Read a report for the census; one not produced on ANE hardware is refused with the reason.
 pub fn read_hardware_report(path: &Path) -> Result<Report> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    let r: Report = serde_json::from_str(&text).map_err(|e| Error::format(path, None, e.to_string()))?;
-    if r.format != FORMAT || r.executor != "ane" || !r.hardware || r.library != ESPRESSO || !r.platform.starts_with("macos/") {
+    let r: Report =
+        serde_json::from_str(&text).map_err(|e| Error::format(path, None, e.to_string()))?;
+    if r.format != FORMAT
+        || r.executor != "ane"
+        || !r.hardware
+        || r.library != ESPRESSO
+        || !r.platform.starts_with("macos/")
+    {
         return Err(Error::format(path, None, format!("not a hardware selfcheck report (format {}, executor {}, hardware {}, library {}, platform {}); the census only takes reports produced on a Mac's ANE", r.format, r.executor, r.hardware, r.library, r.platform)));
     }
     Ok(r)
@@ -317,9 +405,15 @@ pub fn census(report: Option<&Report>) -> Vec<(&'static str, String)> {
     crate::ops::mil_op_names()
         .into_iter()
         .map(|op| {
-            let with: Vec<&Check> = checks.iter().filter(|c| c.ops.iter().any(|o| o == op)).collect();
+            let with: Vec<&Check> = checks
+                .iter()
+                .filter(|c| c.ops.iter().any(|o| o == op))
+                .collect();
             let passed = with.iter().filter(|c| c.outcome == Outcome::Pass).count();
-            let worst = with.iter().map(|c| c.max_abs_error.unwrap_or(f64::INFINITY)).fold(0.0, f64::max);
+            let worst = with
+                .iter()
+                .map(|c| c.max_abs_error.unwrap_or(f64::INFINITY))
+                .fold(0.0, f64::max);
             let status = match with.len() {
                 0 => "unverified".to_string(),
                 n if passed == n => format!("pass ({n} programs, max error {worst:.3e})"),

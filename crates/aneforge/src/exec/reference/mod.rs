@@ -24,7 +24,12 @@ impl Executor for Reference {
     fn check(&self) -> Result<()> {
         Ok(())
     }
-    fn load(&self, program: &Program, _dir: &Path, precision: Precision) -> Result<Box<dyn Loaded>> {
+    fn load(
+        &self,
+        program: &Program,
+        _dir: &Path,
+        precision: Precision,
+    ) -> Result<Box<dyn Loaded>> {
         Ok(Box::new(RefProgram::new(program, precision)?))
     }
 }
@@ -132,7 +137,11 @@ impl RefProgram {
                     op: op.clone(),
                     ins: n.inputs.iter().map(|v| slot[v.node][v.port]).collect(),
                     outs: slot[i].clone(),
-                    round: n.outputs.iter().map(|t| precision == Precision::Fp16 && t.dtype == DType::Fp16).collect(),
+                    round: n
+                        .outputs
+                        .iter()
+                        .map(|t| precision == Precision::Fp16 && t.dtype == DType::Fp16)
+                        .collect(),
                 }),
             }
         }
@@ -140,12 +149,24 @@ impl RefProgram {
         let fp16 = precision == Precision::Fp16;
         Ok(RefProgram {
             steps,
-            in_ports: if fp16 { inputs.iter().map(PortBuf::new).collect() } else { Vec::new() },
-            out_ports: if fp16 { outputs.iter().map(PortBuf::new).collect() } else { Vec::new() },
+            in_ports: if fp16 {
+                inputs.iter().map(PortBuf::new).collect()
+            } else {
+                Vec::new()
+            },
+            out_ports: if fp16 {
+                outputs.iter().map(PortBuf::new).collect()
+            } else {
+                Vec::new()
+            },
             inputs,
             input_bufs: g.inputs.iter().map(|&i| slot[i][0]).collect(),
             outputs,
-            output_bufs: g.outputs.iter().map(|(_, v)| slot[v.node][v.port]).collect(),
+            output_bufs: g
+                .outputs
+                .iter()
+                .map(|(_, v)| slot[v.node][v.port])
+                .collect(),
             bufs,
             aliases: Vec::new(),
             executed: false,
@@ -153,9 +174,17 @@ impl RefProgram {
     }
 
     /// Port `index` of `n` as a view; fp32 programs have no port buffers.
-    fn view<'a>(ports: &'a mut [PortBuf], index: usize, n: usize, op: &str) -> Result<PortView<'a>> {
+    fn view<'a>(
+        ports: &'a mut [PortBuf],
+        index: usize,
+        n: usize,
+        op: &str,
+    ) -> Result<PortView<'a>> {
         if index >= n {
-            return Err(Error::value(op, format!("port index {index} out of range ({n} ports)")));
+            return Err(Error::value(
+                op,
+                format!("port index {index} out of range ({n} ports)"),
+            ));
         }
         match ports.get_mut(index) {
             Some(p) => Ok(p.view()),
@@ -199,7 +228,15 @@ impl Loaded for RefProgram {
         let mut outs: Vec<Buf> = Vec::new();
         for step in &self.steps {
             outs.clear();
-            outs.extend(step.outs.iter().map(|&o| std::mem::replace(&mut self.bufs[o], Buf { shape: vec![], data: vec![] })));
+            outs.extend(step.outs.iter().map(|&o| {
+                std::mem::replace(
+                    &mut self.bufs[o],
+                    Buf {
+                        shape: vec![],
+                        data: vec![],
+                    },
+                )
+            }));
             let ins: Vec<&Buf> = step.ins.iter().map(|&i| &self.bufs[i]).collect();
             let r = step.op.family().eval(&ins, &mut outs);
             for ((o, b), &round) in step.outs.iter().zip(outs.drain(..)).zip(&step.round) {
@@ -218,7 +255,11 @@ impl Loaded for RefProgram {
                 let (src, dst) = (self.output_bufs[o], self.input_bufs[i]);
                 if src != dst {
                     let (lo, hi) = self.bufs.split_at_mut(src.max(dst));
-                    let (s, d) = if src < dst { (&lo[src], &mut hi[0]) } else { (&hi[0], &mut lo[dst]) };
+                    let (s, d) = if src < dst {
+                        (&lo[src], &mut hi[0])
+                    } else {
+                        (&hi[0], &mut lo[dst])
+                    };
                     d.data.copy_from_slice(&s.data);
                 }
             } else {
@@ -230,9 +271,24 @@ impl Loaded for RefProgram {
     }
 
     fn read_output(&self, index: usize, out: &mut [f32]) -> Result<()> {
-        let port = self.outputs.get(index).ok_or_else(|| Error::value("read_output", format!("output index {index} out of range ({} outputs)", self.outputs.len())))?;
+        let port = self.outputs.get(index).ok_or_else(|| {
+            Error::value(
+                "read_output",
+                format!(
+                    "output index {index} out of range ({} outputs)",
+                    self.outputs.len()
+                ),
+            )
+        })?;
         if out.len() != port.numel() {
-            return Err(Error::shape(format!("output '{}'", port.name), format!("needs {} elements, got a buffer of {}", port.numel(), out.len())));
+            return Err(Error::shape(
+                format!("output '{}'", port.name),
+                format!(
+                    "needs {} elements, got a buffer of {}",
+                    port.numel(),
+                    out.len()
+                ),
+            ));
         }
         match self.out_ports.get(index) {
             Some(p) => p.load_into(out),
@@ -243,13 +299,22 @@ impl Loaded for RefProgram {
 
     fn alias(&mut self, output: &str, input: &str) -> Result<()> {
         if self.executed {
-            return Err(Error::value("alias", format!("alias('{output}', '{input}') must be called before the first execute")));
+            return Err(Error::value(
+                "alias",
+                format!("alias('{output}', '{input}') must be called before the first execute"),
+            ));
         }
         let oi = port_index(&self.outputs, Some(output), "alias", "output")?;
         let ii = port_index(&self.inputs, Some(input), "alias", "input")?;
         let (op, ip) = (&self.outputs[oi], &self.inputs[ii]);
         if op.shape != ip.shape || op.dtype != ip.dtype {
-            return Err(Error::shape("alias", format!("output '{output}' is {} {:?} but input '{input}' is {} {:?}", op.dtype, op.shape, ip.dtype, ip.shape)));
+            return Err(Error::shape(
+                "alias",
+                format!(
+                    "output '{output}' is {} {:?} but input '{input}' is {} {:?}",
+                    op.dtype, op.shape, ip.dtype, ip.shape
+                ),
+            ));
         }
         self.aliases.push((oi, ii));
         Ok(())
@@ -260,7 +325,11 @@ impl Loaded for RefProgram {
     }
 
     fn output_view(&mut self, index: usize) -> Result<PortView<'_>> {
-        Self::view(&mut self.out_ports, index, self.outputs.len(), "output_view")
+        Self::view(
+            &mut self.out_ports,
+            index,
+            self.outputs.len(),
+            "output_view",
+        )
     }
 }
-

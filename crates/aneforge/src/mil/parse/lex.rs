@@ -34,7 +34,11 @@ pub(super) struct Lexer<'a> {
 
 /// A format error in `file` at `at`: `line L, column C: msg` (plus the byte offset).
 pub(super) fn error_at(file: &Path, at: Pos, msg: impl Into<String>) -> Error {
-    Error::format(file, Some(at.offset as u64), format!("line {}, column {}: {}", at.line, at.col, msg.into()))
+    Error::format(
+        file,
+        Some(at.offset as u64),
+        format!("line {}, column {}: {}", at.line, at.col, msg.into()),
+    )
 }
 
 /// Split `src` into tokens; `//` comments and whitespace (any mix of spaces and newlines) are skipped.
@@ -44,7 +48,11 @@ pub(super) fn lex<'a>(src: &str, file: &'a Path) -> Result<Lexer<'a>> {
     let (mut i, mut line, mut line_start) = (0, 1, 0);
     while i < b.len() {
         let c = b[i];
-        let at = Pos { line, col: i - line_start + 1, offset: i };
+        let at = Pos {
+            line,
+            col: i - line_start + 1,
+            offset: i,
+        };
         let start = i;
         if c == b'\n' {
             line += 1;
@@ -64,11 +72,17 @@ pub(super) fn lex<'a>(src: &str, file: &'a Path) -> Result<Lexer<'a>> {
                 i += 1;
             }
             toks.push((Tok::Ident(src[start..i].to_string()), at));
-        } else if c.is_ascii_digit() || (matches!(c, b'-' | b'+') && b.get(i + 1).is_some_and(|d| d.is_ascii_digit() || *d == b'i' || *d == b'.')) || c == b'.' {
+        } else if c.is_ascii_digit()
+            || (matches!(c, b'-' | b'+')
+                && b.get(i + 1)
+                    .is_some_and(|d| d.is_ascii_digit() || *d == b'i' || *d == b'.'))
+            || c == b'.'
+        {
             i += 1;
             while i < b.len() {
                 let d = b[i];
-                let exp_sign = (d == b'+' || d == b'-') && matches!(b[i - 1], b'p' | b'P' | b'e' | b'E');
+                let exp_sign =
+                    (d == b'+' || d == b'-') && matches!(b[i - 1], b'p' | b'P' | b'e' | b'E');
                 if d.is_ascii_alphanumeric() || d == b'.' || exp_sign {
                     i += 1;
                 } else {
@@ -104,8 +118,17 @@ pub(super) fn lex<'a>(src: &str, file: &'a Path) -> Result<Lexer<'a>> {
             return Err(error_at(file, at, format!("unexpected character {ch:?}")));
         }
     }
-    let end = Pos { line, col: b.len() - line_start + 1, offset: b.len() };
-    Ok(Lexer { toks, pos: 0, end, file })
+    let end = Pos {
+        line,
+        col: b.len() - line_start + 1,
+        offset: b.len(),
+    };
+    Ok(Lexer {
+        toks,
+        pos: 0,
+        end,
+        file,
+    })
 }
 
 impl Lexer<'_> {
@@ -125,7 +148,11 @@ impl Lexer<'_> {
         self.toks.get(self.pos + 1).map(|t| &t.0)
     }
     pub fn next(&mut self) -> Result<Tok> {
-        let t = self.toks.get(self.pos).map(|t| t.0.clone()).ok_or_else(|| self.err("unexpected end of file"))?;
+        let t = self
+            .toks
+            .get(self.pos)
+            .map(|t| t.0.clone())
+            .ok_or_else(|| self.err("unexpected end of file"))?;
         self.pos += 1;
         Ok(t)
     }
@@ -134,7 +161,11 @@ impl Lexer<'_> {
         let at = self.at();
         match self.next()? {
             Tok::Punct(p) if p == c => Ok(()),
-            t => Err(error_at(self.file, at, format!("expected '{c}', found {}", show(&t)))),
+            t => Err(error_at(
+                self.file,
+                at,
+                format!("expected '{c}', found {}", show(&t)),
+            )),
         }
     }
     pub fn is_punct(&self, c: char) -> bool {
@@ -147,22 +178,36 @@ impl Lexer<'_> {
         let at = self.at();
         match self.next()? {
             Tok::Ident(s) => Ok(s),
-            t => Err(error_at(self.file, at, format!("expected a name, found {}", show(&t)))),
+            t => Err(error_at(
+                self.file,
+                at,
+                format!("expected a name, found {}", show(&t)),
+            )),
         }
     }
     pub fn keyword(&mut self, k: &str) -> Result<()> {
         let at = self.at();
         let s = self.ident()?;
         if s != k {
-            return Err(error_at(self.file, at, format!("expected '{k}', found '{s}'")));
+            return Err(error_at(
+                self.file,
+                at,
+                format!("expected '{k}', found '{s}'"),
+            ));
         }
         Ok(())
     }
     pub fn int(&mut self) -> Result<i64> {
         let at = self.at();
         match self.next()? {
-            Tok::Num(s) => s.parse().map_err(|_| error_at(self.file, at, format!("'{s}' is not an integer"))),
-            t => Err(error_at(self.file, at, format!("expected an integer, found {}", show(&t)))),
+            Tok::Num(s) => s
+                .parse()
+                .map_err(|_| error_at(self.file, at, format!("'{s}' is not an integer"))),
+            t => Err(error_at(
+                self.file,
+                at,
+                format!("expected an integer, found {}", show(&t)),
+            )),
         }
     }
     /// Skip a balanced bracketed group starting at the current `open` token.
@@ -179,7 +224,11 @@ impl Lexer<'_> {
         Ok(())
     }
     /// Items of a comma-separated list up to (and consuming) `close`, read by `item`.
-    pub fn list<T>(&mut self, close: char, mut item: impl FnMut(&mut Self) -> Result<T>) -> Result<Vec<T>> {
+    pub fn list<T>(
+        &mut self,
+        close: char,
+        mut item: impl FnMut(&mut Self) -> Result<T>,
+    ) -> Result<Vec<T>> {
         let mut items = Vec::new();
         while !self.is_punct(close) {
             items.push(item(self)?);

@@ -30,12 +30,19 @@ fn qr_plan(m: usize, n: usize, device: Device) -> Result<SharedPlan> {
             let vj = row(&v, j)?;
             let rjj = dot(&vj, &vj)?.sqrt()?;
             let q = vj.div(&rjj)?;
-            let r = q.matmul(&v.transpose(&[1, 0])?)?.mul(&const_row(n, |k| k > j)?)?;
+            let r = q
+                .matmul(&v.transpose(&[1, 0])?)?
+                .mul(&const_row(n, |k| k > j)?)?;
             v = v.sub(&r.transpose(&[1, 0])?.mul(&q)?)?;
             rs.push(r.add(&const_row(n, |k| k == j)?.mul(&rjj)?)?);
             qs.push(q);
         }
-        Plan::build(&["at"], &[("qt", concat(&qs, 0)?), ("r", concat(&rs, 0)?)], Feeds::default(), device)
+        Plan::build(
+            &["at"],
+            &[("qt", concat(&qs, 0)?), ("r", concat(&rs, 0)?)],
+            Feeds::default(),
+            device,
+        )
     })
 }
 
@@ -45,7 +52,10 @@ fn qr_plan(m: usize, n: usize, device: Device) -> Result<SharedPlan> {
 pub fn qr(a: &Matrix, device: Device) -> Result<(Vec<f64>, Vec<f64>)> {
     let (m, n) = (a.rows, a.cols);
     if m < n {
-        return Err(Error::shape("qr", format!("needs rows >= columns (thin QR), got {m}x{n}")));
+        return Err(Error::shape(
+            "qr",
+            format!("needs rows >= columns (thin QR), got {m}x{n}"),
+        ));
     }
     let k = max_abs(a.data);
     if k == 0.0 {
@@ -53,7 +63,9 @@ pub fn qr(a: &Matrix, device: Device) -> Result<(Vec<f64>, Vec<f64>)> {
     }
     let at: Vec<f32> = a.transposed().iter().map(|v| (v / k) as f32).collect();
     let out = run(&qr_plan(m, n, device)?, "qr", &[&at]).map_err(|e| rank_error("qr", e))?;
-    let q: Vec<f64> = (0..m * n).map(|i| out[0][(i % n) * m + i / n] as f64).collect();
+    let q: Vec<f64> = (0..m * n)
+        .map(|i| out[0][(i % n) * m + i / n] as f64)
+        .collect();
     Ok((q, out[1].iter().map(|&v| v as f64 * k).collect()))
 }
 
@@ -67,7 +79,15 @@ fn rank_error(op: &str, e: Error) -> Error {
 
 /// A [n, 1] one-hot column selecting index `j`.
 fn one_hot_col(n: usize, j: usize) -> Result<Tensor> {
-    constant("linalg", HostArray::f32(&[n, 1], &(0..n).map(|k| f32::from(u8::from(k == j))).collect::<Vec<_>>()))
+    constant(
+        "linalg",
+        HostArray::f32(
+            &[n, 1],
+            &(0..n)
+                .map(|k| f32::from(u8::from(k == j)))
+                .collect::<Vec<_>>(),
+        ),
+    )
 }
 
 /// Cholesky program: input `a` [n, n]; output `lt` [n, n] (Lᵀ, upper triangular).
@@ -77,11 +97,18 @@ fn cholesky_plan(n: usize, device: Device) -> Result<SharedPlan> {
         let mut rows = Vec::with_capacity(n);
         for j in 0..n {
             let sj = row(&s, j)?;
-            let l = sj.div(&sj.matmul(&one_hot_col(n, j)?)?.sqrt()?)?.mul(&const_row(n, |k| k >= j)?)?;
+            let l = sj
+                .div(&sj.matmul(&one_hot_col(n, j)?)?.sqrt()?)?
+                .mul(&const_row(n, |k| k >= j)?)?;
             s = s.sub(&l.transpose(&[1, 0])?.mul(&l)?)?;
             rows.push(l);
         }
-        Plan::build(&["a"], &[("lt", concat(&rows, 0)?)], Feeds::default(), device)
+        Plan::build(
+            &["a"],
+            &[("lt", concat(&rows, 0)?)],
+            Feeds::default(),
+            device,
+        )
     })
 }
 
@@ -92,11 +119,17 @@ pub fn cholesky(a: &Matrix, device: Device) -> Result<Vec<f64>> {
     let n = a.symmetric("cholesky")?;
     let k = (0..n).map(|i| a.at(i, i)).fold(0.0, f64::max);
     if k <= 0.0 {
-        return Err(Error::value("cholesky", "matrix is not positive definite (no positive diagonal entry)"));
+        return Err(Error::value(
+            "cholesky",
+            "matrix is not positive definite (no positive diagonal entry)",
+        ));
     }
     let scaled: Vec<f32> = a.data.iter().map(|v| (v / k) as f32).collect();
-    let lt = &run(&cholesky_plan(n, device)?, "cholesky", &[&scaled]).map_err(|e| rank_error("cholesky", e))?[0];
-    Ok((0..n * n).map(|i| lt[(i % n) * n + i / n] as f64 * k.sqrt()).collect())
+    let lt = &run(&cholesky_plan(n, device)?, "cholesky", &[&scaled])
+        .map_err(|e| rank_error("cholesky", e))?[0];
+    Ok((0..n * n)
+        .map(|i| lt[(i % n) * n + i / n] as f64 * k.sqrt())
+        .collect())
 }
 
 /// LU program: input `a` [n, n]; outputs `l` [n, n] (unit lower) and `u` [n, n] (upper).
@@ -113,7 +146,12 @@ fn lu_plan(n: usize, device: Device) -> Result<SharedPlan> {
             ls.push(l.add(&e)?);
             us.push(u);
         }
-        Plan::build(&["a"], &[("l", concat(&ls, 1)?), ("u", concat(&us, 0)?)], Feeds::default(), device)
+        Plan::build(
+            &["a"],
+            &[("l", concat(&ls, 1)?), ("u", concat(&us, 0)?)],
+            Feeds::default(),
+            device,
+        )
     })
 }
 

@@ -5,14 +5,15 @@
 //! cycle per round: Arnoldi with modified Gram–Schmidt on the device, the small Hessenberg
 //! least-squares problem on the host in f64).
 
-use super::{check_iters, check_vector, max_abs, norm, port, residual, scaled_f32, Matrix, Solution, TINY};
+use super::{
+    check_iters, check_vector, max_abs, norm, port, residual, scaled_f32, Matrix, Solution, TINY,
+};
 use crate::compile::Device;
 use crate::error::{Error, Result};
 use crate::graph::Tensor;
 use crate::numerics::{accumulate, cached, dot, run, Feeds, Plan, SharedPlan};
 use crate::ops::io::{constant, HostArray};
 use crate::ops::layout::concat;
-
 
 /// ‖v‖ as [1, 1], clamped away from 0.
 fn vnorm(v: &Tensor) -> Result<Tensor> {
@@ -21,7 +22,14 @@ fn vnorm(v: &Tensor) -> Result<Tensor> {
 
 /// `rounds` correction rounds x ← x + solve(r / ‖r‖)·‖r‖/σ with r = b − A·x in f64, where
 /// `solve` runs on A/σ (σ = max |A|).
-fn correct(a: &Matrix, b: &[f64], x0: Option<&[f64]>, rounds: usize, sigma: f64, mut solve: impl FnMut(&[f32]) -> Result<Vec<f64>>) -> Result<Solution> {
+fn correct(
+    a: &Matrix,
+    b: &[f64],
+    x0: Option<&[f64]>,
+    rounds: usize,
+    sigma: f64,
+    mut solve: impl FnMut(&[f32]) -> Result<Vec<f64>>,
+) -> Result<Solution> {
     let mut x = match x0 {
         Some(v) => v.to_vec(),
         None => vec![0.0; a.cols],
@@ -33,13 +41,24 @@ fn correct(a: &Matrix, b: &[f64], x0: Option<&[f64]>, rounds: usize, sigma: f64,
             break;
         }
         let y = solve(&scaled_f32(&r, 1.0 / k))?;
-        x.iter_mut().zip(&y).for_each(|(xi, yi)| *xi += yi * k / sigma);
+        x.iter_mut()
+            .zip(&y)
+            .for_each(|(xi, yi)| *xi += yi * k / sigma);
     }
-    Ok(Solution { residual: residual(a, b, &x), x })
+    Ok(Solution {
+        residual: residual(a, b, &x),
+        x,
+    })
 }
 
 /// Shared argument checks; returns (A/σ, Aᵀ/σ as f32, σ).
-fn prepare(op: &str, a: &Matrix, b: &[f64], x0: Option<&[f64]>, iters: usize) -> Result<(Vec<f32>, Vec<f32>, f64)> {
+fn prepare(
+    op: &str,
+    a: &Matrix,
+    b: &[f64],
+    x0: Option<&[f64]>,
+    iters: usize,
+) -> Result<(Vec<f32>, Vec<f32>, f64)> {
     check_vector(op, "b", b, a.rows)?;
     if let Some(x0) = x0 {
         check_vector(op, "x0", x0, a.cols)?;
@@ -56,7 +75,11 @@ fn prepare(op: &str, a: &Matrix, b: &[f64], x0: Option<&[f64]>, iters: usize) ->
 /// CGLS program: inputs `a` [m, n], `at` [n, m], `b` [1, m]; output `x` [1, n].
 fn cgls_plan(m: usize, n: usize, iters: usize, device: Device) -> Result<SharedPlan> {
     cached(format!("linalg/cgls/{m}/{n}/{iters}/{device:?}"), || {
-        let (a, at, b) = (port("a", &[m, n])?, port("at", &[n, m])?, port("b", &[1, m])?);
+        let (a, at, b) = (
+            port("a", &[m, n])?,
+            port("at", &[n, m])?,
+            port("b", &[1, m])?,
+        );
         let mut r = b;
         let mut s = r.matmul(&a)?;
         let (mut p, mut gamma) = (s.clone(), dot(&s, &s)?);
@@ -82,16 +105,32 @@ fn cgls_plan(m: usize, n: usize, iters: usize, device: Device) -> Result<SharedP
 /// refine to f64-level residuals; for inconsistent ones the fp16 rounding of the (large) residual
 /// limits optimality to ‖Aᵀr‖ / (‖A‖_F·‖b‖) ~ 1e-4. `residual` in the result is ‖b − A·x‖/‖b‖,
 /// which is not 0 at the optimum of an inconsistent system.
-pub fn least_squares(a: &Matrix, b: &[f64], iters: usize, x0: Option<&[f64]>, refine: usize, device: Device) -> Result<Solution> {
+pub fn least_squares(
+    a: &Matrix,
+    b: &[f64],
+    iters: usize,
+    x0: Option<&[f64]>,
+    refine: usize,
+    device: Device,
+) -> Result<Solution> {
     let (am, at, sigma) = prepare("least_squares", a, b, x0, iters)?;
     let plan = cgls_plan(a.rows, a.cols, iters, device)?;
-    correct(a, b, x0, refine + 1, sigma, |r| Ok(run(&plan, "least_squares", &[&am, &at, r])?[0].iter().map(|&v| v as f64).collect()))
+    correct(a, b, x0, refine + 1, sigma, |r| {
+        Ok(run(&plan, "least_squares", &[&am, &at, r])?[0]
+            .iter()
+            .map(|&v| v as f64)
+            .collect())
+    })
 }
 
 /// LSQR program: inputs `a` [m, n], `at` [n, m], `b` [1, m] (unit norm); output `x` [1, n].
 fn lsqr_plan(m: usize, n: usize, iters: usize, device: Device) -> Result<SharedPlan> {
     cached(format!("linalg/lsqr/{m}/{n}/{iters}/{device:?}"), || {
-        let (a, at, b) = (port("a", &[m, n])?, port("at", &[n, m])?, port("b", &[1, m])?);
+        let (a, at, b) = (
+            port("a", &[m, n])?,
+            port("at", &[n, m])?,
+            port("b", &[1, m])?,
+        );
         let mut u = b.clone();
         let mut v = u.matmul(&a)?;
         let mut alpha = vnorm(&v)?;
@@ -123,10 +162,22 @@ fn lsqr_plan(m: usize, n: usize, iters: usize, device: Device) -> Result<SharedP
 
 /// Minimise ‖A·x − b‖ by LSQR (`iters` unrolled Golub–Kahan steps, then `refine` more rounds on
 /// the f64 residual); mathematically CGLS, numerically better conditioned.
-pub fn lsqr(a: &Matrix, b: &[f64], iters: usize, x0: Option<&[f64]>, refine: usize, device: Device) -> Result<Solution> {
+pub fn lsqr(
+    a: &Matrix,
+    b: &[f64],
+    iters: usize,
+    x0: Option<&[f64]>,
+    refine: usize,
+    device: Device,
+) -> Result<Solution> {
     let (am, at, sigma) = prepare("lsqr", a, b, x0, iters)?;
     let plan = lsqr_plan(a.rows, a.cols, iters, device)?;
-    correct(a, b, x0, refine + 1, sigma, |r| Ok(run(&plan, "lsqr", &[&am, &at, r])?[0].iter().map(|&v| v as f64).collect()))
+    correct(a, b, x0, refine + 1, sigma, |r| {
+        Ok(run(&plan, "lsqr", &[&am, &at, r])?[0]
+            .iter()
+            .map(|&v| v as f64)
+            .collect())
+    })
 }
 
 /// Arnoldi program: inputs `at` [n, n] (Aᵀ), `r` [1, n] (unit norm); outputs `v` [m, n] (the
@@ -148,12 +199,20 @@ fn arnoldi_plan(n: usize, m: usize, device: Device) -> Result<SharedPlan> {
             vs.push(w.div(&next)?);
             h.push(next);
             if j + 2 <= m {
-                h.push(constant("gmres", HostArray::f32(&[m - j - 1, 1], &vec![0.0; m - j - 1]))?);
+                h.push(constant(
+                    "gmres",
+                    HostArray::f32(&[m - j - 1, 1], &vec![0.0; m - j - 1]),
+                )?);
             }
             cols.push(concat(&h, 0)?);
         }
         vs.truncate(m);
-        Plan::build(&["at", "r"], &[("v", concat(&vs, 0)?), ("h", concat(&cols, 1)?)], Feeds::default(), device)
+        Plan::build(
+            &["at", "r"],
+            &[("v", concat(&vs, 0)?), ("h", concat(&cols, 1)?)],
+            Feeds::default(),
+            device,
+        )
     })
 }
 
@@ -176,17 +235,31 @@ fn hessenberg_lsq(h: &[f64], m: usize) -> Vec<f64> {
     let mut y = vec![0.0; m];
     for j in (0..m).rev() {
         let t: f64 = g[j] - (j + 1..m).map(|k| h[j * m + k] * y[k]).sum::<f64>();
-        y[j] = if h[j * m + j] == 0.0 { 0.0 } else { t / h[j * m + j] };
+        y[j] = if h[j * m + j] == 0.0 {
+            0.0
+        } else {
+            t / h[j * m + j]
+        };
     }
     y
 }
 
 /// Solve square A·x = b by `restarts` cycles of GMRES(`m`) (m ≤ n Krylov steps unrolled on the
 /// device per cycle; each cycle restarts from the f64 residual).
-pub fn gmres(a: &Matrix, b: &[f64], m: usize, restarts: usize, x0: Option<&[f64]>, device: Device) -> Result<Solution> {
+pub fn gmres(
+    a: &Matrix,
+    b: &[f64],
+    m: usize,
+    restarts: usize,
+    x0: Option<&[f64]>,
+    device: Device,
+) -> Result<Solution> {
     let n = a.square("gmres")?;
     if m > n {
-        return Err(Error::value("gmres", format!("Krylov dimension m = {m} exceeds the matrix order {n}")));
+        return Err(Error::value(
+            "gmres",
+            format!("Krylov dimension m = {m} exceeds the matrix order {n}"),
+        ));
     }
     let (_, at, sigma) = prepare("gmres", a, b, x0, m)?;
     let plan = arnoldi_plan(n, m, device)?;
@@ -194,6 +267,8 @@ pub fn gmres(a: &Matrix, b: &[f64], m: usize, restarts: usize, x0: Option<&[f64]
         let out = run(&plan, "gmres", &[&at, r])?;
         let h: Vec<f64> = out[1].iter().map(|&v| v as f64).collect();
         let y = hessenberg_lsq(&h, m);
-        Ok((0..n).map(|i| (0..m).map(|j| y[j] * out[0][j * n + i] as f64).sum()).collect())
+        Ok((0..n)
+            .map(|i| (0..m).map(|j| y[j] * out[0][j * n + i] as f64).sum())
+            .collect())
     })
 }

@@ -41,13 +41,33 @@ impl<'a> Matrix<'a> {
     /// oversized matrix (see [`MAX_ORDER`]) or a non-finite entry.
     pub fn new(op: &str, rows: usize, cols: usize, data: &'a [f64]) -> Result<Self> {
         if rows == 0 || cols == 0 || rows > MAX_ORDER || cols > MAX_ORDER {
-            return Err(Error::shape(op, format!("matrix must be between 1x1 and {MAX_ORDER}x{MAX_ORDER}, got {rows}x{cols}")));
+            return Err(Error::shape(
+                op,
+                format!(
+                    "matrix must be between 1x1 and {MAX_ORDER}x{MAX_ORDER}, got {rows}x{cols}"
+                ),
+            ));
         }
         if data.len() != rows * cols {
-            return Err(Error::shape(op, format!("{rows}x{cols} matrix needs {} values, got {}", rows * cols, data.len())));
+            return Err(Error::shape(
+                op,
+                format!(
+                    "{rows}x{cols} matrix needs {} values, got {}",
+                    rows * cols,
+                    data.len()
+                ),
+            ));
         }
         if let Some(i) = data.iter().position(|v| !v.is_finite()) {
-            return Err(Error::value(op, format!("matrix entry ({}, {}) = {} is not finite", i / cols, i % cols, data[i])));
+            return Err(Error::value(
+                op,
+                format!(
+                    "matrix entry ({}, {}) = {} is not finite",
+                    i / cols,
+                    i % cols,
+                    data[i]
+                ),
+            ));
         }
         Ok(Matrix { rows, cols, data })
     }
@@ -60,7 +80,10 @@ impl<'a> Matrix<'a> {
     /// Error unless square.
     pub fn square(&self, op: &str) -> Result<usize> {
         if self.rows != self.cols {
-            return Err(Error::shape(op, format!("needs a square matrix, got {}x{}", self.rows, self.cols)));
+            return Err(Error::shape(
+                op,
+                format!("needs a square matrix, got {}x{}", self.rows, self.cols),
+            ));
         }
         Ok(self.rows)
     }
@@ -72,7 +95,14 @@ impl<'a> Matrix<'a> {
         for i in 0..n {
             for j in 0..i {
                 if (self.at(i, j) - self.at(j, i)).abs() > tol {
-                    return Err(Error::value(op, format!("needs a symmetric matrix, but A[{i},{j}] = {} and A[{j},{i}] = {}", self.at(i, j), self.at(j, i))));
+                    return Err(Error::value(
+                        op,
+                        format!(
+                            "needs a symmetric matrix, but A[{i},{j}] = {} and A[{j},{i}] = {}",
+                            self.at(i, j),
+                            self.at(j, i)
+                        ),
+                    ));
                 }
             }
         }
@@ -81,12 +111,17 @@ impl<'a> Matrix<'a> {
 
     /// A·x in f64.
     pub fn matvec(&self, x: &[f64]) -> Vec<f64> {
-        self.data.chunks(self.cols).map(|row| row.iter().zip(x).map(|(a, b)| a * b).sum()).collect()
+        self.data
+            .chunks(self.cols)
+            .map(|row| row.iter().zip(x).map(|(a, b)| a * b).sum())
+            .collect()
     }
 
     /// The transpose, row-major.
     pub fn transposed(&self) -> Vec<f64> {
-        (0..self.rows * self.cols).map(|i| self.at(i % self.rows, i / self.rows)).collect()
+        (0..self.rows * self.cols)
+            .map(|i| self.at(i % self.rows, i / self.rows))
+            .collect()
     }
 }
 
@@ -108,10 +143,19 @@ pub fn scaled_f32(v: &[f64], k: f64) -> Vec<f32> {
 /// Error unless `v` has `n` finite entries.
 pub fn check_vector(op: &str, what: &str, v: &[f64], n: usize) -> Result<()> {
     if v.len() != n {
-        return Err(Error::shape(op, format!("{what} must have {n} entries to match the matrix, got {}", v.len())));
+        return Err(Error::shape(
+            op,
+            format!(
+                "{what} must have {n} entries to match the matrix, got {}",
+                v.len()
+            ),
+        ));
     }
     match v.iter().position(|x| !x.is_finite()) {
-        Some(i) => Err(Error::value(op, format!("{what}[{i}] = {} is not finite", v[i]))),
+        Some(i) => Err(Error::value(
+            op,
+            format!("{what}[{i}] = {} is not finite", v[i]),
+        )),
         None => Ok(()),
     }
 }
