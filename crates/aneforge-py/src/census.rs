@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use aneforge::census;
-use aneforge::exec::ane::selfcheck;
+use aneforge::conformance::census;
+use aneforge::conformance::selfcheck;
 use aneforge::targets;
 use pyo3::prelude::*;
 

@@ -11,7 +11,7 @@ use crate::tensor::PyTensor;
 #[pyfunction]
 #[pyo3(name = "_conformance_corpus")]
 pub fn conformance_corpus() -> PyResult<Vec<(&'static str, PyTensor)>> {
-    Ok(aneforge::corpus::conformance()
+    Ok(aneforge::conformance::corpus::conformance()
         .py()?
         .into_iter()
         .map(|(name, t)| (name, PyTensor::from(t)))
@@ -29,5 +29,5 @@ pub fn mil_op_names() -> Vec<&'static str> {
 #[pyfunction]
 #[pyo3(name = "_mlpackage_schema")]
 pub fn mlpackage_schema(py: Python<'_>) -> Bound<'_, PyBytes> {
-    PyBytes::new(py, aneforge::export::proto::FILE_DESCRIPTOR_SET)
+    PyBytes::new(py, aneforge::mlpackage::proto::FILE_DESCRIPTOR_SET)
 }

@@ -272,8 +272,8 @@ impl Compiled {
 }
 
 impl Compiled {
-    /// Write the program as a Core ML `.mlpackage` at `path` (see [`crate::export::write_mlpackage`]).
+    /// Write the program as a Core ML `.mlpackage` at `path` (see [`crate::mlpackage::write_mlpackage`]).
     pub fn save_mlpackage(&self, path: &Path) -> Result<PathBuf> {
-        crate::export::write_mlpackage(&self.program, path)
+        crate::mlpackage::write_mlpackage(&self.program, path)
     }
 }

@@ -24,12 +24,11 @@ pub use ops::io::{constant, image_input, input, input_port, scalar, HostArray, H
 pub use ops::layout::concat;
 pub use ops::norm::batch_norm;
 pub use ops::rearrange::stack;
-pub mod census;
 pub mod compile;
 pub mod compress;
-pub mod corpus;
+pub mod conformance;
 pub mod exec;
-pub mod export;
+pub mod mlpackage;
 pub mod numerics;
 pub mod passes;
 pub mod program;

@@ -8,10 +8,11 @@ mod fake_e5rt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use aneforge::conformance::selfcheck;
 use aneforge::exec::ane::e5rt::{Conventions, E5rt, ReleaseBy, StatusWidth, REQUIRED};
 use aneforge::exec::ane::{handles, library, live_programs, Ane};
 use aneforge::exec::reference::Reference;
-use aneforge::exec::{ane::selfcheck, Executor, Loaded, PortData, PortView, Precision};
+use aneforge::exec::{Executor, Loaded, PortData, PortView, Precision};
 use aneforge::{
     compile, image_input, input, input_port, CompileOptions, DType, Device, Error, Graph, Program,
     Tensor,
@@ -753,7 +754,7 @@ fn selfcheck_on_the_fake_runs_every_check_and_reports_it_is_not_hardware() {
     );
     assert_eq!(r.library, fake.path.display().to_string());
     assert_eq!(r.ane_family, None);
-    let n_ops = aneforge::corpus::conformance().unwrap().len();
+    let n_ops = aneforge::conformance::corpus::conformance().unwrap().len();
     assert_eq!(r.checks.len(), 6 + n_ops);
     let by = |name: &str| r.checks.iter().find(|c| c.name == name).unwrap();
     let counter = by("aliased_counter");

@@ -48,7 +48,7 @@ use Draw::{Away, Distinct, Positive};
 
 fn values(n: usize, seed: u64, d: Draw) -> Vec<f32> {
     if let Distinct = d {
-        let keys = aneforge::corpus::data(n, seed);
+        let keys = aneforge::conformance::corpus::data(n, seed);
         let mut order: Vec<usize> = (0..n).collect();
         order.sort_by(|&a, &b| keys[a].total_cmp(&keys[b]));
         let mut out = vec![0.0; n];
@@ -58,7 +58,7 @@ fn values(n: usize, seed: u64, d: Draw) -> Vec<f32> {
             .for_each(|(rank, &i)| out[i] = (rank as f32 - n as f32 / 2.0) * 0.1);
         return out;
     }
-    aneforge::corpus::data(2 * n, seed)
+    aneforge::conformance::corpus::data(2 * n, seed)
         .chunks(2)
         .map(|p| match d {
             Away => ((p[0] * 3.0).floor() + 0.5 + 0.3 * p[1]).clamp(-2.8, 2.8),

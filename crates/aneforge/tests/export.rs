@@ -7,10 +7,10 @@ mod common;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use aneforge::export::proto::specification::mil_spec as mil;
-use aneforge::export::proto::specification::{self as spec, feature_type, model};
-use aneforge::export::write_mlpackage;
 use aneforge::mil::blob::{BlobReader, BlobType};
+use aneforge::mlpackage::proto::specification::mil_spec as mil;
+use aneforge::mlpackage::proto::specification::{self as spec, feature_type, model};
+use aneforge::mlpackage::write_mlpackage;
 use aneforge::ops::{Op, TensorType};
 use aneforge::{image_input, input, DType, Error, Graph, Program};
 use prost::Message;

@@ -1,6 +1,6 @@
 //! The graph-built FFT against rustfft (f64) on the reference executor, on fp16-rounded inputs.
 
-use aneforge::corpus::data;
+use aneforge::conformance::corpus::data;
 use aneforge::numerics::fft::{radices, FftKind, FftPlan};
 use aneforge::{Device, Error};
 use half::f16;

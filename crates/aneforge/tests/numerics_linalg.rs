@@ -1,7 +1,7 @@
 //! af.linalg solvers on the reference executor, checked in f64 against matrices with known
 //! spectra (A = H·diag(λ)·H with H a Householder reflection, so eigenvalues and condition are exact).
 
-use aneforge::corpus::data;
+use aneforge::conformance::corpus::data;
 use aneforge::numerics::linalg::direct::{cholesky, lu, qr};
 use aneforge::numerics::linalg::eigen::{dominant_eig, dominant_svd, eigh, svd};
 use aneforge::numerics::linalg::krylov::{conjugate_gradient, iterative_refine, jacobi};

@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use aneforge::census;
-use aneforge::exec::ane::{selfcheck, Ane};
+use aneforge::conformance::census;
+use aneforge::conformance::selfcheck;
+use aneforge::exec::ane::Ane;
 use aneforge::exec::reference::Reference;
 use aneforge::{npy, Device, Error, Executor, PortSpec, Precision, Program, Result};
 use clap::{Parser, Subcommand};
@@ -515,7 +516,7 @@ fn compress(
 /// Write the program directory `dir` as the package `out` and print its path.
 fn export(dir: &Path, out: &Path) -> Result<()> {
     let program = Program::load_dir(dir)?;
-    let path = aneforge::export::write_mlpackage(&program, out)?;
+    let path = aneforge::mlpackage::write_mlpackage(&program, out)?;
     println!("{}", path.display());
     Ok(())
 }

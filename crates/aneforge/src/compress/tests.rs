@@ -19,7 +19,7 @@ fn opts(mode: Compress, family: Family) -> CompressOptions {
     }
 }
 
-use crate::corpus::data as uniform;
+use crate::conformance::corpus::data as uniform;
 
 /// Approximately normal values (sum of four uniforms, scaled to unit variance).
 fn normal(n: usize, seed: u64) -> Vec<f32> {

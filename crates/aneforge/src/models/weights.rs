@@ -100,24 +100,25 @@ impl Weights {
         }
         let raw = &self.bytes
             [self.data_start + info.data_offsets.0..self.data_start + info.data_offsets.1];
-        let out: Vec<f32> =
-            match info.dtype {
-                Dtype::F32 => raw
-                    .chunks_exact(4)
-                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                    .collect(),
-                Dtype::F16 => raw
-                    .chunks_exact(2)
-                    .map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32())
-                    .collect(),
-                Dtype::BF16 => raw
-                    .chunks_exact(2)
-                    .map(|b| bf16::from_le_bytes([b[0], b[1]]).to_f32())
-                    .collect(),
-                d => return Err(self.error(format!(
+        let out: Vec<f32> = match info.dtype {
+            Dtype::F32 => raw
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect(),
+            Dtype::F16 => raw
+                .chunks_exact(2)
+                .map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32())
+                .collect(),
+            Dtype::BF16 => raw
+                .chunks_exact(2)
+                .map(|b| bf16::from_le_bytes([b[0], b[1]]).to_f32())
+                .collect(),
+            d => {
+                return Err(self.error(format!(
                     "tensor '{name}' (shape {shape:?}) has dtype {d:?}; expected F32, F16 or BF16"
-                ))),
-            };
+                )))
+            }
+        };
         if let Some(i) = out.iter().position(|v| !v.is_finite()) {
             return Err(self.error(format!(
                 "tensor '{name}' (shape {shape:?}) has a non-finite element at index {i}"

@@ -19,7 +19,8 @@ use crate::compile::{compile, CompileOptions, Compiled, Device};
 use crate::error::{Error, Result};
 use crate::exec::PortData;
 use crate::graph::Tensor;
-use crate::ops::io::{input_port, HostArray};
+use crate::ops::io::input_port;
+pub use crate::passes::reduce_to_matmul::sum_last;
 use crate::DType;
 
 /// Plans kept alive at once (the ANE runtime holds ~128 live programs per process).
@@ -184,12 +185,6 @@ pub fn cached(key: String, build: impl FnOnce() -> Result<Plan>) -> Result<Share
 /// Run a shared plan (see [`Plan::run`]).
 pub fn run(plan: &SharedPlan, op: &str, user: &[&[f32]]) -> Result<Vec<Vec<f32>>> {
     plan.lock().unwrap_or_else(|e| e.into_inner()).run(op, user)
-}
-
-/// Sum of `x` over its last axis as `x @ ones[K, 1]` (wide matmul accumulator), keeping that axis as extent 1.
-pub fn sum_last(x: &Tensor) -> Result<Tensor> {
-    let k = *x.shape().last().unwrap_or(&1);
-    x.matmul_weight(HostArray::f32(&[k, 1], &vec![1.0; k]))
 }
 
 /// `acc + step`, or `step` when nothing has been accumulated yet (an unrolled iterate starting at 0).

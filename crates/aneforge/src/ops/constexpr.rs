@@ -8,10 +8,43 @@ use half::f16;
 
 use super::io::expect_inputs;
 use super::{Buf, Family, Op, TensorType};
-use crate::compress::Encoding;
 use crate::error::{Error, Result};
 use crate::mil::blob::{BlobType, Packed, Payload};
 use crate::mil::{Literal, MilArgs, MilOp};
+
+/// A weight encoding, listed in the order the selection tries them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Encoding {
+    /// Bitmask of non-zeros plus the packed non-zero values (lossless).
+    Sparse,
+    /// One 16-entry fp16 palette per tensor, uint4 indices.
+    Int4,
+    /// Symmetric int8 with one scale per row and block of the inner axis.
+    Blockwise,
+    /// Symmetric int8 with one scale per output channel.
+    Int8,
+    /// Left as fp16.
+    Fp16,
+}
+
+impl Encoding {
+    /// Lower-case name (`sparse`, `int4`, `blockwise`, `int8`, `fp16`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Encoding::Sparse => "sparse",
+            Encoding::Int4 => "int4",
+            Encoding::Blockwise => "blockwise",
+            Encoding::Int8 => "int8",
+            Encoding::Fp16 => "fp16",
+        }
+    }
+}
+
+impl std::fmt::Display for Encoding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// MIL ops this family prints.
 pub const MIL_OPS: &[&str] = &[AFFINE, LUT, SPARSE, BLOCKWISE];

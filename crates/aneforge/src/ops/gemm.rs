@@ -100,7 +100,7 @@ pub(crate) mod tests {
     use super::*;
 
     /// Deterministic pseudo-random values in [-1, 1) (xorshift), for kernel tests.
-    pub(crate) use crate::corpus::data as rand_vec;
+    pub(crate) use crate::conformance::corpus::data as rand_vec;
 
     /// Assert `got` matches the f64 reference `want` elementwise within `tol` (relative to max(1, |want|)).
     pub(crate) fn assert_close(got: &[f32], want: &[f64], tol: f64) {

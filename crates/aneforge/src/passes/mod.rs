@@ -1,7 +1,7 @@
 //! Graph → Graph passes run by `compile` before lowering.
 
 pub mod decompose;
-pub mod opset;
+pub mod legalize_opset;
 pub mod precision;
 pub mod quirks;
 pub mod reduce_to_matmul;
@@ -11,7 +11,7 @@ use crate::exec::Precision;
 use crate::graph::Graph;
 use crate::targets::{preflight, require_mil, Target};
 pub use decompose::decompose;
-pub use opset::for_opset;
+pub use legalize_opset::for_opset;
 pub use precision::precision_risk;
 pub use reduce_to_matmul::reduce_sum_to_matmul;
 

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use crate::error::Result;
 use crate::graph::tensor::NodeDef;
 use crate::graph::Tensor;
-use crate::numerics::sum_last;
+use crate::ops::io::HostArray;
 use crate::ops::reduce::{Reduce, ReduceKind};
 use crate::ops::Op;
 use crate::shape::MAX_EXTENT;
@@ -97,6 +97,12 @@ fn as_matmul(r: &Reduce, x: &Tensor) -> Result<Tensor> {
         kept.iter().map(|&a| shape[a] as i64).collect()
     };
     s.reshape(&out)
+}
+
+/// Sum of `x` over its last axis as `x @ ones[K, 1]` (wide matmul accumulator), keeping that axis as extent 1.
+pub fn sum_last(x: &Tensor) -> Result<Tensor> {
+    let k = *x.shape().last().unwrap_or(&1);
+    x.matmul_weight(HostArray::f32(&[k, 1], &vec![1.0; k]))
 }
 
 #[cfg(test)]

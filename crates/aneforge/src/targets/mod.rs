@@ -5,17 +5,17 @@
 pub mod arch;
 pub mod floors;
 pub mod limits;
-pub mod opset;
+pub mod opset_table;
 pub mod preflight;
 
 use std::sync::Once;
 
-use crate::compress::Encoding;
 use crate::error::Result;
+use crate::ops::constexpr::Encoding;
 pub use arch::{parse_target, Target};
 pub use floors::{op_floor, op_status, Status};
 pub use limits::{limit, Limit};
-pub use opset::Opset;
+pub use opset_table::Opset;
 pub use preflight::{preflight, require_mil, OpEntry, Oversize, Preflight};
 
 /// An ANE generation with the same compiler behaviour (ordered oldest first).

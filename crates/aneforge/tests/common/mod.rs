@@ -3,7 +3,7 @@
 
 use aneforge::{constant, HostArray, Tensor};
 
-pub use aneforge::corpus::data;
+pub use aneforge::conformance::corpus::data;
 
 /// A weight array owned by the test.
 pub struct W {
@@ -28,5 +28,5 @@ impl W {
 
 /// One case per op kind: (MIL op name, output tensor) — the library's conformance corpus.
 pub fn op_cases() -> Vec<(&'static str, Tensor)> {
-    aneforge::corpus::conformance().unwrap()
+    aneforge::conformance::corpus::conformance().unwrap()
 }

@@ -10,7 +10,6 @@
 pub mod e5rt;
 pub mod handles;
 pub mod program;
-pub mod selfcheck;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};

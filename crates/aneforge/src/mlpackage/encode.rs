@@ -8,9 +8,9 @@ use std::collections::HashMap;
 
 use half::f16;
 
-use super::opset::{ConstexprForm, CoreMlOpset};
 use super::proto::specification as spec;
 use super::proto::specification::mil_spec as mil;
+use super::spec_version::{ConstexprForm, CoreMlOpset};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::graph::{Graph, Value};

@@ -9,9 +9,9 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::corpus::conformance;
+use crate::conformance::corpus::conformance;
+use crate::conformance::selfcheck::{self, errors, feed, outputs, Report, TOLERANCE};
 use crate::error::Result;
-use crate::exec::ane::selfcheck::{self, errors, feed, outputs, Report, TOLERANCE};
 use crate::exec::{reference::Reference, Executor, Precision};
 use crate::graph::Graph;
 use crate::mil::{parse, MilInputs};

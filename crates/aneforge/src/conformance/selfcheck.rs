@@ -7,10 +7,10 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::e5rt::{create, status_stats, Conventions, Ctx, Symbol};
-use super::{handles, library, Ane, ESPRESSO};
-use crate::corpus::{conformance, data};
+use crate::conformance::corpus::{conformance, data};
 use crate::error::{Error, Result};
+use crate::exec::ane::e5rt::{create, status_stats, Conventions, Ctx, Symbol};
+use crate::exec::ane::{handles, library, Ane, ESPRESSO};
 use crate::exec::{reference::Reference, Executor, Loaded, PortData, PortView, Precision};
 use crate::graph::{Graph, Tensor};
 use crate::program::Program;

@@ -4,10 +4,10 @@
 //! (the MILBlob v2 weight file), written atomically (temp directory + rename).
 
 pub mod encode;
-pub mod opset;
 pub mod package;
 pub mod proto;
+pub mod spec_version;
 
 pub use encode::{encode, EncodedModel};
-pub use opset::{CoreMlOpset, OPSETS};
 pub use package::write_mlpackage;
+pub use spec_version::{CoreMlOpset, OPSETS};
