@@ -111,6 +111,36 @@ pub fn checked_input<'a>(
     Ok(port)
 }
 
+/// Validates `alias(output, input)`: refused once the program has executed, ports looked up by
+/// name, and both must have the same dtype and shape; returns (output index, input index).
+pub fn alias_ports(
+    executed: bool,
+    outputs: &[PortSpec],
+    inputs: &[PortSpec],
+    output: &str,
+    input: &str,
+) -> Result<(usize, usize)> {
+    if executed {
+        return Err(Error::value(
+            "alias",
+            format!("alias('{output}', '{input}') must be called before the first execute"),
+        ));
+    }
+    let oi = port_index(outputs, Some(output), "alias", "output")?;
+    let ii = port_index(inputs, Some(input), "alias", "input")?;
+    let (op, ip) = (&outputs[oi], &inputs[ii]);
+    if op.shape != ip.shape || op.dtype != ip.dtype {
+        return Err(Error::shape(
+            "alias",
+            format!(
+                "output '{output}' is {} {:?} but input '{input}' is {} {:?}",
+                op.dtype, op.shape, ip.dtype, ip.shape
+            ),
+        ));
+    }
+    Ok((oi, ii))
+}
+
 /// Index of the port named `name` in `ports` (`None`: the only port); errors list the names.
 pub fn port_index(ports: &[PortSpec], name: Option<&str>, op: &str, what: &str) -> Result<usize> {
     let names = || ports.iter().map(|p| p.name.as_str()).collect::<Vec<_>>();

@@ -12,7 +12,7 @@ use super::handles::Handle;
 use super::{Ane, Slot};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::exec::{checked_input, port_index, Loaded, PortData, PortView};
+use crate::exec::{alias_ports, checked_input, port_index, Loaded, PortData, PortView};
 use crate::program::{PortSpec, Program};
 
 /// Bytes of a port's data: numel × 2 for fp16, numel rounded up to even for uint8 (§3.1).
@@ -307,24 +307,7 @@ impl Loaded for AneProgram {
     }
 
     fn alias(&mut self, output: &str, input: &str) -> Result<()> {
-        if self.encoded {
-            return Err(Error::value(
-                "alias",
-                format!("alias('{output}', '{input}') must be called before the first execute"),
-            ));
-        }
-        let oi = port_index(&self.outputs, Some(output), "alias", "output")?;
-        let ii = port_index(&self.inputs, Some(input), "alias", "input")?;
-        let (op, ip) = (&self.outputs[oi], &self.inputs[ii]);
-        if op.shape != ip.shape || op.dtype != ip.dtype {
-            return Err(Error::shape(
-                "alias",
-                format!(
-                    "output '{output}' is {} {:?} but input '{input}' is {} {:?}",
-                    op.dtype, op.shape, ip.dtype, ip.shape
-                ),
-            ));
-        }
+        let (oi, ii) = alias_ports(self.encoded, &self.outputs, &self.inputs, output, input)?;
         let src = &self.ports[self.inputs.len() + oi];
         let Some(buffer) = src.buffer.as_ref().map(Handle::raw) else {
             return Err(Error::value(

@@ -7,7 +7,9 @@ use std::path::Path;
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
-use super::{checked_input, port_index, Executor, Loaded, PortData, PortView, Precision};
+use super::{
+    alias_ports, checked_input, port_index, Executor, Loaded, PortData, PortView, Precision,
+};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ops::{Buf, Op};
@@ -298,24 +300,7 @@ impl Loaded for RefProgram {
     }
 
     fn alias(&mut self, output: &str, input: &str) -> Result<()> {
-        if self.executed {
-            return Err(Error::value(
-                "alias",
-                format!("alias('{output}', '{input}') must be called before the first execute"),
-            ));
-        }
-        let oi = port_index(&self.outputs, Some(output), "alias", "output")?;
-        let ii = port_index(&self.inputs, Some(input), "alias", "input")?;
-        let (op, ip) = (&self.outputs[oi], &self.inputs[ii]);
-        if op.shape != ip.shape || op.dtype != ip.dtype {
-            return Err(Error::shape(
-                "alias",
-                format!(
-                    "output '{output}' is {} {:?} but input '{input}' is {} {:?}",
-                    op.dtype, op.shape, ip.dtype, ip.shape
-                ),
-            ));
-        }
+        let (oi, ii) = alias_ports(self.executed, &self.outputs, &self.inputs, output, input)?;
         self.aliases.push((oi, ii));
         Ok(())
     }

@@ -113,14 +113,7 @@ pub fn least_squares(
     refine: usize,
     device: Device,
 ) -> Result<Solution> {
-    let (am, at, sigma) = prepare("least_squares", a, b, x0, iters)?;
-    let plan = cgls_plan(a.rows, a.cols, iters, device)?;
-    correct(a, b, x0, refine + 1, sigma, |r| {
-        Ok(run(&plan, "least_squares", &[&am, &at, r])?[0]
-            .iter()
-            .map(|&v| v as f64)
-            .collect())
-    })
+    solve_rectangular("least_squares", cgls_plan, a, b, iters, x0, refine, device)
 }
 
 /// LSQR program: inputs `a` [m, n], `at` [n, m], `b` [1, m] (unit norm); output `x` [1, n].
@@ -170,10 +163,26 @@ pub fn lsqr(
     refine: usize,
     device: Device,
 ) -> Result<Solution> {
-    let (am, at, sigma) = prepare("lsqr", a, b, x0, iters)?;
-    let plan = lsqr_plan(a.rows, a.cols, iters, device)?;
+    solve_rectangular("lsqr", lsqr_plan, a, b, iters, x0, refine, device)
+}
+
+/// Runs an unrolled rectangular solver program (`plan(m, n, iters, device)` with inputs `a`,
+/// `at`, `b`) inside the f64 residual-correction loop; errors name `op`.
+#[allow(clippy::too_many_arguments)]
+fn solve_rectangular(
+    op: &str,
+    plan: fn(usize, usize, usize, Device) -> Result<SharedPlan>,
+    a: &Matrix,
+    b: &[f64],
+    iters: usize,
+    x0: Option<&[f64]>,
+    refine: usize,
+    device: Device,
+) -> Result<Solution> {
+    let (am, at, sigma) = prepare(op, a, b, x0, iters)?;
+    let plan = plan(a.rows, a.cols, iters, device)?;
     correct(a, b, x0, refine + 1, sigma, |r| {
-        Ok(run(&plan, "lsqr", &[&am, &at, r])?[0]
+        Ok(run(&plan, op, &[&am, &at, r])?[0]
             .iter()
             .map(|&v| v as f64)
             .collect())
