@@ -12,7 +12,7 @@ use super::handles::Handle;
 use super::{Ane, Slot};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::exec::{alias_ports, checked_input, port_index, Loaded, PortData, PortView};
+use crate::exec::{alias_ports, checked_input, Loaded, PortData, PortView};
 use crate::program::{PortSpec, Program};
 
 /// Bytes of a port's data: numel × 2 for fp16, numel rounded up to even for uint8 (§3.1).

@@ -7,9 +7,7 @@ use std::path::Path;
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
-use super::{
-    alias_ports, checked_input, port_index, Executor, Loaded, PortData, PortView, Precision,
-};
+use super::{alias_ports, checked_input, Executor, Loaded, PortData, PortView, Precision};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ops::{Buf, Op};
