@@ -1,6 +1,8 @@
 //! A lowered program: the graph, its MIL text and weight blob, and the content-addressed
 //! program directory (`model.mil`, `weights.bin`, `program.json`) written atomically.
 
+pub mod files;
+
 use std::borrow::Cow;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -130,6 +132,7 @@ impl Program {
             return Ok(dir);
         }
         std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
+        files::sweep_stale_temps(root);
         let tmp = root.join(format!(
             ".tmp-{}-{}-{}",
             &self.sha256[..12],
@@ -183,26 +186,17 @@ impl Program {
     pub fn load_dir(dir: &Path) -> Result<Program> {
         let mil_path = dir.join("model.mil");
         let w_path = dir.join("weights.bin");
-        let mil_bytes = std::fs::read(&mil_path).map_err(|e| Error::io(&mil_path, e))?;
-        let mil = String::from_utf8(mil_bytes).map_err(|e| {
-            Error::format(
-                &mil_path,
-                Some(e.utf8_error().valid_up_to() as u64),
-                "not UTF-8 text",
-            )
-        })?;
-        let weights = match std::fs::read(&w_path) {
+        let mil = files::read_regular_text(&mil_path)?;
+        let weights = match files::read_regular(&w_path) {
             Ok(b) => Some(b),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(Error::io(&w_path, e)),
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
         };
         let mut resolve = |path: &str| -> Result<parse::WeightFile<'_>> {
             let file = parse::weight_file(dir, &mil_path, path)?;
             match &weights {
                 Some(b) if file == w_path => Ok((Cow::Borrowed(b.as_slice()), file)),
-                _ => std::fs::read(&file)
-                    .map(|b| (Cow::Owned(b), file.clone()))
-                    .map_err(|e| Error::io(&file, e)),
+                _ => files::read_regular(&file).map(|b| (Cow::Owned(b), file.clone())),
             }
         };
         let parsed = parse::parse_program(&mil, &mil_path, &mut resolve)?;
@@ -213,7 +207,7 @@ impl Program {
         let prog = Program::lower_for(parsed.graph, parsed.opset)?;
         let m_path = dir.join("program.json");
         if m_path.exists() {
-            let text = std::fs::read_to_string(&m_path).map_err(|e| Error::io(&m_path, e))?;
+            let text = files::read_regular_text(&m_path)?;
             let m: Manifest = serde_json::from_str(&text)
                 .map_err(|e| Error::format(&m_path, None, e.to_string()))?;
             if m.sha256 != file_sha {
