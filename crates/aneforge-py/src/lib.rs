@@ -3,6 +3,7 @@
 //! and core errors surface as ValueError / TypeError / NotImplementedError / RuntimeError / OSError.
 
 mod census;
+mod cli;
 mod convert;
 mod corpus;
 mod errors;
@@ -19,6 +20,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(cli::cli_main, m)?)?;
     m.add_class::<tensor::PyTensor>()?;
     m.add_class::<model::Model>()?;
     m.add_function(wrap_pyfunction!(ops::input, m)?)?;

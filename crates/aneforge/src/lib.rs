@@ -3,13 +3,14 @@
 //! reference executor, a CPU interpreter that defines each op under the fp16 contract.
 
 pub mod autograd;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod dtype;
 pub mod error;
 pub mod graph;
-pub mod image;
 pub mod mil;
+#[cfg(feature = "safetensors")]
 pub mod models;
-pub mod npy;
 pub mod ops;
 pub mod shape;
 

@@ -6,9 +6,7 @@
 mod fake_e5rt;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-use aneforge::conformance::selfcheck;
 use aneforge::exec::ane::e5rt::{Conventions, E5rt, ReleaseBy, StatusWidth, REQUIRED};
 use aneforge::exec::ane::{handles, library, live_programs, Ane};
 use aneforge::exec::reference::Reference;
@@ -681,8 +679,9 @@ fn target_architecture_reaches_the_compiler_and_is_validated() {
     assert_eq!((fake.live(), fake.bad_releases()), (0, 0));
 }
 
-fn aneforge(args: &[&str], fake: Option<&Path>) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_aneforge"));
+#[cfg(feature = "cli")]
+fn aneforge(args: &[&str], fake: Option<&Path>) -> std::process::Output {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_aneforge"));
     c.args(args)
         .env("ANEFORGE_QUIET", "1")
         .env_remove("ANEFORGE_DEVICE");
@@ -693,6 +692,7 @@ fn aneforge(args: &[&str], fake: Option<&Path>) -> Output {
     c.output().unwrap()
 }
 
+#[cfg(feature = "cli")]
 #[test]
 fn without_a_library_linux_names_the_reason_and_selfcheck_exits_nonzero() {
     if std::env::consts::OS == "macos" {
@@ -714,8 +714,10 @@ fn without_a_library_linux_names_the_reason_and_selfcheck_exits_nonzero() {
     );
 }
 
+#[cfg(feature = "cli")]
 #[test]
 fn selfcheck_on_the_fake_runs_every_check_and_reports_it_is_not_hardware() {
+    use aneforge::conformance::selfcheck;
     let Some((_g, fake)) = fake_e5rt::fake() else {
         return;
     };

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use aneforge::npy::{self, NpyData};
+use aneforge::cli::npy::{self, NpyData};
 use aneforge::ops::io::HostArray;
 use aneforge::{constant, input_port, DType, Graph, Program};
 

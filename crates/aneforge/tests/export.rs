@@ -462,6 +462,7 @@ fn bad_targets_are_clear_errors() {
     let _ = std::fs::remove_dir_all(&root);
 }
 
+#[cfg(feature = "cli")]
 #[test]
 fn cli_exports_a_program_directory() {
     let root = tmp("cli");

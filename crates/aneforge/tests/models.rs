@@ -179,6 +179,7 @@ fn bert_tensor_list_follows_the_hf_layout() {
 }
 
 /// A fresh scratch directory for one test.
+#[cfg(feature = "cli")]
 fn scratch(name: &str) -> std::path::PathBuf {
     let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("models-{name}"));
     let _ = std::fs::remove_dir_all(&d);
@@ -187,6 +188,7 @@ fn scratch(name: &str) -> std::path::PathBuf {
 }
 
 /// Write f32 tensors as a safetensors file.
+#[cfg(feature = "cli")]
 fn save(path: &Path, tensors: Vec<(String, Vec<usize>, Vec<f32>)>) {
     let t: Vec<(&str, Dtype, Vec<usize>, Vec<u8>)> = tensors
         .iter()
@@ -202,6 +204,7 @@ fn save(path: &Path, tensors: Vec<(String, Vec<usize>, Vec<f32>)>) {
     std::fs::write(path, file(&t)).unwrap();
 }
 
+#[cfg(feature = "cli")]
 fn aneforge_cli(args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_aneforge"))
         .args(args)
@@ -211,6 +214,7 @@ fn aneforge_cli(args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+#[cfg(feature = "cli")]
 #[test]
 fn cli_classify_prints_the_top_classes() {
     // Every conv and BN shift is zero, so the features are zero and the logits are exactly fc.bias.
@@ -255,7 +259,7 @@ fn cli_classify_prints_the_top_classes() {
     t.push(("fc.weight".into(), vec![7, 512], vec![0.0; 7 * 512]));
     t.push(("fc.bias".into(), vec![7], bias.to_vec()));
     save(&root.join("r18.safetensors"), t);
-    aneforge::npy::write_f32(
+    aneforge::cli::npy::write_f32(
         &root.join("img.npy"),
         &[1, 3, 32, 32],
         &vec![0.5; 3 * 32 * 32],
@@ -340,6 +344,7 @@ fn cli_classify_prints_the_top_classes() {
     assert!(!bad.status.success());
 }
 
+#[cfg(feature = "cli")]
 #[test]
 fn cli_embed_prints_vectors_and_similarities() {
     let root = scratch("embed");

@@ -8,7 +8,6 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, OnceLock};
 
 use aneforge::exec::reference::Reference;
@@ -16,7 +15,7 @@ use aneforge::mil::blob::{Blob, Payload};
 use aneforge::mil::parse::{parse, parse_program};
 use aneforge::passes::for_opset;
 use aneforge::targets::Opset;
-use aneforge::{npy, CompileOptions, Device, Error, Executor, Graph, PortData, Precision, Program};
+use aneforge::{CompileOptions, Device, Error, Executor, Graph, PortData, Precision, Program};
 use half::f16;
 use proptest::prelude::*;
 
@@ -298,12 +297,14 @@ fn a_foreign_dialect_directory_loads_and_computes() {
     );
 }
 
+#[cfg(feature = "cli")]
 #[test]
 fn aneforge_run_runs_a_foreign_directory() {
+    use aneforge::cli::npy;
     let dir = foreign_dir("cli", FOREIGN_OLD);
     npy::write_f32(&dir.join("x.npy"), &[2, 3], &X).unwrap();
     npy::write_f32(&dir.join("a.npy"), &[1, 3], &A).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_aneforge"))
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_aneforge"))
         .args([
             "run",
             ".",

@@ -3,8 +3,10 @@
 //! constants of one program per static input shape, and wrap it in a small runner.
 //! Tokenisation, the word-embedding lookup and sampling stay on the host.
 
+#[cfg(feature = "tokenizers")]
 pub mod bert;
 pub mod espcn;
+#[cfg(feature = "tokenizers")]
 pub mod gpt2;
 pub mod resnet;
 pub mod vit;
@@ -17,8 +19,10 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 use crate::graph::Tensor;
 use crate::ops::io::{constant, HostArray};
+#[cfg(feature = "tokenizers")]
 pub use bert::{BertConfig, Encoder, Pooling};
 pub use espcn::Espcn;
+#[cfg(feature = "tokenizers")]
 pub use gpt2::Gpt2;
 pub use resnet::ResNet;
 pub use vit::Vit;
@@ -58,6 +62,7 @@ pub fn require_field(v: &Value, key: &str, supported: &str, path: &Path) -> Resu
 }
 
 /// `tokenizer.json` with padding off and truncation at `max_len` tokens.
+#[cfg(feature = "tokenizers")]
 pub fn load_tokenizer(path: &Path, max_len: usize) -> Result<tokenizers::Tokenizer> {
     let mut tok = tokenizers::Tokenizer::from_file(path)
         .map_err(|e| Error::format(path, None, format!("cannot read the tokenizer: {e}")))?;

@@ -35,6 +35,7 @@ pub fn build(name: &str, defines: &[&str]) -> Option<PathBuf> {
 /// The default fake, loaded a second time by the test to reach its controls.
 pub struct Fake {
     lib: libloading::Library,
+    #[cfg_attr(not(feature = "cli"), allow(dead_code))]
     pub path: PathBuf,
 }
 

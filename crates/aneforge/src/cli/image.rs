@@ -1,4 +1,4 @@
-//! Image files for the CLI and the vision loaders: PNG (gray, gray + alpha, RGB, RGBA, palette;
+//! Image files for `aneforge classify`: PNG (gray, gray + alpha, RGB, RGBA, palette;
 //! 1–16 bits) decoded to 8-bit RGB `[H, W, 3]`, alpha dropped, 16-bit samples cut to their high byte.
 
 use std::io::Cursor;
