@@ -248,17 +248,10 @@ fn weight_sites(g: &Graph) -> Vec<Option<Site>> {
     sites.into_iter().map(Option::flatten).collect()
 }
 
-/// Check `atol` is in (0, 1] and `block_size` >= 1.
+/// Check `atol` is in (0, 1] and `block_size` >= 1 (the compile options' own checks and texts).
 pub fn check_options(atol: f32, block_size: usize) -> Result<()> {
-    if !(atol.is_finite() && atol > 0.0 && atol <= 1.0) {
-        return Err(Error::value(
-            "compile",
-            format!("compress_atol must be in (0, 1], got {atol}"),
-        ));
-    }
-    if block_size == 0 {
-        return Err(Error::value("compile", "block_size must be >= 1, got 0"));
-    }
+    crate::options::check_compress_atol(atol)?;
+    crate::options::check_block_size(i64::try_from(block_size).unwrap_or(i64::MAX))?;
     Ok(())
 }
 
