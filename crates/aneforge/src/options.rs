@@ -321,7 +321,7 @@ impl CompileOptions {
                 }
             }
             "opt" => {
-                if v.integer(key)? != 0 {
+                if v.integer(key).ok() != Some(0) {
                     return Err(Error::NotImplemented(
                         "compile: the opt= option is not implemented yet".into(),
                     ));
@@ -383,7 +383,13 @@ impl CompileOptions {
             .into(),
             "build_dir" => self.build_dir.clone().into(),
             "compress" => self.compress.map(compress_name).into(),
-            "compress_atol" => f64::from(self.compress_atol).into(),
+            // The shortest decimal that reads back as this f32 (0.05, not 0.05000000074505806).
+            "compress_atol" => OptionValue::Float(
+                self.compress_atol
+                    .to_string()
+                    .parse()
+                    .unwrap_or(f64::from(self.compress_atol)),
+            ),
             "block_size" => i64::try_from(self.block_size).unwrap_or(i64::MAX).into(),
             "target" => self.target.clone().into(),
             "opset" => self.opset.clone().into(),
@@ -532,10 +538,13 @@ mod tests {
             "{unknown}"
         );
         assert!(unknown.ends_with("int8, opt)"), "{unknown}");
-        assert!(matches!(
-            CompileOptions::default().set("opt", 2),
-            Err(Error::NotImplemented(_))
-        ));
+        for opt in [OptionValue::Int(2), "O2".into()] {
+            assert!(matches!(
+                CompileOptions::default().set("opt", opt),
+                Err(Error::NotImplemented(_))
+            ));
+        }
+        CompileOptions::default().set("opt", 0).unwrap();
     }
 
     #[test]
