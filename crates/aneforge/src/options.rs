@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use crate::compress::Compress;
+use crate::compress::{self, Compress};
 use crate::error::{Error, Result};
 use crate::exec::Precision;
 use crate::targets::{self, Opset};
@@ -208,30 +208,6 @@ impl OptionValue {
     }
 }
 
-/// `compress_atol` when it lies in (0, 1], else the one Value error for it.
-pub fn check_compress_atol(atol: f32) -> Result<f32> {
-    if atol.is_finite() && atol > 0.0 && atol <= 1.0 {
-        return Ok(atol);
-    }
-    Err(Error::value(
-        "compile",
-        format!("compress_atol must be in (0, 1], got {atol}"),
-    ))
-}
-
-/// `block_size` as a usize when it is >= 1, else the one Value error for it.
-pub fn check_block_size(block_size: i64) -> Result<usize> {
-    usize::try_from(block_size)
-        .ok()
-        .filter(|&b| b >= 1)
-        .ok_or_else(|| {
-            Error::value(
-                "compile",
-                format!("block_size must be >= 1, got {block_size}"),
-            )
-        })
-}
-
 /// The `int8=true` alias against the `compress` mode already chosen.
 fn int8_alias(compress: Option<Compress>) -> Result<Compress> {
     match compress {
@@ -302,8 +278,8 @@ impl CompileOptions {
             "precision" => self.precision = Precision::parse(v.text(key)?)?,
             "build_dir" => self.build_dir = Some(v.path(key)?),
             "compress" => self.compress = Some(Compress::parse(v.text(key)?)?),
-            "compress_atol" => self.compress_atol = check_compress_atol(v.real(key)? as f32)?,
-            "block_size" => self.block_size = check_block_size(v.integer(key)?)?,
+            "compress_atol" => self.compress_atol = compress::check_atol(v.real(key)? as f32)?,
+            "block_size" => self.block_size = compress::check_block_size(v.integer(key)?)?,
             "target" => {
                 let t = v.text(key)?;
                 targets::parse_target(t)?;
@@ -401,8 +377,7 @@ impl CompileOptions {
     /// Check the fields a struct literal may have set out of range (`compress_atol`,
     /// `block_size`, `target`, `opset`), with the same errors as [`CompileOptions::set`].
     pub fn validate(&self) -> Result<()> {
-        check_compress_atol(self.compress_atol)?;
-        check_block_size(i64::try_from(self.block_size).unwrap_or(i64::MAX))?;
+        compress::check_options(self.compress_atol, self.block_size)?;
         if let Some(t) = &self.target {
             targets::parse_target(t)?;
         }
