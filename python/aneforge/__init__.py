@@ -5,12 +5,20 @@ text plus a weight blob in a content-addressed program directory — and call th
 else (Linux, Intel Macs, CI) it runs on the reference executor, a CPU interpreter that defines
 every op under the fp16 contract (each op's output rounded to fp16; ``precision="fp32"``
 skips the rounding). ``model.device`` always says which executor ran it.
+
+Every entry point that compiles (``compile``, ``export``, ``load``, the model loaders, the
+numerics plans) takes the same compile options as keywords, or ``options=CompileOptions(...)``;
+their defaults and checks live in the Rust core (see ``CompileOptions``).
 """
 
 from aneforge import dsp, fft, linalg, special
 from aneforge._core import (
+    CompileOptions,
+    Encoder,
+    Gpt2,
     Model,
     Tensor,
+    Vision,
     __version__,
     affine,
     batch_norm,
@@ -51,6 +59,16 @@ from aneforge._core import (
     stack,
     upsample_bilinear,
 )
+from aneforge.models import (
+    load,
+    load_espcn,
+    load_gpt2,
+    load_resnet,
+    load_resnet18,
+    load_resnet34,
+    load_resnet50,
+    load_vit,
+)
 from aneforge.train import (
     SGD,
     Adam,
@@ -67,23 +85,28 @@ from aneforge.train import (
     softmax_cross_entropy,
     value,
 )
-from aneforge._core import Encoder, Gpt2, Vision
-from aneforge.models import load, load_espcn, load_gpt2, load_resnet, load_resnet18, load_resnet34, load_resnet50, load_vit
 
 __all__ = [
+    "SGD",
+    "Adam",
+    "CompileOptions",
     "Encoder",
     "Gpt2",
     "Model",
     "Tensor",
+    "Trainer",
     "Vision",
     "__version__",
     "affine",
+    "backward",
     "batch_norm",
     "capabilities",
     "compile",
     "concat",
     "constant",
     "conv",
+    "conv2d",
+    "conv_param",
     "conv_transpose",
     "crop",
     "cross_attention",
@@ -98,46 +121,40 @@ __all__ = [
     "input",
     "instance_norm",
     "load",
-    "local_response_norm",
-    "lrn",
     "load_espcn",
     "load_gpt2",
+    "load_mnist_5k",
     "load_resnet",
     "load_resnet18",
     "load_resnet34",
     "load_resnet50",
+    "load_safetensors",
     "load_vit",
+    "local_response_norm",
+    "lrn",
     "maximum",
     "mha",
     "minimum",
+    "mse",
+    "parameter",
     "pixel_shuffle",
     "pixel_unshuffle",
     "precision_risk",
     "preflight",
+    "read_cifar10",
     "reduce_sum_to_matmul",
     "resize_bilinear",
     "resize_nearest_neighbor",
+    "save_safetensors",
     "sdpa",
     "select",
+    "softmax_cross_entropy",
     "space_to_depth",
     "split",
     "stack",
     "upsample_bilinear",
-    "where",
-    "SGD",
-    "Adam",
-    "Trainer",
-    "backward",
-    "conv2d",
-    "conv_param",
-    "load_mnist_5k",
-    "load_safetensors",
-    "mse",
-    "parameter",
-    "read_cifar10",
-    "save_safetensors",
-    "softmax_cross_entropy",
     "value",
+    "where",
 ]
 
 #: Alias of select (the numpy.where spelling).

@@ -4,6 +4,8 @@ from collections.abc import Mapping, Sequence
 from os import PathLike
 from typing import Any, Literal, NoReturn, TypeAlias, TypedDict, final, overload
 
+from typing_extensions import Unpack
+
 import numpy as np
 import numpy.typing as npt
 
@@ -14,6 +16,7 @@ from aneforge import special as special
 
 __version__: str
 __all__ = [
+    "CompileOptions",
     "Encoder",
     "Gpt2",
     "Model",
@@ -95,6 +98,92 @@ _Reflected: TypeAlias = float | int | npt.NDArray[np.floating]
 _Port: TypeAlias = tuple[str, tuple[int, ...], str]
 """(name, shape, dtype) of a program port."""
 _Compress: TypeAlias = Literal["int8", "int4", "sparse", "blockwise", "auto"]
+_Device: TypeAlias = Literal["auto", "ane", "reference", "cpu"]
+_Precision: TypeAlias = Literal["fp16", "fp32"]
+_Opset: TypeAlias = Literal["ios16", "ios17", "ios18"]
+
+@final
+class CompileOptions:
+    """The compile options every entry point takes (compile, export, load, the model loaders,
+    the numerics plans), as keywords or as ``options=CompileOptions(...)`` (keywords override
+    its fields). Each is checked once, in the Rust core, with one error text; a keyword not
+    given (or None) keeps the core default:
+
+    - device: "auto" (the ANE when its check passes, else the reference executor; follows
+      ANEFORGE_DEVICE), "ane", "reference" (alias "cpu").
+    - precision: "fp16" (every op output rounded to fp16) or "fp32" (reference executor only).
+    - build_dir: None (the content-addressed cache) or the program directory to write.
+    - compress: None (fp16 weights), "int8" (per output channel), "int4" (16-entry palette;
+      int8 where its relative L2 error exceeds compress_atol), "sparse" (mask + non-zeros where
+      at most half are non-zero), "blockwise" (int8 per block_size elements of the inner axis,
+      which it must divide; int8 past the gate) or "auto" (what the target family streams natively).
+      int8=True means compress="int8" and conflicts with any other compress.
+    - compress_atol: 0.05, relative L2 error budget of the gated encodings, in (0, 1].
+    - block_size: 32, blockwise block length, >= 1.
+    - target: None (ANEFORGE_TARGET, else the host's family on an Apple Silicon Mac, else no
+      gating) or an arch string (h13, h14g, h16s, ...) / family (A13..A16); ops below their
+      family floor without a decomposition, or shapes over a family limit, raise
+      NotImplementedError; OLDER arches raise NotImplementedError and unknown strings ValueError.
+    - opset: None (the newest the host's macOS loads, else ios18) or "ios16"/"ios17"/"ios18";
+      compressed weights whose constexpr op the opset lacks are folded back to fp16.
+    - sum_via_matmul: False; True rewrites sum-like reductions as matmuls with ones.
+    - opt: not implemented yet (only 0 or None).
+
+    Unknown names and bad values raise ValueError (TypeError for a value of the wrong kind),
+    with the same message at every entry point. The numerics plans honour only device.
+    """
+
+    fields: tuple[str, ...]
+    keywords: tuple[str, ...]
+    def __init__(self, **options: Unpack[_Options]) -> None:
+        """Options from keywords; the rest keep the core defaults."""
+    def replace(self, **options: Unpack[_Options]) -> CompileOptions:
+        """A copy with the given keywords changed."""
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a dict name -> value."""
+    @property
+    def device(self) -> Literal["auto", "ane", "reference"]:
+        """The executor to run on."""
+    @property
+    def precision(self) -> _Precision:
+        """fp16 contract or fp32."""
+    @property
+    def build_dir(self) -> str | None:
+        """The program directory to write, or None for the cache."""
+    @property
+    def compress(self) -> _Compress | None:
+        """The weight compression mode, or None."""
+    @property
+    def compress_atol(self) -> float:
+        """Relative L2 error budget of the gated encodings."""
+    @property
+    def block_size(self) -> int:
+        """Blockwise int8 block length."""
+    @property
+    def target(self) -> str | None:
+        """Arch string or family to gate on, or None."""
+    @property
+    def opset(self) -> _Opset | None:
+        """MIL opset, or None for the host's newest."""
+    @property
+    def sum_via_matmul(self) -> bool:
+        """Whether sum-like reductions become matmuls."""
+
+class _Options(TypedDict, total=False):
+    """Keyword form of CompileOptions (see its docstring for meanings and defaults)."""
+
+    options: CompileOptions | None
+    device: _Device | None
+    precision: _Precision | None
+    build_dir: str | PathLike[str] | None
+    compress: _Compress | None
+    int8: bool | None
+    compress_atol: float | None
+    block_size: int | None
+    target: str | None
+    opset: _Opset | None
+    sum_via_matmul: bool | None
+    opt: int | None
 """A weight compression mode (see ``compile``)."""
 
 class _CompressionEntry(TypedDict):
@@ -511,39 +600,8 @@ def einsum_native(equation: str, a: Tensor | _ArrayLike, b: Tensor | _ArrayLike)
 def affine(x: Tensor, transform: Tensor | _ArrayLike, output_h: int, output_w: int, align_corners: bool = False) -> Tensor:
     """Bilinear warp of x [B, C, H, W] by transform [B or 1, 6] = [a0, a1, a2, b0, b1, b2] in [-1, 1] coordinates, zero padding (A14+)."""
 
-def compile(
-    outputs: Tensor | Sequence[Tensor] | Mapping[str, Tensor],
-    device: Literal["auto", "ane", "reference", "cpu"] = "auto",
-    precision: Literal["fp16", "fp32"] = "fp16",
-    build_dir: str | PathLike[str] | None = None,
-    target: str | None = None,
-    compress: _Compress | None = None,
-    compress_atol: float = 0.05,
-    block_size: int = 32,
-    int8: bool = False,
-    opt: int | None = None,
-    opset: Literal["ios16", "ios17", "ios18"] | None = None,
-) -> Model:
-    """Compile outputs into one program directory and load it.
-
-    compress: weights of matmul/conv as int8 (per output channel), int4 (16-entry palette; int8
-    where its relative L2 error exceeds compress_atol), sparse (mask + non-zeros where at most
-    half are non-zero), blockwise (int8 per block_size elements of the inner axis, which it must
-    divide; int8 past the gate) or auto (what the target family streams natively; family from
-    the target). int8=True means compress="int8". opt: not implemented yet.
-
-    target: an arch string (h13, h14g, h16s, ...) or family (A13..A16) to gate on; None means
-    ANEFORGE_TARGET, else the host's family on an Apple Silicon Mac, else no gating. Ops below
-    their family floor without a decomposition, or shapes over a family limit, raise
-    NotImplementedError naming the op, the limit and the family; sin/cos below A15 become fp16
-    polynomials (max error ~1e-3 for |x| <= 4*pi); OLDER arches (h11, h12, m9, t0) raise
-    NotImplementedError and unknown strings ValueError.
-
-    opset: the MIL function opset printed (program(1.0)/ios16, program(1.3)/ios17 or ios18);
-    None means the newest the host's macOS loads (macOS 14 rejects ios18), else ios18.
-    Compressed weights whose constexpr op the opset lacks are folded back to fp16; unknown
-    names raise ValueError.
-    """
+def compile(outputs: Tensor | Sequence[Tensor] | Mapping[str, Tensor], **options: Unpack[_Options]) -> Model:
+    """Compile outputs into one program directory and load it; options as in CompileOptions."""
 
 class _OpEntry(TypedDict):
     node: int
@@ -620,15 +678,7 @@ def reduce_sum_to_matmul(outputs: Tensor | Sequence[Tensor] | Mapping[str, Tenso
     """The same outputs with reduce_sum / reduce_mean / reduce_sum_square rewritten as
     matmuls with a ones vector (wide accumulation); other nodes are shared, not copied."""
 
-def export(
-    outputs: Tensor | Sequence[Tensor] | Mapping[str, Tensor],
-    build_dir: str | PathLike[str] | None = None,
-    target: str | None = None,
-    compress: _Compress | None = None,
-    compress_atol: float = 0.05,
-    block_size: int = 32,
-    opset: Literal["ios16", "ios17", "ios18"] | None = None,
-) -> str:
+def export(outputs: Tensor | Sequence[Tensor] | Mapping[str, Tensor], **options: Unpack[_Options]) -> str:
     """Lower outputs (gated on target and compressing weights as in compile) and write the program directory (no executor load); returns its path."""
 
 # Training (implemented in python/aneforge/train.py).
@@ -706,56 +756,34 @@ class Trainer:
     def load(self, path: str | PathLike[str]) -> None: ...
     def release(self) -> None: ...
 
+class _EncoderOptions(_Options, total=False):
+    pooling: Literal["mean", "cls"] | None
+    normalize: bool | None
+
 @overload
-def load(
-    program_dir: str | PathLike[str],
-    device: Literal["auto", "ane", "reference", "cpu"] = "auto",
-    precision: Literal["fp16", "fp32"] = "fp16",
-    compress: _Compress | None = None,
-    compress_atol: float = 0.05,
-    block_size: int = 32,
-    *,
-    int8: bool = False,
-) -> Model: ...
+def load(program_dir: str | PathLike[str], **options: Unpack[_Options]) -> Model: ...
 @overload
-def load(
-    program_dir: str | PathLike[str],
-    device: Literal["auto", "ane", "reference", "cpu"] = "auto",
-    precision: Literal["fp16", "fp32"] = "fp16",
-    compress: _Compress | None = None,
-    compress_atol: float = 0.05,
-    block_size: int = 32,
-    *,
-    int8: bool = False,
-    pooling: Literal["mean", "cls"] | None = None,
-    normalize: bool | None = None,
-    build_dir: str | PathLike[str] | None = None,
-) -> Encoder: ...
-def load(program_dir: str | PathLike[str], device: str = "auto", precision: str = "fp16", compress: _Compress | None = None, compress_atol: float = 0.05, block_size: int = 32, *, int8: bool = False, **kwargs: Any) -> Model | Encoder:
+def load(program_dir: str | PathLike[str], **options: Unpack[_EncoderOptions]) -> Encoder: ...
+def load(program_dir: str | PathLike[str], **options: Unpack[_EncoderOptions]) -> Model | Encoder:
     """Load a program directory (-> Model; with compress: its fp16 weights compressed into a new cached
     program) or a Hugging Face BERT-family encoder folder with config.json + model.safetensors
-    (-> Encoder; tokenizer.json and the sentence-transformers pooling/normalize config are honoured)."""
+    (-> Encoder; tokenizer.json and the sentence-transformers pooling/normalize config are honoured,
+    keywords pooling and normalize override them). Options as in CompileOptions."""
 
-def load_resnet(
-    depth: Literal[18, 34, 50, 101, 152],
-    path: str | PathLike[str],
-    device: Literal["auto", "ane", "reference", "cpu"] = "auto",
-    precision: Literal["fp16", "fp32"] = "fp16",
-    compress: _Compress | None = None,
-    compress_atol: float = 0.05,
-    image_size: int = 224,
-    uint8: bool = False,
-    build_dir: str | PathLike[str] | None = None,
-) -> Vision:
-    """A torchvision-layout ResNet state dict (safetensors) with BatchNorm folded into the convs: [1, 3, S, S] -> logits [1, classes]."""
+class _ResNetOptions(_Options, total=False):
+    image_size: int
+    uint8: bool
 
-def load_resnet18(path: str | PathLike[str], **kwargs: Any) -> Vision:
+def load_resnet(depth: Literal[18, 34, 50, 101, 152], path: str | PathLike[str], **options: Unpack[_ResNetOptions]) -> Vision:
+    """A torchvision-layout ResNet state dict (safetensors) with BatchNorm folded into the convs: [1, 3, S, S] -> logits [1, classes] (image_size S, default 224; uint8=True takes uint8 RGB and normalises in the program)."""
+
+def load_resnet18(path: str | PathLike[str], **options: Unpack[_ResNetOptions]) -> Vision:
     """load_resnet(18, path, **kwargs)."""
 
-def load_resnet34(path: str | PathLike[str], **kwargs: Any) -> Vision:
+def load_resnet34(path: str | PathLike[str], **options: Unpack[_ResNetOptions]) -> Vision:
     """load_resnet(34, path, **kwargs)."""
 
-def load_resnet50(path: str | PathLike[str], **kwargs: Any) -> Vision:
+def load_resnet50(path: str | PathLike[str], **options: Unpack[_ResNetOptions]) -> Vision:
     """load_resnet(50, path, **kwargs)."""
 
 @final
@@ -782,37 +810,13 @@ class Encoder:
     def normalize(self) -> bool:
         """Whether embeddings are L2-normalised."""
 
-def load_vit(
-    path: str | PathLike[str],
-    device: Literal["auto", "ane", "reference", "cpu"] = "auto",
-    precision: Literal["fp16", "fp32"] = "fp16",
-    compress: _Compress | None = None,
-    compress_atol: float = 0.05,
-    build_dir: str | PathLike[str] | None = None,
-) -> Vision:
+def load_vit(path: str | PathLike[str], **options: Unpack[_Options]) -> Vision:
     """A Hugging Face ViTForImageClassification folder (config.json + model.safetensors): [1, C, S, S] -> logits [1, classes]."""
 
-def load_espcn(
-    path: str | PathLike[str],
-    height: int,
-    width: int,
-    device: Literal["auto", "ane", "reference", "cpu"] = "auto",
-    precision: Literal["fp16", "fp32"] = "fp16",
-    compress: _Compress | None = None,
-    compress_atol: float = 0.05,
-    build_dir: str | PathLike[str] | None = None,
-) -> Vision:
+def load_espcn(path: str | PathLike[str], height: int, width: int, **options: Unpack[_Options]) -> Vision:
     """An ESPCN state dict (conv1..conv4, PyTorch examples layout): [1, C, height, width] -> [1, C, height*r, width*r]."""
 
-def load_gpt2(
-    path: str | PathLike[str],
-    max_context: int | None = None,
-    device: Literal["auto", "ane", "reference", "cpu"] = "auto",
-    precision: Literal["fp16", "fp32"] = "fp16",
-    compress: _Compress | None = None,
-    compress_atol: float = 0.05,
-    build_dir: str | PathLike[str] | None = None,
-) -> Gpt2:
+def load_gpt2(path: str | PathLike[str], max_context: int | None = None, **options: Unpack[_Options]) -> Gpt2:
     """A Hugging Face GPT-2 folder (config.json + model.safetensors) with a decode program keeping the KV cache resident for max_context tokens."""
 
 @final

@@ -6,10 +6,14 @@ Matrices are NumPy arrays (converted to float64); each function compiles one pro
 actual compiles), and scales its inputs on the host so the device sees values of magnitude
 <= 1 (fp16 range). Dot products run as matmuls with a ones vector (wide accumulation), never
 as fp16 ``reduce_sum``. Host steps (scaling, residuals for refinement) run in float64.
+Every function takes the compile options as keywords (``device=...``; see
+``aneforge.CompileOptions``); options other than the device raise NotImplementedError.
 Documented accuracy: see docs/numerics-accuracy.md.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -37,105 +41,156 @@ __all__ = [
 
 
 def conjugate_gradient(
-    A: npt.ArrayLike, b: npt.ArrayLike, iters: int = 20, x0: npt.ArrayLike | None = None, refine: int = 0, device: str = "auto", return_residual: bool = False
+    A: npt.ArrayLike,
+    b: npt.ArrayLike,
+    iters: int = 20,
+    x0: npt.ArrayLike | None = None,
+    refine: int = 0,
+    return_residual: bool = False,
+    **options: Any,
 ) -> np.ndarray | tuple[np.ndarray, float]:
     """Solve ``A x = b`` for symmetric positive definite ``A`` by ``iters`` unrolled CG steps
     on the symmetrically Jacobi-scaled system, plus ``refine`` rounds that re-solve for the
     float64 residual. With ``return_residual`` also returns ``||b - A x|| / ||b||``.
     Raises ValueError for non-square, non-symmetric or non-positive-diagonal ``A``."""
-    x, res = _core.linalg_conjugate_gradient(A, b, iters, x0, refine, device)
+    x, res = _core.linalg_conjugate_gradient(A, b, iters, x0, refine, **options)
     return (x, res) if return_residual else x
 
 
-def jacobi(A: npt.ArrayLike, b: npt.ArrayLike, iters: int = 60, x0: npt.ArrayLike | None = None, device: str = "auto", return_residual: bool = False) -> np.ndarray | tuple[np.ndarray, float]:
+def jacobi(
+    A: npt.ArrayLike,
+    b: npt.ArrayLike,
+    iters: int = 60,
+    x0: npt.ArrayLike | None = None,
+    return_residual: bool = False,
+    **options: Any,
+) -> np.ndarray | tuple[np.ndarray, float]:
     """Solve ``A x = b`` by ``iters`` unrolled Jacobi sweeps (converges for strictly diagonally
     dominant ``A``); ``return_residual`` as in :func:`conjugate_gradient`."""
-    x, res = _core.linalg_jacobi(A, b, iters, x0, device)
+    x, res = _core.linalg_jacobi(A, b, iters, x0, **options)
     return (x, res) if return_residual else x
 
 
 def iterative_refine(
-    A: npt.ArrayLike, b: npt.ArrayLike, x0: npt.ArrayLike | None = None, iters: int = 3, inner: int = 60, device: str = "auto", return_residual: bool = False
+    A: npt.ArrayLike,
+    b: npt.ArrayLike,
+    x0: npt.ArrayLike | None = None,
+    iters: int = 3,
+    inner: int = 60,
+    return_residual: bool = False,
+    **options: Any,
 ) -> np.ndarray | tuple[np.ndarray, float]:
     """Mixed-precision refinement: ``iters`` rounds of a float64 host residual and an
     on-device Richardson solve (``inner`` unrolled steps, omega = 1 / max row sum of |A|);
     converges for symmetric positive definite ``A``."""
-    x, res = _core.linalg_iterative_refine(A, b, x0, iters, inner, device)
+    x, res = _core.linalg_iterative_refine(A, b, x0, iters, inner, **options)
     return (x, res) if return_residual else x
 
 
-def qr(A: npt.ArrayLike, device: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+def qr(A: npt.ArrayLike, **options: Any) -> tuple[np.ndarray, np.ndarray]:
     """Thin QR of an m x n matrix (m >= n) by modified Gram-Schmidt: ``(Q [m, n], R [n, n])``
     (``numpy.linalg.qr`` reduced mode up to column signs: here diag(R) > 0)."""
-    return _core.linalg_qr(A, device)
+    return _core.linalg_qr(A, **options)
 
 
-def cholesky(A: npt.ArrayLike, device: str = "auto") -> np.ndarray:
+def cholesky(A: npt.ArrayLike, **options: Any) -> np.ndarray:
     """Lower-triangular ``L`` with ``A = L @ L.T`` (``numpy.linalg.cholesky``); ValueError if
     ``A`` is not symmetric positive definite."""
-    return _core.linalg_cholesky(A, device)
+    return _core.linalg_cholesky(A, **options)
 
 
-def dominant_eig(A: npt.ArrayLike, iters: int = 50, device: str = "auto") -> tuple[float, np.ndarray]:
+def dominant_eig(
+    A: npt.ArrayLike, iters: int = 50, **options: Any
+) -> tuple[float, np.ndarray]:
     """Dominant eigenpair ``(lambda, v)`` of a square matrix by power iteration with
     normalisation after every product (``||v|| = 1``)."""
-    return _core.linalg_dominant_eig(A, iters, device)
+    return _core.linalg_dominant_eig(A, iters, **options)
 
 
-def dominant_svd(A: npt.ArrayLike, iters: int = 50, device: str = "auto") -> tuple[float, np.ndarray, np.ndarray]:
+def dominant_svd(
+    A: npt.ArrayLike, iters: int = 50, **options: Any
+) -> tuple[float, np.ndarray, np.ndarray]:
     """Largest singular triplet ``(sigma, u, v)`` by power iteration alternating A and A.T."""
-    return _core.linalg_dominant_svd(A, iters, device)
+    return _core.linalg_dominant_svd(A, iters, **options)
 
 
-def lu(A: npt.ArrayLike, device: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+def lu(A: npt.ArrayLike, **options: Any) -> tuple[np.ndarray, np.ndarray]:
     """Doolittle LU without pivoting: ``(L, U)`` with unit-diagonal ``L`` and ``A = L @ U``
     (stable for diagonally dominant or SPD ``A``; a zero pivot raises ValueError)."""
-    return _core.linalg_lu(A, device)
+    return _core.linalg_lu(A, **options)
 
 
 def least_squares(
-    A: npt.ArrayLike, b: npt.ArrayLike, iters: int | None = None, x0: npt.ArrayLike | None = None, refine: int = 2, device: str = "auto", return_residual: bool = False
+    A: npt.ArrayLike,
+    b: npt.ArrayLike,
+    iters: int | None = None,
+    x0: npt.ArrayLike | None = None,
+    refine: int = 2,
+    return_residual: bool = False,
+    **options: Any,
 ) -> np.ndarray | tuple[np.ndarray, float]:
     """``argmin ||A x - b||`` for an m x n ``A`` by CGLS (``iters`` unrolled steps, default 2n,
     plus ``refine`` float64-residual rounds); accuracy follows cond(A)**2 (fp16 CGLS needs more
     than n steps once cond(A) reaches ~100, see docs/numerics-accuracy.md)."""
     a = np.asarray(A)
-    x, res = _core.linalg_least_squares(a, b, iters or 2 * a.shape[-1], x0, refine, "cgls", device)
+    x, res = _core.linalg_least_squares(
+        a, b, iters or 2 * a.shape[-1], x0, refine, "cgls", **options
+    )
     return (x, res) if return_residual else x
 
 
 def lsqr(
-    A: npt.ArrayLike, b: npt.ArrayLike, iters: int | None = None, x0: npt.ArrayLike | None = None, refine: int = 2, device: str = "auto", return_residual: bool = False
+    A: npt.ArrayLike,
+    b: npt.ArrayLike,
+    iters: int | None = None,
+    x0: npt.ArrayLike | None = None,
+    refine: int = 2,
+    return_residual: bool = False,
+    **options: Any,
 ) -> np.ndarray | tuple[np.ndarray, float]:
     """``argmin ||A x - b||`` by LSQR (Golub-Kahan bidiagonalisation), as :func:`least_squares`."""
     a = np.asarray(A)
-    x, res = _core.linalg_least_squares(a, b, iters or 2 * a.shape[-1], x0, refine, "lsqr", device)
+    x, res = _core.linalg_least_squares(
+        a, b, iters or 2 * a.shape[-1], x0, refine, "lsqr", **options
+    )
     return (x, res) if return_residual else x
 
 
 def gmres(
-    A: npt.ArrayLike, b: npt.ArrayLike, m: int | None = None, restarts: int = 1, x0: npt.ArrayLike | None = None, device: str = "auto", return_residual: bool = False
+    A: npt.ArrayLike,
+    b: npt.ArrayLike,
+    m: int | None = None,
+    restarts: int = 1,
+    x0: npt.ArrayLike | None = None,
+    return_residual: bool = False,
+    **options: Any,
 ) -> np.ndarray | tuple[np.ndarray, float]:
     """Solve square ``A x = b`` by ``restarts`` GMRES(m) cycles (default m = n): Arnoldi on the
     device, the small Hessenberg least-squares problem on the host in float64."""
     a = np.asarray(A)
-    x, res = _core.linalg_gmres(a, b, m or a.shape[-1], restarts, x0, device)
+    x, res = _core.linalg_gmres(a, b, m or a.shape[-1], restarts, x0, **options)
     return (x, res) if return_residual else x
 
 
-def eigh(A: npt.ArrayLike, sweeps: int = 6, device: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+def eigh(
+    A: npt.ArrayLike, sweeps: int = 6, **options: Any
+) -> tuple[np.ndarray, np.ndarray]:
     """Eigenvalues (ascending) and eigenvectors (columns) of a symmetric matrix of order <= 48 by
     ``sweeps`` unrolled cyclic Jacobi sweeps (``numpy.linalg.eigh`` conventions)."""
-    return _core.linalg_eigh(A, sweeps, device)
+    return _core.linalg_eigh(A, sweeps, **options)
 
 
-def svd(A: npt.ArrayLike, sweeps: int = 6, device: str = "auto") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def svd(
+    A: npt.ArrayLike, sweeps: int = 6, **options: Any
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Thin SVD ``(U, s, Vt)`` of an m x n matrix (m >= n, n <= 48) through the Gram matrix and
     :func:`eigh`; small singular values (below ~3e-2 * s[0]) lose relative accuracy."""
-    return _core.linalg_svd(A, sweeps, device)
+    return _core.linalg_svd(A, sweeps, **options)
 
 
-def pca(X: npt.ArrayLike, k: int, sweeps: int = 6, device: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+def pca(
+    X: npt.ArrayLike, k: int, sweeps: int = 6, **options: Any
+) -> tuple[np.ndarray, np.ndarray]:
     """Top ``k`` principal components of the rows of ``X`` (samples x features) as rows, and
     their explained variances (the data are centred on the host, then :func:`svd`)."""
-    return _core.linalg_pca(X, k, sweeps, device)
+    return _core.linalg_pca(X, k, sweeps, **options)

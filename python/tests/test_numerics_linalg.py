@@ -148,7 +148,7 @@ def test_bad_input():
     with pytest.raises(ValueError, match="singular|broke down"):
         af.linalg.lu(np.array([[0.0, 1.0], [1.0, 0.0]]), device=DEV)
     with pytest.raises(ValueError, match="unknown method"):
-        af.linalg._core.linalg_least_squares(np.eye(2), np.ones(2), 2, None, 0, "qr", DEV)
+        af.linalg._core.linalg_least_squares(np.eye(2), np.ones(2), 2, None, 0, "qr", device=DEV)
     with pytest.raises(ValueError, match="not finite"):
         af.linalg.conjugate_gradient(np.eye(2), np.array([1.0, np.nan]), device=DEV)
 

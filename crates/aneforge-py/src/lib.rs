@@ -11,6 +11,7 @@ mod model;
 mod models;
 mod numerics;
 mod ops;
+mod options;
 mod targets;
 mod tensor;
 mod train;
@@ -23,6 +24,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cli::cli_main, m)?)?;
     m.add_class::<tensor::PyTensor>()?;
     m.add_class::<model::Model>()?;
+    m.add_class::<options::PyCompileOptions>()?;
+    m.add_function(wrap_pyfunction!(options::compile_option_defaults, m)?)?;
     m.add_function(wrap_pyfunction!(ops::input, m)?)?;
     m.add_function(wrap_pyfunction!(ops::image_input, m)?)?;
     m.add_function(wrap_pyfunction!(ops::constant, m)?)?;

@@ -5,19 +5,20 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use aneforge::exec::{port_index, PortView};
-use aneforge::{CompileOptions, Compiled, DType, Device, PortData, PortSpec, Precision};
+use aneforge::{Compiled, DType, PortData, PortSpec};
 use half::f16;
 use numpy::ndarray::ArrayViewD;
 use numpy::{
     IxDyn, PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods,
 };
-use pyo3::exceptions::{PyNotImplementedError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use crate::convert::{asarray, borrow, fmt_shape, require, tensor, type_name};
 use crate::errors::IntoPy;
+use crate::options::compile_options;
 use crate::tensor::PyTensor;
 
 /// Graphs whose values hold at least this many elements run with the GIL released.
@@ -45,12 +46,6 @@ pub struct Model {
     dir: PathBuf,
     n_ops: usize,
     detach: bool,
-}
-
-fn not_implemented(option: &str) -> PyErr {
-    PyNotImplementedError::new_err(format!(
-        "compile: the {option} option is not implemented yet"
-    ))
 }
 
 impl Model {
@@ -526,124 +521,47 @@ pub(crate) fn parse_outputs(outputs: &Bound<'_, PyAny>) -> PyResult<(Outputs, Ou
 }
 
 /// Compile `outputs` (a Tensor, a list/tuple of Tensors, or a dict name → Tensor) into one
-/// program, write its directory and load it on `device`.
+/// program, write its directory and load it on the options' device (`**options`: see `CompileOptions`).
 #[pyfunction]
-#[pyo3(signature = (outputs, device="auto", precision="fp16", build_dir=None, target=None, compress=None, compress_atol=0.05, block_size=32, int8=false, opt=None, opset=None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (outputs, **options))]
 pub fn compile(
     py: Python<'_>,
     outputs: &Bound<'_, PyAny>,
-    device: &str,
-    precision: &str,
-    build_dir: Option<PathBuf>,
-    target: Option<String>,
-    compress: Option<&str>,
-    compress_atol: f32,
-    block_size: i64,
-    int8: bool,
-    opt: Option<&Bound<'_, PyAny>>,
-    opset: Option<String>,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Model> {
-    let compress = match (compress, int8) {
-        (Some(m), true) if m != "int8" => {
-            return Err(PyValueError::new_err(format!(
-                "compile: int8=True means compress='int8', which conflicts with compress='{m}'"
-            )))
-        }
-        (None, true) => Some("int8"),
-        (m, _) => m,
-    };
-    if let Some(o) = opt {
-        if o.extract::<i64>().map_or(true, |v| v != 0) {
-            return Err(not_implemented("opt="));
-        }
-    }
+    let opts = compile_options(options)?;
     let (outs, kind) = parse_outputs(outputs)?;
-    let base = CompileOptions {
-        device: Device::parse(device).py()?,
-        precision: Precision::parse(precision).py()?,
-        build_dir,
-        target,
-        opset,
-        ..Default::default()
-    };
-    let opts = with_compression(base, compress, compress_atol, block_size)?;
     let compiled = py.detach(|| aneforge::compile(&outs, &opts)).py()?;
     Ok(Model::new(compiled, kind))
 }
 
-/// `opts` with the `compress` mode (`None` = fp16 weights), its error budget and block size.
-fn with_compression(
-    opts: CompileOptions,
-    compress: Option<&str>,
-    compress_atol: f32,
-    block_size: i64,
-) -> PyResult<CompileOptions> {
-    let block_size = usize::try_from(block_size).map_err(|_| {
-        PyValueError::new_err(format!(
-            "compile: block_size must be >= 1, got {block_size}"
-        ))
-    })?;
-    let compress = compress.map(aneforge::Compress::parse).transpose().py()?;
-    Ok(CompileOptions {
-        compress,
-        compress_atol,
-        block_size,
-        ..opts
-    })
-}
-
 /// Lower `outputs` and write the program directory (model.mil, weights.bin, program.json)
-/// into `build_dir` or the content-addressed cache (gated on `target` as in `compile`), without loading it; returns the directory.
+/// into `build_dir` or the content-addressed cache (gated on `target` as in `compile`), without
+/// loading it; returns the directory.
 #[pyfunction]
-#[pyo3(signature = (outputs, build_dir=None, target=None, compress=None, compress_atol=0.05, block_size=32, opset=None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (outputs, **options))]
 pub fn export(
     py: Python<'_>,
     outputs: &Bound<'_, PyAny>,
-    build_dir: Option<PathBuf>,
-    target: Option<String>,
-    compress: Option<&str>,
-    compress_atol: f32,
-    block_size: i64,
-    opset: Option<String>,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<String> {
+    let opts = compile_options(options)?;
     let (outs, _) = parse_outputs(outputs)?;
-    let opts = with_compression(
-        CompileOptions {
-            build_dir,
-            target,
-            opset,
-            ..Default::default()
-        },
-        compress,
-        compress_atol,
-        block_size,
-    )?;
     let exported = py.detach(|| aneforge::export(&outs, &opts)).py()?;
     Ok(exported.dir.display().to_string())
 }
 
-/// Load a program directory (model.mil + weights.bin [+ program.json]) on `device`. With
-/// `compress`, its fp16 weights are compressed into a new program in the cache. Calls return
-/// one array for a single output, else a dict name → array.
+/// Load a program directory (model.mil + weights.bin [+ program.json]) on the options' device.
+/// With `compress`, its fp16 weights are compressed into a new program in the cache. Calls
+/// return one array for a single output, else a dict name → array.
 #[pyfunction]
-#[pyo3(signature = (program_dir, device="auto", precision="fp16", compress=None, compress_atol=0.05, block_size=32))]
+#[pyo3(signature = (program_dir, **options))]
 pub fn load(
     py: Python<'_>,
     program_dir: PathBuf,
-    device: &str,
-    precision: &str,
-    compress: Option<&str>,
-    compress_atol: f32,
-    block_size: i64,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Model> {
-    let base = CompileOptions {
-        device: Device::parse(device).py()?,
-        precision: Precision::parse(precision).py()?,
-        ..Default::default()
-    };
-    let opts = with_compression(base, compress, compress_atol, block_size)?;
+    let opts = compile_options(options)?;
     let compiled = py
         .detach(|| aneforge::load_dir_with(&program_dir, &opts))
         .py()?;

@@ -5,33 +5,16 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use aneforge::models::{Encoder, Espcn, Gpt2, Pooling, ResNet, Vit};
-use aneforge::{CompileOptions, Compiled, Device, PortData, Precision};
+use aneforge::{Compiled, PortData};
 use numpy::{PyArray2, PyArrayDyn, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
-use pyo3::types::{PyList, PyString};
+use pyo3::types::{PyDict, PyList, PyString};
 
 use crate::convert::{asarray, borrow, fmt_shape, type_name};
 use crate::errors::IntoPy;
-
-/// Compile options from the loader keywords shared by every model.
-fn options(
-    device: &str,
-    precision: &str,
-    compress: Option<&str>,
-    compress_atol: f32,
-    build_dir: Option<PathBuf>,
-) -> PyResult<CompileOptions> {
-    Ok(CompileOptions {
-        device: Device::parse(device).py()?,
-        precision: Precision::parse(precision).py()?,
-        compress: compress.map(aneforge::Compress::parse).transpose().py()?,
-        compress_atol,
-        build_dir,
-        ..Default::default()
-    })
-}
+use crate::options::compile_options;
 
 /// Rows of `data` (n × d, C order) as a float32 array [n, d].
 fn rows<'py>(
@@ -166,26 +149,17 @@ fn token_ids(obj: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<u32>>> {
 }
 
 /// Load a Hugging Face BERT-family encoder folder (config.json, model.safetensors,
-/// tokenizer.json, sentence-transformers pooling config).
+/// tokenizer.json, sentence-transformers pooling config); `**options` as in `compile`.
 #[pyfunction]
-#[pyo3(signature = (path, device="auto", precision="fp16", pooling=None, normalize=None, compress=None, compress_atol=0.05, build_dir=None, block_size=32))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (path, pooling=None, normalize=None, **options))]
 pub fn load_encoder(
     py: Python<'_>,
     path: PathBuf,
-    device: &str,
-    precision: &str,
     pooling: Option<&str>,
     normalize: Option<bool>,
-    compress: Option<&str>,
-    compress_atol: f32,
-    build_dir: Option<PathBuf>,
-    block_size: usize,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<PyEncoder> {
-    let opts = CompileOptions {
-        block_size,
-        ..options(device, precision, compress, compress_atol, build_dir)?
-    };
+    let opts = compile_options(options)?;
     let pooling = pooling.map(Pooling::parse).transpose().py()?;
     let enc = py
         .detach(|| Encoder::load(&path, pooling, normalize, opts))
@@ -287,62 +261,51 @@ impl PyVision {
     }
 }
 
-/// Load a torchvision-layout ResNet state dict (safetensors) of `depth` 18/34/50/101/152.
+/// Load a torchvision-layout ResNet state dict (safetensors) of `depth` 18/34/50/101/152;
+/// `**options` as in `compile`.
 #[pyfunction]
-#[pyo3(signature = (path, depth=18, device="auto", precision="fp16", compress=None, compress_atol=0.05, image_size=224, uint8=false, build_dir=None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (path, depth=18, image_size=224, uint8=false, **options))]
 pub fn load_resnet(
     py: Python<'_>,
     path: PathBuf,
     depth: usize,
-    device: &str,
-    precision: &str,
-    compress: Option<&str>,
-    compress_atol: f32,
     image_size: usize,
     uint8: bool,
-    build_dir: Option<PathBuf>,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<PyVision> {
-    let opts = options(device, precision, compress, compress_atol, build_dir)?;
+    let opts = compile_options(options)?;
     let net = py
         .detach(|| ResNet::load(&path, depth, image_size, uint8, &opts))
         .py()?;
     Ok(PyVision::new(net.compiled, uint8))
 }
 
-/// Load a Hugging Face ViTForImageClassification folder (config.json + model.safetensors).
+/// Load a Hugging Face ViTForImageClassification folder (config.json + model.safetensors);
+/// `**options` as in `compile`.
 #[pyfunction]
-#[pyo3(signature = (path, device="auto", precision="fp16", compress=None, compress_atol=0.05, build_dir=None))]
+#[pyo3(signature = (path, **options))]
 pub fn load_vit(
     py: Python<'_>,
     path: PathBuf,
-    device: &str,
-    precision: &str,
-    compress: Option<&str>,
-    compress_atol: f32,
-    build_dir: Option<PathBuf>,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<PyVision> {
-    let opts = options(device, precision, compress, compress_atol, build_dir)?;
+    let opts = compile_options(options)?;
     let net = py.detach(|| Vit::load(&path, &opts)).py()?;
     Ok(PyVision::new(net.compiled, false))
 }
 
-/// Load an ESPCN state dict (safetensors, PyTorch examples layout) for [1, C, height, width] inputs.
+/// Load an ESPCN state dict (safetensors, PyTorch examples layout) for [1, C, height, width]
+/// inputs; `**options` as in `compile`.
 #[pyfunction]
-#[pyo3(signature = (path, height, width, device="auto", precision="fp16", compress=None, compress_atol=0.05, build_dir=None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (path, height, width, **options))]
 pub fn load_espcn(
     py: Python<'_>,
     path: PathBuf,
     height: usize,
     width: usize,
-    device: &str,
-    precision: &str,
-    compress: Option<&str>,
-    compress_atol: f32,
-    build_dir: Option<PathBuf>,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<PyVision> {
-    let opts = options(device, precision, compress, compress_atol, build_dir)?;
+    let opts = compile_options(options)?;
     let net = py
         .detach(|| Espcn::load(&path, height, width, &opts))
         .py()?;
@@ -430,21 +393,17 @@ impl PyGpt2 {
     }
 }
 
-/// Load a Hugging Face GPT-2 folder (config.json + model.safetensors) with a decode program for `max_context` tokens.
+/// Load a Hugging Face GPT-2 folder (config.json + model.safetensors) with a decode program for
+/// `max_context` tokens; `**options` as in `compile`.
 #[pyfunction]
-#[pyo3(signature = (path, max_context=None, device="auto", precision="fp16", compress=None, compress_atol=0.05, build_dir=None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (path, max_context=None, **options))]
 pub fn load_gpt2(
     py: Python<'_>,
     path: PathBuf,
     max_context: Option<usize>,
-    device: &str,
-    precision: &str,
-    compress: Option<&str>,
-    compress_atol: f32,
-    build_dir: Option<PathBuf>,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<PyGpt2> {
-    let opts = options(device, precision, compress, compress_atol, build_dir)?;
+    let opts = compile_options(options)?;
     let g = py.detach(|| Gpt2::load(&path, max_context, &opts)).py()?;
     Ok(PyGpt2 {
         vocab: g.config.vocab,

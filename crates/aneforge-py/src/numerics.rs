@@ -4,7 +4,6 @@
 use aneforge::numerics::dsp;
 use aneforge::numerics::fft::{FftKind, FftPlan as CoreFftPlan};
 use aneforge::numerics::linalg::{direct, eigen, krylov, lsq, Matrix};
-use aneforge::Device;
 use numpy::{PyArray1, PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -13,6 +12,7 @@ use pyo3::types::{PyDict, PyList};
 use crate::convert::{asarray, borrow, fmt_shape, tensor};
 use crate::errors::IntoPy;
 use crate::model::{parse_outputs, OutKind};
+use crate::options::plan_device;
 use crate::tensor::PyTensor;
 
 /// A C-contiguous float32 view of `obj` (converted when needed) whose shape must be `shape`.
@@ -96,15 +96,18 @@ impl FftPlan {
 
 /// The cached plan for `kind` on inputs of `shape` (`n` = irfft output length).
 #[pyfunction]
-#[pyo3(signature = (kind, shape, n=None, device="auto"))]
+#[pyo3(signature = (kind, shape, n=None, **options))]
 pub fn fft_plan(
     py: Python<'_>,
     kind: &str,
     shape: Vec<usize>,
     n: Option<usize>,
-    device: &str,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<FftPlan> {
-    let (kind, device) = (FftKind::parse(kind).py()?, Device::parse(device).py()?);
+    let (kind, device) = (
+        FftKind::parse(kind).py()?,
+        plan_device("fft.plan", options)?,
+    );
     let inner = py
         .detach(|| CoreFftPlan::new(kind, &shape, n, device))
         .py()?;
@@ -172,7 +175,7 @@ fn need<'a>(v: &[Option<&'a [f64]>], i: usize) -> &'a [f64] {
 
 /// Conjugate gradient (see the core docs): returns (x, relative residual).
 #[pyfunction]
-#[pyo3(signature = (a, b, iters, x0=None, refine=0, device="auto"))]
+#[pyo3(signature = (a, b, iters, x0=None, refine=0, **options))]
 pub fn linalg_conjugate_gradient<'py>(
     py: Python<'py>,
     a: &Bound<'py, PyAny>,
@@ -180,9 +183,9 @@ pub fn linalg_conjugate_gradient<'py>(
     iters: usize,
     x0: Option<&Bound<'py, PyAny>>,
     refine: usize,
-    device: &str,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<(F64Array<'py>, f64)> {
-    let device = Device::parse(device).py()?;
+    let device = plan_device("linalg.conjugate_gradient", options)?;
     let s = with_matrix(
         py,
         "conjugate_gradient",
@@ -195,16 +198,16 @@ pub fn linalg_conjugate_gradient<'py>(
 
 /// Jacobi iteration: returns (x, relative residual).
 #[pyfunction]
-#[pyo3(signature = (a, b, iters, x0=None, device="auto"))]
+#[pyo3(signature = (a, b, iters, x0=None, **options))]
 pub fn linalg_jacobi<'py>(
     py: Python<'py>,
     a: &Bound<'py, PyAny>,
     b: &Bound<'py, PyAny>,
     iters: usize,
     x0: Option<&Bound<'py, PyAny>>,
-    device: &str,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<(F64Array<'py>, f64)> {
-    let device = Device::parse(device).py()?;
+    let device = plan_device("linalg.jacobi", options)?;
     let s = with_matrix(py, "jacobi", a, &[("b", Some(b)), ("x0", x0)], |m, v| {
         krylov::jacobi(m, need(v, 0), iters, v[1], device)
     })?;
@@ -213,7 +216,7 @@ pub fn linalg_jacobi<'py>(
 
 /// Mixed-precision iterative refinement: returns (x, relative residual).
 #[pyfunction]
-#[pyo3(signature = (a, b, x0=None, iters=3, inner=60, device="auto"))]
+#[pyo3(signature = (a, b, x0=None, iters=3, inner=60, **options))]
 pub fn linalg_iterative_refine<'py>(
     py: Python<'py>,
     a: &Bound<'py, PyAny>,
@@ -221,9 +224,9 @@ pub fn linalg_iterative_refine<'py>(
     x0: Option<&Bound<'py, PyAny>>,
     iters: usize,
     inner: usize,
-    device: &str,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<(F64Array<'py>, f64)> {
-    let device = Device::parse(device).py()?;
+    let device = plan_device("linalg.iterative_refine", options)?;
     let s = with_matrix(
         py,
         "iterative_refine",
@@ -236,13 +239,13 @@ pub fn linalg_iterative_refine<'py>(
 
 /// Thin QR by modified Gram–Schmidt: (Q [m, n], R [n, n]).
 #[pyfunction]
-#[pyo3(signature = (a, device="auto"))]
+#[pyo3(signature = (a, **options))]
 pub fn linalg_qr<'py>(
     py: Python<'py>,
     a: &Bound<'py, PyAny>,
-    device: &str,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<(F64Array<'py>, F64Array<'py>)> {
-    let device = Device::parse(device).py()?;
+    let device = plan_device("linalg.qr", options)?;
     let (shape, (q, r)) = with_matrix(py, "qr", a, &[], |m, _| {
         Ok(([m.rows, m.cols], direct::qr(m, device)?))
     })?;
@@ -254,13 +257,13 @@ pub fn linalg_qr<'py>(
 
 /// Cholesky factor L (lower triangular).
 #[pyfunction]
-#[pyo3(signature = (a, device="auto"))]
+#[pyo3(signature = (a, **options))]
 pub fn linalg_cholesky<'py>(
     py: Python<'py>,
     a: &Bound<'py, PyAny>,
-    device: &str,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<F64Array<'py>> {
-    let device = Device::parse(device).py()?;
+    let device = plan_device("linalg.cholesky", options)?;
     let (n, l) = with_matrix(py, "cholesky", a, &[], |m, _| {
         Ok((m.rows, direct::cholesky(m, device)?))
     })?;
@@ -269,14 +272,14 @@ pub fn linalg_cholesky<'py>(
 
 /// Dominant eigenpair by power iteration: (λ, v).
 #[pyfunction]
-#[pyo3(signature = (a, iters=50, device="auto"))]
+#[pyo3(signature = (a, iters=50, **options))]
 pub fn linalg_dominant_eig<'py>(
     py: Python<'py>,
     a: &Bound<'py, PyAny>,
     iters: usize,
-    device: &str,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<(f64, F64Array<'py>)> {
-    let device = Device::parse(device).py()?;
+    let device = plan_device("linalg.dominant_eig", options)?;
     let (l, v) = with_matrix(py, "dominant_eig", a, &[], |m, _| {
         eigen::dominant_eig(m, iters, device)
     })?;
@@ -286,14 +289,14 @@ pub fn linalg_dominant_eig<'py>(
 
 /// Dominant singular triplet by power iteration: (σ, u, v).
 #[pyfunction]
-#[pyo3(signature = (a, iters=50, device="auto"))]
+#[pyo3(signature = (a, iters=50, **options))]
 pub fn linalg_dominant_svd<'py>(
     py: Python<'py>,
     a: &Bound<'py, PyAny>,
     iters: usize,
-    device: &str,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<(f64, F64Array<'py>, F64Array<'py>)> {
-    let device = Device::parse(device).py()?;
+    let device = plan_device("linalg.dominant_svd", options)?;
     let (s, u, v) = with_matrix(py, "dominant_svd", a, &[], |m, _| {
         eigen::dominant_svd(m, iters, device)
     })?;
@@ -303,13 +306,13 @@ pub fn linalg_dominant_svd<'py>(
 
 /// Doolittle LU without pivoting: (L, U).
 #[pyfunction]
-#[pyo3(signature = (a, device="auto"))]
+#[pyo3(signature = (a, **options))]
 pub fn linalg_lu<'py>(
     py: Python<'py>,
     a: &Bound<'py, PyAny>,
-    device: &str,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<(F64Array<'py>, F64Array<'py>)> {
-    let device = Device::parse(device).py()?;
+    let device = plan_device("linalg.lu", options)?;
     let (n, (l, u)) = with_matrix(py, "lu", a, &[], |m, _| {
         Ok((m.rows, direct::lu(m, device)?))
     })?;
@@ -318,7 +321,7 @@ pub fn linalg_lu<'py>(
 
 /// Least squares by CGLS (`method="cgls"`) or LSQR (`method="lsqr"`): returns (x, relative residual).
 #[pyfunction]
-#[pyo3(signature = (a, b, iters, x0=None, refine=0, method="cgls", device="auto"))]
+#[pyo3(signature = (a, b, iters, x0=None, refine=0, method="cgls", **options))]
 #[allow(clippy::too_many_arguments)]
 pub fn linalg_least_squares<'py>(
     py: Python<'py>,
@@ -328,9 +331,9 @@ pub fn linalg_least_squares<'py>(
     x0: Option<&Bound<'py, PyAny>>,
     refine: usize,
     method: &str,
-    device: &str,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<(F64Array<'py>, f64)> {
-    let device = Device::parse(device).py()?;
+    let device = plan_device("linalg.least_squares", options)?;
     let solve = match method {
         "cgls" => lsq::least_squares,
         "lsqr" => lsq::lsqr,
@@ -348,7 +351,7 @@ pub fn linalg_least_squares<'py>(
 
 /// GMRES(m) with `restarts` cycles: returns (x, relative residual).
 #[pyfunction]
-#[pyo3(signature = (a, b, m, restarts=1, x0=None, device="auto"))]
+#[pyo3(signature = (a, b, m, restarts=1, x0=None, **options))]
 pub fn linalg_gmres<'py>(
     py: Python<'py>,
     a: &Bound<'py, PyAny>,
@@ -356,9 +359,9 @@ pub fn linalg_gmres<'py>(
     m: usize,
     restarts: usize,
     x0: Option<&Bound<'py, PyAny>>,
-    device: &str,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<(F64Array<'py>, f64)> {
-    let device = Device::parse(device).py()?;
+    let device = plan_device("linalg.gmres", options)?;
     let s = with_matrix(py, "gmres", a, &[("b", Some(b)), ("x0", x0)], |mat, v| {
         lsq::gmres(mat, need(v, 0), m, restarts, v[1], device)
     })?;
@@ -367,14 +370,14 @@ pub fn linalg_gmres<'py>(
 
 /// Symmetric eigen-decomposition by cyclic Jacobi: (ascending eigenvalues, eigenvectors as columns).
 #[pyfunction]
-#[pyo3(signature = (a, sweeps=6, device="auto"))]
+#[pyo3(signature = (a, sweeps=6, **options))]
 pub fn linalg_eigh<'py>(
     py: Python<'py>,
     a: &Bound<'py, PyAny>,
     sweeps: usize,
-    device: &str,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<(F64Array<'py>, F64Array<'py>)> {
-    let device = Device::parse(device).py()?;
+    let device = plan_device("linalg.eigh", options)?;
     let (n, (w, v)) = with_matrix(py, "eigh", a, &[], |m, _| {
         Ok((m.rows, eigen::eigh(m, sweeps, device)?))
     })?;
@@ -383,14 +386,14 @@ pub fn linalg_eigh<'py>(
 
 /// Thin SVD through the Gram matrix: (U, singular values descending, Vt).
 #[pyfunction]
-#[pyo3(signature = (a, sweeps=6, device="auto"))]
+#[pyo3(signature = (a, sweeps=6, **options))]
 pub fn linalg_svd<'py>(
     py: Python<'py>,
     a: &Bound<'py, PyAny>,
     sweeps: usize,
-    device: &str,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<(F64Array<'py>, F64Array<'py>, F64Array<'py>)> {
-    let device = Device::parse(device).py()?;
+    let device = plan_device("linalg.svd", options)?;
     let (shape, (u, s, vt)) = with_matrix(py, "svd", a, &[], |m, _| {
         Ok(([m.rows, m.cols], eigen::svd(m, sweeps, device)?))
     })?;
@@ -404,15 +407,15 @@ pub fn linalg_svd<'py>(
 
 /// Principal components of the rows of X: (components [k, n], explained variances [k]).
 #[pyfunction]
-#[pyo3(signature = (x, k, sweeps=6, device="auto"))]
+#[pyo3(signature = (x, k, sweeps=6, **options))]
 pub fn linalg_pca<'py>(
     py: Python<'py>,
     x: &Bound<'py, PyAny>,
     k: usize,
     sweeps: usize,
-    device: &str,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<(F64Array<'py>, F64Array<'py>)> {
-    let device = Device::parse(device).py()?;
+    let device = plan_device("linalg.pca", options)?;
     let (n, (c, var)) = with_matrix(py, "pca", x, &[], |m, _| {
         Ok((m.cols, eigen::pca(m, k, sweeps, device)?))
     })?;
@@ -514,16 +517,16 @@ pub fn dsp_window<'py>(
 
 /// `kind` = fir (direct for K <= 15, else FFT), fft (FFT convolution) or correlate, NumPy modes.
 #[pyfunction]
-#[pyo3(signature = (kind, a, b, mode="full", device="auto"))]
+#[pyo3(signature = (kind, a, b, mode="full", **options))]
 pub fn dsp_convolve<'py>(
     py: Python<'py>,
     kind: &str,
     a: &Bound<'py, PyAny>,
     b: &Bound<'py, PyAny>,
     mode: &str,
-    device: &str,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<F64Array<'py>> {
-    let device = Device::parse(device).py()?;
+    let device = plan_device("dsp.convolve", options)?;
     let f = match kind {
         "fir" => dsp::fir_filter,
         "fft" => dsp::fft_convolve,
@@ -541,15 +544,15 @@ pub fn dsp_convolve<'py>(
 
 /// STFT of `x` with `window` every `hop` samples: (re, im) as [frames, win // 2 + 1].
 #[pyfunction]
-#[pyo3(signature = (x, window, hop, device="auto"))]
+#[pyo3(signature = (x, window, hop, **options))]
 pub fn dsp_stft<'py>(
     py: Python<'py>,
     x: &Bound<'py, PyAny>,
     window: &Bound<'py, PyAny>,
     hop: usize,
-    device: &str,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<(F64Array<'py>, F64Array<'py>)> {
-    let device = Device::parse(device).py()?;
+    let device = plan_device("dsp.stft", options)?;
     let (re, im, frames) =
         with_signals(py, "stft", x, window, |x, w| dsp::stft(x, w, hop, device))?;
     let bins = re.len() / frames.max(1);

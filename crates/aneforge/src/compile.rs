@@ -3,80 +3,14 @@
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 
-use crate::compress::{self, Compress, CompressOptions, CompressionEntry};
+use crate::compress::{self, CompressOptions, CompressionEntry};
 use crate::error::{Error, Result};
 use crate::exec::{ane::Ane, reference::Reference, Executor, Loaded, PortData, Precision};
 use crate::graph::{Graph, Tensor};
+pub use crate::options::{CompileOptions, Device};
 use crate::program::{cache_root, PortSpec, Program};
 use crate::targets::Opset;
 use crate::{passes, targets};
-
-/// Where to run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Device {
-    /// The ANE when its executor's check passes, else the reference executor (with a one-time notice).
-    #[default]
-    Auto,
-    /// The ANE or an error naming the step that failed.
-    Ane,
-    /// The CPU reference executor.
-    Reference,
-}
-
-impl Device {
-    /// Parse `auto`, `ane`, `reference` (alias `cpu`).
-    pub fn parse(s: &str) -> Result<Device> {
-        match s {
-            "auto" => Ok(Device::Auto),
-            "ane" => Ok(Device::Ane),
-            "reference" | "cpu" => Ok(Device::Reference),
-            _ => Err(Error::value(
-                "compile",
-                format!("unknown device '{s}' (expected auto, ane, reference or cpu)"),
-            )),
-        }
-    }
-}
-
-/// Options of [`compile`].
-#[derive(Clone, Debug)]
-pub struct CompileOptions {
-    pub device: Device,
-    pub precision: Precision,
-    /// Write the program here instead of the content-addressed cache.
-    pub build_dir: Option<PathBuf>,
-    /// Compress the weights (see [`crate::compress`]); `None` keeps them fp16.
-    pub compress: Option<Compress>,
-    /// Relative L2 error budget per weight for the gated encodings (int4, blockwise), in (0, 1].
-    pub compress_atol: f32,
-    /// Blockwise int8 block length along a weight's inner axis; it must divide that axis.
-    pub block_size: usize,
-    /// Arch string or family name to gate on (see [`targets::compile_target`]): `None` = `ANEFORGE_TARGET`,
-    /// else the host's family on an Apple Silicon Mac, else no gating.
-    pub target: Option<String>,
-    /// MIL function opset (`ios16`, `ios17`, `ios18`): `None` = the newest the host's macOS loads
-    /// (macOS 14 rejects ios18), else ios18. Ops the opset lacks are decomposed or rejected.
-    pub opset: Option<String>,
-    /// Rewrite sum-like reductions as matmuls with ones (see [`passes::reduce_to_matmul`]); off by default.
-    pub sum_via_matmul: bool,
-}
-
-impl Default for CompileOptions {
-    /// Auto device, fp16, the cache, no compression (atol 0.05, block 32 when enabled), target from the environment, host opset.
-    fn default() -> Self {
-        CompileOptions {
-            device: Device::Auto,
-            precision: Precision::Fp16,
-            build_dir: None,
-            compress: None,
-            compress_atol: 0.05,
-            block_size: 32,
-            target: None,
-            opset: None,
-            sum_via_matmul: false,
-        }
-    }
-}
 
 /// A compiled, loaded program.
 pub struct Compiled {
@@ -163,7 +97,7 @@ pub fn export(outputs: &[(Option<String>, Tensor)], opts: &CompileOptions) -> Re
 
 /// Gate `graph` on the target (when there is one), compress it (when asked), lower it and write its directory.
 fn write_program(graph: Graph, opts: &CompileOptions) -> Result<Exported> {
-    compress::check_options(opts.compress_atol, opts.block_size)?;
+    opts.validate()?;
     let opset = Opset::resolve(opts.opset.as_deref())?;
     let target = targets::compile_target(opts.target.as_deref())?;
     let graph = passes::work_around(graph, target, opts.precision)?;
@@ -218,7 +152,7 @@ pub fn compress_dir(dir: &Path, opts: &CompileOptions) -> Result<Exported> {
 
 /// Load a program directory on `opts.device`; with `opts.compress`, through [`compress_dir`].
 pub fn load_dir_with(dir: &Path, opts: &CompileOptions) -> Result<Compiled> {
-    compress::check_options(opts.compress_atol, opts.block_size)?;
+    opts.validate()?;
     if opts.compress.is_none() {
         return load_dir(dir, opts.device, opts.precision);
     }

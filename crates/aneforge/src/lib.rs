@@ -31,6 +31,7 @@ pub mod conformance;
 pub mod exec;
 pub mod mlpackage;
 pub mod numerics;
+pub mod options;
 pub mod passes;
 pub mod program;
 pub mod targets;
@@ -43,4 +44,5 @@ pub use compile::{
 };
 pub use compress::{Compress, CompressionEntry, Encoding};
 pub use exec::{Executor, Loaded, PortData, Precision};
+pub use options::OptionValue;
 pub use program::{PortSpec, Program};

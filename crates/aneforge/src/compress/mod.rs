@@ -248,17 +248,34 @@ fn weight_sites(g: &Graph) -> Vec<Option<Site>> {
     sites.into_iter().map(Option::flatten).collect()
 }
 
+/// `atol` when it lies in (0, 1], else the one Value error for `compress_atol`.
+pub fn check_atol(atol: f32) -> Result<f32> {
+    if atol.is_finite() && atol > 0.0 && atol <= 1.0 {
+        return Ok(atol);
+    }
+    Err(Error::value(
+        "compile",
+        format!("compress_atol must be in (0, 1], got {atol}"),
+    ))
+}
+
+/// `block_size` as a usize when it is >= 1, else the one Value error for `block_size`.
+pub fn check_block_size(block_size: i64) -> Result<usize> {
+    usize::try_from(block_size)
+        .ok()
+        .filter(|&b| b >= 1)
+        .ok_or_else(|| {
+            Error::value(
+                "compile",
+                format!("block_size must be >= 1, got {block_size}"),
+            )
+        })
+}
+
 /// Check `atol` is in (0, 1] and `block_size` >= 1.
 pub fn check_options(atol: f32, block_size: usize) -> Result<()> {
-    if !(atol.is_finite() && atol > 0.0 && atol <= 1.0) {
-        return Err(Error::value(
-            "compile",
-            format!("compress_atol must be in (0, 1], got {atol}"),
-        ));
-    }
-    if block_size == 0 {
-        return Err(Error::value("compile", "block_size must be >= 1, got 0"));
-    }
+    check_atol(atol)?;
+    check_block_size(i64::try_from(block_size).unwrap_or(i64::MAX))?;
     Ok(())
 }
 
