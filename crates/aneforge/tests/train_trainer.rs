@@ -292,7 +292,7 @@ fn step_errors_name_the_inputs() {
     };
     let mut tr = Trainer::new(&loss, &params, cfg, Mode::Host, opts(Precision::Fp16)).unwrap();
     let [x, _] = batch(0, &w_star);
-    let e = tr.step(&[x.clone()]).unwrap_err().to_string();
+    let e = tr.step(std::slice::from_ref(&x)).unwrap_err().to_string();
     assert!(
         e.contains("takes 2 array(s) (x_err [8, 4], y_err [8, 2]), got 1"),
         "{e}"
