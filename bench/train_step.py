@@ -94,7 +94,7 @@ def main():
     for mode in ("host", "device", "resident"):
         params, obj = train_mnist_mlp.build(BATCH)
         tr = af.Trainer(loss=obj, params=params, lr=3e-3, optimizer="adam", device_optimizer=mode == "device", resident_state=mode == "resident", loss_scale=1.0 if mode == "host" else 1024.0)
-        rows.append((f"aneforge Trainer, {mode} ({tr.net.device})", median_ms(lambda _t: tr.step(x, y), args.steps)))
+        rows.append((f"aneforge Trainer, {mode} ({tr.device})", median_ms(lambda _t: tr.step(x, y), args.steps)))
     params, _ = train_mnist_mlp.build(BATCH)
     init = [af.value(p).copy() for p in params]
     state = (init, [(np.zeros_like(v), np.zeros_like(v)) for v in init])

@@ -72,6 +72,9 @@ from aneforge.models import (
 from aneforge.train import (
     SGD,
     Adam,
+    AdamW,
+    Loss,
+    Parameter,
     Trainer,
     backward,
     conv2d,
@@ -87,12 +90,15 @@ from aneforge.train import (
 )
 
 __all__ = [
-    "SGD",
     "Adam",
+    "AdamW",
     "CompileOptions",
     "Encoder",
     "Gpt2",
+    "Loss",
     "Model",
+    "Parameter",
+    "SGD",
     "Tensor",
     "Trainer",
     "Vision",

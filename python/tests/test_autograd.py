@@ -94,7 +94,7 @@ def test_non_differentiable_op_raises_not_implemented_naming_it():
 
 
 @pytest.mark.parametrize("stride,pad", [(1, 1), (2, 1), (2, 0), (3, 2)])
-def test_conv2d_im2col_matches_numpy_convolution_and_its_weight_gradient(stride, pad):
+def test_conv2d_matches_numpy_convolution_and_its_weight_gradient(stride, pad):
     n, c, h, w, cout, k = 2, 3, 7, 6, 4, 3
     wt = rng.normal(size=(cout, c, k, k))
     x = rng.normal(size=(n, c, h, w))

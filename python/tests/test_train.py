@@ -2,14 +2,13 @@
 written here; MNIST-5k runs of the examples (the slowest tests here: about 10 s for the MLP in
 three modes and about a minute for the CNN on the reference executor)."""
 
+import json
 import sys
-import warnings
 from pathlib import Path
 
+import aneforge as af
 import numpy as np
 import pytest
-
-import aneforge as af
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 sys.path.insert(0, str(EXAMPLES))
@@ -49,9 +48,39 @@ def test_sgd_momentum_weight_decay_follow_numpy(mode):
         np.testing.assert_allclose(af.value(p), ref, rtol=tol, atol=tol)
 
 
+def test_adamw_decouples_weight_decay_and_follows_numpy():
+    params, loss = regression()
+    ws = [af.value(p).astype(np.float64) for p in params]
+    tr = af.Trainer(loss=loss, params=params, lr=0.05, optimizer="adamw", weight_decay=0.1, device="reference", precision="fp32")
+    rng = np.random.default_rng(2)
+    ms, vs = [np.zeros_like(w) for w in ws], [np.zeros_like(w) for w in ws]
+    for t in range(1, 6):
+        x, y = rng.normal(size=(8, 4)), rng.normal(size=(8, 3))
+        tr.step(x, y)
+        for k, g in enumerate(numpy_grads(*ws, x, y)):
+            ws[k] = ws[k] * (1 - 0.05 * 0.1)  # decoupled: not through the moments
+            ms[k] = 0.9 * ms[k] + 0.1 * g
+            vs[k] = 0.999 * vs[k] + 0.001 * g * g
+            ws[k] = ws[k] - 0.05 * (ms[k] / (1 - 0.9**t)) / (np.sqrt(vs[k] / (1 - 0.999**t)) + 1e-8)
+    for p, ref in zip(params, ws):
+        np.testing.assert_allclose(af.value(p), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_parameters_are_tensors_owning_their_master_weights():
+    p = af.parameter(np.arange(6.0).reshape(2, 3), name="pw")
+    assert isinstance(p, af.Tensor) and isinstance(p, af.Parameter) and p.name == "pw"
+    y = af.compile((p * 2.0 + 1.0).relu(), device="reference", precision="fp32")(pw=af.value(p))
+    np.testing.assert_array_equal(y, np.arange(6.0).reshape(2, 3) * 2 + 1)
+    v = af.value(p)
+    v[0, 0] = 100.0  # a copy: the master weights are the core's
+    assert af.value(p)[0, 0] == 0.0
+    with pytest.raises(ValueError, match="non-finite value NaN at index 1"):
+        af.parameter([1.0, np.nan])
+
+
 def test_trainer_argument_errors_name_the_inputs():
     params, loss = regression()
-    with pytest.raises(ValueError, match="optimizer must be 'sgd' or 'adam'"):
+    with pytest.raises(ValueError, match="optimizer must be 'sgd', 'adam' or 'adamw'"):
         af.Trainer(loss=loss, params=params, optimizer="lbfgs")
     tr = af.Trainer(loss=loss, params=params, lr=0.1, device="reference")
     with pytest.raises(TypeError, match=r"takes 2 array\(s\)"):
@@ -108,7 +137,12 @@ def test_safetensors_layout_and_rejection_of_bad_files(tmp_path):
     af.save_safetensors(path, {"a": a, "b": np.array([7], np.int64)}, {"k": "v"})
     raw = path.read_bytes()
     n = int.from_bytes(raw[:8], "little")
-    assert n % 8 == 0 and raw[8 + n:] == a.tobytes() + np.array([7], "<i8").tobytes()
+    header = json.loads(raw[8:8 + n])
+    assert n % 8 == 0 and header["__metadata__"] == {"k": "v"}
+    for name, want in [("a", a.tobytes()), ("b", np.array([7], "<i8").tobytes())]:  # the format fixes offsets, not order
+        begin, end = header[name]["data_offsets"]
+        assert raw[8 + n + begin:8 + n + end] == want
+    assert (header["a"]["dtype"], header["a"]["shape"], header["b"]["dtype"]) == ("F32", [2, 3], "I64")
     tensors, meta = af.load_safetensors(path)
     np.testing.assert_array_equal(tensors["a"], a)
     assert meta == {"k": "v"} and tensors["b"].tolist() == [7]

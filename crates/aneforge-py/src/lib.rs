@@ -15,6 +15,8 @@ mod options;
 mod targets;
 mod tensor;
 mod train;
+mod train_io;
+mod train_trainer;
 
 use pyo3::prelude::*;
 
@@ -65,6 +67,17 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(train::_backward, m)?)?;
     m.add_function(wrap_pyfunction!(train::_mse, m)?)?;
     m.add_function(wrap_pyfunction!(train::_softmax_cross_entropy, m)?)?;
+    m.add_class::<train::PyParameter>()?;
+    m.add_class::<train::PyLoss>()?;
+    m.add_class::<train::PyOptimizer>()?;
+    m.add_class::<train_trainer::PyTrainer>()?;
+    m.add_function(wrap_pyfunction!(train::_parameter, m)?)?;
+    m.add_function(wrap_pyfunction!(train::_conv_param, m)?)?;
+    m.add_function(wrap_pyfunction!(train::_conv2d, m)?)?;
+    m.add_function(wrap_pyfunction!(train_io::_save_safetensors, m)?)?;
+    m.add_function(wrap_pyfunction!(train_io::_load_safetensors, m)?)?;
+    m.add_function(wrap_pyfunction!(train_io::_read_cifar10, m)?)?;
+    m.add_function(wrap_pyfunction!(train_io::_parse_mnist_csv, m)?)?;
     m.add_function(wrap_pyfunction!(census::capabilities, m)?)?;
     m.add_function(wrap_pyfunction!(corpus::conformance_corpus, m)?)?;
     m.add_function(wrap_pyfunction!(corpus::mlpackage_schema, m)?)?;

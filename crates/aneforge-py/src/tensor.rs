@@ -13,7 +13,7 @@ use crate::errors::IntoPy;
 
 /// A lazy tensor: a value in the graph being built. Its shape and dtype are known; its values
 /// exist only once the graph is compiled and run.
-#[pyclass(frozen, name = "Tensor", module = "aneforge")]
+#[pyclass(frozen, subclass, name = "Tensor", module = "aneforge")]
 pub struct PyTensor {
     pub t: aneforge::Tensor,
 }

@@ -51,3 +51,53 @@ pub fn softmax_cross_entropy(logits: &Tensor, target: &Tensor) -> Result<Tensor>
         .sub(&picked)?
         .mean(&[0], true)
 }
+
+/// Which loss a [`Loss`] is: it decides how the Trainer reports the loss value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LossKind {
+    /// [`mse`]: the program's fp16 loss is reported.
+    Mse,
+    /// [`softmax_cross_entropy`]: the loss is recomputed in fp32 on the host from the logits.
+    CrossEntropy,
+    /// Any other scalar-shaped graph: the program's fp16 loss is reported.
+    Custom,
+}
+
+/// A loss graph with what the Trainer needs to know about it: its kind and, for
+/// classification, the logits [N, K] it compares (for `predict` / `accuracy`).
+#[derive(Clone, Debug)]
+pub struct Loss {
+    /// The loss tensor (`[1; rank]`, fp16).
+    pub value: Tensor,
+    pub kind: LossKind,
+    pub logits: Option<Tensor>,
+}
+
+impl Loss {
+    /// [`mse`] of `prediction` against `target` as a [`Loss`] of kind `Mse` (same errors).
+    pub fn mse(prediction: &Tensor, target: &Tensor) -> Result<Loss> {
+        Ok(Loss {
+            value: mse(prediction, target)?,
+            kind: LossKind::Mse,
+            logits: None,
+        })
+    }
+
+    /// [`softmax_cross_entropy`] as a [`Loss`] of kind `CrossEntropy` carrying `logits` (same errors).
+    pub fn cross_entropy(logits: &Tensor, target: &Tensor) -> Result<Loss> {
+        Ok(Loss {
+            value: softmax_cross_entropy(logits, target)?,
+            kind: LossKind::CrossEntropy,
+            logits: Some(logits.clone()),
+        })
+    }
+
+    /// Any fp16 tensor as a loss of kind `Custom`, with optional `logits` [N, K] for evaluation.
+    pub fn custom(value: Tensor, logits: Option<Tensor>) -> Loss {
+        Loss {
+            value,
+            kind: LossKind::Custom,
+            logits,
+        }
+    }
+}

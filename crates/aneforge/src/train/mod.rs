@@ -1,6 +1,15 @@
-//! Training helpers built from graph ops: losses (the optimizers and the Trainer live in the
-//! Python package; gradients come from [`crate::autograd::backward`]).
+//! Training: parameters with fp32 master weights ([`param`]), losses ([`loss`]), optimizers
+//! with their host and device updates ([`optim`]), checkpoints ([`checkpoint`]), dataset readers
+//! ([`data`]) and the [`Trainer`] ([`trainer`]). Gradients come from [`crate::autograd::backward`].
 
+pub mod checkpoint;
+pub mod data;
 pub mod loss;
+pub mod optim;
+pub mod param;
+pub mod trainer;
 
-pub use loss::{mse, softmax_cross_entropy};
+pub use loss::{mse, softmax_cross_entropy, Loss, LossKind};
+pub use optim::{update_graph, OptimConfig, Optimizer, Rule, StepOutcome};
+pub use param::{conv2d, conv_param, Parameter};
+pub use trainer::{Batch, FitOptions, History, Mode, StepReport, Trainer};
