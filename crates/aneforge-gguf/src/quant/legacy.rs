@@ -86,19 +86,30 @@ mod tests {
         qh.to_le_bytes()
     }
 
-    /// `blocks` random blocks: (codes below `levels`, scale d, minimum m) per block.
-    fn random_blocks(
-        seed: u64,
-        levels: u32,
-        blocks: usize,
-    ) -> Vec<([u8; 32], [u8; 2], f64, [u8; 2], f64)> {
+    /// One random block's logical content: codes, scale and minimum (bytes and exact value).
+    struct Block {
+        q: [u8; 32],
+        d_bytes: [u8; 2],
+        d: f64,
+        m_bytes: [u8; 2],
+        m: f64,
+    }
+
+    /// `blocks` random blocks with codes below `levels`.
+    fn random_blocks(seed: u64, levels: u32, blocks: usize) -> Vec<Block> {
         let mut rng = Rng::new(seed);
         (0..blocks)
             .map(|_| {
                 let q = std::array::from_fn(|_| rng.below(levels));
                 let (d_bytes, d) = rng.scale();
                 let (m_bytes, m) = rng.scale();
-                (q, d_bytes, d, m_bytes, m)
+                Block {
+                    q,
+                    d_bytes,
+                    d,
+                    m_bytes,
+                    m,
+                }
             })
             .collect()
     }
@@ -115,7 +126,7 @@ mod tests {
         let blocks = random_blocks(1, 16, 5);
         let mut data = Vec::new();
         let mut expected = Vec::new();
-        for (q, d_bytes, d, _, _) in &blocks {
+        for Block { q, d_bytes, d, .. } in &blocks {
             data.extend_from_slice(d_bytes);
             data.extend_from_slice(&pack_nibbles(q));
             expected.extend(q.iter().map(|&c| d * (f64::from(c) - 8.0)));
@@ -128,7 +139,14 @@ mod tests {
         let blocks = random_blocks(2, 16, 5);
         let mut data = Vec::new();
         let mut expected = Vec::new();
-        for (q, d_bytes, d, m_bytes, m) in &blocks {
+        for Block {
+            q,
+            d_bytes,
+            d,
+            m_bytes,
+            m,
+        } in &blocks
+        {
             data.extend_from_slice(d_bytes);
             data.extend_from_slice(m_bytes);
             data.extend_from_slice(&pack_nibbles(q));
@@ -142,7 +160,7 @@ mod tests {
         let blocks = random_blocks(3, 32, 5);
         let mut data = Vec::new();
         let mut expected = Vec::new();
-        for (q, d_bytes, d, _, _) in &blocks {
+        for Block { q, d_bytes, d, .. } in &blocks {
             data.extend_from_slice(d_bytes);
             data.extend_from_slice(&pack_high_bits(q));
             data.extend_from_slice(&pack_nibbles(q));
@@ -156,7 +174,14 @@ mod tests {
         let blocks = random_blocks(4, 32, 5);
         let mut data = Vec::new();
         let mut expected = Vec::new();
-        for (q, d_bytes, d, m_bytes, m) in &blocks {
+        for Block {
+            q,
+            d_bytes,
+            d,
+            m_bytes,
+            m,
+        } in &blocks
+        {
             data.extend_from_slice(d_bytes);
             data.extend_from_slice(m_bytes);
             data.extend_from_slice(&pack_high_bits(q));
@@ -171,7 +196,7 @@ mod tests {
         let blocks = random_blocks(5, 256, 5);
         let mut data = Vec::new();
         let mut expected = Vec::new();
-        for (q, d_bytes, d, _, _) in &blocks {
+        for Block { q, d_bytes, d, .. } in &blocks {
             data.extend_from_slice(d_bytes);
             data.extend_from_slice(q);
             expected.extend(q.iter().map(|&c| f64::from(c as i8) * d));
