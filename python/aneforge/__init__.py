@@ -8,6 +8,7 @@ skips the rounding). ``model.device`` always says which executor ran it.
 """
 
 from aneforge import dsp, fft, linalg, special
+from aneforge import gguf
 from aneforge._core import (
     Model,
     Tensor,
