@@ -4,14 +4,14 @@ use crate::cursor::Cursor;
 use crate::error::{GgufError, Result};
 
 /// The four magic bytes every GGUF file starts with.
-pub const MAGIC: [u8; 4] = *b"GGUF";
+pub(crate) const MAGIC: [u8; 4] = *b"GGUF";
 
 /// Format versions this reader understands (little-endian only).
-pub const SUPPORTED_VERSIONS: [u32; 2] = [2, 3];
+pub(crate) const SUPPORTED_VERSIONS: [u32; 2] = [2, 3];
 
 /// The parsed fixed-size header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Header {
+pub(crate) struct Header {
     /// Format version: 2 or 3 (identical layouts for little-endian files).
     pub version: u32,
     /// Number of tensor infos after the metadata.

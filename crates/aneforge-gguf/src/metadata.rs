@@ -108,13 +108,68 @@ pub enum Value {
     F64(f64),
 }
 
-/// A homogeneous array; `elem_type` is kept so that empty arrays still have a type.
+/// A homogeneous array stored compactly by element type (so that memory stays within a few
+/// times the bytes it was read from); empty arrays keep their element type.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Array {
+pub enum Array {
+    U8(Vec<u8>),
+    I8(Vec<i8>),
+    U16(Vec<u16>),
+    I16(Vec<i16>),
+    U32(Vec<u32>),
+    I32(Vec<i32>),
+    F32(Vec<f32>),
+    Bool(Vec<bool>),
+    String(Vec<String>),
+    Array(Vec<Array>),
+    U64(Vec<u64>),
+    I64(Vec<i64>),
+    F64(Vec<f64>),
+}
+
+impl Array {
     /// Type of every element.
-    pub elem_type: ValueType,
-    /// The elements, in file order.
-    pub values: Vec<Value>,
+    pub fn elem_type(&self) -> ValueType {
+        match self {
+            Array::U8(_) => ValueType::U8,
+            Array::I8(_) => ValueType::I8,
+            Array::U16(_) => ValueType::U16,
+            Array::I16(_) => ValueType::I16,
+            Array::U32(_) => ValueType::U32,
+            Array::I32(_) => ValueType::I32,
+            Array::F32(_) => ValueType::F32,
+            Array::Bool(_) => ValueType::Bool,
+            Array::String(_) => ValueType::String,
+            Array::Array(_) => ValueType::Array,
+            Array::U64(_) => ValueType::U64,
+            Array::I64(_) => ValueType::I64,
+            Array::F64(_) => ValueType::F64,
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        match self {
+            Array::U8(v) => v.len(),
+            Array::I8(v) => v.len(),
+            Array::U16(v) => v.len(),
+            Array::I16(v) => v.len(),
+            Array::U32(v) => v.len(),
+            Array::I32(v) => v.len(),
+            Array::F32(v) => v.len(),
+            Array::Bool(v) => v.len(),
+            Array::String(v) => v.len(),
+            Array::Array(v) => v.len(),
+            Array::U64(v) => v.len(),
+            Array::I64(v) => v.len(),
+            Array::F64(v) => v.len(),
+        }
+    }
+
+    /// True when the array has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 impl Value {
@@ -140,7 +195,7 @@ impl Value {
     /// The type as errors print it: `u32`, `string`, `array of string`, ...
     pub fn type_description(&self) -> String {
         match self {
-            Value::Array(a) => format!("array of {}", a.elem_type.name()),
+            Value::Array(a) => format!("array of {}", a.elem_type().name()),
             other => other.value_type().name().to_string(),
         }
     }
@@ -283,14 +338,7 @@ impl Metadata {
     /// An array of strings, borrowed.
     pub fn get_str_array(&self, key: &str) -> Result<Vec<&str>> {
         self.typed(key, "array of string", |v| match v {
-            Value::Array(a) => a
-                .values
-                .iter()
-                .map(|e| match e {
-                    Value::String(s) => Some(s.as_str()),
-                    _ => None,
-                })
-                .collect(),
+            Value::Array(Array::String(items)) => Some(items.iter().map(String::as_str).collect()),
             _ => None,
         })
     }
@@ -363,6 +411,24 @@ fn parse_value(cur: &mut Cursor<'_>, key: &str, type_id: u32, depth: usize) -> R
     })
 }
 
+/// `n` fixed-size little-endian elements (`n` already checked against the bytes left).
+fn read_elems<T, const N: usize>(
+    cur: &mut Cursor<'_>,
+    n: usize,
+    key: &str,
+    decode: fn([u8; N]) -> T,
+) -> Result<Vec<T>> {
+    let bytes = cur.take((n * N) as u64, || format!("elements of array '{key}'"))?;
+    Ok(bytes
+        .chunks_exact(N)
+        .map(|chunk| {
+            let mut raw = [0u8; N];
+            raw.copy_from_slice(chunk);
+            decode(raw)
+        })
+        .collect())
+}
+
 /// An array body (element type, count, elements) for `key`.
 fn parse_array(cur: &mut Cursor<'_>, key: &str, depth: usize) -> Result<Array> {
     if depth >= MAX_ARRAY_NESTING {
@@ -378,9 +444,34 @@ fn parse_array(cur: &mut Cursor<'_>, key: &str, depth: usize) -> Result<Array> {
     let n = cur.check_count(count, elem_type.min_bytes(), || {
         format!("array '{key}' of {}", elem_type.name())
     })?;
-    let mut values = Vec::with_capacity(n);
-    for _ in 0..n {
-        values.push(parse_value(cur, key, elem_id, depth + 1)?);
-    }
-    Ok(Array { elem_type, values })
+    Ok(match elem_type {
+        ValueType::U8 => Array::U8(read_elems(cur, n, key, u8::from_le_bytes)?),
+        ValueType::I8 => Array::I8(read_elems(cur, n, key, i8::from_le_bytes)?),
+        ValueType::U16 => Array::U16(read_elems(cur, n, key, u16::from_le_bytes)?),
+        ValueType::I16 => Array::I16(read_elems(cur, n, key, i16::from_le_bytes)?),
+        ValueType::U32 => Array::U32(read_elems(cur, n, key, u32::from_le_bytes)?),
+        ValueType::I32 => Array::I32(read_elems(cur, n, key, i32::from_le_bytes)?),
+        ValueType::F32 => Array::F32(read_elems(cur, n, key, f32::from_le_bytes)?),
+        ValueType::Bool => Array::Bool(read_elems(cur, n, key, |[b]: [u8; 1]| b != 0)?),
+        ValueType::U64 => Array::U64(read_elems(cur, n, key, u64::from_le_bytes)?),
+        ValueType::I64 => Array::I64(read_elems(cur, n, key, i64::from_le_bytes)?),
+        ValueType::F64 => Array::F64(read_elems(cur, n, key, f64::from_le_bytes)?),
+        ValueType::String => {
+            let mut items = Vec::with_capacity(n);
+            for i in 0..n {
+                items.push(
+                    cur.string(|| format!("element {i} of array '{key}'"))?
+                        .to_string(),
+                );
+            }
+            Array::String(items)
+        }
+        ValueType::Array => {
+            let mut items = Vec::with_capacity(n);
+            for _ in 0..n {
+                items.push(parse_array(cur, key, depth + 1)?);
+            }
+            Array::Array(items)
+        }
+    })
 }

@@ -3,7 +3,7 @@
 
 mod common;
 
-use aneforge_gguf::{Architecture, GgmlType, GgufError, Value, ValueType};
+use aneforge_gguf::{Architecture, Array, GgmlType, GgufError, Value, ValueType};
 use common::*;
 
 /// An array value: element type id, count, then the encoded elements.
@@ -88,16 +88,12 @@ fn reads_every_metadata_type_in_file_order() {
     assert_eq!(md.get_unsigned("k.u8").unwrap(), 200);
     assert_eq!(md.get_str_array("k.strings").unwrap(), ["a", "", "ccc"]);
     let nested = md.get_array("k.nested").unwrap();
-    assert_eq!(nested.elem_type, ValueType::Array);
-    let inner: Vec<&Value> = nested.values.iter().collect();
-    match inner[..] {
-        [Value::Array(a), Value::Array(b)] => {
-            assert_eq!(a.values, [Value::I32(1), Value::I32(-2)]);
-            assert_eq!(b.elem_type, ValueType::I32);
-            assert!(b.values.is_empty());
-        }
-        _ => panic!("nested array parsed as {inner:?}"),
-    }
+    assert_eq!(nested.elem_type(), ValueType::Array);
+    assert_eq!(
+        *nested,
+        Array::Array(vec![Array::I32(vec![1, -2]), Array::I32(vec![])])
+    );
+    assert_eq!(md.get_array("k.strings").unwrap().len(), 3);
 }
 
 #[test]

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use aneforge_gguf::{GgufError, GgufFile as CoreGgufFile, Value};
+use aneforge_gguf::{Array, GgufError, GgufFile as CoreGgufFile, Value};
 use numpy::{PyArray1, PyArrayDyn, PyArrayMethods};
 use pyo3::exceptions::{
     PyFileNotFoundError, PyKeyError, PyNotImplementedError, PyOSError, PyTypeError, PyValueError,
@@ -50,13 +50,31 @@ fn value_to_py<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny
         Value::F64(v) => v.into_bound_py_any(py),
         Value::Bool(v) => v.into_bound_py_any(py),
         Value::String(v) => v.into_bound_py_any(py),
-        Value::Array(a) => {
-            let items = a
-                .values
+        Value::Array(a) => Ok(array_to_py(py, a)?.into_any()),
+    }
+}
+
+/// An array as a Python list (nested arrays as nested lists).
+fn array_to_py<'py>(py: Python<'py>, array: &Array) -> PyResult<Bound<'py, PyList>> {
+    match array {
+        Array::U8(v) => PyList::new(py, v),
+        Array::I8(v) => PyList::new(py, v),
+        Array::U16(v) => PyList::new(py, v),
+        Array::I16(v) => PyList::new(py, v),
+        Array::U32(v) => PyList::new(py, v),
+        Array::I32(v) => PyList::new(py, v),
+        Array::U64(v) => PyList::new(py, v),
+        Array::I64(v) => PyList::new(py, v),
+        Array::F32(v) => PyList::new(py, v),
+        Array::F64(v) => PyList::new(py, v),
+        Array::Bool(v) => PyList::new(py, v),
+        Array::String(v) => PyList::new(py, v),
+        Array::Array(v) => {
+            let items = v
                 .iter()
-                .map(|v| value_to_py(py, v))
+                .map(|a| array_to_py(py, a))
                 .collect::<PyResult<Vec<_>>>()?;
-            Ok(PyList::new(py, items)?.into_any())
+            PyList::new(py, items)
         }
     }
 }
