@@ -11,7 +11,8 @@ class GgufFile:
     """An open, validated GGUF file (memory-mapped)."""
 
     @property
-    def path(self) -> str: ...
+    def path(self) -> str:
+        """The path the file was opened with."""
     @property
     def version(self) -> int:
         """Format version: 2 or 3."""
@@ -20,7 +21,7 @@ class GgufFile:
         """Data-section alignment in bytes."""
     @property
     def metadata(self) -> dict[str, Any]:
-        """Key -> int, float, bool, str or (nested) list, in file order."""
+        """Key -> int, float, bool, str or (nested) list, in file order (a new dict per access)."""
     @property
     def tensors(self) -> dict[str, tuple[tuple[int, ...], str]]:
         """Tensor name -> (row-major shape, ggml type name such as "Q4_1")."""
