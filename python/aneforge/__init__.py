@@ -12,6 +12,7 @@ their defaults and checks live in the Rust core (see ``CompileOptions``).
 """
 
 from aneforge import dsp, fft, linalg, special
+from aneforge import gguf
 from aneforge._core import (
     CompileOptions,
     Encoder,

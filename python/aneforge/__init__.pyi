@@ -11,6 +11,7 @@ import numpy.typing as npt
 
 from aneforge import dsp as dsp
 from aneforge import fft as fft
+from aneforge import gguf as gguf
 from aneforge import linalg as linalg
 from aneforge import special as special
 

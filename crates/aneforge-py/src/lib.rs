@@ -7,6 +7,7 @@ mod cli;
 mod convert;
 mod corpus;
 mod errors;
+mod gguf;
 mod model;
 mod models;
 mod numerics;
@@ -112,5 +113,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(models::load_espcn, m)?)?;
     m.add_class::<models::PyGpt2>()?;
     m.add_function(wrap_pyfunction!(models::load_gpt2, m)?)?;
+    gguf::register(m)?;
     Ok(())
 }
