@@ -2,8 +2,6 @@
 //! gradient, a regression whose loss falls by a stated factor in every mode, a separable
 //! classification problem learned to high accuracy, checkpoint resume and release.
 
-use std::path::Path;
-
 use aneforge::train::{
     conv2d, conv_param, Batch, FitOptions, Loss, Mode, OptimConfig, Parameter, Rule, Trainer,
 };
@@ -224,8 +222,9 @@ fn a_small_cnn_learns_a_separable_two_class_problem_with_fit() {
 }
 
 #[test]
+#[cfg(feature = "safetensors")]
 fn checkpoints_resume_identically_and_release_refuses_later_calls() {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("train-trainer");
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("train-trainer");
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("ck.safetensors");
     let cfg = OptimConfig {

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use safetensors::tensor::{Dtype, SafeTensorError, SafeTensors, TensorView};
 
+use super::state::StateDict;
 use crate::error::{Error, Result};
 
 /// Element types a checkpoint tensor may have (the safetensors names).
@@ -171,13 +172,6 @@ fn explain(path: &Path, raw: &[u8], e: SafeTensorError) -> Error {
         _ => format!("malformed safetensors header: {e}"),
     };
     Error::format(path, None, msg)
-}
-
-/// Named fp32 tensors (shape, row-major values) plus string metadata: the Trainer's state dict.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct StateDict {
-    pub tensors: BTreeMap<String, (Vec<usize>, Vec<f32>)>,
-    pub metadata: BTreeMap<String, String>,
 }
 
 /// Write `state` as F32 tensors to `path` (errors as [`save_tensors`]).

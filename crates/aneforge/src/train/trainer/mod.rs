@@ -7,14 +7,15 @@ mod eval;
 mod feed;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use half::f16;
 
-use super::checkpoint::{self, StateDict};
+#[cfg(feature = "safetensors")]
+use super::checkpoint;
 use super::loss::{Loss, LossKind};
 use super::optim::{update_graph, OptimConfig, Optimizer, StepOutcome};
 use super::param::Parameter;
+use super::state::StateDict;
 use crate::compile::{compile, CompileOptions, Compiled};
 use crate::error::{Error, Result};
 use crate::exec::{port_index, PortData, PortView, Precision};
@@ -483,14 +484,16 @@ impl Trainer {
     }
 
     /// Write [`Trainer::state_dict`] to a safetensors file at `path`.
-    pub fn save(&mut self, path: &Path) -> Result<()> {
+    #[cfg(feature = "safetensors")]
+    pub fn save(&mut self, path: &std::path::Path) -> Result<()> {
         checkpoint::save_state(path, &self.state_dict()?)
     }
 
     /// Restore parameters (by position), optimizer state and the step count written by
     /// [`Trainer::save`]. Format errors name the file and a tensor that is missing or of
     /// another shape, or a bad `step`; nothing changes on error.
-    pub fn load(&mut self, path: &Path) -> Result<()> {
+    #[cfg(feature = "safetensors")]
+    pub fn load(&mut self, path: &std::path::Path) -> Result<()> {
         let mut loaded = checkpoint::load_state(path)?;
         let current = self.state_dict()?;
         for (key, (shape, _)) in &current.tensors {

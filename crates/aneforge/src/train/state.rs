@@ -1,0 +1,10 @@
+//! The Trainer's state dict, independent of the file format it is saved in.
+
+use std::collections::BTreeMap;
+
+/// Named fp32 tensors (shape, row-major values) plus string metadata: the Trainer's state dict.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StateDict {
+    pub tensors: BTreeMap<String, (Vec<usize>, Vec<f32>)>,
+    pub metadata: BTreeMap<String, String>,
+}
