@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use super::{emit, image, npy};
-use crate::compile::{CompileOptions, Device};
+use crate::compile::CompileOptions;
 use crate::error::{Error, Result};
 use crate::exec::PortData;
 use crate::models::ResNet;
@@ -16,23 +16,19 @@ pub(super) fn classify(
     resnet: &Path,
     depth: usize,
     top: usize,
-    device: &str,
+    opts: &CompileOptions,
 ) -> Result<()> {
-    let opts = CompileOptions {
-        device: Device::parse(device)?,
-        ..Default::default()
-    };
     let is_png = image
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("png"));
     let (net, logits) = if is_png {
         // A PNG is centre-cropped to a square and fed as uint8 (ImageNet normalisation in the program).
         let img = image::read_png(image)?.center_square();
-        let mut net = ResNet::load(resnet, depth, img.height, true, &opts)?;
+        let mut net = ResNet::load(resnet, depth, img.height, true, opts)?;
         let logits = net.run(PortData::U8(&img.to_chw()))?;
         (net, logits)
     } else {
-        classify_npy(image, resnet, depth, &opts)?
+        classify_npy(image, resnet, depth, opts)?
     };
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let z: f64 = logits.iter().map(|&l| f64::from(l - max).exp()).sum();

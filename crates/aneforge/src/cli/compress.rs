@@ -1,30 +1,16 @@
 //! `aneforge compress DIR --mode M`: compress a program directory's fp16 weights into a new
 //! program and print the per-weight report.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::emit;
 use crate::compile::{compress_dir, CompileOptions};
-use crate::compress::Compress;
 use crate::error::Result;
 
 /// Write the compressed program (to `output_dir` or the cache) and print its report; errors
 /// name a bad mode, budget, block size or directory.
-pub(super) fn compress(
-    dir: &Path,
-    mode: &str,
-    atol: f32,
-    block_size: usize,
-    output_dir: Option<PathBuf>,
-) -> Result<()> {
-    let opts = CompileOptions {
-        compress: Some(Compress::parse(mode)?),
-        compress_atol: atol,
-        block_size,
-        build_dir: output_dir,
-        ..Default::default()
-    };
-    let e = compress_dir(dir, &opts)?;
+pub(super) fn compress(dir: &Path, opts: &CompileOptions) -> Result<()> {
+    let e = compress_dir(dir, opts)?;
     let mut out = format!(
         "{:<8} {:<7} {:<20} {:<10} {:>12} {:>12} {:>10}\n",
         "weight", "site", "shape", "encoding", "fp16 bytes", "bytes", "rel error"

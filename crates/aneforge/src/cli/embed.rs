@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use super::{emit, preview};
-use crate::compile::{CompileOptions, Device};
+use crate::compile::CompileOptions;
 use crate::error::{Error, Result};
 use crate::models::{bert, Encoder};
 
@@ -37,14 +37,14 @@ fn default_encoder() -> Result<PathBuf> {
 
 /// One line per sentence (norm and a preview), then the cosine matrix; errors name a missing
 /// model or a bad device.
-pub(super) fn embed(sentences: &[String], model: Option<PathBuf>, device: &str) -> Result<()> {
+pub(super) fn embed(
+    sentences: &[String],
+    model: Option<PathBuf>,
+    opts: CompileOptions,
+) -> Result<()> {
     let dir = match model {
         Some(d) => d,
         None => default_encoder()?,
-    };
-    let opts = CompileOptions {
-        device: Device::parse(device)?,
-        ..Default::default()
     };
     let mut enc = Encoder::load(&dir, None, None, opts)?;
     let texts: Vec<&str> = sentences.iter().map(String::as_str).collect();

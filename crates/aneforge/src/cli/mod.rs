@@ -12,6 +12,7 @@ pub mod image;
 mod info;
 pub mod npy;
 mod ops;
+mod options;
 mod run;
 mod selfcheck;
 
@@ -22,6 +23,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 use crate::error::Result;
+use options::OptionFlags;
 
 /// Compile tensor graphs into one Apple Neural Engine program and run them.
 #[derive(Parser)]
@@ -45,12 +47,11 @@ enum Command {
         /// Write each output as <OUTPUT_DIR>/<name>.npy (float32).
         #[arg(short, long)]
         output_dir: Option<PathBuf>,
-        /// Executor: auto, ane or reference.
-        #[arg(long, default_value = "auto")]
-        device: String,
-        /// Reference executor numerics: fp16 (the device contract) or fp32.
-        #[arg(long, default_value = "fp16")]
-        precision: String,
+        /// Compress the weights first: int8, int4, sparse, blockwise or auto.
+        #[arg(long)]
+        compress: Option<String>,
+        #[command(flatten)]
+        options: OptionFlags,
         /// Run this many more times and print the median time per call.
         #[arg(long, value_name = "N")]
         repeat: Option<usize>,
@@ -89,12 +90,8 @@ enum Command {
         /// int8, int4, sparse, blockwise or auto (auto: the family of ANEFORGE_TARGET or the host).
         #[arg(long)]
         mode: String,
-        /// Relative L2 error budget per weight for int4 and blockwise.
-        #[arg(long, default_value_t = 0.05)]
-        atol: f32,
-        /// Blockwise block length along each weight's inner axis (must divide it).
-        #[arg(long, default_value_t = 32)]
-        block_size: usize,
+        #[command(flatten)]
+        options: OptionFlags,
         /// Write the new program here instead of the cache.
         #[arg(short, long)]
         output_dir: Option<PathBuf>,
@@ -117,9 +114,8 @@ enum Command {
         /// A Hugging Face encoder folder (config.json, model.safetensors, tokenizer.json).
         #[arg(long)]
         model: Option<PathBuf>,
-        /// Executor: auto, ane or reference.
-        #[arg(long, default_value = "auto")]
-        device: String,
+        #[command(flatten)]
+        options: OptionFlags,
     },
     /// Classify an image with a torchvision-layout ResNet state dict (safetensors) and print the
     /// top classes. The image is a PNG (centre-cropped to a square; ImageNet normalisation applied)
@@ -137,9 +133,8 @@ enum Command {
         /// How many classes to print.
         #[arg(long, default_value_t = 5)]
         top: usize,
-        /// Executor: auto, ane or reference.
-        #[arg(long, default_value = "auto")]
-        device: String,
+        #[command(flatten)]
+        options: OptionFlags,
     },
 }
 
@@ -181,15 +176,14 @@ fn execute(command: Command) -> Result<bool> {
             dir,
             inputs,
             output_dir,
-            device,
-            precision,
+            compress,
+            options,
             repeat,
         } => run::run(
             &dir,
             &inputs,
             output_dir.as_deref(),
-            &device,
-            &precision,
+            &options.options(compress.as_deref(), None)?,
             repeat,
         ),
         Command::Selfcheck { report, repeat } => return selfcheck::selfcheck(&report, repeat),
@@ -202,23 +196,22 @@ fn execute(command: Command) -> Result<bool> {
         Command::Compress {
             dir,
             mode,
-            atol,
-            block_size,
+            options,
             output_dir,
-        } => compress::compress(&dir, &mode, atol, block_size, output_dir),
+        } => compress::compress(&dir, &options.options(Some(&mode), output_dir)?),
         Command::Export { dir, output } => export::export(&dir, &output),
         Command::Embed {
             sentences,
             model,
-            device,
-        } => embed::embed(&sentences, model, &device),
+            options,
+        } => embed::embed(&sentences, model, options.options(None, None)?),
         Command::Classify {
             image,
             resnet,
             depth,
             top,
-            device,
-        } => classify::classify(&image, &resnet, depth, top, &device),
+            options,
+        } => classify::classify(&image, &resnet, depth, top, &options.options(None, None)?),
     }?;
     Ok(true)
 }

@@ -6,9 +6,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use super::{npy, preview};
-use crate::compile::{load_dir, Device};
+use crate::compile::{load_dir_with, CompileOptions};
 use crate::error::{Error, Result};
-use crate::exec::Precision;
 use crate::program::PortSpec;
 
 /// `name [shape] dtype` of every port, for error messages.
@@ -84,21 +83,10 @@ pub(super) fn run(
     dir: &Path,
     args: &[String],
     output_dir: Option<&Path>,
-    device: &str,
-    precision: &str,
+    opts: &CompileOptions,
     repeat: Option<usize>,
 ) -> Result<()> {
-    let precision = match precision {
-        "fp16" => Precision::Fp16,
-        "fp32" => Precision::Fp32,
-        p => {
-            return Err(Error::value(
-                "--precision",
-                format!("unknown precision '{p}' (expected fp16 or fp32)"),
-            ))
-        }
-    };
-    let mut net = load_dir(dir, Device::parse(device)?, precision)?;
+    let mut net = load_dir_with(dir, opts)?;
     let arrays = read_inputs(net.inputs(), args)?;
     let feeds: Vec<_> = arrays.iter().map(npy::Npy::port_data).collect();
     let outputs = net.run(&feeds)?;
