@@ -776,9 +776,8 @@ class Trainer:
         loss_scale: float = 1.0,
         device_optimizer: bool = False,
         resident_state: bool = False,
-        device: str = "auto",
-        precision: str = "fp16",
         logits: Tensor | None = None,
+        **options: Any,
     ) -> None: ...
     def step(self, *arrays: npt.ArrayLike) -> float: ...
     def sync(self) -> None: ...

@@ -190,11 +190,11 @@ class Trainer:
 
     def __init__(self, loss, params, lr: float = 1e-3, optimizer: str = "sgd", momentum: float = 0.0, weight_decay: float = 0.0,
                  betas=(0.9, 0.999), eps: float = 1e-8, loss_scale: float = 1.0, device_optimizer: bool = False,
-                 resident_state: bool = False, device: str = "auto", precision: str = "fp16", logits=None):
+                 resident_state: bool = False, logits=None, **options):
         self.params = [_param(p) for p in params]
         self.lr, self.kind = lr, optimizer
         self._tr = _core._Trainer(loss, self.params, lr, optimizer, momentum, weight_decay, tuple(betas), eps, loss_scale,
-                                  device_optimizer, resident_state, device, precision, logits)
+                                  device_optimizer, resident_state, logits, **options)
 
     @property
     def t(self) -> int:

@@ -40,6 +40,13 @@ def dirs(tmp_path_factory):
     }
 
 
+def _trainer(**options):
+    """A one-parameter MSE Trainer built with `options`."""
+    p = af.parameter(np.ones((1, 2), np.float32))
+    loss = af.mse(af.input((1, 2)) * p, af.input((1, 2)))
+    return af.Trainer(loss, [p], **options)
+
+
 ENTRY_POINTS = {
     "compile": lambda d, **kw: af.compile(af.input((2,)).relu(), **kw),
     "export": lambda d, **kw: af.export(af.input((2,)).relu(), **kw),
@@ -51,6 +58,7 @@ ENTRY_POINTS = {
     "load_espcn": lambda d, **kw: af.load_espcn(d["missing"], 8, 8, **kw),
     "load_gpt2": lambda d, **kw: af.load_gpt2(d["missing"], **kw),
     "CompileOptions": lambda d, **kw: af.CompileOptions(**kw),
+    "Trainer": lambda d, **kw: _trainer(**kw),
     "fft.plan": lambda d, **kw: af.fft.plan("fft", (2, 8), **kw),
     "fft.rfft": lambda d, **kw: af.fft.rfft(np.ones(8), **kw),
     "linalg.qr": lambda d, **kw: af.linalg.qr(np.eye(3), **kw),
@@ -391,19 +399,9 @@ def _option_defaults():
 def _defaulted_option_params(tree):
     """(function, parameter) pairs where an option keyword's parameter spells the Rust default."""
     defaults = _option_defaults()
-    # The Trainer is wired to CompileOptions after the training rewrite merges.
-    trainer = {
-        id(n)
-        for c in ast.walk(tree)
-        if isinstance(c, ast.ClassDef) and c.name == "Trainer"
-        for n in ast.walk(c)
-    }
     found = []
     for node in ast.walk(tree):
-        if (
-            not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-            or id(node) in trainer
-        ):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         args = node.args
         positional = args.posonlyargs + args.args
@@ -425,12 +423,7 @@ def _defaulted_option_params(tree):
 
 def test_no_option_default_is_spelled_in_python_signatures():
     pkg = ROOT / "python" / "aneforge"
-    # train.py belongs to the training rewrite; the lead wires it to CompileOptions after merging.
-    files = [
-        p
-        for p in sorted(pkg.glob("*.py*"))
-        if p.suffix in (".py", ".pyi") and p.name != "train.py"
-    ]
+    files = [p for p in sorted(pkg.glob("*.py*")) if p.suffix in (".py", ".pyi")]
     assert any(p.name == "__init__.pyi" for p in files) and any(
         p.name == "models.py" for p in files
     )

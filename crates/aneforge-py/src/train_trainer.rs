@@ -5,13 +5,14 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use aneforge::train::{Batch, FitOptions, Mode, OptimConfig, Trainer};
-use aneforge::{CompileOptions, Device, Precision};
+
 use numpy::{PyArrayDescrMethods, PyArrayDyn, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::convert::{asarray, borrow};
 use crate::errors::IntoPy;
+use crate::options::compile_options;
 use crate::train::{f32_array, loss as core_loss, parameter, rule};
 
 /// A numpy-convertible array as a core batch (integer dtypes mark class indices).
@@ -42,7 +43,7 @@ impl PyTrainer {
 #[pymethods]
 impl PyTrainer {
     #[new]
-    #[pyo3(signature = (loss, params, lr, optimizer, momentum, weight_decay, betas, eps, loss_scale, device_optimizer, resident_state, device, precision, logits=None))]
+    #[pyo3(signature = (loss, params, lr, optimizer, momentum, weight_decay, betas, eps, loss_scale, device_optimizer, resident_state, logits=None, **options))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         loss: &Bound<'_, PyAny>,
@@ -56,10 +57,10 @@ impl PyTrainer {
         loss_scale: f32,
         device_optimizer: bool,
         resident_state: bool,
-        device: &str,
-        precision: &str,
         logits: Option<&Bound<'_, PyAny>>,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
+        let opts = compile_options(options)?;
         let config = OptimConfig {
             rule: rule("Trainer", optimizer, momentum, betas, eps)?,
             lr,
@@ -74,11 +75,6 @@ impl PyTrainer {
             (true, _) => Mode::Resident,
             (false, true) => Mode::DeviceOptimizer,
             (false, false) => Mode::Host,
-        };
-        let opts = CompileOptions {
-            device: Device::parse(device).py()?,
-            precision: Precision::parse(precision).py()?,
-            ..CompileOptions::default()
         };
         let trainer = Trainer::new(&core_loss(loss, logits)?, &params, config, mode, opts).py()?;
         Ok(PyTrainer {
