@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use aneforge::train::checkpoint::{
-    load_state, load_tensors, save_state, save_tensors, RawTensor, StDType, StateDict,
+    load_state, load_tensors, save_state, save_tensors, RawTensor, StDType,
 };
+use aneforge::train::StateDict;
 
 fn scratch(name: &str) -> PathBuf {
     let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("train-checkpoint");
