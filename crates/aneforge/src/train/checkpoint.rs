@@ -1,6 +1,7 @@
 //! Checkpoints through the `safetensors` crate: raw tensors of any supported dtype
 //! ([`save_tensors`] / [`load_tensors`], behind `af.save_safetensors` / `af.load_safetensors`)
-//! and the Trainer's fp32 state dict ([`save_state`] / [`load_state`]).
+//! and the Trainer's fp32 state dict ([`save_state`] / [`load_state`], [`Trainer::save`] /
+//! [`Trainer::load`]). The only file of `train/` that uses the `safetensors` crate.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -8,6 +9,7 @@ use std::path::Path;
 use safetensors::tensor::{Dtype, SafeTensorError, SafeTensors, TensorView};
 
 use super::state::StateDict;
+use super::trainer::Trainer;
 use crate::error::{Error, Result};
 
 /// Element types a checkpoint tensor may have (the safetensors names).
@@ -212,4 +214,18 @@ pub fn load_state(path: &Path) -> Result<StateDict> {
         })
         .collect::<Result<_>>()?;
     Ok(StateDict { tensors, metadata })
+}
+
+impl Trainer {
+    /// Write [`Trainer::state_dict`] to a safetensors file at `path` (errors as [`save_state`]).
+    pub fn save(&mut self, path: &Path) -> Result<()> {
+        save_state(path, &self.state_dict()?)
+    }
+
+    /// Restore a checkpoint written by [`Trainer::save`]: errors as [`load_state`] and
+    /// [`Trainer::load_state_dict`] (which names `path`).
+    pub fn load(&mut self, path: &Path) -> Result<()> {
+        let sd = load_state(path)?;
+        self.load_state_dict(sd, path)
+    }
 }

@@ -1,5 +1,6 @@
 //! Training: parameters with fp32 master weights ([`param`]), losses ([`loss`]), optimizers
-//! with their host and device updates ([`optim`]), checkpoints ([`checkpoint`]), dataset readers
+//! with their host and device updates ([`optim`]), the state dict ([`state`]) and its
+//! safetensors checkpoints ([`checkpoint`]), dataset readers
 //! ([`data`]) and the [`Trainer`] ([`trainer`]). Gradients come from [`crate::autograd::backward`].
 
 #[cfg(feature = "safetensors")]

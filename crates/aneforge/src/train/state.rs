@@ -1,4 +1,5 @@
-//! The Trainer's state dict, independent of the file format it is saved in.
+//! The Trainer's state dict: named fp32 tensors plus string metadata (no file format here;
+//! [`super::checkpoint`] reads and writes it as safetensors).
 
 use std::collections::BTreeMap;
 

@@ -7,11 +7,10 @@ mod eval;
 mod feed;
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use half::f16;
 
-#[cfg(feature = "safetensors")]
-use super::checkpoint;
 use super::loss::{Loss, LossKind};
 use super::optim::{update_graph, OptimConfig, Optimizer, StepOutcome};
 use super::param::Parameter;
@@ -483,23 +482,15 @@ impl Trainer {
         Ok(sd)
     }
 
-    /// Write [`Trainer::state_dict`] to a safetensors file at `path`.
-    #[cfg(feature = "safetensors")]
-    pub fn save(&mut self, path: &std::path::Path) -> Result<()> {
-        checkpoint::save_state(path, &self.state_dict()?)
-    }
-
-    /// Restore parameters (by position), optimizer state and the step count written by
-    /// [`Trainer::save`]. Format errors name the file and a tensor that is missing or of
-    /// another shape, or a bad `step`; nothing changes on error.
-    #[cfg(feature = "safetensors")]
-    pub fn load(&mut self, path: &std::path::Path) -> Result<()> {
-        let mut loaded = checkpoint::load_state(path)?;
+    /// Restore parameters (by position), optimizer state and the step count from `loaded`
+    /// (as made by [`Trainer::state_dict`]); Format errors name `source` and a tensor that is
+    /// missing or of another shape, or a bad `step`; nothing changes on those errors.
+    pub fn load_state_dict(&mut self, mut loaded: StateDict, source: &Path) -> Result<()> {
         let current = self.state_dict()?;
         for (key, (shape, _)) in &current.tensors {
             if loaded.tensors.get(key).map(|t| &t.0) != Some(shape) {
                 return Err(Error::format(
-                    path,
+                    source,
                     None,
                     format!("tensor '{key}' missing or not of shape {shape:?}"),
                 ));
@@ -508,7 +499,7 @@ impl Trainer {
         let step = loaded.metadata.get("step").map_or("0", String::as_str);
         let t: u64 = step.parse().map_err(|_| {
             Error::format(
-                path,
+                source,
                 None,
                 format!("metadata step '{step}' is not a step count"),
             )
