@@ -25,9 +25,8 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import resnet18  # noqa: E402
-
 import aneforge as af  # noqa: E402
+import resnet18  # noqa: E402
 
 
 def cosine(a, b):
@@ -75,10 +74,21 @@ def bert_onnx(w, n, layers=6, heads=12, eps=1e-12):
         return out
 
     def dense(x, name):
-        return node("Add", [node("MatMul", [x, init(name + ".wt", w[name + ".weight"].T.copy())]), init(name + ".b", w[name + ".bias"])])
+        return node(
+            "Add",
+            [
+                node("MatMul", [x, init(name + ".wt", w[name + ".weight"].T.copy())]),
+                init(name + ".b", w[name + ".bias"]),
+            ],
+        )
 
     def ln(x, name):
-        return node("LayerNormalization", [x, init(name + ".g", w[name + ".weight"]), init(name + ".b", w[name + ".bias"])], axis=-1, epsilon=eps)
+        return node(
+            "LayerNormalization",
+            [x, init(name + ".g", w[name + ".weight"]), init(name + ".b", w[name + ".bias"])],
+            axis=-1,
+            epsilon=eps,
+        )
 
     d = w["embeddings.word_embeddings.weight"].shape[1]
     dh = d // heads
@@ -89,19 +99,47 @@ def bert_onnx(w, n, layers=6, heads=12, eps=1e-12):
     shape_d = init("shape_d", np.array([n, d], np.int64))
     for i in range(layers):
         p = f"encoder.layer.{i}."
-        q, k, v = (node("Transpose", [node("Reshape", [dense(x, p + f"attention.self.{m}"), shape_h])], perm=[1, 0, 2]) for m in ("query", "key", "value"))
-        s = node("Mul", [node("MatMul", [q, node("Transpose", [k], perm=[0, 2, 1])]), init(p + "scale", np.array(1 / np.sqrt(dh), np.float32))])
-        ctx = node("Reshape", [node("Transpose", [node("MatMul", [node("Softmax", [s], axis=-1), v])], perm=[1, 0, 2]), shape_d])
+        q, k, v = (
+            node("Transpose", [node("Reshape", [dense(x, p + f"attention.self.{m}"), shape_h])], perm=[1, 0, 2])
+            for m in ("query", "key", "value")
+        )
+        s = node(
+            "Mul",
+            [
+                node("MatMul", [q, node("Transpose", [k], perm=[0, 2, 1])]),
+                init(p + "scale", np.array(1 / np.sqrt(dh), np.float32)),
+            ],
+        )
+        ctx = node(
+            "Reshape",
+            [node("Transpose", [node("MatMul", [node("Softmax", [s], axis=-1), v])], perm=[1, 0, 2]), shape_d],
+        )
         x = ln(node("Add", [x, dense(ctx, p + "attention.output.dense")]), p + "attention.output.LayerNorm")
         h = dense(x, p + "intermediate.dense")
-        gelu = node("Mul", [node("Mul", [h, init(p + "half", np.array(0.5, np.float32))]),
-                            node("Add", [node("Erf", [node("Mul", [h, init(p + "rs2", np.array(1 / np.sqrt(2), np.float32))])]), init(p + "one", np.array(1, np.float32))])])
+        gelu = node(
+            "Mul",
+            [
+                node("Mul", [h, init(p + "half", np.array(0.5, np.float32))]),
+                node(
+                    "Add",
+                    [
+                        node("Erf", [node("Mul", [h, init(p + "rs2", np.array(1 / np.sqrt(2), np.float32))])]),
+                        init(p + "one", np.array(1, np.float32)),
+                    ],
+                ),
+            ],
+        )
         x = ln(node("Add", [x, dense(gelu, p + "output.dense")]), p + "output.LayerNorm")
     pooled = node("ReduceMean", [x], axes=[0], keepdims=1)
     norm = node("ReduceL2", [pooled], axes=[1], keepdims=1)
     nodes.append(helper.make_node("Div", [pooled, norm], ["embedding"]))
-    graph = helper.make_graph(nodes, "minilm", [helper.make_tensor_value_info("ids", TensorProto.INT64, [n])],
-                              [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, [1, d])], inits)
+    graph = helper.make_graph(
+        nodes,
+        "minilm",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, [n])],
+        [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, [1, d])],
+        inits,
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
@@ -118,7 +156,9 @@ def minilm(rows, n=128):
     ours, ref = enc([ids])[0], sess.run(None, {"ids": arr})[0][0]
     t_af, t_ort = alternate(lambda: enc([ids]), lambda: sess.run(None, {"ids": arr}))
     int8 = af.load(path, device="reference", compress="int8")([ids])[0]
-    rows.append(f"| MiniLM-L6 (real weights), seq {n}, `af.load(dir)` encoder, reference executor, 1 thread | {t_af * 1e3:.2f} ms |")
+    rows.append(
+        f"| MiniLM-L6 (real weights), seq {n}, `af.load(dir)` encoder, reference executor, 1 thread | {t_af * 1e3:.2f} ms |"
+    )
     rows.append(f"| MiniLM-L6, seq {n}, ONNX Runtime, 1 thread (same weights) | {t_ort * 1e3:.2f} ms |")
     return cosine(ours, ref), cosine(int8, ours), t_af / t_ort
 
@@ -128,10 +168,26 @@ def resnet(rows, tmp):
 
     w = resnet18.weights()
     sd = {"fc.weight": w["fc.w"], "fc.bias": w["fc.b"]}
-    for name, bn in [("conv1", "bn1")] + [(f"{p}.{c}", f"{p}.{b}") for p, *_, down in resnet18.blocks() for c, b in [("conv1", "bn1"), ("conv2", "bn2")] + ([("down", "down")] if down else [])]:
-        tv_conv, tv_bn = (name.replace(".down", ".downsample.0"), bn.replace(".down", ".downsample.1")) if name.endswith(".down") else (name, bn)
+    for name, bn in [("conv1", "bn1")] + [
+        (f"{p}.{c}", f"{p}.{b}")
+        for p, *_, down in resnet18.blocks()
+        for c, b in [("conv1", "bn1"), ("conv2", "bn2")] + ([("down", "down")] if down else [])
+    ]:
+        tv_conv, tv_bn = (
+            (name.replace(".down", ".downsample.0"), bn.replace(".down", ".downsample.1"))
+            if name.endswith(".down")
+            else (name, bn)
+        )
         mean, var, gamma, beta = w[name + ".bn"]
-        sd.update({tv_conv + ".weight": w[name], tv_bn + ".weight": gamma, tv_bn + ".bias": beta, tv_bn + ".running_mean": mean, tv_bn + ".running_var": var})
+        sd.update(
+            {
+                tv_conv + ".weight": w[name],
+                tv_bn + ".weight": gamma,
+                tv_bn + ".bias": beta,
+                tv_bn + ".running_mean": mean,
+                tv_bn + ".running_var": var,
+            }
+        )
     path = os.path.join(tmp, "resnet18.safetensors")
     save_file(sd, path)
     net = af.load_resnet18(path, device="reference")
@@ -140,7 +196,9 @@ def resnet(rows, tmp):
     ours, ref = net(x), sess.run(None, {"x": x})[0]
     t_af, t_ort = alternate(lambda: net(x), lambda: sess.run(None, {"x": x}))
     int8 = af.load_resnet18(path, device="reference", compress="int8")(x)
-    rows.append(f"| ResNet-18 via `af.load_resnet18` (torchvision-layout safetensors, BN folded), reference executor, 1 thread | {t_af * 1e3:.2f} ms |")
+    rows.append(
+        f"| ResNet-18 via `af.load_resnet18` (torchvision-layout safetensors, BN folded), reference executor, 1 thread | {t_af * 1e3:.2f} ms |"
+    )
     rows.append(f"| ResNet-18, ONNX Runtime, 1 thread (same weights) | {t_ort * 1e3:.2f} ms |")
     return cosine(ours, ref), cosine(int8, ours), t_af / t_ort
 
@@ -151,15 +209,19 @@ def section():
         os.environ.setdefault("ANEFORGE_CACHE_DIR", os.path.join(tmp, "cache"))
         m_cos, m_int8, m_ratio = minilm(rows)
         r_cos, r_int8, r_ratio = resnet(rows, tmp)
-    return "\n".join([
-        "## Model loaders (bench/models.py)", "",
-        *rows, "",
-        f"- Ratios reference executor / ONNX Runtime at one thread: MiniLM seq 128 {m_ratio:.2f}x, ResNet-18 {r_ratio:.2f}x (same run, calls alternating).",
-        f"- Agreement before timing: MiniLM embedding cosine vs ONNX Runtime {m_cos:.6f}; ResNet-18 logits cosine {r_cos:.6f}.",
-        f"- int8-compressed programs (`compress=\"int8\"`) vs the fp16 programs: MiniLM embedding cosine {m_int8:.6f}, ResNet-18 logits cosine {r_int8:.6f}.",
-        "- The MiniLM ONNX graph is built in bench/models.py with onnx.helper from the same safetensors (no PyTorch); both sides include the embedding lookup, mean pooling and L2 normalisation.",
-        "",
-    ])
+    return "\n".join(
+        [
+            "## Model loaders (bench/models.py)",
+            "",
+            *rows,
+            "",
+            f"- Ratios reference executor / ONNX Runtime at one thread: MiniLM seq 128 {m_ratio:.2f}x, ResNet-18 {r_ratio:.2f}x (same run, calls alternating).",
+            f"- Agreement before timing: MiniLM embedding cosine vs ONNX Runtime {m_cos:.6f}; ResNet-18 logits cosine {r_cos:.6f}.",
+            f'- int8-compressed programs (`compress="int8"`) vs the fp16 programs: MiniLM embedding cosine {m_int8:.6f}, ResNet-18 logits cosine {r_int8:.6f}.',
+            "- The MiniLM ONNX graph is built in bench/models.py with onnx.helper from the same safetensors (no PyTorch); both sides include the embedding lookup, mean pooling and L2 normalisation.",
+            "",
+        ]
+    )
 
 
 if __name__ == "__main__":

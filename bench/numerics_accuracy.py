@@ -107,7 +107,9 @@ def jacobi_rows() -> str:
         x, res = af.linalg.jacobi(a, b, iters=40, device=DEV, return_residual=True)
         want = scipy.linalg.solve(a, b)
         rows.append([str(n), f"{res:.1e}", f"{np.linalg.norm(x - want) / np.linalg.norm(want):.1e}"])
-    return table(["n (diagonally dominant)", "Jacobi residual (40 sweeps)", "relative error vs scipy.linalg.solve"], rows)
+    return table(
+        ["n (diagonally dominant)", "Jacobi residual (40 sweeps)", "relative error vs scipy.linalg.solve"], rows
+    )
 
 
 def direct_rows() -> str:
@@ -115,13 +117,27 @@ def direct_rows() -> str:
     for m, n in [(16, 16), (64, 32), (256, 64)]:
         a = RNG.standard_normal((m, n))
         q, r = af.linalg.qr(a, device=DEV)
-        rows.append([f"qr {m}x{n}", f"{np.linalg.norm(q @ r - a) / np.linalg.norm(a):.1e}", f"{np.abs(q.T @ q - np.eye(n)).max():.1e}"])
+        rows.append(
+            [
+                f"qr {m}x{n}",
+                f"{np.linalg.norm(q @ r - a) / np.linalg.norm(a):.1e}",
+                f"{np.abs(q.T @ q - np.eye(n)).max():.1e}",
+            ]
+        )
     for n, cond in [(16, 10.0), (32, 100.0), (64, 1000.0)]:
         a = spd(n, cond)
         l = af.linalg.cholesky(a, device=DEV)
         ref = np.linalg.cholesky(a)
-        rows.append([f"cholesky {n}, cond {cond:g}", f"{np.linalg.norm(l @ l.T - a) / np.linalg.norm(a):.1e}", f"{np.linalg.norm(l - ref) / np.linalg.norm(ref):.1e} (vs numpy L)"])
-    return table(["factorization", "relative reconstruction error", "orthogonality max abs(QtQ - I) / factor error"], rows)
+        rows.append(
+            [
+                f"cholesky {n}, cond {cond:g}",
+                f"{np.linalg.norm(l @ l.T - a) / np.linalg.norm(a):.1e}",
+                f"{np.linalg.norm(l - ref) / np.linalg.norm(ref):.1e} (vs numpy L)",
+            ]
+        )
+    return table(
+        ["factorization", "relative reconstruction error", "orthogonality max abs(QtQ - I) / factor error"], rows
+    )
 
 
 def more_solver_rows() -> str:
@@ -135,7 +151,14 @@ def more_solver_rows() -> str:
         for name, fn in [("least_squares (CGLS)", af.linalg.least_squares), ("lsqr", af.linalg.lsqr)]:
             for iters, refine in [(n, 0), (2 * n, 2), (4 * n, 2)]:
                 x = fn(a, b, iters=iters, refine=refine, device=DEV)
-                rows.append([f"{name}, iters={iters}, refine={refine}", f"{m}x{n}", f"{cond:g}", f"{np.linalg.norm(x - want) / np.linalg.norm(want):.1e}"])
+                rows.append(
+                    [
+                        f"{name}, iters={iters}, refine={refine}",
+                        f"{m}x{n}",
+                        f"{cond:g}",
+                        f"{np.linalg.norm(x - want) / np.linalg.norm(want):.1e}",
+                    ]
+                )
     for n, cond in [(32, 10.0), (64, 100.0)]:
         q1, _ = scipy.linalg.qr(RNG.standard_normal((n, n)))
         q2, _ = scipy.linalg.qr(RNG.standard_normal((n, n)))
@@ -144,10 +167,24 @@ def more_solver_rows() -> str:
         want = scipy.linalg.solve(a, b)
         for restarts in (1, 3):
             x = af.linalg.gmres(a, b, restarts=restarts, device=DEV)
-            rows.append([f"gmres(m=n), {restarts} cycle(s)", f"{n}x{n}", f"{cond:g}", f"{np.linalg.norm(x - want) / np.linalg.norm(want):.1e}"])
+            rows.append(
+                [
+                    f"gmres(m=n), {restarts} cycle(s)",
+                    f"{n}x{n}",
+                    f"{cond:g}",
+                    f"{np.linalg.norm(x - want) / np.linalg.norm(want):.1e}",
+                ]
+            )
         d = RNG.uniform(-1, 1, (n, n)) + n * np.eye(n)
         l, u = af.linalg.lu(d, device=DEV)
-        rows.append(["lu (diagonally dominant), reconstruction", f"{n}x{n}", f"{np.linalg.cond(d):.1f}", f"{np.linalg.norm(l @ u - d) / np.linalg.norm(d):.1e}"])
+        rows.append(
+            [
+                "lu (diagonally dominant), reconstruction",
+                f"{n}x{n}",
+                f"{np.linalg.cond(d):.1f}",
+                f"{np.linalg.norm(l @ u - d) / np.linalg.norm(d):.1e}",
+            ]
+        )
     return table(["solver", "shape", "cond(A)", "relative error vs scipy (lstsq / solve)"], rows)
 
 
@@ -161,8 +198,25 @@ def eig_rows() -> str:
         m = RNG.standard_normal((2 * n, n))
         _, s, _ = af.linalg.svd(m, device=DEV)
         s0 = np.linalg.svd(m, compute_uv=False)
-        rows.append([str(n), f"{np.abs(w - w0).max() / np.abs(w0).max():.1e}", f"{np.abs(a @ v - v * w).max() / np.abs(w0).max():.1e}", f"{np.abs(s - s0).max() / s0[0]:.1e}", f"{s0[0] / s0[-1]:.1f}"])
-    return table(["n", "eigh max abs(w - w_numpy) / max abs(w)", "max abs(A v - v w) / max abs(w)", "svd (2n x n) max abs(s - s_numpy) / s1", "cond of the svd input"], rows)
+        rows.append(
+            [
+                str(n),
+                f"{np.abs(w - w0).max() / np.abs(w0).max():.1e}",
+                f"{np.abs(a @ v - v * w).max() / np.abs(w0).max():.1e}",
+                f"{np.abs(s - s0).max() / s0[0]:.1e}",
+                f"{s0[0] / s0[-1]:.1f}",
+            ]
+        )
+    return table(
+        [
+            "n",
+            "eigh max abs(w - w_numpy) / max abs(w)",
+            "max abs(A v - v w) / max abs(w)",
+            "svd (2n x n) max abs(s - s_numpy) / s1",
+            "cond of the svd input",
+        ],
+        rows,
+    )
 
 
 def power_rows() -> str:
@@ -176,8 +230,25 @@ def power_rows() -> str:
         m = RNG.standard_normal((n, n // 2)) + 1.0
         s, _, _ = af.linalg.dominant_svd(m, iters=60, device=DEV)
         s0 = np.linalg.svd(m, compute_uv=False)
-        rows.append([str(n), f"{w[-1] / w[-2]:.1f}", f"{abs(lam - w[-1]) / w[-1]:.1e}", f"{abs(1 - abs(vec @ v[:, -1])):.1e}", f"{abs(s - s0[0]) / s0[0]:.1e}"])
-    return table(["n", "lambda1/lambda2", "dominant_eig rel. error", "abs(1 - abs(cos angle)) of v", "dominant_svd sigma1 rel. error"], rows)
+        rows.append(
+            [
+                str(n),
+                f"{w[-1] / w[-2]:.1f}",
+                f"{abs(lam - w[-1]) / w[-1]:.1e}",
+                f"{abs(1 - abs(vec @ v[:, -1])):.1e}",
+                f"{abs(s - s0[0]) / s0[0]:.1e}",
+            ]
+        )
+    return table(
+        [
+            "n",
+            "lambda1/lambda2",
+            "dominant_eig rel. error",
+            "abs(1 - abs(cos angle)) of v",
+            "dominant_svd sigma1 rel. error",
+        ],
+        rows,
+    )
 
 
 def special_rows() -> str:
@@ -208,7 +279,10 @@ def special_rows() -> str:
         rel = np.max(np.abs(got - want)[big] / np.abs(want[big]))
         scaled = np.max(np.abs(got - want) / np.maximum(1.0, np.abs(want)))
         rows.append([name, f"[{lo:g}, {hi:g}]", f"{np.max(np.abs(got - want)):.1e}", f"{scaled:.1e}", f"{rel:.1e}"])
-    return table(["function", "x range", "max abs error", "max abs error / max(1, abs(f))", "max rel. error (abs(f) > 1e-2)"], rows)
+    return table(
+        ["function", "x range", "max abs error", "max abs error / max(1, abs(f))", "max rel. error (abs(f) > 1e-2)"],
+        rows,
+    )
 
 
 def dsp_rows() -> str:
@@ -216,15 +290,29 @@ def dsp_rows() -> str:
     for n, k in [(1000, 7), (1000, 15), (4000, 64), (20000, 301)]:
         x, h = RNG.standard_normal(n), RNG.standard_normal(k)
         want = np.convolve(x, h)
-        rows.append([f"fir_filter ({'direct 1xK conv' if k <= 15 else 'FFT'})", f"L={n}, K={k}", f"{np.linalg.norm(af.dsp.fir_filter(x, h, device=DEV) - want) / np.linalg.norm(want):.1e}"])
-        rows.append(["fft_convolve", f"L={n}, K={k}", f"{np.linalg.norm(af.dsp.fft_convolve(x, h, device=DEV) - want) / np.linalg.norm(want):.1e}"])
+        rows.append(
+            [
+                f"fir_filter ({'direct 1xK conv' if k <= 15 else 'FFT'})",
+                f"L={n}, K={k}",
+                f"{np.linalg.norm(af.dsp.fir_filter(x, h, device=DEV) - want) / np.linalg.norm(want):.1e}",
+            ]
+        )
+        rows.append(
+            [
+                "fft_convolve",
+                f"L={n}, K={k}",
+                f"{np.linalg.norm(af.dsp.fft_convolve(x, h, device=DEV) - want) / np.linalg.norm(want):.1e}",
+            ]
+        )
     x = RNG.standard_normal(8000)
     for win in (128, 512):
         w = np.hanning(win + 1)[:-1]
         frames = 1 + (x.size - win) // (win // 4)
         want = np.stack([np.fft.rfft(x[i * (win // 4) : i * (win // 4) + win] * w) for i in range(frames)], axis=1)
         got = af.dsp.stft(x, win, device=DEV)
-        rows.append(["stft (hann, hop win/4)", f"L=8000, win={win}", f"{np.linalg.norm(got - want) / np.linalg.norm(want):.1e}"])
+        rows.append(
+            ["stft (hann, hop win/4)", f"L=8000, win={win}", f"{np.linalg.norm(got - want) / np.linalg.norm(want):.1e}"]
+        )
     return table(["function", "sizes", "relative L2 error vs numpy"], rows)
 
 
@@ -239,7 +327,15 @@ def sum_rows() -> str:
         for _ in range(k):
             acc = np.float16(acc + np.float16(1))
         rows.append([str(k), f"{float(acc):g}", f"{float(fixed):g}", f"{risk:.3f}" if risk else "not flagged"])
-    return table(["K ones", "fp16 running sum (ANE reduce_sum model)", "reduce_sum_to_matmul on the reference executor", "precision_risk estimate"], rows)
+    return table(
+        [
+            "K ones",
+            "fp16 running sum (ANE reduce_sum model)",
+            "reduce_sum_to_matmul on the reference executor",
+            "precision_risk estimate",
+        ],
+        rows,
+    )
 
 
 def main() -> None:
@@ -249,7 +345,10 @@ def main() -> None:
     t0 = time.time()
     sections = [
         ("FFT: relative L2 error vs numpy.fft (4 rows per N)", fft_rows()),
-        ("Conjugate gradient and iterative refinement: relative residual ||b - Ax|| / ||b|| (host float64)", krylov_rows()),
+        (
+            "Conjugate gradient and iterative refinement: relative residual ||b - Ax|| / ||b|| (host float64)",
+            krylov_rows(),
+        ),
         ("Jacobi", jacobi_rows()),
         ("Direct factorizations", direct_rows()),
         ("Least squares, GMRES, LU", more_solver_rows()),

@@ -41,7 +41,12 @@ TOLERANCE = 1e-2
 def stats(ns):
     """Median, p10, p90 (nanoseconds) and count of a list of timings."""
     a = np.asarray(ns, dtype=np.float64)
-    return {"median": float(np.median(a)), "p10": float(np.percentile(a, 10)), "p90": float(np.percentile(a, 90)), "n": len(a)}
+    return {
+        "median": float(np.median(a)),
+        "p10": float(np.percentile(a, 10)),
+        "p90": float(np.percentile(a, 90)),
+        "n": len(a),
+    }
 
 
 def per_call_overhead(tmp, rounds=10, calls=1000):
@@ -91,7 +96,13 @@ def compile_times(tmp, reps=10):
         t0 = time.perf_counter_ns()
         af.compile(y)
         hits.append(time.perf_counter_ns() - t0)
-    return {"graph_build": stats([build]), "export": stats(export[1:]), "fresh": stats(fresh[1:]), "miss": stats([miss]), "hit": stats(hits)}
+    return {
+        "graph_build": stats([build]),
+        "export": stats(export[1:]),
+        "fresh": stats(fresh[1:]),
+        "miss": stats([miss]),
+        "hit": stats(hits),
+    }
 
 
 def latency_worker(tmp, max_runs=30, budget_s=120.0):
@@ -112,7 +123,9 @@ def latency_worker(tmp, max_runs=30, budget_s=120.0):
     rel = float(np.max(np.abs(ya - yo)) / np.max(np.abs(yo)))
     cos = float(ya @ yo / (np.linalg.norm(ya) * np.linalg.norm(yo)))
     if not rel <= TOLERANCE:
-        sys.exit(f"aneforge and ONNX Runtime disagree on ResNet-18: max|d|/max|ref| = {rel:.3g} > {TOLERANCE} (cosine {cos:.6f})")
+        sys.exit(
+            f"aneforge and ONNX Runtime disagree on ResNet-18: max|d|/max|ref| = {rel:.3g} > {TOLERANCE} (cosine {cos:.6f})"
+        )
     times = {"af": [], "ort": []}
     run = {"af": lambda: net(x), "ort": lambda: sess.run(None, {"x": x})}
     for f in run.values():
@@ -129,7 +142,9 @@ def latency_worker(tmp, max_runs=30, budget_s=120.0):
 def latency():
     """Run latency_worker in a subprocess pinned to one thread."""
     env = dict(os.environ, RAYON_NUM_THREADS="1", OMP_NUM_THREADS="1", ANEFORGE_QUIET="1")
-    out = subprocess.run([sys.executable, __file__, "--latency-worker"], env=env, check=True, stdout=subprocess.PIPE, text=True)
+    out = subprocess.run(
+        [sys.executable, __file__, "--latency-worker"], env=env, check=True, stdout=subprocess.PIPE, text=True
+    )
     return json.loads(out.stdout)
 
 
@@ -141,14 +156,23 @@ def machine():
         model = next(line.split(":", 1)[1].strip() for line in lscpu.splitlines() if line.startswith("Model name"))
     except (OSError, StopIteration):
         pass
-    versions = {"aneforge": getattr(af, "__version__", "?"), "Python": platform.python_version(), "numpy": np.__version__}
+    versions = {
+        "aneforge": getattr(af, "__version__", "?"),
+        "Python": platform.python_version(),
+        "numpy": np.__version__,
+    }
     for mod in ("onnx", "onnxruntime"):
         versions[mod] = __import__(mod).__version__
     try:
         versions["rustc"] = subprocess.run(["rustc", "--version"], capture_output=True, text=True).stdout.split()[1]
     except (OSError, IndexError):
         pass
-    return {"cpu": model, "cores": os.cpu_count(), "os": f"{platform.system()} {platform.release()} ({platform.machine()})", "versions": versions}
+    return {
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "os": f"{platform.system()} {platform.release()} ({platform.machine()})",
+        "versions": versions,
+    }
 
 
 def fmt(ns):
@@ -230,7 +254,12 @@ def main():
     lat = latency()
     text = report(m, call, comp, lat)
     print("model loaders at 1 thread (subprocess, bench/models.py) ...", flush=True)
-    text += "\n" + subprocess.run([sys.executable, str(Path(__file__).with_name("models.py"))], check=True, stdout=subprocess.PIPE, text=True).stdout
+    text += (
+        "\n"
+        + subprocess.run(
+            [sys.executable, str(Path(__file__).with_name("models.py"))], check=True, stdout=subprocess.PIPE, text=True
+        ).stdout
+    )
     Path(args.out).write_text(text)
     print(text)
 

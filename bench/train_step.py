@@ -31,7 +31,14 @@ BATCH = 128
 def _erf(x):
     """Vectorised erf (Abramowitz & Stegun 7.1.26, |error| < 1.5e-7) in float32."""
     t = 1 / (1 + np.float32(0.3275911) * np.abs(x))
-    poly = t * (np.float32(0.254829592) + t * (np.float32(-0.284496736) + t * (np.float32(1.421413741) + t * (np.float32(-1.453152027) + t * np.float32(1.061405429)))))
+    poly = t * (
+        np.float32(0.254829592)
+        + t
+        * (
+            np.float32(-0.284496736)
+            + t * (np.float32(1.421413741) + t * (np.float32(-1.453152027) + t * np.float32(1.061405429)))
+        )
+    )
     return np.sign(x) * (1 - poly * np.exp(-x * x))
 
 
@@ -93,8 +100,16 @@ def main():
     rows = []
     for mode in ("host", "device", "resident"):
         params, obj = train_mnist_mlp.build(BATCH)
-        tr = af.Trainer(loss=obj, params=params, lr=3e-3, optimizer="adam", device_optimizer=mode == "device", resident_state=mode == "resident", loss_scale=1.0 if mode == "host" else 1024.0)
-        rows.append((f"aneforge Trainer, {mode} ({tr.device})", median_ms(lambda _t: tr.step(x, y), args.steps)))
+        tr = af.Trainer(
+            loss=obj,
+            params=params,
+            lr=3e-3,
+            optimizer="adam",
+            device_optimizer=mode == "device",
+            resident_state=mode == "resident",
+            loss_scale=1.0 if mode == "host" else 1024.0,
+        )
+        rows.append((f"aneforge Trainer, {mode} ({tr.device})", median_ms(lambda _t, tr=tr: tr.step(x, y), args.steps)))
     params, _ = train_mnist_mlp.build(BATCH)
     init = [af.value(p).copy() for p in params]
     state = (init, [(np.zeros_like(v), np.zeros_like(v)) for v in init])
@@ -108,7 +123,8 @@ def main():
         "",
         f"MNIST MLP 784-256-10 (GELU, softmax cross-entropy, Adam), batch {BATCH}, one thread everywhere; "
         f"median of {args.steps} steps after a warm-up, measured by `bench/train_step.py` in one run"
-        + ("" if torch_ms is not None else " (PyTorch not installed)") + ".",
+        + ("" if torch_ms is not None else " (PyTorch not installed)")
+        + ".",
         "",
         "| implementation | ms / step | vs NumPy |",
         "| --- | ---: | ---: |",

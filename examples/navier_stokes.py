@@ -20,11 +20,10 @@ import argparse
 import struct
 import time
 import zlib
-from typing import Callable
-
-import numpy as np
+from collections.abc import Callable
 
 import aneforge as af
+import numpy as np
 
 Transform = Callable[[np.ndarray], np.ndarray]
 
@@ -107,7 +106,12 @@ def write_png(path: str, field: np.ndarray, zoom: int = 4) -> None:
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
 
-    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)) + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b"")
+    png = (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(raw, 9))
+        + chunk(b"IEND", b"")
+    )
     with open(path, "wb") as f:
         f.write(png)
 
@@ -124,12 +128,16 @@ def main() -> None:
     t0 = time.time()
     before = af.fft.compile_count()
     dye = simulate(args.n, args.steps, args.dt, args.nu, graph_fft2, graph_synth)
-    print(f"{args.steps} steps at {args.n}x{args.n} in {time.time() - t0:.1f} s; {af.fft.compile_count() - before} FFT programs compiled")
+    print(
+        f"{args.steps} steps at {args.n}x{args.n} in {time.time() - t0:.1f} s; {af.fft.compile_count() - before} FFT programs compiled"
+    )
     write_png(args.out, dye)
     print(f"wrote {args.out}; dye in [{dye.min():.3f}, {dye.max():.3f}]")
     if args.check:
         ref = simulate(args.n, args.steps, args.dt, args.nu, numpy_fft2, numpy_synth)
-        print(f"relative L2 difference of the dye field vs numpy.fft float64: {np.linalg.norm(dye - ref) / np.linalg.norm(ref):.2e}")
+        print(
+            f"relative L2 difference of the dye field vs numpy.fft float64: {np.linalg.norm(dye - ref) / np.linalg.norm(ref):.2e}"
+        )
 
 
 if __name__ == "__main__":

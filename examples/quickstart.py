@@ -2,9 +2,8 @@
 
 import time
 
-import numpy as np
-
 import aneforge as af
+import numpy as np
 
 rng = np.random.default_rng(0)
 W = rng.standard_normal((16, 3, 3, 3)).astype(np.float32) * 0.1  # [Cout, Cin, kH, kW]

@@ -5,9 +5,8 @@ import struct
 import sys
 import zlib
 
-import numpy as np
-
 import aneforge as af
+import numpy as np
 
 
 def train_mnist(build, image_shape, mode="host", epochs=8, seed=0, lr=3e-3, log=sys.stderr):
@@ -17,8 +16,15 @@ def train_mnist(build, image_shape, mode="host", epochs=8, seed=0, lr=3e-3, log=
     x_train, y_train, x_test, y_test = af.load_mnist_5k(seed=0)
     x_train, x_test = x_train.reshape((-1,) + image_shape), x_test.reshape((-1,) + image_shape)
     params, obj = build(seed=seed)
-    trainer = af.Trainer(loss=obj, params=params, lr=lr, optimizer="adam", device_optimizer=(mode == "device"),
-                         resident_state=(mode == "resident"), loss_scale=1.0 if mode == "host" else 1024.0)
+    trainer = af.Trainer(
+        loss=obj,
+        params=params,
+        lr=lr,
+        optimizer="adam",
+        device_optimizer=(mode == "device"),
+        resident_state=(mode == "resident"),
+        loss_scale=1.0 if mode == "host" else 1024.0,
+    )
     hist = trainer.fit(x_train, y_train, epochs=epochs, seed=seed, test=(x_test, y_test), log_every=0, file=log)
     return trainer, hist
 
@@ -31,11 +37,16 @@ def _png(path, rgb: np.ndarray):
         return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
 
     with open(path, "wb") as f:
-        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)) + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
+        f.write(
+            b"\x89PNG\r\n\x1a\n"
+            + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw, 9))
+            + chunk(b"IEND", b"")
+        )
 
 
 def _panel(img, x0, y0, pw, ph, ys, color):
-    img[y0:y0 + ph, x0] = img[y0 + ph - 1, x0:x0 + pw] = 0  # axes
+    img[y0 : y0 + ph, x0] = img[y0 + ph - 1, x0 : x0 + pw] = 0  # axes
     ys = np.asarray(ys, np.float64)
     if len(ys) == 0:
         return
@@ -48,7 +59,7 @@ def _panel(img, x0, y0, pw, ph, ys, color):
         n = int(max(abs(xs[j] - xs[i]), abs(py[j] - py[i]))) + 1
         for t in np.linspace(0, 1, n):
             x, y = int(round(xs[i] + t * (xs[j] - xs[i]))), int(round(py[i] + t * (py[j] - py[i])))
-            img[max(y - 1, 0):y + 1, max(x - 1, 0):x + 1] = color
+            img[max(y - 1, 0) : y + 1, max(x - 1, 0) : x + 1] = color
 
 
 def save_curves(path, losses, accuracies):

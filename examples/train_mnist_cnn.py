@@ -8,11 +8,9 @@ train_mnist_cnn.png (loss per step, accuracy per epoch).
 import argparse
 import sys
 
-import numpy as np
-
 import aneforge as af
+import numpy as np
 from train_common import save_curves, train_mnist
-
 
 CH1, CH2 = 16, 32
 
@@ -47,4 +45,6 @@ if __name__ == "__main__":
     args = ap.parse_args()
     trainer, hist = train(args.mode, args.epochs)
     save_curves("train_mnist_cnn.png", hist["loss"], hist["accuracy"])
-    print(f"CNN ({args.mode}): test accuracy {100 * hist['accuracy'][-1]:.2f}% after {trainer.t} steps; wrote train_mnist_cnn.png")
+    print(
+        f"CNN ({args.mode}): test accuracy {100 * hist['accuracy'][-1]:.2f}% after {trainer.t} steps; wrote train_mnist_cnn.png"
+    )

@@ -8,9 +8,8 @@ train_mnist_mlp.png (loss per step, accuracy per epoch).
 import argparse
 import sys
 
-import numpy as np
-
 import aneforge as af
+import numpy as np
 from train_common import save_curves, train_mnist
 
 
@@ -42,4 +41,6 @@ if __name__ == "__main__":
     args = ap.parse_args()
     trainer, hist = train(args.mode, args.epochs)
     save_curves("train_mnist_mlp.png", hist["loss"], hist["accuracy"])
-    print(f"MLP ({args.mode}): test accuracy {100 * hist['accuracy'][-1]:.2f}% after {trainer.t} steps; wrote train_mnist_mlp.png")
+    print(
+        f"MLP ({args.mode}): test accuracy {100 * hist['accuracy'][-1]:.2f}% after {trainer.t} steps; wrote train_mnist_mlp.png"
+    )

@@ -11,8 +11,7 @@ numerics plans) takes the same compile options as keywords, or ``options=Compile
 their defaults and checks live in the Rust core (see ``CompileOptions``).
 """
 
-from aneforge import dsp, fft, linalg, special
-from aneforge import gguf
+from aneforge import dsp, fft, gguf, linalg, special
 from aneforge._core import (
     CompileOptions,
     Encoder,
@@ -118,15 +117,19 @@ __all__ = [
     "crop",
     "cross_attention",
     "depth_to_space",
+    "dsp",
     "dynamic_conv",
     "einsum",
     "einsum_native",
     "export",
+    "fft",
     "gather",
     "geglu",
+    "gguf",
     "image_input",
     "input",
     "instance_norm",
+    "linalg",
     "load",
     "load_espcn",
     "load_gpt2",
@@ -157,6 +160,7 @@ __all__ = [
     "select",
     "softmax_cross_entropy",
     "space_to_depth",
+    "special",
     "split",
     "stack",
     "upsample_bilinear",

@@ -51,23 +51,17 @@ def blackman(n: int, periodic: bool = True) -> np.ndarray:
     return get_window("blackman", n, periodic)
 
 
-def fir_filter(
-    x: npt.ArrayLike, taps: npt.ArrayLike, mode: str = "full", **options: Any
-) -> np.ndarray:
+def fir_filter(x: npt.ArrayLike, taps: npt.ArrayLike, mode: str = "full", **options: Any) -> np.ndarray:
     """``numpy.convolve(x, taps, mode)`` (mode full, same or valid) on the device."""
     return _core.dsp_convolve("fir", x, taps, mode, **options)
 
 
-def fft_convolve(
-    x: npt.ArrayLike, h: npt.ArrayLike, mode: str = "full", **options: Any
-) -> np.ndarray:
+def fft_convolve(x: npt.ArrayLike, h: npt.ArrayLike, mode: str = "full", **options: Any) -> np.ndarray:
     """Convolution through one FFT program (zero-padded to a 2-3-5-smooth length), NumPy modes."""
     return _core.dsp_convolve("fft", x, h, mode, **options)
 
 
-def correlate(
-    a: npt.ArrayLike, v: npt.ArrayLike, mode: str = "valid", **options: Any
-) -> np.ndarray:
+def correlate(a: npt.ArrayLike, v: npt.ArrayLike, mode: str = "valid", **options: Any) -> np.ndarray:
     """``numpy.correlate(a, v, mode)`` for real signals."""
     return _core.dsp_convolve("correlate", a, v, mode, **options)
 
@@ -81,11 +75,7 @@ def stft(
 ) -> np.ndarray:
     """Short-time Fourier transform: frames of ``win`` samples every ``hop`` (default win // 4),
     no padding, each times ``window``; returns complex ``[win // 2 + 1, frames]``."""
-    w = (
-        get_window(window, win)
-        if isinstance(window, str)
-        else np.asarray(window, np.float64)
-    )
+    w = get_window(window, win) if isinstance(window, str) else np.asarray(window, np.float64)
     re, im = _core.dsp_stft(x, w, hop or max(win // 4, 1), **options)
     return (re + 1j * im).T
 
@@ -100,8 +90,6 @@ def spectrogram(
 ) -> np.ndarray:
     """``abs(stft) ** 2`` (``mode="power"``) or ``abs(stft)`` (``mode="magnitude"``)."""
     if mode not in ("power", "magnitude"):
-        raise ValueError(
-            f"spectrogram: unknown mode '{mode}' (expected power or magnitude)"
-        )
+        raise ValueError(f"spectrogram: unknown mode '{mode}' (expected power or magnitude)")
     mag = np.abs(stft(x, win, hop, window, **options))
     return mag**2 if mode == "power" else mag

@@ -37,9 +37,7 @@ __all__ = [
 ]
 
 
-def plan(
-    kind: str, shape: Sequence[int], n: int | None = None, **options: Any
-) -> FftPlan:
+def plan(kind: str, shape: Sequence[int], n: int | None = None, **options: Any) -> FftPlan:
     """The cached plan for ``kind`` (fft, ifft, rfft, irfft, fft2, ifft2) on inputs of
     ``shape`` (the transformed axis last; for irfft ``n`` is the output length). Call it with
     float32 parts: ``plan(re, im)`` returns ``[re, im]`` (``[x]`` for irfft). ``options``: the
@@ -62,37 +60,27 @@ def _fit(x: np.ndarray, n: int | None, axis: int) -> np.ndarray:
 
 
 def _parts(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return np.ascontiguousarray(x.real, np.float32), np.ascontiguousarray(
-        np.imag(x), np.float32
-    )
+    return np.ascontiguousarray(x.real, np.float32), np.ascontiguousarray(np.imag(x), np.float32)
 
 
-def _complex(
-    kind: str, x: npt.ArrayLike, n: int | None, axis: int, options: dict[str, Any]
-) -> np.ndarray:
+def _complex(kind: str, x: npt.ArrayLike, n: int | None, axis: int, options: dict[str, Any]) -> np.ndarray:
     a = np.moveaxis(_fit(np.asarray(x), n, axis), axis, -1)
     re, im = _parts(a)
     yr, yi = plan(kind, a.shape, **options)(re, im)
     return np.moveaxis((yr + 1j * yi).astype(np.complex64), -1, axis)
 
 
-def fft(
-    x: npt.ArrayLike, n: int | None = None, axis: int = -1, **options: Any
-) -> np.ndarray:
+def fft(x: npt.ArrayLike, n: int | None = None, axis: int = -1, **options: Any) -> np.ndarray:
     """1-D DFT along ``axis`` (``numpy.fft.fft``); ``n`` crops or zero-pads first."""
     return _complex("fft", x, n, axis, options)
 
 
-def ifft(
-    x: npt.ArrayLike, n: int | None = None, axis: int = -1, **options: Any
-) -> np.ndarray:
+def ifft(x: npt.ArrayLike, n: int | None = None, axis: int = -1, **options: Any) -> np.ndarray:
     """1-D inverse DFT along ``axis``, scaled by 1/n (``numpy.fft.ifft``)."""
     return _complex("ifft", x, n, axis, options)
 
 
-def rfft(
-    x: npt.ArrayLike, n: int | None = None, axis: int = -1, **options: Any
-) -> np.ndarray:
+def rfft(x: npt.ArrayLike, n: int | None = None, axis: int = -1, **options: Any) -> np.ndarray:
     """DFT of a real signal: the n//2 + 1 non-negative-frequency bins (``numpy.fft.rfft``)."""
     a = np.asarray(x)
     if np.iscomplexobj(a):
@@ -102,9 +90,7 @@ def rfft(
     return np.moveaxis((yr + 1j * yi).astype(np.complex64), -1, axis)
 
 
-def irfft(
-    x: npt.ArrayLike, n: int | None = None, axis: int = -1, **options: Any
-) -> np.ndarray:
+def irfft(x: npt.ArrayLike, n: int | None = None, axis: int = -1, **options: Any) -> np.ndarray:
     """Inverse of rfft: ``n`` (default 2·(bins − 1)) real samples (``numpy.fft.irfft``)."""
     a = np.moveaxis(np.asarray(x), axis, -1)
     n = 2 * (a.shape[-1] - 1) if n is None else int(n)

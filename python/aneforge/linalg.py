@@ -99,17 +99,13 @@ def cholesky(A: npt.ArrayLike, **options: Any) -> np.ndarray:
     return _core.linalg_cholesky(A, **options)
 
 
-def dominant_eig(
-    A: npt.ArrayLike, iters: int = 50, **options: Any
-) -> tuple[float, np.ndarray]:
+def dominant_eig(A: npt.ArrayLike, iters: int = 50, **options: Any) -> tuple[float, np.ndarray]:
     """Dominant eigenpair ``(lambda, v)`` of a square matrix by power iteration with
     normalisation after every product (``||v|| = 1``)."""
     return _core.linalg_dominant_eig(A, iters, **options)
 
 
-def dominant_svd(
-    A: npt.ArrayLike, iters: int = 50, **options: Any
-) -> tuple[float, np.ndarray, np.ndarray]:
+def dominant_svd(A: npt.ArrayLike, iters: int = 50, **options: Any) -> tuple[float, np.ndarray, np.ndarray]:
     """Largest singular triplet ``(sigma, u, v)`` by power iteration alternating A and A.T."""
     return _core.linalg_dominant_svd(A, iters, **options)
 
@@ -133,9 +129,7 @@ def least_squares(
     plus ``refine`` float64-residual rounds); accuracy follows cond(A)**2 (fp16 CGLS needs more
     than n steps once cond(A) reaches ~100, see docs/numerics-accuracy.md)."""
     a = np.asarray(A)
-    x, res = _core.linalg_least_squares(
-        a, b, iters or 2 * a.shape[-1], x0, refine, "cgls", **options
-    )
+    x, res = _core.linalg_least_squares(a, b, iters or 2 * a.shape[-1], x0, refine, "cgls", **options)
     return (x, res) if return_residual else x
 
 
@@ -150,9 +144,7 @@ def lsqr(
 ) -> np.ndarray | tuple[np.ndarray, float]:
     """``argmin ||A x - b||`` by LSQR (Golub-Kahan bidiagonalisation), as :func:`least_squares`."""
     a = np.asarray(A)
-    x, res = _core.linalg_least_squares(
-        a, b, iters or 2 * a.shape[-1], x0, refine, "lsqr", **options
-    )
+    x, res = _core.linalg_least_squares(a, b, iters or 2 * a.shape[-1], x0, refine, "lsqr", **options)
     return (x, res) if return_residual else x
 
 
@@ -172,25 +164,19 @@ def gmres(
     return (x, res) if return_residual else x
 
 
-def eigh(
-    A: npt.ArrayLike, sweeps: int = 6, **options: Any
-) -> tuple[np.ndarray, np.ndarray]:
+def eigh(A: npt.ArrayLike, sweeps: int = 6, **options: Any) -> tuple[np.ndarray, np.ndarray]:
     """Eigenvalues (ascending) and eigenvectors (columns) of a symmetric matrix of order <= 48 by
     ``sweeps`` unrolled cyclic Jacobi sweeps (``numpy.linalg.eigh`` conventions)."""
     return _core.linalg_eigh(A, sweeps, **options)
 
 
-def svd(
-    A: npt.ArrayLike, sweeps: int = 6, **options: Any
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def svd(A: npt.ArrayLike, sweeps: int = 6, **options: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Thin SVD ``(U, s, Vt)`` of an m x n matrix (m >= n, n <= 48) through the Gram matrix and
     :func:`eigh`; small singular values (below ~3e-2 * s[0]) lose relative accuracy."""
     return _core.linalg_svd(A, sweeps, **options)
 
 
-def pca(
-    X: npt.ArrayLike, k: int, sweeps: int = 6, **options: Any
-) -> tuple[np.ndarray, np.ndarray]:
+def pca(X: npt.ArrayLike, k: int, sweeps: int = 6, **options: Any) -> tuple[np.ndarray, np.ndarray]:
     """Top ``k`` principal components of the rows of ``X`` (samples x features) as rows, and
     their explained variances (the data are centred on the host, then :func:`svd`)."""
     return _core.linalg_pca(X, k, sweeps, **options)

@@ -14,9 +14,7 @@ from aneforge import _core
 
 
 def _is_encoder_dir(path):
-    return os.path.isfile(os.path.join(path, "config.json")) and os.path.isfile(
-        os.path.join(path, "model.safetensors")
-    )
+    return os.path.isfile(os.path.join(path, "config.json")) and os.path.isfile(os.path.join(path, "model.safetensors"))
 
 
 def load(path, **options):

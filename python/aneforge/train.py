@@ -101,7 +101,11 @@ def softmax_cross_entropy(logits, target) -> Loss:
 def _warn_skip(skipped: int):
     """Warn on the first non-finite-gradient skip and every 100th."""
     if skipped == 1 or skipped % 100 == 0:
-        warnings.warn(f"non-finite gradient: step skipped ({skipped} so far); lower loss_scale or lr", RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"non-finite gradient: step skipped ({skipped} so far); lower loss_scale or lr",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 # ---------------------------------------------------------------- host optimizers
@@ -124,7 +128,9 @@ class _HostOptimizer:
     @property
     def state(self) -> dict:
         """Float32 copies of the state buffers per parameter: ``buf`` (SGD momentum) or ``m``, ``v``."""
-        names = {"sgd": ["buf"] if getattr(self, "momentum", 0.0) else [], "adam": ["m", "v"], "adamw": ["m", "v"]}[self._kind]
+        names = {"sgd": ["buf"] if getattr(self, "momentum", 0.0) else [], "adam": ["m", "v"], "adamw": ["m", "v"]}[
+            self._kind
+        ]
         return {s: self._opt.state(s) for s in names}
 
     def step(self, grads) -> bool:
@@ -154,8 +160,22 @@ class Adam(_HostOptimizer):
 
     _kind = "adam"
 
-    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0, loss_scale: float = 1.0):
-        self.lr, self.betas, self.eps, self.weight_decay, self.loss_scale = lr, tuple(betas), eps, weight_decay, loss_scale
+    def __init__(
+        self,
+        params,
+        lr: float = 1e-3,
+        betas=(0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        loss_scale: float = 1.0,
+    ):
+        self.lr, self.betas, self.eps, self.weight_decay, self.loss_scale = (
+            lr,
+            tuple(betas),
+            eps,
+            weight_decay,
+            loss_scale,
+        )
         super().__init__(params, lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, loss_scale=loss_scale)
 
 
@@ -165,7 +185,15 @@ class AdamW(Adam):
 
     _kind = "adamw"
 
-    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2, loss_scale: float = 1.0):
+    def __init__(
+        self,
+        params,
+        lr: float = 1e-3,
+        betas=(0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 1e-2,
+        loss_scale: float = 1.0,
+    ):
         super().__init__(params, lr, betas, eps, weight_decay, loss_scale)
 
 
@@ -188,13 +216,39 @@ class Trainer:
     A non-finite gradient skips the step with a RuntimeWarning.
     """
 
-    def __init__(self, loss, params, lr: float = 1e-3, optimizer: str = "sgd", momentum: float = 0.0, weight_decay: float = 0.0,
-                 betas=(0.9, 0.999), eps: float = 1e-8, loss_scale: float = 1.0, device_optimizer: bool = False,
-                 resident_state: bool = False, logits=None, **options):
+    def __init__(
+        self,
+        loss,
+        params,
+        lr: float = 1e-3,
+        optimizer: str = "sgd",
+        momentum: float = 0.0,
+        weight_decay: float = 0.0,
+        betas=(0.9, 0.999),
+        eps: float = 1e-8,
+        loss_scale: float = 1.0,
+        device_optimizer: bool = False,
+        resident_state: bool = False,
+        logits=None,
+        **options,
+    ):
         self.params = [_param(p) for p in params]
         self.lr, self.kind = lr, optimizer
-        self._tr = _core._Trainer(loss, self.params, lr, optimizer, momentum, weight_decay, tuple(betas), eps, loss_scale,
-                                  device_optimizer, resident_state, logits, **options)
+        self._tr = _core._Trainer(
+            loss,
+            self.params,
+            lr,
+            optimizer,
+            momentum,
+            weight_decay,
+            tuple(betas),
+            eps,
+            loss_scale,
+            device_optimizer,
+            resident_state,
+            logits,
+            **options,
+        )
 
     @property
     def t(self) -> int:

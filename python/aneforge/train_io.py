@@ -31,7 +31,10 @@ def load_safetensors(path) -> tuple[dict, dict]:
     """Read a safetensors file into ({name: array}, metadata); a malformed header, an unsupported
     dtype or offsets outside the data raise ValueError naming the file."""
     entries, meta = _core._load_safetensors(str(path))
-    out = {name: np.frombuffer(raw, np.dtype(_ST_DTYPES[dt]).newbyteorder("<")).astype(_ST_DTYPES[dt]).reshape(shape) for name, dt, shape, raw in entries}
+    out = {
+        name: np.frombuffer(raw, np.dtype(_ST_DTYPES[dt]).newbyteorder("<")).astype(_ST_DTYPES[dt]).reshape(shape)
+        for name, dt, shape, raw in entries
+    }
     return out, dict(meta)
 
 
@@ -40,7 +43,9 @@ def read_cifar10(path) -> tuple[np.ndarray, np.ndarray]:
     bytes, channel-major 3×32×32) into (images uint8 [N, 3, 32, 32], labels int64 [N]); a
     truncated file or a label above 9 raises ValueError naming the file and record."""
     pixels, labels = _core._read_cifar10(str(path))
-    return np.frombuffer(pixels, np.uint8).reshape(-1, 3, 32, 32).copy(), np.frombuffer(labels, np.uint8).astype(np.int64)
+    return np.frombuffer(pixels, np.uint8).reshape(-1, 3, 32, 32).copy(), np.frombuffer(labels, np.uint8).astype(
+        np.int64
+    )
 
 
 def load_mnist_5k(seed: int = 0, n_train: int = 4000):

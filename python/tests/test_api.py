@@ -7,10 +7,9 @@ import sys
 import threading
 from pathlib import Path
 
+import aneforge as af
 import numpy as np
 import pytest
-
-import aneforge as af
 from test_conformance import conv_ref, q
 
 ON_ANE_MACHINE = sys.platform == "darwin" and platform.machine() == "arm64"
@@ -202,7 +201,7 @@ def test_opt_zero_and_none_are_accepted():
 def test_fp32_precision():
     x = af.input((1, 64))
     y = (x * 3.0 + 1.0).sigmoid()
-    a = (np.arange(64, dtype=np.float32).reshape(1, 64) / 7.0 - 4.0)
+    a = np.arange(64, dtype=np.float32).reshape(1, 64) / 7.0 - 4.0
     ref = 1 / (1 + np.exp(-(a.astype(np.float64) * 3.0 + 1.0)))
     out32 = af.compile(y, precision="fp32")(a)
     out16 = af.compile(y)(a)
@@ -236,7 +235,7 @@ def test_input_array_conversions():
 def test_weight_array_conversions():
     x = af.input((2, 3))
     w = np.arange(12, dtype=np.float64).reshape(3, 4) / 8
-    ref = net_out = None
+    ref = None
     for wv in (w, w.astype(np.float32), w.astype(np.float16), np.asfortranarray(w), w.tolist()):
         out = af.compile(x @ wv)(np.ones((2, 3), np.float32))
         if ref is None:
@@ -306,6 +305,8 @@ def test_stubs_cover_the_runtime_api():
         public = {m for m in dir(cls) if not m.startswith("_")}
         assert public <= {m.name for m in methods}, public - {m.name for m in methods}
         funcs.update({f"{cls.__name__}.{m.name}": m for m in methods})
-    overloaded_first = {n for n, f in funcs.items() if any(getattr(d, "id", "") == "overload" for d in f.decorator_list)}
+    overloaded_first = {
+        n for n, f in funcs.items() if any(getattr(d, "id", "") == "overload" for d in f.decorator_list)
+    }
     undocumented = [n for n, f in funcs.items() if not ast.get_docstring(f) and n not in overloaded_first]
     assert not undocumented

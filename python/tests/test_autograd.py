@@ -3,10 +3,9 @@ reference mode, so only the fp16 rounding of baked constants separates us from t
 
 from math import erf, sqrt
 
+import aneforge as af
 import numpy as np
 import pytest
-
-import aneforge as af
 
 rng = np.random.default_rng(7)
 
@@ -22,7 +21,12 @@ def gelu_and_grad(z):
 
 def test_mlp_cross_entropy_gradients_match_numpy_backprop():
     n, d, h, k = 5, 6, 7, 4
-    w1, b1, w2, b2 = rng.normal(size=(d, h)), rng.normal(size=h) * 0.1, rng.normal(size=(h, k)), rng.normal(size=k) * 0.1
+    w1, b1, w2, b2 = (
+        rng.normal(size=(d, h)),
+        rng.normal(size=h) * 0.1,
+        rng.normal(size=(h, k)),
+        rng.normal(size=k) * 0.1,
+    )
     params = [af.parameter(v, name=nm) for v, nm in [(w1, "w1"), (b1, "b1"), (w2, "w2"), (b2, "b2")]]
     x_in, y_in = af.input([n, d], name="x"), af.input([n], name="y")
     logits = (x_in @ params[0] + params[1]).gelu() @ params[2] + params[3]
@@ -55,7 +59,12 @@ def test_cross_entropy_indices_and_onehot_agree_with_numpy_and_are_stable():
     logits = np.array([[1000.0, 0.0, -5.0], [2.0, 3.0, 4.0]], np.float32)  # 1000 would overflow a naive exp
     labels = np.array([0, 2])
     z, t_idx, t_hot = af.input([2, 3], name="z"), af.input([2], name="t"), af.input([2, 3], name="h")
-    got = run_fp32({"a": af.softmax_cross_entropy(z, t_idx), "b": af.softmax_cross_entropy(z, t_hot)}, z=logits, t=labels.astype(np.float32), h=np.eye(3)[labels])
+    got = run_fp32(
+        {"a": af.softmax_cross_entropy(z, t_idx), "b": af.softmax_cross_entropy(z, t_hot)},
+        z=logits,
+        t=labels.astype(np.float32),
+        h=np.eye(3)[labels],
+    )
     lz = logits.astype(np.float64)
     m = lz.max(1, keepdims=True)
     ref = np.mean(m[:, 0] + np.log(np.exp(lz - m).sum(1)) - lz[[0, 1], labels])
@@ -112,7 +121,7 @@ def test_conv2d_matches_numpy_convolution_and_its_weight_gradient(stride, pad):
     r16 = r.astype(np.float16).astype(np.float64)
     for ky in range(k):
         for kx in range(k):
-            patch = xp[:, :, ky:ky + stride * (oh - 1) + 1:stride, kx:kx + stride * (ow - 1) + 1:stride]
+            patch = xp[:, :, ky : ky + stride * (oh - 1) + 1 : stride, kx : kx + stride * (ow - 1) + 1 : stride]
             ref += np.einsum("nchw,oc->nohw", patch, wt[:, :, ky, kx])
             gw[:, :, ky, kx] = np.einsum("nchw,nohw->oc", patch, r16)
     np.testing.assert_allclose(got["y"], ref, rtol=1e-4, atol=1e-4)

@@ -5,10 +5,9 @@ and compute what ios18 computes; handwritten foreign-dialect directories load an
 import json
 import pathlib
 
+import aneforge as af
 import numpy as np
 import pytest
-
-import aneforge as af
 
 FAMILIES = ["A13", "A14", "A15", "A16"]
 
@@ -16,7 +15,9 @@ FAMILIES = ["A13", "A14", "A15", "A16"]
 def test_capabilities_lists_every_op_with_checked_results():
     caps = af.capabilities()
     names = [c["name"] for c in caps]
-    assert len(names) == len(set(names)) and {"relu", "conv", "matmul", "constexpr_lut_to_dense", "softmax"} <= set(names)
+    assert len(names) == len(set(names)) and {"relu", "conv", "matmul", "constexpr_lut_to_dense", "softmax"} <= set(
+        names
+    )
     for c in caps:
         assert set(c["status"]) == set(FAMILIES) and set(c["status"].values()) <= {"native", "decompose", "reject"}
         assert c["reference"]["result"] == "pass", c
@@ -24,7 +25,11 @@ def test_capabilities_lists_every_op_with_checked_results():
         assert c["opsets"] and set(c["opsets"]) <= {"ios16", "ios17", "ios18"} and "target_status" not in c
     by = {c["name"]: c for c in caps}
     assert [by["sin"]["status"][f] for f in FAMILIES] == ["decompose", "decompose", "native", "native"]
-    assert by["constexpr_blockwise_shift_scale"]["opsets"] == ["ios18"] and by["relu"]["opsets"] == ["ios16", "ios17", "ios18"]
+    assert by["constexpr_blockwise_shift_scale"]["opsets"] == ["ios18"] and by["relu"]["opsets"] == [
+        "ios16",
+        "ios17",
+        "ios18",
+    ]
     assert by["conv"]["family"] == "Conv" and by["relu"]["family"] == "Unary"
 
 
@@ -90,7 +95,9 @@ FOREIGN = """program(1.0)
 
 
 def test_a_foreign_dialect_directory_runs(tmp_path):
-    (tmp_path / "model.mil").write_text(FOREIGN.replace("\n        tensor<int32, [1]> ax", "\n        // unused\n        tensor<int32, [1]> ax"))
+    (tmp_path / "model.mil").write_text(
+        FOREIGN.replace("\n        tensor<int32, [1]> ax", "\n        // unused\n        tensor<int32, [1]> ax")
+    )
     net = af.load(str(tmp_path), device="reference")
     assert "main<ios16>" in net.mil
     x = np.array([[0.5, -1.0, 2.0], [3.0, 0.0, -0.25]], np.float32)

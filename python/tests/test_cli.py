@@ -15,9 +15,7 @@ SCRIPT = Path(sys.executable).parent / "aneforge"
 
 def aneforge(*args: str, **env: str) -> subprocess.CompletedProcess:
     """Run the installed console script with `args` (and extra environment `env`)."""
-    assert SCRIPT.is_file(), (
-        f"{SCRIPT} is missing: the package was installed without its console script"
-    )
+    assert SCRIPT.is_file(), f"{SCRIPT} is missing: the package was installed without its console script"
     return subprocess.run(
         [str(SCRIPT), *args],
         check=False,
@@ -45,9 +43,7 @@ def test_info_lists_the_executors_cache_and_threads(tmp_path):
     assert lines[2:4] == ["executors:", "  reference: available"], lines
     assert lines[4].startswith("  ane: "), lines
     if platform.system() != "Darwin":
-        assert lines[4].startswith(
-            "  ane: unavailable: platform: not macOS (this is linux/"
-        ), lines
+        assert lines[4].startswith("  ane: unavailable: platform: not macOS (this is linux/"), lines
     assert f"cache dir: {tmp_path}" in lines
     assert "threads: 3 (rayon; set RAYON_NUM_THREADS to change)" in lines
 
@@ -55,21 +51,15 @@ def test_info_lists_the_executors_cache_and_threads(tmp_path):
 def test_a_failing_command_prints_one_error_line_and_exits_1():
     out = aneforge("ops", "--target", "q7")
     assert (out.returncode, out.stdout) == (1, ""), out.stdout
-    assert out.stderr.startswith("aneforge: error: ") and out.stderr.count("\n") == 1, (
-        out.stderr
-    )
+    assert out.stderr.startswith("aneforge: error: ") and out.stderr.count("\n") == 1, out.stderr
     assert "'q7' is not a known ANE arch" in out.stderr
 
 
 def test_usage_errors_exit_1_and_help_exits_0():
     bad = aneforge("frobnicate")
-    assert (
-        bad.returncode == 1 and "unrecognized subcommand 'frobnicate'" in bad.stderr
-    ), bad.stderr
+    assert bad.returncode == 1 and "unrecognized subcommand 'frobnicate'" in bad.stderr, bad.stderr
     helped = aneforge("run", "--help")
-    assert helped.returncode == 0 and helped.stdout.startswith(
-        "Run a program directory"
-    ), helped.stdout
+    assert helped.returncode == 0 and helped.stdout.startswith("Run a program directory"), helped.stdout
 
 
 def test_cli_main_returns_the_exit_code_in_process(capfd):

@@ -15,10 +15,9 @@ import re
 import struct
 from pathlib import Path
 
+import aneforge as af
 import numpy as np
 import pytest
-
-import aneforge as af
 
 CODES = {"fp16": 1, "int8": 4, "uint1": 9, "uint4": 11}
 BITS = {"fp16": 16, "int8": 8, "uint1": 1, "uint4": 4}
@@ -101,7 +100,9 @@ def read_payload(blob: bytes, off: int, dtype: str, n: int) -> np.ndarray:
     return np.unpackbits(raw, bitorder="little")[:n]
 
 
-ARG = re.compile(r"(\w+) = tensor<(\w+), \[([\d, ]*)\]>\(BLOBFILE\(path = string\(\"[^\"]+\"\), offset = uint64\((\d+)\)\)\)")
+ARG = re.compile(
+    r"(\w+) = tensor<(\w+), \[([\d, ]*)\]>\(BLOBFILE\(path = string\(\"[^\"]+\"\), offset = uint64\((\d+)\)\)\)"
+)
 STMT = re.compile(r"tensor<fp16, \[([\d, ]*)\]> (\w+) = (constexpr_\w+)\((.*)\)\[name")
 INT_CONST = re.compile(r"int32 (\w+) = const\(\)\[name = string\(\"\w+\"\), val = int32\((-?\d+)\)\]")
 
@@ -224,7 +225,9 @@ def test_blockwise_codes_scales_and_bridge():
     np.testing.assert_array_equal(e["args"]["data"], q)
     np.testing.assert_array_equal(e["args"]["scale"], scale)
     name = next(iter(constexprs(net.program_dir)))
-    assert re.search(rf"= add\(x = {name}, y = \w+\)", net.mil), "the blockwise result feeds the matmul through add(x, 0)"
+    assert re.search(rf"= add\(x = {name}, y = \w+\)", net.mil), (
+        "the blockwise result feeds the matmul through add(x, 0)"
+    )
     # conv weights block along the input channels: scale [Cout, Cin / block, kH, kW]
     wc = normal((8, 16, 3, 3), 7)
     netc = af.compile(af.conv(af.input((1, 16, 5, 5)), wc), compress="blockwise", block_size=8)
@@ -298,7 +301,9 @@ def cnn(seed, **compile_kw):
     for i, (ci, co) in enumerate([(3, 32), (32, 64), (64, 128)]):
         w = normal((co, ci, 3, 3), seed + i, 1 / math.sqrt(ci * 9))
         h = af.conv(h, w, pad=1, stride=2 if i else 1, bias=normal((co,), seed + 50 + i, 0.1)).relu()
-    y = h.mean((2, 3), keepdims=False).linear(normal((10, 128), seed + 9, 1 / math.sqrt(128)), normal((10,), seed + 10, 0.1))
+    y = h.mean((2, 3), keepdims=False).linear(
+        normal((10, 128), seed + 9, 1 / math.sqrt(128)), normal((10,), seed + 10, 0.1)
+    )
     return af.compile(y, **compile_kw), af.compile(y)
 
 
@@ -308,13 +313,25 @@ def test_weight_bytes_and_output_error_on_weight_dominated_networks(monkeypatch)
     img = np.random.default_rng(21).integers(0, 256, (1, 3, 32, 32)).astype(np.uint8)
     rows = []
     mlp_ws, mlp_bs = mlp_weights([1024] * 5, 30)
-    pruned = [np.where(np.abs(w) < np.median(np.abs(w)), 0, w).astype(np.float32) for w in mlp_ws]  # magnitude-pruned 50 %
+    pruned = [
+        np.where(np.abs(w) < np.median(np.abs(w)), 0, w).astype(np.float32) for w in mlp_ws
+    ]  # magnitude-pruned 50 %
     modes = {"int8": {}, "int4": {"compress_atol": 0.15}, "blockwise": {}, "sparse": {}, "auto": {}}
     nets = [
-        ("mlp 4x1024", lambda **kw: (af.compile(mlp(mlp_ws, mlp_bs), **kw), af.compile(mlp(mlp_ws, mlp_bs))), x, list(modes)),
+        (
+            "mlp 4x1024",
+            lambda **kw: (af.compile(mlp(mlp_ws, mlp_bs), **kw), af.compile(mlp(mlp_ws, mlp_bs))),
+            x,
+            list(modes),
+        ),
         # blockwise needs block_size to divide every inner axis, and the RGB conv has 3 input channels
         ("cnn", lambda **kw: cnn(40, **kw), img, ["int8", "int4", "sparse", "auto"]),
-        ("mlp pruned", lambda **kw: (af.compile(mlp(pruned, mlp_bs), **kw), af.compile(mlp(pruned, mlp_bs))), x, ["sparse", "auto"]),
+        (
+            "mlp pruned",
+            lambda **kw: (af.compile(mlp(pruned, mlp_bs), **kw), af.compile(mlp(pruned, mlp_bs))),
+            x,
+            ["sparse", "auto"],
+        ),
     ]
     for net_name, build, feed, names in nets:
         for mode in names:
@@ -325,7 +342,9 @@ def test_weight_bytes_and_output_error_on_weight_dominated_networks(monkeypatch)
             by_file = weights_bin(net) / weights_bin(ref)
             err = rel_l2(ref(feed), net(feed))
             rows.append((net_name, mode, by_file, by_report, err, sorted({r["encoding"] for r in report})))
-            assert sum(e["bytes"] for e in constexprs(net.program_dir).values()) == sum(r["bytes_encoded"] for r in report if r["encoding"] != "fp16")
+            assert sum(e["bytes"] for e in constexprs(net.program_dir).values()) == sum(
+                r["bytes_encoded"] for r in report if r["encoding"] != "fp16"
+            )
     print("\nnetwork      mode       weights.bin  report  output rel-L2  encodings")
     for r in rows:
         print(f"{r[0]:<12} {r[1]:<10} {r[2]:>10.4f}  {r[3]:>6.4f}  {r[4]:>13.2e}  {r[5]}")
@@ -367,7 +386,9 @@ def test_gate_rejects_int4_for_an_adversarial_weight():
     net = af.compile((af.input((1, 128)) @ heavy) @ gauss, compress="int4", compress_atol=atol)
     r_heavy, r_gauss = net.compression_report()
     assert (r_heavy["shape"], r_heavy["encoding"]) == ((64, 128), "int8") and r_heavy["rel_error"] < 0.05
-    assert (r_gauss["shape"], r_gauss["encoding"]) == ((32, 64), "int4") and r_gauss["rel_error"] == pytest.approx(err_gauss, rel=1e-9)
+    assert (r_gauss["shape"], r_gauss["encoding"]) == ((32, 64), "int4") and r_gauss["rel_error"] == pytest.approx(
+        err_gauss, rel=1e-9
+    )
 
 
 # ---------------------------------------------------------------- camera bytes, auto, API
@@ -438,11 +459,16 @@ def test_int8_alias_export_and_loader(tmp_path):
 def test_bad_input_is_a_clear_error():
     x = af.input((2, 24))
     y = x @ normal((24, 8), 100)
-    with pytest.raises(ValueError, match=r"unknown compress mode 'int3' \(expected int8, int4, sparse, blockwise or auto\)"):
+    with pytest.raises(
+        ValueError, match=r"unknown compress mode 'int3' \(expected int8, int4, sparse, blockwise or auto\)"
+    ):
         af.compile(y, compress="int3")
     with pytest.raises(ValueError, match="int8=True means compress='int8', which conflicts with compress='int4'"):
         af.compile(y, compress="int4", int8=True)
-    with pytest.raises(ValueError, match=r"block_size 16 does not divide the inner axis \(24\) of weight t\d+ \[8, 24\] \(matmul weight\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"block_size 16 does not divide the inner axis \(24\) of weight t\d+ \[8, 24\] \(matmul weight\)",
+    ):
         af.compile(y, compress="blockwise", block_size=16)
     for bs in (0, -3):
         with pytest.raises(ValueError, match=f"block_size must be >= 1, got {bs}"):
@@ -451,7 +477,9 @@ def test_bad_input_is_a_clear_error():
         with pytest.raises(ValueError, match=r"compress_atol must be in \(0, 1\]"):
             af.compile(y, compress="int4", compress_atol=atol)
     bmm = af.input((2, 3, 4)) @ af.constant(np.zeros((2, 4, 6), np.float32) + np.eye(4, 6, dtype=np.float32))
-    with pytest.raises(ValueError, match=r"compress='sparse': weight t\d+ \[2, 4, 6\] \(matmul weight\) cannot carry sparse"):
+    with pytest.raises(
+        ValueError, match=r"compress='sparse': weight t\d+ \[2, 4, 6\] \(matmul weight\) cannot carry sparse"
+    ):
         af.compile(bmm, compress="sparse")
     with pytest.raises(TypeError):
         af.compile(y, compress=8)  # type: ignore[arg-type]

@@ -1,9 +1,8 @@
 """Bad input raises the documented Python exception with a message naming the op and shapes."""
 
+import aneforge as af
 import numpy as np
 import pytest
-
-import aneforge as af
 
 
 def raises(exc, *fragments):
@@ -235,7 +234,9 @@ def test_integer_array_to_fp16_port(net, dtype):
         net(np.ones((2, 3), dtype))
 
 
-@pytest.mark.parametrize("value, index, word", [(np.nan, 5, "NaN"), (np.inf, 1, "inf"), (-np.inf, 0, "inf"), (1e6, 3, "1000000")])
+@pytest.mark.parametrize(
+    "value, index, word", [(np.nan, 5, "NaN"), (np.inf, 1, "inf"), (-np.inf, 0, "inf"), (1e6, 3, "1000000")]
+)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_non_finite_or_overflowing_inputs(net, value, index, word, dtype):
     a = np.ones((2, 3), dtype)

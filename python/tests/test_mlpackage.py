@@ -21,10 +21,9 @@ import json
 import warnings
 from pathlib import Path
 
+import aneforge as af
 import numpy as np
 import pytest
-
-import aneforge as af
 from aneforge import _core
 
 warnings.filterwarnings("ignore")
@@ -34,7 +33,6 @@ from coremltools.converters.mil.mil import types  # noqa: E402
 from coremltools.libmilstoragepython import _BlobStorageReader  # noqa: E402
 from coremltools.proto import FeatureTypes_pb2, MIL_pb2, Model_pb2  # noqa: E402
 from google.protobuf import descriptor_pb2  # noqa: E402
-
 from test_conformance import CASES, REQUIRED_KINDS  # noqa: E402
 
 FLOAT16 = FeatureTypes_pb2.ArrayFeatureType.FLOAT16
@@ -46,7 +44,10 @@ COLOR_CHANNELS = {FeatureTypes_pb2.ImageFeatureType.RGB: 3, FeatureTypes_pb2.Ima
 KNOWN_REJECTIONS = {
     # Not a coremltools defect: a batch-2 uint8 port is neither a Core ML image ([1, C, H, W])
     # nor a multi-array (no uint8 type), so export refuses it.
-    "image_input-default": (NotImplementedError, "uint8 port [2, 1, 5, 783] is not a Core ML image and Core ML has no uint8 multi-array"),
+    "image_input-default": (
+        NotImplementedError,
+        "uint8 port [2, 1, 5, 783] is not a Core ML image and Core ML has no uint8 multi-array",
+    ),
 }
 
 
@@ -87,7 +88,9 @@ def validate(pkg: Path, net) -> tuple[set[str], object]:
     assert desc(spec.description.output) == want_out
     # Core ML hands an ML program an image's pixels (0..255) as fp32.
     mil_dtype = {"fp16": types.fp16, "uint8": types.fp32}
-    assert [(n, tuple(v.shape), v.dtype) for n, v in f.inputs.items()] == [(n, s, mil_dtype[dt]) for n, s, dt in want_in]
+    assert [(n, tuple(v.shape), v.dtype) for n, v in f.inputs.items()] == [
+        (n, s, mil_dtype[dt]) for n, s, dt in want_in
+    ]
     assert [(v.name, tuple(v.shape), v.dtype) for v in f.outputs] == [(n, s, types.fp16) for n, s, _ in want_out]
     ct.models.MLModel(str(pkg), skip_model_load=True)
     block = fn.block_specializations[fn.opset]
@@ -99,7 +102,7 @@ def build(c):
     return c.build(*ports)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def export(kind: str, key: str, root: str) -> frozenset[str]:
     """Compile one case on the reference executor, export and validate it; the op types it holds."""
     out = dict(_core._conformance_corpus())[key] if kind == "corpus" else build(next(c for c in CASES if c.id == key))
@@ -246,7 +249,12 @@ def test_manifest_layout(tmp_path):
     man = json.loads((pkg / "Manifest.json").read_text())
     items = man["itemInfoEntries"]
     root = items[man["rootModelIdentifier"]]
-    assert root == {"author": "com.apple.CoreML", "description": "CoreML Model Specification", "name": "model.mlmodel", "path": "com.apple.CoreML/model.mlmodel"}
+    assert root == {
+        "author": "com.apple.CoreML",
+        "description": "CoreML Model Specification",
+        "name": "model.mlmodel",
+        "path": "com.apple.CoreML/model.mlmodel",
+    }
     assert sorted(i["path"] for i in items.values()) == ["com.apple.CoreML/model.mlmodel", "com.apple.CoreML/weights"]
     assert sorted(p.relative_to(pkg).as_posix() for p in pkg.rglob("*") if p.is_file()) == [
         "Data/com.apple.CoreML/model.mlmodel",
@@ -305,7 +313,11 @@ def _apple(full_name: str):
 
 def test_schema_subset_matches_coremltools_descriptors():
     ours = _ours()
-    assert {"CoreML.Specification.Model", "CoreML.Specification.MILSpec.Operation", "CoreML.Specification.MILSpec.DataType"} <= set(ours)
+    assert {
+        "CoreML.Specification.Model",
+        "CoreML.Specification.MILSpec.Operation",
+        "CoreML.Specification.MILSpec.DataType",
+    } <= set(ours)
     checked = 0
     for name, mine in ours.items():
         theirs = _apple(name)
@@ -326,7 +338,9 @@ def test_schema_subset_matches_coremltools_descriptors():
                 assert fld.type_name.lstrip(".") == target.full_name, f"{name}.{fld.name}"
             oneof = mine.oneof_decl[fld.oneof_index].name if fld.HasField("oneof_index") else None
             # proto3 `optional` is a synthetic oneof in Apple's descriptors; real oneofs must match.
-            apple_oneof = a.containing_oneof.name if a.containing_oneof and not a.containing_oneof.name.startswith("_") else None
+            apple_oneof = (
+                a.containing_oneof.name if a.containing_oneof and not a.containing_oneof.name.startswith("_") else None
+            )
             assert oneof == apple_oneof, f"{name}.{fld.name}"
             checked += 1
     assert checked >= 60

@@ -7,20 +7,37 @@ from __future__ import annotations
 import json
 import math
 
+import aneforge as af
 import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-import aneforge as af
-
-CFG = {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 48, "vocab_size": 97,
-       "layer_norm_epsilon": 1e-5, "activation_function": "gelu_new"}
+CFG = {
+    "model_type": "gpt2",
+    "n_embd": 64,
+    "n_layer": 2,
+    "n_head": 4,
+    "n_positions": 48,
+    "vocab_size": 97,
+    "layer_norm_epsilon": 1e-5,
+    "activation_function": "gelu_new",
+}
 
 
 # A word-level tokenizer over the tiny vocabulary: "w0" ... "w96".
-TOKENIZER = json.dumps({"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
-                        "pre_tokenizer": {"type": "Whitespace"}, "post_processor": None, "decoder": None,
-                        "model": {"type": "WordLevel", "vocab": {f"w{i}": i for i in range(CFG["vocab_size"])}, "unk_token": "w0"}})
+TOKENIZER = json.dumps(
+    {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "Whitespace"},
+        "post_processor": None,
+        "decoder": None,
+        "model": {"type": "WordLevel", "vocab": {f"w{i}": i for i in range(CFG["vocab_size"])}, "unk_token": "w0"},
+    }
+)
 
 
 def gpt2_state_dict(cfg, seed=0, prefix="transformer."):
@@ -29,10 +46,22 @@ def gpt2_state_dict(cfg, seed=0, prefix="transformer."):
     shapes = {"wte.weight": (v, d), "wpe.weight": (p, d), "ln_f.weight": (d,), "ln_f.bias": (d,)}
     for i in range(cfg["n_layer"]):
         h = f"h.{i}."
-        shapes.update({h + "ln_1.weight": (d,), h + "ln_1.bias": (d,), h + "ln_2.weight": (d,), h + "ln_2.bias": (d,),
-                       h + "attn.c_attn.weight": (d, 3 * d), h + "attn.c_attn.bias": (3 * d,), h + "attn.c_proj.weight": (d, d),
-                       h + "attn.c_proj.bias": (d,), h + "mlp.c_fc.weight": (d, 4 * d), h + "mlp.c_fc.bias": (4 * d,),
-                       h + "mlp.c_proj.weight": (4 * d, d), h + "mlp.c_proj.bias": (d,)})
+        shapes.update(
+            {
+                h + "ln_1.weight": (d,),
+                h + "ln_1.bias": (d,),
+                h + "ln_2.weight": (d,),
+                h + "ln_2.bias": (d,),
+                h + "attn.c_attn.weight": (d, 3 * d),
+                h + "attn.c_attn.bias": (3 * d,),
+                h + "attn.c_proj.weight": (d, d),
+                h + "attn.c_proj.bias": (d,),
+                h + "mlp.c_fc.weight": (d, 4 * d),
+                h + "mlp.c_fc.bias": (4 * d,),
+                h + "mlp.c_proj.weight": (4 * d, d),
+                h + "mlp.c_proj.bias": (d,),
+            }
+        )
     sd = {}
     for k, s in shapes.items():
         if k.endswith("ln_1.weight") or k.endswith("ln_2.weight") or k == "ln_f.weight":
@@ -52,7 +81,7 @@ def _ln(x, g, b, eps=1e-5):
 
 def gpt2_logits(sd, cfg, ids, prefix="transformer."):
     """Causal GPT-2 forward in float64: logits [len, vocab] with the tied lm_head."""
-    w = {k[len(prefix):]: v.astype(np.float64) for k, v in sd.items()}
+    w = {k[len(prefix) :]: v.astype(np.float64) for k, v in sd.items()}
     n, d, h = len(ids), cfg["n_embd"], cfg["n_head"]
     dh = d // h
     x = w["wte.weight"][ids] + w["wpe.weight"][:n]
@@ -61,7 +90,7 @@ def gpt2_logits(sd, cfg, ids, prefix="transformer."):
         p = f"h.{i}."
         a = _ln(x, w[p + "ln_1.weight"], w[p + "ln_1.bias"])
         qkv = a @ w[p + "attn.c_attn.weight"] + w[p + "attn.c_attn.bias"]
-        q, k, v = (qkv[:, j * d:(j + 1) * d].reshape(n, h, dh).transpose(1, 0, 2) for j in range(3))
+        q, k, v = (qkv[:, j * d : (j + 1) * d].reshape(n, h, dh).transpose(1, 0, 2) for j in range(3))
         s = q @ k.transpose(0, 2, 1) / math.sqrt(dh) + causal
         s = np.exp(s - s.max(-1, keepdims=True))
         ctx = ((s / s.sum(-1, keepdims=True)) @ v).transpose(1, 0, 2).reshape(n, d)
@@ -139,7 +168,9 @@ def test_gpt2_bad_inputs(model_dir, tmp_path):
     bad["transformer.h.1.mlp.c_fc.weight"] = np.zeros((64, 255), np.float32)
     (tmp_path / "config.json").write_text(json.dumps(CFG))
     save_file(bad, str(tmp_path / "model.safetensors"))
-    with pytest.raises(ValueError, match=r"'transformer\.h\.1\.mlp\.c_fc\.weight' has shape \[64, 255\], expected \[64, 256\]"):
+    with pytest.raises(
+        ValueError, match=r"'transformer\.h\.1\.mlp\.c_fc\.weight' has shape \[64, 255\], expected \[64, 256\]"
+    ):
         af.load_gpt2(tmp_path)
 
 

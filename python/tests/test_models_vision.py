@@ -7,10 +7,9 @@ from __future__ import annotations
 import json
 import math
 
+import aneforge as af
 import numpy as np
 from safetensors.numpy import save_file
-
-import aneforge as af
 
 _erf = np.frompyfunc(math.erf, 1, 1)
 
@@ -26,21 +25,44 @@ def _ln(x, g, b, eps=1e-12):
     return (x - mu) / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + eps) * g + b
 
 
-VIT = {"hidden_size": 768, "num_hidden_layers": 2, "num_attention_heads": 12, "intermediate_size": 3072, "image_size": 224,
-       "patch_size": 16, "num_channels": 3, "layer_norm_eps": 1e-12, "hidden_act": "gelu", "model_type": "vit"}
+VIT = {
+    "hidden_size": 768,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 12,
+    "intermediate_size": 3072,
+    "image_size": 224,
+    "patch_size": 16,
+    "num_channels": 3,
+    "layer_norm_eps": 1e-12,
+    "hidden_act": "gelu",
+    "model_type": "vit",
+}
 
 
 def vit_state_dict(cfg, classes, seed=0):
     rng = np.random.default_rng(seed)
     d, f, p, c = cfg["hidden_size"], cfg["intermediate_size"], cfg["patch_size"], cfg["num_channels"]
     n = (cfg["image_size"] // p) ** 2 + 1
-    shapes = {"vit.embeddings.cls_token": (1, 1, d), "vit.embeddings.position_embeddings": (1, n, d),
-              "vit.embeddings.patch_embeddings.projection.weight": (d, c, p, p), "vit.embeddings.patch_embeddings.projection.bias": (d,),
-              "vit.layernorm.weight": (d,), "vit.layernorm.bias": (d,), "classifier.weight": (classes, d), "classifier.bias": (classes,)}
+    shapes = {
+        "vit.embeddings.cls_token": (1, 1, d),
+        "vit.embeddings.position_embeddings": (1, n, d),
+        "vit.embeddings.patch_embeddings.projection.weight": (d, c, p, p),
+        "vit.embeddings.patch_embeddings.projection.bias": (d,),
+        "vit.layernorm.weight": (d,),
+        "vit.layernorm.bias": (d,),
+        "classifier.weight": (classes, d),
+        "classifier.bias": (classes,),
+    }
     for i in range(cfg["num_hidden_layers"]):
         pre = f"vit.encoder.layer.{i}."
-        for name, shape in [("attention.attention.query", (d, d)), ("attention.attention.key", (d, d)), ("attention.attention.value", (d, d)),
-                            ("attention.output.dense", (d, d)), ("intermediate.dense", (f, d)), ("output.dense", (d, f))]:
+        for name, shape in [
+            ("attention.attention.query", (d, d)),
+            ("attention.attention.key", (d, d)),
+            ("attention.attention.value", (d, d)),
+            ("attention.output.dense", (d, d)),
+            ("intermediate.dense", (f, d)),
+            ("output.dense", (d, f)),
+        ]:
             shapes[pre + name + ".weight"], shapes[pre + name + ".bias"] = shape, shape[:1]
         for name in ("layernorm_before", "layernorm_after"):
             shapes[pre + name + ".weight"], shapes[pre + name + ".bias"] = (d,), (d,)
@@ -61,17 +83,22 @@ def vit_ref(sd, cfg, x):
     g = cfg["image_size"] // p
     c = cfg["num_channels"]
     patches = x[0].reshape(c, g, p, g, p).transpose(1, 3, 0, 2, 4).reshape(g * g, c * p * p)
-    t = patches @ w["vit.embeddings.patch_embeddings.projection.weight"].reshape(d, -1).T + w["vit.embeddings.patch_embeddings.projection.bias"]
+    t = (
+        patches @ w["vit.embeddings.patch_embeddings.projection.weight"].reshape(d, -1).T
+        + w["vit.embeddings.patch_embeddings.projection.bias"]
+    )
     t = np.concatenate([w["vit.embeddings.cls_token"][0], t]) + w["vit.embeddings.position_embeddings"][0]
     n, dh = t.shape[0], d // h
     for i in range(cfg["num_hidden_layers"]):
         pre = f"vit.encoder.layer.{i}."
 
-        def dense(z, name):
+        def dense(z, name, pre=pre):
             return z @ w[pre + name + ".weight"].T + w[pre + name + ".bias"]
 
         a = _ln(t, w[pre + "layernorm_before.weight"], w[pre + "layernorm_before.bias"])
-        q, k, v = (dense(a, f"attention.attention.{m}").reshape(n, h, dh).transpose(1, 0, 2) for m in ("query", "key", "value"))
+        q, k, v = (
+            dense(a, f"attention.attention.{m}").reshape(n, h, dh).transpose(1, 0, 2) for m in ("query", "key", "value")
+        )
         s = q @ k.transpose(0, 2, 1) / math.sqrt(dh)
         s = np.exp(s - s.max(-1, keepdims=True))
         ctx = ((s / s.sum(-1, keepdims=True)) @ v).transpose(1, 0, 2).reshape(n, d)
@@ -98,7 +125,12 @@ def test_vit_b16_reduced_depth_matches_float64(tmp_path):
 def espcn_state_dict(c=1, r=3, seed=0):
     rng = np.random.default_rng(seed)
     sd = {}
-    for name, (o, i, k) in {"conv1": (64, c, 5), "conv2": (64, 64, 3), "conv3": (32, 64, 3), "conv4": (c * r * r, 32, 3)}.items():
+    for name, (o, i, k) in {
+        "conv1": (64, c, 5),
+        "conv2": (64, 64, 3),
+        "conv3": (32, 64, 3),
+        "conv4": (c * r * r, 32, 3),
+    }.items():
         sd[name + ".weight"] = (rng.standard_normal((o, i, k, k)) * math.sqrt(2.0 / (i * k * k))).astype(np.float32)
         sd[name + ".bias"] = rng.uniform(-0.1, 0.1, o).astype(np.float32)
     return sd

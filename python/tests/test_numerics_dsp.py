@@ -1,10 +1,9 @@
 """af.dsp against NumPy / SciPy float64 on the reference executor."""
 
+import aneforge as af
 import numpy as np
 import pytest
 import scipy.signal
-
-import aneforge as af
 
 DEV = "reference"
 
@@ -17,7 +16,9 @@ def _rel(got, want):
 def test_windows_match_scipy(name):
     for n in (16, 255):
         np.testing.assert_allclose(af.dsp.get_window(name, n), scipy.signal.get_window(name, n), atol=1e-12)
-        np.testing.assert_allclose(af.dsp.get_window(name, n, periodic=False), scipy.signal.get_window(name, n, fftbins=False), atol=1e-12)
+        np.testing.assert_allclose(
+            af.dsp.get_window(name, n, periodic=False), scipy.signal.get_window(name, n, fftbins=False), atol=1e-12
+        )
 
 
 @pytest.mark.parametrize("k", [5, 15, 16, 101])

@@ -1,9 +1,8 @@
 """af.fft against NumPy float64 (numpy.fft on the same fp16-rounded inputs) on the reference executor."""
 
+import aneforge as af
 import numpy as np
 import pytest
-
-import aneforge as af
 
 
 def _rel_l2(got, want):

@@ -1,10 +1,9 @@
 """af.linalg against NumPy / SciPy float64 on the reference executor, over sizes and condition numbers."""
 
+import aneforge as af
 import numpy as np
 import pytest
 import scipy.linalg
-
-import aneforge as af
 
 DEV = "reference"
 
@@ -157,7 +156,9 @@ def test_precision_risk_and_rewrite():
     x = af.input((2, 4096))
     y = x.sum(1, keepdims=False)
     risk = af.precision_risk(y)
-    assert risk["hotspots"][0]["k"] == 4096 and risk["hotspots"][0]["fixable"] and "2048" in risk["hotspots"][0]["reason"]
+    assert (
+        risk["hotspots"][0]["k"] == 4096 and risk["hotspots"][0]["fixable"] and "2048" in risk["hotspots"][0]["reason"]
+    )
     assert risk["graph_error"] == pytest.approx(1e-3 * 64)
     fixed = af.reduce_sum_to_matmul(y)
     assert af.precision_risk(fixed)["hotspots"] == []

@@ -1,10 +1,9 @@
 """af.special graphs against scipy.special (float64) on fp16-rounded inputs, reference executor."""
 
+import aneforge as af
 import numpy as np
 import pytest
 import scipy.special as sp
-
-import aneforge as af
 
 CASES = [
     # name, oracle, range, max |error| / max(1, |f|), max relative error where |f| > 1e-2

@@ -62,9 +62,7 @@ ENTRY_POINTS = {
     "fft.plan": lambda d, **kw: af.fft.plan("fft", (2, 8), **kw),
     "fft.rfft": lambda d, **kw: af.fft.rfft(np.ones(8), **kw),
     "linalg.qr": lambda d, **kw: af.linalg.qr(np.eye(3), **kw),
-    "linalg.conjugate_gradient": lambda d, **kw: af.linalg.conjugate_gradient(
-        np.eye(3), np.ones(3), **kw
-    ),
+    "linalg.conjugate_gradient": lambda d, **kw: af.linalg.conjugate_gradient(np.eye(3), np.ones(3), **kw),
     "linalg.pca": lambda d, **kw: af.linalg.pca(np.eye(3), 1, **kw),
     "dsp.fir_filter": lambda d, **kw: af.dsp.fir_filter(np.ones(8), np.ones(3), **kw),
     "dsp.stft": lambda d, **kw: af.dsp.stft(np.ones(64), 16, **kw),
@@ -137,9 +135,7 @@ BAD = [
     BAD,
     ids=[next(iter(k)) + "=" + repr(next(iter(k.values()))) for k, _, _ in BAD],
 )
-def test_every_entry_point_rejects_a_bad_option_with_the_same_message(
-    dirs, entry, kw, exc, message
-):
+def test_every_entry_point_rejects_a_bad_option_with_the_same_message(dirs, entry, kw, exc, message):
     with pytest.raises(exc) as info:
         ENTRY_POINTS[entry](dirs, **kw)
     assert str(info.value) == message
@@ -147,27 +143,19 @@ def test_every_entry_point_rejects_a_bad_option_with_the_same_message(
 
 def test_an_options_object_is_checked_against_the_keywords_at_every_entry_point(dirs):
     opts = af.CompileOptions(compress="int4")
-    message = (
-        "compile: int8=True means compress='int8', which conflicts with compress='int4'"
-    )
+    message = "compile: int8=True means compress='int8', which conflicts with compress='int4'"
     for entry, call in ENTRY_POINTS.items():
         with pytest.raises(ValueError) as info:
             call(dirs, options=opts, int8=True)
         assert str(info.value) == message, entry
 
 
-@pytest.mark.parametrize(
-    "entry", [e for e in ENTRY_POINTS if e.split(".")[0] in ("fft", "linalg", "dsp")]
-)
+@pytest.mark.parametrize("entry", [e for e in ENTRY_POINTS if e.split(".")[0] in ("fft", "linalg", "dsp")])
 def test_numerics_plans_refuse_options_they_do_not_honour(dirs, entry):
     with pytest.raises(NotImplementedError) as info:
         ENTRY_POINTS[entry](dirs, device="reference", precision="fp32")
-    assert str(info.value).endswith(
-        ": the precision option is not implemented here (it takes device)"
-    )
-    with pytest.raises(
-        NotImplementedError, match="the compress option is not implemented here"
-    ):
+    assert str(info.value).endswith(": the precision option is not implemented here (it takes device)")
+    with pytest.raises(NotImplementedError, match="the compress option is not implemented here"):
         ENTRY_POINTS[entry](dirs, options=af.CompileOptions(compress="int8"))
 
 
@@ -195,18 +183,14 @@ def test_compile_options_default_is_the_rust_default_field_by_field():
 
 
 def test_compile_options_value_semantics(tmp_path):
-    opts = af.CompileOptions(
-        device="cpu", int8=True, block_size=np.int64(8), build_dir=tmp_path
-    )
+    opts = af.CompileOptions(device="cpu", int8=True, block_size=np.int64(8), build_dir=tmp_path)
     assert (opts.device, opts.compress, opts.block_size, opts.build_dir) == (
         "reference",
         "int8",
         8,
         str(tmp_path),
     )
-    assert opts == af.CompileOptions(
-        device="reference", compress="int8", block_size=8, build_dir=str(tmp_path)
-    )
+    assert opts == af.CompileOptions(device="reference", compress="int8", block_size=8, build_dir=str(tmp_path))
     assert opts != af.CompileOptions()
     changed = opts.replace(compress=None, precision="fp32")
     assert (changed.compress, changed.precision, changed.device, opts.compress) == (
@@ -219,15 +203,11 @@ def test_compile_options_value_semantics(tmp_path):
         "CompileOptions(device='auto', precision='fp16', build_dir=None, compress=None, compress_atol=0.05, "
     )
     assert "target='h14'" in repr(af.CompileOptions(target="h14"))
-    assert (
-        af.CompileOptions(**opts.to_dict()) == opts == af.CompileOptions(options=opts)
-    )
+    assert af.CompileOptions(**opts.to_dict()) == opts == af.CompileOptions(options=opts)
     assert af.CompileOptions(options=opts, device="ane").device == "ane"
     with pytest.raises(ValueError, match="compile: block_size must be >= 1, got 0"):
         opts.replace(block_size=0)
-    with pytest.raises(
-        TypeError, match="compile: option options cannot be a CompileOptions"
-    ):
+    with pytest.raises(TypeError, match="compile: option options cannot be a CompileOptions"):
         opts.replace(options=opts)
 
 
@@ -265,13 +245,8 @@ def test_compile_and_load_honour_precision_device_and_compress(tmp_path):
         assert [r["encoding"] for r in net.compression_report()] == ["int8"]
     plain = af.compile(mm)
     assert plain.compression_report() == []
-    assert [
-        r["encoding"]
-        for r in af.load(plain.program_dir, compress="int8").compression_report()
-    ] == ["int8"]
-    with pytest.raises(
-        ValueError, match=r"block_size 3 does not divide the inner axis \(16\)"
-    ):
+    assert [r["encoding"] for r in af.load(plain.program_dir, compress="int8").compression_report()] == ["int8"]
+    with pytest.raises(ValueError, match=r"block_size 3 does not divide the inner axis \(16\)"):
         af.load(
             plain.program_dir,
             options=af.CompileOptions(compress="blockwise", block_size=3),
@@ -290,24 +265,16 @@ def test_export_honours_build_dir_compress_and_opset(tmp_path):
 def test_encoder_folder_honours_block_size_and_precision(tmp_path):
     folder = write_folder(tmp_path / "bert", tiny_bert())
     ids = [[3, 1, 4, 1, 5]]
-    with pytest.raises(
-        ValueError, match=r"block_size 3 does not divide the inner axis \(8\)"
-    ):
+    with pytest.raises(ValueError, match=r"block_size 3 does not divide the inner axis \(8\)"):
         af.load(folder, device="reference", compress="blockwise", block_size=3)(ids)
-    with pytest.raises(
-        ValueError, match=r"block_size 3 does not divide the inner axis \(8\)"
-    ):
+    with pytest.raises(ValueError, match=r"block_size 3 does not divide the inner axis \(8\)"):
         af.load(
             folder,
-            options=af.CompileOptions(
-                device="reference", compress="blockwise", block_size=3
-            ),
+            options=af.CompileOptions(device="reference", compress="blockwise", block_size=3),
         )(ids)
     fp16 = af.load(folder, device="reference")(ids)
     fp32 = af.load(folder, device="reference", precision="fp32")(ids)
-    blockwise = af.load(folder, device="reference", compress="blockwise", block_size=4)(
-        ids
-    )
+    blockwise = af.load(folder, device="reference", compress="blockwise", block_size=4)(ids)
     assert 0 < np.max(np.abs(fp32 - fp16)) < 2e-2
     assert 0 < np.max(np.abs(blockwise - fp16)) < 0.1
 
@@ -315,10 +282,7 @@ def test_encoder_folder_honours_block_size_and_precision(tmp_path):
 def _differs_and_matches(fp16, fp32, ref, tol):
     """Both programs compute the model (within ``tol`` of float64), and fp32 really ran: it differs from fp16."""
     scale = np.max(np.abs(ref))
-    assert (
-        np.max(np.abs(fp16 - ref)) < tol * scale
-        and np.max(np.abs(fp32 - ref)) < tol * scale
-    )
+    assert np.max(np.abs(fp16 - ref)) < tol * scale and np.max(np.abs(fp32 - ref)) < tol * scale
     assert np.max(np.abs(fp32 - fp16)) > 0
 
 
@@ -345,12 +309,7 @@ def test_espcn_loader_honours_precision(tmp_path):
     sd = espcn_state_dict(seed=2)
     path = tmp_path / "espcn.safetensors"
     save_file(sd, str(path))
-    x = (
-        np.random.default_rng(3)
-        .uniform(0, 1, (1, 1, 8, 8))
-        .astype(np.float16)
-        .astype(np.float32)
-    )
+    x = np.random.default_rng(3).uniform(0, 1, (1, 1, 8, 8)).astype(np.float16).astype(np.float32)
     sd16 = {k: v.astype(np.float16).astype(np.float64) for k, v in sd.items()}
     ref = espcn_ref(sd16, x.astype(np.float64), 3)
     fp16 = af.load_espcn(path, 8, 8, device="reference")(x)
@@ -366,9 +325,7 @@ def test_gpt2_loader_honours_precision(tmp_path):
     ids = [5, 17, 3, 42]
     ref = gpt2_logits(sd, GPT2_CFG, ids)
     fp16 = af.load_gpt2(tmp_path, max_context=8, device="reference")(ids)
-    fp32 = af.load_gpt2(
-        tmp_path, 8, options=af.CompileOptions(device="reference", precision="fp32")
-    )(ids)
+    fp32 = af.load_gpt2(tmp_path, 8, options=af.CompileOptions(device="reference", precision="fp32"))(ids)
     _differs_and_matches(fp16, fp32, ref, 5e-2)
 
 
@@ -405,18 +362,10 @@ def _defaulted_option_params(tree):
             continue
         args = node.args
         positional = args.posonlyargs + args.args
-        pairs = list(
-            zip(positional[len(positional) - len(args.defaults) :], args.defaults)
-        )
-        pairs += [
-            (a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None
-        ]
+        pairs = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults))
+        pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
         for arg, default in pairs:
-            if (
-                arg.arg in defaults
-                and isinstance(default, ast.Constant)
-                and default.value == defaults[arg.arg]
-            ):
+            if arg.arg in defaults and isinstance(default, ast.Constant) and default.value == defaults[arg.arg]:
                 found.append((node.name, arg.arg))
     return found
 
@@ -424,12 +373,8 @@ def _defaulted_option_params(tree):
 def test_no_option_default_is_spelled_in_python_signatures():
     pkg = ROOT / "python" / "aneforge"
     files = [p for p in sorted(pkg.glob("*.py*")) if p.suffix in (".py", ".pyi")]
-    assert any(p.name == "__init__.pyi" for p in files) and any(
-        p.name == "models.py" for p in files
-    )
-    spelled = {
-        p.name: _defaulted_option_params(ast.parse(p.read_text())) for p in files
-    }
+    assert any(p.name == "__init__.pyi" for p in files) and any(p.name == "models.py" for p in files)
+    spelled = {p.name: _defaulted_option_params(ast.parse(p.read_text())) for p in files}
     assert {k: v for k, v in spelled.items() if v} == {}
     # The scan finds a spelled default, and leaves other values of a same-named parameter alone.
     src = "def f(x, device='auto', *, compress_atol=0.05): ...\ndef depth_to_space(x, block_size=2): ..."
@@ -443,11 +388,7 @@ def _spelled_default_pattern():
     """Matches `key=<the Rust default>` in a pyo3 signature or a text signature."""
     alternatives = []
     for key, value in _option_defaults().items():
-        spellings = (
-            [repr(value), str(value).lower()]
-            if isinstance(value, bool)
-            else [re.escape(str(value))]
-        )
+        spellings = [repr(value), str(value).lower()] if isinstance(value, bool) else [re.escape(str(value))]
         spellings = [re.escape(s) if isinstance(value, bool) else s for s in spellings]
         alternatives.append(rf"\b{key}\s*=\s*[\"']?(?:{'|'.join(spellings)})\b")
     return re.compile("|".join(alternatives))
@@ -457,17 +398,11 @@ def test_no_option_default_is_spelled_in_binding_signatures():
     spelled = _spelled_default_pattern()
     found = []
     for path in sorted((ROOT / "crates" / "aneforge-py" / "src").glob("*.rs")):
-        for sig in re.findall(
-            r"#\[pyo3\(signature\s*=\s*\((.*?)\)\)\]", path.read_text(), flags=re.DOTALL
-        ):
+        for sig in re.findall(r"#\[pyo3\(signature\s*=\s*\((.*?)\)\)\]", path.read_text(), flags=re.DOTALL):
             found += [(path.name, m.group(0)) for m in spelled.finditer(sig)]
     assert found == []
-    assert spelled.search('path, device="auto", x=None') and spelled.search(
-        "compress_atol=0.05, int8=false"
-    )
-    assert not spelled.search("x, block_size=2, target=None") and not spelled.search(
-        "block_size=320"
-    )
+    assert spelled.search('path, device="auto", x=None') and spelled.search("compress_atol=0.05, int8=false")
+    assert not spelled.search("x, block_size=2, target=None") and not spelled.search("block_size=320")
     # The compiled functions agree: no option keyword spells its default in a text signature.
     for name in dir(_core):
         sig = getattr(getattr(_core, name), "__text_signature__", None) or ""

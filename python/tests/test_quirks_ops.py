@@ -3,10 +3,9 @@ compile(target=...) keeps results equal to NumPy and reports the hazards it cann
 
 from __future__ import annotations
 
+import aneforge as af
 import numpy as np
 import pytest
-
-import aneforge as af
 
 
 def test_einsum_unsupported_forms_raise_not_implemented():

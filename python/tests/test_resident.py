@@ -9,10 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import aneforge as af
 import numpy as np
 import pytest
-
-import aneforge as af
 
 FAKE_C = Path(__file__).resolve().parents[2] / "crates" / "aneforge" / "tests" / "fake_e5rt" / "fake_e5rt.c"
 
@@ -101,7 +100,12 @@ def test_release_refuses_while_views_live_then_frees_and_later_calls_raise():
         net.release()
     del head
     net.release()
-    for call in (net.execute, net.input_view, lambda: net(np.zeros((1, 8), np.float32)), lambda: net.alias("next", "state")):
+    for call in (
+        net.execute,
+        net.input_view,
+        lambda: net(np.zeros((1, 8), np.float32)),
+        lambda: net.alias("next", "state"),
+    ):
         with pytest.raises(RuntimeError, match="was released"):
             call()
     assert net.device == "reference"
@@ -137,7 +141,12 @@ print(af.compile(af.input([4]).relu()).device, af.compile(af.input([4]).relu(), 
 
 
 def test_the_same_calls_on_the_ane_executor_against_the_fake_e5rt(fake_e5rt, tmp_path):
-    env = {**os.environ, "ANEFORGE_E5RT_LIBRARY": str(fake_e5rt), "ANEFORGE_MAX_PROGRAMS": "1", "ANEFORGE_CACHE_DIR": str(tmp_path)}
+    env = {
+        **os.environ,
+        "ANEFORGE_E5RT_LIBRARY": str(fake_e5rt),
+        "ANEFORGE_MAX_PROGRAMS": "1",
+        "ANEFORGE_CACHE_DIR": str(tmp_path),
+    }
     env.pop("ANEFORGE_DEVICE", None)
     r = subprocess.run([sys.executable, "-c", ON_FAKE], env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr

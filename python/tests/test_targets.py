@@ -2,10 +2,9 @@
 
 import math
 
+import aneforge as af
 import numpy as np
 import pytest
-
-import aneforge as af
 
 LIMITS = {  # family: (max_tensor_dim, transpose_extent, conv_kw_max)
     "A13": (16384, 2**23 - 1, 13),
@@ -30,8 +29,14 @@ def test_max_tensor_dim(family):
     p = af.preflight(af.input((1, dim)).relu(), ARCH[family])
     assert p["ok"] and p["family"] == family and [e["op"] for e in p["native"]] == ["relu"]
     if dim < 65536:
-        assert oversize(af.input((1, dim + 1)).relu(), family) == [("input", "max_tensor_dim", dim + 1, dim), ("relu", "max_tensor_dim", dim + 1, dim)]
-        with pytest.raises(NotImplementedError, match=f"target family {family}: input .*axis extent = {dim + 1} exceeds max_tensor_dim = {dim}"):
+        assert oversize(af.input((1, dim + 1)).relu(), family) == [
+            ("input", "max_tensor_dim", dim + 1, dim),
+            ("relu", "max_tensor_dim", dim + 1, dim),
+        ]
+        with pytest.raises(
+            NotImplementedError,
+            match=f"target family {family}: input .*axis extent = {dim + 1} exceeds max_tensor_dim = {dim}",
+        ):
             af.compile(af.input((1, dim + 1)).relu(), target=ARCH[family])
     else:
         with pytest.raises(ValueError, match="65537"):
@@ -51,7 +56,9 @@ def test_transpose_extent(family):
     assert af.preflight(af.input((rows, dim - 1)).transpose(1, 0), family)["ok"]
     y = af.input((rows, dim)).transpose(1, 0)
     assert oversize(y, family) == [("transpose", "transpose_extent", extent + 1, extent)]
-    with pytest.raises(NotImplementedError, match=f"transpose .*element count = {extent + 1} exceeds transpose_extent = {extent}"):
+    with pytest.raises(
+        NotImplementedError, match=f"transpose .*element count = {extent + 1} exceeds transpose_extent = {extent}"
+    ):
         af.compile(y, target=family)
 
 
@@ -61,7 +68,10 @@ def test_conv_kernel_width(family):
     assert af.preflight(conv_kw(kw), family)["ok"]
     if kw < 15:
         assert oversize(conv_kw(kw + 1), family) == [("conv", "conv_kw_max", kw + 1, kw)]
-        with pytest.raises(NotImplementedError, match=f"target family {family}: conv .*kernel width = {kw + 1} exceeds conv_kw_max = {kw}"):
+        with pytest.raises(
+            NotImplementedError,
+            match=f"target family {family}: conv .*kernel width = {kw + 1} exceeds conv_kw_max = {kw}",
+        ):
             af.compile(conv_kw(kw + 1), target=ARCH[family])
     else:
         with pytest.raises(ValueError, match="kernel width 16 exceeds"):

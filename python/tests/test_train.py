@@ -33,7 +33,17 @@ def test_sgd_momentum_weight_decay_follow_numpy(mode):
     params, loss = regression()
     w0, b0 = (af.value(p).astype(np.float64).copy() for p in params)
     prec = "fp32" if mode == "host" else "fp16"
-    tr = af.Trainer(loss=loss, params=params, lr=0.1, optimizer="sgd", momentum=0.9, weight_decay=0.01, device="reference", precision=prec, device_optimizer=(mode == "device"))
+    tr = af.Trainer(
+        loss=loss,
+        params=params,
+        lr=0.1,
+        optimizer="sgd",
+        momentum=0.9,
+        weight_decay=0.01,
+        device="reference",
+        precision=prec,
+        device_optimizer=(mode == "device"),
+    )
     rng = np.random.default_rng(1)
     ws, bufs = [w0, b0], [np.zeros_like(w0), np.zeros_like(b0)]
     for _ in range(5):
@@ -51,7 +61,9 @@ def test_sgd_momentum_weight_decay_follow_numpy(mode):
 def test_adamw_decouples_weight_decay_and_follows_numpy():
     params, loss = regression()
     ws = [af.value(p).astype(np.float64) for p in params]
-    tr = af.Trainer(loss=loss, params=params, lr=0.05, optimizer="adamw", weight_decay=0.1, device="reference", precision="fp32")
+    tr = af.Trainer(
+        loss=loss, params=params, lr=0.05, optimizer="adamw", weight_decay=0.1, device="reference", precision="fp32"
+    )
     rng = np.random.default_rng(2)
     ms, vs = [np.zeros_like(w) for w in ws], [np.zeros_like(w) for w in ws]
     for t in range(1, 6):
@@ -106,7 +118,13 @@ def test_nonfinite_gradient_skips_the_step_with_a_warning():
 
 @pytest.mark.parametrize("mode", ["host", "device", "resident"])
 def test_checkpoint_round_trip_resumes_identically(tmp_path, mode):
-    kw = dict(lr=0.05, optimizer="adam", device="reference", device_optimizer=mode == "device", resident_state=mode == "resident")
+    kw = dict(
+        lr=0.05,
+        optimizer="adam",
+        device="reference",
+        device_optimizer=mode == "device",
+        resident_state=mode == "resident",
+    )
     rng = np.random.default_rng(3)
     batches = [(rng.normal(size=(8, 4)), rng.normal(size=(8, 3))) for _ in range(6)]
     pa, la = regression(0)
@@ -137,11 +155,14 @@ def test_safetensors_layout_and_rejection_of_bad_files(tmp_path):
     af.save_safetensors(path, {"a": a, "b": np.array([7], np.int64)}, {"k": "v"})
     raw = path.read_bytes()
     n = int.from_bytes(raw[:8], "little")
-    header = json.loads(raw[8:8 + n])
+    header = json.loads(raw[8 : 8 + n])
     assert n % 8 == 0 and header["__metadata__"] == {"k": "v"}
-    for name, want in [("a", a.tobytes()), ("b", np.array([7], "<i8").tobytes())]:  # the format fixes offsets, not order
+    for name, want in [
+        ("a", a.tobytes()),
+        ("b", np.array([7], "<i8").tobytes()),
+    ]:  # the format fixes offsets, not order
         begin, end = header[name]["data_offsets"]
-        assert raw[8 + n + begin:8 + n + end] == want
+        assert raw[8 + n + begin : 8 + n + end] == want
     assert (header["a"]["dtype"], header["a"]["shape"], header["b"]["dtype"]) == ("F32", [2, 3], "I64")
     tensors, meta = af.load_safetensors(path)
     np.testing.assert_array_equal(tensors["a"], a)
@@ -182,7 +203,7 @@ def test_mlp_loss_tracks_a_numpy_float32_adam_mlp_for_50_steps():
     order = rng.permutation(len(x_train))
     ours, ref = [], []
     for t in range(1, 51):
-        idx = order[(t - 1) * 128 % 3968:][:128]
+        idx = order[(t - 1) * 128 % 3968 :][:128]
         x, y = x_train[idx].astype(np.float32), y_train[idx]
         ours.append(tr.step(x, y))
         z = x @ w1 + b1
@@ -225,8 +246,12 @@ def test_mnist_mlp_reaches_89_percent_and_device_modes_agree_with_host_adam(tmp_
     hist = runs["host"][1]
     save_curves(tmp_path / "c.png", hist["loss"], hist["accuracy"])
     raw = (tmp_path / "c.png").read_bytes()
-    assert raw[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(raw[16:20], "big") == 640 and int.from_bytes(raw[20:24], "big") == 240
-    idat = raw[raw.index(b"IDAT") + 4:raw.index(b"IEND") - 8]
+    assert (
+        raw[:8] == b"\x89PNG\r\n\x1a\n"
+        and int.from_bytes(raw[16:20], "big") == 640
+        and int.from_bytes(raw[20:24], "big") == 240
+    )
+    idat = raw[raw.index(b"IDAT") + 4 : raw.index(b"IEND") - 8]
     pixels = np.frombuffer(zlib.decompress(idat), np.uint8).reshape(240, 1 + 640 * 3)[:, 1:].reshape(240, 640, 3)
     assert (pixels == (30, 60, 200)).all(-1).any() and (pixels == (200, 40, 30)).all(-1).any()  # both curves drawn
 
