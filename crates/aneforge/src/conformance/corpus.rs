@@ -6,16 +6,17 @@ use std::sync::Arc;
 
 use half::f16;
 
+use crate::conv2d;
+use crate::conv_transpose2d;
 use crate::error::Result;
+use crate::graph::build::affine::affine;
+use crate::graph::build::einsum::einsum_native;
+use crate::graph::build::norm::instance_norm;
 use crate::mil::blob::{BlobType, Packed};
-use crate::ops::affine::affine;
 use crate::ops::constexpr::{Constexpr, Encoded};
-use crate::ops::conv::{conv2d, ConvOptions};
-use crate::ops::conv_transpose::conv_transpose2d;
-use crate::ops::einsum::einsum_native;
+use crate::ops::conv::ConvOptions;
 use crate::ops::elementwise::Compare;
 use crate::ops::io::HostArray;
-use crate::ops::norm::instance_norm;
 use crate::ops::Op;
 use crate::{batch_norm, concat, constant, image_input, input, select, stack, Tensor};
 
