@@ -20,6 +20,7 @@ use pyo3::prelude::*;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<tensor::PyTensor>()?;
+    tensor::install_unary_methods(m)?;
     m.add_class::<model::Model>()?;
     m.add_function(wrap_pyfunction!(ops::input, m)?)?;
     m.add_function(wrap_pyfunction!(ops::image_input, m)?)?;
@@ -64,6 +65,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(corpus::conformance_corpus, m)?)?;
     m.add_function(wrap_pyfunction!(corpus::mlpackage_schema, m)?)?;
     m.add_function(wrap_pyfunction!(corpus::mil_op_names, m)?)?;
+    m.add_function(wrap_pyfunction!(corpus::unary_ops, m)?)?;
     m.add_class::<numerics::FftPlan>()?;
     m.add_function(wrap_pyfunction!(numerics::fft_plan, m)?)?;
     m.add_function(wrap_pyfunction!(numerics::numerics_compile_count, m)?)?;
