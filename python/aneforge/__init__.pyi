@@ -200,6 +200,10 @@ class Tensor:
         """alpha·x + beta in one op."""
     def logical_not(self) -> Tensor:
         """Boolean not of a bool tensor (a comparison result); errors on fp16 input."""
+    def hardswish(self) -> Tensor:
+        """ONNX HardSwish, x·relu6(x + 3)/6 = x·clip(x/6 + 1/2, 0, 1): x times `sigmoid_hard(1/6, 1/2)`."""
+    def mish(self) -> Tensor:
+        """Mish, x·tanh(softplus(x))."""
     # END generated: unary op tables
     def square(self) -> Tensor:
         """x * x."""

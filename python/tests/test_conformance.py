@@ -156,6 +156,26 @@ UNARY_PARAM = [
 for i, (kind, b, r, shape, (lo, hi)) in enumerate(UNARY_PARAM):
     case(f"{kind}-{'x'.join(map(str, shape))}-p{i}", kind, [uniform(shape, 150 + i, lo, hi)], b, r)
 
+# Composite unary ops: two fp16 roundings (the inner op, then the product), hence 1e-2.
+case(
+    "hardswish",
+    "hardswish",
+    [uniform((7, 65), 190, -5, 5)],
+    lambda x: x.hardswish(),
+    lambda x: x * np.clip(x / 6 + 0.5, 0, 1),
+    tol=1e-2,
+    note="composite: x * sigmoid_hard(1/6, 1/2)",
+)
+case(
+    "mish",
+    "mish",
+    [uniform((1, 783), 191, -6, 6)],
+    lambda x: x.mish(),
+    lambda x: x * np.tanh(np.log1p(np.exp(x))),
+    tol=1e-2,
+    note="composite: x * tanh(softplus(x))",
+)
+
 # Integer-valued results match exactly; halves exercise round's ties-to-even (numpy.round).
 halves = lambda shape, seed: small_ints(shape, seed, -9, 9) / 2
 case("floor", "floor", [uniform((1, 783), 180, -40, 40)], lambda x: x.floor(), np.floor, exact=True)

@@ -263,6 +263,8 @@ fn cases() -> Vec<Case> {
         case(&[(&[3, 1, 4], Away), (&[4, 2, 5], Away)], |t| {
             aneforge::graph::build::einsum::einsum_native("chw,whu->chu", &t[0], &t[1])
         }),
+        u(|x| x.hardswish(), Away),
+        u(|x| x.mish(), Away),
     ]
 }
 

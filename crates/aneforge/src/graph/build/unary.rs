@@ -54,7 +54,12 @@ macro_rules! composite_unary {
     };
 }
 
-composite_unary! {}
+composite_unary! {
+    /// ONNX HardSwish, x·relu6(x + 3)/6 = x·clip(x/6 + 1/2, 0, 1): x times `sigmoid_hard(1/6, 1/2)`.
+    hardswish(x) => x.mul(&x.sigmoid_hard(1.0 / 6.0, 0.5)?);
+    /// Mish, x·tanh(softplus(x)).
+    mish(x) => x.mul(&x.softplus()?.tanh()?);
+}
 
 /// Every unary builder: the native rows, then the composite rows.
 pub fn unary_builders() -> Vec<OpRow> {
