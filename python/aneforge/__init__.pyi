@@ -180,6 +180,18 @@ class Tensor:
         """−1 for x < 0, 0 for x = 0, 1 for x > 0."""
     def atan(self) -> Tensor:
         """arctan(x)."""
+    def tan(self) -> Tensor:
+        """tan(x)."""
+    def sinh(self) -> Tensor:
+        """Hyperbolic sine."""
+    def cosh(self) -> Tensor:
+        """Hyperbolic cosine."""
+    def asin(self) -> Tensor:
+        """arcsin(x); NaN outside [−1, 1]."""
+    def acos(self) -> Tensor:
+        """arccos(x); NaN outside [−1, 1]."""
+    def atanh(self) -> Tensor:
+        """artanh(x); NaN outside [−1, 1], ±inf at ±1."""
     def exp2(self) -> Tensor:
         """2^x."""
     def softsign(self) -> Tensor:

@@ -152,6 +152,12 @@ UNARY_PARAM = [
     ("sigmoid_hard", lambda x: x.sigmoid_hard(0.3, 0.4), lambda x: np.clip(h(0.3) * x + h(0.4), 0, 1), (7, 65), (-4, 4)),
     ("linear_activation", lambda x: x.linear_activation(), lambda x: x, (1, 783), (-4, 4)),
     ("linear_activation", lambda x: x.linear_activation(-1.3, 0.7), lambda x: h(-1.3) * x + h(0.7), (7, 9), (-4, 4)),
+    ("tan", lambda x: x.tan(), np.tan, (7, 65), (-1.2, 1.2)),
+    ("sinh", lambda x: x.sinh(), np.sinh, (1, 783), (-4, 4)),
+    ("cosh", lambda x: x.cosh(), np.cosh, (7, 65), (-4, 4)),
+    ("asin", lambda x: x.asin(), np.arcsin, (1, 783), (-0.95, 0.95)),
+    ("acos", lambda x: x.acos(), np.arccos, (7, 65), (-0.95, 0.95)),
+    ("atanh", lambda x: x.atanh(), np.arctanh, (1, 783), (-0.9, 0.9)),
 ]
 for i, (kind, b, r, shape, (lo, hi)) in enumerate(UNARY_PARAM):
     case(f"{kind}-{'x'.join(map(str, shape))}-p{i}", kind, [uniform(shape, 150 + i, lo, hi)], b, r)

@@ -265,6 +265,12 @@ fn cases() -> Vec<Case> {
         }),
         u(|x| x.hardswish(), Away),
         u(|x| x.mish(), Away),
+        u(|x| x.mul_scalar(0.4)?.tan(), Away),
+        u(|x| x.sinh(), Away),
+        u(|x| x.cosh(), Away),
+        u(|x| x.mul_scalar(0.3)?.asin(), Away),
+        u(|x| x.mul_scalar(0.3)?.acos(), Away),
+        u(|x| x.mul_scalar(0.3)?.atanh(), Away),
     ]
 }
 

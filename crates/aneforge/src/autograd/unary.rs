@@ -78,6 +78,16 @@ impl Differentiable for Unary {
                 )?)])
             }
             Unary::Atan => return Ok(vec![Some(g.div(&x.square()?.add_scalar(1.0)?)?)]),
+            Unary::Tan => y.square()?.add_scalar(1.0)?,
+            Unary::Sinh => x.cosh()?,
+            Unary::Cosh => x.sinh()?,
+            Unary::Asin => return Ok(vec![Some(g.div(&x.square()?.rsub_scalar(1.0)?.sqrt()?)?)]),
+            Unary::Acos => {
+                return Ok(vec![Some(
+                    g.div(&x.square()?.rsub_scalar(1.0)?.sqrt()?)?.neg()?,
+                )])
+            }
+            Unary::Atanh => return Ok(vec![Some(g.div(&x.square()?.rsub_scalar(1.0)?)?)]),
             Unary::Exp2 => y.mul_scalar(LN_2)?,
             Unary::Softsign => return Ok(vec![Some(g.div(&x.abs()?.add_scalar(1.0)?.square()?)?)]),
             Unary::Inverse { .. } => y.square()?.neg()?,

@@ -66,6 +66,18 @@ macro_rules! unary_rows {
             sign Sign;
             /// arctan(x).
             atan Atan;
+            /// tan(x).
+            tan Tan;
+            /// Hyperbolic sine.
+            sinh Sinh;
+            /// Hyperbolic cosine.
+            cosh Cosh;
+            /// arcsin(x); NaN outside [−1, 1].
+            asin Asin;
+            /// arccos(x); NaN outside [−1, 1].
+            acos Acos;
+            /// artanh(x); NaN outside [−1, 1], ±inf at ±1.
+            atanh Atanh;
             /// 2^x.
             exp2 Exp2;
             /// x / (1 + |x|).
@@ -262,6 +274,12 @@ impl Unary {
                 }
             }
             Unary::Atan => x.atan(),
+            Unary::Tan => x.tan(),
+            Unary::Sinh => x.sinh(),
+            Unary::Cosh => x.cosh(),
+            Unary::Asin => x.asin(),
+            Unary::Acos => x.acos(),
+            Unary::Atanh => x.atanh(),
             Unary::Exp2 => x.exp2(),
             Unary::Softsign => x / (1.0 + x.abs()),
             Unary::Inverse { eps } => 1.0 / (x + eps),
@@ -359,6 +377,12 @@ mod tests {
                 }
             }),
             (Unary::Atan, f64::atan),
+            (Unary::Tan, f64::tan),
+            (Unary::Sinh, f64::sinh),
+            (Unary::Cosh, f64::cosh),
+            (Unary::Asin, f64::asin),
+            (Unary::Acos, f64::acos),
+            (Unary::Atanh, f64::atanh),
             (Unary::Exp2, f64::exp2),
             (Unary::Softsign, |x| x / (1.0 + x.abs())),
             (Unary::Inverse { eps: 0.25 }, |x| 1.0 / (x + 0.25)),
@@ -405,7 +429,8 @@ mod tests {
                 let (got, want) = (u.apply(x) as f64, f(x as f64));
                 assert!(
                     (got - want).abs() <= 1e-6 * want.abs().max(1.0)
-                        || (got.is_infinite() && want.is_infinite()),
+                        || (got.is_infinite() && want.is_infinite())
+                        || (got.is_nan() && want.is_nan()),
                     "{u:?}({x}) = {got}, want {want}"
                 );
             }
