@@ -225,29 +225,28 @@ class Tensor:
     def __array__(self, *args: object, **kwargs: object) -> NoReturn:
         """Always raises TypeError: a lazy tensor has no values until compiled and run."""
 
-    # unary
+    # unary: the op tables' methods (generated, see test_conformance.py::test_unary_stubs_match_the_op_tables)
+    # BEGIN generated: unary op tables
     def relu(self) -> Tensor:
         """max(x, 0)."""
     def gelu(self) -> Tensor:
-        """Exact (erf) GELU, x * Phi(x)."""
+        """Exact GELU, x·Φ(x)."""
     def silu(self) -> Tensor:
-        """x * sigmoid(x)."""
+        """x·sigmoid(x)."""
     def sigmoid(self) -> Tensor:
-        """1 / (1 + exp(-x))."""
+        """1 / (1 + e^-x)."""
     def tanh(self) -> Tensor:
         """Hyperbolic tangent."""
     def exp(self) -> Tensor:
-        """e ** x."""
+        """e^x."""
     def log(self, eps: float = 0.0) -> Tensor:
-        """ln(x + eps)."""
+        """ln(x + eps), as MIL defines it."""
     def sqrt(self) -> Tensor:
-        """Square root."""
+        """√x."""
     def rsqrt(self, eps: float = 0.0) -> Tensor:
-        """1 / sqrt(x + eps)."""
+        """1 / √(x + eps)."""
     def abs(self) -> Tensor:
         """|x|."""
-    def square(self) -> Tensor:
-        """x * x."""
     def sin(self) -> Tensor:
         """sin(x)."""
     def cos(self) -> Tensor:
@@ -255,49 +254,68 @@ class Tensor:
     def erf(self) -> Tensor:
         """Error function."""
     def softplus(self) -> Tensor:
-        """ln(1 + exp(x))."""
+        """ln(1 + e^x)."""
     def relu6(self) -> Tensor:
         """min(max(x, 0), 6)."""
     def elu(self, alpha: float = 1.0) -> Tensor:
-        """x if x > 0 else alpha * (exp(x) - 1)."""
+        """x if x > 0 else alpha·(e^x − 1)."""
     def leaky_relu(self, alpha: float = 0.01) -> Tensor:
-        """x if x >= 0 else alpha * x."""
+        """x if x ≥ 0 else alpha·x."""
     def clip(self, lo: float, hi: float) -> Tensor:
-        """min(max(x, lo), hi)."""
+        """min(max(x, lo), hi); errors if lo > hi."""
+    def floor(self) -> Tensor:
+        """Largest integer ≤ x."""
+    def ceil(self) -> Tensor:
+        """Smallest integer ≥ x."""
+    def round(self) -> Tensor:
+        """Nearest integer, ties to even (NumPy `round`)."""
+    def sign(self) -> Tensor:
+        """−1 for x < 0, 0 for x = 0, 1 for x > 0."""
+    def atan(self) -> Tensor:
+        """arctan(x)."""
+    def tan(self) -> Tensor:
+        """tan(x)."""
+    def sinh(self) -> Tensor:
+        """Hyperbolic sine."""
+    def cosh(self) -> Tensor:
+        """Hyperbolic cosine."""
+    def asin(self) -> Tensor:
+        """arcsin(x); NaN outside [−1, 1]."""
+    def acos(self) -> Tensor:
+        """arccos(x); NaN outside [−1, 1]."""
+    def atanh(self) -> Tensor:
+        """artanh(x); NaN outside [−1, 1], ±inf at ±1."""
+    def exp2(self) -> Tensor:
+        """2^x."""
+    def softsign(self) -> Tensor:
+        """x / (1 + |x|)."""
+    def inverse(self, eps: float = 0.0) -> Tensor:
+        """1 / (x + eps) (MIL `inverse`)."""
+    def threshold(self, alpha: float = 0.0) -> Tensor:
+        """max(x, alpha)."""
+    def thresholded_relu(self, alpha: float = 1.0) -> Tensor:
+        """x where x ≥ alpha, else 0."""
+    def scaled_tanh(self, alpha: float = 1.0, beta: float = 1.0) -> Tensor:
+        """alpha · tanh(beta · x)."""
+    def clamped_relu(self, alpha: float = 0.0, beta: float = 6.0) -> Tensor:
+        """min(x ≥ 0 ? x : alpha·x, beta) (a leaky ReLU capped at beta)."""
+    def sigmoid_hard(self, alpha: float = 0.2, beta: float = 0.5) -> Tensor:
+        """min(max(alpha·x + beta, 0), 1)."""
+    def linear_activation(self, alpha: float = 1.0, beta: float = 0.0) -> Tensor:
+        """alpha·x + beta in one op."""
+    def logical_not(self) -> Tensor:
+        """Boolean not of a bool tensor (a comparison result); errors on fp16 input."""
+    def hardswish(self) -> Tensor:
+        """ONNX HardSwish, x·relu6(x + 3)/6 = x·clip(x/6 + 1/2, 0, 1): x times `sigmoid_hard(1/6, 1/2)`."""
+    def mish(self) -> Tensor:
+        """Mish, x·tanh(softplus(x))."""
+    # END generated: unary op tables
+    def square(self) -> Tensor:
+        """x * x."""
     def clamp(self, lo: float, hi: float) -> Tensor:
         """Alias of clip."""
     def neg(self) -> Tensor:
         """-x."""
-    def floor(self) -> Tensor:
-        """Largest integer <= x."""
-    def ceil(self) -> Tensor:
-        """Smallest integer >= x."""
-    def round(self) -> Tensor:
-        """Nearest integer, ties to even (like numpy.round)."""
-    def sign(self) -> Tensor:
-        """-1, 0 or 1."""
-    def atan(self) -> Tensor:
-        """arctan(x)."""
-    def exp2(self) -> Tensor:
-        """2 ** x."""
-    def softsign(self) -> Tensor:
-        """x / (1 + |x|)."""
-    def inverse(self, eps: float = 0.0) -> Tensor:
-        """1 / (x + eps)."""
-    def threshold(self, alpha: float = 0.0) -> Tensor:
-        """max(x, alpha)."""
-    def thresholded_relu(self, alpha: float = 1.0) -> Tensor:
-        """x where x >= alpha, else 0."""
-    def scaled_tanh(self, alpha: float = 1.0, beta: float = 1.0) -> Tensor:
-        """alpha * tanh(beta * x)."""
-    def clamped_relu(self, alpha: float = 0.0, beta: float = 6.0) -> Tensor:
-        """min(x if x >= 0 else alpha * x, beta)."""
-    def sigmoid_hard(self, alpha: float = 0.2, beta: float = 0.5) -> Tensor:
-        """min(max(alpha * x + beta, 0), 1)."""
-    def linear_activation(self, alpha: float = 1.0, beta: float = 0.0) -> Tensor:
-        """alpha * x + beta in one op."""
-    def logical_not(self) -> Tensor:
-        """Boolean not of a bool tensor (a comparison result)."""
     def prelu(self, alpha: _ArrayLike) -> Tensor:
         """Per-channel leaky ReLU: x where x >= 0 else alpha[c] * x; alpha has length C = shape[1], rank 3..5."""
 

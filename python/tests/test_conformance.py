@@ -15,28 +15,40 @@ must match exactly, as must pure data movement (layout ops).
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import pytest
 
 import aneforge as af
+from aneforge import _core
 
-# Every op kind that must have at least one case below.
-REQUIRED_KINDS = """
-relu gelu silu sigmoid tanh exp log sqrt rsqrt abs square sin cos erf softplus relu6 elu
-leaky_relu clip add sub mul real_div maximum minimum pow mul_scalar add_scalar sub_scalar
-div_scalar rsub_scalar rdiv_scalar greater less equal not_equal less_equal greater_equal
-select matmul linear bmm conv2d max_pool avg_pool mean sum amax amin softmax layer_norm
-rms_norm batch_norm group_norm l2_norm reshape transpose concat split slice_by_size squeeze
-expand_dims upsample image_input floor ceil round sign atan exp2 softsign inverse threshold
-thresholded_relu scaled_tanh clamped_relu sigmoid_hard linear_activation logical_not where
-l1_norm log_sum sum_square log_sum_exp reverse tile flatten2d stack cumsum gather crop
-space_to_depth depth_to_space pixel_shuffle pixel_unshuffle instance_norm channel_layer_norm
-resize_nearest_neighbor resize_bilinear upsample_bilinear geglu conv_transpose sdpa mha dynamic_conv
-cross_attention prelu local_response_norm lrn einsum einsum_native affine
+# Every op kind that must have at least one case below: every row of the core's unary op tables
+# (native and composite, read through the registry) plus the builders that are not table rows.
+UNARY_ROWS = _core._unary_ops()
+NON_TABLE_KINDS = """
+square add sub mul real_div maximum minimum pow mul_scalar add_scalar sub_scalar div_scalar
+rsub_scalar rdiv_scalar greater less equal not_equal less_equal greater_equal select matmul
+linear bmm conv2d max_pool avg_pool mean sum amax amin softmax layer_norm rms_norm batch_norm
+group_norm l2_norm reshape transpose concat split slice_by_size squeeze expand_dims upsample
+image_input where l1_norm log_sum sum_square log_sum_exp reverse tile flatten2d stack cumsum
+gather crop space_to_depth depth_to_space pixel_shuffle pixel_unshuffle instance_norm
+channel_layer_norm resize_nearest_neighbor resize_bilinear upsample_bilinear geglu
+conv_transpose sdpa mha dynamic_conv cross_attention prelu local_response_norm lrn einsum
+einsum_native affine
 """.split()
+REQUIRED_KINDS = [name for name, _, _ in UNARY_ROWS] + NON_TABLE_KINDS
+# Registered MIL ops only printed for compressed weights (compile(..., compress=...)), which these
+# cases do not set; the Rust corpus (tests/mil_golden.rs) and test_compress.py cover them.
+COVERED_IN_RUST_ONLY = {
+    "constexpr_affine_dequantize",
+    "constexpr_blockwise_shift_scale",
+    "constexpr_lut_to_dense",
+    "constexpr_sparse_to_dense",
+}
 
 
 def q(a: np.ndarray) -> np.ndarray:
@@ -140,9 +152,35 @@ UNARY_PARAM = [
     ("sigmoid_hard", lambda x: x.sigmoid_hard(0.3, 0.4), lambda x: np.clip(h(0.3) * x + h(0.4), 0, 1), (7, 65), (-4, 4)),
     ("linear_activation", lambda x: x.linear_activation(), lambda x: x, (1, 783), (-4, 4)),
     ("linear_activation", lambda x: x.linear_activation(-1.3, 0.7), lambda x: h(-1.3) * x + h(0.7), (7, 9), (-4, 4)),
+    ("tan", lambda x: x.tan(), np.tan, (7, 65), (-1.2, 1.2)),
+    ("sinh", lambda x: x.sinh(), np.sinh, (1, 783), (-4, 4)),
+    ("cosh", lambda x: x.cosh(), np.cosh, (7, 65), (-4, 4)),
+    ("asin", lambda x: x.asin(), np.arcsin, (1, 783), (-0.95, 0.95)),
+    ("acos", lambda x: x.acos(), np.arccos, (7, 65), (-0.95, 0.95)),
+    ("atanh", lambda x: x.atanh(), np.arctanh, (1, 783), (-0.9, 0.9)),
 ]
 for i, (kind, b, r, shape, (lo, hi)) in enumerate(UNARY_PARAM):
     case(f"{kind}-{'x'.join(map(str, shape))}-p{i}", kind, [uniform(shape, 150 + i, lo, hi)], b, r)
+
+# Composite unary ops: two fp16 roundings (the inner op, then the product), hence 1e-2.
+case(
+    "hardswish",
+    "hardswish",
+    [uniform((7, 65), 190, -5, 5)],
+    lambda x: x.hardswish(),
+    lambda x: x * np.clip(x / 6 + 0.5, 0, 1),
+    tol=1e-2,
+    note="composite: x * sigmoid_hard(1/6, 1/2)",
+)
+case(
+    "mish",
+    "mish",
+    [uniform((1, 783), 191, -6, 6)],
+    lambda x: x.mish(),
+    lambda x: x * np.tanh(np.log1p(np.exp(x))),
+    tol=1e-2,
+    note="composite: x * tanh(softplus(x))",
+)
 
 # Integer-valued results match exactly; halves exercise round's ties-to-even (numpy.round).
 halves = lambda shape, seed: small_ints(shape, seed, -9, 9) / 2
@@ -906,6 +944,61 @@ def test_every_required_op_kind_has_a_case():
     covered = {k for c in CASES for k in c.kinds}
     missing = [k for k in REQUIRED_KINDS if k not in covered]
     assert not missing, f"op kinds without a conformance case: {missing}"
+
+
+def test_every_registered_mil_op_is_printed_by_a_case():
+    printed = set()
+    for c in CASES:
+        ports = c.ports() if c.ports else [af.input(a.shape) for a in c.arrays]
+        mil = af.compile(c.build(*ports)).mil
+        statements = [line for line in mil.splitlines() if line.startswith("        ") and " = " in line]
+        printed |= {line.split(" = ")[1].split("(")[0] for line in statements}
+    missing = sorted(set(_core._mil_op_names()) - printed - COVERED_IN_RUST_ONLY)
+    assert not missing, f"registered MIL ops no conformance case prints: {missing}"
+
+
+STUBS = Path(af.__file__).with_name("__init__.pyi")
+BEGIN, END = "    # BEGIN generated: unary op tables\n", "    # END generated: unary op tables\n"
+
+
+def unary_stub_block() -> str:
+    """The Tensor methods of the unary op tables, as the .pyi spells them."""
+    out = []
+    for name, doc, params in UNARY_ROWS:
+        args = "".join(f", {p}: float" + (f" = {d}" if d is not None else "") for p, d in params)
+        out.append(f'    def {name}(self{args}) -> Tensor:\n        """{doc}"""\n')
+    return "".join(out)
+
+
+def test_unary_stubs_match_the_op_tables():
+    """Regenerate: ANEFORGE_UPDATE_STUBS=1 .venv/bin/python -m pytest python/tests/test_conformance.py -k stubs"""
+    text = STUBS.read_text()
+    head, rest = text.split(BEGIN)
+    block, tail = rest.split(END)
+    if os.environ.get("ANEFORGE_UPDATE_STUBS") == "1":
+        block = unary_stub_block()
+        STUBS.write_text(head + BEGIN + block + END + tail)
+    assert block == unary_stub_block(), "python/aneforge/__init__.pyi is out of date with the op tables"
+
+
+def test_unary_methods_follow_the_table_signature():
+    x = af.input((2, 3))
+    for name, _, params in UNARY_ROWS:
+        assert callable(getattr(af.Tensor, name)), name
+        required = [p for p, d in params if d is None]
+        with pytest.raises(TypeError, match=name):
+            getattr(x, name)(*[0.5] * (len(params) + 1))
+        with pytest.raises(TypeError, match="unexpected keyword"):
+            getattr(x, name)(*[0.5] * len(required), nope=1.0)
+        if required:
+            with pytest.raises(TypeError, match=f"missing required argument '{required[0]}'"):
+                getattr(x, name)()
+    with pytest.raises(TypeError, match="must be a number"):
+        x.elu(alpha="big")
+    with pytest.raises(TypeError, match="multiple values"):
+        x.elu(1.0, alpha=2.0)
+    with pytest.raises(ValueError, match="clip"):
+        x.clip(2.0, 1.0)
 
 
 def test_case_ids_are_unique():

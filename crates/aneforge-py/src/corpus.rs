@@ -31,3 +31,28 @@ pub fn mil_op_names() -> Vec<&'static str> {
 pub fn mlpackage_schema(py: Python<'_>) -> Bound<'_, PyBytes> {
     PyBytes::new(py, aneforge::mlpackage::proto::FILE_DESCRIPTOR_SET)
 }
+
+/// A unary row for Python: name, doc, [(parameter, default or None)].
+type UnaryRow = (
+    &'static str,
+    &'static str,
+    Vec<(&'static str, Option<String>)>,
+);
+
+/// Every unary table row (native ops, then composites) as (name, doc, [(parameter, default
+/// or None)]), defaults spelled as Rust prints the f32 (for the generated stubs).
+#[pyfunction]
+#[pyo3(name = "_unary_ops")]
+pub fn unary_ops() -> Vec<UnaryRow> {
+    aneforge::graph::build::unary::unary_builders()
+        .into_iter()
+        .map(|r| {
+            let params = r
+                .params
+                .iter()
+                .map(|p| (p.name, p.default.first().map(|d| format!("{d:?}"))))
+                .collect();
+            (r.name, r.doc.trim(), params)
+        })
+        .collect()
+}

@@ -26,6 +26,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(cli::cli_main, m)?)?;
     m.add_class::<tensor::PyTensor>()?;
+    tensor::install_unary_methods(m)?;
     m.add_class::<model::Model>()?;
     m.add_class::<options::PyCompileOptions>()?;
     m.add_function(wrap_pyfunction!(options::compile_option_defaults, m)?)?;
@@ -83,6 +84,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(corpus::conformance_corpus, m)?)?;
     m.add_function(wrap_pyfunction!(corpus::mlpackage_schema, m)?)?;
     m.add_function(wrap_pyfunction!(corpus::mil_op_names, m)?)?;
+    m.add_function(wrap_pyfunction!(corpus::unary_ops, m)?)?;
     m.add_class::<numerics::FftPlan>()?;
     m.add_function(wrap_pyfunction!(numerics::fft_plan, m)?)?;
     m.add_function(wrap_pyfunction!(numerics::numerics_compile_count, m)?)?;

@@ -1,8 +1,11 @@
 //! Free builder functions: ports, constants, conv, conv_transpose, concat/stack/split, select, batch_norm,
 //! instance_norm, gather, crop, the depth/space shuffles, the resize ops, geglu and attention.
 
-use aneforge::ops::conv::{conv2d, dynamic_conv as conv_dynamic, ConvOptions};
-use aneforge::ops::conv_transpose::conv_transpose2d;
+use aneforge::dynamic_conv as conv_dynamic;
+use aneforge::ConvOptions;
+
+use aneforge::conv2d;
+use aneforge::conv_transpose2d;
 use aneforge::AttentionWeights;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -274,7 +277,7 @@ pub fn concat(tensors: &Bound<'_, PyAny>, axis: i64) -> R {
     let ts = items
         .map(|t| tensor(&t?, "concat", "every item"))
         .collect::<PyResult<Vec<_>>>()?;
-    wrap(aneforge::ops::layout::concat(&ts, axis))
+    wrap(aneforge::concat(&ts, axis))
 }
 
 /// Join equal-shaped tensors along a new axis.
@@ -460,7 +463,7 @@ pub fn batch_norm(
         opt_weight(gamma, "batch_norm")?,
         opt_weight(beta, "batch_norm")?,
     );
-    wrap(aneforge::ops::norm::batch_norm(
+    wrap(aneforge::batch_norm(
         &x,
         m.host()?,
         v.host()?,
@@ -484,7 +487,7 @@ pub fn instance_norm(
         opt_weight(gamma, "instance_norm")?,
         opt_weight(beta, "instance_norm")?,
     );
-    wrap(aneforge::ops::norm::instance_norm(
+    wrap(aneforge::graph::build::norm::instance_norm(
         &x,
         opt_host(&g)?,
         opt_host(&b)?,
@@ -517,7 +520,7 @@ pub fn lrn(x: &Bound<'_, PyAny>, alpha: f32, beta: f32, k: f32) -> R {
 /// General two-operand einsum lowered to transpose/reshape/matmul; operands are Tensors or float arrays.
 #[pyfunction]
 pub fn einsum(equation: &str, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> R {
-    wrap(aneforge::ops::einsum::einsum(
+    wrap(aneforge::graph::build::einsum::einsum(
         equation,
         &tensor_or_weight(a, "einsum")?,
         &tensor_or_weight(b, "einsum")?,
@@ -527,7 +530,7 @@ pub fn einsum(equation: &str, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> R {
 /// The native MIL einsum ('nchw,nwhu->nchu' or 'chw,whu->chu'); operands are Tensors or float arrays.
 #[pyfunction]
 pub fn einsum_native(equation: &str, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> R {
-    wrap(aneforge::ops::einsum::einsum_native(
+    wrap(aneforge::graph::build::einsum::einsum_native(
         equation,
         &tensor_or_weight(a, "einsum")?,
         &tensor_or_weight(b, "einsum")?,
@@ -545,7 +548,7 @@ pub fn affine(
     align_corners: bool,
 ) -> R {
     let x = tensor(x, "affine", "x")?;
-    wrap(aneforge::ops::affine::affine(
+    wrap(aneforge::graph::build::affine::affine(
         &x,
         &tensor_or_weight(transform, "affine")?,
         output_h,

@@ -1,10 +1,11 @@
 //! The `Tensor` class: a frozen handle on a core lazy tensor; every method is one core builder call.
 
 use aneforge::ops::elementwise::Compare;
+use aneforge::ops::unary::OpRow;
 use pyo3::basic::CompareOp;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyCFunction, PyDict, PyTuple};
 
 use crate::convert::{
     fmt_shape, ints, need_operand, operand, pad4, pair, sizes, type_name, Operand, Weight,
@@ -147,85 +148,9 @@ impl PyTensor {
         )))
     }
 
-    /// max(x, 0).
-    fn relu(&self) -> R {
-        wrap(self.t.relu())
-    }
-    /// Exact (erf) GELU, x * Phi(x).
-    fn gelu(&self) -> R {
-        wrap(self.t.gelu())
-    }
-    /// x * sigmoid(x).
-    fn silu(&self) -> R {
-        wrap(self.t.silu())
-    }
-    /// 1 / (1 + exp(-x)).
-    fn sigmoid(&self) -> R {
-        wrap(self.t.sigmoid())
-    }
-    /// Hyperbolic tangent.
-    fn tanh(&self) -> R {
-        wrap(self.t.tanh())
-    }
-    /// e ** x.
-    fn exp(&self) -> R {
-        wrap(self.t.exp())
-    }
-    /// Square root.
-    fn sqrt(&self) -> R {
-        wrap(self.t.sqrt())
-    }
-    /// |x|.
-    fn abs(&self) -> R {
-        wrap(self.t.abs())
-    }
     /// x * x.
     fn square(&self) -> R {
         wrap(self.t.square())
-    }
-    /// sin(x).
-    fn sin(&self) -> R {
-        wrap(self.t.sin())
-    }
-    /// cos(x).
-    fn cos(&self) -> R {
-        wrap(self.t.cos())
-    }
-    /// Error function.
-    fn erf(&self) -> R {
-        wrap(self.t.erf())
-    }
-    /// ln(1 + exp(x)).
-    fn softplus(&self) -> R {
-        wrap(self.t.softplus())
-    }
-    /// min(max(x, 0), 6).
-    fn relu6(&self) -> R {
-        wrap(self.t.relu6())
-    }
-    /// ln(x + eps).
-    #[pyo3(signature = (eps=0.0))]
-    fn log(&self, eps: f32) -> R {
-        wrap(self.t.log(eps))
-    }
-    /// 1 / sqrt(x + eps).
-    #[pyo3(signature = (eps=0.0))]
-    fn rsqrt(&self, eps: f32) -> R {
-        wrap(self.t.rsqrt(eps))
-    }
-    /// x if x > 0 else alpha * (exp(x) - 1).
-    #[pyo3(signature = (alpha=1.0))]
-    fn elu(&self, alpha: f32) -> R {
-        wrap(self.t.elu(alpha))
-    }
-    /// x if x >= 0 else alpha * x.
-    #[pyo3(signature = (alpha=0.01))]
-    fn leaky_relu(&self, alpha: f32) -> R {
-        wrap(self.t.leaky_relu(alpha))
-    }
-    /// min(max(x, lo), hi).
-    fn clip(&self, lo: f32, hi: f32) -> R {
-        wrap(self.t.clip(lo, hi))
     }
     /// Alias of clip.
     fn clamp(&self, lo: f32, hi: f32) -> R {
@@ -234,73 +159,6 @@ impl PyTensor {
     /// -x.
     fn neg(&self) -> R {
         wrap(self.t.neg())
-    }
-    /// Largest integer <= x.
-    fn floor(&self) -> R {
-        wrap(self.t.floor())
-    }
-    /// Smallest integer >= x.
-    fn ceil(&self) -> R {
-        wrap(self.t.ceil())
-    }
-    /// Nearest integer, ties to even (like numpy.round).
-    fn round(&self) -> R {
-        wrap(self.t.round())
-    }
-    /// -1, 0 or 1.
-    fn sign(&self) -> R {
-        wrap(self.t.sign())
-    }
-    /// arctan(x).
-    fn atan(&self) -> R {
-        wrap(self.t.atan())
-    }
-    /// 2 ** x.
-    fn exp2(&self) -> R {
-        wrap(self.t.exp2())
-    }
-    /// x / (1 + |x|).
-    fn softsign(&self) -> R {
-        wrap(self.t.softsign())
-    }
-    /// 1 / (x + eps).
-    #[pyo3(signature = (eps=0.0))]
-    fn inverse(&self, eps: f32) -> R {
-        wrap(self.t.inverse(eps))
-    }
-    /// max(x, alpha).
-    #[pyo3(signature = (alpha=0.0))]
-    fn threshold(&self, alpha: f32) -> R {
-        wrap(self.t.threshold(alpha))
-    }
-    /// x where x >= alpha, else 0.
-    #[pyo3(signature = (alpha=1.0))]
-    fn thresholded_relu(&self, alpha: f32) -> R {
-        wrap(self.t.thresholded_relu(alpha))
-    }
-    /// alpha * tanh(beta * x).
-    #[pyo3(signature = (alpha=1.0, beta=1.0))]
-    fn scaled_tanh(&self, alpha: f32, beta: f32) -> R {
-        wrap(self.t.scaled_tanh(alpha, beta))
-    }
-    /// min(x if x >= 0 else alpha * x, beta).
-    #[pyo3(signature = (alpha=0.0, beta=6.0))]
-    fn clamped_relu(&self, alpha: f32, beta: f32) -> R {
-        wrap(self.t.clamped_relu(alpha, beta))
-    }
-    /// min(max(alpha * x + beta, 0), 1).
-    #[pyo3(signature = (alpha=0.2, beta=0.5))]
-    fn sigmoid_hard(&self, alpha: f32, beta: f32) -> R {
-        wrap(self.t.sigmoid_hard(alpha, beta))
-    }
-    /// alpha * x + beta in one op.
-    #[pyo3(signature = (alpha=1.0, beta=0.0))]
-    fn linear_activation(&self, alpha: f32, beta: f32) -> R {
-        wrap(self.t.linear_activation(alpha, beta))
-    }
-    /// Boolean not of a bool tensor (a comparison result).
-    fn logical_not(&self) -> R {
-        wrap(self.t.logical_not())
     }
     /// Per-channel leaky ReLU: x where x >= 0 else alpha[c] * x; alpha has length C = shape[1], rank 3..=5.
     fn prelu(&self, alpha: &Bound<'_, PyAny>) -> R {
@@ -750,4 +608,77 @@ pub fn split(
         t.split_sizes(&sizes(num_or_sizes, "split", "sizes")?, axis)
     };
     Ok(parts.py()?.into_iter().map(PyTensor::from).collect())
+}
+
+/// Adds one method per unary table row (native and composite, see
+/// `aneforge::graph::build::unary::unary_builders`) to the Tensor class:
+/// `x.<name>(*params, **params)` with the row's parameters, defaults and doc.
+pub fn install_unary_methods(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    let cls = py.get_type::<PyTensor>();
+    let partialmethod = py.import("functools")?.getattr("partialmethod")?;
+    for row in aneforge::graph::build::unary::unary_builders() {
+        let f = PyCFunction::new_closure(py, None, None, move |args, kwargs| {
+            call_unary_row(&row, args, kwargs)
+        })?;
+        let method = partialmethod.call1((f,))?;
+        method.setattr("__doc__", row.doc.trim())?;
+        cls.setattr(row.name, method)?;
+    }
+    Ok(())
+}
+
+/// One call of a unary table method: `args` is (self, positional parameters…), `kwargs` the
+/// keyword parameters; a missing, repeated, unknown or non-numeric parameter is a TypeError.
+fn call_unary_row(row: &OpRow, args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> R {
+    let name = row.name;
+    let x: PyRef<'_, PyTensor> = args.get_item(0)?.extract()?;
+    let positional = args.len() - 1;
+    if positional > row.params.len() {
+        return Err(PyTypeError::new_err(format!(
+            "{name}() takes {} parameter(s), got {positional}",
+            row.params.len()
+        )));
+    }
+    if let Some(kw) = kwargs {
+        for key in kw.keys() {
+            let key: String = key.extract()?;
+            if !row.params.iter().any(|p| p.name == key) {
+                return Err(PyTypeError::new_err(format!(
+                    "{name}() got an unexpected keyword argument '{key}'"
+                )));
+            }
+        }
+    }
+    let mut values = Vec::with_capacity(row.params.len());
+    for (i, p) in row.params.iter().enumerate() {
+        let by_keyword = kwargs.map(|k| k.get_item(p.name)).transpose()?.flatten();
+        let given = match (i < positional, by_keyword) {
+            (true, Some(_)) => {
+                return Err(PyTypeError::new_err(format!(
+                    "{name}() got multiple values for argument '{}'",
+                    p.name
+                )))
+            }
+            (true, None) => Some(args.get_item(i + 1)?),
+            (false, kw) => kw,
+        };
+        values.push(match (given, p.default.first()) {
+            (Some(v), _) => v.extract::<f32>().map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "{name}(): {} must be a number, got {}",
+                    p.name,
+                    type_name(&v)
+                ))
+            })?,
+            (None, Some(&d)) => d,
+            (None, None) => {
+                return Err(PyTypeError::new_err(format!(
+                    "{name}() missing required argument '{}'",
+                    p.name
+                )))
+            }
+        });
+    }
+    wrap(x.t.unary_named(name, &values))
 }

@@ -258,11 +258,19 @@ fn cases() -> Vec<Case> {
             t[0].local_response_norm(2, 0.5, 0.6, 2.0)
         }),
         case(&[(&[2, 3, 4, 5], Away), (&[1, 5, 4, 2], Away)], |t| {
-            aneforge::ops::einsum::einsum_native("nchw,nwhu->nchu", &t[0], &t[1])
+            aneforge::graph::build::einsum::einsum_native("nchw,nwhu->nchu", &t[0], &t[1])
         }),
         case(&[(&[3, 1, 4], Away), (&[4, 2, 5], Away)], |t| {
-            aneforge::ops::einsum::einsum_native("chw,whu->chu", &t[0], &t[1])
+            aneforge::graph::build::einsum::einsum_native("chw,whu->chu", &t[0], &t[1])
         }),
+        u(|x| x.hardswish(), Away),
+        u(|x| x.mish(), Away),
+        u(|x| x.mul_scalar(0.4)?.tan(), Away),
+        u(|x| x.sinh(), Away),
+        u(|x| x.cosh(), Away),
+        u(|x| x.mul_scalar(0.3)?.asin(), Away),
+        u(|x| x.mul_scalar(0.3)?.acos(), Away),
+        u(|x| x.mul_scalar(0.3)?.atanh(), Away),
     ]
 }
 
@@ -388,7 +396,7 @@ fn not_differentiable() -> Vec<(&'static str, Unary)> {
             x.upsample_bilinear(2.0, 2.0, false)
         }),
         ("affine", |x| {
-            aneforge::ops::affine::affine(
+            aneforge::graph::build::affine::affine(
                 x,
                 &constant(
                     "affine",

@@ -2,8 +2,9 @@
 
 mod common;
 
+use aneforge::conv2d;
 use aneforge::exec::reference::Reference;
-use aneforge::ops::conv::{conv2d, ConvOptions};
+use aneforge::ops::conv::ConvOptions;
 use aneforge::{
     constant, input, input_port, DType, Error, Executor, Graph, HostArray, HostData, PortData,
     Precision, Program,

@@ -1,15 +1,29 @@
 //! Reverse-mode autograd as a DAG → DAG transform: [`backward`] walks the lazy graph under a
 //! loss in reverse topological order and returns, per parameter, a new lazy tensor holding the
 //! gradient. Gradients are ordinary graph nodes, so a backward pass compiles to one program like
-//! any other. Each op's vector-Jacobian product lives beside the op in its family file (a `vjp`
-//! method); this module only orders the walk, accumulates fan-out and dispatches.
+//! any other. Each family's vector-Jacobian products live in `autograd/<family>.rs` (an
+//! [`Differentiable`] impl); this module only orders the walk, accumulates fan-out and dispatches.
+
+mod channel;
+mod conv;
+mod conv_transpose;
+mod einsum;
+mod elementwise;
+mod layout;
+mod linear;
+mod norm;
+mod pool;
+mod rearrange;
+mod reduce;
+mod unary;
 
 use std::collections::{HashMap, HashSet};
 
 use crate::error::{Error, Result};
+use crate::graph::build::layout::concat;
 use crate::graph::tensor::NodeDef;
 use crate::graph::Tensor;
-use crate::ops::{layout, Op};
+use crate::ops::{affine, constexpr, io, resize, Family, Op};
 
 /// What a gradient rule sees: the op's inputs `x`, its outputs `y`, the upstream gradient per
 /// output port `g` (zeros for ports no consumer differentiated) and which inputs `needs` a gradient.
@@ -184,11 +198,33 @@ pub fn backward(
         .collect()
 }
 
-/// Dispatch to the op family's gradient rule; ops without one are a NotImplemented error naming the op.
+/// A family's gradient rules. The default is the "not differentiable" NotImplemented error
+/// naming the op, so a family without gradients declares that with an empty impl.
+pub trait Differentiable: Family {
+    /// Vector-Jacobian product: one entry per op input (`None` = no gradient flows there).
+    fn vjp(&self, _a: &Vjp) -> Result<Grads> {
+        Err(not_differentiable(self.name()))
+    }
+}
+
+impl Differentiable for io::Input {}
+impl Differentiable for io::Const {}
+impl Differentiable for io::Cast {}
+impl Differentiable for constexpr::Constexpr {}
+impl Differentiable for crate::ops::elementwise::Compare {}
+impl Differentiable for resize::Resize {}
+impl Differentiable for affine::Affine {}
+
+/// Dispatch to the op family's gradient rule.
 fn vjp(op: &Op, a: &Vjp) -> Result<Grads> {
     match op {
+        Op::Input(o) => o.vjp(a),
+        Op::Const(o) => o.vjp(a),
+        Op::Constexpr(o) => o.vjp(a),
+        Op::Cast(o) => o.vjp(a),
         Op::Unary(o) => o.vjp(a),
         Op::Binary(o) => o.vjp(a),
+        Op::Compare(o) => o.vjp(a),
         Op::Select(o) => o.vjp(a),
         Op::MatMul(o) => o.vjp(a),
         Op::Conv(o) => o.vjp(a),
@@ -200,15 +236,10 @@ fn vjp(op: &Op, a: &Vjp) -> Result<Grads> {
         Op::InstanceNorm(o) => o.vjp(a),
         Op::Layout(o) => o.vjp(a),
         Op::Rearrange(o) => o.vjp(a),
+        Op::Resize(o) => o.vjp(a),
         Op::Channel(o) => o.vjp(a),
         Op::Einsum(o) => o.vjp(a),
-        Op::Input(_)
-        | Op::Const(_)
-        | Op::Constexpr(_)
-        | Op::Cast(_)
-        | Op::Compare(_)
-        | Op::Resize(_)
-        | Op::Affine(_) => Err(not_differentiable(op.family().name())),
+        Op::Affine(o) => o.vjp(a),
     }
 }
 
@@ -300,7 +331,7 @@ pub fn pad_axis(t: &Tensor, axis: usize, before: usize, after: usize) -> Result<
             parts.push(zeros(t, &s)?);
         }
     }
-    layout::concat(&parts, axis as i64)
+    concat(&parts, axis as i64)
 }
 
 /// `t` reshaped to `shape` (usize extents).

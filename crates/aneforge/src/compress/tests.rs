@@ -2,13 +2,15 @@
 //! compressed programs computing exactly what the dequantized weights compute.
 
 use super::*;
+use crate::conv2d;
 use crate::exec::reference::RefProgram;
 use crate::exec::{Loaded, PortData, Precision};
 use crate::graph::Tensor;
 use crate::ops::constexpr::Encoded;
-use crate::ops::conv::{conv2d, ConvOptions};
-use crate::ops::io::{constant, input, HostArray};
+use crate::ops::conv::ConvOptions;
+use crate::ops::io::HostArray;
 use crate::program::Program;
+use crate::{constant, input};
 
 fn opts(mode: Compress, family: Family) -> CompressOptions {
     CompressOptions {

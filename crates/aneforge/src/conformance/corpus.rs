@@ -6,16 +6,17 @@ use std::sync::Arc;
 
 use half::f16;
 
+use crate::conv2d;
+use crate::conv_transpose2d;
 use crate::error::Result;
+use crate::graph::build::affine::affine;
+use crate::graph::build::einsum::einsum_native;
+use crate::graph::build::norm::instance_norm;
 use crate::mil::blob::{BlobType, Packed};
-use crate::ops::affine::affine;
 use crate::ops::constexpr::{Constexpr, Encoded};
-use crate::ops::conv::{conv2d, ConvOptions};
-use crate::ops::conv_transpose::conv_transpose2d;
-use crate::ops::einsum::einsum_native;
+use crate::ops::conv::ConvOptions;
 use crate::ops::elementwise::Compare;
 use crate::ops::io::HostArray;
-use crate::ops::norm::instance_norm;
 use crate::ops::Op;
 use crate::{batch_norm, concat, constant, image_input, input, select, stack, Tensor};
 
@@ -139,6 +140,12 @@ pub fn conformance() -> Result<Vec<(&'static str, Tensor)>> {
         ("round", xs.mul_scalar(3.0)?.round()?),
         ("sign", xs.sign()?),
         ("atan", xs.atan()?),
+        ("tan", xs.tan()?),
+        ("sinh", xs.sinh()?),
+        ("cosh", xs.cosh()?),
+        ("asin", xs.mul_scalar(0.5)?.asin()?),
+        ("acos", xs.mul_scalar(0.5)?.acos()?),
+        ("atanh", xs.mul_scalar(0.5)?.atanh()?),
         ("exp2", xs.exp2()?),
         ("softsign", xs.softsign()?),
         ("inverse", xs.add_scalar(2.0)?.inverse(1e-3)?),

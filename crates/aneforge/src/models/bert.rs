@@ -22,9 +22,9 @@ use super::{
 use crate::compile::{compile, CompileOptions, Compiled};
 use crate::error::{Error, Result};
 use crate::exec::PortData;
+use crate::graph::build::attention::CAUSAL_MASK;
 use crate::graph::Tensor;
-use crate::ops::attention::CAUSAL_MASK;
-use crate::ops::io::input_port;
+use crate::input_port;
 use crate::DType;
 
 /// How token states become one sentence vector.

@@ -9,7 +9,7 @@ use super::weights::Weights;
 use crate::compile::{compile, CompileOptions, Compiled};
 use crate::error::Result;
 use crate::exec::PortData;
-use crate::ops::io::input_port;
+use crate::input_port;
 use crate::DType;
 
 /// A compiled ESPCN upscaler for one input size.

@@ -19,10 +19,11 @@ use super::{json_file, json_usize, layer_norm, require_field};
 use crate::compile::{compile, CompileOptions, Compiled};
 use crate::error::{Error, Result};
 use crate::exec::PortData;
+use crate::graph::build::attention::CAUSAL_MASK;
 use crate::graph::Tensor;
-use crate::ops::attention::CAUSAL_MASK;
-use crate::ops::io::{constant, input_port, HostArray};
+use crate::ops::io::HostArray;
 use crate::DType;
+use crate::{constant, input_port};
 
 /// Inputs before the per-layer caches: x, pos, mask.
 const FIXED_INPUTS: usize = 3;

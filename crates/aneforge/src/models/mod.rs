@@ -16,9 +16,10 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use crate::constant;
 use crate::error::{Error, Result};
 use crate::graph::Tensor;
-use crate::ops::io::{constant, HostArray};
+use crate::ops::io::HostArray;
 #[cfg(feature = "tokenizers")]
 pub use bert::{BertConfig, Encoder, Pooling};
 pub use espcn::Espcn;
@@ -170,7 +171,7 @@ pub fn conv_same(
         pad: [p, p, p, p],
         ..Default::default()
     };
-    crate::ops::conv::conv2d(
+    crate::conv2d(
         x,
         HostArray::f32(&[cout, cin, k, k], &wt),
         Some(HostArray::f32(&[cout], &b)),

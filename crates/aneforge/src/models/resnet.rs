@@ -8,12 +8,14 @@ use std::path::Path;
 
 use super::weights::Weights;
 use crate::compile::{compile, CompileOptions, Compiled};
+use crate::conv2d;
 use crate::error::{Error, Result};
 use crate::exec::PortData;
 use crate::graph::Tensor;
-use crate::ops::conv::{conv2d, ConvOptions};
-use crate::ops::io::{image_input, input_port, HostArray};
+use crate::ops::conv::ConvOptions;
+use crate::ops::io::HostArray;
 use crate::DType;
+use crate::{image_input, input_port};
 
 /// torchvision BatchNorm epsilon.
 pub const BN_EPS: f32 = 1e-5;

@@ -10,12 +10,14 @@ use serde_json::Value;
 use super::weights::Weights;
 use super::{gelu_mlp, json_file, json_usize, layer_norm, lin, require_field, self_attention};
 use crate::compile::{compile, CompileOptions, Compiled};
+use crate::concat;
+use crate::conv2d;
 use crate::error::{Error, Result};
 use crate::exec::PortData;
-use crate::ops::conv::{conv2d, ConvOptions};
-use crate::ops::io::{constant, input_port, HostArray};
-use crate::ops::layout::concat;
+use crate::ops::conv::ConvOptions;
+use crate::ops::io::HostArray;
 use crate::DType;
+use crate::{constant, input_port};
 
 /// ViT hyper-parameters from `config.json` (hidden_size, num_hidden_layers, num_attention_heads,
 /// intermediate_size, image_size, patch_size, num_channels, layer_norm_eps).

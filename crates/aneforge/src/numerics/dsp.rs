@@ -9,9 +9,10 @@
 use super::fft::{fft_last, radices, FftKind, FftPlan};
 use super::{cached, run, Feeds, Plan, SharedPlan};
 use crate::compile::Device;
+use crate::dynamic_conv;
 use crate::error::{Error, Result};
-use crate::ops::conv::{dynamic_conv, ConvOptions, MAX_KERNEL_WIDTH};
-use crate::ops::io::input_port;
+use crate::input_port;
+use crate::ops::conv::{ConvOptions, MAX_KERNEL_WIDTH};
 use crate::shape::MAX_EXTENT;
 use crate::DType;
 

@@ -14,10 +14,11 @@ use std::f64::consts::PI;
 
 use super::{cached, run, Feeds, Plan, SharedPlan};
 use crate::compile::Device;
+use crate::concat;
+use crate::constant;
 use crate::error::{Error, Result};
 use crate::graph::Tensor;
-use crate::ops::io::{constant, HostArray};
-use crate::ops::layout::concat;
+use crate::ops::io::HostArray;
 use crate::shape::{self, MAX_EXTENT};
 
 /// Largest digit group (its dense DFT matrix is R × R); an N with a larger prime factor is refused.
@@ -312,7 +313,7 @@ pub struct FftPlan {
 /// Build the graph of `kind` for inputs of `shape`; returns user port names, outputs and feeds.
 fn build(kind: FftKind, shape: &[usize], n: usize, device: Device) -> Result<Plan> {
     let mut feeds = Feeds::default();
-    let port = |name: &str| crate::ops::io::input_port(shape, crate::DType::Fp16, Some(name));
+    let port = |name: &str| crate::input_port(shape, crate::DType::Fp16, Some(name));
     if kind.real_input() {
         let x = port("x")?;
         let (re, im) = rfft(&mut feeds, &x)?;

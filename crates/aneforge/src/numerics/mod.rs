@@ -19,7 +19,7 @@ use crate::compile::{compile, CompileOptions, Compiled, Device};
 use crate::error::{Error, Result};
 use crate::exec::PortData;
 use crate::graph::Tensor;
-use crate::ops::io::input_port;
+use crate::input_port;
 pub use crate::passes::reduce_to_matmul::sum_last;
 use crate::DType;
 

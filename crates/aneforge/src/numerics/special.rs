@@ -7,7 +7,8 @@
 
 use crate::error::{Error, Result};
 use crate::graph::Tensor;
-use crate::ops::elementwise::{select, Compare};
+use crate::ops::elementwise::Compare;
+use crate::select;
 
 /// c₀ + c₁·s + c₂·s² + … by Horner's rule (`c` non-empty).
 fn poly(s: &Tensor, c: &[f64]) -> Result<Tensor> {

@@ -6,7 +6,6 @@ use super::io::{expect_fp16, expect_inputs};
 use super::layout::index_param;
 use super::{Buf, Family, Op, TensorType};
 use crate::error::{Error, Result};
-use crate::graph::Tensor;
 use crate::mil::{Literal, MilArgs, MilOp};
 use crate::shape;
 
@@ -169,28 +168,10 @@ pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
     })())
 }
 
-/// Warp `x` [B, C, H, W] by `transform` ([B, 6] or [1, 6], a graph tensor or constant) into [B, C, h, w]
-/// (see [`Affine`] for the coordinate convention). The op runs natively from A14; A13 rejects it.
-pub fn affine(
-    x: &Tensor,
-    transform: &Tensor,
-    h: usize,
-    w: usize,
-    align_corners: bool,
-) -> Result<Tensor> {
-    Tensor::apply1(
-        Op::Affine(Affine {
-            h,
-            w,
-            align_corners,
-        }),
-        vec![x.clone(), transform.clone()],
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::graph::build::affine::*;
     use crate::input;
     use crate::ops::layout::tests::{buf, mil_args, round_trip, run};
 

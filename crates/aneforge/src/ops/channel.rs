@@ -2,11 +2,9 @@
 //! and `local_response_norm` (each value divided by a power of the squares of its neighbouring
 //! channels), plus the `lrn` spelling that lowers to `local_response_norm` with a window of C.
 
-use super::elementwise::fp16_param;
-use super::io::{constant, expect_fp16, expect_inputs, HostArray};
+use super::io::{expect_fp16, expect_inputs};
 use super::{Buf, Family, Op, TensorType};
 use crate::error::{Error, Result};
-use crate::graph::Tensor;
 use crate::mil::{Literal, MilArgs, MilOp};
 use crate::shape;
 
@@ -31,7 +29,7 @@ pub enum Channel {
 }
 
 /// Channels `lo..hi` of the local window of `size` around channel `c` of `n` channels.
-fn window(c: usize, size: usize, n: usize) -> std::ops::Range<usize> {
+pub fn window(c: usize, size: usize, n: usize) -> std::ops::Range<usize> {
     c.saturating_sub((size - 1) / 2)..(c + size / 2 + 1).min(n)
 }
 
@@ -152,133 +150,12 @@ pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
     Some(parsed.map(Op::Channel))
 }
 
-/// Builders (x is `[N, C, ...]`, fp16).
-impl Tensor {
-    /// Per-channel leaky ReLU: x where x ≥ 0 else alpha[c]·x; alpha is `[C]` (C = shape[1]), x rank 3..=5.
-    /// MIL prelu takes rank 3 and 5 only with one slope for every channel, so those ranks with
-    /// distinct slopes run as rank 4 (`[N, C, L, 1]` / `[N, C, D, H·W]`) between two reshapes.
-    pub fn prelu(&self, alpha: HostArray) -> Result<Tensor> {
-        let slopes = alpha.to_fp16("prelu")?;
-        let op = |x: &Tensor| {
-            Tensor::apply1(
-                Op::Channel(Channel::Prelu),
-                vec![x.clone(), constant("prelu", alpha)?],
-            )
-        };
-        let s = self.shape();
-        if !matches!(s.len(), 3 | 5) || slopes.windows(2).all(|w| w[0] == w[1]) {
-            return op(self);
-        }
-        let as4: Vec<i64> = if s.len() == 3 {
-            vec![s[0] as i64, s[1] as i64, s[2] as i64, 1]
-        } else {
-            vec![s[0] as i64, s[1] as i64, s[2] as i64, (s[3] * s[4]) as i64]
-        };
-        op(&self.reshape(&as4)?)?.reshape(&s.iter().map(|&d| d as i64).collect::<Vec<_>>())
-    }
-    /// MIL local response normalisation over `size` neighbouring channels (see [`Channel::LocalResponseNorm`]);
-    /// x rank 3 or 4, size ≥ 1, alpha/beta/k finite fp16 values, k > 0.
-    pub fn local_response_norm(
-        &self,
-        size: usize,
-        alpha: f32,
-        beta: f32,
-        k: f32,
-    ) -> Result<Tensor> {
-        const OP: &str = "local_response_norm";
-        let (alpha, beta, k) = (
-            fp16_param(OP, "alpha", alpha)?,
-            fp16_param(OP, "beta", beta)?,
-            fp16_param(OP, "k", k)?,
-        );
-        if k <= 0.0 || alpha < 0.0 {
-            return Err(Error::value(OP, format!("k = {k} must be > 0 and alpha = {alpha} >= 0 (the base of the power must stay positive)")));
-        }
-        Tensor::apply1(
-            Op::Channel(Channel::LocalResponseNorm {
-                size,
-                alpha,
-                beta,
-                k,
-            }),
-            vec![self.clone()],
-        )
-    }
-    /// `x / (k + alpha · Σ x[j]²)^beta` over the clipped window of C channels around each channel
-    /// (the reference's `lrn` bridge op), lowered as `local_response_norm(size = C, alpha = alpha·C)`.
-    pub fn lrn(&self, alpha: f32, beta: f32, k: f32) -> Result<Tensor> {
-        let c = self.shape().get(1).copied().unwrap_or(1); // a bad rank is reported by `infer`
-        self.local_response_norm(c, alpha * c as f32, beta, k)
-    }
-}
-
-/// Gradient rules.
-impl Channel {
-    /// Vector-Jacobian product. prelu: dx = G where x ≥ 0 else alpha[c]·G (alpha is always a baked
-    /// constant, so it gets none). local_response_norm, with s = k + (alpha/size)·M·x² over the
-    /// channel window matrix M: dx = G·s^−β − (2αβ/size)·x·Mᵀ(G·x·s^(−β−1)).
-    pub fn vjp(&self, a: &crate::autograd::Vjp) -> Result<crate::autograd::Grads> {
-        use crate::autograd::reshape_to;
-        use crate::ops::elementwise::Compare;
-        let (x, g) = (&a.x[0], a.g0());
-        let c = x.shape()[1];
-        let mut per_channel = vec![1; x.rank()];
-        per_channel[1] = c;
-        let dx = match *self {
-            Channel::Prelu => {
-                let slope = reshape_to(&a.x[1], &per_channel)?;
-                crate::select(
-                    &x.compare_scalar(Compare::GreaterEqual, 0.0)?,
-                    g,
-                    &g.mul(&slope)?,
-                )?
-            }
-            Channel::LocalResponseNorm {
-                size,
-                alpha,
-                beta,
-                k,
-            } => {
-                // Channels first as the matrix rows: [N, C, P] with P the flattened plane.
-                let (n, plane) = (x.shape()[0], shape::numel(&x.shape()[2..]));
-                let flat = |t: &Tensor| reshape_to(t, &[n, c, plane]);
-                let band = |transposed: bool| -> Result<Tensor> {
-                    let mut m = vec![0f32; c * c];
-                    for row in 0..c {
-                        for col in window(row, size, c) {
-                            m[if transposed {
-                                col * c + row
-                            } else {
-                                row * c + col
-                            }] = 1.0;
-                        }
-                    }
-                    constant("local_response_norm", HostArray::f32(&[c, c], &m))
-                };
-                let (xf, gf) = (flat(x)?, flat(g)?);
-                let s = band(false)?
-                    .matmul(&xf.square()?)?
-                    .mul_scalar(alpha / size as f32)?
-                    .add_scalar(k)?;
-                let t = gf.mul(&xf)?.mul(&s.pow_scalar(-beta - 1.0)?)?;
-                let back = band(true)?
-                    .matmul(&t)?
-                    .mul(&xf)?
-                    .mul_scalar(-2.0 * alpha * beta / size as f32)?;
-                reshape_to(&gf.mul(&s.pow_scalar(-beta)?)?.add(&back)?, x.shape())?
-            }
-        };
-        Ok(vec![a.needs[0].then_some(dx), None]
-            .into_iter()
-            .take(a.x.len())
-            .collect())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
     use crate::input;
+    use crate::ops::io::HostArray;
     use crate::ops::layout::tests::{buf, mil_args, round_trip, run};
 
     #[test]

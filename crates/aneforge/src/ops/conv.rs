@@ -5,11 +5,10 @@
 use rayon::prelude::*;
 
 use super::gemm::sgemm;
-use super::io::{constant, expect_fp16, HostArray};
+use super::io::expect_fp16;
 use super::kernel::PAR_MIN_ELEMS;
 use super::{Buf, Family, Op, TensorType};
 use crate::error::{Error, Result};
-use crate::graph::Tensor;
 use crate::mil::{Literal, MilArgs, MilOp};
 
 /// Widest kernel the ANE accepts.
@@ -386,162 +385,12 @@ pub fn take_conv_params(args: &mut MilArgs) -> Result<ConvOptions> {
     })
 }
 
-/// 2-D convolution of `x` [N, Cin, H, W] with a baked weight [Cout, Cin/groups, kH, kW] and optional bias [Cout].
-pub fn conv2d(
-    x: &Tensor,
-    weight: HostArray,
-    bias: Option<HostArray>,
-    opts: ConvOptions,
-) -> Result<Tensor> {
-    let mut srcs = vec![x.clone(), constant("conv", weight)?];
-    if let Some(b) = bias {
-        srcs.push(constant("conv", b)?);
-    }
-    let conv = Conv {
-        strides: opts.stride,
-        pad: opts.pad,
-        dilations: opts.dilation,
-        groups: opts.groups,
-    };
-    Tensor::apply1(Op::Conv(conv), srcs)
-}
-
-/// Convolution whose weight [Cout, Cin/groups, kH, kW] is a graph tensor (MIL `conv` with a non-const weight); batch 1.
-pub fn dynamic_conv(x: &Tensor, weight: &Tensor, opts: ConvOptions) -> Result<Tensor> {
-    if x.shape().first() != Some(&1) {
-        return Err(Error::shape(
-            "dynamic_conv",
-            format!("x must have batch 1, got {:?}", x.shape()),
-        ));
-    }
-    let conv = Conv {
-        strides: opts.stride,
-        pad: opts.pad,
-        dilations: opts.dilation,
-        groups: opts.groups,
-    };
-    Tensor::apply1(Op::Conv(conv), vec![x.clone(), weight.clone()])
-}
-
-/// Gradient rules.
-impl Conv {
-    /// Vector-Jacobian product for x, weight and bias, any stride, padding, dilation and groups:
-    /// dx is the transposed convolution of G with the same weight (zero rows/columns the window
-    /// never read are appended); dweight correlates the padded x with G per group, N acting as
-    /// the channel axis, in chunks of at most 15 output columns (the kernel-width limit); dbias sums G.
-    pub fn vjp(&self, a: &crate::autograd::Vjp) -> Result<crate::autograd::Grads> {
-        use super::conv_transpose::ConvTranspose;
-        use crate::autograd::{pad_axis, reshape_to};
-        let (x, w, g) = (&a.x[0], &a.x[1], a.g0());
-        let (xs, ws) = (x.shape(), w.shape());
-        let dx = a.needs[0].then(|| -> Result<Tensor> {
-            let [kh, kw] = [ws[2], ws[3]];
-            let pad = adjoint_pad(
-                [xs[2], xs[3]],
-                [g.shape()[2], g.shape()[3]],
-                [kh, kw],
-                self.strides,
-                self.dilations,
-                self.pad,
-            );
-            let ct = ConvTranspose {
-                strides: self.strides,
-                pad,
-                dilations: self.dilations,
-                groups: self.groups,
-            };
-            let d = Tensor::apply1(Op::ConvTranspose(ct), vec![g.clone(), w.clone()])?;
-            let d = pad_axis(&d, 2, 0, xs[2] - d.shape()[2])?;
-            pad_axis(&d, 3, 0, xs[3] - d.shape()[3])
-        });
-        let dw = a.needs[1].then(|| self.weight_grad(x, ws, g));
-        let db = a
-            .needs
-            .get(2)
-            .copied()
-            .unwrap_or(false)
-            .then(|| reshape_to(&g.sum(&[0, 2, 3], true)?, &[ws[0]]));
-        [dx, dw, db]
-            .into_iter()
-            .take(a.x.len())
-            .map(Option::transpose)
-            .collect()
-    }
-
-    /// dweight [Cout, Cin/groups, kH, kW] from x [N, Cin, H, W] and the upstream gradient g [N, Cout, H', W'].
-    pub(crate) fn weight_grad(&self, x: &Tensor, ws: &[usize], g: &Tensor) -> Result<Tensor> {
-        use crate::autograd::pad_axis;
-        let ([pt, pb, pl, pr], groups) = (self.pad, self.groups);
-        let xp = pad_axis(&pad_axis(x, 2, pt, pb)?, 3, pl, pr)?;
-        let (cg, cog, ow) = (x.shape()[1] / groups, g.shape()[1] / groups, g.shape()[3]);
-        let mut per_group = Vec::with_capacity(groups);
-        for gi in 0..groups {
-            let xg = channels(&xp, gi * cg, cg)?.transpose(&[1, 0, 2, 3])?;
-            let gg = channels(g, gi * cog, cog)?.transpose(&[1, 0, 2, 3])?;
-            let mut acc: Option<Tensor> = None;
-            for c0 in (0..ow).step_by(MAX_KERNEL_WIDTH) {
-                let cw = MAX_KERNEL_WIDTH.min(ow - c0);
-                let s = xg.shape().to_vec();
-                let off = c0 * self.strides[1];
-                let xc = xg.slice_by_size(&[0, 0, 0, off], &[s[0], s[1], s[2], s[3] - off])?;
-                let gc = gg.slice_by_size(&[0, 0, 0, c0], &[cog, s[1], gg.shape()[2], cw])?;
-                let corr = Conv {
-                    strides: self.dilations,
-                    pad: [0; 4],
-                    dilations: self.strides,
-                    groups: 1,
-                };
-                let d = Tensor::apply1(Op::Conv(corr), vec![xc, gc])?
-                    .slice_by_size(&[0; 4], &[cg, cog, ws[2], ws[3]])?;
-                acc = Some(match acc {
-                    None => d,
-                    Some(p) => p.add(&d)?,
-                });
-            }
-            per_group.push(acc.expect("ow >= 1").transpose(&[1, 0, 2, 3])?);
-        }
-        if groups == 1 {
-            Ok(per_group.remove(0))
-        } else {
-            super::layout::concat(&per_group, 0)
-        }
-    }
-}
-
-/// Padding for the transposed convolution that carries a window op's output gradient [H', W']
-/// back onto its input [H, W]: the op's padding, less at the bottom/right by the padded rows and
-/// columns no window reached (they would otherwise crop real input positions); the result is at
-/// most [H, W], short only by input rows/columns no window read.
-pub(crate) fn adjoint_pad(
-    input: [usize; 2],
-    output: [usize; 2],
-    kernel: [usize; 2],
-    strides: [usize; 2],
-    dilations: [usize; 2],
-    pad: [usize; 4],
-) -> [usize; 4] {
-    let mut p = pad;
-    for ax in 0..2 {
-        let reached = (output[ax] - 1) * strides[ax] + dilations[ax] * (kernel[ax] - 1) + 1;
-        let unreached = input[ax] + pad[2 * ax] + pad[2 * ax + 1] - reached;
-        p[2 * ax + 1] = pad[2 * ax + 1].saturating_sub(unreached);
-    }
-    p
-}
-
-/// Channels `[start, start + n)` of an NCHW tensor (the whole tensor when that is all of them).
-fn channels(t: &Tensor, start: usize, n: usize) -> Result<Tensor> {
-    let s = t.shape();
-    if start == 0 && n == s[1] {
-        return Ok(t.clone());
-    }
-    t.slice_by_size(&[0, start, 0, 0], &[s[0], n, s[2], s[3]])
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::graph::build::conv::*;
     use crate::ops::gemm::tests::{assert_close, rand_vec};
+    use crate::ops::io::HostArray;
 
     /// Assert `op` prints alphabetically ordered params and `parse(print(op)) == op`, consuming every param.
     pub(crate) fn mil_roundtrip(op: Op, parse: fn(&str, &mut MilArgs) -> Option<Result<Op>>) {
@@ -772,7 +621,7 @@ pub(crate) mod tests {
 
     #[test]
     fn builder_bakes_weight_and_bias() {
-        let x = crate::ops::io::input(&[1, 4, 9, 9]).unwrap();
+        let x = crate::input(&[1, 4, 9, 9]).unwrap();
         let (w, b) = (vec![0.5f32; 8 * 2 * 3 * 3], vec![0.0f32; 8]);
         let opts = ConvOptions {
             stride: [2, 2],
@@ -806,8 +655,8 @@ pub(crate) mod tests {
     #[test]
     fn dynamic_conv_takes_a_tensor_weight() {
         let (x, w) = (
-            crate::ops::io::input(&[1, 4, 9, 9]).unwrap(),
-            crate::ops::io::input(&[6, 2, 3, 3]).unwrap(),
+            crate::input(&[1, 4, 9, 9]).unwrap(),
+            crate::input(&[6, 2, 3, 3]).unwrap(),
         );
         let opts = ConvOptions {
             pad: [1, 1, 1, 1],
@@ -816,7 +665,7 @@ pub(crate) mod tests {
         };
         let y = dynamic_conv(&x, &w, opts).unwrap();
         assert_eq!((y.shape(), y.node.srcs.len()), (&[1usize, 6, 9, 9][..], 2));
-        assert!(dynamic_conv(&crate::ops::io::input(&[2, 4, 9, 9]).unwrap(), &w, opts).is_err());
+        assert!(dynamic_conv(&crate::input(&[2, 4, 9, 9]).unwrap(), &w, opts).is_err());
         assert!(dynamic_conv(&x, &w, ConvOptions::default()).is_err());
     }
 

@@ -1,11 +1,10 @@
 //! 2-D transposed convolution (NCHW), the adjoint of [`Conv`](super::conv::Conv): each input
 //! element scatters `x · weight[ci, co]` over its kernel window of the output.
 
-use super::conv::{conv_params, take_conv_params, ConvOptions, MAX_KERNEL_WIDTH};
-use super::io::{constant, expect_fp16, expect_inputs, HostArray};
+use super::conv::{conv_params, take_conv_params, MAX_KERNEL_WIDTH};
+use super::io::{expect_fp16, expect_inputs};
 use super::{Buf, Family, Op, TensorType};
 use crate::error::{Error, Result};
-use crate::graph::Tensor;
 use crate::mil::{MilArgs, MilOp};
 
 /// MIL ops this family prints.
@@ -154,72 +153,14 @@ pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
     }))
 }
 
-/// Transposed convolution of `x` [N, Cin, H, W] with a baked weight [Cin, Cout/groups, kH, kW]
-/// (PyTorch layout) and optional bias [Cout] (added after the op); `opts.pad` crops the output.
-pub fn conv_transpose2d(
-    x: &Tensor,
-    weight: HostArray,
-    bias: Option<HostArray>,
-    opts: ConvOptions,
-) -> Result<Tensor> {
-    let op = ConvTranspose {
-        strides: opts.stride,
-        pad: opts.pad,
-        dilations: opts.dilation,
-        groups: opts.groups,
-    };
-    let y = Tensor::apply1(
-        Op::ConvTranspose(op),
-        vec![x.clone(), constant("conv_transpose", weight)?],
-    )?;
-    match bias {
-        None => Ok(y),
-        Some(b) if b.shape == [y.shape()[1]] => y.add(&constant(
-            "conv_transpose",
-            HostArray {
-                shape: &[y.shape()[1], 1, 1],
-                data: b.data,
-            },
-        )?),
-        Some(b) => Err(Error::shape(
-            "conv_transpose",
-            format!(
-                "bias must have shape [{}] (Cout), got {:?}",
-                y.shape()[1],
-                b.shape
-            ),
-        )),
-    }
-}
-
-/// Gradient rules.
-impl ConvTranspose {
-    /// Vector-Jacobian product for x and weight. With C the convolution of the same parameters,
-    /// ⟨G, convT(x, w)⟩ = ⟨C(G, w), x⟩, so dx = C(G, w) and dw is C's weight gradient for
-    /// input G and upstream gradient x.
-    pub fn vjp(&self, a: &crate::autograd::Vjp) -> Result<crate::autograd::Grads> {
-        let conv = super::conv::Conv {
-            strides: self.strides,
-            pad: self.pad,
-            dilations: self.dilations,
-            groups: self.groups,
-        };
-        let (x, w, g) = (&a.x[0], &a.x[1], a.g0());
-        let dx = a.needs[0]
-            .then(|| Tensor::apply1(Op::Conv(conv.clone()), vec![g.clone(), w.clone()]))
-            .transpose()?;
-        let dw = a.needs[1]
-            .then(|| conv.weight_grad(g, w.shape(), x))
-            .transpose()?;
-        Ok(vec![dx, dw])
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::graph::build::conv_transpose::*;
     use crate::ops::conv::tests::mil_roundtrip;
+    use crate::ops::conv::ConvOptions;
     use crate::ops::gemm::tests::rand_vec;
+    use crate::ops::io::HostArray;
     use crate::ops::layout::tests::run;
 
     /// Direct gather-form f64 loop: out[co, oy, ox] = Σ x[ci, iy, ix] · w[ci, co % cog, ky, kx] over

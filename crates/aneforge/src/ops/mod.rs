@@ -1,9 +1,9 @@
-//! Op kinds, one file per family. Each family file holds, for its ops: the shape/dtype rule,
-//! the reference kernel, the MIL spelling (print and parse) and the builder methods on
-//! [`Tensor`](crate::Tensor). This module only dispatches.
+//! Op definitions, one file per family. Each family file holds, for its ops: the op type, the
+//! shape/dtype rule, the reference kernel and the MIL spelling (print and parse) — kernels beside
+//! their MIL spelling. Builders live above in `graph/build/`, gradient rules in `autograd/`.
+//! This module only dispatches.
 
 pub mod affine;
-pub mod attention;
 pub mod channel;
 pub mod constexpr;
 pub mod conv;

@@ -6,7 +6,6 @@ use super::kernel::{broadcast_strides, for_chunks, for_each_broadcast};
 use super::layout::{check_axes, index_param, ints};
 use super::{Buf, Family, Op, TensorType};
 use crate::error::{Error, Result};
-use crate::graph::Tensor;
 use crate::mil::{Literal, MilArgs, MilOp};
 use crate::shape;
 
@@ -70,7 +69,8 @@ impl ReduceKind {
         ReduceKind::LogSumExp,
     ];
 
-    fn mil_name(self) -> &'static str {
+    /// The MIL op name.
+    pub fn mil_name(self) -> &'static str {
         match self {
             ReduceKind::Mean => "reduce_mean",
             ReduceKind::Sum => "reduce_sum",
@@ -87,7 +87,7 @@ impl ReduceKind {
 
 impl Reduce {
     /// `shape` with the reduced axes set to 1.
-    fn kept_shape(&self, shape: &[usize]) -> Vec<usize> {
+    pub fn kept_shape(&self, shape: &[usize]) -> Vec<usize> {
         shape
             .iter()
             .enumerate()
@@ -265,111 +265,10 @@ pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
     })())
 }
 
-/// Builders. Axes may be negative; reduced axes stay as extent 1 when `keep_dims`.
-impl Tensor {
-    fn reduce(&self, kind: ReduceKind, axes: &[i64], keep_dims: bool) -> Result<Tensor> {
-        let axes = shape::axes(kind.mil_name(), axes, self.rank())?;
-        Tensor::apply1(
-            Op::Reduce(Reduce {
-                kind,
-                axes,
-                keep_dims,
-            }),
-            vec![self.clone()],
-        )
-    }
-
-    /// Mean over `axes`.
-    pub fn mean(&self, axes: &[i64], keep_dims: bool) -> Result<Tensor> {
-        self.reduce(ReduceKind::Mean, axes, keep_dims)
-    }
-    /// Sum over `axes` (the ANE accumulates in fp16: sums above 2048 lose integer exactness there).
-    pub fn sum(&self, axes: &[i64], keep_dims: bool) -> Result<Tensor> {
-        self.reduce(ReduceKind::Sum, axes, keep_dims)
-    }
-    /// Maximum over `axes`.
-    pub fn amax(&self, axes: &[i64], keep_dims: bool) -> Result<Tensor> {
-        self.reduce(ReduceKind::Max, axes, keep_dims)
-    }
-    /// Minimum over `axes`.
-    pub fn amin(&self, axes: &[i64], keep_dims: bool) -> Result<Tensor> {
-        self.reduce(ReduceKind::Min, axes, keep_dims)
-    }
-    /// sqrt(Σx²) over `axes` (the building block of l2_norm and rms_norm).
-    pub fn reduce_l2_norm(&self, axes: &[i64], keep_dims: bool) -> Result<Tensor> {
-        self.reduce(ReduceKind::L2Norm, axes, keep_dims)
-    }
-    /// Σ|x| over `axes`.
-    pub fn l1_norm(&self, axes: &[i64], keep_dims: bool) -> Result<Tensor> {
-        self.reduce(ReduceKind::L1Norm, axes, keep_dims)
-    }
-    /// ln(Σx) over `axes` (NaN where the sum is negative, as ln is).
-    pub fn log_sum(&self, axes: &[i64], keep_dims: bool) -> Result<Tensor> {
-        self.reduce(ReduceKind::LogSum, axes, keep_dims)
-    }
-    /// Σx² over `axes`.
-    pub fn sum_square(&self, axes: &[i64], keep_dims: bool) -> Result<Tensor> {
-        self.reduce(ReduceKind::SumSquare, axes, keep_dims)
-    }
-    /// ln(Σe^x) over `axes`, computed stably (max subtracted before exponentiating).
-    pub fn log_sum_exp(&self, axes: &[i64], keep_dims: bool) -> Result<Tensor> {
-        self.reduce(ReduceKind::LogSumExp, axes, keep_dims)
-    }
-    /// Numerically stable softmax along `axis` (negative allowed).
-    pub fn softmax(&self, axis: i64) -> Result<Tensor> {
-        let axis = shape::axis("softmax", axis, self.rank())?;
-        Tensor::apply1(Op::Softmax(Softmax { axis }), vec![self.clone()])
-    }
-}
-
-/// Gradient rules.
-impl Reduce {
-    /// Vector-Jacobian product: G reshaped to the kept-dims shape and spread back over the
-    /// reduced axes, times each kind's derivative; max and min share G equally among ties.
-    pub fn vjp(&self, a: &crate::autograd::Vjp) -> Result<crate::autograd::Grads> {
-        use super::elementwise::{select, Compare};
-        use crate::autograd::{broadcast_to, reshape_to};
-        let x = &a.x[0];
-        let kept = self.kept_shape(x.shape());
-        let (g, y) = (reshape_to(a.g0(), &kept)?, reshape_to(&a.y[0], &kept)?);
-        let d = match self.kind {
-            ReduceKind::Sum => broadcast_to(&g, x.shape())?,
-            ReduceKind::Mean => broadcast_to(&g, x.shape())?
-                .div_scalar((shape::numel(x.shape()) / shape::numel(&kept)) as f32)?,
-            ReduceKind::Max | ReduceKind::Min => {
-                let hit = select(
-                    &x.compare(Compare::Equal, &y)?,
-                    &super::io::scalar("select", 1.0)?,
-                    &super::io::scalar("select", 0.0)?,
-                )?;
-                let ties = hit.sum(
-                    &self.axes.iter().map(|&i| i as i64).collect::<Vec<_>>(),
-                    true,
-                )?;
-                hit.mul(&g.div(&ties)?)?
-            }
-            ReduceKind::L2Norm => x.mul(&g.div(&y)?)?,
-            ReduceKind::L1Norm => x.sign()?.mul(&g)?,
-            ReduceKind::LogSum => broadcast_to(&g.div(&y.exp()?)?, x.shape())?,
-            ReduceKind::SumSquare => x.mul(&g)?.mul_scalar(2.0)?,
-            ReduceKind::LogSumExp => x.sub(&y)?.exp()?.mul(&g)?,
-        };
-        Ok(vec![Some(d)])
-    }
-}
-
-impl Softmax {
-    /// Vector-Jacobian product: y·(G − Σ(G·y)) along the axis.
-    pub fn vjp(&self, a: &crate::autograd::Vjp) -> Result<crate::autograd::Grads> {
-        let (y, g) = (&a.y[0], a.g0());
-        let dot = g.mul(y)?.sum(&[self.axis as i64], true)?;
-        Ok(vec![Some(y.mul(&g.sub(&dot)?)?)])
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
     use crate::ops::layout::tests::{buf, mil_args, ravel, round_trip, run, unravel};
     use crate::{input, input_port, DType};
 

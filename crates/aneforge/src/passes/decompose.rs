@@ -88,7 +88,7 @@ mod tests {
     use crate::compile::{compile, CompileOptions, Device};
     use crate::error::Error;
     use crate::exec::{PortData, Precision};
-    use crate::ops::io::input;
+    use crate::input;
     use half::f16;
 
     /// Max |error| of sin and cos compiled for `target` on the reference executor, over fp16 points in [-lim, lim].

@@ -68,7 +68,7 @@ mod tests {
     use super::*;
     use crate::compile::{compile, CompileOptions, Device};
     use crate::exec::PortData;
-    use crate::ops::io::input;
+    use crate::input;
     use crate::passes::reduce_to_matmul::reduce_sum_to_matmul;
     use half::f16;
 

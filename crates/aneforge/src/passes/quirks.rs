@@ -33,11 +33,12 @@ use half::f16;
 use crate::error::Result;
 use crate::graph::{Graph, Tensor, Value};
 use crate::ops::conv::Conv;
-use crate::ops::elementwise::{select, Binary, Compare};
+use crate::ops::elementwise::{Binary, Compare};
 use crate::ops::io::Const;
 use crate::ops::layout::Layout;
 use crate::ops::unary::Unary;
 use crate::ops::Op;
+use crate::select;
 use crate::shape;
 use crate::targets::{limit, Family, Limit};
 

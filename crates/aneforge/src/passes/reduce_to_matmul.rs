@@ -110,7 +110,7 @@ mod tests {
     use super::*;
     use crate::compile::{compile, CompileOptions, Device};
     use crate::exec::PortData;
-    use crate::ops::io::input;
+    use crate::input;
 
     /// Run `outputs` (rewritten or not) on the reference executor with one input.
     fn run(outputs: &[Tensor], x: &[f32]) -> (Vec<Vec<f32>>, String) {

@@ -2,10 +2,12 @@
 
 use super::*;
 use crate::compile::{export, CompileOptions};
+use crate::conv2d;
 use crate::error::Error;
 use crate::graph::{Graph, Tensor};
-use crate::ops::conv::{conv2d, ConvOptions};
-use crate::ops::io::{input, HostArray};
+use crate::input;
+use crate::ops::conv::ConvOptions;
+use crate::ops::io::HostArray;
 
 const MIL: [Family; 4] = [Family::A13, Family::A14, Family::A15, Family::A16];
 

@@ -31,11 +31,11 @@ pub fn softmax_cross_entropy(logits: &Tensor, target: &Tensor) -> Result<Tensor>
             return Err(Error::shape(op, format!("{k} classes: fp16 class indices are exact only up to 2048; pass a one-hot target")));
         }
         let iota: Vec<f32> = (0..k).map(|i| i as f32).collect();
-        let iota = io::constant(op, io::HostArray::f32(&[1, k], &iota))?;
+        let iota = crate::constant(op, io::HostArray::f32(&[1, k], &iota))?;
         let hit = target
             .reshape(&[n as i64, 1])?
             .compare(Compare::Equal, &iota)?;
-        crate::select(&hit, &io::scalar(op, 1.0)?, &io::scalar(op, 0.0)?)?
+        crate::select(&hit, &crate::scalar(op, 1.0)?, &crate::scalar(op, 0.0)?)?
     } else {
         return Err(Error::shape(
             op,

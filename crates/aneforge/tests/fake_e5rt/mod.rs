@@ -1,5 +1,6 @@
 //! Builds the fake e5rt library (`fake_e5rt.c`) with gcc and drives its test controls. The
 //! default build is installed once per test process as `ANEFORGE_E5RT_LIBRARY`.
+#![allow(dead_code)] // shared by ane_fake.rs and ane_fake_cli.rs, each using a part
 
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::path::{Path, PathBuf};
@@ -105,4 +106,14 @@ pub fn fake() -> Option<(MutexGuard<'static, ()>, &'static Fake)> {
         .as_ref()?;
     fake.reset();
     Some((guard, fake))
+}
+
+/// A fresh scratch directory.
+pub fn scratch(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("ane-fake")
+        .join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
 }

@@ -4,11 +4,12 @@
 
 use super::{max_abs, port, Matrix};
 use crate::compile::Device;
+use crate::concat;
+use crate::constant;
 use crate::error::{Error, Result};
 use crate::graph::Tensor;
 use crate::numerics::{cached, dot, run, Feeds, Plan, SharedPlan};
-use crate::ops::io::{constant, HostArray};
-use crate::ops::layout::concat;
+use crate::ops::io::HostArray;
 
 /// Row `j` of `v` as [1, cols].
 fn row(v: &Tensor, j: usize) -> Result<Tensor> {

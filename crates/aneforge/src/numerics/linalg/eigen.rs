@@ -9,8 +9,10 @@ use crate::compile::Device;
 use crate::error::{Error, Result};
 use crate::graph::Tensor;
 use crate::numerics::{cached, dot, run, sum_last, Feeds, Plan};
-use crate::ops::elementwise::{select, Compare};
-use crate::ops::io::{constant, scalar, HostArray};
+use crate::ops::elementwise::Compare;
+use crate::ops::io::HostArray;
+use crate::select;
+use crate::{constant, scalar};
 
 /// `w / ‖w‖` and ‖w‖ ([1, 1]).
 fn normalise(w: &Tensor) -> Result<(Tensor, Tensor)> {

@@ -9,11 +9,12 @@ use super::{
     check_iters, check_vector, max_abs, norm, port, residual, scaled_f32, Matrix, Solution, TINY,
 };
 use crate::compile::Device;
+use crate::concat;
+use crate::constant;
 use crate::error::{Error, Result};
 use crate::graph::Tensor;
 use crate::numerics::{accumulate, cached, dot, run, Feeds, Plan, SharedPlan};
-use crate::ops::io::{constant, HostArray};
-use crate::ops::layout::concat;
+use crate::ops::io::HostArray;
 
 /// ‖v‖ as [1, 1], clamped away from 0.
 fn vnorm(v: &Tensor) -> Result<Tensor> {

@@ -12,7 +12,7 @@ pub mod lsq;
 
 use crate::error::{Error, Result};
 use crate::graph::Tensor;
-use crate::ops::io::input_port;
+use crate::input_port;
 use crate::DType;
 
 /// Denominators and squared norms are clamped to at least this (fp16 subnormal range) so a converged iterate gives 0, not NaN.

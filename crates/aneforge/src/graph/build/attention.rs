@@ -3,10 +3,11 @@
 
 use half::f16;
 
-use super::io::{constant, HostArray, HostData};
-use super::layout::concat;
+use super::io::constant;
 use crate::error::{Error, Result};
+use crate::graph::build::layout::concat;
 use crate::graph::Tensor;
+use crate::ops::io::{HostArray, HostData};
 
 /// Additive mask value above the diagonal for causal attention.
 pub const CAUSAL_MASK: f32 = -1e4;

@@ -1,0 +1,219 @@
+//! Builders for the norm ops.
+
+use crate::error::{Error, Result};
+use crate::graph::build::io::constant;
+use crate::graph::Tensor;
+use crate::ops::elementwise::fp16_param;
+use crate::ops::io::{Const, HostArray, HostData};
+use crate::ops::norm::{BatchNorm, InstanceNorm};
+use crate::ops::Op;
+use crate::shape::MAX_EXTENT;
+
+/// (x − mean)/√(var + eps)·gamma + beta over axis 1 of x (rank 3..=5); statistics are [C], absent gamma/beta = ones/zeros.
+pub fn batch_norm(
+    x: &Tensor,
+    mean: HostArray,
+    var: HostArray,
+    gamma: Option<HostArray>,
+    beta: Option<HostArray>,
+    eps: f32,
+) -> Result<Tensor> {
+    let eps = norm_eps("batch_norm", eps)?;
+    let c = [x.shape().get(1).copied().unwrap_or(1)]; // a bad rank is reported by `infer`
+    let (ones, zeros) = (vec![1f32; c[0]], vec![0f32; c[0]]);
+    let stats = [
+        mean,
+        var,
+        gamma.unwrap_or(HostArray::f32(&c, &ones)),
+        beta.unwrap_or(HostArray::f32(&c, &zeros)),
+    ];
+    let mut srcs = vec![x.clone()];
+    for s in stats {
+        srcs.push(constant("batch_norm", s)?);
+    }
+    Tensor::apply1(Op::BatchNorm(BatchNorm { eps }), srcs)
+}
+
+/// Per-(n, c) plane normalisation of x ([N, C, H, W] or rank 3) with [C] gamma/beta (absent = ones/zeros).
+pub fn instance_norm(
+    x: &Tensor,
+    gamma: Option<HostArray>,
+    beta: Option<HostArray>,
+    eps: f32,
+) -> Result<Tensor> {
+    let eps = norm_eps("instance_norm", eps)?;
+    let c = [x.shape().get(1).copied().unwrap_or(1)]; // a bad rank is reported by `infer`
+    let (ones, zeros) = (vec![1f32; c[0]], vec![0f32; c[0]]);
+    let affine = [
+        gamma.unwrap_or(HostArray::f32(&c, &ones)),
+        beta.unwrap_or(HostArray::f32(&c, &zeros)),
+    ];
+    let mut srcs = vec![x.clone()];
+    for a in affine {
+        srcs.push(constant("instance_norm", a)?);
+    }
+    Tensor::apply1(Op::InstanceNorm(InstanceNorm { eps }), srcs)
+}
+
+/// A norm's eps: finite, >= 0 and within fp16 range; returns the fp16-rounded value.
+fn norm_eps(op: &str, eps: f32) -> Result<f32> {
+    if eps < 0.0 {
+        return Err(Error::value(op, format!("eps = {eps} must be >= 0")));
+    }
+    fp16_param(op, "eps", eps)
+}
+
+/// Check affine operand `what` is [n] and view it as `shape` (a Const is rebuilt, anything else reshaped).
+fn affine_operand(op: &str, what: &str, t: &Tensor, n: usize, shape: &[usize]) -> Result<Tensor> {
+    if t.shape() != [n] {
+        return Err(Error::shape(
+            op,
+            format!("{what} must have shape [{n}], got {:?}", t.shape()),
+        ));
+    }
+    match t.op() {
+        _ if t.shape() == shape => Ok(t.clone()),
+        Op::Const(c) => Tensor::apply1(
+            Op::Const(Const {
+                shape: shape.to_vec(),
+                values: c.values.clone(),
+            }),
+            vec![],
+        ),
+        _ => t.reshape(&shape.iter().map(|&d| d as i64).collect::<Vec<_>>()),
+    }
+}
+
+/// Composite norms (emit MIL primitives; gamma/beta are constants or trainable tensors).
+impl Tensor {
+    /// (x − mean)·rsqrt(mean((x − mean)²), eps) over `axes`, as reduce_mean/sub/mul/reduce_mean/rsqrt/mul.
+    fn standardize(&self, axes: &[i64], eps: f32) -> Result<Tensor> {
+        let d = self.sub(&self.mean(axes, true)?)?;
+        let var = d.mul(&d)?.mean(axes, true)?;
+        d.mul(&var.rsqrt(eps)?)
+    }
+    /// self·gamma + beta (absent terms skipped), each operand checked as [n] and viewed as `shape`.
+    fn affine(
+        &self,
+        op: &str,
+        gamma: Option<&Tensor>,
+        beta: Option<&Tensor>,
+        n: usize,
+        shape: &[usize],
+    ) -> Result<Tensor> {
+        let mut y = self.clone();
+        if let Some(g) = gamma {
+            y = y.mul(&affine_operand(op, "gamma", g, n, shape)?)?;
+        }
+        if let Some(b) = beta {
+            y = y.add(&affine_operand(op, "beta", b, n, shape)?)?;
+        }
+        Ok(y)
+    }
+    /// x / max(‖x‖₂ over `axis`, floor).
+    fn unit_norm(&self, axis: i64, floor: f32) -> Result<Tensor> {
+        self.div(&self.reduce_l2_norm(&[axis], true)?.maximum_scalar(floor)?)
+    }
+
+    /// LayerNorm over the last axis: (x − mean)/√(var + eps)·gamma + beta; gamma and beta are [D].
+    pub fn layer_norm(
+        &self,
+        gamma: Option<&Tensor>,
+        beta: Option<&Tensor>,
+        eps: f32,
+    ) -> Result<Tensor> {
+        let y = self.standardize(&[-1], norm_eps("layer_norm", eps)?)?;
+        let d = y.shape()[y.rank() - 1];
+        y.affine("layer_norm", gamma, beta, d, &[d])
+    }
+    /// LayerNorm over channel axis 1 of x [N, C, 1, S] (the ANE transformer layout), same chain
+    /// as `layer_norm`; gamma and beta are [C], applied as [1, C, 1, 1].
+    pub fn channel_layer_norm(
+        &self,
+        gamma: Option<&Tensor>,
+        beta: Option<&Tensor>,
+        eps: f32,
+    ) -> Result<Tensor> {
+        const OP: &str = "channel_layer_norm";
+        let eps = norm_eps(OP, eps)?;
+        let &[_, c, 1, _] = self.shape() else {
+            return Err(Error::shape(
+                OP,
+                format!("x must be [N, C, 1, S], got {:?}", self.shape()),
+            ));
+        };
+        self.standardize(&[1], eps)?
+            .affine(OP, gamma, beta, c, &[1, c, 1, 1])
+    }
+    /// RMSNorm over the last axis (D): x / max(‖x‖, √(D·eps)) · gamma·√D (√D folded into a Const gamma); gamma is [D].
+    pub fn rms_norm(&self, gamma: Option<&Tensor>, eps: f32) -> Result<Tensor> {
+        norm_eps("rms_norm", eps)?;
+        let d = self.shape().last().copied().unwrap_or(1); // a scalar is rejected by the reduction
+        let k = (d as f64).sqrt();
+        let y = self.unit_norm(-1, (d as f64 * eps as f64).sqrt() as f32)?;
+        let Some(g) = gamma else {
+            return y.mul_scalar(k as f32);
+        };
+        let g = affine_operand("rms_norm", "gamma", g, d, &[d])?;
+        match g.op() {
+            Op::Const(c) => {
+                let scaled: Vec<f64> = c.values.iter().map(|v| v.to_f64() * k).collect();
+                y.mul(&constant(
+                    "rms_norm",
+                    HostArray {
+                        shape: &c.shape,
+                        data: HostData::F64(&scaled),
+                    },
+                )?)
+            }
+            _ => y.mul_scalar(k as f32)?.mul(&g),
+        }
+    }
+    /// x / max(‖x‖₂, √eps) along `axis` (negative allowed).
+    pub fn l2_norm(&self, axis: i64, eps: f32) -> Result<Tensor> {
+        norm_eps("l2_norm", eps)?;
+        self.unit_norm(axis, eps.sqrt())
+    }
+    /// GroupNorm of x [N, C, H, W] in `num_groups` groups (C/G, H·W ≤ 65536), then ·gamma + beta ([C] each).
+    pub fn group_norm(
+        &self,
+        gamma: Option<&Tensor>,
+        beta: Option<&Tensor>,
+        num_groups: usize,
+        eps: f32,
+    ) -> Result<Tensor> {
+        const OP: &str = "group_norm";
+        let eps = norm_eps(OP, eps)?;
+        let &[n, c, h, w] = self.shape() else {
+            return Err(Error::shape(
+                OP,
+                format!("x must be [N, C, H, W], got {:?}", self.shape()),
+            ));
+        };
+        if num_groups == 0 || c % num_groups != 0 {
+            return Err(Error::shape(
+                OP,
+                format!(
+                    "C = {c} is not divisible by num_groups = {num_groups} (x {:?})",
+                    self.shape()
+                ),
+            ));
+        }
+        let (cg, hw) = (c / num_groups, h * w);
+        if cg.max(hw) > MAX_EXTENT {
+            return Err(Error::shape(
+                OP,
+                format!(
+                    "C/G = {cg} and H·W = {hw} must each be <= {MAX_EXTENT} (x {:?})",
+                    self.shape()
+                ),
+            ));
+        }
+        let dims = |v: [usize; 4]| v.map(|d| d as i64);
+        let y = self
+            .reshape(&dims([n, num_groups, cg, hw]))?
+            .standardize(&[2, 3], eps)?
+            .reshape(&dims([n, c, h, w]))?;
+        y.affine(OP, gamma, beta, c, &[1, c, 1, 1])
+    }
+}
