@@ -10,7 +10,7 @@ from pathlib import Path
 import aneforge as af
 import numpy as np
 import pytest
-from test_conformance import conv_ref, q
+from conformance_common import conv_ref, q
 
 ON_ANE_MACHINE = sys.platform == "darwin" and platform.machine() == "arm64"
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "quickstart.py"

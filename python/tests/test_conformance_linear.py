@@ -7,7 +7,7 @@ import math
 import aneforge as af
 import numpy as np
 import pytest
-from conformance_common import Registry, check_case, erf, h, q, uniform
+from conformance_common import Registry, check_case, conv_ref, erf, h, q, uniform
 
 R = Registry()
 case = R.case
@@ -148,31 +148,6 @@ case(
 
 
 # ---------------------------------------------------------------- conv ------------------
-def conv_ref(x, w, b=None, stride=(1, 1), pad=(0, 0, 0, 0), dil=(1, 1), groups=1):
-    """Direct convolution over explicit padded windows (float64)."""
-    n, cin, hh, ww = x.shape
-    cout, cg, kh, kw = w.shape
-    t, bo, l, r = pad
-    xp = np.zeros((n, cin, hh + t + bo, ww + l + r))
-    xp[:, :, t : t + hh, l : l + ww] = x
-    oh = (hh + t + bo - dil[0] * (kh - 1) - 1) // stride[0] + 1
-    ow = (ww + l + r - dil[1] * (kw - 1) - 1) // stride[1] + 1
-    out = np.zeros((n, cout, oh, ow))
-    cog = cout // groups
-    for g in range(groups):
-        xs, ws = xp[:, g * cg : (g + 1) * cg], w[g * cog : (g + 1) * cog]
-        for i in range(kh):
-            for j in range(kw):
-                y0, x0 = i * dil[0], j * dil[1]
-                patch = xs[
-                    :, :, y0 : y0 + stride[0] * (oh - 1) + 1 : stride[0], x0 : x0 + stride[1] * (ow - 1) + 1 : stride[1]
-                ]
-                out[:, g * cog : (g + 1) * cog] += np.einsum("nchw,oc->nohw", patch, ws[:, :, i, j])
-    if b is not None:
-        out += b[None, :, None, None]
-    return out
-
-
 CW = {
     k: uniform(s, 200 + i, -1, 1)
     for i, (k, s) in enumerate(
