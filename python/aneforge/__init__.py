@@ -11,7 +11,11 @@ numerics plans) takes the same compile options as keywords, or ``options=Compile
 their defaults and checks live in the Rust core (see ``CompileOptions``).
 """
 
-from aneforge import dsp, fft, gguf, linalg, special
+from aneforge import dsp as dsp
+from aneforge import fft as fft
+from aneforge import gguf as gguf
+from aneforge import linalg as linalg
+from aneforge import special as special
 from aneforge._core import (
     CompileOptions,
     Encoder,
@@ -117,19 +121,15 @@ __all__ = [
     "crop",
     "cross_attention",
     "depth_to_space",
-    "dsp",
     "dynamic_conv",
     "einsum",
     "einsum_native",
     "export",
-    "fft",
     "gather",
     "geglu",
-    "gguf",
     "image_input",
     "input",
     "instance_norm",
-    "linalg",
     "load",
     "load_espcn",
     "load_gpt2",
@@ -160,7 +160,6 @@ __all__ = [
     "select",
     "softmax_cross_entropy",
     "space_to_depth",
-    "special",
     "split",
     "stack",
     "upsample_bilinear",
