@@ -235,19 +235,17 @@ impl CompileOptions {
 
     /// Every key [`CompileOptions::set`] accepts: the fields plus `int8` (alias of
     /// `compress='int8'`) and `opt` (not implemented: only 0 is accepted).
-    pub const KEYS: [&'static str; 11] = [
-        "device",
-        "precision",
-        "build_dir",
-        "compress",
-        "compress_atol",
-        "block_size",
-        "target",
-        "opset",
-        "sum_via_matmul",
-        "int8",
-        "opt",
-    ];
+    pub const KEYS: [&'static str; 11] = {
+        let mut keys = [""; 11];
+        let mut i = 0;
+        while i < Self::FIELDS.len() {
+            keys[i] = Self::FIELDS[i];
+            i += 1;
+        }
+        keys[9] = "int8";
+        keys[10] = "opt";
+        keys
+    };
 
     /// Set option `key` from a front end's value: checked here with the option's one error text;
     /// `OptionValue::Default` restores the default. Unknown keys are a Value error naming the key
