@@ -116,6 +116,14 @@ def lu(A: npt.ArrayLike, **options: Any) -> tuple[np.ndarray, np.ndarray]:
     return _core.linalg_lu(A, **options)
 
 
+def _least_squares(method, A, b, iters, x0, refine, return_residual, options):
+    """The body of :func:`least_squares` and :func:`lsqr`: ``method`` is "cgls" or "lsqr",
+    ``iters`` defaults to 2n."""
+    a = np.asarray(A)
+    x, res = _core.linalg_least_squares(a, b, iters or 2 * a.shape[-1], x0, refine, method, **options)
+    return (x, res) if return_residual else x
+
+
 def least_squares(
     A: npt.ArrayLike,
     b: npt.ArrayLike,
@@ -128,9 +136,7 @@ def least_squares(
     """``argmin ||A x - b||`` for an m x n ``A`` by CGLS (``iters`` unrolled steps, default 2n,
     plus ``refine`` float64-residual rounds); accuracy follows cond(A)**2 (fp16 CGLS needs more
     than n steps once cond(A) reaches ~100, see docs/numerics-accuracy.md)."""
-    a = np.asarray(A)
-    x, res = _core.linalg_least_squares(a, b, iters or 2 * a.shape[-1], x0, refine, "cgls", **options)
-    return (x, res) if return_residual else x
+    return _least_squares("cgls", A, b, iters, x0, refine, return_residual, options)
 
 
 def lsqr(
@@ -143,9 +149,7 @@ def lsqr(
     **options: Any,
 ) -> np.ndarray | tuple[np.ndarray, float]:
     """``argmin ||A x - b||`` by LSQR (Golub-Kahan bidiagonalisation), as :func:`least_squares`."""
-    a = np.asarray(A)
-    x, res = _core.linalg_least_squares(a, b, iters or 2 * a.shape[-1], x0, refine, "lsqr", **options)
-    return (x, res) if return_residual else x
+    return _least_squares("lsqr", A, b, iters, x0, refine, return_residual, options)
 
 
 def gmres(

@@ -44,19 +44,7 @@ pub fn asarray<'py>(
 }
 
 /// Python-style tuple text of a shape: `(1, 16)`, `(64,)`, `()`.
-pub fn fmt_shape(shape: &[usize]) -> String {
-    match shape {
-        [d] => format!("({d},)"),
-        _ => format!(
-            "({})",
-            shape
-                .iter()
-                .map(|d| d.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    }
-}
+pub use aneforge::cli::npy::shape_tuple as fmt_shape;
 
 /// Name of an object's type for error messages.
 pub fn type_name(obj: &Bound<'_, PyAny>) -> String {

@@ -2,7 +2,7 @@
 //! (thin wrappers over `aneforge::models`).
 
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 use aneforge::models::{Encoder, Espcn, Gpt2, Pooling, ResNet, Vit};
 use aneforge::{Compiled, PortData};
@@ -111,6 +111,24 @@ impl PyEncoder {
     }
 }
 
+/// Lock `m` while attached to Python; a lock poisoned by a panicked call is a ValueError naming `what`.
+fn lock<'a, T>(py: Python<'_>, m: &'a Mutex<T>, what: &str) -> PyResult<MutexGuard<'a, T>> {
+    m.lock_py_attached(py)
+        .map_err(|_| PyValueError::new_err(format!("{what}: a previous call panicked")))
+}
+
+/// Run `f` on the value behind `m` with the GIL released (lock errors as in [`lock`]).
+fn with_locked<M: Send, T: Send>(
+    py: Python<'_>,
+    m: &Mutex<M>,
+    what: &str,
+    f: impl FnOnce(&mut M) -> aneforge::Result<T> + Send,
+) -> PyResult<T> {
+    let mut g = lock(py, m, what)?;
+    let v = &mut *g;
+    py.detach(|| f(v)).py()
+}
+
 impl PyEncoder {
     /// Run `f` on the encoder with the GIL released.
     fn with<T: Send>(
@@ -118,12 +136,7 @@ impl PyEncoder {
         py: Python<'_>,
         f: impl FnOnce(&mut Encoder) -> aneforge::Result<T> + Send,
     ) -> PyResult<T> {
-        let mut g = self
-            .inner
-            .lock_py_attached(py)
-            .map_err(|_| PyValueError::new_err("encoder: a previous call panicked"))?;
-        let e = &mut *g;
-        py.detach(|| f(e)).py()
+        with_locked(py, &self.inner, "encoder", f)
     }
 }
 
@@ -211,10 +224,7 @@ impl PyVision {
                 fmt_shape(arr.shape())
             )));
         }
-        let mut g = self
-            .inner
-            .lock_py_attached(py)
-            .map_err(|_| PyValueError::new_err("vision: a previous call panicked"))?;
+        let mut g = lock(py, &self.inner, "vision")?;
         let net = &mut *g;
         let mut out = if self.uint8 {
             let a = borrow::<u8>(&arr, "uint8")?;
@@ -253,10 +263,7 @@ impl PyVision {
     /// The program directory.
     #[getter]
     fn program_dir(&self, py: Python<'_>) -> PyResult<String> {
-        let g = self
-            .inner
-            .lock_py_attached(py)
-            .map_err(|_| PyValueError::new_err("vision: a previous call panicked"))?;
+        let g = lock(py, &self.inner, "vision")?;
         Ok(g.dir.display().to_string())
     }
 }
@@ -384,12 +391,7 @@ impl PyGpt2 {
         py: Python<'_>,
         f: impl FnOnce(&mut Gpt2) -> aneforge::Result<T> + Send,
     ) -> PyResult<T> {
-        let mut g = self
-            .inner
-            .lock_py_attached(py)
-            .map_err(|_| PyValueError::new_err("gpt2: a previous call panicked"))?;
-        let m = &mut *g;
-        py.detach(|| f(m)).py()
+        with_locked(py, &self.inner, "gpt2", f)
     }
 }
 

@@ -3,7 +3,7 @@
 
 use aneforge::numerics::dsp;
 use aneforge::numerics::fft::{FftKind, FftPlan as CoreFftPlan};
-use aneforge::numerics::linalg::{direct, eigen, krylov, lsq, Matrix};
+use aneforge::numerics::linalg::{direct, eigen, krylov, lsq, Matrix, Solution};
 use numpy::{PyArray1, PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -168,9 +168,24 @@ fn with_matrix<'py, R: Send>(
         .py()
 }
 
-/// The required vector argument `i`.
-fn need<'a>(v: &[Option<&'a [f64]>], i: usize) -> &'a [f64] {
-    v[i].unwrap_or_default()
+/// A solver's answer: (x, relative residual).
+type Solved<'py> = (F64Array<'py>, f64);
+
+/// Run the iterative solver `f(A, b, x0)` on matrix `a`, vector `b` and optional start `x0`
+/// (errors name `op`), with the GIL released.
+fn solve<'py>(
+    py: Python<'py>,
+    op: &str,
+    a: &Bound<'py, PyAny>,
+    b: &Bound<'py, PyAny>,
+    x0: Option<&Bound<'py, PyAny>>,
+    f: impl FnOnce(&Matrix, &[f64], Option<&[f64]>) -> aneforge::Result<Solution> + Send,
+) -> PyResult<Solved<'py>> {
+    let s = with_matrix(py, op, a, &[("b", Some(b)), ("x0", x0)], |m, v| {
+        f(m, v[0].unwrap_or_default(), v[1])
+    })?;
+    let n = s.x.len();
+    Ok((f64_output(py, s.x, &[n])?, s.residual))
 }
 
 /// Conjugate gradient (see the core docs): returns (x, relative residual).
@@ -184,16 +199,11 @@ pub fn linalg_conjugate_gradient<'py>(
     x0: Option<&Bound<'py, PyAny>>,
     refine: usize,
     options: Option<&Bound<'_, PyDict>>,
-) -> PyResult<(F64Array<'py>, f64)> {
+) -> PyResult<Solved<'py>> {
     let device = plan_device("linalg.conjugate_gradient", options)?;
-    let s = with_matrix(
-        py,
-        "conjugate_gradient",
-        a,
-        &[("b", Some(b)), ("x0", x0)],
-        |m, v| krylov::conjugate_gradient(m, need(v, 0), iters, v[1], refine, device),
-    )?;
-    Ok((f64_output(py, s.x.clone(), &[s.x.len()])?, s.residual))
+    solve(py, "conjugate_gradient", a, b, x0, |m, b, x0| {
+        krylov::conjugate_gradient(m, b, iters, x0, refine, device)
+    })
 }
 
 /// Jacobi iteration: returns (x, relative residual).
@@ -206,12 +216,11 @@ pub fn linalg_jacobi<'py>(
     iters: usize,
     x0: Option<&Bound<'py, PyAny>>,
     options: Option<&Bound<'_, PyDict>>,
-) -> PyResult<(F64Array<'py>, f64)> {
+) -> PyResult<Solved<'py>> {
     let device = plan_device("linalg.jacobi", options)?;
-    let s = with_matrix(py, "jacobi", a, &[("b", Some(b)), ("x0", x0)], |m, v| {
-        krylov::jacobi(m, need(v, 0), iters, v[1], device)
-    })?;
-    Ok((f64_output(py, s.x.clone(), &[s.x.len()])?, s.residual))
+    solve(py, "jacobi", a, b, x0, |m, b, x0| {
+        krylov::jacobi(m, b, iters, x0, device)
+    })
 }
 
 /// Mixed-precision iterative refinement: returns (x, relative residual).
@@ -225,16 +234,11 @@ pub fn linalg_iterative_refine<'py>(
     iters: usize,
     inner: usize,
     options: Option<&Bound<'_, PyDict>>,
-) -> PyResult<(F64Array<'py>, f64)> {
+) -> PyResult<Solved<'py>> {
     let device = plan_device("linalg.iterative_refine", options)?;
-    let s = with_matrix(
-        py,
-        "iterative_refine",
-        a,
-        &[("b", Some(b)), ("x0", x0)],
-        |m, v| krylov::iterative_refine(m, need(v, 0), v[1], iters, inner, device),
-    )?;
-    Ok((f64_output(py, s.x.clone(), &[s.x.len()])?, s.residual))
+    solve(py, "iterative_refine", a, b, x0, |m, b, x0| {
+        krylov::iterative_refine(m, b, x0, iters, inner, device)
+    })
 }
 
 /// Thin QR by modified Gram–Schmidt: (Q [m, n], R [n, n]).
@@ -332,9 +336,9 @@ pub fn linalg_least_squares<'py>(
     refine: usize,
     method: &str,
     options: Option<&Bound<'_, PyDict>>,
-) -> PyResult<(F64Array<'py>, f64)> {
+) -> PyResult<Solved<'py>> {
     let device = plan_device("linalg.least_squares", options)?;
-    let solve = match method {
+    let solver = match method {
         "cgls" => lsq::least_squares,
         "lsqr" => lsq::lsqr,
         _ => {
@@ -343,10 +347,9 @@ pub fn linalg_least_squares<'py>(
             )))
         }
     };
-    let s = with_matrix(py, method, a, &[("b", Some(b)), ("x0", x0)], |m, v| {
-        solve(m, need(v, 0), iters, v[1], refine, device)
-    })?;
-    Ok((f64_output(py, s.x.clone(), &[s.x.len()])?, s.residual))
+    solve(py, method, a, b, x0, |m, b, x0| {
+        solver(m, b, iters, x0, refine, device)
+    })
 }
 
 /// GMRES(m) with `restarts` cycles: returns (x, relative residual).
@@ -360,12 +363,11 @@ pub fn linalg_gmres<'py>(
     restarts: usize,
     x0: Option<&Bound<'py, PyAny>>,
     options: Option<&Bound<'_, PyDict>>,
-) -> PyResult<(F64Array<'py>, f64)> {
+) -> PyResult<Solved<'py>> {
     let device = plan_device("linalg.gmres", options)?;
-    let s = with_matrix(py, "gmres", a, &[("b", Some(b)), ("x0", x0)], |mat, v| {
-        lsq::gmres(mat, need(v, 0), m, restarts, v[1], device)
-    })?;
-    Ok((f64_output(py, s.x.clone(), &[s.x.len()])?, s.residual))
+    solve(py, "gmres", a, b, x0, |mat, b, x0| {
+        lsq::gmres(mat, b, m, restarts, x0, device)
+    })
 }
 
 /// Symmetric eigen-decomposition by cyclic Jacobi: (ascending eigenvalues, eigenvectors as columns).

@@ -7,6 +7,7 @@ use aneforge::ConvOptions;
 use aneforge::conv2d;
 use aneforge::conv_transpose2d;
 use aneforge::AttentionWeights;
+use aneforge::HostArray;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
@@ -76,15 +77,8 @@ pub fn conv(
     groups: usize,
     bias: Option<&Bound<'_, PyAny>>,
 ) -> R {
-    let x = tensor(x, "conv", "x")?;
-    let w = Weight::extract(weight, "conv")?;
-    let b = opt_weight(bias, "conv")?;
-    wrap(conv2d(
-        &x,
-        w.host()?,
-        opt_host(&b)?,
-        conv_options("conv", stride, pad, dilation, groups)?,
-    ))
+    let options = conv_options("conv", stride, pad, dilation, groups)?;
+    baked_conv("conv", x, weight, bias, options, conv2d)
 }
 
 /// 2-D transposed convolution of NCHW `x` with a baked weight [Cin, Cout/groups, kH, kW]; pad crops the output.
@@ -100,16 +94,8 @@ pub fn conv_transpose(
     groups: usize,
     bias: Option<&Bound<'_, PyAny>>,
 ) -> R {
-    let op = "conv_transpose";
-    let x = tensor(x, op, "x")?;
-    let w = Weight::extract(weight, op)?;
-    let b = opt_weight(bias, op)?;
-    wrap(conv_transpose2d(
-        &x,
-        w.host()?,
-        opt_host(&b)?,
-        conv_options(op, stride, pad, dilation, groups)?,
-    ))
+    let options = conv_options("conv_transpose", stride, pad, dilation, groups)?;
+    baked_conv("conv_transpose", x, weight, bias, options, conv_transpose2d)
 }
 
 /// Convolution of NCHW x (batch 1) with a weight tensor [Cout, Cin/groups, kH, kW] computed in the graph.
@@ -130,6 +116,26 @@ pub fn dynamic_conv(
         &w,
         conv_options(op, stride, pad, dilation, groups)?,
     ))
+}
+
+/// A conv-like op `build(x, weight, bias, options)` with a baked weight and optional bias.
+fn baked_conv(
+    op: &str,
+    x: &Bound<'_, PyAny>,
+    weight: &Bound<'_, PyAny>,
+    bias: Option<&Bound<'_, PyAny>>,
+    options: ConvOptions,
+    build: fn(
+        &aneforge::Tensor,
+        HostArray<'_>,
+        Option<HostArray<'_>>,
+        ConvOptions,
+    ) -> aneforge::Result<aneforge::Tensor>,
+) -> R {
+    let x = tensor(x, op, "x")?;
+    let w = Weight::extract(weight, op)?;
+    let b = opt_weight(bias, op)?;
+    wrap(build(&x, w.host()?, opt_host(&b)?, options))
 }
 
 /// Stride, pad, dilation (None: 1, 0, 1) and groups of a conv-like op.
@@ -264,36 +270,29 @@ fn given<'a, 'py>(o: Option<&'a Bound<'py, PyAny>>) -> Option<&'a Bound<'py, PyA
     o.filter(|v| !v.is_none())
 }
 
+/// The Tensors of a sequence argument; a non-sequence or non-Tensor item is a TypeError naming `op`.
+fn tensor_list(tensors: &Bound<'_, PyAny>, op: &str) -> PyResult<Vec<aneforge::Tensor>> {
+    let items = tensors.try_iter().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{op}: expected a sequence of Tensors, got {}",
+            type_name(tensors)
+        ))
+    })?;
+    items.map(|t| tensor(&t?, op, "every item")).collect()
+}
+
 /// Join tensors along `axis`.
 #[pyfunction]
 #[pyo3(signature = (tensors, axis=1))]
 pub fn concat(tensors: &Bound<'_, PyAny>, axis: i64) -> R {
-    let items = tensors.try_iter().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "concat: expected a sequence of Tensors, got {}",
-            type_name(tensors)
-        ))
-    })?;
-    let ts = items
-        .map(|t| tensor(&t?, "concat", "every item"))
-        .collect::<PyResult<Vec<_>>>()?;
-    wrap(aneforge::concat(&ts, axis))
+    wrap(aneforge::concat(&tensor_list(tensors, "concat")?, axis))
 }
 
 /// Join equal-shaped tensors along a new axis.
 #[pyfunction]
 #[pyo3(signature = (tensors, axis=0))]
 pub fn stack(tensors: &Bound<'_, PyAny>, axis: i64) -> R {
-    let items = tensors.try_iter().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "stack: expected a sequence of Tensors, got {}",
-            type_name(tensors)
-        ))
-    })?;
-    let ts = items
-        .map(|t| tensor(&t?, "stack", "every item"))
-        .collect::<PyResult<Vec<_>>>()?;
-    wrap(aneforge::stack(&ts, axis))
+    wrap(aneforge::stack(&tensor_list(tensors, "stack")?, axis))
 }
 
 /// Elements of `x` at static indices along `axis` (numpy.take), as slices joined by concat.

@@ -49,6 +49,15 @@ fn norm_param(obj: Option<&Bound<'_, PyAny>>, op: &str) -> PyResult<Option<anefo
     }
 }
 
+/// Optional scale and shift of a norm (see `norm_param`).
+fn norm_params(
+    gamma: Option<&Bound<'_, PyAny>>,
+    beta: Option<&Bound<'_, PyAny>>,
+    op: &str,
+) -> PyResult<(Option<aneforge::Tensor>, Option<aneforge::Tensor>)> {
+    Ok((norm_param(gamma, op)?, norm_param(beta, op)?))
+}
+
 /// `*args` that may also be one tuple/list: `reshape(2, 3)` or `reshape((2, 3))`.
 fn varargs(args: &Bound<'_, PyTuple>, op: &str, what: &str) -> PyResult<Vec<i64>> {
     if args.len() == 1 {
@@ -66,11 +75,39 @@ fn axes_arg(t: &aneforge::Tensor, axes: Option<&Bound<'_, PyAny>>, op: &str) -> 
 }
 
 impl PyTensor {
+    /// Comparison `c` against a Tensor or scalar operand, errors naming `op`.
     fn cmp(&self, c: Compare, other: &Bound<'_, PyAny>, op: &str) -> R {
+        self.either(
+            other,
+            op,
+            |a, b| a.compare(c, b),
+            |a, k| a.compare_scalar(c, k),
+        )
+    }
+
+    /// A method taking a Tensor (via `tt`) or a scalar (via `ts`); anything else is a TypeError naming `op`.
+    fn either(
+        &self,
+        other: &Bound<'_, PyAny>,
+        op: &str,
+        tt: impl FnOnce(&aneforge::Tensor, &aneforge::Tensor) -> aneforge::Result<aneforge::Tensor>,
+        ts: impl FnOnce(&aneforge::Tensor, f32) -> aneforge::Result<aneforge::Tensor>,
+    ) -> R {
         match need_operand(other, op)? {
-            Operand::Tensor(o) => wrap(self.t.compare(c, &o)),
-            Operand::Scalar(k) => wrap(self.t.compare_scalar(c, k)),
+            Operand::Tensor(o) => wrap(tt(&self.t, &o)),
+            Operand::Scalar(k) => wrap(ts(&self.t, k)),
         }
+    }
+
+    /// One reduction `f` over `axes` (None: every axis), errors naming `op`.
+    fn reduce(
+        &self,
+        axes: Option<&Bound<'_, PyAny>>,
+        keepdims: bool,
+        op: &str,
+        f: impl FnOnce(&aneforge::Tensor, &[i64], bool) -> aneforge::Result<aneforge::Tensor>,
+    ) -> R {
+        wrap(f(&self.t, &axes_arg(&self.t, axes, op)?, keepdims))
     }
 
     /// A binary operator: Tensor-Tensor via `tt`, Tensor-scalar via `ts`; NotImplemented otherwise.
@@ -167,24 +204,30 @@ impl PyTensor {
 
     /// self ** other (broadcasting).
     fn pow(&self, other: &Bound<'_, PyAny>) -> R {
-        match need_operand(other, "pow")? {
-            Operand::Tensor(o) => wrap(self.t.pow(&o)),
-            Operand::Scalar(k) => wrap(self.t.pow_scalar(k)),
-        }
+        self.either(
+            other,
+            "pow",
+            aneforge::Tensor::pow,
+            aneforge::Tensor::pow_scalar,
+        )
     }
     /// Elementwise maximum (broadcasting).
     pub fn maximum(&self, other: &Bound<'_, PyAny>) -> R {
-        match need_operand(other, "maximum")? {
-            Operand::Tensor(o) => wrap(self.t.maximum(&o)),
-            Operand::Scalar(k) => wrap(self.t.maximum_scalar(k)),
-        }
+        self.either(
+            other,
+            "maximum",
+            aneforge::Tensor::maximum,
+            aneforge::Tensor::maximum_scalar,
+        )
     }
     /// Elementwise minimum (broadcasting).
     pub fn minimum(&self, other: &Bound<'_, PyAny>) -> R {
-        match need_operand(other, "minimum")? {
-            Operand::Tensor(o) => wrap(self.t.minimum(&o)),
-            Operand::Scalar(k) => wrap(self.t.minimum_scalar(k)),
-        }
+        self.either(
+            other,
+            "minimum",
+            aneforge::Tensor::minimum,
+            aneforge::Tensor::minimum_scalar,
+        )
     }
 
     /// self > other as a bool tensor (feed it to af.select).
@@ -226,11 +269,13 @@ impl PyTensor {
             CompareOp::Ge => (Compare::GreaterEqual, "greater_equal"),
             CompareOp::Eq | CompareOp::Ne => return Ok(py.NotImplemented()),
         };
-        match operand(other, name)? {
-            Some(Operand::Tensor(o)) => obj(py, self.t.compare(c, &o)),
-            Some(Operand::Scalar(k)) => obj(py, self.t.compare_scalar(c, k)),
-            None => Ok(py.NotImplemented()),
-        }
+        self.binop(
+            py,
+            other,
+            name,
+            |a, b| a.compare(c, b),
+            |a, k| a.compare_scalar(c, k),
+        )
     }
 
     /// self + other.
@@ -413,65 +458,51 @@ impl PyTensor {
     /// Mean over axes (None: every axis).
     #[pyo3(signature = (axes=None, keepdims=true))]
     fn mean(&self, axes: Option<&Bound<'_, PyAny>>, keepdims: bool) -> R {
-        wrap(
-            self.t
-                .mean(&axes_arg(&self.t, axes, "reduce_mean")?, keepdims),
-        )
+        self.reduce(axes, keepdims, "reduce_mean", aneforge::Tensor::mean)
     }
     /// Sum over axes (None: every axis).
     #[pyo3(signature = (axes=None, keepdims=true))]
     fn sum(&self, axes: Option<&Bound<'_, PyAny>>, keepdims: bool) -> R {
-        wrap(
-            self.t
-                .sum(&axes_arg(&self.t, axes, "reduce_sum")?, keepdims),
-        )
+        self.reduce(axes, keepdims, "reduce_sum", aneforge::Tensor::sum)
     }
     /// Maximum over axes (None: every axis).
     #[pyo3(signature = (axes=None, keepdims=true))]
     fn amax(&self, axes: Option<&Bound<'_, PyAny>>, keepdims: bool) -> R {
-        wrap(
-            self.t
-                .amax(&axes_arg(&self.t, axes, "reduce_max")?, keepdims),
-        )
+        self.reduce(axes, keepdims, "reduce_max", aneforge::Tensor::amax)
     }
     /// Minimum over axes (None: every axis).
     #[pyo3(signature = (axes=None, keepdims=true))]
     fn amin(&self, axes: Option<&Bound<'_, PyAny>>, keepdims: bool) -> R {
-        wrap(
-            self.t
-                .amin(&axes_arg(&self.t, axes, "reduce_min")?, keepdims),
-        )
+        self.reduce(axes, keepdims, "reduce_min", aneforge::Tensor::amin)
     }
     /// Sum of |x| over axes (None: every axis).
     #[pyo3(signature = (axes=None, keepdims=true))]
     fn l1_norm(&self, axes: Option<&Bound<'_, PyAny>>, keepdims: bool) -> R {
-        wrap(
-            self.t
-                .l1_norm(&axes_arg(&self.t, axes, "reduce_l1_norm")?, keepdims),
-        )
+        self.reduce(axes, keepdims, "reduce_l1_norm", aneforge::Tensor::l1_norm)
     }
     /// ln of the sum over axes (None: every axis).
     #[pyo3(signature = (axes=None, keepdims=true))]
     fn log_sum(&self, axes: Option<&Bound<'_, PyAny>>, keepdims: bool) -> R {
-        wrap(
-            self.t
-                .log_sum(&axes_arg(&self.t, axes, "reduce_log_sum")?, keepdims),
-        )
+        self.reduce(axes, keepdims, "reduce_log_sum", aneforge::Tensor::log_sum)
     }
     /// Sum of x * x over axes (None: every axis).
     #[pyo3(signature = (axes=None, keepdims=true))]
     fn sum_square(&self, axes: Option<&Bound<'_, PyAny>>, keepdims: bool) -> R {
-        wrap(
-            self.t
-                .sum_square(&axes_arg(&self.t, axes, "reduce_sum_square")?, keepdims),
+        self.reduce(
+            axes,
+            keepdims,
+            "reduce_sum_square",
+            aneforge::Tensor::sum_square,
         )
     }
     /// ln(sum(exp(x))) over axes (None: every axis), computed stably.
     #[pyo3(signature = (axes=None, keepdims=true))]
     fn log_sum_exp(&self, axes: Option<&Bound<'_, PyAny>>, keepdims: bool) -> R {
-        wrap(
-            self.t
-                .log_sum_exp(&axes_arg(&self.t, axes, "reduce_log_sum_exp")?, keepdims),
+        self.reduce(
+            axes,
+            keepdims,
+            "reduce_log_sum_exp",
+            aneforge::Tensor::log_sum_exp,
         )
     }
     /// Alias of log_sum_exp.
@@ -493,10 +524,7 @@ impl PyTensor {
         beta: Option<&Bound<'_, PyAny>>,
         eps: f32,
     ) -> R {
-        let (g, b) = (
-            norm_param(gamma, "layer_norm")?,
-            norm_param(beta, "layer_norm")?,
-        );
+        let (g, b) = norm_params(gamma, beta, "layer_norm")?;
         wrap(self.t.layer_norm(g.as_ref(), b.as_ref(), eps))
     }
     /// x / sqrt(mean(x**2, last axis) + eps) * gamma.
@@ -518,10 +546,7 @@ impl PyTensor {
         beta: Option<&Bound<'_, PyAny>>,
         eps: f32,
     ) -> R {
-        let (g, b) = (
-            norm_param(gamma, "channel_layer_norm")?,
-            norm_param(beta, "channel_layer_norm")?,
-        );
+        let (g, b) = norm_params(gamma, beta, "channel_layer_norm")?;
         wrap(self.t.channel_layer_norm(g.as_ref(), b.as_ref(), eps))
     }
     /// Group norm of NCHW-style x over channel groups, per-channel scale and shift.
@@ -533,10 +558,7 @@ impl PyTensor {
         beta: Option<&Bound<'_, PyAny>>,
         eps: f32,
     ) -> R {
-        let (g, b) = (
-            norm_param(gamma, "group_norm")?,
-            norm_param(beta, "group_norm")?,
-        );
+        let (g, b) = norm_params(gamma, beta, "group_norm")?;
         wrap(self.t.group_norm(g.as_ref(), b.as_ref(), num_groups, eps))
     }
 

@@ -112,31 +112,17 @@ impl From<&str> for OptionValue {
         OptionValue::Str(s.to_string())
     }
 }
-impl From<String> for OptionValue {
-    fn from(s: String) -> Self {
-        OptionValue::Str(s)
-    }
+/// `From<T>` for the variants that hold a `T` as is.
+macro_rules! option_value_from {
+    ($($t:ty => $variant:ident),* $(,)?) => {$(
+        impl From<$t> for OptionValue {
+            fn from(v: $t) -> Self {
+                OptionValue::$variant(v)
+            }
+        }
+    )*};
 }
-impl From<bool> for OptionValue {
-    fn from(b: bool) -> Self {
-        OptionValue::Bool(b)
-    }
-}
-impl From<i64> for OptionValue {
-    fn from(v: i64) -> Self {
-        OptionValue::Int(v)
-    }
-}
-impl From<f64> for OptionValue {
-    fn from(v: f64) -> Self {
-        OptionValue::Float(v)
-    }
-}
-impl From<PathBuf> for OptionValue {
-    fn from(p: PathBuf) -> Self {
-        OptionValue::Path(p)
-    }
-}
+option_value_from!(String => Str, bool => Bool, i64 => Int, f64 => Float, PathBuf => Path);
 impl<T: Into<OptionValue>> From<Option<T>> for OptionValue {
     fn from(v: Option<T>) -> Self {
         v.map_or(OptionValue::Default, Into::into)
@@ -249,19 +235,17 @@ impl CompileOptions {
 
     /// Every key [`CompileOptions::set`] accepts: the fields plus `int8` (alias of
     /// `compress='int8'`) and `opt` (not implemented: only 0 is accepted).
-    pub const KEYS: [&'static str; 11] = [
-        "device",
-        "precision",
-        "build_dir",
-        "compress",
-        "compress_atol",
-        "block_size",
-        "target",
-        "opset",
-        "sum_via_matmul",
-        "int8",
-        "opt",
-    ];
+    pub const KEYS: [&'static str; 11] = {
+        let mut keys = [""; 11];
+        let mut i = 0;
+        while i < Self::FIELDS.len() {
+            keys[i] = Self::FIELDS[i];
+            i += 1;
+        }
+        keys[9] = "int8";
+        keys[10] = "opt";
+        keys
+    };
 
     /// Set option `key` from a front end's value: checked here with the option's one error text;
     /// `OptionValue::Default` restores the default. Unknown keys are a Value error naming the key

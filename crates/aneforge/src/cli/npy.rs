@@ -186,14 +186,9 @@ pub fn parse(bytes: &[u8], file: &Path) -> Result<Npy> {
     })
 }
 
-/// Encode an f32 array (C order) as `.npy` version 1 bytes; `data.len()` must equal the shape's product.
-fn to_bytes_f32(shape: &[usize], data: &[f32]) -> Vec<u8> {
-    assert_eq!(
-        shape.iter().product::<usize>(),
-        data.len(),
-        "npy::to_bytes_f32: data length does not match shape {shape:?}"
-    );
-    let dims: String = match shape {
+/// Python-style tuple text of a shape, as `.npy` headers and NumPy write it: `(1, 16)`, `(64,)`, `()`.
+pub fn shape_tuple(shape: &[usize]) -> String {
+    match shape {
         [d] => format!("({d},)"),
         _ => format!(
             "({})",
@@ -203,7 +198,17 @@ fn to_bytes_f32(shape: &[usize], data: &[f32]) -> Vec<u8> {
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
-    };
+    }
+}
+
+/// Encode an f32 array (C order) as `.npy` version 1 bytes; `data.len()` must equal the shape's product.
+fn to_bytes_f32(shape: &[usize], data: &[f32]) -> Vec<u8> {
+    assert_eq!(
+        shape.iter().product::<usize>(),
+        data.len(),
+        "npy::to_bytes_f32: data length does not match shape {shape:?}"
+    );
+    let dims = shape_tuple(shape);
     let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {dims}, }}");
     let unpadded = MAGIC.len() + 2 + 2 + header.len() + 1;
     header.push_str(&" ".repeat(unpadded.next_multiple_of(64) - unpadded));

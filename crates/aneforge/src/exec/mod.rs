@@ -111,6 +111,29 @@ pub fn checked_input<'a>(
     Ok(port)
 }
 
+/// Output port `index` of `outputs`, after checking that a buffer of `buffer_len` elements fits it.
+pub fn checked_output(outputs: &[PortSpec], index: usize, buffer_len: usize) -> Result<&PortSpec> {
+    let port = outputs.get(index).ok_or_else(|| {
+        Error::value(
+            "read_output",
+            format!(
+                "output index {index} out of range ({} outputs)",
+                outputs.len()
+            ),
+        )
+    })?;
+    if buffer_len != port.numel() {
+        return Err(Error::shape(
+            format!("output '{}'", port.name),
+            format!(
+                "needs {} elements, got a buffer of {buffer_len}",
+                port.numel()
+            ),
+        ));
+    }
+    Ok(port)
+}
+
 /// Validates `alias(output, input)`: refused once the program has executed, ports looked up by
 /// name, and both must have the same dtype and shape; returns (output index, input index).
 pub fn alias_ports(

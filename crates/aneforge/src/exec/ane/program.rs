@@ -12,7 +12,7 @@ use super::handles::Handle;
 use super::{Ane, Slot};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::exec::{alias_ports, checked_input, Loaded, PortData, PortView};
+use crate::exec::{alias_ports, checked_input, checked_output, Loaded, PortData, PortView};
 use crate::program::{PortSpec, Program};
 
 /// Bytes of a port's data: numel × 2 for fp16, numel rounded up to even for uint8 (§3.1).
@@ -273,25 +273,7 @@ impl Loaded for AneProgram {
     }
 
     fn read_output(&self, index: usize, out: &mut [f32]) -> Result<()> {
-        let port = self.outputs.get(index).ok_or_else(|| {
-            Error::value(
-                "read_output",
-                format!(
-                    "output index {index} out of range ({} outputs)",
-                    self.outputs.len()
-                ),
-            )
-        })?;
-        if out.len() != port.numel() {
-            return Err(Error::shape(
-                format!("output '{}'", port.name),
-                format!(
-                    "needs {} elements, got a buffer of {}",
-                    port.numel(),
-                    out.len()
-                ),
-            ));
-        }
+        let port = checked_output(&self.outputs, index, out.len())?;
         let (data, n) = (self.ports[self.inputs.len() + index].data, out.len());
         // SAFETY: the port's live buffer holds `n` elements of its dtype; only read here.
         unsafe {

@@ -7,7 +7,9 @@ use std::path::Path;
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
-use super::{alias_ports, checked_input, Executor, Loaded, PortData, PortView, Precision};
+use super::{
+    alias_ports, checked_input, checked_output, Executor, Loaded, PortData, PortView, Precision,
+};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ops::{Buf, Op};
@@ -271,25 +273,7 @@ impl Loaded for RefProgram {
     }
 
     fn read_output(&self, index: usize, out: &mut [f32]) -> Result<()> {
-        let port = self.outputs.get(index).ok_or_else(|| {
-            Error::value(
-                "read_output",
-                format!(
-                    "output index {index} out of range ({} outputs)",
-                    self.outputs.len()
-                ),
-            )
-        })?;
-        if out.len() != port.numel() {
-            return Err(Error::shape(
-                format!("output '{}'", port.name),
-                format!(
-                    "needs {} elements, got a buffer of {}",
-                    port.numel(),
-                    out.len()
-                ),
-            ));
-        }
+        checked_output(&self.outputs, index, out.len())?;
         match self.out_ports.get(index) {
             Some(p) => p.load_into(out),
             None => out.copy_from_slice(&self.bufs[self.output_bufs[index]].data),
