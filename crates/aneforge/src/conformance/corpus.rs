@@ -8,7 +8,7 @@ use half::f16;
 
 use crate::conv2d;
 use crate::conv_transpose2d;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::graph::build::affine::affine;
 use crate::graph::build::einsum::einsum_native;
 use crate::graph::build::norm::instance_norm;
@@ -17,6 +17,7 @@ use crate::ops::constexpr::{Constexpr, Encoded};
 use crate::ops::conv::ConvOptions;
 use crate::ops::elementwise::Compare;
 use crate::ops::io::HostArray;
+use crate::ops::unary::{Unary, UNARY_OPS};
 use crate::ops::Op;
 use crate::{batch_norm, concat, constant, image_input, input, select, stack, Tensor};
 
@@ -110,51 +111,80 @@ fn constexpr_cases(x: impl Fn() -> Result<Tensor>) -> Result<Vec<(&'static str, 
         .collect()
 }
 
+/// How a unary row's corpus case departs from the default (the op on `x` with the row's default
+/// parameters): the input moved into the op's domain first, and/or other parameters.
+enum UnaryCase {
+    /// `x · k` first (integer rounding ops see several integers; arcsin & co. stay in (−1, 1)).
+    Scaled(f32),
+    /// `x + k` first and these parameters.
+    Shifted(f32, &'static [f32]),
+    /// These parameters (required ones, or values away from the defaults).
+    Params(&'static [f32]),
+}
+
+/// The unary rows whose case is not the default one; every other row of [`UNARY_OPS`] gets
+/// `x.<op>()` with its defaults, so a new row is in the corpus without an entry here.
+const UNARY_CASES: &[(&str, UnaryCase)] = &[
+    ("log", UnaryCase::Params(&[1e-3])),
+    ("rsqrt", UnaryCase::Params(&[1e-3])),
+    ("elu", UnaryCase::Params(&[0.5])),
+    ("leaky_relu", UnaryCase::Params(&[0.1])),
+    ("clip", UnaryCase::Params(&[-0.5, 0.75])),
+    ("floor", UnaryCase::Scaled(3.0)),
+    ("ceil", UnaryCase::Scaled(3.0)),
+    ("round", UnaryCase::Scaled(3.0)),
+    ("asin", UnaryCase::Scaled(0.5)),
+    ("acos", UnaryCase::Scaled(0.5)),
+    ("atanh", UnaryCase::Scaled(0.5)),
+    ("inverse", UnaryCase::Shifted(2.0, &[1e-3])),
+    ("threshold", UnaryCase::Params(&[0.25])),
+    ("thresholded_relu", UnaryCase::Params(&[0.25])),
+    ("scaled_tanh", UnaryCase::Params(&[1.5, 0.5])),
+    ("clamped_relu", UnaryCase::Params(&[0.1, 0.5])),
+    ("linear_activation", UnaryCase::Params(&[2.0, -0.5])),
+];
+
+/// One case per native unary row on fp16 `x`, in table order (`logical_not` takes a bool and
+/// has its own case); errors name a row with a required parameter and no [`UNARY_CASES`] entry.
+fn unary_cases(x: &Tensor) -> Result<Vec<(&'static str, Tensor)>> {
+    let mut cases = Vec::new();
+    for row in UNARY_OPS
+        .iter()
+        .filter(|r| r.name != Unary::LogicalNot.mil_name())
+    {
+        let defaults: Option<Vec<f32>> = row
+            .params
+            .iter()
+            .map(|p| p.default.first().copied())
+            .collect();
+        let case = UNARY_CASES
+            .iter()
+            .find(|(name, _)| *name == row.name)
+            .map(|c| &c.1);
+        let (input, params) = match case {
+            Some(UnaryCase::Scaled(k)) => (x.mul_scalar(*k)?, defaults),
+            Some(UnaryCase::Shifted(k, p)) => (x.add_scalar(*k)?, Some(p.to_vec())),
+            Some(UnaryCase::Params(p)) => (x.clone(), Some(p.to_vec())),
+            None => (x.clone(), defaults),
+        };
+        let params = params.ok_or_else(|| {
+            Error::value(
+                row.name,
+                "the corpus needs an entry in UNARY_CASES for this row's required parameters",
+            )
+        })?;
+        cases.push((row.name, input.unary_named(row.name, &params)?));
+    }
+    Ok(cases)
+}
+
 /// One (MIL op name, output) case per op kind the printer emits, except `const`.
 pub fn conformance() -> Result<Vec<(&'static str, Tensor)>> {
     let x = || input(&[2, 7]);
     let y = || input(&[1, 7]);
     let img = || input(&[1, 4, 6, 6]);
-    let xs = x()?;
-    let mut c: Vec<(&'static str, Tensor)> = vec![
-        ("relu", xs.relu()?),
-        ("gelu", xs.gelu()?),
-        ("silu", xs.silu()?),
-        ("sigmoid", xs.sigmoid()?),
-        ("tanh", xs.tanh()?),
-        ("exp", xs.exp()?),
-        ("log", xs.log(1e-3)?),
-        ("sqrt", xs.sqrt()?),
-        ("rsqrt", xs.rsqrt(1e-3)?),
-        ("abs", xs.abs()?),
-        ("sin", xs.sin()?),
-        ("cos", xs.cos()?),
-        ("erf", xs.erf()?),
-        ("softplus", xs.softplus()?),
-        ("relu6", xs.relu6()?),
-        ("elu", xs.elu(0.5)?),
-        ("leaky_relu", xs.leaky_relu(0.1)?),
-        ("clip", xs.clip(-0.5, 0.75)?),
-        ("floor", xs.mul_scalar(3.0)?.floor()?),
-        ("ceil", xs.mul_scalar(3.0)?.ceil()?),
-        ("round", xs.mul_scalar(3.0)?.round()?),
-        ("sign", xs.sign()?),
-        ("atan", xs.atan()?),
-        ("tan", xs.tan()?),
-        ("sinh", xs.sinh()?),
-        ("cosh", xs.cosh()?),
-        ("asin", xs.mul_scalar(0.5)?.asin()?),
-        ("acos", xs.mul_scalar(0.5)?.acos()?),
-        ("atanh", xs.mul_scalar(0.5)?.atanh()?),
-        ("exp2", xs.exp2()?),
-        ("softsign", xs.softsign()?),
-        ("inverse", xs.add_scalar(2.0)?.inverse(1e-3)?),
-        ("threshold", xs.threshold(0.25)?),
-        ("thresholded_relu", xs.thresholded_relu(0.25)?),
-        ("scaled_tanh", xs.scaled_tanh(1.5, 0.5)?),
-        ("clamped_relu", xs.clamped_relu(0.1, 0.5)?),
-        ("sigmoid_hard", xs.sigmoid_hard(0.2, 0.5)?),
-        ("linear_activation", xs.linear_activation(2.0, -0.5)?),
+    let mut c = unary_cases(&x()?)?;
+    c.extend([
         ("add", x()?.add(&y()?)?),
         ("sub", x()?.sub(&y()?)?),
         ("mul", x()?.mul_scalar(2.5)?),
@@ -162,7 +192,7 @@ pub fn conformance() -> Result<Vec<(&'static str, Tensor)>> {
         ("maximum", x()?.maximum(&y()?)?),
         ("minimum", x()?.minimum(&y()?)?),
         ("pow", x()?.abs()?.pow_scalar(1.5)?),
-    ];
+    ]);
     for (name, cmp) in [
         ("greater", Compare::Greater),
         ("less", Compare::Less),
@@ -325,6 +355,17 @@ pub fn conformance() -> Result<Vec<(&'static str, Tensor)>> {
 #[cfg(test)]
 mod tests {
     use crate::{Graph, Program};
+
+    /// Every entry of `UNARY_CASES` names a row of the unary table (no stale entries).
+    #[test]
+    fn unary_case_entries_name_table_rows() {
+        for (name, _) in super::UNARY_CASES {
+            assert!(
+                super::UNARY_OPS.iter().any(|r| r.name == *name),
+                "UNARY_CASES names '{name}', which is not a unary row"
+            );
+        }
+    }
 
     /// Every case lowers, and together they print every MIL op.
     #[test]

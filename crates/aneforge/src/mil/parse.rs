@@ -546,7 +546,7 @@ fn syntax(lx: &mut Lexer) -> Result<Syntax> {
         for (k, v, k_at) in attributes(lx)? {
             let slot = match k.as_str() {
                 "name" => &mut name,
-                "val" if op == "const" => &mut val,
+                "val" if op == io::CONST => &mut val,
                 _ => {
                     return Err(error_at(
                         lx.file,
@@ -576,7 +576,7 @@ fn syntax(lx: &mut Lexer) -> Result<Syntax> {
                 ))
             }
         };
-        if op == "const" {
+        if op == io::CONST {
             let (Some((v, v_at)), [(dt, shape, cname)], true, true) =
                 (val, outs.as_slice(), args.is_empty(), blobs.is_empty())
             else {

@@ -9,8 +9,11 @@ use crate::error::{Error, Result};
 use crate::mil::{Literal, MilArgs, MilOp};
 use crate::shape;
 
+/// The MIL op name of [`Affine`].
+pub const MIL_NAME: &str = "affine";
+
 /// MIL ops this family prints.
-pub const MIL_OPS: &[&str] = &["affine"];
+pub const MIL_OPS: &[&str] = &[MIL_NAME];
 
 /// The only `sampling_mode`, `padding_mode` and `coordinates_mode` MIL's affine defines.
 const MODES: [(&str, &str); 3] = [
@@ -70,30 +73,30 @@ fn sample(plane: &[f32], h: usize, w: usize, py: f64, px: f64) -> f32 {
 
 impl Family for Affine {
     fn name(&self) -> &'static str {
-        "affine"
+        MIL_NAME
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
-        expect_inputs("affine", inputs, 2)?;
-        expect_fp16("affine", inputs)?;
+        expect_inputs(MIL_NAME, inputs, 2)?;
+        expect_fp16(MIL_NAME, inputs)?;
         let (x, t) = (&inputs[0].shape, &inputs[1].shape);
         let &[b, c, _, _] = x.as_slice() else {
             return Err(Error::shape(
-                "affine",
+                MIL_NAME,
                 format!("x must be [B, C, H, W], got {x:?}"),
             ));
         };
         if !(t.len() == 2 && t[1] == 6 && (t[0] == b || t[0] == 1)) {
             return Err(Error::shape(
-                "affine",
+                MIL_NAME,
                 format!("transform_matrix must be [B, 6] or [1, 6] for x {x:?}, got {t:?}"),
             ));
         }
         let out = vec![b, c, self.h, self.w];
-        shape::check("affine", &out)?;
+        shape::check(MIL_NAME, &out)?;
         Ok(vec![TensorType::fp16(out)])
     }
     fn mil(&self) -> MilOp {
-        MilOp::new("affine", &["x", "transform_matrix"])
+        MilOp::new(MIL_NAME, &["x", "transform_matrix"])
             .param("align_corners", Literal::Bool(self.align_corners))
             .param("coordinates_mode", Literal::Str(MODES[2].1.into()))
             .param("output_height", Literal::Int32(self.h as i32))
@@ -130,7 +133,7 @@ impl Family for Affine {
 
 /// Parse `affine`; modes other than MIL's single defined set are an error naming the mode.
 pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
-    if op != "affine" {
+    if op != MIL_NAME {
         return None;
     }
     Some((|| {

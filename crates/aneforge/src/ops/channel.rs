@@ -3,13 +3,23 @@
 //! channels), plus the `lrn` spelling that lowers to `local_response_norm` with a window of C.
 
 use super::io::{expect_fp16, expect_inputs};
+use super::table::mil_kinds;
 use super::{Buf, Family, Op, TensorType};
 use crate::error::{Error, Result};
 use crate::mil::{Literal, MilArgs, MilOp};
 use crate::shape;
 
+mil_kinds! {
+    Channel =>
+    /// The MIL op of each [`Channel`] variant.
+    pub enum ChannelOp {
+        Prelu = "prelu",
+        LocalResponseNorm = "local_response_norm",
+    }
+}
+
 /// MIL ops this family prints.
-pub const MIL_OPS: &[&str] = &["prelu", "local_response_norm"];
+pub const MIL_OPS: &[&str] = ChannelOp::MIL_NAMES;
 
 /// Channel-axis ops; parameters hold fp16-rounded values (as printed in MIL).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -35,10 +45,7 @@ pub fn window(c: usize, size: usize, n: usize) -> std::ops::Range<usize> {
 
 impl Family for Channel {
     fn name(&self) -> &'static str {
-        match self {
-            Channel::Prelu => "prelu",
-            Channel::LocalResponseNorm { .. } => "local_response_norm",
-        }
+        self.mil_name()
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let op = self.name();
@@ -80,13 +87,13 @@ impl Family for Channel {
     }
     fn mil(&self) -> MilOp {
         match *self {
-            Channel::Prelu => MilOp::new("prelu", &["x", "alpha"]),
+            Channel::Prelu => MilOp::new(ChannelOp::Prelu.mil_name(), &["x", "alpha"]),
             Channel::LocalResponseNorm {
                 size,
                 alpha,
                 beta,
                 k,
-            } => MilOp::new("local_response_norm", &["x"])
+            } => MilOp::new(ChannelOp::LocalResponseNorm.mil_name(), &["x"])
                 .param("alpha", Literal::Fp16(alpha))
                 .param("beta", Literal::Fp16(beta))
                 .param("k", Literal::Fp16(k))
@@ -134,9 +141,9 @@ impl Family for Channel {
 
 /// Parse `prelu` and `local_response_norm`.
 pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
-    let parsed = match op {
-        "prelu" => Ok(Channel::Prelu),
-        "local_response_norm" => (|| {
+    let parsed = match ChannelOp::from_mil_name(op)? {
+        ChannelOp::Prelu => Ok(Channel::Prelu),
+        ChannelOp::LocalResponseNorm => (|| {
             let size = super::layout::index_param(args, "size")?;
             Ok(Channel::LocalResponseNorm {
                 size,
@@ -145,7 +152,6 @@ pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
                 k: args.fp16("k")?,
             })
         })(),
-        _ => return None,
     };
     Some(parsed.map(Op::Channel))
 }

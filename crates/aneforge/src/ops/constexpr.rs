@@ -12,32 +12,77 @@ use crate::error::{Error, Result};
 use crate::mil::blob::{BlobType, Packed, Payload};
 use crate::mil::{Literal, MilArgs, MilOp};
 
-/// A weight encoding, listed in the order the selection tries them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Encoding {
-    /// Bitmask of non-zeros plus the packed non-zero values (lossless).
-    Sparse,
-    /// One 16-entry fp16 palette per tensor, uint4 indices.
-    Int4,
-    /// Symmetric int8 with one scale per row and block of the inner axis.
-    Blockwise,
-    /// Symmetric int8 with one scale per output channel.
-    Int8,
-    /// Left as fp16.
-    Fp16,
+/// Declares the encodings once: each row is an [`Encoding`] variant and name, then (for a
+/// `constexpr_*` encoding) its [`Encoded`] payload variant and fields and its MIL op; the first
+/// row, without a payload, is the uncompressed fallback (listed last in `Encoding`). Generates
+/// `Encoding`, `Encoding::name`, `Encoded`, `Encoded::encoding` and `Encoded::mil_name`.
+macro_rules! encodings {
+    ($(#[doc = $plain_doc:literal])* $plain:ident $plain_name:literal;
+     $($(#[doc = $doc:literal])* $kind:ident $name:literal
+        => $variant:ident { $($field:ident : $ty:ty),+ $(,)? } = $mil:ident;)+) => {
+        /// A weight encoding, listed in the order the selection tries them.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum Encoding {
+            $($(#[doc = $doc])* $kind,)+
+            $(#[doc = $plain_doc])* $plain,
+        }
+
+        impl Encoding {
+            /// Lower-case name (`sparse`, `int4`, `blockwise`, `int8`, `fp16`).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Encoding::$kind => $name,)+
+                    Encoding::$plain => $plain_name,
+                }
+            }
+        }
+
+        /// The payloads of one encoding (every [`Encoding`] but the uncompressed one).
+        #[derive(Clone, Debug, PartialEq)]
+        pub enum Encoded {
+            $($(#[doc = $doc])* $variant { $($field: $ty),+ },)+
+        }
+
+        impl Encoded {
+            /// The encoding this payload belongs to.
+            pub fn encoding(&self) -> Encoding {
+                match self {
+                    $(Encoded::$variant { .. } => Encoding::$kind,)+
+                }
+            }
+
+            /// The `constexpr_*` MIL op that expands this payload.
+            pub fn mil_name(&self) -> &'static str {
+                match self {
+                    $(Encoded::$variant { .. } => $mil,)+
+                }
+            }
+        }
+    };
 }
 
-impl Encoding {
-    /// Lower-case name (`sparse`, `int4`, `blockwise`, `int8`, `fp16`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Encoding::Sparse => "sparse",
-            Encoding::Int4 => "int4",
-            Encoding::Blockwise => "blockwise",
-            Encoding::Int8 => "int8",
-            Encoding::Fp16 => "fp16",
-        }
-    }
+encodings! {
+    /// Left as fp16.
+    Fp16 "fp16";
+    /// Bitmask of non-zeros plus the packed non-zero values (lossless): a uint1 mask of the
+    /// non-zeros and the non-zero values in C order.
+    Sparse "sparse" => Sparse { mask: Packed, values: Arc<Vec<f16>> } = SPARSE;
+    /// One 16-entry fp16 palette per tensor, uint4 indices: w = lut[index].
+    Int4 "int4" => Lut { indices: Packed, lut: Arc<Vec<f16>> } = LUT;
+    /// Symmetric int8 with one fp16 scale per row and block of the inner axis (`scale_shape`
+    /// divides the shape axis by axis): w[i] = q[i] · scale[i / block].
+    Blockwise "blockwise" => Blockwise {
+        data: Arc<Vec<i8>>,
+        scale_shape: Vec<usize>,
+        scale: Arc<Vec<f16>>,
+    } = BLOCKWISE;
+    /// Symmetric int8 with one fp16 scale per index along `axis` (per output channel), zero
+    /// point 0: w = q · scale[i_axis].
+    Int8 "int8" => Affine {
+        axis: usize,
+        data: Arc<Vec<i8>>,
+        scale: Arc<Vec<f16>>,
+    } = AFFINE;
 }
 
 impl std::fmt::Display for Encoding {
@@ -61,27 +106,6 @@ pub const LUT_SIZE: usize = 16;
 pub struct Constexpr {
     shape: Vec<usize>,
     enc: Encoded,
-}
-
-/// The payloads of one encoding.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Encoded {
-    /// int8 with one fp16 scale per index along `axis`, zero point 0: w = q · scale[i_axis].
-    Affine {
-        axis: usize,
-        data: Arc<Vec<i8>>,
-        scale: Arc<Vec<f16>>,
-    },
-    /// uint4 indices into a 16-entry fp16 palette: w = lut[index].
-    Lut { indices: Packed, lut: Arc<Vec<f16>> },
-    /// uint1 mask of the non-zeros and the non-zero values in C order.
-    Sparse { mask: Packed, values: Arc<Vec<f16>> },
-    /// int8 with one fp16 scale per block (`scale_shape` divides the shape axis by axis): w[i] = q[i] · scale[i / block].
-    Blockwise {
-        data: Arc<Vec<i8>>,
-        scale_shape: Vec<usize>,
-        scale: Arc<Vec<f16>>,
-    },
 }
 
 /// fp16(a · b): the product is exact in f32 (int8 × fp16), then rounded once.
@@ -225,12 +249,7 @@ impl Constexpr {
 
 impl Family for Constexpr {
     fn name(&self) -> &'static str {
-        match self.enc {
-            Encoded::Affine { .. } => AFFINE,
-            Encoded::Lut { .. } => LUT,
-            Encoded::Sparse { .. } => SPARSE,
-            Encoded::Blockwise { .. } => BLOCKWISE,
-        }
+        self.enc.mil_name()
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         expect_inputs(self.name(), inputs, 0)?;
@@ -369,6 +388,33 @@ mod tests {
 
     fn h(v: &[f32]) -> Arc<Vec<f16>> {
         Arc::new(v.iter().map(|&x| f16::from_f32(x)).collect())
+    }
+
+    /// Each payload names its encoding and its iOS18 `constexpr_*` op (names from the MIL spec).
+    #[test]
+    fn payloads_name_their_encoding_and_mil_op() {
+        let data = Arc::new(vec![1i8, -2]);
+        let affine = Encoded::Affine {
+            axis: 0,
+            data: data.clone(),
+            scale: h(&[0.5]),
+        };
+        let blockwise = Encoded::Blockwise {
+            data,
+            scale_shape: vec![1],
+            scale: h(&[0.5]),
+        };
+        assert_eq!(
+            [&affine, &blockwise].map(|e| (e.encoding().to_string(), e.mil_name())),
+            [
+                ("int8".to_string(), "constexpr_affine_dequantize"),
+                ("blockwise".to_string(), "constexpr_blockwise_shift_scale"),
+            ]
+        );
+        assert_eq!(
+            [Encoding::Sparse, Encoding::Int4, Encoding::Fp16].map(Encoding::name),
+            ["sparse", "int4", "fp16"]
+        );
     }
 
     fn dense(c: &Constexpr) -> Vec<f32> {

@@ -14,8 +14,11 @@ use crate::mil::{Literal, MilArgs, MilOp};
 /// Widest kernel the ANE accepts.
 pub const MAX_KERNEL_WIDTH: usize = 15;
 
+/// The MIL op name of [`Conv`].
+pub const MIL_NAME: &str = "conv";
+
 /// MIL ops this family prints.
-pub const MIL_OPS: &[&str] = &["conv"];
+pub const MIL_OPS: &[&str] = &[MIL_NAME];
 
 /// MIL `conv(x, weight, bias?, strides, pad_type = "custom", pad, dilations, groups)`.
 /// Inputs: x [N, Cin, H, W], weight [Cout, Cin/groups, kH, kW], optional bias [Cout].
@@ -132,7 +135,7 @@ impl Conv {
     fn geometry(&self, xs: &[usize], ws: &[usize]) -> Result<Geom> {
         let err = |msg: String| {
             Err(Error::shape(
-                "conv",
+                MIL_NAME,
                 format!("x {xs:?}, weight {ws:?}: {msg}"),
             ))
         };
@@ -160,7 +163,7 @@ impl Conv {
             ));
         }
         let [oh, ow] = window_output(
-            "conv",
+            MIL_NAME,
             [h, w],
             [kh, kw],
             self.strides,
@@ -230,23 +233,23 @@ impl Conv {
 
 impl Family for Conv {
     fn name(&self) -> &'static str {
-        "conv"
+        MIL_NAME
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         if !(2..=3).contains(&inputs.len()) {
             return Err(Error::shape(
-                "conv",
+                MIL_NAME,
                 format!(
                     "expects 2 or 3 inputs (x, weight, bias?), got {}",
                     inputs.len()
                 ),
             ));
         }
-        expect_fp16("conv", inputs)?;
+        expect_fp16(MIL_NAME, inputs)?;
         let g = self.geometry(&inputs[0].shape, &inputs[1].shape)?;
         if let Some(b) = inputs.get(2).filter(|b| b.shape != [g.cout]) {
             return Err(Error::shape(
-                "conv",
+                MIL_NAME,
                 format!(
                     "bias must have shape [{}] (Cout of weight {:?}), got {:?}",
                     g.cout, inputs[1].shape, b.shape
@@ -257,7 +260,7 @@ impl Family for Conv {
     }
     fn mil(&self) -> MilOp {
         conv_params(
-            MilOp::new("conv", &["x", "weight", "bias"]),
+            MilOp::new(MIL_NAME, &["x", "weight", "bias"]),
             self.strides,
             self.pad,
             self.dilations,
@@ -343,7 +346,7 @@ impl Conv {
 
 /// Parse `conv`.
 pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
-    if op != "conv" {
+    if op != MIL_NAME {
         return None;
     }
     Some(take_conv_params(args).map(|o| {

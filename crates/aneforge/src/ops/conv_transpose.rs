@@ -7,8 +7,11 @@ use super::{Buf, Family, Op, TensorType};
 use crate::error::{Error, Result};
 use crate::mil::{MilArgs, MilOp};
 
+/// The MIL op name of [`ConvTranspose`].
+pub const MIL_NAME: &str = "conv_transpose";
+
 /// MIL ops this family prints.
-pub const MIL_OPS: &[&str] = &["conv_transpose"];
+pub const MIL_OPS: &[&str] = &[MIL_NAME];
 
 /// MIL `conv_transpose(x, weight, strides, pad_type = "custom", pad, dilations, groups)`.
 /// Inputs: x [N, Cin, H, W], weight [Cin, Cout/groups, kH, kW]; output extent per axis
@@ -27,7 +30,7 @@ impl ConvTranspose {
     fn out_shape(&self, xs: &[usize], ws: &[usize]) -> Result<[usize; 4]> {
         let err = |msg: String| {
             Err(Error::shape(
-                "conv_transpose",
+                MIL_NAME,
                 format!("x {xs:?}, weight {ws:?}: {msg}"),
             ))
         };
@@ -76,18 +79,18 @@ impl ConvTranspose {
 
 impl Family for ConvTranspose {
     fn name(&self) -> &'static str {
-        "conv_transpose"
+        MIL_NAME
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
-        expect_inputs("conv_transpose", inputs, 2)?;
-        expect_fp16("conv_transpose", inputs)?;
+        expect_inputs(MIL_NAME, inputs, 2)?;
+        expect_fp16(MIL_NAME, inputs)?;
         let s = self.out_shape(&inputs[0].shape, &inputs[1].shape)?;
-        crate::shape::check("conv_transpose", &s)?;
+        crate::shape::check(MIL_NAME, &s)?;
         Ok(vec![TensorType::fp16(s.to_vec())])
     }
     fn mil(&self) -> MilOp {
         conv_params(
-            MilOp::new("conv_transpose", &["x", "weight"]),
+            MilOp::new(MIL_NAME, &["x", "weight"]),
             self.strides,
             self.pad,
             self.dilations,
@@ -140,7 +143,7 @@ impl Family for ConvTranspose {
 
 /// Parse `conv_transpose`.
 pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
-    if op != "conv_transpose" {
+    if op != MIL_NAME {
         return None;
     }
     Some(take_conv_params(args).map(|o| {

@@ -8,8 +8,11 @@ use crate::error::{Error, Result};
 use crate::mil::{Literal, MilArgs, MilInputs, MilOp};
 use crate::shape;
 
+/// The MIL op name of [`Einsum`].
+pub const MIL_NAME: &str = "einsum";
+
 /// MIL ops this family prints.
-pub const MIL_OPS: &[&str] = &["einsum"];
+pub const MIL_OPS: &[&str] = &[MIL_NAME];
 
 /// The native equations by rank, as printed (any consistent relettering parses).
 const NATIVE: [(usize, &str); 2] = [(4, "nchw,nwhu->nchu"), (3, "chw,whu->chu")];
@@ -84,7 +87,7 @@ impl Einsum {
 /// The equality structure of an explicit equation: per operand and the output, each letter's
 /// first position in the concatenation (so relettered equations compare equal).
 fn letter_pattern(eq: &str) -> Result<(Vec<Vec<usize>>, Vec<usize>)> {
-    let (ins, out) = split_equation("einsum", eq)?;
+    let (ins, out) = split_equation(MIL_NAME, eq)?;
     let all: Vec<char> = ins
         .concat()
         .into_iter()
@@ -108,15 +111,15 @@ fn bcast(a: usize, b: usize) -> Option<usize> {
 
 impl Family for Einsum {
     fn name(&self) -> &'static str {
-        "einsum"
+        MIL_NAME
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
-        expect_inputs("einsum", inputs, 2)?;
-        expect_fp16("einsum", inputs)?;
+        expect_inputs(MIL_NAME, inputs, 2)?;
+        expect_fp16(MIL_NAME, inputs)?;
         let (x, y) = (&inputs[0].shape, &inputs[1].shape);
         let r = self.rank;
         let bad = || {
-            Error::shape("einsum", format!("'{}' needs x [.., C, H, W] and y [.., W, H, U] of rank {r} (batch and H equal or 1), got {x:?} and {y:?}", self.equation()))
+            Error::shape(MIL_NAME, format!("'{}' needs x [.., C, H, W] and y [.., W, H, U] of rank {r} (batch and H equal or 1), got {x:?} and {y:?}", self.equation()))
         };
         if x.len() != r || y.len() != r || x[r - 1] != y[r - 3] {
             return Err(bad());
@@ -126,12 +129,12 @@ impl Family for Einsum {
         if r == 4 {
             out.insert(0, bcast(x[0], y[0]).ok_or_else(bad)?);
         }
-        shape::check("einsum", &out)?;
+        shape::check(MIL_NAME, &out)?;
         Ok(vec![TensorType::fp16(out)])
     }
     fn mil(&self) -> MilOp {
         MilOp {
-            op: "einsum",
+            op: MIL_NAME,
             params: vec![("equation", Literal::Str(self.equation().into()))],
             inputs: MilInputs::Tuple("values"),
             blobs: Vec::new(),
@@ -174,7 +177,7 @@ impl Family for Einsum {
 /// Parse `einsum` (its equation must be one of the native forms).
 pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
     match op {
-        "einsum" => Some(
+        MIL_NAME => Some(
             (|| {
                 let eq = args.string("equation")?;
                 Einsum::parse(&eq).map_err(|e| args.error(e.to_string()))

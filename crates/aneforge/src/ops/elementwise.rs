@@ -6,6 +6,7 @@ use rayon::prelude::*;
 use super::io::{expect_fp16, expect_inputs};
 
 use super::kernel::{broadcast_strides, for_each_broadcast, PAR_MIN_ELEMS};
+use super::table::mil_kinds;
 use super::{Buf, Family, Op, TensorType};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -13,46 +14,33 @@ use crate::mil::literal::round_f16;
 use crate::mil::{MilArgs, MilOp};
 use crate::shape;
 
-/// MIL ops this family prints.
-pub const MIL_OPS: &[&str] = &[
-    "add",
-    "sub",
-    "mul",
-    "real_div",
-    "maximum",
-    "minimum",
-    "pow",
-    "greater",
-    "less",
-    "equal",
-    "not_equal",
-    "less_equal",
-    "greater_equal",
-    "select",
-];
-
-/// Two-input elementwise ops with NumPy broadcasting.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Binary {
-    Add,
-    Sub,
-    Mul,
-    RealDiv,
-    Maximum,
-    Minimum,
-    Pow,
+mil_kinds! {
+    /// Two-input elementwise ops with NumPy broadcasting.
+    pub enum Binary {
+        Add = "add",
+        Sub = "sub",
+        Mul = "mul",
+        RealDiv = "real_div",
+        Maximum = "maximum",
+        Minimum = "minimum",
+        Pow = "pow",
+    }
 }
 
-/// Comparisons: fp16 inputs, bool output, NumPy broadcasting.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Compare {
-    Greater,
-    Less,
-    Equal,
-    NotEqual,
-    LessEqual,
-    GreaterEqual,
+mil_kinds! {
+    /// Comparisons: fp16 inputs, bool output, NumPy broadcasting.
+    pub enum Compare {
+        Greater = "greater",
+        Less = "less",
+        Equal = "equal",
+        NotEqual = "not_equal",
+        LessEqual = "less_equal",
+        GreaterEqual = "greater_equal",
+    }
 }
+
+/// The MIL name of [`Select`].
+pub const SELECT: &str = "select";
 
 /// `select(cond, a, b)`: a where cond else b, all three broadcast together.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,18 +56,6 @@ impl Binary {
             Binary::Maximum => a.max(b),
             Binary::Minimum => a.min(b),
             Binary::Pow => a.powf(b),
-        }
-    }
-    /// The MIL op name.
-    pub fn mil_name(self) -> &'static str {
-        match self {
-            Binary::Add => "add",
-            Binary::Sub => "sub",
-            Binary::Mul => "mul",
-            Binary::RealDiv => "real_div",
-            Binary::Maximum => "maximum",
-            Binary::Minimum => "minimum",
-            Binary::Pow => "pow",
         }
     }
 }
@@ -144,17 +120,6 @@ impl Compare {
             Compare::GreaterEqual => a >= b,
         }
     }
-    /// The MIL op name.
-    pub fn mil_name(self) -> &'static str {
-        match self {
-            Compare::Greater => "greater",
-            Compare::Less => "less",
-            Compare::Equal => "equal",
-            Compare::NotEqual => "not_equal",
-            Compare::LessEqual => "less_equal",
-            Compare::GreaterEqual => "greater_equal",
-        }
-    }
 }
 
 impl Family for Compare {
@@ -183,29 +148,29 @@ impl Family for Compare {
 
 impl Family for Select {
     fn name(&self) -> &'static str {
-        "select"
+        SELECT
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
-        expect_inputs("select", inputs, 3)?;
+        expect_inputs(SELECT, inputs, 3)?;
         if inputs[0].dtype != DType::Bool {
             return Err(Error::dtype(
-                "select",
+                SELECT,
                 format!(
                     "cond must be bool (a comparison result), got {} {:?}",
                     inputs[0].dtype, inputs[0].shape
                 ),
             ));
         }
-        expect_fp16("select", &inputs[1..])?;
-        let ab = shape::broadcast("select", &inputs[1].shape, &inputs[2].shape)?;
+        expect_fp16(SELECT, &inputs[1..])?;
+        let ab = shape::broadcast(SELECT, &inputs[1].shape, &inputs[2].shape)?;
         Ok(vec![TensorType::fp16(shape::broadcast(
-            "select",
+            SELECT,
             &inputs[0].shape,
             &ab,
         )?)])
     }
     fn mil(&self) -> MilOp {
-        MilOp::new("select", &["cond", "a", "b"])
+        MilOp::new(SELECT, &["cond", "a", "b"])
     }
     fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
         let o = &mut out[0];
@@ -224,25 +189,11 @@ impl Family for Select {
 
 /// Parse elementwise MIL statements.
 pub fn from_mil(op: &str, _args: &mut MilArgs) -> Option<Result<Op>> {
-    let binary = |b: Binary| Some(Ok(Op::Binary(b)));
-    let compare = |c: Compare| Some(Ok(Op::Compare(c)));
-    match op {
-        "add" => binary(Binary::Add),
-        "sub" => binary(Binary::Sub),
-        "mul" => binary(Binary::Mul),
-        "real_div" => binary(Binary::RealDiv),
-        "maximum" => binary(Binary::Maximum),
-        "minimum" => binary(Binary::Minimum),
-        "pow" => binary(Binary::Pow),
-        "greater" => compare(Compare::Greater),
-        "less" => compare(Compare::Less),
-        "equal" => compare(Compare::Equal),
-        "not_equal" => compare(Compare::NotEqual),
-        "less_equal" => compare(Compare::LessEqual),
-        "greater_equal" => compare(Compare::GreaterEqual),
-        "select" => Some(Ok(Op::Select(Select))),
-        _ => None,
-    }
+    let op = Binary::from_mil_name(op)
+        .map(Op::Binary)
+        .or_else(|| Compare::from_mil_name(op).map(Op::Compare))
+        .or_else(|| (op == SELECT).then_some(Op::Select(Select)))?;
+    Some(Ok(op))
 }
 
 /// A finite fp16 parameter (rounded as MIL will print it); errors name `op`.

@@ -11,8 +11,13 @@ use crate::error::{Error, Result};
 use crate::mil::{Literal, MilArgs, MilOp};
 use crate::shape;
 
+/// The MIL op name of [`Const`].
+pub const CONST: &str = "const";
+/// The MIL op name of [`Cast`].
+pub const CAST: &str = "cast";
+
 /// MIL ops this family prints as statements.
-pub const MIL_OPS: &[&str] = &["const", "cast"];
+pub const MIL_OPS: &[&str] = &[CONST, CAST];
 
 /// A program input port.
 #[derive(Clone, Debug, PartialEq)]
@@ -52,14 +57,14 @@ impl Family for Input {
 
 impl Family for Const {
     fn name(&self) -> &'static str {
-        "const"
+        CONST
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
-        expect_inputs("const", inputs, 0)?;
+        expect_inputs(CONST, inputs, 0)?;
         Ok(vec![TensorType::fp16(self.shape.clone())])
     }
     fn mil(&self) -> MilOp {
-        MilOp::new("const", &[])
+        MilOp::new(CONST, &[])
     }
     fn eval(&self, _: &[&Buf], out: &mut [Buf]) -> Result<()> {
         use half::slice::HalfFloatSliceExt;
@@ -70,13 +75,13 @@ impl Family for Const {
 
 impl Family for Cast {
     fn name(&self) -> &'static str {
-        "cast"
+        CAST
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
-        expect_inputs("cast", inputs, 1)?;
+        expect_inputs(CAST, inputs, 1)?;
         if self.dtype != DType::Fp16 {
             return Err(Error::dtype(
-                "cast",
+                CAST,
                 format!("only casts to fp16 are supported, got {}", self.dtype),
             ));
         }
@@ -86,7 +91,7 @@ impl Family for Cast {
         }])
     }
     fn mil(&self) -> MilOp {
-        MilOp::new("cast", &["x"]).param("dtype", Literal::Str(self.dtype.mil().into()))
+        MilOp::new(CAST, &["x"]).param("dtype", Literal::Str(self.dtype.mil().into()))
     }
     fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
         out[0].data.copy_from_slice(&ins[0].data);
@@ -97,9 +102,9 @@ impl Family for Cast {
 /// Parse the io family's MIL statements (`cast`; consts and inputs are handled by the parser).
 pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
     match op {
-        "cast" => Some((|| {
+        CAST => Some((|| {
             Ok(Op::Cast(Cast {
-                dtype: DType::parse("cast", &args.string("dtype")?)?,
+                dtype: DType::parse(CAST, &args.string("dtype")?)?,
             }))
         })()),
         _ => None,

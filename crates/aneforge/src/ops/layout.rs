@@ -5,22 +5,29 @@ use std::ops::Range;
 
 use super::io::{expect_fp16, expect_inputs};
 use super::kernel::for_each_broadcast;
+use super::table::mil_kinds;
 use super::{Buf, Family, Op, TensorType};
 use crate::error::{Error, Result};
 use crate::mil::{Literal, MilArgs, MilInputs, MilOp};
 use crate::shape::{self, Shape, MAX_RANK};
 
+mil_kinds! {
+    Layout =>
+    /// The MIL op of each [`Layout`] variant.
+    pub enum LayoutOp {
+        Reshape = "reshape",
+        Transpose = "transpose",
+        Concat = "concat",
+        Split = "split",
+        SliceBySize = "slice_by_size",
+        Squeeze = "squeeze",
+        ExpandDims = "expand_dims",
+        Upsample = "upsample_nearest_neighbor",
+    }
+}
+
 /// MIL ops this family prints.
-pub const MIL_OPS: &[&str] = &[
-    "reshape",
-    "transpose",
-    "concat",
-    "split",
-    "slice_by_size",
-    "squeeze",
-    "expand_dims",
-    "upsample_nearest_neighbor",
-];
+pub const MIL_OPS: &[&str] = LayoutOp::MIL_NAMES;
 
 /// Data-movement ops. Axes are stored normalised (non-negative).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,16 +77,7 @@ pub(crate) fn index_param(args: &mut MilArgs, name: &str) -> Result<usize> {
 
 impl Family for Layout {
     fn name(&self) -> &'static str {
-        match self {
-            Layout::Reshape { .. } => "reshape",
-            Layout::Transpose { .. } => "transpose",
-            Layout::Concat { .. } => "concat",
-            Layout::Split { .. } => "split",
-            Layout::SliceBySize { .. } => "slice_by_size",
-            Layout::Squeeze { .. } => "squeeze",
-            Layout::ExpandDims { .. } => "expand_dims",
-            Layout::Upsample { .. } => "upsample_nearest_neighbor",
-        }
+        self.mil_name()
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let op = self.name();
@@ -239,7 +237,7 @@ impl Family for Layout {
             Layout::Reshape { shape } => x.param("shape", ints(shape)),
             Layout::Transpose { perm } => x.param("perm", ints(perm)),
             Layout::Concat { axis } => MilOp {
-                op: "concat",
+                op: LayoutOp::Concat.mil_name(),
                 params: vec![
                     ("axis", Literal::Int32(*axis as i32)),
                     ("interleave", Literal::Bool(false)),
@@ -348,37 +346,36 @@ fn upsample(x: &Buf, sh: usize, sw: usize, out: &mut Buf) {
 
 /// Parse layout ops.
 pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
-    let parsed = match op {
-        "reshape" => args.sizes("shape").map(|shape| Layout::Reshape { shape }),
-        "transpose" => args.sizes("perm").map(|perm| Layout::Transpose { perm }),
-        "concat" => (|| {
+    let parsed = match LayoutOp::from_mil_name(op)? {
+        LayoutOp::Reshape => args.sizes("shape").map(|shape| Layout::Reshape { shape }),
+        LayoutOp::Transpose => args.sizes("perm").map(|perm| Layout::Transpose { perm }),
+        LayoutOp::Concat => (|| {
             let axis = index_param(args, "axis")?;
             if args.bool("interleave")? {
                 return Err(args.error("concat with interleave = true is not supported"));
             }
             Ok(Layout::Concat { axis })
         })(),
-        "split" => (|| {
+        LayoutOp::Split => (|| {
             Ok(Layout::Split {
                 axis: index_param(args, "axis")?,
                 sizes: args.sizes("split_sizes")?,
             })
         })(),
-        "slice_by_size" => (|| {
+        LayoutOp::SliceBySize => (|| {
             Ok(Layout::SliceBySize {
                 begin: args.sizes("begin")?,
                 size: args.sizes("size")?,
             })
         })(),
-        "squeeze" => args.sizes("axes").map(|axes| Layout::Squeeze { axes }),
-        "expand_dims" => args.sizes("axes").map(|axes| Layout::ExpandDims { axes }),
-        "upsample_nearest_neighbor" => (|| {
+        LayoutOp::Squeeze => args.sizes("axes").map(|axes| Layout::Squeeze { axes }),
+        LayoutOp::ExpandDims => args.sizes("axes").map(|axes| Layout::ExpandDims { axes }),
+        LayoutOp::Upsample => (|| {
             Ok(Layout::Upsample {
                 scale_h: index_param(args, "scale_factor_height")?,
                 scale_w: index_param(args, "scale_factor_width")?,
             })
         })(),
-        _ => return None,
     };
     Some(parsed.map(Op::Layout))
 }

@@ -12,8 +12,11 @@ use super::{Buf, Family, Op, TensorType};
 use crate::error::{Error, Result};
 use crate::mil::{Literal, MilArgs, MilOp};
 
+/// The MIL op name of [`MatMul`].
+pub const MIL_NAME: &str = "matmul";
+
 /// MIL ops this family prints.
-pub const MIL_OPS: &[&str] = &["matmul"];
+pub const MIL_OPS: &[&str] = &[MIL_NAME];
 
 /// MIL `matmul(x, y, transpose_x, transpose_y)`; transposes swap the last two axes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,13 +90,13 @@ impl MatMul {
             Operand::new(ys, self.transpose_y, false),
         ) else {
             return Err(Error::shape(
-                "matmul",
+                MIL_NAME,
                 format!("operands must have rank >= 1, got {}", desc()),
             ));
         };
         if x.cols != y.rows {
             return Err(Error::shape(
-                "matmul",
+                MIL_NAME,
                 format!(
                     "{}: inner dimensions differ (K = {} vs {})",
                     desc(),
@@ -102,9 +105,9 @@ impl MatMul {
                 ),
             ));
         }
-        let batch = crate::shape::broadcast("matmul", x.batch, y.batch).map_err(|_| {
+        let batch = crate::shape::broadcast(MIL_NAME, x.batch, y.batch).map_err(|_| {
             Error::shape(
-                "matmul",
+                MIL_NAME,
                 format!(
                     "{}: batch axes {:?} and {:?} do not broadcast",
                     desc(),
@@ -119,11 +122,11 @@ impl MatMul {
 
 impl Family for MatMul {
     fn name(&self) -> &'static str {
-        "matmul"
+        MIL_NAME
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
-        expect_inputs("matmul", inputs, 2)?;
-        expect_fp16("matmul", inputs)?;
+        expect_inputs(MIL_NAME, inputs, 2)?;
+        expect_fp16(MIL_NAME, inputs)?;
         let (xs, ys) = (&inputs[0].shape, &inputs[1].shape);
         let (x, y, mut out) = self.operands(xs, ys)?;
         if xs.len() >= 2 {
@@ -135,7 +138,7 @@ impl Family for MatMul {
         Ok(vec![TensorType::fp16(out)])
     }
     fn mil(&self) -> MilOp {
-        MilOp::new("matmul", &["x", "y"])
+        MilOp::new(MIL_NAME, &["x", "y"])
             .param("transpose_x", Literal::Bool(self.transpose_x))
             .param("transpose_y", Literal::Bool(self.transpose_y))
     }
@@ -182,7 +185,7 @@ impl Family for MatMul {
 /// Parse `matmul`.
 pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
     match op {
-        "matmul" => Some((|| {
+        MIL_NAME => Some((|| {
             Ok(Op::MatMul(MatMul {
                 transpose_x: args.bool("transpose_x")?,
                 transpose_y: args.bool("transpose_y")?,

@@ -20,6 +20,7 @@ pub mod pool;
 pub mod rearrange;
 pub mod reduce;
 pub mod resize;
+mod table;
 pub mod unary;
 
 use crate::dtype::DType;
@@ -169,15 +170,19 @@ pub fn mil_op_names() -> Vec<&'static str> {
         io::MIL_OPS,
         constexpr::MIL_OPS,
         unary::MIL_OPS,
-        elementwise::MIL_OPS,
+        elementwise::Binary::MIL_NAMES,
+        elementwise::Compare::MIL_NAMES,
+        &[elementwise::SELECT],
         linear::MIL_OPS,
         conv::MIL_OPS,
         conv_transpose::MIL_OPS,
         pool::MIL_OPS,
-        reduce::MIL_OPS,
+        reduce::ReduceKind::MIL_NAMES,
+        &[reduce::SOFTMAX],
         norm::MIL_OPS,
         layout::MIL_OPS,
-        rearrange::MIL_OPS,
+        rearrange::RearrangeOp::MIL_NAMES,
+        rearrange::Shuffle::MIL_NAMES,
         resize::MIL_OPS,
         channel::MIL_OPS,
         einsum::MIL_OPS,
@@ -194,5 +199,62 @@ pub trait AsFamily {
 impl<T: Family> AsFamily for T {
     fn as_family(&self) -> &dyn Family {
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::{mil_op_names, Op};
+    use crate::mil::MilArgs;
+    use crate::{Graph, Program};
+
+    /// The registry lists each MIL name once.
+    #[test]
+    fn registry_names_are_unique() {
+        let names = mil_op_names();
+        let unique: BTreeSet<&str> = names.iter().copied().collect();
+        assert_eq!(unique.len(), names.len(), "{names:?}");
+    }
+
+    /// Every registry name is printed by some corpus node, and that node's MIL statement parses
+    /// back (by name, through `Op::from_mil`) to the same op. `const` statements are rebuilt by
+    /// the MIL parser from their literal, so they are only required to be printed.
+    #[test]
+    fn every_registry_name_parses_back_to_the_op_that_printed_it() {
+        let (mut printed, mut parsed) = (BTreeSet::new(), BTreeSet::new());
+        for (case, t) in crate::conformance::corpus::conformance().unwrap() {
+            let p = Program::lower(Graph::from_outputs(&[(None, t)]).unwrap()).unwrap();
+            for node in &p.graph.nodes {
+                if matches!(node.op, Op::Input(_)) {
+                    continue;
+                }
+                let m = node.op.family().mil();
+                printed.insert(m.op);
+                if matches!(node.op, Op::Const(_)) {
+                    continue;
+                }
+                let params = m.params.iter().map(|(k, v)| (k.to_string(), v.clone()));
+                let mut args = MilArgs::new("model.mil", case, params.collect());
+                args.blobs = m
+                    .blobs
+                    .iter()
+                    .map(|(k, shape, payload)| (k.to_string(), (shape.clone(), payload.clone())))
+                    .collect();
+                let back = Op::from_mil(m.op, &mut args)
+                    .unwrap_or_else(|| panic!("{case}: no family parses '{}'", m.op))
+                    .unwrap_or_else(|e| panic!("{case}: '{}' does not parse back: {e}", m.op));
+                assert_eq!(back, node.op, "{case}: '{}'", m.op);
+                parsed.insert(m.op);
+            }
+        }
+        for name in mil_op_names() {
+            assert!(printed.contains(name), "no corpus node prints '{name}'");
+            assert!(
+                name == super::io::CONST || parsed.contains(name),
+                "'{name}' never parsed back"
+            );
+        }
     }
 }

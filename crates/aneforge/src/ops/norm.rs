@@ -7,8 +7,13 @@ use crate::error::{Error, Result};
 use crate::mil::{Literal, MilArgs, MilOp};
 use crate::shape::{self};
 
+/// The MIL op name of [`BatchNorm`].
+pub const BATCH_NORM: &str = "batch_norm";
+/// The MIL op name of [`InstanceNorm`].
+pub const INSTANCE_NORM: &str = "instance_norm";
+
 /// MIL ops this family prints (the composites emit other families' ops).
-pub const MIL_OPS: &[&str] = &["batch_norm", "instance_norm"];
+pub const MIL_OPS: &[&str] = &[BATCH_NORM, INSTANCE_NORM];
 
 /// MIL `batch_norm(x, mean, variance, gamma, beta, epsilon)`; x rank 3..=5, the four
 /// statistics are [C] tensors (C = x.shape[1]); `eps` holds the fp16-rounded value.
@@ -29,22 +34,22 @@ const BN_INPUTS: [&str; 5] = ["x", "mean", "variance", "gamma", "beta"];
 
 impl Family for BatchNorm {
     fn name(&self) -> &'static str {
-        "batch_norm"
+        BATCH_NORM
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
-        expect_inputs("batch_norm", inputs, 5)?;
-        expect_fp16("batch_norm", inputs)?;
+        expect_inputs(BATCH_NORM, inputs, 5)?;
+        expect_fp16(BATCH_NORM, inputs)?;
         let s = &inputs[0].shape;
         if !(3..=5).contains(&s.len()) {
             return Err(Error::shape(
-                "batch_norm",
+                BATCH_NORM,
                 format!("x must have rank 3..=5, got {s:?}"),
             ));
         }
         for (name, t) in BN_INPUTS.iter().zip(inputs).skip(1) {
             if t.shape != [s[1]] {
                 return Err(Error::shape(
-                    "batch_norm",
+                    BATCH_NORM,
                     format!(
                         "{name} must have shape [C] = [{}] for x {s:?}, got {:?}",
                         s[1], t.shape
@@ -55,7 +60,7 @@ impl Family for BatchNorm {
         Ok(vec![inputs[0].clone()])
     }
     fn mil(&self) -> MilOp {
-        MilOp::new("batch_norm", &BN_INPUTS).param("epsilon", Literal::Fp16(self.eps))
+        MilOp::new(BATCH_NORM, &BN_INPUTS).param("epsilon", Literal::Fp16(self.eps))
     }
     fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
         let x = ins[0];
@@ -81,22 +86,22 @@ impl Family for BatchNorm {
 
 impl Family for InstanceNorm {
     fn name(&self) -> &'static str {
-        "instance_norm"
+        INSTANCE_NORM
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
-        expect_inputs("instance_norm", inputs, 3)?;
-        expect_fp16("instance_norm", inputs)?;
+        expect_inputs(INSTANCE_NORM, inputs, 3)?;
+        expect_fp16(INSTANCE_NORM, inputs)?;
         let s = &inputs[0].shape;
         if !(3..=4).contains(&s.len()) {
             return Err(Error::shape(
-                "instance_norm",
+                INSTANCE_NORM,
                 format!("x must have rank 3 or 4 ([N, C, H, W]), got {s:?}"),
             ));
         }
         for (name, t) in ["gamma", "beta"].iter().zip(&inputs[1..]) {
             if t.shape != [s[1]] {
                 return Err(Error::shape(
-                    "instance_norm",
+                    INSTANCE_NORM,
                     format!(
                         "{name} must have shape [C] = [{}] for x {s:?}, got {:?}",
                         s[1], t.shape
@@ -107,8 +112,7 @@ impl Family for InstanceNorm {
         Ok(vec![inputs[0].clone()])
     }
     fn mil(&self) -> MilOp {
-        MilOp::new("instance_norm", &["x", "gamma", "beta"])
-            .param("epsilon", Literal::Fp16(self.eps))
+        MilOp::new(INSTANCE_NORM, &["x", "gamma", "beta"]).param("epsilon", Literal::Fp16(self.eps))
     }
     fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
         let x = ins[0];
@@ -135,11 +139,11 @@ impl Family for InstanceNorm {
 /// Parse `batch_norm` and `instance_norm`.
 pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
     match op {
-        "batch_norm" => Some(
+        BATCH_NORM => Some(
             args.fp16("epsilon")
                 .map(|eps| Op::BatchNorm(BatchNorm { eps })),
         ),
-        "instance_norm" => Some(
+        INSTANCE_NORM => Some(
             args.fp16("epsilon")
                 .map(|eps| Op::InstanceNorm(InstanceNorm { eps })),
         ),

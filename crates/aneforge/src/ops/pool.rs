@@ -3,12 +3,22 @@
 use super::conv::{ints, take_custom_pad, take_sizes, tap, window_output};
 use super::io::{expect_fp16, expect_inputs};
 use super::kernel::for_chunks;
+use super::table::mil_kinds;
 use super::{Buf, Family, Op, TensorType};
 use crate::error::{Error, Result};
 use crate::mil::{Literal, MilArgs, MilOp};
 
+mil_kinds! {
+    PoolKind =>
+    /// The MIL op of each [`PoolKind`].
+    pub enum PoolOp {
+        Max = "max_pool",
+        Avg = "avg_pool",
+    }
+}
+
 /// MIL ops this family prints.
-pub const MIL_OPS: &[&str] = &["max_pool", "avg_pool"];
+pub const MIL_OPS: &[&str] = PoolOp::MIL_NAMES;
 
 /// Which pooling.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,10 +100,7 @@ impl Pool {
 
 impl Family for Pool {
     fn name(&self) -> &'static str {
-        match self.kind {
-            PoolKind::Max => "max_pool",
-            PoolKind::Avg { .. } => "avg_pool",
-        }
+        self.kind.mil_name()
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         expect_inputs(self.name(), inputs, 1)?;
@@ -133,22 +140,17 @@ impl Family for Pool {
 
 /// Parse `max_pool` / `avg_pool`.
 pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
-    let max = match op {
-        "max_pool" => true,
-        "avg_pool" => false,
-        _ => return None,
-    };
+    let pool = PoolOp::from_mil_name(op)?;
     Some((|| {
         if args.bool("ceil_mode")? {
             return Err(args.error("ceil_mode = true is not supported"));
         }
         take_custom_pad(args)?;
-        let kind = if max {
-            PoolKind::Max
-        } else {
-            PoolKind::Avg {
+        let kind = match pool {
+            PoolOp::Max => PoolKind::Max,
+            PoolOp::Avg => PoolKind::Avg {
                 exclude_padding: args.bool("exclude_padding_from_average")?,
-            }
+            },
         };
         Ok(Op::Pool(Pool {
             kind,

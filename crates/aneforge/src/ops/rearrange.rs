@@ -4,23 +4,24 @@
 
 use super::io::expect_inputs;
 use super::layout::{check_axes, for_each_block, ints};
+use super::table::mil_kinds;
 use super::{Buf, Family, Op, TensorType};
 use crate::error::{Error, Result};
 use crate::mil::{Literal, MilArgs, MilInputs, MilOp};
 use crate::shape::{self, Shape, MAX_RANK};
 
-/// MIL ops this family prints.
-pub const MIL_OPS: &[&str] = &[
-    "reverse",
-    "tile",
-    "flatten2d",
-    "stack",
-    "crop",
-    "space_to_depth",
-    "depth_to_space",
-    "pixel_shuffle",
-    "pixel_unshuffle",
-];
+mil_kinds! {
+    Rearrange =>
+    /// The MIL op of each [`Rearrange`] variant but `Shuffle` (named by its [`Shuffle`] kind).
+    pub enum RearrangeOp {
+        Reverse = "reverse",
+        Tile = "tile",
+        Flatten2d = "flatten2d",
+        Stack = "stack",
+        Crop = "crop",
+    }
+    delegate Shuffle.kind
+}
 
 /// Rearranging ops. Axes are stored normalised (non-negative).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,30 +45,23 @@ pub enum Rearrange {
     Shuffle { kind: Shuffle, r: usize },
 }
 
-/// Which channel ↔ space move. In the space-side tensor `[N, C, H·r, W·r]`, element
-/// `(n, c, h·r + i, w·r + j)` pairs with depth-side channel `(i·r + j)·C + c` (TensorFlow DCR
-/// order: `space_to_depth` / `depth_to_space`) or `c·r² + i·r + j` (PyTorch order: `pixel_*`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Shuffle {
-    /// MIL `space_to_depth(x, block_size)`: `[N, C, H·r, W·r]` → `[N, C·r², H, W]`, DCR.
-    SpaceToDepth,
-    /// MIL `depth_to_space(x, block_size)`: `[N, C·r², H, W]` → `[N, C, H·r, W·r]`, DCR.
-    DepthToSpace,
-    /// MIL `pixel_shuffle(x, upscale_factor)` (int32): like depth_to_space in PyTorch order.
-    PixelShuffle,
-    /// MIL `pixel_unshuffle(x, downscale_factor)` (uint32): like space_to_depth in PyTorch order.
-    PixelUnshuffle,
+mil_kinds! {
+    /// Which channel ↔ space move. In the space-side tensor `[N, C, H·r, W·r]`, element
+    /// `(n, c, h·r + i, w·r + j)` pairs with depth-side channel `(i·r + j)·C + c` (TensorFlow DCR
+    /// order: `space_to_depth` / `depth_to_space`) or `c·r² + i·r + j` (PyTorch order: `pixel_*`).
+    pub enum Shuffle {
+        /// MIL `space_to_depth(x, block_size)`: `[N, C, H·r, W·r]` → `[N, C·r², H, W]`, DCR.
+        SpaceToDepth = "space_to_depth",
+        /// MIL `depth_to_space(x, block_size)`: `[N, C·r², H, W]` → `[N, C, H·r, W·r]`, DCR.
+        DepthToSpace = "depth_to_space",
+        /// MIL `pixel_shuffle(x, upscale_factor)` (int32): like depth_to_space in PyTorch order.
+        PixelShuffle = "pixel_shuffle",
+        /// MIL `pixel_unshuffle(x, downscale_factor)` (uint32): like space_to_depth in PyTorch order.
+        PixelUnshuffle = "pixel_unshuffle",
+    }
 }
 
 impl Shuffle {
-    fn name(self) -> &'static str {
-        match self {
-            Shuffle::SpaceToDepth => "space_to_depth",
-            Shuffle::DepthToSpace => "depth_to_space",
-            Shuffle::PixelShuffle => "pixel_shuffle",
-            Shuffle::PixelUnshuffle => "pixel_unshuffle",
-        }
-    }
     /// Output is the space side (channels shrink by r²).
     fn to_space(self) -> bool {
         matches!(self, Shuffle::DepthToSpace | Shuffle::PixelShuffle)
@@ -119,17 +113,10 @@ fn shuffle(kind: Shuffle, r: usize, x: &Buf, y: &mut Buf) {
 
 impl Family for Rearrange {
     fn name(&self) -> &'static str {
-        match self {
-            Rearrange::Reverse { .. } => "reverse",
-            Rearrange::Tile { .. } => "tile",
-            Rearrange::Flatten2d { .. } => "flatten2d",
-            Rearrange::Stack { .. } => "stack",
-            Rearrange::Crop { .. } => "crop",
-            Rearrange::Shuffle { kind, .. } => kind.name(),
-        }
+        self.mil_name()
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
-        let op = self.name();
+        let op = self.mil_name();
         let one = || expect_inputs(op, inputs, 1).map(|_| inputs[0].shape.clone());
         let err = |msg: String| Err(Error::shape(op, msg));
         let out: Shape = match self {
@@ -231,7 +218,7 @@ impl Family for Rearrange {
         }])
     }
     fn mil(&self) -> MilOp {
-        let x = MilOp::new(self.name(), &["x"]);
+        let x = MilOp::new(self.mil_name(), &["x"]);
         match self {
             Rearrange::Reverse { axes } => x.param("axes", ints(axes)),
             Rearrange::Tile { reps } => x.param("reps", ints(reps)),
@@ -252,7 +239,7 @@ impl Family for Rearrange {
                 Shuffle::PixelUnshuffle => x.param("downscale_factor", Literal::Uint32(*r as u32)),
             },
             Rearrange::Stack { axis } => MilOp {
-                op: "stack",
+                op: RearrangeOp::Stack.mil_name(),
                 params: vec![("axis", Literal::Int32(*axis as i32))],
                 inputs: MilInputs::Tuple("values"),
                 blobs: Vec::new(),
@@ -325,13 +312,22 @@ impl Family for Rearrange {
 
 /// Parse rearranging ops.
 pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
+    if let Some(kind) = Shuffle::from_mil_name(op) {
+        let name = match kind {
+            Shuffle::PixelShuffle => "upscale_factor",
+            Shuffle::PixelUnshuffle => "downscale_factor",
+            _ => "block_size",
+        };
+        let parsed = super::layout::index_param(args, name).map(|r| Rearrange::Shuffle { kind, r });
+        return Some(parsed.map(Op::Rearrange));
+    }
     let axis = |args: &mut MilArgs| super::layout::index_param(args, "axis");
-    let parsed = match op {
-        "reverse" => args.sizes("axes").map(|axes| Rearrange::Reverse { axes }),
-        "tile" => args.sizes("reps").map(|reps| Rearrange::Tile { reps }),
-        "flatten2d" => axis(args).map(|axis| Rearrange::Flatten2d { axis }),
-        "stack" => axis(args).map(|axis| Rearrange::Stack { axis }),
-        "crop" => (|| {
+    let parsed = match RearrangeOp::from_mil_name(op)? {
+        RearrangeOp::Reverse => args.sizes("axes").map(|axes| Rearrange::Reverse { axes }),
+        RearrangeOp::Tile => args.sizes("reps").map(|reps| Rearrange::Tile { reps }),
+        RearrangeOp::Flatten2d => axis(args).map(|axis| Rearrange::Flatten2d { axis }),
+        RearrangeOp::Stack => axis(args).map(|axis| Rearrange::Stack { axis }),
+        RearrangeOp::Crop => (|| {
             let (h, w) = (args.sizes("crop_height")?, args.sizes("crop_width")?);
             match (h.as_slice(), w.as_slice()) {
                 (&[top, bottom], &[left, right]) => Ok(Rearrange::Crop {
@@ -345,23 +341,6 @@ pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
                 ))),
             }
         })(),
-        "space_to_depth" | "depth_to_space" | "pixel_shuffle" | "pixel_unshuffle" => {
-            let kind = [
-                Shuffle::SpaceToDepth,
-                Shuffle::DepthToSpace,
-                Shuffle::PixelShuffle,
-                Shuffle::PixelUnshuffle,
-            ]
-            .into_iter()
-            .find(|k| k.name() == op)?;
-            let name = match kind {
-                Shuffle::PixelShuffle => "upscale_factor",
-                Shuffle::PixelUnshuffle => "downscale_factor",
-                _ => "block_size",
-            };
-            super::layout::index_param(args, name).map(|r| Rearrange::Shuffle { kind, r })
-        }
-        _ => return None,
     };
     Some(parsed.map(Op::Rearrange))
 }

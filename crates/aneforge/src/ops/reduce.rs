@@ -4,43 +4,38 @@
 use super::io::{expect_fp16, expect_inputs};
 use super::kernel::{broadcast_strides, for_chunks, for_each_broadcast};
 use super::layout::{check_axes, index_param, ints};
+use super::table::mil_kinds;
 use super::{Buf, Family, Op, TensorType};
 use crate::error::{Error, Result};
 use crate::mil::{Literal, MilArgs, MilOp};
 use crate::shape;
 
-/// MIL ops this family prints.
-pub const MIL_OPS: &[&str] = &[
-    "reduce_mean",
-    "reduce_sum",
-    "reduce_max",
-    "reduce_min",
-    "reduce_l2_norm",
-    "reduce_l1_norm",
-    "reduce_log_sum",
-    "reduce_sum_square",
-    "reduce_log_sum_exp",
-    "softmax",
-];
-
-/// Which reduction (MIL `reduce_<kind>`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReduceKind {
-    Mean,
-    Sum,
-    Max,
-    Min,
-    /// sqrt(sum(x²)); used by l2_norm and rms_norm.
-    L2Norm,
-    /// sum(|x|).
-    L1Norm,
-    /// ln(sum(x)).
-    LogSum,
-    /// sum(x²).
-    SumSquare,
-    /// ln(sum(e^x)), computed as m + ln(sum(e^(x − m))) with m the max (no overflow).
-    LogSumExp,
+mil_kinds! {
+    /// Which reduction (MIL `reduce_<kind>`).
+    pub enum ReduceKind {
+        /// mean(x).
+        Mean = "reduce_mean",
+        /// sum(x).
+        Sum = "reduce_sum",
+        /// max(x).
+        Max = "reduce_max",
+        /// min(x).
+        Min = "reduce_min",
+        /// sqrt(sum(x²)); used by l2_norm and rms_norm.
+        L2Norm = "reduce_l2_norm",
+        /// sum(|x|).
+        L1Norm = "reduce_l1_norm",
+        /// ln(sum(x)).
+        LogSum = "reduce_log_sum",
+        /// sum(x²).
+        SumSquare = "reduce_sum_square",
+        /// ln(sum(e^x)), computed as m + ln(sum(e^(x − m))) with m the max (no overflow).
+        LogSumExp = "reduce_log_sum_exp",
+    }
 }
+
+/// The MIL name of [`Softmax`].
+pub const SOFTMAX: &str = "softmax";
 
 /// MIL `reduce_*(x, axes, keep_dims)`; `axes` are normalised (non-negative, sorted, unique).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,35 +49,6 @@ pub struct Reduce {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Softmax {
     pub axis: usize,
-}
-
-impl ReduceKind {
-    const ALL: [ReduceKind; 9] = [
-        ReduceKind::Mean,
-        ReduceKind::Sum,
-        ReduceKind::Max,
-        ReduceKind::Min,
-        ReduceKind::L2Norm,
-        ReduceKind::L1Norm,
-        ReduceKind::LogSum,
-        ReduceKind::SumSquare,
-        ReduceKind::LogSumExp,
-    ];
-
-    /// The MIL op name.
-    pub fn mil_name(self) -> &'static str {
-        match self {
-            ReduceKind::Mean => "reduce_mean",
-            ReduceKind::Sum => "reduce_sum",
-            ReduceKind::Max => "reduce_max",
-            ReduceKind::Min => "reduce_min",
-            ReduceKind::L2Norm => "reduce_l2_norm",
-            ReduceKind::L1Norm => "reduce_l1_norm",
-            ReduceKind::LogSum => "reduce_log_sum",
-            ReduceKind::SumSquare => "reduce_sum_square",
-            ReduceKind::LogSumExp => "reduce_log_sum_exp",
-        }
-    }
 }
 
 impl Reduce {
@@ -220,14 +186,14 @@ fn softmax_row(x: &[f32], y: &mut [f32]) {
 
 impl Family for Softmax {
     fn name(&self) -> &'static str {
-        "softmax"
+        SOFTMAX
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
-        expect_inputs("softmax", inputs, 1)?;
-        expect_fp16("softmax", inputs)?;
+        expect_inputs(SOFTMAX, inputs, 1)?;
+        expect_fp16(SOFTMAX, inputs)?;
         if self.axis >= inputs[0].shape.len() {
             return Err(Error::shape(
-                "softmax",
+                SOFTMAX,
                 format!(
                     "axis {} is out of range for {:?}",
                     self.axis, inputs[0].shape
@@ -237,7 +203,7 @@ impl Family for Softmax {
         Ok(vec![inputs[0].clone()])
     }
     fn mil(&self) -> MilOp {
-        MilOp::new("softmax", &["x"]).param("axis", Literal::Int32(self.axis as i32))
+        MilOp::new(SOFTMAX, &["x"]).param("axis", Literal::Int32(self.axis as i32))
     }
     fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
         let (x, y) = (ins[0], &mut out[0].data);
@@ -252,10 +218,10 @@ impl Family for Softmax {
 
 /// Parse reductions and softmax.
 pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
-    if op == "softmax" {
+    if op == SOFTMAX {
         return Some(index_param(args, "axis").map(|axis| Op::Softmax(Softmax { axis })));
     }
-    let kind = ReduceKind::ALL.into_iter().find(|k| k.mil_name() == op)?;
+    let kind = ReduceKind::from_mil_name(op)?;
     Some((|| {
         Ok(Op::Reduce(Reduce {
             kind,
@@ -333,7 +299,7 @@ mod tests {
                 shape: x.shape.clone(),
                 data: x.data.iter().map(|v| v.abs() + 0.01).collect(),
             };
-            for kind in ReduceKind::ALL {
+            for &kind in ReduceKind::ALL {
                 let x = if kind == ReduceKind::LogSum {
                     &positive
                 } else {
@@ -485,7 +451,7 @@ mod tests {
 
     #[test]
     fn mil_round_trip() {
-        for kind in ReduceKind::ALL {
+        for &kind in ReduceKind::ALL {
             for keep_dims in [true, false] {
                 round_trip(
                     &Op::Reduce(Reduce {

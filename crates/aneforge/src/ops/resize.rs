@@ -3,17 +3,24 @@
 
 use super::io::{expect_fp16, expect_inputs};
 use super::layout::index_param;
+use super::table::mil_kinds;
 use super::{Buf, Family, Op, TensorType};
 use crate::error::{Error, Result};
 use crate::mil::{Literal, MilArgs, MilOp};
 use crate::shape;
 
+mil_kinds! {
+    Resize =>
+    /// The MIL op of each [`Resize`] variant.
+    pub enum ResizeOp {
+        Nearest = "resize_nearest_neighbor",
+        Bilinear = "resize_bilinear",
+        Upsample = "upsample_bilinear",
+    }
+}
+
 /// MIL ops this family prints.
-pub const MIL_OPS: &[&str] = &[
-    "resize_nearest_neighbor",
-    "resize_bilinear",
-    "upsample_bilinear",
-];
+pub const MIL_OPS: &[&str] = ResizeOp::MIL_NAMES;
 
 /// Resize ops; `h`, `w` are target sizes, `sh`, `sw` scale factors of the last two axes.
 #[derive(Clone, Debug, PartialEq)]
@@ -73,7 +80,7 @@ impl SamplingMode {
     /// The mode spelled `s` in MIL; a Value error listing the five spellings otherwise.
     pub fn from_mil_name(s: &str) -> Result<SamplingMode> {
         Self::ALL.iter().find(|(_, n)| *n == s).map(|(m, _)| *m).ok_or_else(|| {
-            Error::value("resize_bilinear", format!("unknown sampling_mode '{s}' (expected one of STRICT_ALIGN_CORNERS, ALIGN_CORNERS, DEFAULT, OFFSET_CORNERS, UNALIGN_CORNERS)"))
+            Error::value(ResizeOp::Bilinear.mil_name(), format!("unknown sampling_mode '{s}' (expected one of STRICT_ALIGN_CORNERS, ALIGN_CORNERS, DEFAULT, OFFSET_CORNERS, UNALIGN_CORNERS)"))
         })
     }
     /// Unclamped source coordinate of output index `i` along an axis `n → out`.
@@ -132,11 +139,7 @@ impl Resize {
 
 impl Family for Resize {
     fn name(&self) -> &'static str {
-        match self {
-            Resize::Nearest { .. } => "resize_nearest_neighbor",
-            Resize::Bilinear { .. } => "resize_bilinear",
-            Resize::Upsample { .. } => "upsample_bilinear",
-        }
+        self.mil_name()
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let op = self.name();
@@ -236,22 +239,21 @@ pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
             index_param(args, "target_size_width")?,
         ))
     };
-    let parsed = match op {
-        "resize_nearest_neighbor" => size(args).map(|(h, w)| Resize::Nearest { h, w }),
-        "resize_bilinear" => (|| {
+    let parsed = match ResizeOp::from_mil_name(op)? {
+        ResizeOp::Nearest => size(args).map(|(h, w)| Resize::Nearest { h, w }),
+        ResizeOp::Bilinear => (|| {
             let (h, w) = size(args)?;
             let mode = args.string("sampling_mode")?;
             let mode = SamplingMode::from_mil_name(&mode).map_err(|e| args.error(e.to_string()))?;
             Ok(Resize::Bilinear { h, w, mode })
         })(),
-        "upsample_bilinear" => (|| {
+        ResizeOp::Upsample => (|| {
             Ok(Resize::Upsample {
                 sh: args.fp32("scale_factor_height")?,
                 sw: args.fp32("scale_factor_width")?,
                 align_corners: args.bool("align_corners")?,
             })
         })(),
-        _ => return None,
     };
     Some(parsed.map(Op::Resize))
 }
