@@ -377,7 +377,8 @@ class Tensor:
 
     # linear algebra
     def matmul(self, other: Tensor | _ArrayLike) -> Tensor:
-        """self @ other: a Tensor (NumPy matmul semantics) or a numpy weight [K, N]."""
+        """self @ other: a Tensor (NumPy matmul semantics) or a numpy weight [K, N]; 1-D @ 1-D (a rank-0 result)
+        raises ValueError (reshape one side to 2-D)."""
     def linear(self, weight: _ArrayLike, bias: _ArrayLike | None = None) -> Tensor:
         """PyTorch linear: self @ weight.T + bias, weight [out, in], bias [out]."""
 
@@ -413,9 +414,9 @@ class Tensor:
 
     # reductions
     def mean(self, axes: _Axes | None = None, keepdims: bool = True) -> Tensor:
-        """Mean over axes (None: every axis)."""
+        """Mean over axes (None: every axis); a rank-0 result (every axis with keepdims=False) raises ValueError."""
     def sum(self, axes: _Axes | None = None, keepdims: bool = True) -> Tensor:
-        """Sum over axes (None: every axis)."""
+        """Sum over axes (None: every axis); a rank-0 result (every axis with keepdims=False) raises ValueError."""
     def amax(self, axes: _Axes | None = None, keepdims: bool = True) -> Tensor:
         """Maximum over axes (None: every axis)."""
     def amin(self, axes: _Axes | None = None, keepdims: bool = True) -> Tensor:
@@ -437,15 +438,17 @@ class Tensor:
     def layer_norm(
         self, gamma: Tensor | _ArrayLike | None = None, beta: Tensor | _ArrayLike | None = None, eps: float = 1e-5
     ) -> Tensor:
-        """Layer norm over the last axis, optional scale and shift."""
+        """(x - mean) / sqrt(var + eps) over the last axis, then * gamma + beta ([D] each, optional); exact for
+        every finite fp16 x (no fp16 overflow of the squared deviations, mean rounding removed)."""
     def rms_norm(self, gamma: Tensor | _ArrayLike | None = None, eps: float = 1e-5) -> Tensor:
-        """x / sqrt(mean(x**2, last axis) + eps) * gamma."""
+        """x / sqrt(mean(x**2, last axis) + eps) * gamma (the PyTorch/Hugging Face form; safe for every finite fp16 x)."""
     def l2_norm(self, axis: int = -1, eps: float = 1e-12) -> Tensor:
-        """x / max(||x||_2 along axis, eps)."""
+        """x / max(||x||_2 along axis, eps) (torch.nn.functional.normalize); eps is fp16-rounded and floored at 2**-24,
+        so a zero vector gives 0."""
     def channel_layer_norm(
         self, gamma: Tensor | _ArrayLike | None = None, beta: Tensor | _ArrayLike | None = None, eps: float = 1e-5
     ) -> Tensor:
-        """Layer norm over channel axis 1 of x [N, C, 1, S], optional [C] scale and shift."""
+        """Layer norm over channel axis 1 of x [N, C, 1, S], optional [C] scale and shift (same lowering as layer_norm)."""
     def group_norm(
         self,
         num_groups: int,
@@ -453,15 +456,15 @@ class Tensor:
         beta: Tensor | _ArrayLike | None = None,
         eps: float = 1e-5,
     ) -> Tensor:
-        """Group norm of NCHW-style x over channel groups, per-channel scale and shift."""
+        """Group norm of x [N, C, H, W] or [N, C, L] over num_groups channel groups, per-channel [C] scale and shift."""
 
     # pooling
     def max_pool(self, kernel: _IntOrPair, stride: _IntOrPair | None = None, pad: _Pad = 0) -> Tensor:
-        """Max pooling over H, W (stride defaults to kernel)."""
+        """Max pooling over H, W of x [N, C, H, W] (rank 4 only; reshape [N, C, L] to [N, C, 1, L]); stride defaults to kernel."""
     def avg_pool(
         self, kernel: _IntOrPair, stride: _IntOrPair | None = None, pad: _Pad = 0, count_include_pad: bool = True
     ) -> Tensor:
-        """Average pooling over H, W (stride defaults to kernel)."""
+        """Average pooling over H, W of x [N, C, H, W] (rank 4 only; reshape [N, C, L] to [N, C, 1, L]); stride defaults to kernel."""
 
 @final
 class Model:
@@ -558,7 +561,8 @@ def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     """Join equal-shaped tensors along a new axis."""
 
 def gather(x: Tensor, indices: int | Sequence[int], axis: int = 0) -> Tensor:
-    """Elements of x at static indices along axis (numpy.take), as slices joined by concat."""
+    """Elements of x at static indices along axis (numpy.take): a list keeps the axis, an int drops it (x needs rank >= 2,
+    rank-0 results are not supported); slices joined by concat."""
 
 def geglu(x: Tensor, weight: _ArrayLike, bias: _ArrayLike | None = None) -> Tensor:
     """GEGLU: weight [2*Dff, D] (bias [2*Dff]) split into value and gate halves; linear(value) * gelu(linear(gate))."""
@@ -628,7 +632,11 @@ def resize_bilinear(
     "UNALIGN_CORNERS") selects any MIL mode instead."""
 
 def upsample_bilinear(x: Tensor, scale: float | Sequence[float] = 2.0, align_corners: bool = False) -> Tensor:
-    """Bilinear upsample of the last two axes by a factor (or (sh, sw)) to floor(in * s), half-pixel unless align_corners."""
+    """Bilinear upsample of the last two axes by a factor (or (sh, sw)) to out = floor(in * s) (MIL upsample_bilinear).
+    Source coordinate (i + 0.5) * in / out - 0.5 (half-pixel with the ratio recomputed from the sizes, PyTorch
+    recompute_scale_factor=True), or i * (in - 1) / (out - 1) with align_corners; for an integer s both equal PyTorch's
+    scale_factor mapping. For PyTorch's default non-integer scale_factor mapping ((i + 0.5) / s - 0.5) use
+    resize_bilinear with sampling_mode or an explicit interpolation matmul."""
 
 def split(x: Tensor, num_or_sizes: int | Sequence[int], axis: int = 0) -> list[Tensor]:
     """Equal parts (int) or parts of the given sizes (sequence) along axis."""
@@ -653,21 +661,30 @@ def batch_norm(
     beta: _ArrayLike | None = None,
     eps: float = 1e-5,
 ) -> Tensor:
-    """Inference batch norm over channel axis 1 with baked per-channel statistics."""
+    """Inference batch norm over channel axis 1 of x (rank 2..5; [N, C] runs as [N, C, 1]) with baked [C] statistics."""
 
 def instance_norm(
     x: Tensor, gamma: _ArrayLike | None = None, beta: _ArrayLike | None = None, eps: float = 1e-5
 ) -> Tensor:
     """Per-(n, c) plane normalisation of x ([N, C, H, W]) with optional [C] gamma and beta."""
 
-def local_response_norm(x: Tensor, size: int = 5, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> Tensor:
-    """x / (k + alpha/size * sum of x**2 over the size channels around each channel, clipped)**beta; rank 3 or 4."""
+def local_response_norm(
+    x: Tensor,
+    size: int = 5,
+    alpha: float = 1e-4,
+    beta: float = 0.75,
+    k: float = 1.0,
+    window: Literal["onnx", "torch"] = "onnx",
+) -> Tensor:
+    """x / (k + alpha/size * sum of x**2 over the size channels around each channel, clipped)**beta; rank 3 or 4.
+    An even window covers channels c - (size-1)//2 .. c + size//2 with window="onnx" (ONNX/Caffe, the MIL op, default)
+    or c - size//2 .. c + (size-1)//2 with window="torch" (torch.nn.functional.local_response_norm)."""
 
 def lrn(x: Tensor, alpha: float = 1.0, beta: float = 0.75, k: float = 1.0) -> Tensor:
     """x / (k + alpha * sum of x**2 over a clipped window of C channels)**beta (local_response_norm with size C, alpha * C)."""
 
 def einsum(equation: str, a: Tensor | _ArrayLike, b: Tensor | _ArrayLike) -> Tensor:
-    """Two-operand einsum ('ij,jk->ik', implicit outputs too) lowered to transpose/reshape/matmul; diagonals, ellipsis and other operand counts raise NotImplementedError."""
+    """Two-operand einsum ('ij,jk->ik', implicit outputs too) lowered to transpose/reshape/matmul; diagonals, ellipsis and other operand counts raise NotImplementedError; a rank-0 result ('ij,ij->') raises ValueError (write 'ij,ij->i' and sum)."""
 
 def einsum_native(equation: str, a: Tensor | _ArrayLike, b: Tensor | _ArrayLike) -> Tensor:
     """The native MIL einsum: 'nchw,nwhu->nchu' or 'chw,whu->chu' (or a relettering); batch and H broadcast."""

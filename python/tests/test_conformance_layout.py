@@ -159,7 +159,7 @@ case(
     "gather",
     [uniform((2, 7, 5), 632)],
     lambda x: af.gather(x, 6, axis=1),
-    lambda x: np.take(x, [6], axis=1),
+    lambda x: np.take(x, 6, axis=1),
     exact=True,
 )
 

@@ -295,11 +295,15 @@ pub fn stack(tensors: &Bound<'_, PyAny>, axis: i64) -> R {
     wrap(aneforge::stack(&tensor_list(tensors, "stack")?, axis))
 }
 
-/// Elements of `x` at static indices along `axis` (numpy.take), as slices joined by concat.
+/// Elements of `x` at static indices along `axis` (numpy.take: an int index drops the axis), as slices joined by concat.
 #[pyfunction]
 #[pyo3(signature = (x, indices, axis=0))]
 pub fn gather(x: &Bound<'_, PyAny>, indices: &Bound<'_, PyAny>, axis: i64) -> R {
-    wrap(tensor(x, "gather", "x")?.gather(&ints(indices, "gather", "indices")?, axis))
+    let x = tensor(x, "gather", "x")?;
+    match indices.extract::<i64>() {
+        Ok(i) => wrap(x.take(i, axis)),
+        Err(_) => wrap(x.gather(&ints(indices, "gather", "indices")?, axis)),
+    }
 }
 
 /// Drop rows (top, bottom) and columns (left, right) of the last two axes.
@@ -502,11 +506,23 @@ fn tensor_or_weight(obj: &Bound<'_, PyAny>, op: &str) -> PyResult<aneforge::Tens
     }
 }
 
-/// MIL local response normalisation of x (rank 3 or 4, [N, C, ...]) over `size` neighbouring channels.
+/// MIL local response normalisation of x (rank 3 or 4, [N, C, ...]) over `size` neighbouring
+/// channels; `window` ("onnx" default, or "torch") places an even window.
 #[pyfunction]
-#[pyo3(signature = (x, size=5, alpha=1e-4, beta=0.75, k=1.0))]
-pub fn local_response_norm(x: &Bound<'_, PyAny>, size: usize, alpha: f32, beta: f32, k: f32) -> R {
-    wrap(tensor(x, "local_response_norm", "x")?.local_response_norm(size, alpha, beta, k))
+#[pyo3(signature = (x, size=5, alpha=1e-4, beta=0.75, k=1.0, window="onnx"))]
+pub fn local_response_norm(
+    x: &Bound<'_, PyAny>,
+    size: usize,
+    alpha: f32,
+    beta: f32,
+    k: f32,
+    window: &str,
+) -> R {
+    let window = aneforge::graph::build::channel::LrnWindow::from_name(window).py()?;
+    wrap(
+        tensor(x, "local_response_norm", "x")?
+            .local_response_norm_window(size, alpha, beta, k, window),
+    )
 }
 
 /// x / (k + alpha * sum of squares over a clipped window of C channels)^beta (local_response_norm with size C, alpha * C).

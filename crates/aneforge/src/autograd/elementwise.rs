@@ -4,13 +4,14 @@ use super::{Differentiable, Grads, Vjp};
 use crate::error::Result;
 use crate::graph::Tensor;
 use crate::ops::elementwise::{Binary, Compare, Select};
+use crate::ops::Op;
 
 /// Gradient rules.
 impl Differentiable for Binary {
     /// Vector-Jacobian product for both operands, summed back over broadcast axes; maximum and
     /// minimum route ties to the first operand; pow's exponent gradient needs a positive base.
     fn vjp(&self, a: &Vjp) -> Result<Grads> {
-        use crate::autograd::{mask, unbroadcast};
+        use crate::autograd::mask;
         let (x, y, g, out) = (&a.x[0], &a.x[1], a.g0(), &a.y[0]);
         let routed = |c: Compare| -> Result<(Tensor, Tensor)> {
             let m = x.compare(c, y)?;
@@ -23,16 +24,45 @@ impl Differentiable for Binary {
             Binary::RealDiv => (g.div(y)?, g.mul(out)?.div(y)?.neg()?),
             Binary::Maximum => routed(Compare::GreaterEqual)?,
             Binary::Minimum => routed(Compare::LessEqual)?,
-            Binary::Pow => (
-                g.mul(&y.mul(&x.pow(&y.sub_scalar(1.0)?)?)?)?,
-                g.mul(&out.mul(&x.log(0.0)?)?)?,
-            ),
+            Binary::Pow => return pow_vjp(a),
         };
-        let take = |need: bool, d: Tensor, src: &Tensor| {
-            need.then(|| unbroadcast(&d, src.shape())).transpose()
-        };
-        Ok(vec![take(a.needs[0], dx, x)?, take(a.needs[1], dy, y)?])
+        Ok(vec![
+            reduced(a.needs[0], || Ok(dx), x)?,
+            reduced(a.needs[1], || Ok(dy), y)?,
+        ])
     }
+}
+
+/// The gradient `d()` summed back to `src`'s shape, when `need`.
+fn reduced(need: bool, d: impl FnOnce() -> Result<Tensor>, src: &Tensor) -> Result<Option<Tensor>> {
+    need.then(|| crate::autograd::unbroadcast(&d()?, src.shape()))
+        .transpose()
+}
+
+/// The value of a rank-0 constant (a Python-scalar operand), else None.
+fn scalar_value(t: &Tensor) -> Option<f32> {
+    match t.op() {
+        Op::Const(c) if c.shape.is_empty() => c.values.first().map(|v| v.to_f32()),
+        _ => None,
+    }
+}
+
+/// pow's vector-Jacobian product: d/dx = y·x^(y−1), d/dy = x^y·ln x (needs a positive base); a
+/// scalar-constant operand (`p ** 1.5`, `2.0 ** p`) enters as a scalar, so no rank-0 tensor is built.
+fn pow_vjp(a: &Vjp) -> Result<Grads> {
+    let (x, y, g, out) = (&a.x[0], &a.x[1], a.g0(), &a.y[0]);
+    let dx = || match scalar_value(y) {
+        Some(k) => g.mul(&x.pow_scalar(k - 1.0)?.mul_scalar(k)?),
+        None => g.mul(&y.mul(&x.pow(&y.sub_scalar(1.0)?)?)?),
+    };
+    let dy = || match scalar_value(x) {
+        Some(k) => g.mul(&out.mul_scalar(k.ln())?),
+        None => g.mul(&out.mul(&x.log(0.0)?)?),
+    };
+    Ok(vec![
+        reduced(a.needs[0], dx, x)?,
+        reduced(a.needs[1], dy, y)?,
+    ])
 }
 
 impl Differentiable for Select {

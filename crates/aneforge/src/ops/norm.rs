@@ -186,6 +186,40 @@ mod tests {
         (vals[v.node][v.port].data.clone(), names)
     }
 
+    /// The overflow-safe x / √(mean(x²) + r²) chain (`rms_scaled`), in graph order.
+    const RMS_SCALED: [&str; 11] = [
+        "abs",
+        "reduce_max",
+        "maximum",
+        "real_div",
+        "mul",
+        "reduce_mean",
+        "real_div",
+        "mul",
+        "add",
+        "rsqrt",
+        "mul",
+    ];
+    /// The standardisation chain: halve, subtract the mean twice, then `RMS_SCALED`.
+    const STANDARDIZE: [&str; 16] = [
+        "mul",
+        "reduce_mean",
+        "sub",
+        "reduce_mean",
+        "sub",
+        RMS_SCALED[0],
+        RMS_SCALED[1],
+        RMS_SCALED[2],
+        RMS_SCALED[3],
+        RMS_SCALED[4],
+        RMS_SCALED[5],
+        RMS_SCALED[6],
+        RMS_SCALED[7],
+        RMS_SCALED[8],
+        RMS_SCALED[9],
+        RMS_SCALED[10],
+    ];
+
     fn assert_close(got: &[f32], want: &[f64], what: &str) {
         assert_eq!(got.len(), want.len(), "{what}");
         for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
@@ -274,7 +308,7 @@ mod tests {
             )
         );
         let errs = [
-            batch_norm(&input(&[2, 3]).unwrap(), a3, a3, None, None, 1e-5),
+            batch_norm(&input(&[2, 4]).unwrap(), a3, a3, None, None, 1e-5),
             batch_norm(&input(&[3]).unwrap(), a3, a3, None, None, 1e-5),
             batch_norm(&x, HostArray::f32(&[4], &s4), a3, None, None, 1e-5),
             batch_norm(&x, a3, a3, Some(HostArray::f32(&[1, 3], &s3)), None, 1e-5),
@@ -400,19 +434,7 @@ mod tests {
                 constant("t", HostArray::f32(&[d], &bv)).unwrap(),
             );
             let (y, ops) = eval_dag(&x.layer_norm(Some(&g), Some(&b), 1e-3).unwrap(), &[&xv]);
-            assert_eq!(
-                ops,
-                [
-                    "reduce_mean",
-                    "sub",
-                    "mul",
-                    "reduce_mean",
-                    "rsqrt",
-                    "mul",
-                    "mul",
-                    "add"
-                ]
-            );
+            assert_eq!(ops, [STANDARDIZE.as_slice(), &["mul", "add"]].concat());
             let eps = round_f16(1e-3) as f64;
             assert_close(
                 &y,
@@ -420,7 +442,7 @@ mod tests {
                 &format!("layer_norm {shape:?}"),
             );
             let (_, ops) = eval_dag(&x.layer_norm(None, None, 1e-3).unwrap(), &[&xv]);
-            assert_eq!(ops.len(), 6);
+            assert_eq!(ops, STANDARDIZE);
         }
         let x = input(&[4, 6]).unwrap();
         let g = input(&[6]).unwrap();
@@ -454,19 +476,7 @@ mod tests {
             &x.channel_layer_norm(Some(&g), Some(&b), 1e-3).unwrap(),
             &[&xv],
         );
-        assert_eq!(
-            ops,
-            [
-                "reduce_mean",
-                "sub",
-                "mul",
-                "reduce_mean",
-                "rsqrt",
-                "mul",
-                "mul",
-                "add"
-            ]
-        );
+        assert_eq!(ops, [STANDARDIZE.as_slice(), &["mul", "add"]].concat());
         let eps = round_f16(1e-3) as f64;
         let mut want = vec![0f64; xv.len()];
         for (n, j) in (0..2).flat_map(|n| (0..s).map(move |j| (n, j))) {
@@ -497,29 +507,35 @@ mod tests {
     }
 
     #[test]
-    fn rms_norm_folds_const_gamma_and_matches_naive() {
+    fn rms_norm_matches_naive() {
         let (shape, d) = ([3, 783], 783);
         let (xv, gv) = (buf(&shape, 4).data, params(d, 5));
         let x = input(&shape).unwrap();
         let g = constant("t", HostArray::f32(&[d], &gv)).unwrap();
-        let (y, ops) = eval_dag(&x.rms_norm(Some(&g), 1e-5).unwrap(), &[&xv]);
-        assert_eq!(ops, ["reduce_l2_norm", "maximum", "real_div", "mul"]);
-        // The folded constant is fp16(gamma·√D), so compare at fp16 precision.
         let want = naive_norm(&xv, d, 1e-5, true, |i| (gv[i % d] as f64, 0.0));
-        assert!(y
-            .iter()
-            .zip(&want)
-            .all(|(&a, &b)| (a as f64 - b).abs() <= 2e-3 * (1.0 + b.abs())));
+        let (y, ops) = eval_dag(&x.rms_norm(Some(&g), 1e-5).unwrap(), &[&xv]);
+        assert_eq!(ops, [RMS_SCALED.as_slice(), &["mul"]].concat());
+        assert_close(&y, &want, "rms_norm const gamma");
         let gt = input(&[d]).unwrap();
-        let (y, ops) = eval_dag(&x.rms_norm(Some(&gt), 1e-5).unwrap(), &[&xv, &gv]);
-        assert_eq!(ops, ["reduce_l2_norm", "maximum", "real_div", "mul", "mul"]);
+        let (y, _) = eval_dag(&x.rms_norm(Some(&gt), 1e-5).unwrap(), &[&xv, &gv]);
         assert_close(&y, &want, "rms_norm tensor gamma");
         let (y, ops) = eval_dag(&x.rms_norm(None, 1e-5).unwrap(), &[&xv]);
-        assert_eq!(ops.len(), 4);
+        assert_eq!(ops, RMS_SCALED);
         assert_close(
             &y,
             &naive_norm(&xv, d, 1e-5, true, |_| (1.0, 0.0)),
             "rms_norm",
+        );
+        // The case: the PyTorch form x/√(mean(x²) + eps), not x/max(rms, √eps).
+        let small = [0.003f32, -0.002, 0.001, 0.0025];
+        let (y, _) = eval_dag(
+            &input(&[1, 4]).unwrap().rms_norm(None, 1e-5).unwrap(),
+            &[&small],
+        );
+        assert_close(
+            &y,
+            &naive_norm(&small, 4, 1e-5, true, |_| (1.0, 0.0)),
+            "small rms",
         );
         let (y, _) = eval_dag(
             &input(&[2, 4]).unwrap().rms_norm(None, 1e-5).unwrap(),
@@ -528,11 +544,6 @@ mod tests {
         assert!(y.iter().all(|&v| v == 0.0), "a zero row stays finite");
         assert!(x.rms_norm(Some(&input(&[782]).unwrap()), 1e-5).is_err());
         assert!(x.rms_norm(None, -1e-5).is_err());
-        let big = constant("t", HostArray::f32(&[d], &vec![60000.0; d])).unwrap();
-        assert!(
-            x.rms_norm(Some(&big), 1e-5).is_err(),
-            "gamma·√D overflows fp16"
-        );
     }
 
     #[test]
@@ -540,14 +551,26 @@ mod tests {
         let xv = buf(&[5, 3, 7], 6).data;
         let x = input(&[5, 3, 7]).unwrap();
         let (y, ops) = eval_dag(&x.l2_norm(-3, 1e-12).unwrap(), &[&xv]);
-        assert_eq!(ops, ["reduce_l2_norm", "maximum", "real_div"]);
+        assert_eq!(
+            ops,
+            [
+                "abs",
+                "reduce_max",
+                "maximum",
+                "real_div",
+                "reduce_l2_norm",
+                "real_div",
+                "maximum",
+                "real_div"
+            ]
+        );
         let want: Vec<f64> = (0..xv.len())
             .map(|i| {
                 let n = (0..5)
                     .map(|a| (xv[a * 21 + i % 21] as f64).powi(2))
                     .sum::<f64>()
                     .sqrt();
-                xv[i] as f64 / n.max(1e-6)
+                xv[i] as f64 / n
             })
             .collect();
         assert_close(&y, &want, "l2_norm");
@@ -556,6 +579,12 @@ mod tests {
             &[&[0.0; 3]],
         );
         assert!(y.iter().all(|&v| v == 0.0));
+        // Shorter than eps: divided by eps itself (not √eps).
+        let (y, _) = eval_dag(
+            &input(&[2]).unwrap().l2_norm(0, 0.5).unwrap(),
+            &[&[0.3, -0.1]],
+        );
+        assert_close(&y, &[0.6, -0.2], "l2_norm below eps");
         assert!(x.l2_norm(3, 1e-12).is_err());
         assert!(x.l2_norm(0, f32::INFINITY).is_err());
     }
@@ -574,25 +603,18 @@ mod tests {
         assert_eq!(
             ops,
             [
-                "reshape",
-                "reduce_mean",
-                "sub",
-                "mul",
-                "reduce_mean",
-                "rsqrt",
-                "mul",
-                "reshape",
-                "mul",
-                "reshape",
-                "add"
+                &["reshape"],
+                STANDARDIZE.as_slice(),
+                &["reshape", "mul", "reshape", "add"]
             ]
+            .concat()
         );
         let want = naive_norm(&xv, 2 * 15, round_f16(1e-3) as f64, false, |i| {
             ((gv[i / 15 % 6]) as f64, bv[i / 15 % 6] as f64)
         });
         assert_close(&got, &want, "group_norm");
         let errs = [
-            input(&[6, 3, 5]).unwrap().group_norm(None, None, 3, 1e-5),
+            input(&[6, 3]).unwrap().group_norm(None, None, 3, 1e-5),
             x.group_norm(None, None, 4, 1e-5),
             x.group_norm(None, None, 0, 1e-5),
             input(&[1, 2, 256, 512])

@@ -2,9 +2,12 @@
 //! a signed sum over K elements carries an error of roughly 1e-3·√K relative to its inputs'
 //! scale, and integer sums stop being exact past 2048 (a running fp16 sum of ones stalls at
 //! 2048). A matmul with a ones vector accumulates wide; [`super::reduce_to_matmul`] rewrites to it.
+//! Also flagged: squares of unscaled values (`mul(t, t)`, `pow(t, 2)`), which overflow fp16 once
+//! |t| ≥ 256 — the built-in norms square only values first divided by their max-abs (a `real_div`).
 
 use crate::error::Result;
 use crate::graph::{Graph, Tensor};
+use crate::ops::elementwise::Binary;
 use crate::ops::reduce::ReduceKind;
 use crate::ops::Op;
 use crate::shape::MAX_EXTENT;
@@ -59,8 +62,37 @@ pub fn precision_risk(outputs: &[Tensor]) -> Result<Vec<Hotspot>> {
             Some(Hotspot { node: i, op, shape, k, est_error: 1e-3 * (k as f64).sqrt(), fixable, reason })
         })
         .collect();
+    found.extend(unscaled_squares(&g));
     found.sort_by(|a, b| b.est_error.total_cmp(&a.est_error));
     Ok(found)
+}
+
+/// Past this magnitude an fp16 square overflows (256² = 65536 > 65504).
+pub const FP16_SQUARE_MAX: f64 = 256.0;
+
+/// Every `mul(t, t)` or `pow(t, 2)` whose `t` is not a `real_div` result (a scaled value): its
+/// square is inf for |t| ≥ 256 (est_error 1, not fixable by a rewrite).
+fn unscaled_squares(g: &Graph) -> Vec<Hotspot> {
+    let is_two = |v: &crate::graph::Value| matches!(&g.nodes[v.node].op, Op::Const(c) if c.values.len() == 1 && c.values[0].to_f32() == 2.0);
+    g.nodes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, n)| {
+            let square = match n.op {
+                Op::Binary(Binary::Mul) => n.inputs[0] == n.inputs[1],
+                Op::Binary(Binary::Pow) => is_two(&n.inputs[1]),
+                _ => false,
+            };
+            let t = n.inputs.first()?;
+            if !square || matches!(g.nodes[t.node].op, Op::Binary(Binary::RealDiv)) {
+                return None;
+            }
+            let op = n.op.family().name();
+            let shape = g.ty(*t).shape.clone();
+            let reason = format!("{op} squares a value of {shape:?} that is not scaled first: fp16 overflows to inf once |x| >= {FP16_SQUARE_MAX} (a variance built this way returns zeros); divide by the max-abs first, as layer_norm/rms_norm do");
+            Some(Hotspot { node: i, op, shape, k: 1, est_error: 1.0, fixable: false, reason })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -109,6 +141,33 @@ mod tests {
             c.run(&[PortData::F32(&ones)]).unwrap()[0],
             vec![4096.0, 4096.0]
         );
+    }
+
+    #[test]
+    fn unscaled_squares_are_flagged_and_the_norms_are_not() {
+        let x = input(&[4, 8]).unwrap();
+        let d = x.sub(&x.mean(&[1], true).unwrap()).unwrap();
+        let var = d.mul(&d).unwrap().mean(&[1], true).unwrap();
+        let r = precision_risk(&[var]).unwrap();
+        assert!(
+            r.len() == 1 && r[0].op == "mul" && !r[0].fixable && r[0].reason.contains("256"),
+            "{r:?}"
+        );
+        let p = precision_risk(&[d.pow_scalar(2.0).unwrap()]).unwrap();
+        assert!(p.len() == 1 && p[0].op == "pow", "{p:?}");
+        assert!(precision_risk(&[d.pow_scalar(3.0).unwrap()])
+            .unwrap()
+            .is_empty());
+        let norms = [
+            x.layer_norm(None, None, 1e-5).unwrap(),
+            x.rms_norm(None, 1e-5).unwrap(),
+            x.l2_norm(-1, 1e-12).unwrap(),
+            input(&[1, 4, 1, 8])
+                .unwrap()
+                .channel_layer_norm(None, None, 1e-5)
+                .unwrap(),
+        ];
+        assert!(precision_risk(&norms).unwrap().is_empty());
     }
 
     #[test]

@@ -8,6 +8,29 @@ use crate::ops::elementwise::fp16_param;
 use crate::ops::io::HostArray;
 use crate::ops::Op;
 
+/// Where an even local_response_norm window sits around channel c (odd windows are centred).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LrnWindow {
+    /// ONNX/Caffe (the MIL op): channels c − (size−1)/2 ..= c + size/2 (integer division).
+    Onnx,
+    /// PyTorch `F.local_response_norm`: channels c − size/2 ..= c + (size−1)/2.
+    Torch,
+}
+
+impl LrnWindow {
+    /// The window spelled `name` ("onnx" or "torch"); a Value error otherwise.
+    pub fn from_name(name: &str) -> Result<LrnWindow> {
+        match name {
+            "onnx" => Ok(LrnWindow::Onnx),
+            "torch" => Ok(LrnWindow::Torch),
+            _ => Err(Error::value(
+                "local_response_norm",
+                format!("window must be \"onnx\" or \"torch\", got {name:?}"),
+            )),
+        }
+    }
+}
+
 /// Builders (x is `[N, C, ...]`, fp16).
 impl Tensor {
     /// Per-channel leaky ReLU: x where x ≥ 0 else alpha[c]·x; alpha is `[C]` (C = shape[1]), x rank 3..=5.
@@ -59,6 +82,23 @@ impl Tensor {
             }),
             vec![self.clone()],
         )
+    }
+    /// `local_response_norm` with the window placement `window` names; an even `size` with
+    /// [`LrnWindow::Torch`] runs the native op between two channel reversals (mirroring the window).
+    pub fn local_response_norm_window(
+        &self,
+        size: usize,
+        alpha: f32,
+        beta: f32,
+        k: f32,
+        window: LrnWindow,
+    ) -> Result<Tensor> {
+        if window == LrnWindow::Onnx || size % 2 == 1 {
+            return self.local_response_norm(size, alpha, beta, k);
+        }
+        self.reverse(&[1])?
+            .local_response_norm(size, alpha, beta, k)?
+            .reverse(&[1])
     }
     /// `x / (k + alpha · Σ x[j]²)^beta` over the clipped window of C channels around each channel
     /// (the reference's `lrn` bridge op), lowered as `local_response_norm(size = C, alpha = alpha·C)`.

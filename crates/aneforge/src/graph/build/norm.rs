@@ -4,12 +4,15 @@ use crate::error::{Error, Result};
 use crate::graph::build::io::constant;
 use crate::graph::Tensor;
 use crate::ops::elementwise::fp16_param;
-use crate::ops::io::{Const, HostArray, HostData};
+use crate::ops::io::{Const, HostArray};
 use crate::ops::norm::{BatchNorm, InstanceNorm};
 use crate::ops::Op;
 use crate::shape::MAX_EXTENT;
 
-/// (x − mean)/√(var + eps)·gamma + beta over axis 1 of x (rank 3..=5); statistics are [C], absent gamma/beta = ones/zeros.
+/// The smallest positive fp16 value (2⁻²⁴): the floor of a scale, so an all-zero slice divides 0 by it, not by 0.
+const FP16_TINY: f32 = 5.960_464_5e-8;
+
+/// (x − mean)/√(var + eps)·gamma + beta over axis 1 of x (rank 2..=5; [N, C] runs as [N, C, 1]); statistics are [C], absent gamma/beta = ones/zeros.
 pub fn batch_norm(
     x: &Tensor,
     mean: HostArray,
@@ -27,11 +30,21 @@ pub fn batch_norm(
         gamma.unwrap_or(HostArray::f32(&c, &ones)),
         beta.unwrap_or(HostArray::f32(&c, &zeros)),
     ];
-    let mut srcs = vec![x.clone()];
+    // MIL batch_norm takes rank 3..=5: [N, C] runs as [N, C, 1].
+    let flat = x.rank() == 2;
+    let mut srcs = vec![if flat {
+        x.reshape(&[x.shape()[0] as i64, c[0] as i64, 1])?
+    } else {
+        x.clone()
+    }];
     for s in stats {
         srcs.push(constant("batch_norm", s)?);
     }
-    Tensor::apply1(Op::BatchNorm(BatchNorm { eps }), srcs)
+    let y = Tensor::apply1(Op::BatchNorm(BatchNorm { eps }), srcs)?;
+    if flat {
+        return y.reshape(&[x.shape()[0] as i64, c[0] as i64]);
+    }
+    Ok(y)
 }
 
 /// Per-(n, c) plane normalisation of x ([N, C, H, W] or rank 3) with [C] gamma/beta (absent = ones/zeros).
@@ -86,11 +99,26 @@ fn affine_operand(op: &str, what: &str, t: &Tensor, n: usize, shape: &[usize]) -
 
 /// Composite norms (emit MIL primitives; gamma/beta are constants or trainable tensors).
 impl Tensor {
-    /// (x − mean)·rsqrt(mean((x − mean)²), eps) over `axes`, as reduce_mean/sub/mul/reduce_mean/rsqrt/mul.
+    /// (x − mean)/√(var + eps) over `axes`, safe for every finite fp16 x: x is halved first so
+    /// x − mean cannot overflow, the residual mean of the deviations (the fp16 rounding error of
+    /// the mean) is subtracted again, and the squares are taken after scaling (see `rms_scaled`).
     fn standardize(&self, axes: &[i64], eps: f32) -> Result<Tensor> {
-        let d = self.sub(&self.mean(axes, true)?)?;
-        let var = d.mul(&d)?.mean(axes, true)?;
-        d.mul(&var.rsqrt(eps)?)
+        let half = self.mul_scalar(0.5)?;
+        let dev = half.sub(&half.mean(axes, true)?)?;
+        let dev = dev.sub(&dev.mean(axes, true)?)?;
+        dev.rms_scaled(axes, ((eps as f64).sqrt() / 2.0) as f32)
+    }
+    /// x / √(mean(x²) + r²) over `axes`, computed on u = x / s with s = max(max |x|, r, 2⁻²⁴) as
+    /// u·rsqrt(mean(u²) + (r/s)²): u and r/s lie in [−1, 1], so no square overflows fp16 and the
+    /// largest is 1 (the sum does not vanish into subnormals).
+    fn rms_scaled(&self, axes: &[i64], r: f32) -> Result<Tensor> {
+        let s = self
+            .abs()?
+            .amax(axes, true)?
+            .maximum_scalar(r.max(FP16_TINY))?;
+        let u = self.div(&s)?;
+        let mean_square = u.square()?.mean(axes, true)?;
+        u.mul(&mean_square.add(&s.rdiv_scalar(r)?.square()?)?.rsqrt(0.0)?)
     }
     /// self·gamma + beta (absent terms skipped), each operand checked as [n] and viewed as `shape`.
     fn affine(
@@ -110,12 +138,8 @@ impl Tensor {
         }
         Ok(y)
     }
-    /// x / max(‖x‖₂ over `axis`, floor).
-    fn unit_norm(&self, axis: i64, floor: f32) -> Result<Tensor> {
-        self.div(&self.reduce_l2_norm(&[axis], true)?.maximum_scalar(floor)?)
-    }
-
-    /// LayerNorm over the last axis: (x − mean)/√(var + eps)·gamma + beta; gamma and beta are [D].
+    /// LayerNorm over the last axis: (x − mean)/√(var + eps)·gamma + beta, overflow-safe for every
+    /// finite fp16 x (see `standardize`); gamma and beta are [D].
     pub fn layer_norm(
         &self,
         gamma: Option<&Tensor>,
@@ -145,36 +169,25 @@ impl Tensor {
         self.standardize(&[1], eps)?
             .affine(OP, gamma, beta, c, &[1, c, 1, 1])
     }
-    /// RMSNorm over the last axis (D): x / max(‖x‖, √(D·eps)) · gamma·√D (√D folded into a Const gamma); gamma is [D].
+    /// RMSNorm over the last axis (PyTorch/HF form): x / √(mean(x²) + eps) · gamma; gamma is [D].
     pub fn rms_norm(&self, gamma: Option<&Tensor>, eps: f32) -> Result<Tensor> {
         norm_eps("rms_norm", eps)?;
         let d = self.shape().last().copied().unwrap_or(1); // a scalar is rejected by the reduction
-        let k = (d as f64).sqrt();
-        let y = self.unit_norm(-1, (d as f64 * eps as f64).sqrt() as f32)?;
-        let Some(g) = gamma else {
-            return y.mul_scalar(k as f32);
-        };
-        let g = affine_operand("rms_norm", "gamma", g, d, &[d])?;
-        match g.op() {
-            Op::Const(c) => {
-                let scaled: Vec<f64> = c.values.iter().map(|v| v.to_f64() * k).collect();
-                y.mul(&constant(
-                    "rms_norm",
-                    HostArray {
-                        shape: &c.shape,
-                        data: HostData::F64(&scaled),
-                    },
-                )?)
-            }
-            _ => y.mul_scalar(k as f32)?.mul(&g),
-        }
+        let y = self.rms_scaled(&[-1], (eps as f64).sqrt() as f32)?;
+        y.affine("rms_norm", gamma, None, d, &[d])
     }
-    /// x / max(‖x‖₂, √eps) along `axis` (negative allowed).
+    /// x / max(‖x‖₂, eps) along `axis` (negative allowed; eps fp16-rounded, floored at 2⁻²⁴ so a
+    /// zero vector gives 0), computed on x / max(max |x|, eps) so the norm cannot overflow fp16.
     pub fn l2_norm(&self, axis: i64, eps: f32) -> Result<Tensor> {
-        norm_eps("l2_norm", eps)?;
-        self.unit_norm(axis, eps.sqrt())
+        let floor = norm_eps("l2_norm", eps)?.max(FP16_TINY);
+        let s = self.abs()?.amax(&[axis], true)?.maximum_scalar(floor)?;
+        let u = self.div(&s)?;
+        u.div(
+            &u.reduce_l2_norm(&[axis], true)?
+                .maximum(&s.rdiv_scalar(floor)?)?,
+        )
     }
-    /// GroupNorm of x [N, C, H, W] in `num_groups` groups (C/G, H·W ≤ 65536), then ·gamma + beta ([C] each).
+    /// GroupNorm of x [N, C, H, W] or [N, C, L] in `num_groups` groups (C/G, H·W ≤ 65536), then ·gamma + beta ([C] each).
     pub fn group_norm(
         &self,
         gamma: Option<&Tensor>,
@@ -184,11 +197,18 @@ impl Tensor {
     ) -> Result<Tensor> {
         const OP: &str = "group_norm";
         let eps = norm_eps(OP, eps)?;
-        let &[n, c, h, w] = self.shape() else {
-            return Err(Error::shape(
-                OP,
-                format!("x must be [N, C, H, W], got {:?}", self.shape()),
-            ));
+        let (n, c, h, w) = match *self.shape() {
+            [n, c, h, w] => (n, c, h, w),
+            [n, c, l] => (n, c, l, 1),
+            _ => {
+                return Err(Error::shape(
+                    OP,
+                    format!(
+                        "x must be [N, C, H, W] or [N, C, L], got {:?}",
+                        self.shape()
+                    ),
+                ))
+            }
         };
         if num_groups == 0 || c % num_groups != 0 {
             return Err(Error::shape(
@@ -209,11 +229,15 @@ impl Tensor {
                 ),
             ));
         }
-        let dims = |v: [usize; 4]| v.map(|d| d as i64);
+        let dims = |v: &[usize]| v.iter().map(|&d| d as i64).collect::<Vec<_>>();
         let y = self
-            .reshape(&dims([n, num_groups, cg, hw]))?
+            .reshape(&dims(&[n, num_groups, cg, hw]))?
             .standardize(&[2, 3], eps)?
-            .reshape(&dims([n, c, h, w]))?;
-        y.affine(OP, gamma, beta, c, &[1, c, 1, 1])
+            .reshape(&dims(&[n, c, h, w]))?
+            .affine(OP, gamma, beta, c, &[1, c, 1, 1])?;
+        if self.rank() == 4 {
+            return Ok(y);
+        }
+        y.reshape(&dims(self.shape()))
     }
 }

@@ -123,6 +123,20 @@ impl Tensor {
             _ => crate::graph::build::layout::concat(&parts, ax as i64),
         }
     }
+    /// The slice at one static `index` along `axis` with that axis dropped (NumPy `take` with an
+    /// int); x needs rank ≥ 2, since a rank-0 result is not supported (Shape error naming `take`).
+    pub fn take(&self, index: i64, axis: i64) -> Result<Tensor> {
+        if self.rank() < 2 {
+            return Err(Error::shape(
+                "take",
+                format!(
+                    "an int index drops the axis, and x {:?} would become rank 0 (not supported); pass [{index}] to keep it",
+                    self.shape()
+                ),
+            ));
+        }
+        self.gather(&[index], axis)?.squeeze(&[axis])
+    }
 }
 
 /// Join equal-shaped tensors along a new axis `axis` (in -rank-1..=rank).
