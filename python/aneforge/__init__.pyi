@@ -631,12 +631,14 @@ def resize_bilinear(
     align_corners; sampling_mode ("STRICT_ALIGN_CORNERS", "ALIGN_CORNERS", "DEFAULT", "OFFSET_CORNERS",
     "UNALIGN_CORNERS") selects any MIL mode instead."""
 
-def upsample_bilinear(x: Tensor, scale: float | Sequence[float] = 2.0, align_corners: bool = False) -> Tensor:
+def upsample_bilinear(
+    x: Tensor, scale: float | Sequence[float] = 2.0, align_corners: bool = False, recompute_scale_factor: bool = True
+) -> Tensor:
     """Bilinear upsample of the last two axes by a factor (or (sh, sw)) to out = floor(in * s) (MIL upsample_bilinear).
     Source coordinate (i + 0.5) * in / out - 0.5 (half-pixel with the ratio recomputed from the sizes, PyTorch
     recompute_scale_factor=True), or i * (in - 1) / (out - 1) with align_corners; for an integer s both equal PyTorch's
-    scale_factor mapping. For PyTorch's default non-integer scale_factor mapping ((i + 0.5) / s - 0.5) use
-    resize_bilinear with sampling_mode or an explicit interpolation matmul."""
+    scale_factor mapping. recompute_scale_factor=False (align_corners=False only) gives PyTorch's default
+    non-integer mapping, source (i + 0.5) / s - 0.5, as two matmuls with baked fp16 interpolation weights."""
 
 def split(x: Tensor, num_or_sizes: int | Sequence[int], axis: int = 0) -> list[Tensor]:
     """Equal parts (int) or parts of the given sizes (sequence) along axis."""

@@ -444,16 +444,21 @@ def resize(rng) -> Draw:
             lambda t: af.resize_bilinear(t, th, tw, align_corners=align),
             lambda t: apply_hw(t, grid(n_h, th), grid(n_w, tw)),
         )
-    sh, sw = (float(pick(rng, [1.0, 1.5, 2.0, 2.5, 3.0])) for _ in range(2))
+    sh, sw = (float(pick(rng, [1.0, 1.5, 2.0, 2.5, 3.0, 1.75])) for _ in range(2))
     oh, ow = int(n_h * sh), int(n_w * sw)
+    recompute = align or bool(rng.random() < 0.5)
     if align:
         mh, mw = corners(n_h, oh), corners(n_w, ow)
-    else:  # the documented mapping: ratio in / out (PyTorch recompute_scale_factor=True)
+    elif recompute:  # the MIL op: ratio in / out (PyTorch recompute_scale_factor=True)
         mh, mw = half_pixel(n_h, oh), half_pixel(n_w, ow)
+    else:  # PyTorch's default scale_factor mapping: ratio 1 / s
+        mh, mw = (
+            bilinear_matrix(n, o, lambda i, s=s: (i + 0.5) / s - 0.5) for n, o, s in ((n_h, oh, sh), (n_w, ow, sw))
+        )
     return Draw(
-        {"op": kind, "x": x.shape, "scale": (sh, sw), "align_corners": align},
+        {"op": kind, "x": x.shape, "scale": (sh, sw), "align_corners": align, "recompute_scale_factor": recompute},
         [x],
-        lambda t: af.upsample_bilinear(t, (sh, sw), align_corners=align),
+        lambda t: af.upsample_bilinear(t, (sh, sw), align_corners=align, recompute_scale_factor=recompute),
         lambda t: apply_hw(t, mh, mw),
     )
 

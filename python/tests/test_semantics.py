@@ -70,6 +70,20 @@ def test_upsample_bilinear_non_integer_scale_maps_by_in_over_out():
     np.testing.assert_allclose(got, np.interp(src, [0, 1, 2], [0, 2, 4]), atol=2e-3)
 
 
+def test_upsample_bilinear_pytorch_scale_factor_mapping_by_name():
+    """recompute_scale_factor=False: source (i + 0.5)/s − 0.5, PyTorch's default for scale_factor=2.5."""
+    x = np.float32([[[[0, 2, 4], [1, 1, 1]]]])
+    got = run(af.upsample_bilinear(af.input(x.shape), 2.5, recompute_scale_factor=False), x)
+    assert got.shape == (1, 1, 5, 7)
+    src = np.clip((np.arange(7) + 0.5) / 2.5 - 0.5, 0, 2)
+    np.testing.assert_allclose(got[0, 0, 0], np.interp(src, [0, 1, 2], [0, 2, 4]), atol=4e-3)
+    rows = np.clip((np.arange(5) + 0.5) / 2.5 - 0.5, 0, 1)
+    want_col0 = np.interp(rows, [0, 1], [0, 1])  # column 0 reads x[:, 0] = [0, 1]
+    np.testing.assert_allclose(got[0, 0, :, 0], want_col0, atol=4e-3)
+    with pytest.raises(ValueError, match="align_corners"):
+        af.upsample_bilinear(af.input(x.shape), 2.5, align_corners=True, recompute_scale_factor=False)
+
+
 @pytest.mark.parametrize(
     "build",
     [

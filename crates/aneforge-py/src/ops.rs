@@ -368,13 +368,15 @@ pub fn resize_bilinear(
     }
 }
 
-/// Bilinear upsample of the last two axes by a factor (or (sh, sw)) to floor(in * s), half-pixel unless align_corners.
+/// Bilinear upsample of the last two axes by a factor (or (sh, sw)) to floor(in * s), half-pixel
+/// unless align_corners; the ratio in/out (MIL op) or, with recompute_scale_factor=False, 1/s (two matmuls).
 #[pyfunction]
-#[pyo3(signature = (x, scale=None, align_corners=false), text_signature = "(x, scale=2.0, align_corners=False)")]
+#[pyo3(signature = (x, scale=None, align_corners=false, recompute_scale_factor=true), text_signature = "(x, scale=2.0, align_corners=False, recompute_scale_factor=True)")]
 pub fn upsample_bilinear(
     x: &Bound<'_, PyAny>,
     scale: Option<&Bound<'_, PyAny>>,
     align_corners: bool,
+    recompute_scale_factor: bool,
 ) -> R {
     let [sh, sw] = match given(scale)
         .map(|s| floats(s, "upsample_bilinear", "scale"))
@@ -390,7 +392,14 @@ pub fn upsample_bilinear(
             )))
         }
     };
-    wrap(tensor(x, "upsample_bilinear", "x")?.upsample_bilinear(sh, sw, align_corners))
+    let x = tensor(x, "upsample_bilinear", "x")?;
+    match (recompute_scale_factor, align_corners) {
+        (false, false) => wrap(x.upsample_bilinear_scale_mapped(sh, sw)),
+        (false, true) => Err(PyValueError::new_err(
+            "upsample_bilinear: align_corners=True maps by the sizes; recompute_scale_factor=False needs align_corners=False",
+        )),
+        (true, _) => wrap(x.upsample_bilinear(sh, sw, align_corners)),
+    }
 }
 
 /// Split `x` into equal parts (int) or parts of the given sizes (sequence) along `axis`.
