@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use aneforge_gguf::{Array, GgufError, GgufFile as CoreGgufFile, Value};
 use numpy::{PyArray1, PyArrayDyn, PyArrayMethods};
 use pyo3::exceptions::{
-    PyFileNotFoundError, PyKeyError, PyMemoryError, PyNotImplementedError, PyOSError, PyTypeError, PyValueError,
+    PyFileNotFoundError, PyKeyError, PyMemoryError, PyNotImplementedError, PyOSError, PyTypeError,
+    PyValueError,
 };
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};

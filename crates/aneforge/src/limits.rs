@@ -122,11 +122,7 @@ impl Limits {
         let mut largest = (0u64, Vec::new());
         for node in &graph.nodes {
             for o in &node.outputs {
-                let n = self.tensor(
-                    node.op.family().name(),
-                    &o.shape,
-                    o.dtype.size().max(1),
-                )?;
+                let n = self.tensor(node.op.family().name(), &o.shape, o.dtype.size().max(1))?;
                 let b = n * o.dtype.size().max(1) as u64;
                 total = total.saturating_add(b);
                 if b > largest.0 {

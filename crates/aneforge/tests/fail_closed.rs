@@ -15,9 +15,7 @@ use aneforge::{
 /// Runs `out` on the reference executor with `feeds` (one per input, creation order).
 fn run(out: &Tensor, feeds: &[&[f32]]) -> Vec<f32> {
     let p = Program::lower(Graph::from_outputs(&[(None, out.clone())]).unwrap()).unwrap();
-    let mut l = Reference
-        .load(&p, Path::new("."), Precision::Fp16)
-        .unwrap();
+    let mut l = Reference.load(&p, Path::new("."), Precision::Fp16).unwrap();
     for (i, f) in feeds.iter().enumerate() {
         l.set_input(i, PortData::F32(f)).unwrap();
     }
@@ -103,8 +101,14 @@ fn window_parameters_must_fit_mil_int32() {
 
 fn resource(e: Error, needles: &[&str]) {
     let s = e.to_string();
-    assert!(matches!(e, Error::Resource { .. }), "not a resource error: {e:?}");
-    assert!(needles.iter().all(|n| s.contains(n)), "'{s}' lacks {needles:?}");
+    assert!(
+        matches!(e, Error::Resource { .. }),
+        "not a resource error: {e:?}"
+    );
+    assert!(
+        needles.iter().all(|n| s.contains(n)),
+        "'{s}' lacks {needles:?}"
+    );
 }
 
 #[test]
@@ -142,9 +146,7 @@ fn parse(mil: &str) -> aneforge::Result<Graph> {
 }
 
 fn program(sig: &str, body: &str, out: &str) -> String {
-    format!(
-        "program(1.3)\n{{\n    func main<ios18>({sig}) {{\n{body}\n    }} -> ({out});\n}}\n"
-    )
+    format!("program(1.3)\n{{\n    func main<ios18>({sig}) {{\n{body}\n    }} -> ({out});\n}}\n")
 }
 
 #[test]

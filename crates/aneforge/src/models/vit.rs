@@ -5,7 +5,6 @@
 
 use std::path::Path;
 
-
 use super::weights::Weights;
 use super::{
     gelu_mlp, json_file, json_layers, json_opt_positive, json_opt_usize, json_usize, layer_norm,

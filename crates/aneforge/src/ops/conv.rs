@@ -65,7 +65,14 @@ pub fn window_output(
     if kernel.contains(&0) || strides.contains(&0) || dilations.contains(&0) {
         return Err(Error::shape(op, format!("kernel {kernel:?}, strides {strides:?} and dilations {dilations:?} must all be >= 1")));
     }
-    check_int32(op, &[("strides", &strides), ("dilations", &dilations), ("pad", &pad)])?;
+    check_int32(
+        op,
+        &[
+            ("strides", &strides),
+            ("dilations", &dilations),
+            ("pad", &pad),
+        ],
+    )?;
     let mut out = [0; 2];
     for a in 0..2 {
         let span = dilations[a].saturating_mul(kernel[a] - 1).saturating_add(1);

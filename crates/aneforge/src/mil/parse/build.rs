@@ -248,7 +248,7 @@ pub(super) fn build(
                 let outputs = op
                     .family()
                     .infer(&in_types)
-                    .map_err(|e| ferr(st.at, e.to_string()))?;
+                    .map_err(|e| located(e, st.at))?;
                 // The builder's per-tensor limits (extents, elements) hold for loaded programs too.
                 for o in &outputs {
                     crate::shape::check(&st.op, &o.shape).map_err(|e| located(e, st.at))?;
