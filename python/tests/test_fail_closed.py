@@ -225,9 +225,9 @@ def test_uint8_resnet_rejects_float_input_like_a_uint8_port(tmp_path):
         net(np.full((1, 3, 32, 32), 300.0))
     with pytest.raises(ValueError, match="element 0 = 300 is outside 0..=255"):
         net(np.full((1, 3, 32, 32), 300, dtype=np.int64))
-    plain = af.compile(af.input((2,), dtype="uint8").cast("fp16") * 1.0, device="reference")
+    plain = af.compile(af.image_input((1, 1, 1, 2), scale=1.0, bias=0.0) * 1.0, device="reference")
     with pytest.raises(TypeError, match="uint8 port"):
-        plain(np.array([300.0, -5.0]))
+        plain(np.array([[[[300.0, -5.0]]]]))
 
 
 def test_cli_repeat_is_bounded(tmp_path):
