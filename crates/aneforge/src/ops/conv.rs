@@ -306,11 +306,21 @@ impl Family for Conv {
         let direct = g.kh == 1 && g.kw == 1 && self.strides == [1, 1] && self.pad == [0; 4];
         SCRATCH.with_borrow_mut(|col| {
             if !direct && col.len() < kk * p {
-                col.resize(kk * p, 0.0);
+                // Scratch sized by user shapes: capped and allocated fallibly (a typed error, not an abort).
+                let need = kk * p;
+                let bytes = (need as u64).saturating_mul(4);
+                crate::limits::Limits::current()?.bytes(MIL_NAME, "the im2col scratch", bytes)?;
+                col.try_reserve_exact(need - col.len()).map_err(|_| {
+                    crate::limits::exceeded(
+                        MIL_NAME,
+                        format!("cannot allocate {bytes} bytes of im2col scratch"),
+                    )
+                })?;
+                col.resize(need, 0.0);
             }
             self.run_groups(&g, x, w, od, col, direct, ins.len() == 3);
-        });
-        Ok(())
+            Ok(())
+        })
     }
 }
 
