@@ -144,7 +144,10 @@ def test_byte_cap_is_set_by_the_environment():
     )
     # 1024 · 1024 fp16 = 2097152 bytes > 1000000.
     assert out.startswith("MemoryError") and "2097152 bytes" in out and "ANEFORGE_MAX_BYTES" in out, out
-    out, _ = peak_run("import aneforge as af\ntry:\n    af.input(4)\nexcept ValueError as e:\n    print(e)\n", ANEFORGE_MAX_BYTES="lots")
+    out, _ = peak_run(
+        "import aneforge as af\ntry:\n    af.input(4)\nexcept ValueError as e:\n    print(e)\n",
+        ANEFORGE_MAX_BYTES="lots",
+    )
     assert "ANEFORGE_MAX_BYTES" in out and "lots" in out, out
 
 
