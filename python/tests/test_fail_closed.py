@@ -6,6 +6,7 @@ with ``resource.getrusage``)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -71,7 +72,6 @@ def test_inverse_of_signed_zero_follows_ieee():
 def peak_run(code: str, **env: str) -> tuple[str, int]:
     """Runs `code` in a fresh interpreter; returns (stdout, peak RSS in bytes)."""
     prog = textwrap.dedent(code) + "\nimport resource\nprint(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
-    import os
 
     out = subprocess.run(
         [sys.executable, "-c", prog],
@@ -233,15 +233,27 @@ def test_uint8_resnet_rejects_float_input_like_a_uint8_port(tmp_path):
         plain(np.array([[[[300.0, -5.0]]]]))
 
 
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    code = "import sys\nfrom aneforge._core import cli_main\nsys.exit(cli_main(['aneforge', *sys.argv[1:]]))\n"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=False, timeout=120)
+
+
+def test_devices_and_fifos_are_refused_not_read(tmp_path):
+    m = af.compile(af.input(4).relu(), device="reference")
+    (tmp_path / "zero.npy").symlink_to("/dev/zero")
+    out = run_cli("run", m.program_dir, "--input", f"x0={tmp_path / 'zero.npy'}")
+    assert out.returncode == 1 and "not a regular file (a device)" in out.stderr, out.stderr
+    d = tmp_path / "prog"
+    d.mkdir()
+    (d / "model.mil").write_text(m.mil)
+    os.mkfifo(d / "weights.bin")
+    with pytest.raises(ValueError, match="not a regular file \\(a FIFO\\)"):
+        af.load(d, device="reference")
+
+
 def test_cli_repeat_is_bounded(tmp_path):
     m = af.compile(af.input(4).relu(), device="reference")
     np.save(tmp_path / "x.npy", np.ones(4, np.float32))
-    code = f"""
-        import sys
-        from aneforge._core import cli_main
-        sys.exit(cli_main(["aneforge", "run", {str(m.program_dir)!r}, "--input", "x0={tmp_path / "x.npy"}",
-                           "--repeat", "{2**64 - 1}"]))
-    """
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, check=False)
+    out = run_cli("run", m.program_dir, "--input", f"x0={tmp_path / 'x.npy'}", "--repeat", str(2**64 - 1))
     assert out.returncode == 1, out
     assert "--repeat" in out.stderr and "1000000" in out.stderr and "internal error" not in out.stderr, out.stderr
