@@ -9,7 +9,6 @@
 //! `ANEFORGE_MAX_LAYERS` (decimal integers; an unparsable value is a typed error, never ignored).
 
 use crate::error::{Error, Result};
-use crate::graph::Graph;
 
 /// Default cap on the elements of one tensor: 2^28 (512 MiB at fp16).
 pub const DEFAULT_MAX_ELEMENTS: u64 = 1 << 28;
@@ -115,26 +114,27 @@ impl Limits {
         Ok(())
     }
 
-    /// Checks the sum of every node output of `graph` (weights included) against the byte cap,
-    /// naming `what` (the program) and the largest tensor.
-    pub fn graph(&self, what: &str, graph: &Graph) -> Result<()> {
-        let mut total = 0u64;
-        let mut largest = (0u64, Vec::new());
-        for node in &graph.nodes {
-            for o in &node.outputs {
-                let n = self.tensor(node.op.family().name(), &o.shape, o.dtype.size().max(1))?;
-                let b = n * o.dtype.size().max(1) as u64;
-                total = total.saturating_add(b);
-                if b > largest.0 {
-                    largest = (b, o.shape.clone());
-                }
+    /// Checks the total bytes of `tensors` — (producing op, shape, element bytes) of every buffer
+    /// and weight of one program — against the byte cap, naming `what` (the program) and the
+    /// largest tensor; each tensor is checked against the element cap first.
+    pub fn buffers<'a>(
+        &self,
+        what: &str,
+        tensors: impl IntoIterator<Item = (&'a str, &'a [usize], usize)>,
+    ) -> Result<()> {
+        let (mut total, mut count) = (0u64, 0usize);
+        let mut largest: (u64, &[usize]) = (0, &[]);
+        for (op, shape, elem_bytes) in tensors {
+            let b = self.tensor(op, shape, elem_bytes)? * elem_bytes as u64;
+            total = total.saturating_add(b);
+            count += 1;
+            if b > largest.0 {
+                largest = (b, shape);
             }
         }
         let detail = format!(
-            "{} tensors (largest {:?}, {} bytes)",
-            graph.nodes.len(),
-            largest.1,
-            largest.0
+            "{count} tensors (largest {:?}, {} bytes)",
+            largest.1, largest.0
         );
         self.bytes(what, &detail, total)
     }

@@ -134,9 +134,9 @@ fn program_byte_cap_counts_every_buffer_and_weight() {
         max_bytes,
         ..Limits::default()
     };
-    cap(24576).graph("prog", &g).unwrap();
+    g.check_limits(&cap(24576), "prog").unwrap();
     resource(
-        cap(24575).graph("prog", &g).unwrap_err(),
+        g.check_limits(&cap(24575), "prog").unwrap_err(),
         &["prog", "24576 bytes", "24575"],
     );
 }

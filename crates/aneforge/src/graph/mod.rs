@@ -194,8 +194,21 @@ impl Graph {
             inputs,
             outputs,
         };
-        crate::limits::Limits::current()?.graph("compile", &graph)?;
+        graph.check_limits(&crate::limits::Limits::current()?, "compile")?;
         Ok(graph)
+    }
+
+    /// Checks every node output (weights included) against `limits`: each tensor against the
+    /// element cap, their total against the byte cap; errors name `what`, the largest tensor and the cap.
+    pub fn check_limits(&self, limits: &crate::limits::Limits, what: &str) -> Result<()> {
+        limits.buffers(
+            what,
+            self.nodes.iter().flat_map(|n| {
+                n.outputs
+                    .iter()
+                    .map(move |o| (n.op.family().name(), o.shape.as_slice(), o.dtype.size().max(1)))
+            }),
+        )
     }
 
     /// Type of a value.

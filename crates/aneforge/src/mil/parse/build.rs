@@ -299,6 +299,6 @@ pub(super) fn build(
         inputs,
         outputs,
     };
-    limits.graph(&mil_file.display().to_string(), &graph)?;
+    graph.check_limits(&limits, &mil_file.display().to_string())?;
     Ok(graph)
 }
