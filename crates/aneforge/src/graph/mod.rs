@@ -204,9 +204,13 @@ impl Graph {
         limits.buffers(
             what,
             self.nodes.iter().flat_map(|n| {
-                n.outputs
-                    .iter()
-                    .map(move |o| (n.op.family().name(), o.shape.as_slice(), o.dtype.size().max(1)))
+                n.outputs.iter().map(move |o| {
+                    (
+                        n.op.family().name(),
+                        o.shape.as_slice(),
+                        o.dtype.size().max(1),
+                    )
+                })
             }),
         )
     }
