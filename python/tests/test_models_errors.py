@@ -153,7 +153,7 @@ def test_espcn_and_vit_bad_files(tmp_path):
         af.load_espcn(path, 8, 8)
     cfg = {
         "hidden_size": 8,
-        "num_hidden_layers": 0,
+        "num_hidden_layers": 1,
         "num_attention_heads": 2,
         "intermediate_size": 16,
         "image_size": 8,

@@ -156,4 +156,11 @@ pub enum GgufError {
         expected: usize,
         actual: usize,
     },
+    /// The f32 buffer for a tensor's elements could not be allocated (Python: MemoryError).
+    #[error("GGUF {path}: cannot allocate {elements} f32 values for tensor '{tensor}'")]
+    OutOfMemory {
+        path: String,
+        tensor: String,
+        elements: u64,
+    },
 }

@@ -181,8 +181,18 @@ impl<'a> Tensor<'a> {
 
     /// All elements as f32 in ggml order (`dims[0]` fastest, i.e. row-major over
     /// [`TensorInfo::shape`]); `UnsupportedQuantType` for types without a kernel.
+    /// An impossible allocation is `OutOfMemory`, not an abort.
     pub fn dequantize(&self) -> Result<Vec<f32>> {
-        let mut out = vec![0f32; self.info.n_elements as usize];
+        let n = self.info.n_elements;
+        let oom = || GgufError::OutOfMemory {
+            path: self.path.into(),
+            tensor: self.info.name.clone(),
+            elements: n,
+        };
+        let mut out = Vec::new();
+        out.try_reserve_exact(usize::try_from(n).map_err(|_| oom())?)
+            .map_err(|_| oom())?;
+        out.resize(n as usize, 0f32);
         self.dequantize_into(&mut out)?;
         Ok(out)
     }

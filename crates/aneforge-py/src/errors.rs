@@ -2,7 +2,7 @@
 
 use aneforge::Error;
 use pyo3::exceptions::{
-    PyNotImplementedError, PyOSError, PyRuntimeError, PyTypeError, PyValueError,
+    PyMemoryError, PyNotImplementedError, PyOSError, PyRuntimeError, PyTypeError, PyValueError,
 };
 use pyo3::PyErr;
 
@@ -19,6 +19,7 @@ pub fn to_py(e: Error) -> PyErr {
             PyRuntimeError::new_err(msg)
         }
         Error::Io { .. } => PyOSError::new_err(msg),
+        Error::Resource { .. } => PyMemoryError::new_err(msg),
     }
 }
 

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use aneforge_gguf::{Array, GgufError, GgufFile as CoreGgufFile, Value};
 use numpy::{PyArray1, PyArrayDyn, PyArrayMethods};
 use pyo3::exceptions::{
-    PyFileNotFoundError, PyKeyError, PyNotImplementedError, PyOSError, PyTypeError, PyValueError,
+    PyFileNotFoundError, PyKeyError, PyMemoryError, PyNotImplementedError, PyOSError, PyTypeError,
+    PyValueError,
 };
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
@@ -31,6 +32,7 @@ fn to_py(e: GgufError) -> PyErr {
         GgufError::MissingKey { .. } | GgufError::MissingTensor { .. } => PyKeyError::new_err(msg),
         GgufError::WrongType { .. } => PyTypeError::new_err(msg),
         GgufError::UnsupportedQuantType { .. } => PyNotImplementedError::new_err(msg),
+        GgufError::OutOfMemory { .. } => PyMemoryError::new_err(msg),
         _ => PyValueError::new_err(msg),
     }
 }

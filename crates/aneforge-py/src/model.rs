@@ -228,9 +228,13 @@ impl Model {
             c.loaded.execute().py()?;
         }
         let out = |j: usize| -> PyResult<Bound<'_, PyAny>> {
-            // SAFETY: `new` leaves the elements uninitialised; `read_output` writes all of them
-            // (it errors, and the array is dropped unread, if the length did not match).
-            let arr = unsafe { PyArrayDyn::<f32>::new(py, IxDyn(&self.outputs[j].shape), false) };
+            // `numpy.empty` raises MemoryError when NumPy cannot allocate (the numpy crate's
+            // constructors panic instead); `read_output` writes every element.
+            let arr = py
+                .import("numpy")?
+                .getattr("empty")?
+                .call1((self.outputs[j].shape.clone(), "float32"))?
+                .cast_into::<PyArrayDyn<f32>>()?;
             let s =
                 unsafe { arr.as_slice_mut() }.map_err(|e| PyValueError::new_err(e.to_string()))?;
             c.loaded.read_output(j, s).py()?;
@@ -269,6 +273,59 @@ fn check_shape(port: &PortSpec, got: &[usize]) -> PyResult<()> {
     Ok(())
 }
 
+/// The values of an array fed to a uint8 port: borrowed when already uint8, else converted.
+pub(crate) enum Uint8Input<'py> {
+    Borrowed(numpy::PyReadonlyArrayDyn<'py, u8>),
+    Owned(Vec<u8>),
+}
+
+impl Uint8Input<'_> {
+    /// The bytes, C order.
+    pub(crate) fn as_slice(&self) -> PyResult<&[u8]> {
+        match self {
+            Uint8Input::Borrowed(a) => a
+                .as_slice()
+                .map_err(|e| PyValueError::new_err(e.to_string())),
+            Uint8Input::Owned(v) => Ok(v),
+        }
+    }
+}
+
+/// The one rule for every uint8 port (`Model` inputs and `uint8=True` vision models): uint8
+/// arrays as they are, other integer arrays range-checked to 0..=255 (ValueError naming the
+/// element), float or other dtypes a TypeError; never wrapped modulo 256. `name` and `shape`
+/// name the port in errors.
+pub(crate) fn uint8_bytes<'py>(
+    arr: &Bound<'py, PyUntypedArray>,
+    name: &str,
+    shape: &[usize],
+) -> PyResult<Uint8Input<'py>> {
+    let d = arr.dtype();
+    match (d.kind(), d.itemsize()) {
+        (b'u', 1) => Ok(Uint8Input::Borrowed(borrow::<u8>(arr, "uint8")?)),
+        (kind @ (b'i' | b'u'), _) => {
+            let slice_err = |e: numpy::AsSliceError| PyValueError::new_err(e.to_string());
+            let wide = require(arr.as_any(), if kind == b'i' { "int64" } else { "uint64" })?;
+            let vals: Vec<i128> = if kind == b'i' {
+                borrow::<i64>(&wide, "int64")?.as_slice().map_err(slice_err)?.iter().map(|&v| v as i128).collect()
+            } else {
+                borrow::<u64>(&wide, "uint64")?.as_slice().map_err(slice_err)?.iter().map(|&v| v as i128).collect()
+            };
+            if let Some((k, v)) = vals.iter().enumerate().find(|(_, &v)| !(0..=255).contains(&v)) {
+                return Err(PyValueError::new_err(format!(
+                    "input '{name}': element {k} = {v} is outside 0..=255 (uint8 port of shape {})",
+                    fmt_shape(shape)
+                )));
+            }
+            Ok(Uint8Input::Owned(vals.into_iter().map(|v| v as u8).collect()))
+        }
+        _ => Err(PyTypeError::new_err(format!(
+            "input '{name}' is a uint8 port (shape {}); pass an integer array with values in 0..=255, got dtype {d}",
+            fmt_shape(shape)
+        ))),
+    }
+}
+
 /// Write one numpy array (or array-like) into input port `i`.
 fn feed(c: &mut Compiled, i: usize, port: &PortSpec, obj: &Bound<'_, PyAny>) -> PyResult<()> {
     // Fast path: a C-contiguous, aligned, native float32 array goes straight from numpy's buffer.
@@ -301,34 +358,10 @@ fn feed(c: &mut Compiled, i: usize, port: &PortSpec, obj: &Bound<'_, PyAny>) -> 
     let d = arr.dtype();
     let (kind, size) = (d.kind(), d.itemsize());
     match port.dtype {
-        DType::Uint8 => match (kind, size) {
-            (b'u', 1) => {
-                let a = borrow::<u8>(&arr, "uint8")?;
-                c.loaded.set_input(i, PortData::U8(a.as_slice().map_err(|e| PyValueError::new_err(e.to_string()))?)).py()
-            }
-            (b'i', _) | (b'u', _) => {
-                let wide = require(arr.as_any(), if kind == b'i' { "int64" } else { "uint64" })?;
-                let vals: Vec<i128> = if kind == b'i' {
-                    borrow::<i64>(&wide, "int64")?.as_slice().map_err(|e| PyValueError::new_err(e.to_string()))?.iter().map(|&v| v as i128).collect()
-                } else {
-                    borrow::<u64>(&wide, "uint64")?.as_slice().map_err(|e| PyValueError::new_err(e.to_string()))?.iter().map(|&v| v as i128).collect()
-                };
-                if let Some((k, v)) = vals.iter().enumerate().find(|(_, &v)| !(0..=255).contains(&v)) {
-                    return Err(PyValueError::new_err(format!(
-                        "input '{}': element {k} = {v} is outside 0..=255 (uint8 port of shape {})",
-                        port.name,
-                        fmt_shape(&port.shape)
-                    )));
-                }
-                let bytes: Vec<u8> = vals.into_iter().map(|v| v as u8).collect();
-                c.loaded.set_input(i, PortData::U8(&bytes)).py()
-            }
-            _ => Err(PyTypeError::new_err(format!(
-                "input '{}' is a uint8 port (shape {}); pass an integer array with values in 0..=255, got dtype {d}",
-                port.name,
-                fmt_shape(&port.shape)
-            ))),
-        },
+        DType::Uint8 => {
+            let bytes = uint8_bytes(&arr, &port.name, &port.shape)?;
+            c.loaded.set_input(i, PortData::U8(bytes.as_slice()?)).py()
+        }
         _ => {
             let slice_err = |e: numpy::AsSliceError| PyValueError::new_err(e.to_string());
             match (kind, size) {

@@ -216,7 +216,7 @@ impl PyVision {
         py: Python<'py>,
         image: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
-        let arr = asarray(image, Some(if self.uint8 { "uint8" } else { "float32" }))?;
+        let arr = asarray(image, (!self.uint8).then_some("float32"))?;
         if arr.shape() != self.shape.as_slice() {
             return Err(PyValueError::new_err(format!(
                 "vision: image must have shape {}, got {}",
@@ -227,10 +227,8 @@ impl PyVision {
         let mut g = lock(py, &self.inner, "vision")?;
         let net = &mut *g;
         let mut out = if self.uint8 {
-            let a = borrow::<u8>(&arr, "uint8")?;
-            let s = a
-                .as_slice()
-                .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            let bytes = crate::model::uint8_bytes(&arr, "image", &self.shape)?;
+            let s = bytes.as_slice()?;
             py.detach(|| net.run(&[PortData::U8(s)])).py()?
         } else {
             let a = borrow::<f32>(&arr, "float32")?;

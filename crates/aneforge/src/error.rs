@@ -47,6 +47,10 @@ pub enum Error {
     /// A runtime failure while executing a loaded program (Python: RuntimeError).
     #[error("{op}: {msg}")]
     Runtime { op: String, msg: String },
+    /// A size beyond a cap of [`crate::limits::Limits`] or an allocation that failed, naming the
+    /// tensor, field or file, the size and the cap (Python: MemoryError).
+    #[error("{what}: {msg}")]
+    Resource { what: String, msg: String },
     /// An I/O failure, with the path involved (Python: OSError).
     #[error("{}: {source}", path.display())]
     Io {

@@ -8,6 +8,7 @@ pub mod cli;
 pub mod dtype;
 pub mod error;
 pub mod graph;
+pub mod limits;
 pub mod mil;
 #[cfg(feature = "safetensors")]
 pub mod models;

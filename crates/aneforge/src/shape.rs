@@ -10,7 +10,8 @@ pub const MAX_RANK: usize = 5;
 /// Largest extent of any axis (the MIL parser's limit).
 pub const MAX_EXTENT: usize = 65536;
 
-/// Check rank 1..=5 and every extent in 1..=65536, naming `op` and the shape on failure.
+/// Check rank 1..=5, every extent in 1..=65536 and the element cap of [`crate::limits`] (a
+/// resource error), naming `op` and the shape on failure.
 pub fn check(op: &str, shape: &[usize]) -> Result<()> {
     if shape.is_empty() || shape.len() > MAX_RANK {
         return Err(Error::shape(
@@ -27,6 +28,7 @@ pub fn check(op: &str, shape: &[usize]) -> Result<()> {
             format!("every extent must be in 1..={MAX_EXTENT}, got {d} in shape {shape:?}"),
         ));
     }
+    crate::limits::Limits::current()?.tensor(op, shape, 2)?;
     Ok(())
 }
 

@@ -4,17 +4,4 @@
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| {
-    let (text, weights) = match data.iter().position(|&b| b == 0) {
-        Some(i) => (&data[..i], &data[i + 1..]),
-        None => (data, &[][..]),
-    };
-    if let Ok(text) = std::str::from_utf8(text) {
-        let _ = aneforge::mil::parse::parse(
-            text,
-            "model.mil".as_ref(),
-            weights,
-            "weights.bin".as_ref(),
-        );
-    }
-});
+fuzz_target!(|data: &[u8]| aneforge_fuzz::targets::mil_text(data));

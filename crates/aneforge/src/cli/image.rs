@@ -44,7 +44,7 @@ impl Rgb8 {
 
 /// Read and decode the PNG file at `path`; I/O errors and malformed or oversized files name the file.
 pub fn read_png(path: &Path) -> Result<Rgb8> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let bytes = crate::program::files::read_regular(path)?;
     decode_png(&bytes, path)
 }
 

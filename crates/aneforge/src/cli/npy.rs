@@ -51,9 +51,9 @@ impl Npy {
     }
 }
 
-/// Read a `.npy` file.
+/// Read a `.npy` file (a regular file only: devices and FIFOs are refused before reading).
 pub fn read(path: &Path) -> Result<Npy> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let bytes = crate::program::files::read_regular(path)?;
     parse(&bytes, path)
 }
 

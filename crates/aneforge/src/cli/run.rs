@@ -77,6 +77,9 @@ fn read_inputs(ports: &[PortSpec], args: &[String]) -> Result<Vec<npy::Npy>> {
         .collect()
 }
 
+/// Most timed repetitions `--repeat` accepts (the timings are kept for the median).
+const MAX_REPEAT: usize = 1_000_000;
+
 /// Load `dir` on `device` with `precision` (fp16 or fp32), run it once on the `NAME=FILE`
 /// inputs and print the outputs; errors name the flag or file at fault.
 pub(super) fn run(
@@ -86,6 +89,12 @@ pub(super) fn run(
     opts: &CompileOptions,
     repeat: Option<usize>,
 ) -> Result<()> {
+    if let Some(n) = repeat.filter(|&n| n > MAX_REPEAT) {
+        return Err(Error::value(
+            "--repeat",
+            format!("{n} runs is more than the {MAX_REPEAT} allowed"),
+        ));
+    }
     let mut net = load_dir_with(dir, opts)?;
     let arrays = read_inputs(net.inputs(), args)?;
     let feeds: Vec<_> = arrays.iter().map(npy::Npy::port_data).collect();
@@ -104,7 +113,10 @@ pub(super) fn run(
         }
     }
     if let Some(n) = repeat.filter(|&n| n > 0) {
-        let mut times = Vec::with_capacity(n);
+        let mut times = Vec::new();
+        times
+            .try_reserve_exact(n)
+            .map_err(|_| crate::limits::exceeded("--repeat", format!("cannot keep {n} timings")))?;
         for _ in 0..n {
             let t = Instant::now();
             net.run(&feeds)?;

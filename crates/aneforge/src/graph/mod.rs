@@ -57,7 +57,8 @@ pub fn check_name(op: &str, name: &str) -> Result<()> {
 impl Graph {
     /// Collect the DAG under `outputs` (name `None` = automatic), order it, and name the ports.
     /// Inputs are ordered by creation; an output that is an input or repeats an earlier output
-    /// is copied through `x * 1.0` (an empty program body crashes the ANE compiler).
+    /// is copied through `x * 1.0` (an empty program body crashes the ANE compiler). Errors if the
+    /// program's buffers and weights exceed the byte cap of [`crate::limits`].
     pub fn from_outputs(outputs: &[(Option<String>, Tensor)]) -> Result<Graph> {
         if outputs.is_empty() {
             return Err(Error::value("compile", "no outputs given"));
@@ -188,11 +189,30 @@ impl Graph {
                 },
             ));
         }
-        Ok(Graph {
+        let graph = Graph {
             nodes,
             inputs,
             outputs,
-        })
+        };
+        graph.check_limits(&crate::limits::Limits::current()?, "compile")?;
+        Ok(graph)
+    }
+
+    /// Checks every node output (weights included) against `limits`: each tensor against the
+    /// element cap, their total against the byte cap; errors name `what`, the largest tensor and the cap.
+    pub fn check_limits(&self, limits: &crate::limits::Limits, what: &str) -> Result<()> {
+        limits.buffers(
+            what,
+            self.nodes.iter().flat_map(|n| {
+                n.outputs.iter().map(move |o| {
+                    (
+                        n.op.family().name(),
+                        o.shape.as_slice(),
+                        o.dtype.size().max(1),
+                    )
+                })
+            }),
+        )
     }
 
     /// Type of a value.

@@ -17,7 +17,8 @@ use serde_json::Value;
 
 use super::weights::Weights;
 use super::{
-    gelu_mlp, json_file, json_usize, layer_norm, load_tokenizer, require_field, self_attention,
+    gelu_mlp, json_file, json_layers, json_opt_bool, json_opt_positive, json_opt_usize, json_usize,
+    layer_norm, load_tokenizer, require_field, self_attention,
 };
 use crate::compile::{compile, CompileOptions, Compiled};
 use crate::error::{Error, Result};
@@ -78,19 +79,13 @@ impl BertConfig {
         require_field(&v, "position_embedding_type", "absolute", path)?;
         let cfg = BertConfig {
             hidden: json_usize(&v, "hidden_size", path)?,
-            layers: json_usize(&v, "num_hidden_layers", path)?,
+            layers: json_layers(&v, "num_hidden_layers", path)?,
             heads: json_usize(&v, "num_attention_heads", path)?,
             intermediate: json_usize(&v, "intermediate_size", path)?,
             vocab: json_usize(&v, "vocab_size", path)?,
             max_positions: json_usize(&v, "max_position_embeddings", path)?,
-            type_vocab: v
-                .get("type_vocab_size")
-                .and_then(Value::as_u64)
-                .unwrap_or(2) as usize,
-            layer_norm_eps: v
-                .get("layer_norm_eps")
-                .and_then(Value::as_f64)
-                .unwrap_or(1e-12) as f32,
+            type_vocab: json_opt_usize(&v, "type_vocab_size", 2, path)?,
+            layer_norm_eps: json_opt_positive(&v, "layer_norm_eps", 1e-12, path)? as f32,
         };
         if cfg.heads == 0 || cfg.hidden % cfg.heads != 0 || cfg.type_vocab == 0 {
             return Err(Error::format(path, None, format!("hidden_size {} is not divisible by num_attention_heads {} (or type_vocab_size is 0)", cfg.hidden, cfg.heads)));
@@ -105,17 +100,17 @@ fn sentence_config(dir: &Path) -> Result<(Pooling, bool)> {
     let pool_file = dir.join("1_Pooling").join("config.json");
     let pooling = if pool_file.exists() {
         let v = json_file(&pool_file)?;
-        let flag = |k: &str| v.get(k).and_then(Value::as_bool).unwrap_or(false);
-        let modes: Vec<&str> = [
+        let mut modes: Vec<&str> = Vec::new();
+        for (k, m) in [
             ("pooling_mode_mean_tokens", "mean"),
             ("pooling_mode_cls_token", "cls"),
             ("pooling_mode_max_tokens", "max"),
             ("pooling_mode_mean_sqrt_len_tokens", "mean_sqrt_len"),
-        ]
-        .into_iter()
-        .filter(|(k, _)| flag(k))
-        .map(|(_, m)| m)
-        .collect();
+        ] {
+            if json_opt_bool(&v, k, &pool_file)? {
+                modes.push(m);
+            }
+        }
         match modes.as_slice() {
             [m] => Pooling::parse(m)?,
             [] => {
@@ -213,12 +208,8 @@ impl Encoder {
         let mut max_len = config.max_positions;
         let st = dir.join("sentence_bert_config.json");
         if st.exists() {
-            if let Some(m) = json_file(&st)?
-                .get("max_seq_length")
-                .and_then(Value::as_u64)
-            {
-                max_len = max_len.min(m as usize);
-            }
+            let m = json_opt_usize(&json_file(&st)?, "max_seq_length", max_len, &st)?;
+            max_len = max_len.min(m);
         }
         let tok_file = dir.join("tokenizer.json");
         let tokenizer = if tok_file.exists() {

@@ -12,10 +12,11 @@
 
 use std::path::Path;
 
-use serde_json::Value;
-
 use super::weights::Weights;
-use super::{json_file, json_usize, layer_norm, require_field};
+use super::{
+    json_file, json_layers, json_opt_positive, json_opt_usize, json_usize, layer_norm,
+    require_field,
+};
 use crate::compile::{compile, CompileOptions, Compiled};
 use crate::error::{Error, Result};
 use crate::exec::PortData;
@@ -49,18 +50,12 @@ impl Gpt2Config {
         let embd = json_usize(&v, "n_embd", path)?;
         let cfg = Gpt2Config {
             embd,
-            layers: json_usize(&v, "n_layer", path)?,
+            layers: json_layers(&v, "n_layer", path)?,
             heads: json_usize(&v, "n_head", path)?,
             positions: json_usize(&v, "n_positions", path)?,
             vocab: json_usize(&v, "vocab_size", path)?,
-            inner: v
-                .get("n_inner")
-                .and_then(Value::as_u64)
-                .map_or(4 * embd, |n| n as usize),
-            layer_norm_eps: v
-                .get("layer_norm_epsilon")
-                .and_then(Value::as_f64)
-                .unwrap_or(1e-5) as f32,
+            inner: json_opt_usize(&v, "n_inner", embd.saturating_mul(4), path)?,
+            layer_norm_eps: json_opt_positive(&v, "layer_norm_epsilon", 1e-5, path)? as f32,
         };
         if cfg.heads == 0 || embd % cfg.heads != 0 {
             return Err(Error::format(
@@ -255,7 +250,8 @@ impl Gpt2 {
 
     /// Reset, feed the prompt `ids`, then sample `max_new_tokens` tokens: greedy when
     /// `temperature` ≤ 0, else softmax(logits / temperature) over the `top_k` largest (0 = all),
-    /// drawn from a generator seeded with `seed`. Returns the new tokens.
+    /// drawn from a generator seeded with `seed`. Returns the new tokens; a non-finite
+    /// temperature is a value error.
     pub fn generate(
         &mut self,
         ids: &[u32],
@@ -270,9 +266,16 @@ impl Gpt2 {
                 "generate needs at least one prompt token",
             ));
         }
+        if !temperature.is_finite() {
+            return Err(Error::value(
+                "gpt2",
+                format!("temperature must be a finite number, got {temperature}"),
+            ));
+        }
         let mut logits = self.logits(ids)?.pop().unwrap_or_default();
         let mut rng = SplitMix(seed);
-        let mut out = Vec::with_capacity(max_new_tokens);
+        // Each token takes a context slot, so the context bounds what is reserved up front.
+        let mut out = Vec::with_capacity(max_new_tokens.min(self.max_context));
         for i in 0..max_new_tokens {
             let next = sample(&logits, temperature, top_k, &mut rng);
             out.push(next);

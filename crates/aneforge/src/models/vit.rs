@@ -5,10 +5,11 @@
 
 use std::path::Path;
 
-use serde_json::Value;
-
 use super::weights::Weights;
-use super::{gelu_mlp, json_file, json_usize, layer_norm, lin, require_field, self_attention};
+use super::{
+    gelu_mlp, json_file, json_layers, json_opt_positive, json_opt_usize, json_usize, layer_norm,
+    lin, require_field, self_attention,
+};
 use crate::compile::{compile, CompileOptions, Compiled};
 use crate::concat;
 use crate::conv2d;
@@ -40,16 +41,13 @@ impl VitConfig {
         require_field(&v, "hidden_act", "gelu", path)?;
         let cfg = VitConfig {
             hidden: json_usize(&v, "hidden_size", path)?,
-            layers: json_usize(&v, "num_hidden_layers", path)?,
+            layers: json_layers(&v, "num_hidden_layers", path)?,
             heads: json_usize(&v, "num_attention_heads", path)?,
             intermediate: json_usize(&v, "intermediate_size", path)?,
             image_size: json_usize(&v, "image_size", path)?,
             patch_size: json_usize(&v, "patch_size", path)?,
-            channels: v.get("num_channels").and_then(Value::as_u64).unwrap_or(3) as usize,
-            layer_norm_eps: v
-                .get("layer_norm_eps")
-                .and_then(Value::as_f64)
-                .unwrap_or(1e-12) as f32,
+            channels: json_opt_usize(&v, "num_channels", 3, path)?,
+            layer_norm_eps: json_opt_positive(&v, "layer_norm_eps", 1e-12, path)? as f32,
         };
         if cfg.heads == 0
             || cfg.hidden % cfg.heads != 0

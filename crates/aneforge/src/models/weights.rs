@@ -19,10 +19,10 @@ pub struct Weights {
 }
 
 impl Weights {
-    /// Read and validate `path` (header, offsets and total length); a truncated or malformed
-    /// file is a Format error naming the file.
+    /// Read and validate `path` (a regular file only: header, offsets and total length); a
+    /// truncated or malformed file is a Format error naming the file.
     pub fn open(path: &Path) -> Result<Weights> {
-        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        let bytes = crate::program::files::read_regular(path)?;
         Weights::from_bytes(path, bytes)
     }
 

@@ -65,6 +65,14 @@ pub fn window_output(
     if kernel.contains(&0) || strides.contains(&0) || dilations.contains(&0) {
         return Err(Error::shape(op, format!("kernel {kernel:?}, strides {strides:?} and dilations {dilations:?} must all be >= 1")));
     }
+    check_int32(
+        op,
+        &[
+            ("strides", &strides),
+            ("dilations", &dilations),
+            ("pad", &pad),
+        ],
+    )?;
     let mut out = [0; 2];
     for a in 0..2 {
         let span = dilations[a].saturating_mul(kernel[a] - 1).saturating_add(1);
@@ -78,6 +86,20 @@ pub fn window_output(
         out[a] = (padded - span) / strides[a] + 1;
     }
     Ok(out)
+}
+
+/// Errors (naming `op`, the parameter and its values) unless every value fits the int32 that
+/// MIL stores window parameters in, so the program written is the one that ran.
+pub fn check_int32(op: &str, params: &[(&str, &[usize])]) -> Result<()> {
+    for (name, v) in params {
+        if v.iter().any(|&x| x > i32::MAX as usize) {
+            return Err(Error::value(
+                op,
+                format!("{name} {v:?} must each be at most {} (MIL int32)", i32::MAX),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Input index read by output position `o` at kernel tap `k` along one axis, or `None` in the padding.
@@ -212,6 +234,9 @@ impl Conv {
                 let src = &plane[iy * g.w..(iy + 1) * g.w];
                 orow[..lo].fill(0.0);
                 orow[hi..].fill(0.0);
+                if lo == hi {
+                    continue; // this tap reads only padding along W (e.g. wide dilation or pad)
+                }
                 let first = (lo as isize * sw as isize + shift) as usize;
                 if sw == 1 {
                     orow[lo..hi].copy_from_slice(&src[first..first + hi - lo]);
@@ -281,11 +306,21 @@ impl Family for Conv {
         let direct = g.kh == 1 && g.kw == 1 && self.strides == [1, 1] && self.pad == [0; 4];
         SCRATCH.with_borrow_mut(|col| {
             if !direct && col.len() < kk * p {
-                col.resize(kk * p, 0.0);
+                // Scratch sized by user shapes: capped and allocated fallibly (a typed error, not an abort).
+                let need = kk * p;
+                let bytes = (need as u64).saturating_mul(4);
+                crate::limits::Limits::current()?.bytes(MIL_NAME, "the im2col scratch", bytes)?;
+                col.try_reserve_exact(need - col.len()).map_err(|_| {
+                    crate::limits::exceeded(
+                        MIL_NAME,
+                        format!("cannot allocate {bytes} bytes of im2col scratch"),
+                    )
+                })?;
+                col.resize(need, 0.0);
             }
             self.run_groups(&g, x, w, od, col, direct, ins.len() == 3);
-        });
-        Ok(())
+            Ok(())
+        })
     }
 }
 

@@ -57,6 +57,14 @@ impl ConvTranspose {
                 "kernel width {kw} exceeds the ANE limit of {MAX_KERNEL_WIDTH}"
             ));
         }
+        crate::ops::conv::check_int32(
+            MIL_NAME,
+            &[
+                ("strides", &self.strides),
+                ("dilations", &self.dilations),
+                ("pad", &self.pad),
+            ],
+        )?;
         let mut out = [0; 2];
         for (a, (size, k)) in [(h, kh), (w, kw)].into_iter().enumerate() {
             let full = (size - 1)

@@ -282,7 +282,8 @@ impl Unary {
             Unary::Atanh => x.atanh(),
             Unary::Exp2 => x.exp2(),
             Unary::Softsign => x / (1.0 + x.abs()),
-            Unary::Inverse { eps } => 1.0 / (x + eps),
+            // x + 0.0 would turn −0 into +0; 1/−0 is −inf under IEEE.
+            Unary::Inverse { eps } => 1.0 / if eps == 0.0 { x } else { x + eps },
             Unary::Threshold { alpha } => x.max(alpha),
             Unary::ThresholdedRelu { alpha } => {
                 if x >= alpha {

@@ -8,8 +8,9 @@ use std::time::{Duration, SystemTime};
 use crate::error::{Error, Result};
 
 /// Reads the whole of `path`, which must be (or link to) a regular file: devices, FIFOs and
-/// directories are refused before opening (a FIFO would block, `/dev/zero` would never end), and
-/// at most the size the file had when checked is read. Missing files keep `ErrorKind::NotFound`.
+/// directories are refused before opening (a FIFO would block, `/dev/zero` would never end), a
+/// file larger than the byte cap of [`crate::limits`] is a resource error, and at most the size
+/// the file had when checked is read. Missing files keep `ErrorKind::NotFound`.
 pub fn read_regular(path: &Path) -> Result<Vec<u8>> {
     let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
     if !meta.is_file() {
@@ -20,11 +21,17 @@ pub fn read_regular(path: &Path) -> Result<Vec<u8>> {
         ));
     }
     let len = meta.len();
+    crate::limits::Limits::current()?.bytes(&path.display().to_string(), "the file", len)?;
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     let mut bytes = Vec::new();
     bytes
         .try_reserve_exact(usize::try_from(len).unwrap_or(usize::MAX))
-        .map_err(|_| Error::format(path, None, format!("{len} bytes do not fit in memory")))?;
+        .map_err(|_| {
+            crate::limits::exceeded(
+                path.display().to_string(),
+                format!("{len} bytes do not fit in memory"),
+            )
+        })?;
     file.take(len)
         .read_to_end(&mut bytes)
         .map_err(|e| Error::io(path, e))?;

@@ -173,7 +173,8 @@ impl Program {
     }
 
     fn matches_dir(&self, dir: &Path) -> bool {
-        let same_mil = std::fs::read(dir.join("model.mil")).is_ok_and(|b| b == self.mil.as_bytes());
+        let same_mil =
+            files::read_regular(&dir.join("model.mil")).is_ok_and(|b| b == self.mil.as_bytes());
         let same_len =
             std::fs::metadata(dir.join("weights.bin")).is_ok_and(|m| m.len() == self.weights.len());
         same_mil && same_len && dir.join("program.json").is_file()

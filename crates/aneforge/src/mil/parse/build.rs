@@ -10,6 +10,19 @@ pub(super) fn build(
     readers: &HashMap<&str, BlobReader>,
 ) -> Result<Graph> {
     let ferr = |at: Pos, msg: String| error_at(mil_file, at, msg);
+    // Shape errors become format errors at `at`; resource errors stay resource errors (MemoryError).
+    let located = |e: Error, at: Pos| match e {
+        Error::Resource { what, msg } => Error::Resource {
+            what: format!(
+                "{}: line {}, column {}: {what}",
+                mil_file.display(),
+                at.line,
+                at.col
+            ),
+            msg,
+        },
+        e => ferr(at, message(e)),
+    };
     let dtype_of = |s: &str, at: Pos| {
         DType::parse("mil", s).map_err(|_| {
             ferr(
@@ -24,6 +37,7 @@ pub(super) fn build(
             .ok_or_else(|| Error::format(mil_file, None, format!("no weight file for '{path}'")))
     };
 
+    let limits = crate::limits::Limits::current()?;
     // Pass 1: rebuild each op to learn which argument names are tensor operands.
     let mut operand_consts: HashSet<&str> = HashSet::new();
     let mut ops: Vec<Option<(Op, Vec<Arg>)>> = Vec::with_capacity(syn.order.len());
@@ -61,6 +75,9 @@ pub(super) fn build(
                 .try_fold(1usize, |a, &d| if d == 0 { None } else { a.checked_mul(d) })
                 .filter(|_| (1..=MAX_BLOB_RANK).contains(&shape.len()));
             let n = n.ok_or_else(|| ferr(st.at, format!("argument '{k}': {shape:?} is not a tensor shape (rank 1..={MAX_BLOB_RANK}, extents >= 1)")))?;
+            limits
+                .tensor(&format!("{}: argument '{k}'", st.op), shape, 1)
+                .map_err(|e| located(e, st.at))?;
             margs.blobs.insert(
                 k.clone(),
                 (shape.clone(), reader(path)?.read(*offset, ty, n)?),
@@ -100,8 +117,7 @@ pub(super) fn build(
             dtype: dtype_of(dt, *at)?,
             shape: shape.clone(),
         };
-        crate::shape::check(&format!("input '{name}'"), &ty.shape)
-            .map_err(|e| ferr(*at, message(e)))?;
+        crate::shape::check(&format!("input '{name}'"), &ty.shape).map_err(|e| located(e, *at))?;
         values.insert(
             name,
             Value {
@@ -130,7 +146,7 @@ pub(super) fn build(
                     ConstVal::Lit(Literal::Fp16(v)) => (vec![], Arc::new(vec![f16::from_f32(*v)])),
                     ConstVal::Dense(shape, v) => {
                         crate::shape::check(&format!("const '{cname}'"), shape)
-                            .map_err(|e| ferr(*at, message(e)))?;
+                            .map_err(|e| located(e, *at))?;
                         (shape.clone(), v.clone())
                     }
                     ConstVal::Blob {
@@ -139,7 +155,7 @@ pub(super) fn build(
                         offset,
                     } => {
                         crate::shape::check(&format!("const '{cname}'"), shape)
-                            .map_err(|e| ferr(*at, message(e)))?;
+                            .map_err(|e| located(e, *at))?;
                         (
                             shape.clone(),
                             reader(path)?.read_fp16(*offset, crate::shape::numel(shape))?,
@@ -232,7 +248,11 @@ pub(super) fn build(
                 let outputs = op
                     .family()
                     .infer(&in_types)
-                    .map_err(|e| ferr(st.at, e.to_string()))?;
+                    .map_err(|e| located(e, st.at))?;
+                // The builder's per-tensor limits (extents, elements) hold for loaded programs too.
+                for o in &outputs {
+                    crate::shape::check(&st.op, &o.shape).map_err(|e| located(e, st.at))?;
+                }
                 let declared: Vec<TensorType> = st
                     .outs
                     .iter()
@@ -274,9 +294,11 @@ pub(super) fn build(
                 .ok_or_else(|| ferr(*at, format!("output '{n}' is not defined")))
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(Graph {
+    let graph = Graph {
         nodes,
         inputs,
         outputs,
-    })
+    };
+    graph.check_limits(&limits, &mil_file.display().to_string())?;
+    Ok(graph)
 }

@@ -1,0 +1,6 @@
+//! Fuzz a .npy file through the CLI reader: errors are fine, panics are not.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| aneforge_fuzz::targets::npy(data));
