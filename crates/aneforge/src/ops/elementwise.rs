@@ -127,31 +127,51 @@ fn against(full: &[f32], small: &[usize], od: &[f32], out: &[usize]) -> Option<B
         .flatten()
 }
 
-/// od[i] = f(full[i], small at i's broadcast position) for a `small` operand of pattern `kind`.
+/// od[i] = f(full[i], small at i's broadcast position) for a `small` operand of pattern `kind`,
+/// split over the rayon pool in whole repeats when `od` has at least [`PAR_MIN_ELEMS`] elements.
 fn eval_against_broadcast(
     kind: Broadcast,
     full: &[f32],
     small: &[f32],
     od: &mut [f32],
-    f: impl Fn(f32, f32) -> f32,
+    f: impl Fn(f32, f32) -> f32 + Sync,
 ) {
     if small.is_empty() {
         return;
     }
-    match kind {
+    // One repeat: a whole `small` row (Row) or one small value's run of `inner` elements (Held).
+    let inner = od.len() / small.len();
+    let unit = match kind {
+        Broadcast::Row => small.len(),
+        Broadcast::Held => inner,
+    };
+    let units = (PAR_MIN_ELEMS / 4).div_ceil(unit).max(1);
+    let task = |(t, (o, x)): (usize, (&mut [f32], &[f32]))| match kind {
         Broadcast::Row => {
-            for (o, x) in od.chunks_mut(small.len()).zip(full.chunks(small.len())) {
+            for (o, x) in o.chunks_mut(unit).zip(x.chunks(unit)) {
                 o.iter_mut()
                     .zip(x.iter().zip(small))
                     .for_each(|(o, (&x, &y))| *o = f(x, y));
             }
         }
         Broadcast::Held => {
-            let inner = od.len() / small.len();
-            for ((o, x), &y) in od.chunks_mut(inner).zip(full.chunks(inner)).zip(small) {
+            let ys = &small[t * units..];
+            for ((o, x), &y) in o.chunks_mut(unit).zip(x.chunks(unit)).zip(ys) {
                 o.iter_mut().zip(x).for_each(|(o, &x)| *o = f(x, y));
             }
         }
+    };
+    let len = unit * units;
+    if od.len() >= PAR_MIN_ELEMS {
+        od.par_chunks_mut(len)
+            .zip(full.par_chunks(len))
+            .enumerate()
+            .for_each(task);
+    } else {
+        od.chunks_mut(len)
+            .zip(full.chunks(len))
+            .enumerate()
+            .for_each(task);
     }
 }
 
@@ -326,7 +346,8 @@ mod tests {
     /// Every broadcast pattern (row, held, both orders, general) against row-major index arithmetic.
     #[test]
     fn broadcast_fast_paths_match_index_arithmetic() {
-        let cases: [(&[usize], &[usize]); 7] = [
+        // The last two are large enough to split over the rayon pool.
+        let cases: [(&[usize], &[usize]); 9] = [
             (&[2, 3, 4], &[4]),
             (&[2, 3, 4], &[3, 4]),
             (&[2, 3, 4], &[2, 3, 1]),
@@ -334,6 +355,8 @@ mod tests {
             (&[3, 4], &[2, 3, 4]),
             (&[2, 1, 4], &[2, 3, 4]),
             (&[1, 3, 1], &[2, 3, 4]),
+            (&[2, 300, 128], &[128]),
+            (&[2, 300, 1], &[2, 300, 128]),
         ];
         for (sa, sb) in cases {
             let out: Vec<usize> = (0..3)
