@@ -80,7 +80,7 @@ fn eval_broadcast2(a: &Buf, b: &Buf, out: &mut Buf, f: impl Fn(f32, f32) -> f32 
         let x = ad[0];
         od.iter_mut().zip(bd).for_each(|(o, &y)| *o = f(x, y));
     } else if let Some(kind) = against(ad, &b.shape, od, &out.shape) {
-        eval_against_broadcast(kind, ad, bd, od, |x, y| f(x, y));
+        eval_against_broadcast(kind, ad, bd, od, &f);
     } else if let Some(kind) = against(bd, &a.shape, od, &out.shape) {
         eval_against_broadcast(kind, bd, ad, od, |y, x| f(x, y));
     } else {
