@@ -79,10 +79,99 @@ fn eval_broadcast2(a: &Buf, b: &Buf, out: &mut Buf, f: impl Fn(f32, f32) -> f32 
     } else if ad.len() == 1 && bd.len() == od.len() {
         let x = ad[0];
         od.iter_mut().zip(bd).for_each(|(o, &y)| *o = f(x, y));
+    } else if let Some(kind) = against(ad, &b.shape, od, &out.shape) {
+        eval_against_broadcast(kind, ad, bd, od, &f);
+    } else if let Some(kind) = against(bd, &a.shape, od, &out.shape) {
+        eval_against_broadcast(kind, bd, ad, od, |y, x| f(x, y));
     } else {
         let sa = broadcast_strides(&a.shape, &out.shape);
         let sb = broadcast_strides(&b.shape, &out.shape);
         for_each_broadcast(&out.shape, [&sa, &sb], |o, [i, j]| od[o] = f(ad[i], bd[j]));
+    }
+}
+
+/// How a smaller operand repeats over `out`: as a block of trailing axes (a bias row, `Row`) or
+/// one value per leading-axes index held over the trailing axes (a per-row statistic, `Held`).
+#[derive(Clone, Copy)]
+enum Broadcast {
+    Row,
+    Held,
+}
+
+/// The [`Broadcast`] pattern of `shape` against `out`, if it is one of the two.
+fn broadcast_kind(shape: &[usize], out: &[usize]) -> Option<Broadcast> {
+    let padded: Vec<usize> = std::iter::repeat_n(1, out.len() - shape.len())
+        .chain(shape.iter().copied())
+        .collect();
+    // Row: ones then out's own trailing extents. Held: out's leading extents then ones.
+    let first_full = padded.iter().zip(out).position(|(s, o)| s == o || *s != 1);
+    let row = match first_full {
+        Some(k) => padded[k..] == out[k..] && padded[..k].iter().all(|&s| s == 1),
+        None => true,
+    };
+    if row {
+        return Some(Broadcast::Row);
+    }
+    let last_full = padded.iter().zip(out).rposition(|(s, o)| s == o || *s != 1);
+    let held = match last_full {
+        Some(k) => padded[..=k] == out[..=k] && padded[k + 1..].iter().all(|&s| s == 1),
+        None => true,
+    };
+    held.then_some(Broadcast::Held)
+}
+
+/// The pattern of the `small` operand's shape when `full` covers all of `od`.
+fn against(full: &[f32], small: &[usize], od: &[f32], out: &[usize]) -> Option<Broadcast> {
+    (full.len() == od.len() && !od.is_empty())
+        .then(|| broadcast_kind(small, out))
+        .flatten()
+}
+
+/// od[i] = f(full[i], small at i's broadcast position) for a `small` operand of pattern `kind`,
+/// split over the rayon pool in whole repeats when `od` has at least [`PAR_MIN_ELEMS`] elements.
+fn eval_against_broadcast(
+    kind: Broadcast,
+    full: &[f32],
+    small: &[f32],
+    od: &mut [f32],
+    f: impl Fn(f32, f32) -> f32 + Sync,
+) {
+    if small.is_empty() {
+        return;
+    }
+    // One repeat: a whole `small` row (Row) or one small value's run of `inner` elements (Held).
+    let inner = od.len() / small.len();
+    let unit = match kind {
+        Broadcast::Row => small.len(),
+        Broadcast::Held => inner,
+    };
+    let units = (PAR_MIN_ELEMS / 4).div_ceil(unit).max(1);
+    let task = |(t, (o, x)): (usize, (&mut [f32], &[f32]))| match kind {
+        Broadcast::Row => {
+            for (o, x) in o.chunks_mut(unit).zip(x.chunks(unit)) {
+                o.iter_mut()
+                    .zip(x.iter().zip(small))
+                    .for_each(|(o, (&x, &y))| *o = f(x, y));
+            }
+        }
+        Broadcast::Held => {
+            let ys = &small[t * units..];
+            for ((o, x), &y) in o.chunks_mut(unit).zip(x.chunks(unit)).zip(ys) {
+                o.iter_mut().zip(x).for_each(|(o, &x)| *o = f(x, y));
+            }
+        }
+    };
+    let len = unit * units;
+    if od.len() >= PAR_MIN_ELEMS {
+        od.par_chunks_mut(len)
+            .zip(full.par_chunks(len))
+            .enumerate()
+            .for_each(task);
+    } else {
+        od.chunks_mut(len)
+            .zip(full.chunks(len))
+            .enumerate()
+            .for_each(task);
     }
 }
 
@@ -211,7 +300,9 @@ pub fn fp16_param(op: &str, what: &str, v: f32) -> Result<f32> {
 #[cfg(test)]
 mod tests {
 
+    use super::eval_broadcast2;
     use crate::ops::elementwise::Compare;
+    use crate::ops::Buf;
     use crate::{compile, input, scalar, select, CompileOptions, Device, PortData, Program};
 
     #[test]
@@ -250,5 +341,60 @@ mod tests {
             .map(|&v| if v > 0.0 { 2.5 } else { -1.0 })
             .collect();
         assert_eq!(out[0], want);
+    }
+
+    /// Every broadcast pattern (row, held, both orders, general) against row-major index arithmetic.
+    #[test]
+    fn broadcast_fast_paths_match_index_arithmetic() {
+        // The last two are large enough to split over the rayon pool.
+        let cases: [(&[usize], &[usize]); 9] = [
+            (&[2, 3, 4], &[4]),
+            (&[2, 3, 4], &[3, 4]),
+            (&[2, 3, 4], &[2, 3, 1]),
+            (&[2, 3, 4], &[2, 1, 1]),
+            (&[3, 4], &[2, 3, 4]),
+            (&[2, 1, 4], &[2, 3, 4]),
+            (&[1, 3, 1], &[2, 3, 4]),
+            (&[2, 300, 128], &[128]),
+            (&[2, 300, 1], &[2, 300, 128]),
+        ];
+        for (sa, sb) in cases {
+            let out: Vec<usize> = (0..3)
+                .map(|k| {
+                    let at = |s: &[usize]| s.get((k + s.len()).wrapping_sub(3)).copied();
+                    at(sa).unwrap_or(1).max(at(sb).unwrap_or(1))
+                })
+                .collect();
+            let a = Buf {
+                shape: sa.to_vec(),
+                data: (0..sa.iter().product::<usize>())
+                    .map(|v| v as f32)
+                    .collect(),
+            };
+            let b = Buf {
+                shape: sb.to_vec(),
+                data: (0..sb.iter().product::<usize>())
+                    .map(|v| 100.0 * v as f32)
+                    .collect(),
+            };
+            let mut o = Buf::zeros(&out);
+            eval_broadcast2(&a, &b, &mut o, |x, y| x - 0.5 * y);
+            let flat = |s: &[usize], [i, j, k]: [usize; 3]| {
+                let pad = 3 - s.len();
+                let idx = [i, j, k];
+                (pad..3).fold(0, |acc, d| {
+                    acc * s[d - pad] + if s[d - pad] == 1 { 0 } else { idx[d] }
+                })
+            };
+            for i in 0..out[0] {
+                for j in 0..out[1] {
+                    for k in 0..out[2] {
+                        let want = flat(sa, [i, j, k]) as f64 - 50.0 * flat(sb, [i, j, k]) as f64;
+                        let got = o.data[(i * out[1] + j) * out[2] + k] as f64;
+                        assert_eq!(got, want, "{sa:?} {sb:?} at {:?}", [i, j, k]);
+                    }
+                }
+            }
+        }
     }
 }

@@ -1,5 +1,10 @@
 //! Shared pieces of the reference kernels: the value buffer and broadcast indexing.
 
+use std::sync::OnceLock;
+
+use half::f16;
+use half::slice::HalfFloatSliceExt;
+
 use crate::shape::{self, Shape};
 
 /// Elements above which a kernel splits its work across the rayon pool.
@@ -107,6 +112,32 @@ pub fn for_each_broadcast<const K: usize>(
     }
 }
 
+/// e^v of every element in place, bit for bit `f32::exp`: exact fp16 values (softmax's
+/// differences of fp16 numbers nearly always are) read a table of `f32::exp` over all 65,536 fp16
+/// inputs, built once; any other value calls `exp`.
+pub fn exp_in_place(v: &mut [f32]) {
+    static TABLE: OnceLock<Box<[f32]>> = OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        (0..=u16::MAX)
+            .map(|b| f16::from_bits(b).to_f32().exp())
+            .collect()
+    });
+    let mut bits = [f16::ZERO; 256];
+    let mut back = [0f32; 256];
+    for c in v.chunks_mut(256) {
+        let (h, r) = (&mut bits[..c.len()], &mut back[..c.len()]);
+        h.convert_from_f32_slice(c);
+        h.convert_to_f32_slice(r);
+        for ((o, hb), r) in c.iter_mut().zip(h.iter()).zip(r.iter()) {
+            *o = if r.to_bits() == o.to_bits() {
+                table[hb.to_bits() as usize]
+            } else {
+                o.exp()
+            };
+        }
+    }
+}
+
 /// Error function: the Numerical Recipes erfc Chebyshev fit (|error| < 1.2e-7) evaluated in f32 (the known-value test holds it to 2e-7).
 pub fn erf(x: f32) -> f32 {
     let z = x.abs();
@@ -145,6 +176,19 @@ mod tests {
             assert_eq!(a, i * 3 + k);
             assert_eq!(b, j);
         }
+    }
+
+    /// Every fp16 input, values between grid points and a NaN payload fp16 cannot hold.
+    #[test]
+    fn exp_in_place_is_bitwise_exp() {
+        let mut x: Vec<f32> = (0..=u16::MAX).map(|b| f16::from_bits(b).to_f32()).collect();
+        x.extend([-0.3f32, 1e-9, -88.8, 89.0, f32::from_bits(0x7fc0_0001)]);
+        let mut got = x.clone();
+        exp_in_place(&mut got);
+        for (v, g) in x.iter().zip(&got) {
+            assert_eq!(g.to_bits(), v.exp().to_bits(), "exp({v})");
+        }
+        assert_eq!(got[0x3c00], std::f32::consts::E, "exp(1) from the table");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! log-sum-exp) and softmax along one axis.
 
 use super::io::{expect_fp16, expect_inputs};
-use super::kernel::{broadcast_strides, for_chunks, for_each_broadcast};
+use super::kernel::{broadcast_strides, exp_in_place, for_chunks, for_each_broadcast};
 use super::layout::{check_axes, index_param, ints};
 use super::table::mil_kinds;
 use super::{Buf, Family, Op, TensorType};
@@ -162,10 +162,12 @@ fn softmax_block(x: &[f32], y: &mut [f32], inner: usize) {
     }
     let mut sum = vec![0f32; inner];
     for (yr, xr) in y.chunks_exact_mut(inner).zip(x.chunks_exact(inner)) {
-        for (((o, &v), &m), s) in yr.iter_mut().zip(xr).zip(&max).zip(&mut sum) {
-            *o = (v - m).exp();
-            *s += *o;
-        }
+        yr.iter_mut()
+            .zip(xr)
+            .zip(&max)
+            .for_each(|((o, &v), &m)| *o = v - m);
+        exp_in_place(yr);
+        sum.iter_mut().zip(yr.iter()).for_each(|(s, &o)| *s += o);
     }
     for yr in y.chunks_exact_mut(inner) {
         yr.iter_mut().zip(&sum).for_each(|(o, &s)| *o /= s);
@@ -175,11 +177,9 @@ fn softmax_block(x: &[f32], y: &mut [f32], inner: usize) {
 /// Softmax of one contiguous row (the last-axis case), subtracting its max (f32).
 fn softmax_row(x: &[f32], y: &mut [f32]) {
     let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let mut sum = 0f32;
-    for (o, &v) in y.iter_mut().zip(x) {
-        *o = (v - max).exp();
-        sum += *o;
-    }
+    y.iter_mut().zip(x).for_each(|(o, &v)| *o = v - max);
+    exp_in_place(y);
+    let sum = y.iter().fold(0f32, |s, &o| s + o);
     let inv = 1.0 / sum;
     y.iter_mut().for_each(|o| *o *= inv);
 }

@@ -223,7 +223,7 @@ unary_rows!(define_unary);
 /// Reference kernels.
 impl Unary {
     /// The op on one value (f32; the executor rounds to fp16).
-    fn apply(self, x: f32) -> f32 {
+    pub(crate) fn apply(self, x: f32) -> f32 {
         match self {
             Unary::Relu => x.max(0.0),
             Unary::Gelu => 0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2)),

@@ -2,7 +2,10 @@
 //! (every fp16 op output rounded to fp16, round-to-nearest-even; f32 inside ops). In fp16 mode
 //! the ports are fp16 / uint8 buffers, like the device's, so views and aliasing behave the same.
 
+mod fp16_table;
+
 use std::path::Path;
+use std::sync::Arc;
 
 use half::f16;
 use half::slice::HalfFloatSliceExt;
@@ -12,8 +15,10 @@ use super::{
 };
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::ops::kernel::PAR_MIN_ELEMS;
 use crate::ops::{Buf, Op};
 use crate::program::{PortSpec, Program};
+use fp16_table::Fp16Table;
 
 /// The CPU reference executor (always available).
 #[derive(Debug, Default)]
@@ -88,6 +93,8 @@ struct Step {
     ins: Vec<usize>,
     outs: Vec<usize>,
     round: Vec<bool>,
+    /// fp16 mode, costly unary ops: the lookup table that replaces kernel + rounding.
+    table: Option<Arc<Fp16Table>>,
 }
 
 /// A program loaded on the reference executor: one buffer per graph value.
@@ -106,14 +113,38 @@ pub struct RefProgram {
     executed: bool,
 }
 
-/// Round every element to the nearest fp16 (ties to even; overflow to ±inf).
+/// Round every element to the nearest fp16 (ties to even; overflow to ±inf), on the rayon
+/// pool for large buffers (each element is rounded on its own, so the split changes no bit).
 pub fn round_to_fp16(data: &mut [f32]) {
-    let mut tmp = [f16::ZERO; 256];
-    for chunk in data.chunks_mut(256) {
-        let t = &mut tmp[..chunk.len()];
-        t.convert_from_f32_slice(chunk);
-        t.convert_to_f32_slice(chunk);
+    use rayon::prelude::*;
+    let round = |chunk: &mut [f32]| {
+        let mut tmp = [f16::ZERO; 256];
+        for c in chunk.chunks_mut(256) {
+            let t = &mut tmp[..c.len()];
+            t.convert_from_f32_slice(c);
+            t.convert_to_f32_slice(c);
+        }
+    };
+    if data.len() >= PAR_MIN_ELEMS {
+        data.par_chunks_mut(PAR_MIN_ELEMS / 4).for_each(round);
+    } else {
+        round(data);
     }
+}
+
+/// The table of a costly unary step whose one output is rounded to fp16 (built once per
+/// distinct op in `cache`), or `None`.
+fn step_table(op: &Op, round: &[bool], cache: &mut Vec<Arc<Fp16Table>>) -> Option<Arc<Fp16Table>> {
+    let Op::Unary(u) = op else { return None };
+    if round != [true] {
+        return None;
+    }
+    if let Some(t) = cache.iter().find(|t| t.op() == *u) {
+        return Some(t.clone());
+    }
+    let t = Arc::new(Fp16Table::new(*u)?);
+    cache.push(t.clone());
+    Some(t)
 }
 
 impl RefProgram {
@@ -127,6 +158,7 @@ impl RefProgram {
             bufs.extend(n.outputs.iter().map(|t| Buf::zeros(&t.shape)));
         }
         let mut steps = Vec::new();
+        let mut tables = Vec::new();
         for (i, n) in g.nodes.iter().enumerate() {
             match &n.op {
                 Op::Input(_) => {}
@@ -135,16 +167,20 @@ impl RefProgram {
                     let b = &mut bufs[slot[i][0]];
                     n.op.family().eval(&[], std::slice::from_mut(b))?;
                 }
-                op => steps.push(Step {
-                    op: op.clone(),
-                    ins: n.inputs.iter().map(|v| slot[v.node][v.port]).collect(),
-                    outs: slot[i].clone(),
-                    round: n
+                op => {
+                    let round: Vec<bool> = n
                         .outputs
                         .iter()
                         .map(|t| precision == Precision::Fp16 && t.dtype == DType::Fp16)
-                        .collect(),
-                }),
+                        .collect();
+                    steps.push(Step {
+                        op: op.clone(),
+                        ins: n.inputs.iter().map(|v| slot[v.node][v.port]).collect(),
+                        outs: slot[i].clone(),
+                        table: step_table(op, &round, &mut tables),
+                        round,
+                    })
+                }
             }
         }
         let (inputs, outputs) = (program.inputs(), program.outputs());
@@ -229,6 +265,13 @@ impl Loaded for RefProgram {
         }
         let mut outs: Vec<Buf> = Vec::new();
         for step in &self.steps {
+            if let Some(t) = &step.table {
+                let (i, o) = (step.ins[0], step.outs[0]);
+                let mut y = std::mem::take(&mut self.bufs[o].data);
+                t.eval(&self.bufs[i].data, &mut y);
+                self.bufs[o].data = y;
+                continue;
+            }
             outs.clear();
             outs.extend(step.outs.iter().map(|&o| {
                 std::mem::replace(

@@ -1,0 +1,135 @@
+//! fp16 lookup tables for the costly unary ops (GELU, erf, exp, tanh, sigmoid, …): in fp16 mode
+//! an op's input is an fp16 value and its output is rounded to fp16, so the op is a function of
+//! 65,536 inputs, evaluated once at load with the op's own scalar kernel. A table lookup is then
+//! bit-identical to the kernel followed by rounding; inputs that are not exact fp16 values
+//! (possible only for unrounded constants) take the kernel and the rounding per element.
+
+use half::f16;
+use half::slice::HalfFloatSliceExt;
+
+use crate::ops::kernel::for_chunks;
+use crate::ops::unary::Unary;
+
+/// round_fp16(op(x)) for every fp16 bit pattern x, indexed by the bits.
+pub struct Fp16Table {
+    op: Unary,
+    values: Box<[f32]>,
+}
+
+/// Whether `op`'s scalar kernel costs enough (a libm call or a polynomial) to be worth a table.
+fn costly(op: Unary) -> bool {
+    use Unary::*;
+    matches!(
+        op,
+        Gelu | Silu
+            | Sigmoid
+            | Tanh
+            | Exp
+            | Log { .. }
+            | Sin
+            | Cos
+            | Erf
+            | Softplus
+            | Elu { .. }
+            | Atan
+            | Tan
+            | Sinh
+            | Cosh
+            | Asin
+            | Acos
+            | Atanh
+            | Exp2
+            | ScaledTanh { .. }
+    )
+}
+
+/// Round one value to the nearest fp16 (ties to even), as the executor's rounding pass does.
+fn round1(v: f32) -> f32 {
+    f16::from_f32(v).to_f32()
+}
+
+impl Fp16Table {
+    /// The table of `op`, or `None` when its kernel is cheap enough to run directly.
+    pub fn new(op: Unary) -> Option<Fp16Table> {
+        if !costly(op) {
+            return None;
+        }
+        let values = (0..=u16::MAX)
+            .map(|bits| round1(op.apply(f16::from_bits(bits).to_f32())))
+            .collect();
+        Some(Fp16Table { op, values })
+    }
+
+    /// The op this table evaluates.
+    pub fn op(&self) -> Unary {
+        self.op
+    }
+
+    /// y = round_fp16(op(x)) elementwise (`y.len() == x.len()`), on the rayon pool for large inputs.
+    pub fn eval(&self, x: &[f32], y: &mut [f32]) {
+        const CHUNK: usize = 4096;
+        for_chunks(y, CHUNK, x, CHUNK, |yc, xc| {
+            let mut bits = [f16::ZERO; CHUNK];
+            let mut back = [0f32; CHUNK];
+            let (h, b) = (&mut bits[..xc.len()], &mut back[..xc.len()]);
+            h.convert_from_f32_slice(xc);
+            h.convert_to_f32_slice(b);
+            for (((o, &v), &hb), &r) in yc.iter_mut().zip(xc).zip(h.iter()).zip(b.iter()) {
+                *o = if r.to_bits() == v.to_bits() {
+                    self.values[hb.to_bits() as usize]
+                } else {
+                    round1(self.op.apply(v))
+                };
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::reference::round_to_fp16;
+    use crate::ops::unary::Unary::*;
+
+    /// Every fp16 input (and off-grid f32 inputs) through the table equals the kernel followed
+    /// by the executor's rounding pass, bit for bit.
+    #[test]
+    fn tables_match_kernel_then_rounding_on_all_fp16_inputs() {
+        let ops = [
+            Gelu,
+            Silu,
+            Sigmoid,
+            Tanh,
+            Exp,
+            Log { eps: 0.0 },
+            Erf,
+            Softplus,
+            Elu { alpha: 1.0 },
+            Atanh,
+            ScaledTanh {
+                alpha: 1.5,
+                beta: 0.5,
+            },
+        ];
+        let mut x: Vec<f32> = (0..=u16::MAX).map(|b| f16::from_bits(b).to_f32()).collect();
+        // Values between fp16 grid points and NaNs with payloads fp16 cannot hold.
+        x.extend([
+            1.000_1f32,
+            -3.300_1,
+            1e-9,
+            70000.5,
+            f32::from_bits(0x7fc0_0001),
+        ]);
+        for op in ops {
+            let table = Fp16Table::new(op).expect("costly op");
+            let mut got = vec![0f32; x.len()];
+            table.eval(&x, &mut got);
+            let mut want: Vec<f32> = x.iter().map(|&v| op.apply(v)).collect();
+            round_to_fp16(&mut want);
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(g.to_bits(), w.to_bits(), "{op:?} at x = {} ({i})", x[i]);
+            }
+        }
+        assert!(Fp16Table::new(Relu).is_none());
+    }
+}
