@@ -11,6 +11,7 @@ pub mod conv_transpose;
 pub mod einsum;
 pub mod elementwise;
 pub mod gemm;
+pub mod host;
 pub mod io;
 pub mod kernel;
 pub mod layout;

@@ -1,0 +1,243 @@
+//! `scatter` (ONNX ScatterElements / `torch.scatter` semantics) and `index_put` (a whole-row
+//! update along one axis: the KV-cache write of a decoder). Duplicate target positions are
+//! applied in row-major order of `indices` (the last write wins; `add` sums them all).
+
+use super::checks::{check_len, resolve_index};
+use super::lanes;
+use crate::error::{Error, Result};
+use crate::shape::{self, Shape};
+
+/// Op names used in errors.
+pub const SCATTER: &str = "scatter";
+/// Op name of the row update.
+pub const INDEX_PUT: &str = "index_put";
+
+/// How `scatter` combines an update with the value already in place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScatterReduce {
+    /// The update replaces the value (`reduce=None`).
+    Replace,
+    /// The update is added to the value (`reduce="add"`).
+    Add,
+}
+
+impl ScatterReduce {
+    /// `None` → Replace, `"add"` → Add; any other name is a value error listing the choices.
+    pub fn parse(reduce: Option<&str>) -> Result<Self> {
+        match reduce {
+            None | Some("none") => Ok(ScatterReduce::Replace),
+            Some("add") => Ok(ScatterReduce::Add),
+            Some(other) => Err(Error::value(
+                SCATTER,
+                format!("reduce must be None or \"add\", got {other:?}"),
+            )),
+        }
+    }
+
+    /// The spelling `parse` accepts (`"none"` or `"add"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ScatterReduce::Replace => "none",
+            ScatterReduce::Add => "add",
+        }
+    }
+}
+
+/// Shape rule of `scatter`: `indices` and `updates` have the same shape, the rank of `x`, and
+/// extents no larger than `x`'s on every axis but `axis`; the output has `x`'s shape.
+pub fn scatter_shape(
+    x: &[usize],
+    indices: &[usize],
+    updates: &[usize],
+    axis: usize,
+) -> Result<Shape> {
+    if indices != updates {
+        return Err(Error::shape(
+            SCATTER,
+            format!("indices {indices:?} and updates {updates:?} must have the same shape"),
+        ));
+    }
+    if indices.len() != x.len() {
+        return Err(Error::shape(
+            SCATTER,
+            format!("indices {indices:?} must have the rank of x {x:?}"),
+        ));
+    }
+    if let Some(d) = (0..x.len()).find(|&d| d != axis && indices[d] > x[d]) {
+        return Err(Error::shape(
+            SCATTER,
+            format!(
+                "indices {indices:?} exceed x {x:?} on axis {d} (only axis {axis} may be larger)"
+            ),
+        ));
+    }
+    Ok(x.to_vec())
+}
+
+/// `out = x`, then for every position `p` of `indices`: `out[p with axis := indices[p]]`
+/// is replaced by (or, for `Add`, incremented by) `updates[p]`. Every index is checked first.
+pub fn scatter(
+    x: &[f32],
+    x_shape: &[usize],
+    indices: &[i32],
+    idx_shape: &[usize],
+    updates: &[f32],
+    axis: usize,
+    reduce: ScatterReduce,
+) -> Result<Vec<f32>> {
+    scatter_shape(x_shape, idx_shape, idx_shape, axis)?;
+    check_len(SCATTER, "x", x.len(), x_shape)?;
+    check_len(SCATTER, "indices", indices.len(), idx_shape)?;
+    check_len(SCATTER, "updates", updates.len(), idx_shape)?;
+    let x_strides = shape::strides(x_shape);
+    let mut targets = Vec::with_capacity(indices.len());
+    let mut coord = vec![0usize; idx_shape.len()];
+    for &index in indices {
+        let at = resolve_index(SCATTER, "indices", index as i64, x_shape[axis])?;
+        let offset: usize = coord
+            .iter()
+            .zip(&x_strides)
+            .enumerate()
+            .map(|(d, (&c, &s))| if d == axis { at * s } else { c * s })
+            .sum();
+        targets.push(offset);
+        for d in (0..coord.len()).rev() {
+            coord[d] += 1;
+            if coord[d] < idx_shape[d] {
+                break;
+            }
+            coord[d] = 0;
+        }
+    }
+    let mut out = x.to_vec();
+    for (&t, &u) in targets.iter().zip(updates) {
+        match reduce {
+            ScatterReduce::Replace => out[t] = u,
+            ScatterReduce::Add => out[t] += u,
+        }
+    }
+    Ok(out)
+}
+
+/// Shape rule of `index_put`: `row_index` is 1-D `[K]` and `rows` is `x`'s shape with `axis`
+/// of extent `K`; the output has `x`'s shape.
+pub fn index_put_shape(
+    x: &[usize],
+    row_index: &[usize],
+    rows: &[usize],
+    axis: usize,
+) -> Result<Shape> {
+    if row_index.len() != 1 {
+        return Err(Error::shape(
+            INDEX_PUT,
+            format!("row_index must be 1-D [K], got shape {row_index:?}"),
+        ));
+    }
+    let mut want = x.to_vec();
+    want[axis] = row_index[0];
+    if rows != want.as_slice() {
+        return Err(Error::shape(
+            INDEX_PUT,
+            format!("rows must have shape {want:?} (x {x:?} with axis {axis} of extent {}), got {rows:?}", row_index[0]),
+        ));
+    }
+    Ok(x.to_vec())
+}
+
+/// `out = x`, then `out[.., row_index[k], ..] = rows[.., k, ..]` along `axis` for each `k`
+/// (a later `k` wins on a repeated index). Every index is checked first.
+pub fn index_put(
+    x: &[f32],
+    x_shape: &[usize],
+    row_index: &[i32],
+    rows: &[f32],
+    axis: usize,
+) -> Result<Vec<f32>> {
+    let mut rows_shape = x_shape.to_vec();
+    rows_shape[axis] = row_index.len();
+    check_len(INDEX_PUT, "x", x.len(), x_shape)?;
+    check_len(INDEX_PUT, "rows", rows.len(), &rows_shape)?;
+    let (outer, extent, inner) = lanes(x_shape, axis);
+    let at = row_index
+        .iter()
+        .map(|&i| resolve_index(INDEX_PUT, "row_index", i as i64, extent))
+        .collect::<Result<Vec<_>>>()?;
+    let mut out = x.to_vec();
+    let k = at.len();
+    for o in 0..outer {
+        for (j, &a) in at.iter().enumerate() {
+            let src = (o * k + j) * inner;
+            let dst = (o * extent + a) * inner;
+            out[dst..dst + inner].copy_from_slice(&rows[src..src + inner]);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scatter_replace_follows_the_onnx_scatter_elements_example() {
+        // ONNX ScatterElements example 1 (axis 0) written out by hand.
+        let x = [0.0; 9];
+        let idx = [1, 0, 2, 0, 2, 1];
+        let upd = [1.0, 1.1, 1.2, 2.0, 2.1, 2.2];
+        let out = scatter(&x, &[3, 3], &idx, &[2, 3], &upd, 0, ScatterReduce::Replace).unwrap();
+        assert_eq!(out, [2.0, 1.1, 0.0, 1.0, 0.0, 2.2, 0.0, 2.1, 1.2]);
+    }
+
+    #[test]
+    fn scatter_add_sums_duplicates_and_negative_indices_count_from_the_end() {
+        let x = [1.0, 2.0, 3.0, 4.0, 5.0];
+        let out = scatter(
+            &x,
+            &[1, 5],
+            &[1, 3, -4],
+            &[1, 3],
+            &[1.1, 2.1, 0.5],
+            1,
+            ScatterReduce::Add,
+        )
+        .unwrap();
+        assert_eq!(out, [1.0, 2.0 + 1.1 + 0.5, 3.0, 4.0 + 2.1, 5.0]);
+    }
+
+    #[test]
+    fn scatter_rejects_out_of_range_indices_and_shape_mismatches() {
+        let e = scatter(
+            &[0.0; 4],
+            &[4],
+            &[4],
+            &[1],
+            &[1.0],
+            0,
+            ScatterReduce::Replace,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("index 4"), "{e}");
+        assert!(scatter_shape(&[2, 3], &[2, 4], &[2, 4], 0).is_err());
+        assert!(scatter_shape(&[2, 3], &[2], &[2], 0).is_err());
+        assert!(scatter_shape(&[2, 3], &[5, 3], &[5, 2], 0).is_err());
+        assert_eq!(scatter_shape(&[2, 3], &[5, 3], &[5, 3], 0).unwrap(), [2, 3]);
+        assert!(ScatterReduce::parse(Some("mul")).is_err());
+    }
+
+    #[test]
+    fn index_put_writes_rows_along_the_axis() {
+        // A [2 heads, 3 positions, 2 dims] cache, write position 1 of both heads.
+        let cache: Vec<f32> = (0..12).map(|v| v as f32).collect();
+        let out = index_put(&cache, &[2, 3, 2], &[1], &[-1.0, -2.0, -3.0, -4.0], 1).unwrap();
+        let mut want = cache.clone();
+        want[2..4].copy_from_slice(&[-1.0, -2.0]);
+        want[8..10].copy_from_slice(&[-3.0, -4.0]);
+        assert_eq!(out, want);
+        assert!(index_put(&cache, &[2, 3, 2], &[3], &[0.0; 4], 1).is_err());
+        assert!(index_put_shape(&[2, 3, 2], &[1], &[2, 1, 3], 1).is_err());
+        assert_eq!(
+            index_put_shape(&[2, 3, 2], &[2], &[2, 2, 2], 1).unwrap(),
+            [2, 3, 2]
+        );
+    }
+}
