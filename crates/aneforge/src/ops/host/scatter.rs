@@ -11,9 +11,12 @@ use crate::shape::{self, Shape};
 pub const SCATTER: &str = "scatter";
 /// Op name of the row update.
 pub const INDEX_PUT: &str = "index_put";
+/// Op name of the elementwise gather (the gradient of scatter's updates).
+pub const TAKE_ALONG: &str = "take_along_axis";
 
 /// How `scatter` combines an update with the value already in place.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ScatterReduce {
     /// The update replaces the value (`reduce=None`).
     Replace,
@@ -89,26 +92,7 @@ pub fn scatter(
     check_len(SCATTER, "x", x.len(), x_shape)?;
     check_len(SCATTER, "indices", indices.len(), idx_shape)?;
     check_len(SCATTER, "updates", updates.len(), idx_shape)?;
-    let x_strides = shape::strides(x_shape);
-    let mut targets = Vec::with_capacity(indices.len());
-    let mut coord = vec![0usize; idx_shape.len()];
-    for &index in indices {
-        let at = resolve_index(SCATTER, "indices", index as i64, x_shape[axis])?;
-        let offset: usize = coord
-            .iter()
-            .zip(&x_strides)
-            .enumerate()
-            .map(|(d, (&c, &s))| if d == axis { at * s } else { c * s })
-            .sum();
-        targets.push(offset);
-        for d in (0..coord.len()).rev() {
-            coord[d] += 1;
-            if coord[d] < idx_shape[d] {
-                break;
-            }
-            coord[d] = 0;
-        }
-    }
+    let targets = along_offsets(SCATTER, x_shape, indices, idx_shape, axis)?;
     let mut out = x.to_vec();
     for (&t, &u) in targets.iter().zip(updates) {
         match reduce {
@@ -117,6 +101,54 @@ pub fn scatter(
         }
     }
     Ok(out)
+}
+
+/// Flat offsets into `x` of every position `p` of `indices` with `axis` replaced by
+/// `indices[p]` (each index checked against `x`'s extent, naming `op`).
+fn along_offsets(
+    op: &str,
+    x_shape: &[usize],
+    indices: &[i32],
+    idx_shape: &[usize],
+    axis: usize,
+) -> Result<Vec<usize>> {
+    let x_strides = shape::strides(x_shape);
+    let mut offsets = Vec::with_capacity(indices.len());
+    let mut coord = vec![0usize; idx_shape.len()];
+    for &index in indices {
+        let at = resolve_index(op, "indices", index as i64, x_shape[axis])?;
+        let offset: usize = coord
+            .iter()
+            .zip(&x_strides)
+            .enumerate()
+            .map(|(d, (&c, &s))| if d == axis { at * s } else { c * s })
+            .sum();
+        offsets.push(offset);
+        for d in (0..coord.len()).rev() {
+            coord[d] += 1;
+            if coord[d] < idx_shape[d] {
+                break;
+            }
+            coord[d] = 0;
+        }
+    }
+    Ok(offsets)
+}
+
+/// `take_along_axis` (ONNX GatherElements): `out[p] = x[p with axis := indices[p]]`, output of
+/// the indices' shape (same rank as `x`, extents no larger off `axis`); indices checked first.
+pub fn take_along(
+    x: &[f32],
+    x_shape: &[usize],
+    indices: &[i32],
+    idx_shape: &[usize],
+    axis: usize,
+) -> Result<Vec<f32>> {
+    scatter_shape(x_shape, idx_shape, idx_shape, axis)?;
+    check_len(TAKE_ALONG, "x", x.len(), x_shape)?;
+    check_len(TAKE_ALONG, "indices", indices.len(), idx_shape)?;
+    let offsets = along_offsets(TAKE_ALONG, x_shape, indices, idx_shape, axis)?;
+    Ok(offsets.iter().map(|&o| x[o]).collect())
 }
 
 /// Shape rule of `index_put`: `row_index` is 1-D `[K]` and `rows` is `x`'s shape with `axis`
@@ -222,6 +254,15 @@ mod tests {
         assert!(scatter_shape(&[2, 3], &[5, 3], &[5, 2], 0).is_err());
         assert_eq!(scatter_shape(&[2, 3], &[5, 3], &[5, 3], 0).unwrap(), [2, 3]);
         assert!(ScatterReduce::parse(Some("mul")).is_err());
+    }
+
+    #[test]
+    fn take_along_reads_what_scatter_wrote() {
+        // np.take_along_axis([[10, 20, 30], [40, 50, 60]], [[2, 0], [1, 1]], axis=1)
+        let x = [10.0, 20.0, 30.0, 40.0, 50.0, 60.0];
+        let out = take_along(&x, &[2, 3], &[2, 0, 1, -1], &[2, 2], 1).unwrap();
+        assert_eq!(out, [30.0, 10.0, 50.0, 60.0]);
+        assert!(take_along(&x, &[2, 3], &[3, 0, 0, 0], &[2, 2], 1).is_err());
     }
 
     #[test]

@@ -58,7 +58,8 @@ pub fn minmax_norm(x: &[f32], shape: &[usize], axis: usize, eps: f32) -> Result<
 }
 
 /// The binary operation inside `scaled_elementwise`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ScaledOp {
     /// x + z
     Add,

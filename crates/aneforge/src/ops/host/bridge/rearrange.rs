@@ -10,8 +10,12 @@ use crate::error::{Error, Result};
 use crate::ops::host::checks::check_len;
 use crate::shape::{self, Shape};
 
+/// Op name of `flatten`.
+pub const FLATTEN: &str = "flatten";
+
 /// Where the blocks go.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum BlockAxis {
     /// Blocks move to the batch axis (space_to_batch / batch_to_space).
     Batch,
@@ -20,7 +24,8 @@ pub enum BlockAxis {
 }
 
 /// Direction of a block rearrange.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Direction {
     /// Spatial blocks to batch/channels.
     FromSpace,
