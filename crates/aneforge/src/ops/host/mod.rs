@@ -5,6 +5,7 @@ pub mod checks;
 pub mod sample;
 pub mod scan;
 pub mod scatter;
+pub mod select;
 
 /// The (outer, extent, inner) split of `shape` around `axis`.
 pub fn lanes(shape: &[usize], axis: usize) -> (usize, usize, usize) {
