@@ -9,36 +9,27 @@
 //! not exactly an fp16 number (fp32 precision) falls back to a comparison sort with the same
 //! order.
 
-use half::f16;
+use half::{f16, slice::HalfFloatSliceExt};
 
 use super::checks::resolve_index;
 use crate::error::{Error, Result};
 
-/// Order-preserving 16-bit key of an fp16 number (descending flips it).
-fn key(v: f32, descending: bool) -> u16 {
-    let bits = if v.is_nan() {
+/// Order-preserving 16-bit key of fp16 `bits` (NaN canonical and above every number, −0 as
+/// +0; descending flips it).
+fn key(bits: u16, descending: bool) -> u16 {
+    let bits = if bits & 0x7FFF > 0x7C00 {
         0x7E00
-    } else if v == 0.0 {
+    } else if bits == 0x8000 {
         0
     } else {
-        f16::from_f32(v).to_bits()
+        bits
     };
-    let k = if bits & 0x8000 != 0 {
-        !bits
-    } else {
-        bits | 0x8000
-    };
+    let k = bits ^ ((((bits as i16) >> 15) as u16) | 0x8000);
     if descending {
         !k
     } else {
         k
     }
-}
-
-/// Whether every value of `lane` is exactly an fp16 number (or NaN).
-fn all_fp16(lane: &[f32]) -> bool {
-    lane.iter()
-        .all(|&v| v.is_nan() || f16::from_f32(v).to_f32() == v)
 }
 
 /// Total order "by value (NaN last, −0 = +0), then by position", for the fallback path.
@@ -55,12 +46,6 @@ fn compare(a: (f32, u32), b: (f32, u32), descending: bool) -> std::cmp::Ordering
         nan_last(x, y)
     };
     by_value.then(a.1.cmp(&b.1))
-}
-
-/// Packed words `key << 16 | position` of one lane (read with stride `inner`).
-fn pack(words: &mut Vec<u32>, x: &[f32], base: usize, n: usize, inner: usize, descending: bool) {
-    words.clear();
-    words.extend((0..n).map(|j| (key(x[base + j * inner], descending) as u32) << 16 | j as u32));
 }
 
 /// Stable LSD radix sort of packed words by their top two bytes.
@@ -92,39 +77,91 @@ fn radix_sort(words: &mut Vec<u32>, scratch: &mut Vec<u32>) {
     }
 }
 
-/// The order of one lane: `k` positions, best first (all `n` positions when `k == n`).
-fn lane_order(
-    x: &[f32],
-    base: usize,
-    n: usize,
-    inner: usize,
-    k: usize,
-    descending: bool,
-    words: &mut Vec<u32>,
-    scratch: &mut Vec<u32>,
-) -> Vec<u32> {
-    let lane: Vec<f32> = (0..n).map(|j| x[base + j * inner]).collect();
-    if !all_fp16(&lane) {
-        let mut order: Vec<u32> = (0..n as u32).collect();
-        let cmp = |a: &u32, b: &u32| {
-            compare((lane[*a as usize], *a), (lane[*b as usize], *b), descending)
-        };
-        if k < n {
-            order.select_nth_unstable_by(k - 1, cmp);
-            order.truncate(k);
+/// Reusable buffers for ordering lanes.
+#[derive(Default)]
+struct Lanes {
+    lane: Vec<f32>,
+    bits: Vec<f16>,
+    back: Vec<f32>,
+    words: Vec<u32>,
+    scratch: Vec<u32>,
+    order: Vec<u32>,
+}
+
+impl Lanes {
+    /// The order of `lane`: its `k` best positions, best first (all when `k == len`), left in
+    /// `self.order`.
+    fn order(&mut self, lane: &[f32], k: usize, descending: bool) {
+        let n = lane.len();
+        self.bits.resize(n, f16::ZERO);
+        self.bits.convert_from_f32_slice(lane);
+        self.back.resize(n, 0.0);
+        self.bits.convert_to_f32_slice(&mut self.back);
+        let exact = self
+            .back
+            .iter()
+            .zip(lane)
+            .all(|(b, v)| b == v || v.is_nan());
+        self.order.clear();
+        if !exact {
+            self.order.extend(0..n as u32);
+            let cmp = |a: &u32, b: &u32| {
+                compare((lane[*a as usize], *a), (lane[*b as usize], *b), descending)
+            };
+            if k < n {
+                self.order.select_nth_unstable_by(k - 1, cmp);
+                self.order.truncate(k);
+            }
+            self.order.sort_unstable_by(cmp);
+            return;
         }
-        order.sort_unstable_by(cmp);
-        return order;
+        self.words.clear();
+        self.words.extend(
+            self.bits
+                .iter()
+                .enumerate()
+                .map(|(j, b)| (key(b.to_bits(), descending) as u32) << 16 | j as u32),
+        );
+        if k < n {
+            self.words.select_nth_unstable(k - 1);
+            self.words.truncate(k);
+            self.words.sort_unstable();
+        } else {
+            radix_sort(&mut self.words, &mut self.scratch);
+        }
+        self.order.extend(self.words.iter().map(|w| w & 0xFFFF));
     }
-    pack(words, &lane, 0, n, 1, descending);
-    if k < n {
-        words.select_nth_unstable(k - 1);
-        words.truncate(k);
-        words.sort_unstable();
-    } else {
-        radix_sort(words, scratch);
+
+    /// Order lane `base` (stride `inner`) of `x` and write its `k` best values and positions
+    /// at `out` (stride `inner`) of `values` / `indices`.
+    #[allow(clippy::too_many_arguments)]
+    fn emit(
+        &mut self,
+        x: &[f32],
+        base: usize,
+        n: usize,
+        inner: usize,
+        k: usize,
+        descending: bool,
+        values: &mut [f32],
+        indices: &mut [i32],
+        out: usize,
+    ) {
+        let mut lane = std::mem::take(&mut self.lane);
+        let view: &[f32] = if inner == 1 {
+            &x[base..base + n]
+        } else {
+            lane.clear();
+            lane.extend((0..n).map(|j| x[base + j * inner]));
+            &lane
+        };
+        self.order(view, k, descending);
+        for (j, &p) in self.order.iter().enumerate() {
+            values[out + j * inner] = view[p as usize];
+            indices[out + j * inner] = p as i32;
+        }
+        self.lane = lane;
     }
-    words.iter().map(|w| w & 0xFFFF).collect()
 }
 
 /// Check the lane layout of `x` and that `k` is in `1..=n`, naming `op`.
@@ -158,16 +195,20 @@ pub fn topk(
     check_lanes("topk", x, outer, n, inner, k)?;
     let mut values = vec![0.0f32; outer * k * inner];
     let mut indices = vec![0i32; outer * k * inner];
-    let (mut words, mut scratch) = (Vec::with_capacity(n), Vec::new());
+    let mut lanes = Lanes::default();
     for o in 0..outer {
         for i in 0..inner {
-            let base = o * n * inner + i;
-            let order = lane_order(x, base, n, inner, k, largest, &mut words, &mut scratch);
-            for (j, &p) in order.iter().enumerate() {
-                let at = (o * k + j) * inner + i;
-                values[at] = x[base + p as usize * inner];
-                indices[at] = p as i32;
-            }
+            lanes.emit(
+                x,
+                o * n * inner + i,
+                n,
+                inner,
+                k,
+                largest,
+                &mut values,
+                &mut indices,
+                o * k * inner + i,
+            );
         }
     }
     Ok((values, indices))
@@ -195,20 +236,25 @@ pub fn take(x: &[f32], outer: usize, n: usize, inner: usize, indices: &[i32]) ->
             format!("{} values do not form {outer} x {n} x {inner}", x.len()),
         ));
     }
-    let at = indices
-        .iter()
-        .map(|&v| resolve_index("gather", "indices", v as i64, n))
-        .collect::<Result<Vec<_>>>()?;
-    let m = at.len();
+    let m = indices.len();
+    let at = |v: i32| -> Result<usize> {
+        let u = if v < 0 { v as i64 + n as i64 } else { v as i64 };
+        if u < 0 || u >= n as i64 {
+            return resolve_index("gather", "indices", v as i64, n);
+        }
+        Ok(u as usize)
+    };
     let mut out = vec![0.0f32; outer * m * inner];
     if inner == 1 {
         for (dst, src) in out.chunks_exact_mut(m).zip(x.chunks_exact(n)) {
-            dst.iter_mut().zip(&at).for_each(|(d, &j)| *d = src[j]);
+            for (d, &v) in dst.iter_mut().zip(indices) {
+                *d = src[at(v)?];
+            }
         }
     } else {
         for o in 0..outer {
-            for (t, &j) in at.iter().enumerate() {
-                let (d, s) = ((o * m + t) * inner, (o * n + j) * inner);
+            for (t, &v) in indices.iter().enumerate() {
+                let (d, s) = ((o * m + t) * inner, (o * n + at(v)?) * inner);
                 out[d..d + inner].copy_from_slice(&x[s..s + inner]);
             }
         }
@@ -228,6 +274,7 @@ mod tests {
     }
 
     fn lane(n: usize, seed: u64) -> Vec<f32> {
+        // fp16 values in [-4, 4) from the documented generator (a test-only source of data).
         let mut g = super::super::sample::SplitMix64::new(seed);
         (0..n)
             .map(|_| f16::from_f32(((g.next_unit() - 0.5) * 8.0) as f32).to_f32())
