@@ -14,6 +14,9 @@ use half::{f16, slice::HalfFloatSliceExt};
 use super::checks::resolve_index;
 use crate::error::{Error, Result};
 
+/// Lanes up to this length sort the packed words directly (the radix histograms cost more).
+const RADIX_MIN: usize = 1024;
+
 /// Order-preserving 16-bit key of fp16 `bits` (NaN canonical and above every number, −0 as
 /// +0; descending flips it).
 fn key(bits: u16, descending: bool) -> u16 {
@@ -125,6 +128,8 @@ impl Lanes {
         if k < n {
             self.words.select_nth_unstable(k - 1);
             self.words.truncate(k);
+            self.words.sort_unstable();
+        } else if n <= RADIX_MIN {
             self.words.sort_unstable();
         } else {
             radix_sort(&mut self.words, &mut self.scratch);
@@ -245,11 +250,14 @@ pub fn take(x: &[f32], outer: usize, n: usize, inner: usize, indices: &[i32]) ->
         Ok(u as usize)
     };
     let mut out = vec![0.0f32; outer * m * inner];
-    if inner == 1 {
+    if inner == 1 && outer == 1 {
+        for (d, &v) in out.iter_mut().zip(indices) {
+            *d = x[at(v)?];
+        }
+    } else if inner == 1 {
+        let idx = indices.iter().map(|&v| at(v)).collect::<Result<Vec<_>>>()?;
         for (dst, src) in out.chunks_exact_mut(m).zip(x.chunks_exact(n)) {
-            for (d, &v) in dst.iter_mut().zip(indices) {
-                *d = src[at(v)?];
-            }
+            dst.iter_mut().zip(&idx).for_each(|(d, &j)| *d = src[j]);
         }
     } else {
         for o in 0..outer {
