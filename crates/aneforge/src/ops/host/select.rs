@@ -59,7 +59,7 @@ fn radix_sort(words: &mut Vec<u32>, scratch: &mut Vec<u32>) {
         counts[1][(w >> 24) as usize] += 1;
     }
     for (pass, count) in counts.iter_mut().enumerate() {
-        if count.iter().any(|&c| c == words.len()) {
+        if count.contains(&words.len()) {
             continue;
         }
         let mut at = 0;

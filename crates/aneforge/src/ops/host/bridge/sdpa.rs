@@ -43,17 +43,12 @@ pub fn sdpa_shape(q: &[usize], k: &[usize], v: &[usize], mask: Option<&[usize]>)
     Ok(out)
 }
 
-/// The attention output for the shapes `sdpa_shape` accepted (`mask` paired with its shape).
-pub fn sdpa(
-    q: &[f32],
-    q_shape: &[usize],
-    k: &[f32],
-    k_shape: &[usize],
-    v: &[f32],
-    v_shape: &[usize],
-    mask: Option<(&[f32], &[usize])>,
-    scale: f32,
-) -> Result<Vec<f32>> {
+/// A tensor seen by the kernel: its elements and its shape.
+pub type View<'a> = (&'a [f32], &'a [usize]);
+
+/// The attention output for the shapes `sdpa_shape` accepted (each tensor paired with its shape).
+pub fn sdpa(q: View, k: View, v: View, mask: Option<View>, scale: f32) -> Result<Vec<f32>> {
+    let ((q, q_shape), (k, k_shape), (v, v_shape)) = (q, k, v);
     let out_shape = sdpa_shape(q_shape, k_shape, v_shape, mask.map(|m| m.1))?;
     let r = q_shape.len();
     let (sq, d, skv, dv) = (
@@ -120,24 +115,15 @@ mod tests {
     fn equal_scores_average_the_values_and_a_mask_removes_a_key() {
         // Two keys with equal scores: the output is the mean of the two value rows.
         let (q, k, v) = ([1.0, 0.0], [1.0, 0.0, 1.0, 0.0], [2.0, 4.0]);
-        let out = sdpa(&q, &[1, 2], &k, &[2, 2], &v, &[2, 1], None, 1.0).unwrap();
+        let out = sdpa((&q, &[1, 2]), (&k, &[2, 2]), (&v, &[2, 1]), None, 1.0).unwrap();
         assert_eq!(out, [3.0]);
-        let masked = sdpa(
-            &q,
-            &[1, 2],
-            &k,
-            &[2, 2],
-            &v,
-            &[2, 1],
-            Some((&[0.0, f32::NEG_INFINITY], &[2])),
-            1.0,
-        )
-        .unwrap();
+        let mask: View = (&[0.0, f32::NEG_INFINITY], &[2]);
+        let masked = sdpa((&q, &[1, 2]), (&k, &[2, 2]), (&v, &[2, 1]), Some(mask), 1.0).unwrap();
         assert_eq!(masked, [2.0]);
         // Scores ln 3 and 0 weight the values 3/4 and 1/4 (closed form).
         let q2 = [3f32.ln(), 0.0];
         let k2 = [1.0, 0.0, 0.0, 1.0];
-        let out = sdpa(&q2, &[1, 2], &k2, &[2, 2], &v, &[2, 1], None, 1.0).unwrap();
+        let out = sdpa((&q2, &[1, 2]), (&k2, &[2, 2]), (&v, &[2, 1]), None, 1.0).unwrap();
         assert!((out[0] - 2.5).abs() < 1e-6, "{out:?}");
     }
 
@@ -150,17 +136,8 @@ mod tests {
             [1, 2, 3, 6]
         );
         let inf = [f32::NEG_INFINITY; 2];
-        let e = sdpa(
-            &[1.0],
-            &[1, 1],
-            &[1.0, 1.0],
-            &[2, 1],
-            &[1.0, 1.0],
-            &[2, 1],
-            Some((&inf, &[2])),
-            1.0,
-        )
-        .unwrap_err();
+        let kv: View = (&[1.0, 1.0], &[2, 1]);
+        let e = sdpa((&[1.0], &[1, 1]), kv, kv, Some((&inf, &[2])), 1.0).unwrap_err();
         assert!(e.to_string().contains("no finite score"), "{e}");
     }
 }
