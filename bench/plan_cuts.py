@@ -66,8 +66,8 @@ def main():
         single, _, _ = chain(n, cuts, False)
         first_plan = first_call_us(plan, (xv, idv))
         first_single = first_call_us(single, (xv,))
-        t_plan = median_us(lambda plan=plan: plan(xv, idv), args.runs)
-        t_single = median_us(lambda single=single: single(xv), args.runs)
+        t_plan = median_us(lambda plan=plan, xv=xv, idv=idv: plan(xv, idv), args.runs)
+        t_single = median_us(lambda single=single, xv=xv: single(xv), args.runs)
         rows.append((n, cuts, t_single, t_plan, (t_plan - t_single) / cuts, first_plan / first_single))
     lines = [
         "## Segmented plans",
