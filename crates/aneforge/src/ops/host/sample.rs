@@ -13,7 +13,10 @@
 //! Generator: SplitMix64 (Steele, Lea, Flood 2014) with state `seed`; each row draws one
 //! 64-bit word `w` and uses `u = (w >> 11) · 2^-53`. The same seed gives the same ids.
 
+use super::{expect_dtypes, HostKernel, HostTensor};
+use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::ops::TensorType;
 
 /// Op name used in errors.
 pub const SAMPLE: &str = "sample";
@@ -180,6 +183,52 @@ fn sample_row(
         }
     }
     order[kept - 1] as usize
+}
+
+/// `sample` as a host op: fp16 logits `[..., V]` → int32 ids `[..., 1]` (the vocabulary axis
+/// kept as extent 1). The parameters are re-checked on every load (plan files are user data).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Sample {
+    pub temperature: f64,
+    pub top_k: usize,
+    pub top_p: f64,
+    pub seed: u64,
+}
+
+impl Sample {
+    /// The checked parameters for a vocabulary of `vocab` ids.
+    fn params(&self, vocab: usize) -> Result<SampleParams> {
+        let top_k = i64::try_from(self.top_k).unwrap_or(i64::MAX);
+        SampleParams::new(self.temperature, top_k, self.top_p, self.seed, vocab)
+    }
+}
+
+impl HostKernel for Sample {
+    fn name(&self) -> &'static str {
+        SAMPLE
+    }
+
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        expect_dtypes(SAMPLE, inputs, &[DType::Fp16])?;
+        let mut shape = inputs[0].shape.clone();
+        let vocab = shape.last().copied().unwrap_or(0);
+        self.params(vocab)?;
+        if let Some(last) = shape.last_mut() {
+            *last = 1;
+        }
+        Ok(vec![TensorType {
+            dtype: DType::Int32,
+            shape,
+        }])
+    }
+
+    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+        let x = inputs[0];
+        let vocab = x.shape.last().copied().unwrap_or(0);
+        let ids = sample(x.f32s(SAMPLE)?, vocab, &self.params(vocab)?)?;
+        outputs[0].i32s_mut(SAMPLE)?.copy_from_slice(&ids);
+        Ok(())
+    }
 }
 
 #[cfg(test)]

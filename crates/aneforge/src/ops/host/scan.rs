@@ -3,7 +3,10 @@
 
 use super::checks::{check_len, resolve_index};
 use super::lanes;
+use super::{check_axis, expect_dtypes, HostKernel, HostTensor};
+use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::ops::TensorType;
 use crate::shape::Shape;
 
 /// Op name of the running sum.
@@ -71,6 +74,64 @@ pub fn one_hot(indices: &[i32], depth: usize) -> Result<Vec<f32>> {
         row[resolve_index(ONE_HOT, "indices", i as i64, depth)?] = 1.0;
     }
     Ok(out)
+}
+
+/// `cumsum(x, axis, exclusive, reverse)` as a host op: fp16 → fp16 of the same shape.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Cumsum {
+    pub axis: usize,
+    pub exclusive: bool,
+    pub reverse: bool,
+}
+
+impl HostKernel for Cumsum {
+    fn name(&self) -> &'static str {
+        CUMSUM
+    }
+
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        expect_dtypes(CUMSUM, inputs, &[DType::Fp16])?;
+        check_axis(CUMSUM, self.axis, &inputs[0].shape)?;
+        Ok(vec![inputs[0].clone()])
+    }
+
+    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+        let x = inputs[0];
+        let out = cumsum(
+            x.f32s(CUMSUM)?,
+            &x.shape,
+            self.axis,
+            self.exclusive,
+            self.reverse,
+        )?;
+        outputs[0].f32s_mut(CUMSUM)?.copy_from_slice(&out);
+        Ok(())
+    }
+}
+
+/// `one_hot(indices, depth)` as a host op: int32 indices → fp16 `indices.shape + [depth]`.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct OneHot {
+    pub depth: usize,
+}
+
+impl HostKernel for OneHot {
+    fn name(&self) -> &'static str {
+        ONE_HOT
+    }
+
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        expect_dtypes(ONE_HOT, inputs, &[DType::Int32])?;
+        let shape = one_hot_shape(&inputs[0].shape, self.depth as i64)?;
+        crate::shape::check(ONE_HOT, &shape)?;
+        Ok(vec![TensorType::fp16(shape)])
+    }
+
+    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+        let out = one_hot(inputs[0].i32s(ONE_HOT)?, self.depth)?;
+        outputs[0].f32s_mut(ONE_HOT)?.copy_from_slice(&out);
+        Ok(())
+    }
 }
 
 #[cfg(test)]

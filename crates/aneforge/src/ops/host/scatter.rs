@@ -4,7 +4,10 @@
 
 use super::checks::{check_len, resolve_index};
 use super::lanes;
+use super::{check_axis, expect_dtypes, HostKernel, HostTensor};
+use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::ops::TensorType;
 use crate::shape::{self, Shape};
 
 /// Op names used in errors.
@@ -204,6 +207,110 @@ pub fn index_put(
         }
     }
     Ok(out)
+}
+
+/// `scatter(x, indices, updates, axis, reduce)` as a host op: fp16 `x`, int32 `indices`, fp16
+/// `updates` → fp16 of `x`'s shape.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Scatter {
+    pub axis: usize,
+    pub reduce: ScatterReduce,
+}
+
+impl HostKernel for Scatter {
+    fn name(&self) -> &'static str {
+        SCATTER
+    }
+
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        expect_dtypes(SCATTER, inputs, &[DType::Fp16, DType::Int32, DType::Fp16])?;
+        check_axis(SCATTER, self.axis, &inputs[0].shape)?;
+        let (x, i, u) = (&inputs[0].shape, &inputs[1].shape, &inputs[2].shape);
+        Ok(vec![TensorType::fp16(scatter_shape(x, i, u, self.axis)?)])
+    }
+
+    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+        let (x, i, u) = (inputs[0], inputs[1], inputs[2]);
+        let out = scatter(
+            x.f32s(SCATTER)?,
+            &x.shape,
+            i.i32s(SCATTER)?,
+            &i.shape,
+            u.f32s(SCATTER)?,
+            self.axis,
+            self.reduce,
+        )?;
+        outputs[0].f32s_mut(SCATTER)?.copy_from_slice(&out);
+        Ok(())
+    }
+}
+
+/// `take_along_axis(x, indices, axis)` (ONNX GatherElements): `out[p] = x[p with axis :=
+/// indices[p]]`; fp16 `x`, int32 `indices` of `x`'s rank → fp16 of the indices' shape. The
+/// gradient of `scatter`'s updates.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct TakeAlong {
+    pub axis: usize,
+}
+
+impl HostKernel for TakeAlong {
+    fn name(&self) -> &'static str {
+        TAKE_ALONG
+    }
+
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        expect_dtypes(TAKE_ALONG, inputs, &[DType::Fp16, DType::Int32])?;
+        check_axis(TAKE_ALONG, self.axis, &inputs[0].shape)?;
+        let (x, i) = (&inputs[0].shape, &inputs[1].shape);
+        scatter_shape(x, i, i, self.axis).map_err(|e| Error::shape(TAKE_ALONG, e.to_string()))?;
+        Ok(vec![TensorType::fp16(i.clone())])
+    }
+
+    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+        let (x, i) = (inputs[0], inputs[1]);
+        let out = take_along(
+            x.f32s(TAKE_ALONG)?,
+            &x.shape,
+            i.i32s(TAKE_ALONG)?,
+            &i.shape,
+            self.axis,
+        )?;
+        outputs[0].f32s_mut(TAKE_ALONG)?.copy_from_slice(&out);
+        Ok(())
+    }
+}
+
+/// `index_put(x, row_index, rows, axis)` as a host op: fp16 `x`, int32 `row_index [K]`, fp16
+/// `rows` (x's shape with `axis` of extent K) → fp16 of `x`'s shape.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct IndexPut {
+    pub axis: usize,
+}
+
+impl HostKernel for IndexPut {
+    fn name(&self) -> &'static str {
+        INDEX_PUT
+    }
+
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        expect_dtypes(INDEX_PUT, inputs, &[DType::Fp16, DType::Int32, DType::Fp16])?;
+        check_axis(INDEX_PUT, self.axis, &inputs[0].shape)?;
+        let (x, i, r) = (&inputs[0].shape, &inputs[1].shape, &inputs[2].shape);
+        Ok(vec![TensorType::fp16(index_put_shape(x, i, r, self.axis)?)])
+    }
+
+    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+        let (x, i, r) = (inputs[0], inputs[1], inputs[2]);
+        let out = index_put(
+            x.f32s(INDEX_PUT)?,
+            &x.shape,
+            i.i32s(INDEX_PUT)?,
+            r.f32s(INDEX_PUT)?,
+            self.axis,
+        )?;
+        outputs[0].f32s_mut(INDEX_PUT)?.copy_from_slice(&out);
+        Ok(())
+    }
 }
 
 #[cfg(test)]

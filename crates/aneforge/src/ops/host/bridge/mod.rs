@@ -5,6 +5,7 @@
 
 pub mod correlate;
 pub mod geometry;
+pub mod layers;
 pub mod normalize;
 pub mod rearrange;
 pub mod sdpa;
