@@ -9,6 +9,7 @@ pub mod conv_transpose;
 pub mod einsum;
 pub mod elementwise;
 pub mod host;
+pub mod indexing;
 pub mod io;
 pub mod layout;
 pub mod linear;
