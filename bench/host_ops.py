@@ -100,7 +100,7 @@ def main():
         "## Host-op kernels",
         "",
         f"Measured by `bench/host_ops.py` on {datetime.date.today()} ({platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} logical cores, numpy {np.__version__}), one thread; fastest per-call time over "
+        f"{os.cpu_count()} logical cores, load average {os.getloadavg()[0]:.1f} at the start, numpy {np.__version__}), one thread; fastest per-call time over "
         f"{args.repeat} batches alternating with NumPy's, NumPy-conversion included on our side. Results checked equal to NumPy's "
         "before timing (topk values and indices against a stable argsort, sort values and stable argsort, take). "
         "NumPy topk = argpartition + take_along_axis + sort of the k survivors; NumPy sort returns values "
