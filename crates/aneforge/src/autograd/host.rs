@@ -5,7 +5,7 @@ use super::{not_differentiable, Differentiable, Grads, Vjp};
 use crate::error::Result;
 use crate::graph::build::host::host;
 use crate::graph::Tensor;
-use crate::ops::host::bridge::{layers, rearrange};
+use crate::ops::host::{bridge as layers, rearrange};
 use crate::ops::host::{scan, take, HostOp};
 use crate::ops::Family;
 

@@ -7,12 +7,18 @@
 pub mod argreduce;
 pub mod bridge;
 pub mod checks;
+pub mod correlate;
+pub mod geometry;
+pub mod normalize;
+pub mod rearrange;
 pub mod sample;
 pub mod scan;
 pub mod scatter;
+pub mod sdpa;
 pub mod select;
 pub mod sort;
 pub mod take;
+pub mod view;
 
 use super::{Buf, Family, TensorType};
 use crate::dtype::DType;
@@ -152,29 +158,29 @@ host_ops! {
     /// `sample(logits, temperature, top_k, top_p, seed)`: int32 token ids (SplitMix64).
     Sample(sample::Sample) = "sample",
     /// `cross_product(a, b)` of 3-vectors.
-    CrossProduct(bridge::layers::CrossProduct) = "cross_product",
+    CrossProduct(bridge::CrossProduct) = "cross_product",
     /// `cross_correlation(x, template)`: valid, unflipped, 2-D.
-    CrossCorrelation(bridge::layers::CrossCorrelation) = "cross_correlation",
+    CrossCorrelation(bridge::CrossCorrelation) = "cross_correlation",
     /// `cost_volume(aux, reference, disparity_range)`.
-    CostVolume(bridge::layers::CostVolume) = "cost_volume",
+    CostVolume(bridge::CostVolume) = "cost_volume",
     /// `fps(points, k)`: greedy farthest point sampling.
-    Fps(bridge::layers::Fps) = "fps",
+    Fps(bridge::Fps) = "fps",
     /// `radius_search(points, centroids, radius)`: 0/1 membership.
-    RadiusSearch(bridge::layers::RadiusSearch) = "radius_search",
+    RadiusSearch(bridge::RadiusSearch) = "radius_search",
     /// `minmax_norm(x, dimension, eps)` along width or height.
-    MinmaxNorm(bridge::layers::MinmaxNorm) = "minmax_norm",
+    MinmaxNorm(bridge::MinmaxNorm) = "minmax_norm",
     /// `scaled_elementwise(x, z, op, scale)`.
-    ScaledElementwise(bridge::layers::ScaledElementwise) = "scaled_elementwise",
+    ScaledElementwise(bridge::ScaledElementwise) = "scaled_elementwise",
     /// space/batch/channel block rearranges (TensorFlow orders).
-    BlockRearrange(bridge::layers::BlockRearrange) = "block_rearrange",
+    BlockRearrange(bridge::BlockRearrange) = "block_rearrange",
     /// `flatten(x)` to 1-D.
-    Flatten(bridge::layers::Flatten) = "flatten",
+    Flatten(bridge::Flatten) = "flatten",
     /// `input_view(x, offset, size)`: a flat window.
-    InputView(bridge::layers::InputView) = "input_view",
+    InputView(bridge::InputView) = "input_view",
     /// `dynamic_slice(x, start, sizes)` with a runtime int32 start.
-    DynamicSlice(bridge::layers::DynamicSlice) = "dynamic_slice",
+    DynamicSlice(bridge::DynamicSlice) = "dynamic_slice",
     /// `sdpa(q, k, v[, mask])` with an optional runtime additive mask.
-    Sdpa(bridge::layers::Sdpa) = "sdpa",
+    Sdpa(bridge::Sdpa) = "sdpa",
 }
 
 impl Family for HostOp {

@@ -1,4 +1,5 @@
-//! The bridge layers as host ops: one struct per layer (its plan-file fields), each checking its
+//! The reference design's bridge layers (its §2.3 semantics, not its hardware envelope) as host
+//! ops: one struct per layer (its plan-file fields), each checking its
 //! inputs with the kernel's shape rule and running the kernel of its sibling module.
 
 use super::correlate::{self, COST_VOLUME, CROSS_CORRELATION};
