@@ -8,6 +8,7 @@ mod convert;
 mod corpus;
 mod errors;
 mod gguf;
+mod host_kernels;
 mod model;
 mod models;
 mod numerics;
@@ -66,6 +67,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model::load, m)?)?;
     m.add_function(wrap_pyfunction!(model::export, m)?)?;
     m.add_function(wrap_pyfunction!(targets::preflight, m)?)?;
+    m.add_function(wrap_pyfunction!(host_kernels::_kernel_topk, m)?)?;
+    m.add_function(wrap_pyfunction!(host_kernels::_kernel_sort, m)?)?;
+    m.add_function(wrap_pyfunction!(host_kernels::_kernel_take, m)?)?;
     m.add_function(wrap_pyfunction!(train::_backward, m)?)?;
     m.add_function(wrap_pyfunction!(train::_mse, m)?)?;
     m.add_function(wrap_pyfunction!(train::_softmax_cross_entropy, m)?)?;

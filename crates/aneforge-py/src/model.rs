@@ -98,7 +98,7 @@ impl Model {
             (&m.inputs, "input_view", "input")
         };
         let i = port_index(ports, name, op, what).py()?;
-        let (ptr, uint8) = m.with(py, |c| {
+        let (ptr, dtype) = m.with(py, |c| {
             let v = if output {
                 c.loaded.output_view(i)
             } else {
@@ -106,8 +106,9 @@ impl Model {
             }
             .py()?;
             Ok(match v {
-                PortView::F16(s) => (s.as_mut_ptr().cast::<u8>(), false),
-                PortView::U8(s) => (s.as_mut_ptr(), true),
+                PortView::F16(s) => (s.as_mut_ptr().cast::<u8>(), DType::Fp16),
+                PortView::U8(s) => (s.as_mut_ptr(), DType::Uint8),
+                PortView::I32(s) => (s.as_mut_ptr().cast::<u8>(), DType::Int32),
             })
         })?;
         let base = Bound::new(
@@ -120,21 +121,26 @@ impl Model {
         .into_any();
         let shape = IxDyn(&ports[i].shape);
         // SAFETY: `ptr` is the port buffer of the loaded program, holding the port's elements
-        // (fp16 aligned to 2, or uint8), at an address fixed while the program is loaded. The
-        // base keeps the model alive, and `release()` refuses while any base is alive.
+        // (fp16 aligned to 2, int32 aligned to 4, or uint8), at an address fixed while the
+        // program is loaded. The base keeps the model alive, and `release()` refuses while any
+        // base is alive.
         Ok(unsafe {
-            if uint8 {
-                PyArrayDyn::<u8>::borrow_from_array(
+            match dtype {
+                DType::Uint8 => PyArrayDyn::<u8>::borrow_from_array(
                     &ArrayViewD::from_shape_ptr(shape, ptr.cast_const()),
                     base,
                 )
-                .into_any()
-            } else {
-                PyArrayDyn::<f16>::borrow_from_array(
+                .into_any(),
+                DType::Int32 => PyArrayDyn::<i32>::borrow_from_array(
+                    &ArrayViewD::from_shape_ptr(shape, ptr.cast::<i32>().cast_const()),
+                    base,
+                )
+                .into_any(),
+                _ => PyArrayDyn::<f16>::borrow_from_array(
                     &ArrayViewD::from_shape_ptr(shape, ptr.cast::<f16>().cast_const()),
                     base,
                 )
-                .into_any()
+                .into_any(),
             }
         })
     }
@@ -228,13 +234,14 @@ impl Model {
             c.loaded.execute().py()?;
         }
         let out = |j: usize| -> PyResult<Bound<'_, PyAny>> {
-            // `numpy.empty` raises MemoryError when NumPy cannot allocate (the numpy crate's
-            // constructors panic instead); `read_output` writes every element.
-            let arr = py
-                .import("numpy")?
-                .getattr("empty")?
-                .call1((self.outputs[j].shape.clone(), "float32"))?
-                .cast_into::<PyArrayDyn<f32>>()?;
+            if self.outputs[j].dtype == DType::Int32 {
+                let arr = numpy_empty::<i32>(py, &self.outputs[j].shape, "int32")?;
+                let s = unsafe { arr.as_slice_mut() }
+                    .map_err(|e| PyValueError::new_err(e.to_string()))?;
+                c.loaded.read_output_i32(j, s).py()?;
+                return Ok(arr.into_any());
+            }
+            let arr = numpy_empty::<f32>(py, &self.outputs[j].shape, "float32")?;
             let s =
                 unsafe { arr.as_slice_mut() }.map_err(|e| PyValueError::new_err(e.to_string()))?;
             c.loaded.read_output(j, s).py()?;
@@ -289,6 +296,21 @@ impl Uint8Input<'_> {
             Uint8Input::Owned(v) => Ok(v),
         }
     }
+}
+
+/// An uninitialised NumPy array of `shape` and `dtype` through `numpy.empty`, which raises
+/// MemoryError when NumPy cannot allocate (the numpy crate's constructors panic instead); the
+/// caller writes every element.
+fn numpy_empty<'py, T: numpy::Element>(
+    py: Python<'py>,
+    shape: &[usize],
+    dtype: &str,
+) -> PyResult<Bound<'py, PyArrayDyn<T>>> {
+    Ok(py
+        .import("numpy")?
+        .getattr("empty")?
+        .call1((shape.to_vec(), dtype))?
+        .cast_into::<PyArrayDyn<T>>()?)
 }
 
 /// The one rule for every uint8 port (`Model` inputs and `uint8=True` vision models): uint8
@@ -358,6 +380,32 @@ fn feed(c: &mut Compiled, i: usize, port: &PortSpec, obj: &Bound<'_, PyAny>) -> 
     let d = arr.dtype();
     let (kind, size) = (d.kind(), d.itemsize());
     match port.dtype {
+        DType::Int32 => match kind {
+            b'i' | b'u' | b'b' => {
+                let wide = require(arr.as_any(), "int64")?;
+                let vals = borrow::<i64>(&wide, "int64")?;
+                let vals = vals.as_slice().map_err(|e| PyValueError::new_err(e.to_string()))?;
+                let ints = vals
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &v)| {
+                        i32::try_from(v).map_err(|_| {
+                            PyValueError::new_err(format!(
+                                "input '{}': element {k} = {v} is outside the int32 range (port of shape {})",
+                                port.name,
+                                fmt_shape(&port.shape)
+                            ))
+                        })
+                    })
+                    .collect::<PyResult<Vec<i32>>>()?;
+                c.loaded.set_input(i, PortData::I32(&ints)).py()
+            }
+            _ => Err(PyTypeError::new_err(format!(
+                "input '{}' is an int32 port (shape {}); pass an integer array, got dtype {d}",
+                port.name,
+                fmt_shape(&port.shape)
+            ))),
+        },
         DType::Uint8 => {
             let bytes = uint8_bytes(&arr, &port.name, &port.shape)?;
             c.loaded.set_input(i, PortData::U8(bytes.as_slice()?)).py()

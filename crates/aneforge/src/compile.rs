@@ -8,24 +8,30 @@ use crate::error::{Error, Result};
 use crate::exec::{ane::Ane, reference::Reference, Executor, Loaded, PortData, Precision};
 use crate::graph::{Graph, Tensor};
 pub use crate::options::{CompileOptions, Device};
+use crate::plan::{file as plan_file, run::PlanLoaded, segment, Plan, Stage};
 use crate::program::{cache_root, PortSpec, Program};
 use crate::targets::Opset;
 use crate::{passes, targets};
 
-/// A compiled, loaded program.
+/// A compiled, loaded program (or segmented plan).
 pub struct Compiled {
+    /// The program; for a plan, a summary whose graph is the whole graph (host ops included)
+    /// and whose MIL text is every region's, in stage order.
     pub program: Program,
     pub dir: PathBuf,
     pub loaded: Box<dyn Loaded>,
     /// One entry per weight when compiled with `compress` (else empty).
     pub report: Vec<CompressionEntry>,
+    /// The stages when the graph holds host ops (see [`crate::plan`]), else `None`.
+    pub plan: Option<Plan>,
 }
 
-/// A program written to its directory, with its compression report (empty without `compress`).
+/// A program (or plan) written to its directory, with its compression report (empty without `compress`).
 pub struct Exported {
     pub program: Program,
     pub dir: PathBuf,
     pub report: Vec<CompressionEntry>,
+    pub plan: Option<Plan>,
 }
 
 static NOTICE: Once = Once::new();
@@ -81,7 +87,8 @@ pub fn executor(device: Device, precision: Precision) -> Result<Box<dyn Executor
 }
 
 /// Lower outputs (`None` name = `y0`, `y1`, ...), compressed per `opts.compress`, and write the
-/// program directory (`opts.build_dir`, else the cache) without loading it.
+/// program directory (`opts.build_dir`, else the cache) without loading it. A graph holding host
+/// ops is segmented: one program directory per fused region plus `plan.json` (see [`crate::plan`]).
 pub fn export(outputs: &[(Option<String>, Tensor)], opts: &CompileOptions) -> Result<Exported> {
     if opts.sum_via_matmul {
         let names: Vec<Option<String>> = outputs.iter().map(|(n, _)| n.clone()).collect();
@@ -90,14 +97,22 @@ pub fn export(outputs: &[(Option<String>, Tensor)], opts: &CompileOptions) -> Re
             .into_iter()
             .zip(passes::reduce_sum_to_matmul(&ts)?)
             .collect();
-        return write_program(Graph::from_outputs(&rewritten)?, opts);
+        return write_graph(Graph::from_outputs(&rewritten)?, opts);
     }
-    write_program(Graph::from_outputs(outputs)?, opts)
+    write_graph(Graph::from_outputs(outputs)?, opts)
 }
 
-/// Gate `graph` on the target (when there is one), compress it (when asked), lower it and write its directory.
-fn write_program(graph: Graph, opts: &CompileOptions) -> Result<Exported> {
+/// Write `graph` as one program, or as a plan when it holds host ops.
+fn write_graph(graph: Graph, opts: &CompileOptions) -> Result<Exported> {
     opts.validate()?;
+    match segment::segment(&graph)? {
+        None => write_program(graph, opts),
+        Some(seg) => write_plan(graph, seg, opts),
+    }
+}
+
+/// Gate `graph` on the target (when there is one), compress it (when asked) and lower it.
+fn lower(graph: Graph, opts: &CompileOptions) -> Result<(Program, Vec<CompressionEntry>)> {
     let opset = Opset::resolve(opts.opset.as_deref())?;
     let target = targets::compile_target(opts.target.as_deref())?;
     let graph = passes::work_around(graph, target, opts.precision)?;
@@ -118,6 +133,13 @@ fn write_program(graph: Graph, opts: &CompileOptions) -> Result<Exported> {
         None => (graph, Vec::new()),
     };
     let program = Program::lower_for(passes::for_opset(graph, opset)?, opset)?;
+    Ok((program, report))
+}
+
+/// Lower `graph` and write its directory.
+fn write_program(graph: Graph, opts: &CompileOptions) -> Result<Exported> {
+    opts.validate()?;
+    let (program, report) = lower(graph, opts)?;
     let dir = match &opts.build_dir {
         Some(d) => program.write_to(d)?,
         None => program.write_cached(&cache_root())?,
@@ -126,27 +148,136 @@ fn write_program(graph: Graph, opts: &CompileOptions) -> Result<Exported> {
         program,
         dir,
         report,
+        plan: None,
     })
 }
 
-/// Load a written program on `opts.device`.
-fn load_exported(e: Exported, opts: &CompileOptions) -> Result<Compiled> {
-    let loaded = executor(opts.device, opts.precision)?.load(&e.program, &e.dir, opts.precision)?;
+/// Lower every region of `seg`, write them under `<dir>/regions/` and `plan.json` last; `dir`
+/// is `opts.build_dir`, else `<cache>/<first 32 hex digits of SHA-256(plan.json)>`.
+fn write_plan(graph: Graph, seg: segment::Segmented, opts: &CompileOptions) -> Result<Exported> {
+    let mut report = Vec::new();
+    let mut stages = Vec::with_capacity(seg.stages.len());
+    for s in seg.stages {
+        stages.push(match s {
+            segment::Segment::Region(g) => {
+                let (program, r) = lower(g, opts)?;
+                report.extend(r);
+                let ops = plan_file::region_ops(&program);
+                Stage::Region { program, ops }
+            }
+            segment::Segment::Host {
+                op,
+                inputs,
+                outputs,
+            } => Stage::Host {
+                op,
+                inputs,
+                outputs,
+            },
+        });
+    }
+    let plan = Plan {
+        inputs: seg.inputs,
+        outputs: seg.outputs,
+        stages,
+        values: seg.values,
+    };
+    let json = plan_file::to_json(&plan);
+    let summary = summary_program(graph, &plan, &json);
+    let dir = match &opts.build_dir {
+        Some(d) => d.clone(),
+        None => cache_root().join(&summary.sha256[..crate::program::KEY_LEN]),
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    for s in &plan.stages {
+        if let Stage::Region { program, .. } = s {
+            program.write_cached(&dir.join(plan_file::REGIONS))?;
+        }
+    }
+    crate::program::write_atomic(&dir.join(plan_file::PLAN_FILE), |f| {
+        std::io::Write::write_all(f, json.as_bytes())
+    })?;
+    Ok(Exported {
+        program: summary,
+        dir,
+        report,
+        plan: Some(plan),
+    })
+}
+
+/// The summary program of a plan: the whole graph, every region's MIL under a `// stage k`
+/// line, no weights, and the SHA-256 of the plan file.
+fn summary_program(graph: Graph, plan: &Plan, json: &str) -> Program {
+    use sha2::{Digest, Sha256};
+    let mut mil = String::new();
+    for (k, s) in plan.stages.iter().enumerate() {
+        match s {
+            Stage::Region { program, .. } => {
+                mil.push_str(&format!(
+                    "// stage {k}: region {}\n",
+                    &program.sha256[..crate::program::KEY_LEN]
+                ));
+                mil.push_str(&program.mil);
+            }
+            Stage::Host { op, .. } => {
+                mil.push_str(&format!(
+                    "// stage {k}: host {}\n",
+                    crate::ops::Family::name(op)
+                ));
+            }
+        }
+    }
+    let sha256 = Sha256::digest(json.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let opset = plan
+        .stages
+        .iter()
+        .find_map(|s| match s {
+            Stage::Region { program, .. } => Some(program.opset),
+            Stage::Host { .. } => None,
+        })
+        .unwrap_or(Opset::LATEST);
+    Program {
+        graph,
+        mil,
+        weights: crate::mil::blob::Blob::new(),
+        sha256,
+        opset,
+    }
+}
+
+/// Load a written program (or plan) on `device`.
+fn load_exported(e: Exported, device: Device, precision: Precision) -> Result<Compiled> {
+    let exec = executor(device, precision)?;
+    let loaded: Box<dyn Loaded> = match &e.plan {
+        Some(plan) => Box::new(PlanLoaded::load(plan, &e.dir, exec.as_ref(), precision)?),
+        None => exec.load(&e.program, &e.dir, precision)?,
+    };
     Ok(Compiled {
         program: e.program,
         dir: e.dir,
         loaded,
         report: e.report,
+        plan: e.plan,
     })
 }
 
 /// Compile outputs into a program directory (see [`export`]) and load it on the chosen device.
 pub fn compile(outputs: &[(Option<String>, Tensor)], opts: &CompileOptions) -> Result<Compiled> {
-    load_exported(export(outputs, opts)?, opts)
+    load_exported(export(outputs, opts)?, opts.device, opts.precision)
 }
 
-/// Compress a program directory's fp16 weights per `opts` into a new program directory (not loaded).
+/// Compress a program directory's fp16 weights per `opts` into a new program directory (not
+/// loaded). A plan directory is NotImplemented.
 pub fn compress_dir(dir: &Path, opts: &CompileOptions) -> Result<Exported> {
+    if plan_file::is_plan_dir(dir) {
+        return Err(Error::NotImplemented(format!(
+            "compress: {} is a segmented plan; compress the graph at compile time instead",
+            dir.display()
+        )));
+    }
     write_program(Program::load_dir(dir)?.graph, opts)
 }
 
@@ -156,11 +287,23 @@ pub fn load_dir_with(dir: &Path, opts: &CompileOptions) -> Result<Compiled> {
     if opts.compress.is_none() {
         return load_dir(dir, opts.device, opts.precision);
     }
-    load_exported(compress_dir(dir, opts)?, opts)
+    load_exported(compress_dir(dir, opts)?, opts.device, opts.precision)
 }
 
-/// Load a program directory (written by us or in the same dialect) on `device`.
+/// Load a program directory (written by us or in the same dialect) or a plan directory (one
+/// with `plan.json`, checked entirely before anything loads) on `device`.
 pub fn load_dir(dir: &Path, device: Device, precision: Precision) -> Result<Compiled> {
+    if plan_file::is_plan_dir(dir) {
+        let plan = plan_file::read(dir)?;
+        let json = plan_file::to_json(&plan);
+        let e = Exported {
+            program: summary_program(plan_graph(&plan), &plan, &json),
+            dir: dir.to_path_buf(),
+            report: Vec::new(),
+            plan: Some(plan),
+        };
+        return load_exported(e, device, precision);
+    }
     let program = Program::load_dir(dir)?;
     let loaded = executor(device, precision)?.load(&program, dir, precision)?;
     Ok(Compiled {
@@ -168,7 +311,24 @@ pub fn load_dir(dir: &Path, device: Device, precision: Precision) -> Result<Comp
         dir: dir.to_path_buf(),
         loaded,
         report: Vec::new(),
+        plan: None,
     })
+}
+
+/// The graph of a loaded plan for its summary: the regions' graphs are not re-joined, so it is
+/// the first region's graph (or an empty graph for a plan of host stages only).
+fn plan_graph(plan: &Plan) -> Graph {
+    plan.stages
+        .iter()
+        .find_map(|s| match s {
+            Stage::Region { program, .. } => Some(program.graph.clone()),
+            Stage::Host { .. } => None,
+        })
+        .unwrap_or(Graph {
+            nodes: Vec::new(),
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+        })
 }
 
 impl Compiled {
@@ -207,7 +367,19 @@ impl Compiled {
 
 impl Compiled {
     /// Write the program as a Core ML `.mlpackage` at `path` (see [`crate::mlpackage::write_mlpackage`]).
+    /// A segmented plan is NotImplemented (the error names its host ops).
     pub fn save_mlpackage(&self, path: &Path) -> Result<PathBuf> {
+        if let Some(plan) = &self.plan {
+            let hosts: Vec<&str> = plan
+                .stages
+                .iter()
+                .filter_map(|s| match s {
+                    Stage::Host { op, .. } => Some(crate::ops::Family::name(op)),
+                    Stage::Region { .. } => None,
+                })
+                .collect();
+            return Err(Error::NotImplemented(format!("save_mlpackage: the program is a segmented plan with host ops {hosts:?}, which Core ML packages cannot hold; export a graph without host ops")));
+        }
         crate::mlpackage::write_mlpackage(&self.program, path)
     }
 }

@@ -1,5 +1,6 @@
 //! Tensor element types: fp16 is the compute type, uint8 only enters through input ports,
-//! bool only comes out of comparisons and never crosses a port.
+//! bool only comes out of comparisons and never crosses a port, int32 holds indices (ports,
+//! host-op outputs, `cast` to and from fp16).
 
 use crate::error::{Error, Result};
 
@@ -13,15 +14,18 @@ pub enum DType {
     Uint8,
     /// Booleans (comparison results; internal only).
     Bool,
+    /// Signed 32-bit integers (index tensors: ports, host-op inputs/outputs, `cast`).
+    Int32,
 }
 
 impl DType {
-    /// The MIL spelling (`fp16`, `uint8`, `bool`).
+    /// The MIL spelling (`fp16`, `uint8`, `bool`, `int32`).
     pub fn mil(self) -> &'static str {
         match self {
             DType::Fp16 => "fp16",
             DType::Uint8 => "uint8",
             DType::Bool => "bool",
+            DType::Int32 => "int32",
         }
     }
 
@@ -31,9 +35,10 @@ impl DType {
             "fp16" | "float16" => Ok(DType::Fp16),
             "uint8" => Ok(DType::Uint8),
             "bool" => Ok(DType::Bool),
+            "int32" => Ok(DType::Int32),
             _ => Err(Error::dtype(
                 op,
-                format!("unknown dtype '{s}' (expected fp16, uint8 or bool)"),
+                format!("unknown dtype '{s}' (expected fp16, uint8, bool or int32)"),
             )),
         }
     }
@@ -43,6 +48,7 @@ impl DType {
         match self {
             DType::Fp16 => 2,
             DType::Uint8 | DType::Bool => 1,
+            DType::Int32 => 4,
         }
     }
 }

@@ -43,7 +43,7 @@ fn ramp(n: usize) -> Vec<f32> {
 fn f16_view(v: PortView<'_>) -> Vec<f32> {
     match v {
         PortView::F16(s) => s.iter().map(|x| x.to_f32()).collect(),
-        PortView::U8(_) => panic!("expected an fp16 view"),
+        PortView::U8(_) | PortView::I32(_) => panic!("expected an fp16 view"),
     }
 }
 
@@ -226,7 +226,7 @@ fn views_alias_the_device_buffers_for_fp16_and_uint8_ports() {
     let mut net = load(&Ane::default(), &p).unwrap();
     match net.input_view(0).unwrap() {
         PortView::U8(b) => b.copy_from_slice(&[0, 1, 2, 100, 254, 255]),
-        PortView::F16(_) => panic!("uint8 port"),
+        PortView::F16(_) | PortView::I32(_) => panic!("uint8 port"),
     }
     net.execute().unwrap();
     assert_eq!(

@@ -45,6 +45,7 @@ fn expect_type(t: &TensorType) -> (i32, Vec<u64>) {
         DType::Fp16 => mil::DataType::Float16,
         DType::Uint8 => mil::DataType::Uint8,
         DType::Bool => mil::DataType::Bool,
+        DType::Int32 => mil::DataType::Int32,
     };
     (dtype as i32, t.shape.iter().map(|&d| d as u64).collect())
 }

@@ -9,6 +9,7 @@ mod conv;
 mod conv_transpose;
 mod einsum;
 mod elementwise;
+mod host;
 mod layout;
 mod linear;
 mod norm;
@@ -26,7 +27,8 @@ use crate::graph::Tensor;
 use crate::ops::{affine, constexpr, io, resize, Family, Op};
 
 /// What a gradient rule sees: the op's inputs `x`, its outputs `y`, the upstream gradient per
-/// output port `g` (zeros for ports no consumer differentiated) and which inputs `needs` a gradient.
+/// output port `g` (zeros for fp16 ports no consumer differentiated; the port itself for int32
+/// ports, which carry no gradient) and which inputs `needs` a gradient.
 pub struct Vjp<'a> {
     pub x: &'a [Tensor],
     pub y: &'a [Tensor],
@@ -148,9 +150,14 @@ pub fn backward(
         if outs.iter().all(|o| !grads.contains_key(&key(o))) {
             continue;
         }
+        // Ports that are not fp16 (int32 indices) carry no gradient; rules see the port itself.
         let g = outs
             .iter()
-            .map(|o| grads.remove(&key(o)).map_or_else(|| fill_like(o, 0.0), Ok))
+            .map(|o| match grads.remove(&key(o)) {
+                Some(g) => Ok(g),
+                None if o.dtype() != crate::DType::Fp16 => Ok(o.clone()),
+                None => fill_like(o, 0.0),
+            })
             .collect::<Result<Vec<_>>>()?;
         let needs: Vec<bool> = t
             .node
@@ -240,6 +247,7 @@ fn vjp(op: &Op, a: &Vjp) -> Result<Grads> {
         Op::Channel(o) => o.vjp(a),
         Op::Einsum(o) => o.vjp(a),
         Op::Affine(o) => o.vjp(a),
+        Op::Host(o) => o.vjp(a),
     }
 }
 

@@ -53,6 +53,8 @@ pub enum PortData<'a> {
     F64(&'a [f64]),
     F16(&'a [f16]),
     U8(&'a [u8]),
+    /// Exact integers for an int32 port.
+    I32(&'a [i32]),
 }
 
 impl PortData<'_> {
@@ -63,6 +65,7 @@ impl PortData<'_> {
             PortData::F64(d) => d.len(),
             PortData::F16(d) => d.len(),
             PortData::U8(d) => d.len(),
+            PortData::I32(d) => d.len(),
         }
     }
     /// Whether there are no elements.
@@ -76,6 +79,7 @@ impl PortData<'_> {
 pub enum PortView<'a> {
     F16(&'a mut [f16]),
     U8(&'a mut [u8]),
+    I32(&'a mut [i32]),
 }
 
 impl PortView<'_> {
@@ -90,6 +94,7 @@ impl PortView<'_> {
                 .for_each(|(d, &v)| *d = f16::from_f32(v as f32)),
             (PortView::F16(d), PortData::F16(x)) => d.copy_from_slice(x),
             (PortView::U8(d), PortData::U8(x)) => d.copy_from_slice(x),
+            (PortView::I32(d), PortData::I32(x)) => d.copy_from_slice(x),
             _ => unreachable!("check_port_data matched the dtype"),
         }
     }
@@ -201,6 +206,16 @@ pub trait Loaded: Send {
     fn execute(&mut self) -> Result<()>;
     /// Copy output `index` into `out` (length = the port's element count), as f32.
     fn read_output(&self, index: usize, out: &mut [f32]) -> Result<()>;
+    /// Copy int32 output `index` into `out` exactly (length = the port's element count).
+    fn read_output_i32(&self, index: usize, out: &mut [i32]) -> Result<()> {
+        let port = checked_output(self.outputs(), index, out.len())?;
+        Err(Error::NotImplemented(format!(
+            "read_output_i32: output '{}' is {} and the {} executor reads int32 outputs only from int32 ports",
+            port.name,
+            port.dtype,
+            self.device()
+        )))
+    }
     /// Every output, in order, as freshly allocated f32 vectors.
     fn read_outputs(&self) -> Result<Vec<Vec<f32>>> {
         (0..self.outputs().len())
@@ -241,7 +256,12 @@ pub fn check_port_data(port: &PortSpec, data: &PortData) -> Result<()> {
             op,
             format!("is a uint8 port (shape {:?}); pass uint8 data", port.shape),
         )),
-        (DType::Fp16, PortData::U8(_)) => Err(Error::dtype(
+        (DType::Int32, PortData::I32(_)) => Ok(()),
+        (DType::Int32, _) => Err(Error::dtype(
+            op,
+            format!("is an int32 port (shape {:?}); pass int32 data", port.shape),
+        )),
+        (DType::Fp16, PortData::U8(_) | PortData::I32(_)) => Err(Error::dtype(
             op,
             format!("is an fp16 port (shape {:?}); pass float data", port.shape),
         )),
@@ -273,7 +293,7 @@ pub fn check_port_data(port: &PortSpec, data: &PortData) -> Result<()> {
                     Some(i) => bad(i, x[i].to_f64()),
                     None => Ok(()),
                 },
-                PortData::U8(_) => unreachable!("matched above"),
+                PortData::U8(_) | PortData::I32(_) => unreachable!("matched above"),
             }
         }
         (DType::Bool, _) => Err(Error::dtype(op, "bool ports do not exist")),

@@ -70,14 +70,13 @@ impl Graph {
                 check_name("compile", n)?;
             }
             let repeated = outs.iter().any(|(_, o)| o.same(t));
-            let t = if matches!(t.op(), Op::Input(_)) || repeated {
-                t.mul_scalar(1.0)?
-            } else {
-                t.clone()
+            let copy = matches!(t.op(), Op::Input(_)) || repeated;
+            let t = match t.dtype() {
+                crate::DType::Fp16 if copy => t.mul_scalar(1.0)?,
+                crate::DType::Int32 if copy => return Err(Error::value("compile", format!("output {} is an int32 input or repeats an output; int32 values are not copied (return it once, from an op)", outs.len()))),
+                crate::DType::Fp16 | crate::DType::Int32 => t.clone(),
+                d => return Err(Error::dtype("compile", format!("output {} is {d} {:?}; program outputs must be fp16 or int32 (compare results are internal, feed them to select)", outs.len(), t.shape()))),
             };
-            if t.dtype() != crate::DType::Fp16 {
-                return Err(Error::dtype("compile", format!("output {} is {} {:?}; program outputs must be fp16 (compare results are internal, feed them to select)", outs.len(), t.dtype(), t.shape())));
-            }
             outs.push((name.clone(), t));
         }
 

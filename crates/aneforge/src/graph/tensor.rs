@@ -45,6 +45,14 @@ impl Tensor {
     /// Build a node: infer its outputs (errors name the op and shapes) and check every output shape.
     pub fn apply(op: Op, srcs: Vec<Tensor>) -> Result<Vec<Tensor>> {
         let in_types: Vec<TensorType> = srcs.iter().map(|t| t.ty().clone()).collect();
+        if let Some(t) = in_types.iter().find(|t| t.dtype == DType::Int32) {
+            if !matches!(op, Op::Cast(_) | Op::Host(_)) {
+                return Err(crate::Error::dtype(
+                    op.family().name(),
+                    format!("does not take int32 (input {:?}); int32 values feed host ops (gather, embedding, ...) or cast(x, 'fp16')", t.shape),
+                ));
+            }
+        }
         let outs = op.family().infer(&in_types)?;
         for o in &outs {
             if !matches!(op, Op::Const(_)) || !o.shape.is_empty() {

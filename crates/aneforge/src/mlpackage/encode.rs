@@ -149,6 +149,7 @@ fn data_type(d: DType) -> mil::DataType {
         DType::Fp16 => mil::DataType::Float16,
         DType::Uint8 => mil::DataType::Uint8,
         DType::Bool => mil::DataType::Bool,
+        DType::Int32 => mil::DataType::Int32,
     }
 }
 

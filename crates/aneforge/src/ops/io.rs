@@ -34,7 +34,8 @@ pub struct Const {
     pub values: Arc<Vec<f16>>,
 }
 
-/// Element type conversion (only uint8 → fp16 is needed by the graph).
+/// Element type conversion: uint8 → fp16, int32 → fp16 (rounded to nearest, beyond ±65504 →
+/// ±inf) and fp16 → int32 (truncated toward zero, like MIL's cast; ±inf saturate, NaN → 0).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Cast {
     pub dtype: DType,
@@ -79,10 +80,18 @@ impl Family for Cast {
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         expect_inputs(CAST, inputs, 1)?;
-        if self.dtype != DType::Fp16 {
+        let from = inputs[0].dtype;
+        let supported = matches!(
+            (from, self.dtype),
+            (DType::Uint8 | DType::Int32 | DType::Fp16, DType::Fp16) | (DType::Fp16, DType::Int32)
+        );
+        if !supported {
             return Err(Error::dtype(
                 CAST,
-                format!("only casts to fp16 are supported, got {}", self.dtype),
+                format!(
+                    "cast from {from} to {} is not supported (supported: uint8/int32 -> fp16, fp16 -> int32)",
+                    self.dtype
+                ),
             ));
         }
         Ok(vec![TensorType {
@@ -94,7 +103,16 @@ impl Family for Cast {
         MilOp::new(CAST, &["x"]).param("dtype", Literal::Str(self.dtype.mil().into()))
     }
     fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
-        out[0].data.copy_from_slice(&ins[0].data);
+        if self.dtype == DType::Int32 {
+            let trunc = |v: f32| (v as i32) as f32;
+            out[0]
+                .data
+                .iter_mut()
+                .zip(&ins[0].data)
+                .for_each(|(o, &v)| *o = trunc(v));
+        } else {
+            out[0].data.copy_from_slice(&ins[0].data);
+        }
         Ok(())
     }
 }

@@ -11,6 +11,7 @@ pub mod conv_transpose;
 pub mod einsum;
 pub mod elementwise;
 pub mod gemm;
+pub mod host;
 pub mod io;
 pub mod kernel;
 pub mod layout;
@@ -106,6 +107,8 @@ pub enum Op {
     Einsum(einsum::Einsum),
     /// Bilinear affine warp (MIL `affine`).
     Affine(affine::Affine),
+    /// An op that runs on the host between fused regions (never printed as MIL; see `ops/host`).
+    Host(host::HostOp),
 }
 
 macro_rules! dispatch {
@@ -133,6 +136,7 @@ macro_rules! dispatch {
             Op::Channel(o) => o.$f($($arg),*),
             Op::Einsum(o) => o.$f($($arg),*),
             Op::Affine(o) => o.$f($($arg),*),
+            Op::Host(o) => o.$f($($arg),*),
         }
     };
 }

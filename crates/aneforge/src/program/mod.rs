@@ -67,6 +67,16 @@ impl Program {
 
     /// Print a graph for `opset` (errors name an op `opset` lacks; see [`print::print_for`]).
     pub fn lower_for(graph: Graph, opset: Opset) -> Result<Program> {
+        if let Some(n) = graph
+            .nodes
+            .iter()
+            .find(|n| matches!(n.op, crate::ops::Op::Host(_)))
+        {
+            return Err(Error::value(
+                "compile",
+                format!("{} is a host op and has no MIL spelling; compile() segments such graphs into a plan", n.op.family().name()),
+            ));
+        }
         let p = print::print_for(&graph, opset)?;
         let mut h = Sha256::new();
         h.update(p.mil.as_bytes());

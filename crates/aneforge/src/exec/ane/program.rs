@@ -15,10 +15,12 @@ use crate::error::{Error, Result};
 use crate::exec::{alias_ports, checked_input, checked_output, Loaded, PortData, PortView};
 use crate::program::{PortSpec, Program};
 
-/// Bytes of a port's data: numel × 2 for fp16, numel rounded up to even for uint8 (§3.1).
+/// Bytes of a port's data: numel × 2 for fp16, numel rounded up to even for uint8 (§3.1),
+/// numel × 4 for int32.
 fn port_bytes(port: &PortSpec) -> usize {
     match port.dtype {
         DType::Uint8 => port.numel().div_ceil(2) * 2,
+        DType::Int32 => port.numel() * 4,
         _ => port.numel() * 2,
     }
 }
@@ -130,8 +132,8 @@ fn bind_port(ctx: Ctx, op: &Handle, spec: &PortSpec, input: bool) -> Result<Port
         ctx,
         e5rt_buffer_object_get_data_ptr(buffer.raw(), &mut data)
     )?;
-    if data.is_null() || (data as usize) % 2 != 0 {
-        let message = format!("buffer of port '{}' has an unusable data pointer {data:p} (null or not 2-byte aligned)", spec.name);
+    if data.is_null() || (data as usize) % 4 != 0 {
+        let message = format!("buffer of port '{}' has an unusable data pointer {data:p} (null or not 4-byte aligned)", spec.name);
         return Err(Error::E5rt {
             function: "e5rt_buffer_object_get_data_ptr",
             status: 0,
@@ -158,12 +160,12 @@ impl AneProgram {
         if let Some(p) = inputs
             .iter()
             .chain(&outputs)
-            .find(|p| !matches!(p.dtype, DType::Fp16 | DType::Uint8))
+            .find(|p| !matches!(p.dtype, DType::Fp16 | DType::Uint8 | DType::Int32))
         {
             return Err(Error::dtype(
                 "ane load",
                 format!(
-                    "port '{}' is {}; e5rt ports are fp16 or uint8",
+                    "port '{}' is {}; e5rt ports are fp16, uint8 or int32",
                     p.name, p.dtype
                 ),
             ));
@@ -230,11 +232,14 @@ impl AneProgram {
             index
         }]
         .data;
-        // SAFETY: `data` is the live, zeroed, 2-byte-aligned buffer of this port, at least
+        // SAFETY: `data` is the live, zeroed, 4-byte-aligned buffer of this port, at least
         // `port_bytes` long; the returned borrow of `self` keeps the program alive and unaliased.
         Ok(unsafe {
             match dtype {
                 DType::Uint8 => PortView::U8(std::slice::from_raw_parts_mut(data, numel)),
+                DType::Int32 => {
+                    PortView::I32(std::slice::from_raw_parts_mut(data.cast::<i32>(), numel))
+                }
                 _ => PortView::F16(std::slice::from_raw_parts_mut(data.cast::<f16>(), numel)),
             }
         })
@@ -282,9 +287,27 @@ impl Loaded for AneProgram {
                     .iter_mut()
                     .zip(std::slice::from_raw_parts(data, n))
                     .for_each(|(o, &b)| *o = b as f32),
+                DType::Int32 => out
+                    .iter_mut()
+                    .zip(std::slice::from_raw_parts(data.cast::<i32>(), n))
+                    .for_each(|(o, &v)| *o = v as f32),
                 _ => std::slice::from_raw_parts(data.cast::<f16>(), n).convert_to_f32_slice(out),
             }
         }
+        Ok(())
+    }
+
+    fn read_output_i32(&self, index: usize, out: &mut [i32]) -> Result<()> {
+        let port = checked_output(&self.outputs, index, out.len())?;
+        if port.dtype != DType::Int32 {
+            return Err(Error::dtype(
+                "read_output_i32",
+                format!("output '{}' is {}, not int32", port.name, port.dtype),
+            ));
+        }
+        let data = self.ports[self.inputs.len() + index].data;
+        // SAFETY: the port's live, 4-byte-aligned buffer holds `out.len()` int32 elements.
+        out.copy_from_slice(unsafe { std::slice::from_raw_parts(data.cast::<i32>(), out.len()) });
         Ok(())
     }
 

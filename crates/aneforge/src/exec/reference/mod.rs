@@ -45,12 +45,14 @@ impl Executor for Reference {
 enum PortBuf {
     F16(Vec<f16>),
     U8(Vec<u8>),
+    I32(Vec<i32>),
 }
 
 impl PortBuf {
     fn new(port: &PortSpec) -> PortBuf {
         match port.dtype {
             DType::Uint8 => PortBuf::U8(vec![0; port.numel()]),
+            DType::Int32 => PortBuf::I32(vec![0; port.numel()]),
             _ => PortBuf::F16(vec![f16::ZERO; port.numel()]),
         }
     }
@@ -59,22 +61,27 @@ impl PortBuf {
         match self {
             PortBuf::F16(v) => PortView::F16(v),
             PortBuf::U8(v) => PortView::U8(v),
+            PortBuf::I32(v) => PortView::I32(v),
         }
     }
 
-    /// Widen into an executor value buffer.
+    /// Widen into an executor value buffer (int32 values feed only `cast`, whose fp16 result
+    /// is the same whether or not the f32 step rounded an integer beyond 2^24).
     fn load_into(&self, dst: &mut [f32]) {
         match self {
             PortBuf::F16(v) => v.convert_to_f32_slice(dst),
             PortBuf::U8(v) => dst.iter_mut().zip(v).for_each(|(d, &b)| *d = b as f32),
+            PortBuf::I32(v) => dst.iter_mut().zip(v).for_each(|(d, &b)| *d = b as f32),
         }
     }
 
-    /// Store an executor value buffer (fp16 values are already rounded; uint8 values are integers).
+    /// Store an executor value buffer (fp16 values are already rounded; uint8 values are
+    /// integers; int32 values come from `cast` of fp16, so they are integers within ±65504).
     fn store_from(&mut self, src: &[f32]) {
         match self {
             PortBuf::F16(v) => v.convert_from_f32_slice(src),
             PortBuf::U8(v) => v.iter_mut().zip(src).for_each(|(d, &x)| *d = x as u8),
+            PortBuf::I32(v) => v.iter_mut().zip(src).for_each(|(d, &x)| *d = x as i32),
         }
     }
 
@@ -82,6 +89,7 @@ impl PortBuf {
         match (self, other) {
             (PortBuf::F16(d), PortBuf::F16(s)) => d.copy_from_slice(s),
             (PortBuf::U8(d), PortBuf::U8(s)) => d.copy_from_slice(s),
+            (PortBuf::I32(d), PortBuf::I32(s)) => d.copy_from_slice(s),
             _ => unreachable!("alias checked that the dtypes match"),
         }
     }
@@ -253,6 +261,7 @@ impl Loaded for RefProgram {
                     PortData::F64(x) => dst.iter_mut().zip(x).for_each(|(d, &v)| *d = v as f32),
                     PortData::F16(x) => x.convert_to_f32_slice(dst),
                     PortData::U8(x) => dst.iter_mut().zip(x).for_each(|(d, &v)| *d = v as f32),
+                    PortData::I32(x) => dst.iter_mut().zip(x).for_each(|(d, &v)| *d = v as f32),
                 }
             }
         }
@@ -320,6 +329,24 @@ impl Loaded for RefProgram {
         match self.out_ports.get(index) {
             Some(p) => p.load_into(out),
             None => out.copy_from_slice(&self.bufs[self.output_bufs[index]].data),
+        }
+        Ok(())
+    }
+
+    fn read_output_i32(&self, index: usize, out: &mut [i32]) -> Result<()> {
+        let port = checked_output(&self.outputs, index, out.len())?;
+        match self.out_ports.get(index) {
+            Some(PortBuf::I32(v)) => out.copy_from_slice(v),
+            None if port.dtype == DType::Int32 => {
+                let src = &self.bufs[self.output_bufs[index]].data;
+                out.iter_mut().zip(src).for_each(|(o, &v)| *o = v as i32);
+            }
+            _ => {
+                return Err(Error::dtype(
+                    "read_output_i32",
+                    format!("output '{}' is {}, not int32", port.name, port.dtype),
+                ))
+            }
         }
         Ok(())
     }

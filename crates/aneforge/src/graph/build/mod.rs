@@ -8,6 +8,8 @@ pub mod conv;
 pub mod conv_transpose;
 pub mod einsum;
 pub mod elementwise;
+pub mod host;
+pub mod indexing;
 pub mod io;
 pub mod layout;
 pub mod linear;

@@ -101,7 +101,10 @@ fn read_input(c: &mut Compiled, name: &str) -> Result<Vec<f32>> {
     let i = port(c, name, true)?;
     match c.loaded.input_view(i)? {
         PortView::F16(v) => Ok(v.iter().map(|x| x.to_f32()).collect()),
-        PortView::U8(_) => Err(Error::dtype("Trainer", format!("input '{name}' is uint8"))),
+        PortView::U8(_) | PortView::I32(_) => Err(Error::dtype(
+            "Trainer",
+            format!("input '{name}' is not fp16"),
+        )),
     }
 }
 

@@ -1,0 +1,94 @@
+"""Segmented-plan overhead on the reference executor (issue 12), one thread:
+
+- per cut: a chain of regions separated by identity gathers (``af.take`` with runtime indices
+  ``arange(n)``, so every cut is region → host op → region) against the same chain of fused ops
+  with the host ops removed (one program); (plan − single) / cuts = the cost of one cut,
+  host kernel included;
+- first call: the plan's first call after compile against the single program's first call.
+
+Writes (or replaces) the "Segmented plans" section of the report.
+Usage: python bench/plan_cuts.py [--out BENCHMARKS.md]
+"""
+
+import os
+
+os.environ["RAYON_NUM_THREADS"] = "1"
+os.environ.setdefault("ANEFORGE_QUIET", "1")
+
+import argparse  # noqa: E402
+import platform  # noqa: E402
+import re  # noqa: E402
+import time  # noqa: E402
+from datetime import date  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import aneforge as af  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def chain(n, cuts, with_host):
+    x = af.input((1, n))
+    ids = af.input((n,), dtype="int32")
+    y = x
+    for _ in range(cuts):
+        y = (y * 0.5).relu() + 1.0
+        if with_host:
+            y = af.take(y, ids, axis=1)
+    return af.compile(y * 1.0, device="reference"), x, ids
+
+
+def median_us(f, runs):
+    f()
+    ts = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        f()
+        ts.append(time.perf_counter() - t)
+    return float(np.median(ts)) * 1e6
+
+
+def first_call_us(net, args):
+    t = time.perf_counter()
+    net(*args)
+    return (time.perf_counter() - t) * 1e6
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="BENCHMARKS.md")
+    ap.add_argument("--runs", type=int, default=2000)
+    args = ap.parse_args()
+    rows = []
+    for n, cuts in [(64, 8), (4096, 8)]:
+        xv = np.random.default_rng(0).standard_normal((1, n)).astype(np.float32)
+        idv = np.arange(n, dtype=np.int32)
+        plan, _, _ = chain(n, cuts, True)
+        single, _, _ = chain(n, cuts, False)
+        first_plan = first_call_us(plan, (xv, idv))
+        first_single = first_call_us(single, (xv,))
+        t_plan = median_us(lambda plan=plan, xv=xv, idv=idv: plan(xv, idv), args.runs)
+        t_single = median_us(lambda single=single, xv=xv: single(xv), args.runs)
+        rows.append((n, cuts, t_single, t_plan, (t_plan - t_single) / cuts, first_plan / first_single))
+    lines = [
+        "## Segmented plans",
+        "",
+        f"Reference executor, one thread; {platform.machine()} {platform.system()}, {date.today()}; "
+        f"median of {args.runs} calls (`bench/plan_cuts.py`). A chain of `cuts` blocks "
+        "`relu(0.5 x) + 1` with an identity `af.take` (runtime int32 indices) after each block, "
+        "against the same chain without the takes (one program). Goal: ≤ 5 µs per cut, first call ≤ 2×.",
+        "",
+        "| elements | cuts | single program µs | plan µs | µs per cut | first call plan / single |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: |",
+        *[f"| {n} | {c} | {s:.1f} | {p:.1f} | {per:.2f} | {r:.2f}x |" for n, c, s, p, per, r in rows],
+        "",
+    ]
+    section = "\n".join(lines)
+    out = Path(args.out)
+    text = out.read_text() if out.exists() else ""
+    text = re.sub(r"## Segmented plans\n.*?(?=\n## |\Z)", "", text, flags=re.S).rstrip("\n")
+    out.write_text((text + "\n\n" if text else "") + section)
+    print(section)
+
+
+if __name__ == "__main__":
+    main()

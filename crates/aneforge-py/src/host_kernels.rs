@@ -1,0 +1,65 @@
+//! Private entry points to the host kernels on plain arrays (`_core._kernel_topk`, `_sort`,
+//! `_take`), for `bench/host_ops.py` to time the kernels themselves against NumPy. Not public API.
+
+use numpy::{PyArray1, PyArrayDyn, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+use crate::errors::IntoPy;
+
+/// The elements of a C-contiguous array, else a ValueError.
+fn contiguous<'a>(x: &'a PyReadonlyArray2<'_, f32>) -> PyResult<&'a [f32]> {
+    x.as_slice()
+        .map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+type Pair<'py> = (Bound<'py, PyArrayDyn<f32>>, Bound<'py, PyArrayDyn<i32>>);
+
+/// Reshape a flat f32 / i32 result into `shape`.
+fn shaped<'py, T: numpy::Element>(
+    py: Python<'py>,
+    data: Vec<T>,
+    shape: [usize; 2],
+) -> PyResult<Bound<'py, PyArrayDyn<T>>> {
+    PyArray1::from_vec(py, data).reshape(shape.to_vec())
+}
+
+/// `topk` along the last axis of a 2-D float32 array: (values, int32 indices), best first.
+#[pyfunction]
+pub fn _kernel_topk<'py>(
+    py: Python<'py>,
+    x: PyReadonlyArray2<'py, f32>,
+    k: usize,
+    largest: bool,
+) -> PyResult<Pair<'py>> {
+    let [rows, n] = [x.shape()[0], x.shape()[1]];
+    let (v, i) = aneforge::ops::host::select::topk(contiguous(&x)?, rows, n, 1, k, largest).py()?;
+    Ok((shaped(py, v, [rows, k])?, shaped(py, i, [rows, k])?))
+}
+
+/// Stable sort along the last axis of a 2-D float32 array: (values, int32 permutation).
+#[pyfunction]
+pub fn _kernel_sort<'py>(
+    py: Python<'py>,
+    x: PyReadonlyArray2<'py, f32>,
+    descending: bool,
+) -> PyResult<Pair<'py>> {
+    let [rows, n] = [x.shape()[0], x.shape()[1]];
+    let (v, i) = aneforge::ops::host::select::sort(contiguous(&x)?, rows, n, 1, descending).py()?;
+    Ok((shaped(py, v, [rows, n])?, shaped(py, i, [rows, n])?))
+}
+
+/// NumPy `take(x, indices, axis=1)` on a 2-D float32 array with int32 indices.
+#[pyfunction]
+pub fn _kernel_take<'py>(
+    py: Python<'py>,
+    x: PyReadonlyArray2<'py, f32>,
+    indices: numpy::PyReadonlyArray1<'py, i32>,
+) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+    let [rows, n] = [x.shape()[0], x.shape()[1]];
+    let idx = indices
+        .as_slice()
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let out = aneforge::ops::host::select::take(contiguous(&x)?, rows, n, 1, idx).py()?;
+    shaped(py, out, [rows, idx.len()])
+}

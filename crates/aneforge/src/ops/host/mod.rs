@@ -1,0 +1,252 @@
+//! Host ops: ops that never enter MIL. They run in-process on the host, between the fused
+//! regions of a segmented plan, with one Rust kernel on every device (the reference and the ANE
+//! executor run the same code). Each op is a struct implementing [`HostKernel`] (name, shape and
+//! dtype rule, kernel) in one file of this folder, plus one row in [`host_ops!`]; the graph holds
+//! it as `Op::Host(HostOp)` and the plan file stores it as JSON (`{"op": "<name>", ...fields}`).
+
+pub mod argreduce;
+pub mod bridge;
+pub mod checks;
+pub mod correlate;
+pub mod geometry;
+pub mod normalize;
+pub mod rearrange;
+pub mod sample;
+pub mod scan;
+pub mod scatter;
+pub mod sdpa;
+pub mod select;
+pub mod sort;
+pub mod take;
+pub mod view;
+
+use super::{Buf, Family, TensorType};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::mil::MilOp;
+use crate::shape;
+
+/// Elements of a host value: f32 storage of fp16 numbers, or exact int32.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Elems {
+    F32(Vec<f32>),
+    I32(Vec<i32>),
+}
+
+/// One value seen by a host kernel: shape plus elements (fp16 values widened to f32, int32 exact).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostTensor {
+    pub shape: Vec<usize>,
+    pub data: Elems,
+}
+
+impl HostTensor {
+    /// A zero-filled value of `ty` (f32 storage for fp16, int32 for int32; other dtypes are an error).
+    pub fn zeros(ty: &TensorType) -> Result<HostTensor> {
+        let n = shape::numel(&ty.shape);
+        let data = match ty.dtype {
+            DType::Fp16 => Elems::F32(vec![0.0; n]),
+            DType::Int32 => Elems::I32(vec![0; n]),
+            d => {
+                return Err(Error::dtype(
+                    "host stage",
+                    format!(
+                        "a {d} {:?} value cannot cross a cut (fp16 or int32 only)",
+                        ty.shape
+                    ),
+                ))
+            }
+        };
+        Ok(HostTensor {
+            shape: ty.shape.clone(),
+            data,
+        })
+    }
+
+    /// The f32 elements; a runtime error naming `op` when the value is int32.
+    pub fn f32s(&self, op: &str) -> Result<&[f32]> {
+        match &self.data {
+            Elems::F32(v) => Ok(v),
+            Elems::I32(_) => Err(Error::dtype(op, "expected an fp16 value, got int32")),
+        }
+    }
+
+    /// The int32 elements; a runtime error naming `op` when the value is fp16.
+    pub fn i32s(&self, op: &str) -> Result<&[i32]> {
+        match &self.data {
+            Elems::I32(v) => Ok(v),
+            Elems::F32(_) => Err(Error::dtype(op, "expected an int32 value, got fp16")),
+        }
+    }
+
+    /// The f32 elements, writable; a runtime error naming `op` when the value is int32.
+    pub fn f32s_mut(&mut self, op: &str) -> Result<&mut [f32]> {
+        match &mut self.data {
+            Elems::F32(v) => Ok(v),
+            Elems::I32(_) => Err(Error::dtype(op, "expected an fp16 output, got int32")),
+        }
+    }
+
+    /// The int32 elements, writable; a runtime error naming `op` when the value is fp16.
+    pub fn i32s_mut(&mut self, op: &str) -> Result<&mut [i32]> {
+        match &mut self.data {
+            Elems::I32(v) => Ok(v),
+            Elems::F32(_) => Err(Error::dtype(op, "expected an int32 output, got fp16")),
+        }
+    }
+}
+
+/// What every host op provides: the same three things a fused family does, minus MIL.
+pub trait HostKernel {
+    /// The op name used in errors, plan files and `net.stages`.
+    fn name(&self) -> &'static str;
+    /// Output types from input types; errors name the op, the dtypes and the shapes.
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>>;
+    /// The kernel: read `inputs`, write every element of the preallocated `outputs` (fp16
+    /// outputs in f32; the plan executor rounds them to fp16). Bad runtime data (an index out of
+    /// range) is an error naming the op, the value and the bound, never an out-of-bounds read.
+    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()>;
+}
+
+/// Declares [`HostOp`] (one variant per host-op struct, tagged by its plan-file name) and its dispatch.
+macro_rules! host_ops {
+    ($( $(#[$doc:meta])* $variant:ident($ty:ty) = $name:literal, )*) => {
+        /// Every host op. Serialised into the plan file as `{"op": "<name>", <fields>}`.
+        #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+        #[serde(tag = "op")]
+        pub enum HostOp {
+            $( $(#[$doc])* #[serde(rename = $name)] $variant($ty), )*
+        }
+
+        /// Plan-file names of every host op.
+        pub const HOST_OP_NAMES: &[&str] = &[$($name),*];
+
+        impl HostOp {
+            /// The op's kernel.
+            pub fn kernel(&self) -> &dyn HostKernel {
+                match self {
+                    $( HostOp::$variant(o) => o, )*
+                }
+            }
+        }
+    };
+}
+
+host_ops! {
+    /// `argmax` / `argmin` along one axis.
+    ArgReduce(argreduce::ArgReduce) = "arg_reduce",
+    /// `topk`: the k largest (or smallest) values and their indices along one axis.
+    TopK(sort::TopK) = "topk",
+    /// Stable `sort` / `argsort` along one axis (values and indices).
+    Sort(sort::Sort) = "sort",
+    /// `gather` / `take` / `embedding` with runtime int32 indices (NumPy `take`).
+    Take(take::Take) = "take",
+    /// Gradient of `take`: scatter-add of `g` into zeros at `indices` along one axis.
+    TakeAdd(take::TakeAdd) = "take_add",
+    /// Gradient of `topk`/`sort` values: `put_along_axis` with add into zeros.
+    AlongAdd(take::AlongAdd) = "along_add",
+    /// `scatter(x, indices, updates, axis, reduce)` (ONNX ScatterElements; replace or add).
+    Scatter(scatter::Scatter) = "scatter",
+    /// `take_along_axis` (ONNX GatherElements): the gradient of scatter's updates.
+    TakeAlong(scatter::TakeAlong) = "take_along_axis",
+    /// `index_put(x, row_index, rows, axis)`: whole-row writes (a KV-cache update).
+    IndexPut(scatter::IndexPut) = "index_put",
+    /// `cumsum(x, axis, exclusive, reverse)`.
+    Cumsum(scan::Cumsum) = "cumsum",
+    /// `one_hot(indices, depth)`: int32 → fp16 0/1 on a new last axis.
+    OneHot(scan::OneHot) = "one_hot",
+    /// `sample(logits, temperature, top_k, top_p, seed)`: int32 token ids (SplitMix64).
+    Sample(sample::Sample) = "sample",
+    /// `cross_product(a, b)` of 3-vectors.
+    CrossProduct(bridge::CrossProduct) = "cross_product",
+    /// `cross_correlation(x, template)`: valid, unflipped, 2-D.
+    CrossCorrelation(bridge::CrossCorrelation) = "cross_correlation",
+    /// `cost_volume(aux, reference, disparity_range)`.
+    CostVolume(bridge::CostVolume) = "cost_volume",
+    /// `fps(points, k)`: greedy farthest point sampling.
+    Fps(bridge::Fps) = "fps",
+    /// `radius_search(points, centroids, radius)`: 0/1 membership.
+    RadiusSearch(bridge::RadiusSearch) = "radius_search",
+    /// `minmax_norm(x, dimension, eps)` along width or height.
+    MinmaxNorm(bridge::MinmaxNorm) = "minmax_norm",
+    /// `scaled_elementwise(x, z, op, scale)`.
+    ScaledElementwise(bridge::ScaledElementwise) = "scaled_elementwise",
+    /// space/batch/channel block rearranges (TensorFlow orders).
+    BlockRearrange(bridge::BlockRearrange) = "block_rearrange",
+    /// `flatten(x)` to 1-D.
+    Flatten(bridge::Flatten) = "flatten",
+    /// `input_view(x, offset, size)`: a flat window.
+    InputView(bridge::InputView) = "input_view",
+    /// `dynamic_slice(x, start, sizes)` with a runtime int32 start.
+    DynamicSlice(bridge::DynamicSlice) = "dynamic_slice",
+    /// `sdpa(q, k, v[, mask])` with an optional runtime additive mask.
+    Sdpa(bridge::Sdpa) = "sdpa",
+}
+
+impl Family for HostOp {
+    fn name(&self) -> &'static str {
+        self.kernel().name()
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        self.kernel().infer(inputs)
+    }
+    /// Host ops have no MIL spelling; `Program::lower_for` rejects a graph holding one, so this
+    /// placeholder (the op name, no arguments) is never printed.
+    fn mil(&self) -> MilOp {
+        MilOp::new(self.kernel().name(), &[])
+    }
+    fn eval(&self, _: &[&Buf], _: &mut [Buf]) -> Result<()> {
+        Err(Error::NotImplemented(format!(
+            "{}: a host op runs in a host stage of a plan, not inside a fused program",
+            self.name()
+        )))
+    }
+}
+
+/// The (outer, extent, inner) split of `shape` around `axis`: element (o, j, i) sits at
+/// `(o * extent + j) * inner + i`.
+pub fn lanes(shape: &[usize], axis: usize) -> (usize, usize, usize) {
+    (
+        shape[..axis].iter().product(),
+        shape[axis],
+        shape[axis + 1..].iter().product(),
+    )
+}
+
+/// Check an op got exactly the input dtypes `want` (errors name the op, position, dtype and shape).
+pub fn expect_dtypes(op: &str, inputs: &[TensorType], want: &[DType]) -> Result<()> {
+    if inputs.len() != want.len() {
+        return Err(Error::shape(
+            op,
+            format!("expects {} inputs, got {}", want.len(), inputs.len()),
+        ));
+    }
+    for (i, (t, &d)) in inputs.iter().zip(want).enumerate() {
+        if t.dtype != d {
+            return Err(Error::dtype(
+                op,
+                format!("input {i} is {} {:?}; expected {d}", t.dtype, t.shape),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Check a stored axis is inside `rank` (plan files are user data).
+pub fn check_axis(op: &str, axis: usize, shape: &[usize]) -> Result<()> {
+    if axis >= shape.len() {
+        return Err(Error::shape(
+            op,
+            format!("axis {axis} is out of range for shape {shape:?}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Order of two fp16 values with NaN above every number (NumPy's sort order).
+pub fn nan_last(a: f32, b: f32) -> std::cmp::Ordering {
+    match (a.is_nan(), b.is_nan()) {
+        (false, false) => a.partial_cmp(&b).unwrap_or(std::cmp::Ordering::Equal),
+        (x, y) => x.cmp(&y),
+    }
+}

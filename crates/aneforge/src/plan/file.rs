@@ -1,0 +1,238 @@
+//! `plan.json`: the versioned description of a segmented program directory, and the loader
+//! that checks all of it — JSON, format, every region's files and ports, every host op's types,
+//! and that each stage reads only values defined before it — before anything runs.
+//!
+//! ```text
+//! <dir>/plan.json              {"format": "aneforge-plan-1", "aneforge_version", "inputs",
+//!                               "outputs", "values": [{name, dtype, shape}], "stages": [...]}
+//! <dir>/regions/<key>/         one ordinary program directory per fused region
+//! ```
+//! A region stage is `{"kind": "region", "program": "<key>", "ops": [...], "inputs": [...],
+//! "outputs": [...]}` (its port names are plan value names); a host stage is `{"kind": "host",
+//! "op": {"op": "<host op>", <fields>}, "inputs": [...], "outputs": [...]}`.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use super::{CutValue, Plan, Stage};
+use crate::error::{Error, Result};
+use crate::ops::host::HostOp;
+use crate::ops::{Family, TensorType};
+use crate::program::{files, PortSpec, Program, KEY_LEN};
+
+/// `format` value of the plan file.
+pub const FORMAT: &str = "aneforge-plan-1";
+/// File name of the plan inside its directory.
+pub const PLAN_FILE: &str = "plan.json";
+/// Subdirectory holding the regions' program directories.
+pub const REGIONS: &str = "regions";
+
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlanFile {
+    format: String,
+    aneforge_version: String,
+    inputs: Vec<PortSpec>,
+    outputs: Vec<PortSpec>,
+    values: Vec<PortSpec>,
+    stages: Vec<StageEntry>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+enum StageEntry {
+    Region {
+        program: String,
+        ops: Vec<String>,
+        inputs: Vec<String>,
+        outputs: Vec<String>,
+    },
+    Host {
+        op: HostOp,
+        inputs: Vec<String>,
+        outputs: Vec<String>,
+    },
+}
+
+fn spec(v: &CutValue) -> PortSpec {
+    PortSpec {
+        name: v.name.clone(),
+        dtype: v.ty.dtype,
+        shape: v.ty.shape.clone(),
+    }
+}
+
+fn names(ports: &[PortSpec]) -> Vec<String> {
+    ports.iter().map(|p| p.name.clone()).collect()
+}
+
+/// The plan file text of `plan` (regions named by the first 32 hex digits of their sha256).
+pub fn to_json(plan: &Plan) -> String {
+    let stages = plan
+        .stages
+        .iter()
+        .map(|s| match s {
+            Stage::Region { program, ops } => StageEntry::Region {
+                program: program.sha256[..KEY_LEN].to_string(),
+                ops: ops.clone(),
+                inputs: names(&program.inputs()),
+                outputs: names(&program.outputs()),
+            },
+            Stage::Host {
+                op,
+                inputs,
+                outputs,
+            } => StageEntry::Host {
+                op: op.clone(),
+                inputs: inputs.clone(),
+                outputs: outputs.clone(),
+            },
+        })
+        .collect();
+    let file = PlanFile {
+        format: FORMAT.into(),
+        aneforge_version: env!("CARGO_PKG_VERSION").into(),
+        inputs: plan.inputs.iter().map(spec).collect(),
+        outputs: plan.outputs.iter().map(spec).collect(),
+        values: plan.values.iter().map(spec).collect(),
+        stages,
+    };
+    serde_json::to_string_pretty(&file).expect("plan serialises")
+}
+
+/// Whether `dir` holds a plan (a `plan.json`).
+pub fn is_plan_dir(dir: &Path) -> bool {
+    dir.join(PLAN_FILE).is_file()
+}
+
+/// Read and check the plan in `dir`: every error names `plan.json` (or the region's file) and
+/// the stage, value, dtype or shape at fault. Nothing is loaded on an executor here.
+pub fn read(dir: &Path) -> Result<Plan> {
+    let path = dir.join(PLAN_FILE);
+    let text = files::read_regular_text(&path)?;
+    let bad = |msg: String| Error::format(&path, None, msg);
+    let file: PlanFile =
+        serde_json::from_str(&text).map_err(|e| bad(format!("not a valid plan: {e}")))?;
+    if file.format != FORMAT {
+        return Err(bad(format!("format '{}' is not '{FORMAT}'", file.format)));
+    }
+    let mut values: Vec<CutValue> = Vec::with_capacity(file.values.len());
+    for p in &file.values {
+        crate::shape::check(&p.name, &p.shape)
+            .map_err(|e| bad(format!("value '{}': {e}", p.name)))?;
+        if values.iter().any(|v| v.name == p.name) {
+            return Err(bad(format!("value '{}' is listed twice", p.name)));
+        }
+        values.push(CutValue {
+            name: p.name.clone(),
+            ty: TensorType {
+                dtype: p.dtype,
+                shape: p.shape.clone(),
+            },
+        });
+    }
+    let lookup = |name: &str, what: &str| -> Result<CutValue> {
+        values
+            .iter()
+            .find(|v| v.name == name)
+            .cloned()
+            .ok_or_else(|| bad(format!("{what} '{name}' is not in the values table")))
+    };
+    let ports = |ps: &[PortSpec], what: &str| -> Result<Vec<CutValue>> {
+        ps.iter()
+            .map(|p| {
+                let v = lookup(&p.name, what)?;
+                if v.ty.dtype != p.dtype || v.ty.shape != p.shape {
+                    return Err(bad(format!(
+                        "{what} '{}' is {} {:?} but the values table says {} {:?}",
+                        p.name, p.dtype, p.shape, v.ty.dtype, v.ty.shape
+                    )));
+                }
+                Ok(v)
+            })
+            .collect()
+    };
+    let inputs = ports(&file.inputs, "input")?;
+    let outputs = ports(&file.outputs, "output")?;
+    let mut defined: HashSet<String> = inputs.iter().map(|v| v.name.clone()).collect();
+    let mut stages = Vec::with_capacity(file.stages.len());
+    for (k, entry) in file.stages.into_iter().enumerate() {
+        let (ins, outs) = match &entry {
+            StageEntry::Region {
+                inputs, outputs, ..
+            }
+            | StageEntry::Host {
+                inputs, outputs, ..
+            } => (inputs.clone(), outputs.clone()),
+        };
+        for name in &ins {
+            if !defined.contains(name) {
+                return Err(bad(format!(
+                    "stage {k} reads '{name}' before any stage writes it"
+                )));
+            }
+        }
+        for name in &outs {
+            lookup(name, &format!("stage {k} output"))?;
+            if !defined.insert(name.clone()) {
+                return Err(bad(format!(
+                    "stage {k} writes '{name}', which is already defined"
+                )));
+            }
+        }
+        let types = |list: &[String]| -> Result<Vec<TensorType>> {
+            list.iter().map(|n| Ok(lookup(n, "value")?.ty)).collect()
+        };
+        stages.push(match entry {
+            StageEntry::Region { program, .. } => {
+                let key_ok = program.len() == KEY_LEN
+                    && program.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+                if !key_ok {
+                    return Err(bad(format!("stage {k}: region '{program}' is not a {KEY_LEN}-digit hex key")));
+                }
+                let rdir = dir.join(REGIONS).join(&program);
+                let prog = Program::load_dir(&rdir)?;
+                if prog.sha256[..KEY_LEN] != program {
+                    return Err(bad(format!("stage {k}: region '{program}' holds a program whose sha256 is {}", prog.sha256)));
+                }
+                let want = |list: &[String]| -> Result<Vec<PortSpec>> {
+                    Ok(list.iter().zip(types(list)?).map(|(n, t)| PortSpec { name: n.clone(), dtype: t.dtype, shape: t.shape }).collect())
+                };
+                if prog.inputs() != want(&ins)? || prog.outputs() != want(&outs)? {
+                    return Err(bad(format!("stage {k}: region '{program}' ports differ from the plan's (inputs {ins:?}, outputs {outs:?})")));
+                }
+                let ops = region_ops(&prog);
+                Stage::Region { program: prog, ops }
+            }
+            StageEntry::Host { op, .. } => {
+                let got = op.infer(&types(&ins)?).map_err(|e| bad(format!("stage {k}: {e}")))?;
+                if got != types(&outs)? {
+                    return Err(bad(format!("stage {k}: {} produces {got:?}, the plan lists {outs:?}", op.name())));
+                }
+                Stage::Host { op, inputs: ins, outputs: outs }
+            }
+        });
+    }
+    for o in &outputs {
+        if !defined.contains(&o.name) {
+            return Err(bad(format!("output '{}' is written by no stage", o.name)));
+        }
+    }
+    Ok(Plan {
+        inputs,
+        outputs,
+        stages,
+        values,
+    })
+}
+
+/// MIL names of a region's compute ops, in program order.
+pub fn region_ops(p: &Program) -> Vec<String> {
+    use crate::ops::Op;
+    p.graph
+        .nodes
+        .iter()
+        .filter(|n| !matches!(n.op, Op::Input(_) | Op::Const(_) | Op::Constexpr(_)))
+        .map(|n| n.op.family().mil().op.to_string())
+        .collect()
+}

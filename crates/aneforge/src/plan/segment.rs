@@ -1,0 +1,246 @@
+//! Cutting a graph at its host ops. Every node gets a level: the number of host ops on the
+//! longest path to it (a host op's own output counts from the next level). Stages run region 0,
+//! the host ops of level 0, region 1, the host ops of level 1, ... Constants are copied into
+//! each region that uses them; a constant a host op reads or the plan returns leaves region 0
+//! through `x * 1` (like an input returned as an output). Values crossing a cut keep the port
+//! name they had (plan inputs and outputs) or get `cut<node>_<port>`.
+
+use std::collections::{HashMap, HashSet};
+
+use super::CutValue;
+use crate::error::Result;
+use crate::graph::build::io::input_port;
+use crate::graph::{Graph, Tensor, Value};
+use crate::ops::host::HostOp;
+use crate::ops::Op;
+
+/// A stage before lowering: a region's graph, or a host op over named values.
+#[derive(Clone, Debug)]
+pub enum Segment {
+    Region(Graph),
+    Host {
+        op: HostOp,
+        inputs: Vec<String>,
+        outputs: Vec<String>,
+    },
+}
+
+/// A graph cut into stages, with the plan's ports and every named value.
+#[derive(Clone, Debug)]
+pub struct Segmented {
+    pub inputs: Vec<CutValue>,
+    pub outputs: Vec<CutValue>,
+    pub stages: Vec<Segment>,
+    pub values: Vec<CutValue>,
+}
+
+fn is_host(op: &Op) -> bool {
+    matches!(op, Op::Host(_))
+}
+
+fn is_const(op: &Op) -> bool {
+    matches!(op, Op::Const(_) | Op::Constexpr(_))
+}
+
+/// Names of the values that cross a stage boundary.
+struct Names<'g> {
+    g: &'g Graph,
+    names: HashMap<Value, String>,
+    taken: HashSet<String>,
+    values: Vec<CutValue>,
+}
+
+impl<'g> Names<'g> {
+    fn new(g: &'g Graph) -> Names<'g> {
+        let mut n = Names {
+            g,
+            names: HashMap::new(),
+            taken: HashSet::new(),
+            values: Vec::new(),
+        };
+        for &i in &g.inputs {
+            n.bind(Value { node: i, port: 0 }, g.input_name(i).to_string());
+        }
+        for (name, v) in &g.outputs {
+            n.bind(*v, name.clone());
+        }
+        n
+    }
+
+    fn bind(&mut self, v: Value, name: String) {
+        self.taken.insert(name.clone());
+        self.values.push(CutValue {
+            name: name.clone(),
+            ty: self.g.ty(v).clone(),
+        });
+        self.names.insert(v, name);
+    }
+
+    /// The value's plan name, assigning `cut<node>_<port>` (made unique) on first use.
+    fn of(&mut self, v: Value) -> String {
+        if let Some(n) = self.names.get(&v) {
+            return n.clone();
+        }
+        let mut name = format!("cut{}_{}", v.node, v.port);
+        while self.taken.contains(&name) {
+            name.push('_');
+        }
+        self.bind(v, name.clone());
+        name
+    }
+}
+
+/// Cut `g` at its host ops; `None` when it has none (it compiles to one program as before).
+pub fn segment(g: &Graph) -> Result<Option<Segmented>> {
+    if !g.nodes.iter().any(|n| is_host(&n.op)) {
+        return Ok(None);
+    }
+    let n = g.nodes.len();
+    let mut level = vec![0usize; n];
+    for i in 0..n {
+        level[i] = g.nodes[i]
+            .inputs
+            .iter()
+            .map(|v| level[v.node] + usize::from(is_host(&g.nodes[v.node].op)))
+            .max()
+            .unwrap_or(0);
+    }
+    // Consumers per node, and the values that must leave the stage producing them.
+    let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, node) in g.nodes.iter().enumerate() {
+        for v in &node.inputs {
+            consumers[v.node].push(i);
+        }
+    }
+    let plan_outputs: HashSet<Value> = g.outputs.iter().map(|(_, v)| *v).collect();
+    let mut names = Names::new(g);
+    let top = (0..n).map(|i| level[i]).max().unwrap_or(0);
+    let mut stages = Vec::new();
+    for r in 0..=top {
+        let members: Vec<usize> = (0..n)
+            .filter(|&i| {
+                let op = &g.nodes[i].op;
+                level[i] == r && !is_host(op) && !is_const(op) && !matches!(op, Op::Input(_))
+            })
+            .collect();
+        // Constants read outside any region (by a host op, or returned) leave region 0.
+        let exported_consts: Vec<usize> = if r == 0 {
+            (0..n)
+                .filter(|&i| is_const(&g.nodes[i].op))
+                .filter(|&i| {
+                    consumers[i].iter().any(|&c| is_host(&g.nodes[c].op))
+                        || plan_outputs.contains(&Value { node: i, port: 0 })
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if !members.is_empty() || !exported_consts.is_empty() {
+            stages.push(Segment::Region(region(
+                g,
+                &members,
+                &exported_consts,
+                &level,
+                &consumers,
+                &plan_outputs,
+                &mut names,
+            )?));
+        }
+        for i in (0..n).filter(|&i| level[i] == r && is_host(&g.nodes[i].op)) {
+            let Op::Host(op) = &g.nodes[i].op else {
+                continue;
+            };
+            let inputs = g.nodes[i].inputs.iter().map(|&v| names.of(v)).collect();
+            let outputs = (0..g.nodes[i].outputs.len())
+                .map(|port| names.of(Value { node: i, port }))
+                .collect();
+            stages.push(Segment::Host {
+                op: op.clone(),
+                inputs,
+                outputs,
+            });
+        }
+    }
+    let port = |v: Value, names: &mut Names| CutValue {
+        name: names.of(v),
+        ty: g.ty(v).clone(),
+    };
+    let inputs = g
+        .inputs
+        .iter()
+        .map(|&i| port(Value { node: i, port: 0 }, &mut names))
+        .collect();
+    let outputs = g
+        .outputs
+        .iter()
+        .map(|(_, v)| port(*v, &mut names))
+        .collect();
+    Ok(Some(Segmented {
+        inputs,
+        outputs,
+        stages,
+        values: names.values,
+    }))
+}
+
+/// Build region `members` (plus `exported_consts`) as its own graph: values from other stages
+/// become input ports, values other stages read (or the plan returns) become output ports.
+fn region(
+    g: &Graph,
+    members: &[usize],
+    exported_consts: &[usize],
+    level: &[usize],
+    consumers: &[Vec<usize>],
+    plan_outputs: &HashSet<Value>,
+    names: &mut Names,
+) -> Result<Graph> {
+    let inside: HashSet<usize> = members.iter().copied().collect();
+    let mut built: HashMap<Value, Tensor> = HashMap::new();
+    let mut outs: Vec<(Option<String>, Tensor)> = Vec::new();
+    let constant = |i: usize, built: &mut HashMap<Value, Tensor>| -> Result<Tensor> {
+        let v = Value { node: i, port: 0 };
+        if let Some(t) = built.get(&v) {
+            return Ok(t.clone());
+        }
+        let t = Tensor::apply1(g.nodes[i].op.clone(), vec![])?;
+        built.insert(v, t.clone());
+        Ok(t)
+    };
+    for &i in members {
+        let node = &g.nodes[i];
+        let mut srcs = Vec::with_capacity(node.inputs.len());
+        for &v in &node.inputs {
+            let producer = &g.nodes[v.node].op;
+            let t = if inside.contains(&v.node) {
+                built[&v].clone()
+            } else if is_const(producer) {
+                constant(v.node, &mut built)?
+            } else if let Some(t) = built.get(&v) {
+                t.clone()
+            } else {
+                let ty = g.ty(v);
+                let p = input_port(&ty.shape, ty.dtype, Some(&names.of(v)))?;
+                built.insert(v, p.clone());
+                p
+            };
+            srcs.push(t);
+        }
+        let ts = Tensor::apply(node.op.clone(), srcs)?;
+        for (port, t) in ts.into_iter().enumerate() {
+            let v = Value { node: i, port };
+            let leaves = plan_outputs.contains(&v)
+                || consumers[i].iter().any(|&c| {
+                    !inside.contains(&c) && g.nodes[c].inputs.contains(&v) && level[c] >= level[i]
+                });
+            if leaves {
+                outs.push((Some(names.of(v)), t.clone()));
+            }
+            built.insert(v, t);
+        }
+    }
+    for &i in exported_consts {
+        let t = constant(i, &mut built)?.mul_scalar(1.0)?;
+        outs.push((Some(names.of(Value { node: i, port: 0 })), t));
+    }
+    Graph::from_outputs(&outs)
+}

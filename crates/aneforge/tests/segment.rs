@@ -1,0 +1,212 @@
+//! Segmented plans on the reference executor: host ops between fused regions, the plan file,
+//! loading it back, and the errors of bad indices and corrupted plans. Oracles are written out
+//! in the tests (hand-computed values and plain loops over the test's own data).
+
+use std::path::PathBuf;
+
+use aneforge::plan::file::{PLAN_FILE, REGIONS};
+use aneforge::{
+    compile, embedding, input, input_port, load_dir, CompileOptions, Compiled, DType, Device,
+    Error, PortData, Precision, Tensor,
+};
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("aneforge-seg-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn opts(dir: &std::path::Path) -> CompileOptions {
+    CompileOptions {
+        device: Device::Reference,
+        build_dir: Some(dir.to_path_buf()),
+        ..Default::default()
+    }
+}
+
+fn build(outs: &[(&str, Tensor)], name: &str) -> (Compiled, PathBuf) {
+    let dir = tmp(name);
+    let named: Vec<(Option<String>, Tensor)> = outs
+        .iter()
+        .map(|(n, t)| (Some(n.to_string()), t.clone()))
+        .collect();
+    (compile(&named, &opts(&dir)).unwrap(), dir)
+}
+
+fn ints(c: &Compiled, i: usize) -> Vec<i32> {
+    let mut v = vec![0; c.outputs()[i].numel()];
+    c.loaded.read_output_i32(i, &mut v).unwrap();
+    v
+}
+
+/// x [2, 5] → x·2 (region) → argmax / topk (host) → values + 1 (region).
+fn chain() -> Vec<(&'static str, Tensor)> {
+    let x = input(&[2, 5]).unwrap();
+    let y = x.mul_scalar(2.0).unwrap();
+    let am = y.argmax(1, false).unwrap();
+    let (vals, idx) = y.topk(2, -1, true, true).unwrap();
+    let after = vals.add_scalar(1.0).unwrap();
+    vec![("am", am), ("vals", after), ("idx", idx)]
+}
+
+const X: [f32; 10] = [0.5, 3.0, -1.0, 3.0, 2.0, -4.0, -2.0, -3.0, -0.5, -1.5];
+
+#[test]
+fn region_host_region_chain_runs_and_writes_a_plan() {
+    let (mut c, dir) = build(&chain(), "chain");
+    let out = c.run(&[PortData::F32(&X)]).unwrap();
+    // Row 0: 2x = [1, 6, -2, 6, 4]: argmax 1 (first of the tie), top-2 = 6@1, 6@3.
+    // Row 1: 2x = [-8, -4, -6, -1, -3]: argmax 3, top-2 = -1@3, -3@4.
+    assert_eq!(ints(&c, 0), vec![1, 3]);
+    assert_eq!(out[1], vec![7.0, 7.0, 0.0, -2.0]);
+    assert_eq!(ints(&c, 2), vec![1, 3, 3, 4]);
+    assert_eq!(c.outputs()[0].dtype, DType::Int32);
+    let plan = c.plan.as_ref().expect("a plan");
+    let kinds: Vec<&str> = plan.stages.iter().map(|s| s.kind()).collect();
+    assert_eq!(kinds, ["region", "host", "host", "region"]);
+    assert!(dir.join(PLAN_FILE).is_file());
+    assert_eq!(std::fs::read_dir(dir.join(REGIONS)).unwrap().count(), 2);
+
+    let mut back = load_dir(&dir, Device::Reference, Precision::Fp16).unwrap();
+    let again = back.run(&[PortData::F32(&X)]).unwrap();
+    assert_eq!(again[1], out[1]);
+    assert_eq!(ints(&back, 2), vec![1, 3, 3, 4]);
+}
+
+#[test]
+fn a_graph_without_host_ops_is_one_program() {
+    let x = input(&[2, 5]).unwrap();
+    let (c, dir) = build(&[("y", x.relu().unwrap())], "single");
+    assert!(c.plan.is_none());
+    assert!(!dir.join(PLAN_FILE).exists() && dir.join("model.mil").is_file());
+}
+
+#[test]
+fn sort_argsort_and_argmin_follow_numpy() {
+    let x = input(&[1, 6]).unwrap();
+    let (s, i) = x.sort_with_indices(1, true).unwrap();
+    let outs = [
+        ("asc", x.sort(-1, false).unwrap().add_scalar(0.0).unwrap()),
+        ("desc", s),
+        ("perm", i),
+        ("amin", x.argmin(1, true).unwrap()),
+        ("small", x.topk(3, 1, false, false).unwrap().1),
+    ];
+    let (mut c, _) = build(&outs, "sort");
+    let data = [3.0, -1.0, 2.0, -1.0, 5.0, 2.0];
+    let out = c.run(&[PortData::F32(&data)]).unwrap();
+    assert_eq!(out[0], vec![-1.0, -1.0, 2.0, 2.0, 3.0, 5.0]);
+    assert_eq!(out[1], vec![5.0, 3.0, 2.0, 2.0, -1.0, -1.0]);
+    // Stable descending: equal values keep index order (np.argsort(-x, kind="stable")).
+    assert_eq!(ints(&c, 2), vec![4, 0, 2, 5, 1, 3]);
+    assert_eq!(ints(&c, 3), vec![1]);
+    // The 3 smallest (-1@1, -1@3, 2@2) in index order (sorted=False).
+    assert_eq!(ints(&c, 4), vec![1, 2, 3]);
+}
+
+#[test]
+fn embedding_with_runtime_ids_and_its_range_error() {
+    let ids = input_port(&[3], DType::Int32, Some("ids")).unwrap();
+    let table = input(&[4, 2]).unwrap();
+    let e = embedding(&ids, &table).unwrap().mul_scalar(10.0).unwrap();
+    let (mut c, _) = build(&[("e", e)], "embed");
+    let t = [0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5];
+    let mut run = |ids: &[i32]| {
+        c.loaded.set_input(0, PortData::I32(ids))?;
+        c.loaded.set_input(1, PortData::F32(&t))?;
+        c.loaded.execute()?;
+        c.loaded.read_outputs()
+    };
+    // Rows 3, 0, -1 (= 3, NumPy take) times 10.
+    assert_eq!(
+        run(&[3, 0, -1]).unwrap()[0],
+        vec![30.0, 35.0, 0.0, 5.0, 30.0, 35.0]
+    );
+    let err = run(&[1, i32::MAX, 0]).unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, Error::Value { .. }), "{err:?}");
+    for needle in ["gather", "2147483647", "size 4", "stage 0"] {
+        assert!(msg.contains(needle), "'{msg}' lacks '{needle}'");
+    }
+}
+
+#[test]
+fn int32_ports_cast_to_fp16_in_a_fused_region() {
+    let ids = input_port(&[3], DType::Int32, None).unwrap();
+    let y = ids.cast(DType::Fp16).unwrap().mul_scalar(0.5).unwrap();
+    let (mut c, _) = build(&[("y", y)], "cast");
+    assert!(c.plan.is_none());
+    c.loaded
+        .set_input(0, PortData::I32(&[-7, 2048, 65504]))
+        .unwrap();
+    c.loaded.execute().unwrap();
+    assert_eq!(
+        c.loaded.read_outputs().unwrap()[0],
+        vec![-3.5, 1024.0, 32752.0]
+    );
+}
+
+#[test]
+fn int32_values_feed_only_cast_and_host_ops() {
+    let ids = input_port(&[3], DType::Int32, None).unwrap();
+    let err = ids.relu().unwrap_err();
+    assert!(
+        matches!(err, Error::DType { .. }) && err.to_string().contains("int32"),
+        "{err}"
+    );
+    let x = input(&[2, 3]).unwrap();
+    let err = x.topk(4, 1, true, true).unwrap_err();
+    assert!(err.to_string().contains("k = 4"), "{err}");
+}
+
+fn corrupt(name: &str, edit: impl Fn(&std::path::Path)) -> Error {
+    let (_, dir) = build(&chain(), name);
+    edit(&dir);
+    match load_dir(&dir, Device::Reference, Precision::Fp16) {
+        Err(e) => e,
+        Ok(_) => panic!("{name}: a corrupted plan loaded"),
+    }
+}
+
+#[test]
+fn corrupted_plans_are_rejected_before_anything_runs() {
+    let plan = |d: &std::path::Path| d.join(PLAN_FILE);
+    let e = corrupt("badjson", |d| {
+        std::fs::write(plan(d), "{\"format\": ").unwrap()
+    });
+    assert!(
+        matches!(e, Error::Format { .. }) && e.to_string().contains("plan.json"),
+        "{e}"
+    );
+    let e = corrupt("noregion", |d| {
+        let first = std::fs::read_dir(d.join(REGIONS))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap();
+        std::fs::remove_dir_all(first.path()).unwrap();
+    });
+    assert!(matches!(e, Error::Io { .. } | Error::Format { .. }), "{e}");
+    let e = corrupt("shape", |d| {
+        let text = std::fs::read_to_string(plan(d)).unwrap();
+        std::fs::write(
+            plan(d),
+            text.replacen(
+                "\"shape\": [\n        2,\n        5\n      ]",
+                "\"shape\": [\n        2,\n        6\n      ]",
+                1,
+            ),
+        )
+        .unwrap();
+    });
+    assert!(matches!(e, Error::Format { .. }), "{e}");
+    let e = corrupt("region", |d| {
+        let first = std::fs::read_dir(d.join(REGIONS))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap();
+        std::fs::write(first.path().join("model.mil"), "garbage").unwrap();
+    });
+    assert!(matches!(e, Error::Format { .. }), "{e}");
+}
