@@ -295,11 +295,16 @@ pub fn stack(tensors: &Bound<'_, PyAny>, axis: i64) -> R {
     wrap(aneforge::stack(&tensor_list(tensors, "stack")?, axis))
 }
 
-/// Elements of `x` at static indices along `axis` (numpy.take), as slices joined by concat.
+/// Elements of `x` at indices along `axis` (numpy.take): static ints become slices joined by
+/// concat (fused); an int32 Tensor of indices is read at run time (the host op `take`).
 #[pyfunction]
 #[pyo3(signature = (x, indices, axis=0))]
 pub fn gather(x: &Bound<'_, PyAny>, indices: &Bound<'_, PyAny>, axis: i64) -> R {
-    wrap(tensor(x, "gather", "x")?.gather(&ints(indices, "gather", "indices")?, axis))
+    let x = tensor(x, "gather", "x")?;
+    if let Ok(idx) = indices.cast::<PyTensor>() {
+        return wrap(x.take(&idx.get().t, axis));
+    }
+    wrap(x.gather(&ints(indices, "gather", "indices")?, axis))
 }
 
 /// Drop rows (top, bottom) and columns (left, right) of the last two axes.
