@@ -4,7 +4,8 @@
 use super::{not_differentiable, Differentiable, Grads, Vjp};
 use crate::error::Result;
 use crate::graph::build::host::host;
-use crate::ops::host::{take, HostOp};
+use crate::ops::host::HostOp;
+use crate::ops::host_take as take;
 use crate::ops::Family;
 
 impl Differentiable for HostOp {

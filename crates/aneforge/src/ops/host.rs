@@ -1,13 +1,12 @@
 //! Host ops: ops that never enter MIL. They run in-process on the host, between the fused
 //! regions of a segmented plan, with one Rust kernel on every device (the reference and the ANE
 //! executor run the same code). Each op is a struct implementing [`HostKernel`] (name, shape and
-//! dtype rule, kernel) in one file of this folder, plus one row in [`host_ops!`]; the graph holds
+//! dtype rule, kernel) in its own `ops/host_<name>.rs`, plus one row in [`host_ops!`]; the graph holds
 //! it as `Op::Host(HostOp)` and the plan file stores it as JSON (`{"op": "<name>", ...fields}`).
 
-pub mod argreduce;
-pub mod sort;
-pub mod take;
-
+use super::host_argreduce as argreduce;
+use super::host_sort as sort;
+use super::host_take as take;
 use super::{Buf, Family, TensorType};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
