@@ -488,6 +488,9 @@ class Model:
     def outputs(self) -> list[_Port]:
         """Output ports: (name, shape, dtype)."""
     @property
+    def stages(self) -> list[dict[str, Any]]:
+        """The stages in execution order: kind ("region" on device, "host" in-process), ops, executor, inputs, outputs."""
+    @property
     def n_ops(self) -> int:
         """Number of compute ops in the program."""
     def compression_report(self) -> list[_CompressionEntry]:
@@ -560,9 +563,36 @@ def concat(tensors: Sequence[Tensor], axis: int = 1) -> Tensor:
 def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     """Join equal-shaped tensors along a new axis."""
 
-def gather(x: Tensor, indices: int | Sequence[int], axis: int = 0) -> Tensor:
-    """Elements of x at static indices along axis (numpy.take): a list keeps the axis, an int drops it (x needs rank >= 2,
-    rank-0 results are not supported); slices joined by concat."""
+def gather(x: Tensor, indices: int | Sequence[int] | Tensor, axis: int = 0) -> Tensor:
+    """Elements of x at indices along axis (numpy.take): an int drops the axis (x needs rank >= 2, rank-0 results are not
+    supported), a list keeps it (slices joined by concat, fused); an int32 Tensor of indices is read at run time (the host
+    op take)."""
+
+def take(x: Tensor, indices: Tensor, axis: int = 0) -> Tensor:
+    """NumPy take(x, indices, axis) with an int32 index Tensor read at run time (out-of-range -> ValueError)."""
+
+def embedding(ids: Tensor, table: Tensor) -> Tensor:
+    """Rows of table [V, D] at int32 ids: shape ids.shape + [D] (out-of-range ids -> ValueError at run time)."""
+
+def argmax(x: Tensor, axis: int = -1, keepdims: bool = False) -> Tensor:
+    """int32 index of the first largest element along axis (NumPy argmax; NaN counts as largest)."""
+
+def argmin(x: Tensor, axis: int = -1, keepdims: bool = False) -> Tensor:
+    """int32 index of the first smallest element along axis (NumPy argmin; NaN counts as smallest)."""
+
+def topk(
+    x: Tensor, k: int, axis: int = -1, largest: bool = True, sorted: bool = True
+) -> tuple[Tensor, Tensor]:
+    """(values, int32 indices) of the k largest (smallest unless largest) elements along axis, best first when sorted (ties: lower index first), else in index order."""
+
+def sort(x: Tensor, axis: int = -1, descending: bool = False) -> Tensor:
+    """Stably sorted values along axis (descending keeps ties in index order)."""
+
+def argsort(x: Tensor, axis: int = -1, descending: bool = False) -> Tensor:
+    """int32 permutation that stably sorts axis (NumPy argsort(kind="stable"))."""
+
+def cast(x: Tensor, dtype: str) -> Tensor:
+    """Convert to dtype: uint8/int32 -> "fp16" (rounded) or fp16 -> "int32" (truncated toward zero)."""
 
 def geglu(x: Tensor, weight: _ArrayLike, bias: _ArrayLike | None = None) -> Tensor:
     """GEGLU: weight [2*Dff, D] (bias [2*Dff]) split into value and gate halves; linear(value) * gelu(linear(gate))."""

@@ -46,6 +46,52 @@ pub struct Model {
     dir: PathBuf,
     n_ops: usize,
     detach: bool,
+    /// (kind, ops, inputs, outputs) per stage; one region for a single program.
+    stages: Vec<StageInfo>,
+}
+
+/// What `Model.stages` reports for one stage.
+struct StageInfo {
+    kind: &'static str,
+    ops: Vec<String>,
+    inputs: Vec<String>,
+    outputs: Vec<String>,
+}
+
+/// The stages of a compiled program: the plan's, or the single program as one region.
+fn stage_infos(c: &Compiled) -> Vec<StageInfo> {
+    use aneforge::plan::Stage;
+    let names = |ps: &[PortSpec]| ps.iter().map(|p| p.name.clone()).collect();
+    match &c.plan {
+        None => vec![StageInfo {
+            kind: "region",
+            ops: aneforge::plan::file::region_ops(&c.program),
+            inputs: names(c.inputs()),
+            outputs: names(c.outputs()),
+        }],
+        Some(plan) => plan
+            .stages
+            .iter()
+            .map(|s| match s {
+                Stage::Region { program, ops } => StageInfo {
+                    kind: "region",
+                    ops: ops.clone(),
+                    inputs: names(&program.inputs()),
+                    outputs: names(&program.outputs()),
+                },
+                Stage::Host {
+                    op,
+                    inputs,
+                    outputs,
+                } => StageInfo {
+                    kind: "host",
+                    ops: vec![aneforge::ops::Family::name(op).to_string()],
+                    inputs: inputs.clone(),
+                    outputs: outputs.clone(),
+                },
+            })
+            .collect(),
+    }
 }
 
 impl Model {
@@ -66,6 +112,7 @@ impl Model {
             dir: c.dir.clone(),
             n_ops: c.program.graph.n_ops(),
             detach: work >= DETACH_MIN_ELEMENTS,
+            stages: stage_infos(&c),
             inner: Mutex::new(Some(c)),
             views: Arc::new(()),
         }
@@ -384,7 +431,9 @@ fn feed(c: &mut Compiled, i: usize, port: &PortSpec, obj: &Bound<'_, PyAny>) -> 
             b'i' | b'u' | b'b' => {
                 let wide = require(arr.as_any(), "int64")?;
                 let vals = borrow::<i64>(&wide, "int64")?;
-                let vals = vals.as_slice().map_err(|e| PyValueError::new_err(e.to_string()))?;
+                let vals = vals
+                    .as_slice()
+                    .map_err(|e| PyValueError::new_err(e.to_string()))?;
                 let ints = vals
                     .iter()
                     .enumerate()
@@ -510,6 +559,28 @@ impl Model {
     #[getter]
     fn outputs<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         Self::ports(py, &self.outputs)
+    }
+    /// The stages in execution order, one dict each: kind ("region": a fused program on
+    /// `device`; "host": a host op run in-process), ops, executor, inputs and outputs (value names).
+    #[getter]
+    fn stages<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let rows = self.stages.iter().map(|s| {
+            let d = PyDict::new(py);
+            d.set_item("kind", s.kind)?;
+            d.set_item("ops", &s.ops)?;
+            d.set_item(
+                "executor",
+                if s.kind == "host" {
+                    "host"
+                } else {
+                    self.device
+                },
+            )?;
+            d.set_item("inputs", &s.inputs)?;
+            d.set_item("outputs", &s.outputs)?;
+            Ok(d)
+        });
+        PyList::new(py, rows.collect::<PyResult<Vec<_>>>()?)
     }
     /// Number of compute ops in the program.
     #[getter]

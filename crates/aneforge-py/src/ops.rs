@@ -295,13 +295,18 @@ pub fn stack(tensors: &Bound<'_, PyAny>, axis: i64) -> R {
     wrap(aneforge::stack(&tensor_list(tensors, "stack")?, axis))
 }
 
-/// Elements of `x` at static indices along `axis` (numpy.take: an int index drops the axis), as slices joined by concat.
+/// Elements of `x` at indices along `axis` (numpy.take): an int index drops the axis; static
+/// ints become slices joined by concat (fused); an int32 Tensor of indices is read at run time
+/// (the host op `take`).
 #[pyfunction]
 #[pyo3(signature = (x, indices, axis=0))]
 pub fn gather(x: &Bound<'_, PyAny>, indices: &Bound<'_, PyAny>, axis: i64) -> R {
     let x = tensor(x, "gather", "x")?;
+    if let Ok(idx) = indices.cast::<PyTensor>() {
+        return wrap(x.take(&idx.get().t, axis));
+    }
     match indices.extract::<i64>() {
-        Ok(i) => wrap(x.take(i, axis)),
+        Ok(i) => wrap(x.take_index(i, axis)),
         Err(_) => wrap(x.gather(&ints(indices, "gather", "indices")?, axis)),
     }
 }

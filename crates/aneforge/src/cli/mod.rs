@@ -13,6 +13,7 @@ mod info;
 pub mod npy;
 mod ops;
 mod options;
+mod plan;
 mod run;
 mod selfcheck;
 
@@ -37,6 +38,11 @@ struct Cli {
 enum Command {
     /// Print the version, platform, each executor's availability and the cache directory.
     Info,
+    /// Print the stages of a segmented program directory (plan.json): kind, ops, values crossing cuts.
+    Plan {
+        /// The program directory.
+        dir: PathBuf,
+    },
     /// Run a program directory (model.mil + weights.bin [+ program.json]) on .npy inputs.
     Run {
         /// The program directory.
@@ -172,6 +178,7 @@ where
 fn execute(command: Command) -> Result<bool> {
     match command {
         Command::Info => info::info(),
+        Command::Plan { dir } => plan::plan(&dir),
         Command::Run {
             dir,
             inputs,

@@ -4,9 +4,11 @@
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::graph::Tensor;
-use crate::ops::host::{argreduce::ArgReduce, sort, take, HostOp};
+use crate::ops::host::HostOp;
+use crate::ops::host_argreduce::ArgReduce;
 use crate::ops::io::Cast;
 use crate::ops::Op;
+use crate::ops::{host_sort as sort, host_take as take};
 use crate::shape;
 
 /// Add a host-op node.

@@ -125,7 +125,7 @@ impl Tensor {
     }
     /// The slice at one static `index` along `axis` with that axis dropped (NumPy `take` with an
     /// int); x needs rank ≥ 2, since a rank-0 result is not supported (Shape error naming `take`).
-    pub fn take(&self, index: i64, axis: i64) -> Result<Tensor> {
+    pub fn take_index(&self, index: i64, axis: i64) -> Result<Tensor> {
         if self.rank() < 2 {
             return Err(Error::shape(
                 "take",

@@ -11,7 +11,7 @@
 
 use half::{f16, slice::HalfFloatSliceExt};
 
-use super::checks::resolve_index;
+use super::host::checks::resolve_index;
 use crate::error::{Error, Result};
 
 /// Lanes up to this length sort the packed words directly (the radix histograms cost more).
@@ -283,7 +283,7 @@ mod tests {
 
     fn lane(n: usize, seed: u64) -> Vec<f32> {
         // fp16 values in [-4, 4) from the documented generator (a test-only source of data).
-        let mut g = super::super::sample::SplitMix64::new(seed);
+        let mut g = super::super::host_sample::SplitMix64::new(seed);
         (0..n)
             .map(|_| f16::from_f32(((g.next_unit() - 0.5) * 8.0) as f32).to_f32())
             .collect()

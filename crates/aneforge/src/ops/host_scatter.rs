@@ -2,9 +2,9 @@
 //! update along one axis: the KV-cache write of a decoder). Duplicate target positions are
 //! applied in row-major order of `indices` (the last write wins; `add` sums them all).
 
-use super::checks::{check_len, resolve_index};
-use super::lanes;
-use super::{check_axis, expect_dtypes, HostKernel, HostTensor};
+use super::host::checks::{check_len, resolve_index};
+use super::host::lanes;
+use super::host::{check_axis, expect_dtypes, HostKernel, HostTensor};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ops::TensorType;

@@ -1,9 +1,9 @@
 //! `cumsum` (inclusive or exclusive, forward or reverse, accumulated in f64) and
 //! `one_hot(indices, depth)` (fp16 0/1 values on a new last axis).
 
-use super::checks::{check_len, resolve_index};
-use super::lanes;
-use super::{check_axis, expect_dtypes, HostKernel, HostTensor};
+use super::host::checks::{check_len, resolve_index};
+use super::host::lanes;
+use super::host::{check_axis, expect_dtypes, HostKernel, HostTensor};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ops::TensorType;

@@ -3,7 +3,7 @@
 
 use std::cmp::Ordering;
 
-use super::{check_axis, expect_dtypes, lanes, nan_last, HostKernel, HostTensor};
+use super::host::{check_axis, expect_dtypes, lanes, nan_last, HostKernel, HostTensor};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ops::TensorType;

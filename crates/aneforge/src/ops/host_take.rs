@@ -1,7 +1,7 @@
 //! Runtime-indexed data movement: `take` (NumPy `take` with int32 indices: `gather`,
 //! `embedding`) and the scatter-adds that are the gradients of `take` and of `topk`/`sort` values.
 
-use super::{check_axis, expect_dtypes, lanes, HostKernel, HostTensor};
+use super::host::{check_axis, expect_dtypes, lanes, HostKernel, HostTensor};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ops::TensorType;

@@ -13,7 +13,7 @@
 //! Generator: SplitMix64 (Steele, Lea, Flood 2014) with state `seed`; each row draws one
 //! 64-bit word `w` and uses `u = (w >> 11) · 2^-53`. The same seed gives the same ids.
 
-use super::{expect_dtypes, HostKernel, HostTensor};
+use super::host::{expect_dtypes, HostKernel, HostTensor};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ops::TensorType;

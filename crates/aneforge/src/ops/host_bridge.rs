@@ -2,12 +2,12 @@
 //! ops: one struct per layer (its plan-file fields), each checking its
 //! inputs with the kernel's shape rule and running the kernel of its sibling module.
 
-use super::correlate::{self, COST_VOLUME, CROSS_CORRELATION};
-use super::geometry::{self, CROSS_PRODUCT, FPS, RADIUS_SEARCH};
-use super::normalize::{self, ScaledOp, MINMAX_NORM, SCALED_ELEMENTWISE};
-use super::rearrange::{self, BlockAxis, Direction};
-use super::sdpa::{self, SDPA};
-use super::view::{self, DYNAMIC_SLICE, INPUT_VIEW};
+use super::host::correlate::{self, COST_VOLUME, CROSS_CORRELATION};
+use super::host::geometry::{self, CROSS_PRODUCT, FPS, RADIUS_SEARCH};
+use super::host::normalize::{self, ScaledOp, MINMAX_NORM, SCALED_ELEMENTWISE};
+use super::host::rearrange::{self, BlockAxis, Direction};
+use super::host::sdpa::{self, SDPA};
+use super::host::view::{self, DYNAMIC_SLICE, INPUT_VIEW};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ops::host::{expect_dtypes, HostKernel, HostTensor};

@@ -1,24 +1,24 @@
 //! Host ops: ops that never enter MIL. They run in-process on the host, between the fused
 //! regions of a segmented plan, with one Rust kernel on every device (the reference and the ANE
 //! executor run the same code). Each op is a struct implementing [`HostKernel`] (name, shape and
-//! dtype rule, kernel) in one file of this folder, plus one row in [`host_ops!`]; the graph holds
+//! dtype rule, kernel) in its own `ops/host_<name>.rs`, plus one row in [`host_ops!`]; the graph holds
 //! it as `Op::Host(HostOp)` and the plan file stores it as JSON (`{"op": "<name>", ...fields}`).
 
-pub mod argreduce;
-pub mod bridge;
-pub mod checks;
-pub mod correlate;
-pub mod geometry;
-pub mod normalize;
-pub mod rearrange;
-pub mod sample;
-pub mod scan;
-pub mod scatter;
-pub mod sdpa;
-pub mod select;
-pub mod sort;
-pub mod take;
-pub mod view;
+pub use super::host_argreduce as argreduce;
+pub use super::host_bridge as bridge;
+pub use super::host_checks as checks;
+pub use super::host_correlate as correlate;
+pub use super::host_geometry as geometry;
+pub use super::host_normalize as normalize;
+pub use super::host_rearrange as rearrange;
+pub use super::host_sample as sample;
+pub use super::host_scan as scan;
+pub use super::host_scatter as scatter;
+pub use super::host_sdpa as sdpa;
+pub use super::host_select as select;
+pub use super::host_sort as sort;
+pub use super::host_take as take;
+pub use super::host_view as view;
 
 use super::{Buf, Family, TensorType};
 use crate::dtype::DType;

@@ -1,7 +1,7 @@
 //! `argmax` / `argmin`: the int32 index of the first largest (smallest) element along one axis,
 //! NumPy semantics (ties and NaN: the first occurrence; NaN counts as the extreme).
 
-use super::{check_axis, expect_dtypes, lanes, HostKernel, HostTensor};
+use super::host::{check_axis, expect_dtypes, lanes, HostKernel, HostTensor};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::TensorType;
