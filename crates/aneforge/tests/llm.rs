@@ -1,0 +1,1 @@
+//! Language-model family: sampling, config and bad-file errors (no model download needed).
