@@ -9,6 +9,7 @@ mod corpus;
 mod errors;
 mod gguf;
 mod model;
+mod llm;
 mod models;
 mod numerics;
 mod ops;
@@ -116,5 +117,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<models::PyGpt2>()?;
     m.add_function(wrap_pyfunction!(models::load_gpt2, m)?)?;
     gguf::register(m)?;
+    llm::register(m)?;
     Ok(())
 }
