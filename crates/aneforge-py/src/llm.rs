@@ -82,7 +82,9 @@ impl PyLlm {
                 })
             })
             .collect::<PyResult<Vec<_>>>()?;
-        self.with(py, |s| s.llm.apply_chat_template(&msgs, add_generation_prompt))
+        self.with(py, |s| {
+            s.llm.apply_chat_template(&msgs, add_generation_prompt)
+        })
     }
 
     /// Prefill `ids` and start a generation (see `advance`); parameters as in `generate`.
@@ -126,7 +128,10 @@ impl PyLlm {
     fn advance(&self, py: Python<'_>, text: bool) -> PyResult<Option<(u32, String)>> {
         self.with(py, |s| {
             let Some((session, stream)) = s.run.as_mut() else {
-                return Err(aneforge::Error::value("generate", "no generation in progress"));
+                return Err(aneforge::Error::value(
+                    "generate",
+                    "no generation in progress",
+                ));
             };
             if stream.stopped {
                 return Ok(None);
@@ -134,7 +139,11 @@ impl PyLlm {
             let Some(id) = s.llm.advance(session)? else {
                 return Ok(None);
             };
-            let piece = if text { stream.push(&s.llm, id)? } else { String::new() };
+            let piece = if text {
+                stream.push(&s.llm, id)?
+            } else {
+                String::new()
+            };
             Ok(Some((id, piece)))
         })
     }
@@ -143,7 +152,12 @@ impl PyLlm {
     fn stats(&self, py: Python<'_>) -> PyResult<(usize, usize, f64, f64)> {
         self.with(py, |s| {
             Ok(s.run.as_ref().map_or((0, 0, 0.0, 0.0), |(r, _)| {
-                (r.prompt_tokens, r.tokens.len(), r.prefill_seconds, r.decode_seconds)
+                (
+                    r.prompt_tokens,
+                    r.tokens.len(),
+                    r.prefill_seconds,
+                    r.decode_seconds,
+                )
             }))
         })
     }

@@ -112,7 +112,9 @@ impl Llm {
             let file = aneforge_gguf::GgufFile::open(path).map_err(super::config::gguf_error)?;
             let cfg = LlmConfig::from_gguf(&file)?;
             let has_tokenizer = file.metadata().get("tokenizer.ggml.model").is_some();
-            let tok = has_tokenizer.then(|| tokenizer::from_gguf(&file)).transpose()?;
+            let tok = has_tokenizer
+                .then(|| tokenizer::from_gguf(&file))
+                .transpose()?;
             (cfg.clone(), Source::gguf(file, cfg.family), tok)
         };
         let m = max_context.unwrap_or(config.max_positions.min(DEFAULT_MAX_CONTEXT));
