@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import struct
+import subprocess
+import sys
 
 import aneforge as af
 import gguf
@@ -251,3 +253,46 @@ def test_missing_tensor_and_bad_max_context(tmp_path):
         af.load_llm(tmp_path, device="reference")
     with pytest.raises(ValueError, match="max_context"):
         af.load_llm(tmp_path, max_context=1000, device="reference")
+
+
+def word_tokenizer(vocab):
+    """A word-level tokenizer.json over "w0" ... "w{vocab-1}" (decoded joined by spaces)."""
+    return json.dumps(
+        {
+            "version": "1.0",
+            "added_tokens": [],
+            "normalizer": None,
+            "pre_tokenizer": {"type": "Whitespace"},
+            "post_processor": None,
+            "decoder": None,
+            "model": {"type": "WordLevel", "vocab": {f"w{i}": i for i in range(vocab)}, "unk_token": "w0"},
+        }
+    )
+
+
+def test_compressed_weights_stay_close_to_oracle(tmp_path):
+    spec = spec_for("llama")
+    W = random_weights(spec, seed=11)
+    write_hf(tmp_path, "llama", spec, W)
+    model = af.load_llm(tmp_path, max_context=32, device="reference", compress="int8")
+    want = Oracle(spec, {k: v.astype(np.float64) for k, v in W.items()}).logits(PROMPT)
+    assert cosine(model.logits(PROMPT).astype(np.float64), want) >= 0.995
+
+
+def test_cli_generate_streams_the_greedy_text_and_speeds(tmp_path):
+    spec = spec_for("llama")
+    W = random_weights(spec, seed=12)
+    write_hf(tmp_path, "llama", spec, W)
+    (tmp_path / "tokenizer.json").write_text(word_tokenizer(spec.vocab))
+    want = Oracle(spec, {k: v.astype(np.float64) for k, v in W.items()}).greedy(PROMPT, 5)
+    prompt = " ".join(f"w{i}" for i in PROMPT)
+    run = subprocess.run(
+        [sys.executable, "-c", "from aneforge._cli import main; main()", "generate", str(tmp_path), prompt]
+        + ["--max-new-tokens", "5", "--max-context", "32", "--device", "reference"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == [f"w{t}" for t in want]
+    assert "prefill: 11 tokens" in run.stderr and "decode: 4 tokens" in run.stderr
