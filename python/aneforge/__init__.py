@@ -71,6 +71,7 @@ from aneforge._core import (
     stack,
     upsample_bilinear,
 )
+from aneforge.llm import LLM, load_llm
 from aneforge.models import (
     load,
     load_espcn,
@@ -149,6 +150,8 @@ __all__ = [
     "load",
     "load_espcn",
     "load_gpt2",
+    "load_llm",
+    "LLM",
     "load_mnist_5k",
     "load_resnet",
     "load_resnet18",

@@ -1021,6 +1021,52 @@ def load_espcn(path: str | PathLike[str], height: int, width: int, **options: Un
 def load_gpt2(path: str | PathLike[str], max_context: int | None = None, **options: Unpack[_Options]) -> Gpt2:
     """A Hugging Face GPT-2 folder (config.json + model.safetensors) with a decode program keeping the KV cache resident for max_context tokens."""
 
+def load_llm(path: str | PathLike[str], max_context: int | None = None, **options: Unpack[_Options]) -> LLM:
+    """A GGUF file or Hugging Face folder (llama, mistral, qwen2, qwen3, gemma) compiled into prefill and resident-KV decode programs for max_context tokens."""
+
+@final
+class LLM:
+    """A decoder: prefill programs per prompt bucket, decode with the KV cache resident, lm_head in the program; tokenizer, chat template, sampling on the host."""
+
+    @property
+    def vocab(self) -> int:
+        """Vocabulary size."""
+    @property
+    def max_context(self) -> int:
+        """Maximum context (prompt + generated tokens)."""
+    @property
+    def family(self) -> str:
+        """llama, mistral, qwen2, qwen3 or gemma."""
+    @property
+    def eos_token_id(self) -> int | None:
+        """End-of-sequence token id, if known."""
+    def encode(self, text: str) -> list[int]:
+        """Token ids of text (special-token spellings become their ids)."""
+    def decode(self, ids: Sequence[int]) -> str:
+        """Text of ids (special tokens skipped)."""
+    def logits(self, ids: str | Sequence[int]) -> npt.NDArray[np.float32]:
+        """Next-token logits [vocab] after the prompt."""
+    def apply_chat_template(self, messages: Sequence[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        """The model's Jinja chat template rendered over messages."""
+    def generate(
+        self,
+        prompt_or_ids: str | Sequence[int],
+        max_new_tokens: int = 64,
+        temperature: float = 0.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        seed: int = 0,
+        stream: bool = False,
+        repetition_penalty: float = 1.0,
+        stop: Sequence[str] | None = None,
+        stop_at_eos: bool = True,
+    ) -> Any:
+        """New text for a str prompt, new ids for an id prompt; a generator of pieces with stream=True."""
+    def chat(self, messages: Sequence[dict[str, str]], **kwargs: Any) -> Any:
+        """Answer messages through the chat template (keywords as in generate)."""
+    def stats(self) -> dict[str, float]:
+        """Last generation: prompt_tokens, new_tokens, prefill_seconds, decode_seconds."""
+
 @final
 class Gpt2:
     """A GPT-2 decoder: one program per step, KV cache resident by output->input aliasing, lm_head and sampling on the host."""

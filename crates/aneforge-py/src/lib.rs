@@ -10,6 +10,7 @@ mod errors;
 mod gguf;
 mod host_kernels;
 mod host_ops;
+mod llm;
 mod model;
 mod models;
 mod numerics;
@@ -129,5 +130,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<models::PyGpt2>()?;
     m.add_function(wrap_pyfunction!(models::load_gpt2, m)?)?;
     gguf::register(m)?;
+    llm::register(m)?;
     Ok(())
 }

@@ -118,7 +118,7 @@ fn lock<'a, T>(py: Python<'_>, m: &'a Mutex<T>, what: &str) -> PyResult<MutexGua
 }
 
 /// Run `f` on the value behind `m` with the GIL released (lock errors as in [`lock`]).
-fn with_locked<M: Send, T: Send>(
+pub(crate) fn with_locked<M: Send, T: Send>(
     py: Python<'_>,
     m: &Mutex<M>,
     what: &str,

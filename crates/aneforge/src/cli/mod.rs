@@ -4,10 +4,12 @@
 //! `classify` (ResNet on an image). One entry point, [`run_cli`], serves both the Rust binary
 //! and the Python console script; failures print one message on stderr and exit 1.
 
+mod chat;
 mod classify;
 mod compress;
 mod embed;
 mod export;
+mod generate;
 pub mod image;
 mod info;
 pub mod npy;
@@ -123,6 +125,30 @@ enum Command {
         #[command(flatten)]
         options: OptionFlags,
     },
+    /// Continue a prompt with a language model (GGUF file or Hugging Face folder), streaming the
+    /// text, then print prefill and decode tokens/s on stderr.
+    Generate {
+        /// The GGUF file or Hugging Face folder.
+        model: PathBuf,
+        /// The prompt text.
+        prompt: String,
+        #[command(flatten)]
+        flags: generate::GenerateFlags,
+        #[command(flatten)]
+        options: OptionFlags,
+    },
+    /// Chat with a language model on stdin/stdout using its chat template.
+    Chat {
+        /// The GGUF file or Hugging Face folder.
+        model: PathBuf,
+        /// An optional system message.
+        #[arg(long)]
+        system: Option<String>,
+        #[command(flatten)]
+        flags: generate::GenerateFlags,
+        #[command(flatten)]
+        options: OptionFlags,
+    },
     /// Classify an image with a torchvision-layout ResNet state dict (safetensors) and print the
     /// top classes. The image is a PNG (centre-cropped to a square; ImageNet normalisation applied)
     /// or a .npy: uint8 [1, 3, H, W] or [H, W, 3] RGB (normalisation applied), or float32
@@ -212,6 +238,23 @@ fn execute(command: Command) -> Result<bool> {
             model,
             options,
         } => embed::embed(&sentences, model, options.options(None, None)?),
+        Command::Generate {
+            model,
+            prompt,
+            flags,
+            options,
+        } => generate::generate(&model, &prompt, &flags, &options.options(None, None)?),
+        Command::Chat {
+            model,
+            system,
+            flags,
+            options,
+        } => chat::chat(
+            &model,
+            system.as_deref(),
+            &flags,
+            &options.options(None, None)?,
+        ),
         Command::Classify {
             image,
             resnet,

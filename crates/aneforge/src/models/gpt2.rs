@@ -82,7 +82,7 @@ pub struct Gpt2 {
 }
 
 /// Tanh-approximated GELU (GPT-2 `gelu_new`): 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
-fn gelu_new(x: &Tensor) -> Result<Tensor> {
+pub(crate) fn gelu_new(x: &Tensor) -> Result<Tensor> {
     let inner = x
         .mul(x)?
         .mul(x)?

@@ -8,6 +8,8 @@ pub mod bert;
 pub mod espcn;
 #[cfg(feature = "tokenizers")]
 pub mod gpt2;
+#[cfg(feature = "llm")]
+pub mod llm;
 pub mod resnet;
 pub mod vit;
 pub mod weights;

@@ -1,0 +1,320 @@
+//! The decoder's graph: RMSNorm, RoPE, grouped-query attention, gated MLP and the tiled
+//! lm_head, built from IR ops into the outputs of one program over a chunk of layers.
+//!
+//! Ports of a chunk program (S = tokens per run, T = keys attended, M = max context):
+//! inputs `x` [S, D] (embeddings or the previous chunk's hidden states), `cos`/`sin` [S, dh]
+//! (RoPE of each row's position), `mask` [G·S, T] (additive, 0 or −1e4; rows repeat per query
+//! head of a group); prefill with the head adds `last` [1, S] (one-hot of the row whose logits
+//! are wanted); decode adds `pos` [M, 1] (one-hot of the position written) and per layer the
+//! caches `k{l}`/`v{l}` [Hkv, M, dh]. Outputs: `x_out` [S, D] (chunks before the head) or
+//! `logits{i}` [1, tile] (the head, one port per vocabulary tile); prefill `k{l}_new`/`v{l}_new`
+//! [Hkv, S, dh]; decode `k{l}_next`/`v{l}_next` [Hkv, M, dh], aliased to the caches.
+
+use std::ops::Range;
+
+use crate::error::Result;
+use crate::graph::Tensor;
+use crate::ops::io::HostArray;
+use crate::{concat, constant, input_port, DType};
+
+use super::config::LlmConfig;
+use super::source::{Role, Source};
+
+/// What one program computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// `seq` prompt rows from position 0; keys are the rows themselves.
+    Prefill { seq: usize },
+    /// One token at a one-hot position; keys are the resident caches of `context` rows.
+    Decode { context: usize },
+}
+
+/// A contiguous run of layers, plus the final norm and lm_head when `head` is set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Chunk {
+    pub layers: Range<usize>,
+    pub head: bool,
+}
+
+/// The graph inputs shared by every layer of a chunk.
+struct Inputs {
+    cos: Tensor,
+    sin: Tensor,
+    mask: Tensor,
+    /// Decode: one-hot position [M, 1] and its complement.
+    pos: Option<(Tensor, Tensor)>,
+}
+
+/// A builder over one weight store.
+pub struct Builder<'a> {
+    pub cfg: &'a LlmConfig,
+    pub src: &'a Source,
+}
+
+impl Builder<'_> {
+    /// Weight `role` of `shape` as f32 (HF orientation).
+    fn weight(&self, role: Role, shape: &[usize]) -> Result<Vec<f32>> {
+        self.src.get(role, shape, self.cfg)
+    }
+
+    /// HF RMSNorm over the last axis, x / √(mean(x²) + eps) · w, exact for any x: the norm is
+    /// ‖[x, √(d·eps)]‖₂ (an fp16-safe reduction, no squares leave the kernel), times √d / ‖·‖.
+    fn rms_norm(&self, x: &Tensor, role: Role, scale: f32) -> Result<Tensor> {
+        let d = *x.shape().last().unwrap_or(&1);
+        let w: Vec<f32> = self
+            .weight(role, &[d])?
+            .iter()
+            .map(|v| v * (d as f32).sqrt() * scale)
+            .collect();
+        let mut col_shape = x.shape().to_vec();
+        *col_shape.last_mut().unwrap_or(&mut 0) = 1;
+        let fill = vec![(d as f64 * self.cfg.rms_eps).sqrt() as f32; col_shape.iter().product()];
+        let col = constant("rms_norm", HostArray::f32(&col_shape, &fill))?;
+        let norm = concat(&[x.clone(), col], -1)?.reduce_l2_norm(&[-1], true)?;
+        x.div(&norm)?
+            .mul(&constant("rms_norm", HostArray::f32(&[d], &w))?)
+    }
+
+    /// x [S, in] @ W.T for the [out, in] weight `role` (+ its bias when given), times `scale`.
+    fn linear(
+        &self,
+        x: &Tensor,
+        role: Role,
+        bias: Option<Role>,
+        out: usize,
+        scale: f32,
+    ) -> Result<Tensor> {
+        let inp = x.shape()[1];
+        let mut w = self.weight(role, &[out, inp])?;
+        let b = bias.map(|r| self.weight(r, &[out])).transpose()?;
+        let mut b = b;
+        if scale != 1.0 {
+            w.iter_mut()
+                .chain(b.iter_mut().flatten())
+                .for_each(|v| *v *= scale);
+        }
+        let bias_shape = [out];
+        x.linear(
+            HostArray::f32(&[out, inp], &w),
+            b.as_ref().map(|b| HostArray::f32(&bias_shape, b)),
+        )
+    }
+
+    /// [S, H·dh] → [H, S, dh].
+    fn heads(&self, t: Tensor, heads: usize) -> Result<Tensor> {
+        let s = t.shape()[0] as i64;
+        t.reshape(&[s, heads as i64, self.cfg.head_dim as i64])?
+            .transpose(&[1, 0, 2])
+    }
+
+    /// Rotate-half RoPE on t [H, S, dh]: t·cos + rotate_half(t)·sin, rotate_half as an exact
+    /// ±1 permutation matmul.
+    fn rope(&self, t: &Tensor, io: &Inputs) -> Result<Tensor> {
+        let dh = self.cfg.head_dim;
+        let half = dh / 2;
+        let mut r = vec![0f32; dh * dh];
+        for i in 0..half {
+            r[(i + half) * dh + i] = -1.0; // out[i] = -t[i + half]
+            r[i * dh + i + half] = 1.0; // out[i + half] = t[i]
+        }
+        let rotated = t.matmul(&constant("rope", HostArray::f32(&[dh, dh], &r))?)?;
+        t.mul(&io.cos)?.add(&rotated.mul(&io.sin)?)
+    }
+
+    /// One attention block on the normed rows a [S, D]; returns the output projection and
+    /// the keys/values as stored (prefill: the rows' own, decode: the updated caches).
+    fn attention(
+        &self,
+        a: &Tensor,
+        l: usize,
+        io: &Inputs,
+        cache: Option<(&Tensor, &Tensor)>,
+    ) -> Result<(Tensor, Tensor, Tensor)> {
+        let c = self.cfg;
+        let (h, kvh, dh, s) = (c.heads, c.kv_heads, c.head_dim, a.shape()[0]);
+        let bias = |r: Role| c.family.qkv_bias().then_some(r);
+        let qk_norm = c.family.qk_norm();
+        let q_scale = 1.0 / (dh as f32).sqrt();
+        let (lin_scale, norm_scale) = if qk_norm {
+            (1.0, q_scale)
+        } else {
+            (q_scale, 1.0)
+        };
+        let mut q = self.heads(
+            self.linear(a, Role::Q(l), bias(Role::QBias(l)), h * dh, lin_scale)?,
+            h,
+        )?;
+        let mut k = self.heads(
+            self.linear(a, Role::K(l), bias(Role::KBias(l)), kvh * dh, 1.0)?,
+            kvh,
+        )?;
+        let v = self.heads(
+            self.linear(a, Role::V(l), bias(Role::VBias(l)), kvh * dh, 1.0)?,
+            kvh,
+        )?;
+        if qk_norm {
+            q = self.rms_norm(&q, Role::QNorm(l), norm_scale)?;
+            k = self.rms_norm(&k, Role::KNorm(l), 1.0)?;
+        }
+        let q = self.rope(&q, io)?;
+        let k = self.rope(&k, io)?;
+        let (k, v) = match (cache, &io.pos) {
+            (Some((kc, vc)), Some((pos, keep))) => (
+                kc.mul(keep)?.add(&k.mul(pos)?)?,
+                vc.mul(keep)?.add(&v.mul(pos)?)?,
+            ),
+            _ => (k, v),
+        };
+        let g = c.group() as i64;
+        let ctx = q
+            .reshape(&[kvh as i64, g * s as i64, dh as i64])?
+            .matmul(&k.transpose(&[0, 2, 1])?)?
+            .add(&io.mask)?
+            .softmax(-1)?
+            .matmul(&v)?
+            .reshape(&[h as i64, s as i64, dh as i64])?
+            .transpose(&[1, 0, 2])?
+            .reshape(&[s as i64, (h * dh) as i64])?;
+        Ok((self.linear(&ctx, Role::O(l), None, c.width, 1.0)?, k, v))
+    }
+
+    /// The gated MLP: down(act(gate(x)) · up(x)), act = SiLU or tanh GELU.
+    fn mlp(&self, x: &Tensor, l: usize) -> Result<Tensor> {
+        let f = self.cfg.ffn;
+        let gate = self.linear(x, Role::Gate(l), None, f, 1.0)?;
+        let gate = if self.cfg.family.gelu_gate() {
+            crate::models::gpt2::gelu_new(&gate)?
+        } else {
+            gate.silu()?
+        };
+        let up = self.linear(x, Role::Up(l), None, f, 1.0)?;
+        self.linear(&gate.mul(&up)?, Role::Down(l), None, self.cfg.width, 1.0)
+    }
+
+    /// The outputs of the program for `chunk` in `mode`, lm_head tiles at most `tile` wide.
+    pub fn program(
+        &self,
+        chunk: &Chunk,
+        mode: Mode,
+        tile: usize,
+    ) -> Result<Vec<(Option<String>, Tensor)>> {
+        let c = self.cfg;
+        let (s, t) = match mode {
+            Mode::Prefill { seq } => (seq, seq),
+            Mode::Decode { context } => (1, context),
+        };
+        let fp16 = |shape: &[usize], name: &str| input_port(shape, DType::Fp16, Some(name));
+        let mut x = fp16(&[s, c.width], "x")?;
+        let pos = match mode {
+            Mode::Decode { context } => {
+                let p = fp16(&[context, 1], "pos")?;
+                let keep = p.rsub_scalar(1.0)?;
+                Some((p, keep))
+            }
+            Mode::Prefill { .. } => None,
+        };
+        let io = Inputs {
+            cos: fp16(&[s, c.head_dim], "cos")?,
+            sin: fp16(&[s, c.head_dim], "sin")?,
+            mask: fp16(&[c.group() * s, t], "mask")?,
+            pos,
+        };
+        let last = match mode {
+            Mode::Prefill { seq } if chunk.head => Some(fp16(&[1, seq], "last")?),
+            _ => None,
+        };
+        let mut kv_outputs = Vec::new();
+        for l in chunk.layers.clone() {
+            let caches = match mode {
+                Mode::Decode { context } => {
+                    let shape = [c.kv_heads, context, c.head_dim];
+                    Some((
+                        fp16(&shape, &format!("k{l}"))?,
+                        fp16(&shape, &format!("v{l}"))?,
+                    ))
+                }
+                Mode::Prefill { .. } => None,
+            };
+            let a = self.rms_norm(&x, Role::AttnNorm(l), 1.0)?;
+            let (o, k, v) = self.attention(&a, l, &io, caches.as_ref().map(|(k, v)| (k, v)))?;
+            x = x.add(&o)?;
+            let f = self.rms_norm(&x, Role::FfnNorm(l), 1.0)?;
+            x = x.add(&self.mlp(&f, l)?)?;
+            let suffix = if caches.is_some() { "next" } else { "new" };
+            kv_outputs.push((Some(format!("k{l}_{suffix}")), k));
+            kv_outputs.push((Some(format!("v{l}_{suffix}")), v));
+        }
+        let mut outputs = if chunk.head {
+            let x = match &last {
+                Some(last) => last.matmul(&x)?,
+                None => x,
+            };
+            self.lm_head(&x, tile)?
+        } else {
+            vec![(Some("x_out".into()), x)]
+        };
+        outputs.extend(kv_outputs);
+        Ok(outputs)
+    }
+
+    /// Final RMSNorm and the lm_head on x [1, D], as `logits{i}` tiles of at most `tile` rows.
+    fn lm_head(&self, x: &Tensor, tile: usize) -> Result<Vec<(Option<String>, Tensor)>> {
+        let (v, d) = (self.cfg.vocab, self.cfg.width);
+        let x = self.rms_norm(x, Role::FinalNorm, 1.0)?;
+        let w = self.weight(Role::LmHead, &[v, d])?;
+        (0..v.div_ceil(tile))
+            .map(|i| {
+                let rows = i * tile..((i + 1) * tile).min(v);
+                let n = rows.len();
+                let logits = x.linear(
+                    HostArray::f32(&[n, d], &w[rows.start * d..rows.end * d]),
+                    None,
+                )?;
+                Ok((Some(format!("logits{i}")), logits))
+            })
+            .collect()
+    }
+}
+
+/// fp16 bytes of the weights of layer `l` (for chunking by the per-program budget).
+pub fn layer_bytes(cfg: &LlmConfig) -> u64 {
+    let (d, dh) = (cfg.width as u64, cfg.head_dim as u64);
+    let attn = d * dh * (2 * cfg.heads as u64 + 2 * cfg.kv_heads as u64);
+    let mlp = 3 * d * cfg.ffn as u64;
+    2 * (attn + mlp)
+}
+
+/// Split the layers into chunks whose fp16 weights stay under `budget` bytes; the lm_head
+/// (vocab × width) rides with the last chunk when it fits, else gets a chunk of its own.
+pub fn chunks(cfg: &LlmConfig, budget: u64) -> Vec<Chunk> {
+    let per_layer = layer_bytes(cfg);
+    let head = 2 * cfg.vocab as u64 * cfg.width as u64;
+    let mut out: Vec<Chunk> = Vec::new();
+    let (mut start, mut used) = (0, 0u64);
+    for l in 0..cfg.layers {
+        if used > 0 && used + per_layer > budget {
+            out.push(Chunk {
+                layers: start..l,
+                head: false,
+            });
+            (start, used) = (l, 0);
+        }
+        used += per_layer;
+    }
+    if used + head <= budget {
+        out.push(Chunk {
+            layers: start..cfg.layers,
+            head: true,
+        });
+    } else {
+        out.push(Chunk {
+            layers: start..cfg.layers,
+            head: false,
+        });
+        out.push(Chunk {
+            layers: cfg.layers..cfg.layers,
+            head: true,
+        });
+    }
+    out
+}

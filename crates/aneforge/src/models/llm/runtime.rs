@@ -1,0 +1,593 @@
+//! The decoder runtime: chunk programs per prompt-length bucket for prefill, one resident-KV
+//! step program per chunk for decode, host embedding lookup, RoPE tables and masks, and the
+//! generation loop with sampling and stop conditions.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Instant;
+
+use half::f16;
+
+use crate::compile::{compile, CompileOptions, Compiled};
+use crate::error::{Error, Result};
+use crate::exec::PortData;
+use crate::graph::build::attention::CAUSAL_MASK;
+use crate::targets::{self, Limit};
+
+use super::blocks::{chunks, Builder, Chunk, Mode};
+use super::config::LlmConfig;
+use super::sample::{SampleOptions, Sampler};
+use super::source::{Role, Source};
+use super::tokenizer::{self, Message, TextInfo};
+
+/// Fp16 weight bytes one program may hold (the reference design's per-program budget).
+pub const PROGRAM_WEIGHT_BUDGET: u64 = 1_600_000_000;
+/// The smallest prefill bucket; buckets double up to max_context.
+const MIN_BUCKET: usize = 16;
+/// max_context when the caller gives none and the model allows more.
+pub const DEFAULT_MAX_CONTEXT: usize = 1024;
+
+/// A loaded decoder ready to generate.
+pub struct Llm {
+    pub config: LlmConfig,
+    /// Tokens the decode programs hold (prompt + generated).
+    pub max_context: usize,
+    /// Tokens in the KV cache since the last prefill.
+    pub position: usize,
+    src: Source,
+    opts: CompileOptions,
+    chunks: Vec<Chunk>,
+    tile: usize,
+    embed: Vec<f16>,
+    decode: Vec<Compiled>,
+    prefill: HashMap<usize, Vec<Compiled>>,
+    tokenizer: Option<tokenizers::Tokenizer>,
+    info: TextInfo,
+}
+
+/// Generation settings: length, sampling and stop conditions.
+#[derive(Clone, Debug)]
+pub struct GenerateOptions {
+    pub max_new_tokens: usize,
+    pub sample: SampleOptions,
+    /// Stop after the EOS token (it is not part of the text).
+    pub stop_at_eos: bool,
+    /// Stop when the text contains one of these (the text is cut before it).
+    pub stop: Vec<String>,
+}
+
+impl Default for GenerateOptions {
+    fn default() -> Self {
+        GenerateOptions {
+            max_new_tokens: 64,
+            sample: SampleOptions::default(),
+            stop_at_eos: true,
+            stop: Vec::new(),
+        }
+    }
+}
+
+/// An in-progress generation (see [`Llm::start`] / [`Llm::advance`]).
+pub struct Session {
+    sampler: Sampler,
+    logits: Vec<f32>,
+    max_new: usize,
+    eos: Option<u32>,
+    done: bool,
+    /// Tokens produced so far.
+    pub tokens: Vec<u32>,
+    /// Prompt length in tokens.
+    pub prompt_tokens: usize,
+    /// Seconds spent in prefill and in decode steps.
+    pub prefill_seconds: f64,
+    pub decode_seconds: f64,
+}
+
+/// The input port called `name`, if the program has one.
+fn port(c: &Compiled, name: &str) -> Option<usize> {
+    c.inputs().iter().position(|p| p.name == name)
+}
+
+/// The output port called `name`, if the program has one.
+fn out_port(c: &Compiled, name: &str) -> Option<usize> {
+    c.outputs().iter().position(|p| p.name == name)
+}
+
+impl Llm {
+    /// Load a GGUF file or a Hugging Face folder (config.json, safetensors, tokenizer.json) and
+    /// compile the decode programs for `max_context` tokens (default min(trained context,
+    /// 1024)); `opts` carries device, compress, target, ... Unknown architectures, bad files
+    /// and missing tensors are errors naming the file, key or tensor.
+    pub fn load(path: &Path, max_context: Option<usize>, opts: &CompileOptions) -> Result<Llm> {
+        let (config, src, tok) = if path.is_dir() {
+            let (cfg, tied) = LlmConfig::from_hf(&path.join("config.json"))?;
+            let src = Source::hf(path, cfg.family, tied)?;
+            let tok = if path.join("tokenizer.json").exists() {
+                Some(tokenizer::from_folder(path)?)
+            } else {
+                None
+            };
+            (cfg, src, tok)
+        } else {
+            let file = aneforge_gguf::GgufFile::open(path).map_err(super::config::gguf_error)?;
+            let cfg = LlmConfig::from_gguf(&file)?;
+            let has_tokenizer = file.metadata().get("tokenizer.ggml.model").is_some();
+            let tok = has_tokenizer
+                .then(|| tokenizer::from_gguf(&file))
+                .transpose()?;
+            (cfg.clone(), Source::gguf(file, cfg.family), tok)
+        };
+        let m = max_context.unwrap_or(config.max_positions.min(DEFAULT_MAX_CONTEXT));
+        if m == 0 || m > config.max_positions {
+            return Err(Error::value(
+                "load_llm",
+                format!("max_context {m} must be in 1..={}", config.max_positions),
+            ));
+        }
+        let family = targets::compile_target(opts.target.as_deref())?
+            .map_or(targets::Family::A13, |t| t.family);
+        let embed = src.get(Role::Embed, &[config.vocab, config.width], &config)?;
+        let scale = if config.family.scales_embeddings() {
+            (config.width as f32).sqrt()
+        } else {
+            1.0
+        };
+        let (tokenizer, info) = match tok {
+            Some((t, i)) => (Some(t), i),
+            None => (None, TextInfo::default()),
+        };
+        let mut llm = Llm {
+            chunks: chunks(&config, PROGRAM_WEIGHT_BUDGET),
+            tile: targets::limit(Limit::MaxTensorDim, family),
+            embed: embed.iter().map(|&v| f16::from_f32(v * scale)).collect(),
+            config,
+            max_context: m,
+            position: 0,
+            src,
+            opts: opts.clone(),
+            decode: Vec::new(),
+            prefill: HashMap::new(),
+            tokenizer,
+            info,
+        };
+        llm.decode = llm.compile_mode(Mode::Decode { context: m })?;
+        Ok(llm)
+    }
+
+    /// Compile one program per chunk for `mode` (decode caches aliased to their outputs).
+    fn compile_mode(&self, mode: Mode) -> Result<Vec<Compiled>> {
+        let b = Builder {
+            cfg: &self.config,
+            src: &self.src,
+        };
+        self.chunks
+            .iter()
+            .map(|chunk| {
+                let mut c = compile(&b.program(chunk, mode, self.tile)?, &self.opts)?;
+                if let Mode::Decode { .. } = mode {
+                    for l in chunk.layers.clone() {
+                        for kv in ["k", "v"] {
+                            c.loaded
+                                .alias(&format!("{kv}{l}_next"), &format!("{kv}{l}"))?;
+                        }
+                    }
+                }
+                Ok(c)
+            })
+            .collect()
+    }
+
+    /// The embedding rows of `ids`, zero-padded to `rows` rows ([rows, D], host lookup).
+    fn embed_rows(&self, ids: &[u32], rows: usize) -> Result<Vec<f32>> {
+        let d = self.config.width;
+        let mut x = vec![0f32; rows * d];
+        for (i, &id) in ids.iter().enumerate() {
+            let id = id as usize;
+            if id >= self.config.vocab {
+                return Err(Error::value(
+                    "llm",
+                    format!(
+                        "token id {id} is outside the vocabulary (size {})",
+                        self.config.vocab
+                    ),
+                ));
+            }
+            for (o, v) in x[i * d..(i + 1) * d]
+                .iter_mut()
+                .zip(&self.embed[id * d..(id + 1) * d])
+            {
+                *o = v.to_f32();
+            }
+        }
+        Ok(x)
+    }
+
+    /// RoPE tables cos, sin [rows, dh] for positions first.. (rotate-half layout).
+    fn rope_rows(&self, first: usize, rows: usize) -> (Vec<f32>, Vec<f32>) {
+        let dh = self.config.head_dim;
+        let half = dh / 2;
+        let mut cos = vec![0f32; rows * dh];
+        let mut sin = vec![0f32; rows * dh];
+        for r in 0..rows {
+            for i in 0..dh {
+                let freq = self
+                    .config
+                    .rope_base
+                    .powf(-2.0 * (i % half) as f64 / dh as f64);
+                let angle = (first + r) as f64 * freq;
+                cos[r * dh + i] = angle.cos() as f32;
+                sin[r * dh + i] = angle.sin() as f32;
+            }
+        }
+        (cos, sin)
+    }
+
+    /// Additive mask [G·rows, keys]: query row r at position first + r sees key t when
+    /// t ≤ first + r (and within the sliding window).
+    fn mask(&self, first: usize, rows: usize, keys: usize) -> Vec<f32> {
+        let window = self.config.sliding_window.unwrap_or(usize::MAX);
+        let row: Vec<Vec<f32>> = (0..rows)
+            .map(|r| {
+                let p = first + r;
+                (0..keys)
+                    .map(|t| {
+                        if t <= p && p - t < window {
+                            0.0
+                        } else {
+                            CAUSAL_MASK
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        (0..self.config.group())
+            .flat_map(|_| row.iter().flatten().copied())
+            .collect()
+    }
+
+    /// Run `programs` in order on x, feeding the named inputs each one has; returns the
+    /// logits [vocab] of the head chunk.
+    fn run_chunks(
+        programs: &mut [Compiled],
+        mut x: Vec<f32>,
+        feeds: &[(&str, &[f32])],
+    ) -> Result<Vec<f32>> {
+        let mut logits = Vec::new();
+        for c in programs.iter_mut() {
+            if let Some(i) = port(c, "x") {
+                c.loaded.set_input(i, PortData::F32(&x))?;
+            }
+            for (name, data) in feeds {
+                if let Some(i) = port(c, name) {
+                    c.loaded.set_input(i, PortData::F32(data))?;
+                }
+            }
+            c.loaded.execute()?;
+            if let Some(i) = out_port(c, "x_out") {
+                c.loaded.read_output(i, &mut x)?;
+            }
+            let mut t = 0;
+            while let Some(i) = out_port(c, &format!("logits{t}")) {
+                let mut tile = vec![0f32; c.outputs()[i].shape.iter().product()];
+                c.loaded.read_output(i, &mut tile)?;
+                logits.extend(tile);
+                t += 1;
+            }
+        }
+        Ok(logits)
+    }
+
+    /// The prefill bucket for a prompt of `n` tokens (a power of two ≥ 16, at most max_context).
+    fn bucket(&self, n: usize) -> usize {
+        n.max(MIN_BUCKET).next_power_of_two().min(self.max_context)
+    }
+
+    /// Run the prompt `ids` from position 0 through the prefill programs of its bucket, load the
+    /// keys/values into the decode caches and return the last position's logits [vocab].
+    pub fn prefill(&mut self, ids: &[u32]) -> Result<Vec<f32>> {
+        let n = ids.len();
+        if n == 0 || n > self.max_context {
+            return Err(Error::value(
+                "llm",
+                format!(
+                    "a prompt needs 1..={} tokens (max_context), got {n}",
+                    self.max_context
+                ),
+            ));
+        }
+        let s = self.bucket(n);
+        if !self.prefill.contains_key(&s) {
+            let programs = self.compile_mode(Mode::Prefill { seq: s })?;
+            self.prefill.insert(s, programs);
+        }
+        let x = self.embed_rows(ids, s)?;
+        let (cos, sin) = self.rope_rows(0, s);
+        let mask = self.mask(0, s, s);
+        let last: Vec<f32> = (0..s).map(|i| f32::from(u8::from(i == n - 1))).collect();
+        let feeds = [
+            ("cos", &cos[..]),
+            ("sin", &sin[..]),
+            ("mask", &mask[..]),
+            ("last", &last[..]),
+        ];
+        let programs = self
+            .prefill
+            .get_mut(&s)
+            .ok_or_else(|| Error::value("llm", "bucket"))?;
+        let logits = Self::run_chunks(programs, x, &feeds)?;
+        let (kvh, dh, m) = (self.config.kv_heads, self.config.head_dim, self.max_context);
+        let mut rows = vec![0f32; kvh * s * dh];
+        let mut cache = vec![0f32; kvh * m * dh];
+        for (pre, dec) in programs.iter().zip(self.decode.iter_mut()) {
+            for l in dec_layers(dec) {
+                for kv in ["k", "v"] {
+                    let o = out_port(pre, &format!("{kv}{l}_new")).ok_or_else(|| missing(kv, l))?;
+                    pre.loaded.read_output(o, &mut rows)?;
+                    cache.iter_mut().for_each(|v| *v = 0.0);
+                    for h in 0..kvh {
+                        let (src, dst) = (h * s * dh, h * m * dh);
+                        cache[dst..dst + n.min(m) * dh]
+                            .copy_from_slice(&rows[src..src + n.min(m) * dh]);
+                    }
+                    let i = port(dec, &format!("{kv}{l}")).ok_or_else(|| missing(kv, l))?;
+                    dec.loaded.set_input(i, PortData::F32(&cache))?;
+                }
+            }
+        }
+        self.position = n;
+        Ok(logits)
+    }
+
+    /// Feed one token at the next position through the decode programs; returns its logits.
+    pub fn step(&mut self, id: u32) -> Result<Vec<f32>> {
+        let (t, m) = (self.position, self.max_context);
+        if t >= m {
+            return Err(Error::value(
+                "llm",
+                format!(
+                    "the context is full ({m} tokens, max_context); load with a larger max_context"
+                ),
+            ));
+        }
+        let x = self.embed_rows(&[id], 1)?;
+        let (cos, sin) = self.rope_rows(t, 1);
+        let mask = self.mask(t, 1, m);
+        let pos: Vec<f32> = (0..m).map(|i| f32::from(u8::from(i == t))).collect();
+        let feeds = [
+            ("cos", &cos[..]),
+            ("sin", &sin[..]),
+            ("mask", &mask[..]),
+            ("pos", &pos[..]),
+        ];
+        let logits = Self::run_chunks(&mut self.decode, x, &feeds)?;
+        self.position += 1;
+        Ok(logits)
+    }
+
+    /// Next-token logits [vocab] after the prompt `ids` (prefill; the cache then holds `ids`).
+    pub fn logits(&mut self, ids: &[u32]) -> Result<Vec<f32>> {
+        self.prefill(ids)
+    }
+
+    /// Prefill `ids` and prepare to generate up to `opts.max_new_tokens`; the prompt plus the new
+    /// tokens must fit max_context (checked before anything runs); bad sampling parameters are
+    /// Value errors naming the field.
+    pub fn start(&mut self, ids: &[u32], opts: &GenerateOptions) -> Result<Session> {
+        opts.sample.validate()?;
+        if ids.len() + opts.max_new_tokens > self.max_context {
+            return Err(Error::value(
+                "generate",
+                format!(
+                    "prompt of {} tokens + max_new_tokens {} exceeds max_context {}",
+                    ids.len(),
+                    opts.max_new_tokens,
+                    self.max_context
+                ),
+            ));
+        }
+        let t0 = Instant::now();
+        let logits = self.prefill(ids)?;
+        Ok(Session {
+            sampler: Sampler::new(opts.sample.clone(), ids)?,
+            logits,
+            max_new: opts.max_new_tokens,
+            eos: if opts.stop_at_eos {
+                self.info.eos
+            } else {
+                None
+            },
+            done: false,
+            tokens: Vec::new(),
+            prompt_tokens: ids.len(),
+            prefill_seconds: t0.elapsed().as_secs_f64(),
+            decode_seconds: 0.0,
+        })
+    }
+
+    /// The next token of `session` (None when finished: max_new_tokens reached or EOS produced).
+    pub fn advance(&mut self, session: &mut Session) -> Result<Option<u32>> {
+        if session.done || session.tokens.len() >= session.max_new {
+            return Ok(None);
+        }
+        let next = session.sampler.next(&session.logits)?;
+        session.tokens.push(next);
+        if Some(next) == session.eos {
+            session.done = true;
+            return Ok(None);
+        }
+        if session.tokens.len() < session.max_new {
+            let t0 = Instant::now();
+            session.logits = self.step(next)?;
+            session.decode_seconds += t0.elapsed().as_secs_f64();
+        }
+        Ok(Some(next))
+    }
+
+    /// Generate from the prompt `ids`; returns the finished session (tokens, timings).
+    pub fn generate(&mut self, ids: &[u32], opts: &GenerateOptions) -> Result<Session> {
+        let mut s = self.start(ids, opts)?;
+        while self.advance(&mut s)?.is_some() {}
+        Ok(s)
+    }
+}
+
+/// The layers whose caches decode program `c` holds (from its `k{l}` input ports).
+fn dec_layers(c: &Compiled) -> Vec<usize> {
+    c.inputs()
+        .iter()
+        .filter_map(|p| p.name.strip_prefix('k')?.parse().ok())
+        .collect()
+}
+
+/// A Runtime error for a missing cache port (a program/chunk mismatch).
+fn missing(kv: &str, l: usize) -> Error {
+    Error::Runtime {
+        op: "llm".into(),
+        msg: format!("no port for the {kv} cache of layer {l}"),
+    }
+}
+
+/// The text side: tokenizer, chat template, text generation.
+impl Llm {
+    /// The tokenizer, or a Value error when the model came without one.
+    pub fn tokenizer(&self) -> Result<&tokenizers::Tokenizer> {
+        self.tokenizer
+            .as_ref()
+            .ok_or_else(|| Error::value("llm", "this model has no tokenizer; use token ids"))
+    }
+
+    /// Token ids of `text` (special-token spellings such as `<|im_start|>` become their ids).
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        let e = self
+            .tokenizer()?
+            .encode(text, false)
+            .map_err(|e| Error::value("tokenizer", format!("cannot encode {text:?}: {e}")))?;
+        Ok(e.get_ids().to_vec())
+    }
+
+    /// The text of `ids` (special tokens skipped).
+    pub fn decode(&self, ids: &[u32]) -> Result<String> {
+        self.tokenizer()?
+            .decode(ids, true)
+            .map_err(|e| Error::value("tokenizer", format!("cannot decode {ids:?}: {e}")))
+    }
+
+    /// The model's chat template rendered over `messages` (with the generation prompt when
+    /// `add_generation_prompt`); a Value error when the model has no template.
+    pub fn apply_chat_template(
+        &self,
+        messages: &[Message],
+        add_generation_prompt: bool,
+    ) -> Result<String> {
+        let template = self
+            .info
+            .chat_template
+            .as_deref()
+            .ok_or_else(|| Error::value("chat_template", "this model has no chat template"))?;
+        let name = |id: Option<u32>| {
+            id.and_then(|i| self.tokenizer.as_ref()?.id_to_token(i))
+                .unwrap_or_default()
+        };
+        tokenizer::render_chat(
+            template,
+            messages,
+            add_generation_prompt,
+            &name(self.info.bos),
+            &name(self.info.eos),
+        )
+    }
+
+    /// The end-of-sequence token id, when known.
+    pub fn eos(&self) -> Option<u32> {
+        self.info.eos
+    }
+}
+
+/// Incremental detokenisation: the new text each token adds (held back while the text ends in
+/// an incomplete UTF-8 sequence), and stop-string detection.
+pub struct TextStream {
+    ids: Vec<u32>,
+    emitted: usize,
+    stop: Vec<String>,
+    text: String,
+    /// Set once a stop string appeared (the text is cut before it).
+    pub stopped: bool,
+}
+
+impl TextStream {
+    /// A stream that stops at any of `stop`.
+    pub fn new(stop: &[String]) -> TextStream {
+        TextStream {
+            ids: Vec::new(),
+            emitted: 0,
+            stop: stop.iter().filter(|s| !s.is_empty()).cloned().collect(),
+            text: String::new(),
+            stopped: false,
+        }
+    }
+
+    /// Add token `id`; returns the text it completes (may be empty).
+    pub fn push(&mut self, llm: &Llm, id: u32) -> Result<String> {
+        self.ids.push(id);
+        let text = llm.decode(&self.ids)?;
+        if text.ends_with('\u{fffd}') {
+            return Ok(String::new());
+        }
+        self.text = text;
+        if let Some(cut) = self
+            .stop
+            .iter()
+            .filter_map(|s| self.text.find(s.as_str()))
+            .min()
+        {
+            self.text.truncate(cut);
+            self.stopped = true;
+        }
+        let start = self.emitted.min(self.text.len());
+        let piece = self.text.get(start..).unwrap_or_default().to_string();
+        self.emitted = self.text.len();
+        Ok(piece)
+    }
+
+    /// All text so far.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+}
+
+impl Llm {
+    /// Generate text from `prompt`, calling `on_piece` with each new piece of text as it is
+    /// produced; returns the session (tokens, timings) and the whole text.
+    pub fn generate_text(
+        &mut self,
+        prompt: &str,
+        opts: &GenerateOptions,
+        on_piece: &mut dyn FnMut(&str) -> Result<()>,
+    ) -> Result<(Session, String)> {
+        let ids = self.encode(prompt)?;
+        let mut session = self.start(&ids, opts)?;
+        let mut stream = TextStream::new(&opts.stop);
+        while let Some(id) = self.advance(&mut session)? {
+            let piece = stream.push(self, id)?;
+            if !piece.is_empty() {
+                on_piece(&piece)?;
+            }
+            if stream.stopped {
+                break;
+            }
+        }
+        Ok((session, stream.text().to_string()))
+    }
+
+    /// Render `messages` with the chat template (plus the generation prompt) and generate the
+    /// assistant's answer.
+    pub fn chat(
+        &mut self,
+        messages: &[Message],
+        opts: &GenerateOptions,
+        on_piece: &mut dyn FnMut(&str) -> Result<()>,
+    ) -> Result<(Session, String)> {
+        let prompt = self.apply_chat_template(messages, true)?;
+        self.generate_text(&prompt, opts, on_piece)
+    }
+}

@@ -1,0 +1,274 @@
+//! Where a decoder's weights come from: a GGUF file (dequantized from the memory map) or a
+//! Hugging Face folder (one safetensors file or shards with an index). Every tensor is handed
+//! out as f32 in the Hugging Face orientation ([out, in] for projections).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use aneforge_gguf::GgufFile;
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::models::{json_file, Weights};
+
+use super::config::{Family, LlmConfig};
+
+/// One weight of the decoder; `usize` fields are layer indices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Embed,
+    AttnNorm(usize),
+    Q(usize),
+    K(usize),
+    V(usize),
+    QBias(usize),
+    KBias(usize),
+    VBias(usize),
+    QNorm(usize),
+    KNorm(usize),
+    O(usize),
+    FfnNorm(usize),
+    Gate(usize),
+    Up(usize),
+    Down(usize),
+    FinalNorm,
+    LmHead,
+}
+
+impl Role {
+    /// The tensor name in GGUF (llama.cpp) spelling.
+    fn gguf_name(self) -> String {
+        let blk = |l: usize, s: &str| format!("blk.{l}.{s}");
+        match self {
+            Role::Embed => "token_embd.weight".into(),
+            Role::AttnNorm(l) => blk(l, "attn_norm.weight"),
+            Role::Q(l) => blk(l, "attn_q.weight"),
+            Role::K(l) => blk(l, "attn_k.weight"),
+            Role::V(l) => blk(l, "attn_v.weight"),
+            Role::QBias(l) => blk(l, "attn_q.bias"),
+            Role::KBias(l) => blk(l, "attn_k.bias"),
+            Role::VBias(l) => blk(l, "attn_v.bias"),
+            Role::QNorm(l) => blk(l, "attn_q_norm.weight"),
+            Role::KNorm(l) => blk(l, "attn_k_norm.weight"),
+            Role::O(l) => blk(l, "attn_output.weight"),
+            Role::FfnNorm(l) => blk(l, "ffn_norm.weight"),
+            Role::Gate(l) => blk(l, "ffn_gate.weight"),
+            Role::Up(l) => blk(l, "ffn_up.weight"),
+            Role::Down(l) => blk(l, "ffn_down.weight"),
+            Role::FinalNorm => "output_norm.weight".into(),
+            Role::LmHead => "output.weight".into(),
+        }
+    }
+
+    /// The tensor name in Hugging Face (transformers) spelling.
+    fn hf_name(self) -> String {
+        let layer = |l: usize, s: &str| format!("model.layers.{l}.{s}");
+        match self {
+            Role::Embed => "model.embed_tokens.weight".into(),
+            Role::AttnNorm(l) => layer(l, "input_layernorm.weight"),
+            Role::Q(l) => layer(l, "self_attn.q_proj.weight"),
+            Role::K(l) => layer(l, "self_attn.k_proj.weight"),
+            Role::V(l) => layer(l, "self_attn.v_proj.weight"),
+            Role::QBias(l) => layer(l, "self_attn.q_proj.bias"),
+            Role::KBias(l) => layer(l, "self_attn.k_proj.bias"),
+            Role::VBias(l) => layer(l, "self_attn.v_proj.bias"),
+            Role::QNorm(l) => layer(l, "self_attn.q_norm.weight"),
+            Role::KNorm(l) => layer(l, "self_attn.k_norm.weight"),
+            Role::O(l) => layer(l, "self_attn.o_proj.weight"),
+            Role::FfnNorm(l) => layer(l, "post_attention_layernorm.weight"),
+            Role::Gate(l) => layer(l, "mlp.gate_proj.weight"),
+            Role::Up(l) => layer(l, "mlp.up_proj.weight"),
+            Role::Down(l) => layer(l, "mlp.down_proj.weight"),
+            Role::FinalNorm => "model.norm.weight".into(),
+            Role::LmHead => "lm_head.weight".into(),
+        }
+    }
+
+    /// Whether the role is an RMSNorm weight (Gemma's HF checkpoints store w for (1 + w)).
+    fn is_norm(self) -> bool {
+        matches!(
+            self,
+            Role::AttnNorm(_)
+                | Role::FfnNorm(_)
+                | Role::QNorm(_)
+                | Role::KNorm(_)
+                | Role::FinalNorm
+        )
+    }
+}
+
+/// A Hugging Face folder's safetensors files and which file holds each tensor.
+struct HfWeights {
+    files: Vec<Weights>,
+    by_name: HashMap<String, usize>,
+}
+
+/// The weight store of a decoder.
+pub struct Source {
+    kind: Kind,
+    /// The file or folder, as errors name it.
+    pub path: PathBuf,
+    family: Family,
+    /// Whether the lm_head is the embedding matrix.
+    pub tied: bool,
+}
+
+enum Kind {
+    Gguf(Box<GgufFile>),
+    Hf(HfWeights),
+}
+
+impl Source {
+    /// A GGUF file's weights (the lm_head is tied when `output.weight` is absent).
+    pub fn gguf(file: GgufFile, family: Family) -> Source {
+        let tied = file.tensor(&Role::LmHead.gguf_name()).is_err();
+        Source {
+            path: PathBuf::from(file.path()),
+            kind: Kind::Gguf(Box::new(file)),
+            family,
+            tied,
+        }
+    }
+
+    /// A Hugging Face folder's weights: `model.safetensors`, or the shards listed in
+    /// `model.safetensors.index.json` (`weight_map`).
+    pub fn hf(dir: &Path, family: Family, tied: bool) -> Result<Source> {
+        let index = dir.join("model.safetensors.index.json");
+        let mut files = Vec::new();
+        let mut by_name = HashMap::new();
+        if index.exists() {
+            let v = json_file(&index)?;
+            let map = v
+                .get("weight_map")
+                .and_then(Value::as_object)
+                .ok_or_else(|| {
+                    Error::format(
+                        &index,
+                        None,
+                        "field 'weight_map' is missing or not an object",
+                    )
+                })?;
+            let mut shard_of: HashMap<&str, usize> = HashMap::new();
+            for (name, shard) in map {
+                let shard = shard.as_str().ok_or_else(|| {
+                    Error::format(
+                        &index,
+                        None,
+                        format!("weight_map['{name}'] is not a file name"),
+                    )
+                })?;
+                if shard.contains('/') || shard.contains('\\') || shard.starts_with('.') {
+                    return Err(Error::format(
+                        &index,
+                        None,
+                        format!("shard name '{shard}' must be a plain file name"),
+                    ));
+                }
+                let i = match shard_of.get(shard) {
+                    Some(&i) => i,
+                    None => {
+                        files.push(Weights::open(&dir.join(shard))?);
+                        shard_of.insert(shard, files.len() - 1);
+                        files.len() - 1
+                    }
+                };
+                by_name.insert(name.clone(), i);
+            }
+        } else {
+            let w = Weights::open(&dir.join("model.safetensors"))?;
+            by_name = w.shapes().into_keys().map(|n| (n, 0)).collect();
+            files.push(w);
+        }
+        Ok(Source {
+            path: dir.to_path_buf(),
+            kind: Kind::Hf(HfWeights { files, by_name }),
+            family,
+            tied,
+        })
+    }
+
+    /// The GGUF file, when the weights come from one (for its tokenizer and template).
+    pub fn gguf_file(&self) -> Option<&GgufFile> {
+        match &self.kind {
+            Kind::Gguf(f) => Some(f),
+            Kind::Hf(_) => None,
+        }
+    }
+
+    /// Tensor `role` as f32 in HF orientation, checked to be `shape`; Gemma norm weights come
+    /// back as (1 + w); llama GGUF Q/K rows are un-permuted from llama.cpp's interleaved RoPE
+    /// order back to the rotate-half order. Missing tensors or other shapes are Format errors
+    /// naming the file, the tensor and both shapes.
+    pub fn get(&self, role: Role, shape: &[usize], cfg: &LlmConfig) -> Result<Vec<f32>> {
+        let role = if role == Role::LmHead && self.tied {
+            Role::Embed
+        } else {
+            role
+        };
+        match &self.kind {
+            Kind::Gguf(file) => {
+                let name = role.gguf_name();
+                let err = super::config::gguf_error;
+                let t = file.tensor(&name).map_err(err)?;
+                let got = t.info().shape();
+                if got.len() != shape.len() || got.iter().zip(shape).any(|(&g, &s)| g != s as u64) {
+                    return Err(Error::format(
+                        &self.path,
+                        None,
+                        format!("tensor '{name}' has shape {got:?}, expected {shape:?}"),
+                    ));
+                }
+                let w = t.dequantize().map_err(err)?;
+                Ok(match role {
+                    Role::Q(_) if self.family == Family::Llama => {
+                        unpermute(&w, cfg.heads, shape[1])
+                    }
+                    Role::K(_) if self.family == Family::Llama => {
+                        unpermute(&w, cfg.kv_heads, shape[1])
+                    }
+                    _ => w,
+                })
+            }
+            Kind::Hf(hf) => {
+                let name = role.hf_name();
+                let i = *hf.by_name.get(&name).ok_or_else(|| {
+                    Error::format(
+                        &self.path,
+                        None,
+                        format!("tensor '{name}' {shape:?} is missing"),
+                    )
+                })?;
+                let mut w = hf.files[i].get(&name, shape)?;
+                if self.family == Family::Gemma && role.is_norm() {
+                    w.iter_mut().for_each(|v| *v += 1.0);
+                }
+                Ok(w)
+            }
+        }
+    }
+
+    /// Whether the store has tensor `role` (for optional weights).
+    pub fn has(&self, role: Role) -> bool {
+        match &self.kind {
+            Kind::Gguf(file) => file.tensor(&role.gguf_name()).is_ok(),
+            Kind::Hf(hf) => hf.by_name.contains_key(&role.hf_name()),
+        }
+    }
+}
+
+/// Undo llama.cpp's Q/K row permutation: GGUF row h·dh + 2i + j holds HF row h·dh + j·dh/2 + i.
+fn unpermute(w: &[f32], heads: usize, cols: usize) -> Vec<f32> {
+    let rows = w.len() / cols;
+    let dh = rows / heads;
+    let mut out = vec![0f32; w.len()];
+    for h in 0..heads {
+        for i in 0..dh / 2 {
+            for j in 0..2 {
+                let src = (h * dh + 2 * i + j) * cols;
+                let dst = (h * dh + j * dh / 2 + i) * cols;
+                out[dst..dst + cols].copy_from_slice(&w[src..src + cols]);
+            }
+        }
+    }
+    out
+}

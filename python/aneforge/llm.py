@@ -1,0 +1,116 @@
+"""Language models: ``load_llm`` loads a GGUF file or a Hugging Face folder (llama, mistral,
+qwen2, qwen3, gemma) into an ``LLM`` with ``generate`` (text or token ids, optionally
+streamed), ``chat``, ``logits`` and the tokenizer / chat-template helpers. Everything runs in
+the Rust core (``aneforge.models::llm``); this module only shapes the Python API."""
+
+import os
+
+from aneforge import _core
+
+
+class LLM:
+    """A decoder: prefill programs per prompt-length bucket, decode programs with the KV cache
+    resident, the lm_head inside the program; tokenizer, chat template and sampling on the host."""
+
+    def __init__(self, core):
+        self._core = core
+
+    @property
+    def vocab(self):
+        """Vocabulary size."""
+        return self._core.vocab
+
+    @property
+    def max_context(self):
+        """Maximum context (prompt + generated tokens)."""
+        return self._core.max_context
+
+    @property
+    def family(self):
+        """Decoder family: llama, mistral, qwen2, qwen3 or gemma."""
+        return self._core.family
+
+    @property
+    def eos_token_id(self):
+        """End-of-sequence token id (None if unknown)."""
+        return self._core.eos_token_id
+
+    def encode(self, text):
+        """Token ids of ``text``."""
+        return self._core.encode(text)
+
+    def decode(self, ids):
+        """Text of ``ids`` (special tokens skipped)."""
+        return self._core.decode(list(ids))
+
+    def logits(self, ids):
+        """Next-token logits [vocab] (float32) after the prompt ``ids`` (a str is encoded first)."""
+        if isinstance(ids, str):
+            ids = self.encode(ids)
+        return self._core.logits(list(ids))
+
+    def apply_chat_template(self, messages, add_generation_prompt=True):
+        """The model's Jinja chat template rendered over ``messages`` (dicts with role and content)."""
+        return self._core.apply_chat_template(list(messages), add_generation_prompt)
+
+    def generate(
+        self,
+        prompt_or_ids,
+        max_new_tokens=64,
+        temperature=0.0,
+        top_k=0,
+        top_p=1.0,
+        seed=0,
+        stream=False,
+        repetition_penalty=1.0,
+        stop=None,
+        stop_at_eos=True,
+    ):
+        """Continue a text prompt (returns the new text) or a list of token ids (returns the new
+        ids). Greedy when ``temperature`` is 0, else softmax sampling over ``top_k`` (0 = all)
+        and the ``top_p`` nucleus with ``repetition_penalty``, seeded by ``seed``. Stops after
+        ``max_new_tokens``, at EOS, or at a ``stop`` string. ``stream=True`` returns a generator
+        of text pieces (ids for an id prompt). Prompt + max_new_tokens must fit max_context."""
+        text = isinstance(prompt_or_ids, str)
+        ids = self.encode(prompt_or_ids) if text else [int(i) for i in prompt_or_ids]
+        self._core.start(
+            ids,
+            max_new_tokens,
+            temperature,
+            top_k,
+            top_p,
+            repetition_penalty,
+            seed,
+            list(stop or []),
+            stop_at_eos,
+        )
+        pieces = self._pieces(text)
+        if stream:
+            return pieces
+        items = list(pieces)
+        return "".join(items) if text else items
+
+    def _pieces(self, text):
+        while (step := self._core.advance(text)) is not None:
+            token, piece = step
+            if not text:
+                yield token
+            elif piece:
+                yield piece
+
+    def chat(self, messages, **kwargs):
+        """Answer ``messages`` (dicts with role and content) with the chat template; keywords
+        as in ``generate`` (returns the answer text, or a generator with ``stream=True``)."""
+        return self.generate(self.apply_chat_template(messages), **kwargs)
+
+    def stats(self):
+        """Last generation: dict with prompt_tokens, new_tokens, prefill_seconds, decode_seconds."""
+        keys = ("prompt_tokens", "new_tokens", "prefill_seconds", "decode_seconds")
+        return dict(zip(keys, self._core.stats()))
+
+
+def load_llm(path, max_context=None, **options):
+    """Load a GGUF file or Hugging Face folder (config.json, safetensors, tokenizer.json) as an
+    ``LLM`` with decode programs for ``max_context`` tokens (default min(trained, 1024));
+    compile options as keywords (``device``, ``compress``, ...)."""
+    return LLM(_core.load_llm(os.fspath(path), max_context, **options))
