@@ -73,6 +73,7 @@ from aneforge.models import (
     load_resnet50,
     load_vit,
 )
+from aneforge.onnx import load_onnx, onnx_to_graph
 from aneforge.train import (
     SGD,
     Adam,
@@ -134,6 +135,7 @@ __all__ = [
     "load_espcn",
     "load_gpt2",
     "load_mnist_5k",
+    "load_onnx",
     "load_resnet",
     "load_resnet18",
     "load_resnet34",
@@ -146,6 +148,7 @@ __all__ = [
     "mha",
     "minimum",
     "mse",
+    "onnx_to_graph",
     "parameter",
     "pixel_shuffle",
     "pixel_unshuffle",

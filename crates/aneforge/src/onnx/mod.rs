@@ -35,8 +35,8 @@ pub const FILE_DESCRIPTOR_SET: &[u8] =
 
 /// Oldest default-domain opset the importer reads.
 pub const MIN_OPSET: i64 = 7;
-/// Newest default-domain opset the importer reads (onnx 1.20's).
-pub const MAX_OPSET: i64 = 25;
+/// Newest default-domain opset the importer reads (onnx 1.23's).
+pub const MAX_OPSET: i64 = 28;
 
 /// One imported port: the ONNX value name, the port name in the program (an identifier
 /// derived from it) and the tensor.
@@ -247,6 +247,7 @@ impl<'g> Importer<'g> {
                     .enumerate()
                     .map(|(i, d)| match d.value {
                         Some(proto::tensor_shape_proto::dimension::Value::DimValue(x)) if x > 0 => Ok(x as usize),
+                        Some(proto::tensor_shape_proto::dimension::Value::DimValue(0)) => Err(unsupported(&what, "zero-size tensors")),
                         _ => Err(Error::shape(
                             &what,
                             format!("dim {i} is symbolic ({:?}); give it in input_shapes={{'{}': (...)}}", d.value, v.name()),
@@ -361,7 +362,17 @@ impl<'g> Importer<'g> {
             if let Some(&j) = folds.get(&i) {
                 let bn_proto = &self.graph.node[j];
                 let bn_node = Node::new(bn_proto, self.opset);
-                args.bn = Some(bn_affine(&self.args(&bn_node)?)?);
+                // Its data input is this node's output (not built yet): only the statistics are read.
+                let vals = bn_proto
+                    .input
+                    .iter()
+                    .map(|s| self.values.get(s).cloned())
+                    .collect();
+                args.bn = Some(bn_affine(&Args {
+                    node: &bn_node,
+                    vals,
+                    bn: None,
+                })?);
                 targets = vec![bn_proto.output[0].as_str()];
             }
             let outs = match fold::fold(&args)? {

@@ -80,7 +80,10 @@ fn activation(a: &Args) -> Result<Vec<Value>> {
     let y = match n.op() {
         "Elu" => x.unary_named("elu", &[n.float("alpha", 1.0)?])?,
         "LeakyRelu" => x.unary_named("leaky_relu", &[n.float("alpha", 0.01)?])?,
-        "ThresholdedRelu" => x.unary_named("thresholded_relu", &[n.float("alpha", 1.0)?])?,
+        // ONNX keeps x only where x > alpha (MIL's thresholded_relu keeps x >= alpha).
+        "ThresholdedRelu" => x.mul(&to_fp16(
+            &x.compare_scalar(Compare::Greater, n.float("alpha", 1.0)?)?,
+        )?)?,
         "HardSigmoid" => x.unary_named(
             "sigmoid_hard",
             &[n.float("alpha", 0.2)?, n.float("beta", 0.5)?],

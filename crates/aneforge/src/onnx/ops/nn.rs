@@ -26,6 +26,8 @@ pub fn lookup(op: &str) -> Option<OpFn> {
         "BatchNormalization" => batch_normalization,
         "InstanceNormalization" => instance_normalization,
         "LayerNormalization" => layer_normalization,
+        "RMSNormalization" => rms_normalization,
+        "Trilu" => trilu,
         "GroupNormalization" => group_normalization,
         "LRN" => lrn,
         "Softmax" | "LogSoftmax" => softmax,
@@ -453,11 +455,6 @@ fn instance_normalization(a: &Args) -> Result<Vec<Value>> {
 
 fn layer_normalization(a: &Args) -> Result<Vec<Value>> {
     let n = a.node;
-    if n.proto.output.iter().skip(1).any(|o| !o.is_empty()) {
-        return Err(
-            n.unsupported("the Mean / InvStdDev outputs of LayerNormalization (training only)")
-        );
-    }
     let x = a.ftensor(0)?;
     let eps = n.float("epsilon", 1e-5)?;
     let axis = crate::shape::axis(&n.what, n.int("axis", -1)?, x.rank())?;
@@ -471,7 +468,60 @@ fn layer_normalization(a: &Args) -> Result<Vec<Value>> {
     };
     let y = flat.layer_norm(Some(&g), b.as_ref(), eps)?;
     let y = y.reshape(&x.shape().iter().map(|&d| d as i64).collect::<Vec<_>>())?;
-    Ok(vec![Value::float(y)])
+    // The optional Mean and InvStdDev outputs, over the normalised axes (kept as extent 1).
+    let axes: Vec<i64> = (axis as i64..x.rank() as i64).collect();
+    let mean = x.mean(&axes, true)?;
+    let var = x.sub(&mean)?.square()?.mean(&axes, true)?;
+    let inv_std = var.unary_named("rsqrt", &[eps])?;
+    Ok(vec![
+        Value::float(y),
+        Value::float(mean),
+        Value::float(inv_std),
+    ])
+}
+
+fn rms_normalization(a: &Args) -> Result<Vec<Value>> {
+    let n = a.node;
+    let x = a.ftensor(0)?;
+    let axis = crate::shape::axis(&n.what, n.int("axis", -1)?, x.rank())?;
+    let axes: Vec<i64> = (axis as i64..x.rank() as i64).collect();
+    let inv = x
+        .square()?
+        .mean(&axes, true)?
+        .unary_named("rsqrt", &[n.float("epsilon", 1e-5)?])?;
+    Ok(vec![Value::float(x.mul(&inv)?.mul(&a.ftensor(1)?)?)])
+}
+
+fn trilu(a: &Args) -> Result<Vec<Value>> {
+    let n = a.node;
+    let x = a.ftensor(0)?;
+    let k = a
+        .ints(1, "k")?
+        .and_then(|v| v.first().copied())
+        .unwrap_or(0);
+    let upper = n.int("upper", 1)? != 0;
+    let r = x.rank();
+    if r < 2 {
+        return Err(n.bad(format!("input must have rank >= 2, got {:?}", x.shape())));
+    }
+    let (rows, cols) = (x.shape()[r - 2], x.shape()[r - 1]);
+    let mask: Vec<f64> = (0..rows * cols)
+        .map(|p| {
+            let (i, j) = ((p / cols) as i64, (p % cols) as i64);
+            f64::from(u8::from(if upper { j - i >= k } else { j - i <= k }))
+        })
+        .collect();
+    let m = constant(
+        &n.what,
+        HostArray {
+            shape: &[rows, cols],
+            data: HostData::F64(&mask),
+        },
+    )?;
+    Ok(vec![Value::Graph {
+        t: x.mul(&m)?,
+        elem: a.req(0)?.elem(),
+    }])
 }
 
 fn group_normalization(a: &Args) -> Result<Vec<Value>> {

@@ -13,6 +13,11 @@ use crate::shape::strides;
 /// Elements at `idx` along `axis` (NumPy `take` with in-range indices).
 pub fn take(v: &Value, axis: usize, idx: &[usize]) -> Result<Value> {
     let dims = v.dims();
+    if idx.is_empty() {
+        return Err(Error::NotImplemented(format!(
+            "take of no elements along axis {axis} of {dims:?}: unsupported: zero-size tensors"
+        )));
+    }
     if idx.len() == dims[axis] && idx.iter().enumerate().all(|(i, &j)| i == j) {
         return Ok(v.clone());
     }
