@@ -15,9 +15,8 @@ import os
 import re
 import warnings
 
-import numpy as np
-
 import aneforge as af
+import numpy as np
 from aneforge import _core
 
 FP16_MAX = 65504.0
@@ -108,7 +107,9 @@ def run_model(name: str, op: str, model_bytes: bytes, data_sets) -> Result:
         return Result(name, op, "fail", f"{type(e).__name__}: {_short(e)}")
     for inputs, outputs in data_sets:
         ports = {p[0] for p in model.inputs}
-        feeds = {port: np.asarray(_to_numpy(x), dtype=np.float32) for (_, port, _), x in zip(ins, inputs) if port in ports}
+        feeds = {
+            port: np.asarray(_to_numpy(x), dtype=np.float32) for (_, port, _), x in zip(ins, inputs) if port in ports
+        }
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -222,7 +223,9 @@ def coverage_markdown(nodes: list[Result], models: list[Result]) -> str:
         rs = by_op[op]
         c = collections.Counter(r.status for r in rs)
         reasons = sorted({r.reason for r in rs if r.status != "pass"})
-        shown = "; ".join(x.replace("|", "/") for x in reasons[:3]) + (f" (+{len(reasons) - 3} more)" if len(reasons) > 3 else "")
+        shown = "; ".join(x.replace("|", "/") for x in reasons[:3]) + (
+            f" (+{len(reasons) - 3} more)" if len(reasons) > 3 else ""
+        )
         lines.append(f"| {op} | {len(rs)} | {c['pass']} | {c['unsupported']} | {c['fail']} | {shown} |")
     lines += ["", "## Model tests", "", "| model | status | reason |", "|---|---|---|"]
     for r in models:

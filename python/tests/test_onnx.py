@@ -5,11 +5,10 @@ import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
-from google.protobuf import descriptor_pb2  # noqa: E402
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-
 import aneforge as af  # noqa: E402
 from aneforge import _core  # noqa: E402
+from google.protobuf import descriptor_pb2  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 
 def _ours():
@@ -68,7 +67,10 @@ def test_conv_bn_relu_matches_numpy():
     b = rng.standard_normal(4).astype(np.float32)
     gamma, beta = rng.uniform(0.5, 1.5, 4).astype(np.float32), rng.standard_normal(4).astype(np.float32)
     mean, var = rng.standard_normal(4).astype(np.float32), rng.uniform(0.5, 2, 4).astype(np.float32)
-    inits = [numpy_helper.from_array(a, n) for a, n in [(w, "w"), (b, "b"), (gamma, "g"), (beta, "be"), (mean, "m"), (var, "v")]]
+    inits = [
+        numpy_helper.from_array(a, n)
+        for a, n in [(w, "w"), (b, "b"), (gamma, "g"), (beta, "be"), (mean, "m"), (var, "v")]
+    ]
     nodes = [
         helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
         helper.make_node("BatchNormalization", ["c", "g", "be", "m", "v"], ["n"], epsilon=1e-5),
@@ -137,7 +139,9 @@ def test_initializer_storage_forms(form, tmp_path):
     x = np.array([[1.0, 2.0]], np.float32)
     if form == "external":
         path = tmp_path / "m.onnx"
-        onnx.save_model(m, str(path), save_as_external_data=True, all_tensors_to_one_file=True, location="w.bin", size_threshold=0)
+        onnx.save_model(
+            m, str(path), save_as_external_data=True, all_tensors_to_one_file=True, location="w.bin", size_threshold=0
+        )
         assert (tmp_path / "w.bin").exists()
         model = af.load_onnx(str(path), device="reference")
     else:
@@ -154,10 +158,18 @@ def test_bad_input_gives_clear_errors(tmp_path):
     with pytest.raises(TypeError, match="path or bytes"):
         af.onnx_to_graph(3.5)
     # A cycle, a duplicate name, a length mismatch, a negative dim, an escaping external path.
-    cyc = _model([helper.make_node("Relu", ["b"], ["a"]), helper.make_node("Relu", ["a"], ["b"])], [_vi("x", [1])], [_vi("a", [1])])
+    cyc = _model(
+        [helper.make_node("Relu", ["b"], ["a"]), helper.make_node("Relu", ["a"], ["b"])],
+        [_vi("x", [1])],
+        [_vi("a", [1])],
+    )
     with pytest.raises(ValueError, match="cycle"):
         af.onnx_to_graph(cyc)
-    dup = _model([helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [1])], [_vi("y", [1])])
+    dup = _model(
+        [helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Relu", ["x"], ["y"])],
+        [_vi("x", [1])],
+        [_vi("y", [1])],
+    )
     with pytest.raises(ValueError, match="'y'.*defined twice"):
         af.onnx_to_graph(dup)
     short = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[4], raw_data=b"\x00" * 12)

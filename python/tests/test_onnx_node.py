@@ -20,7 +20,9 @@ MIN_NODE_PASS = 400
 @pytest.fixture(scope="module")
 def results():
     nodes = node_results()
-    models = light_results() + [r for k in ("simple", "pytorch-converted", "pytorch-operator") for r in model_dir_results(k)]
+    models = light_results() + [
+        r for k in ("simple", "pytorch-converted", "pytorch-operator") for r in model_dir_results(k)
+    ]
     return nodes, models
 
 

@@ -17,7 +17,7 @@ pub fn lookup(op: &str) -> Option<OpFn> {
             unary
         }
         "Elu" | "LeakyRelu" | "ThresholdedRelu" | "HardSigmoid" | "Selu" | "Celu" | "Gelu"
-        | "Asinh" | "Acosh" | "Swish" => activation,
+        | "Asinh" | "Acosh" | "Swish" | "Shrink" => activation,
         "Add" | "Sub" | "Mul" | "Div" | "Pow" => binary,
         "Max" | "Min" | "Sum" | "Mean" => variadic,
         "Equal" | "Less" | "Greater" | "LessOrEqual" | "GreaterOrEqual" => comparison,
@@ -110,6 +110,13 @@ fn activation(a: &Args) -> Result<Vec<Value>> {
             }
             other => return Err(n.bad(format!("approximate = '{other}' is not 'none' or 'tanh'"))),
         },
+        "Shrink" => {
+            // x + bias below −lambd, x − bias above lambd, else 0.
+            let (bias, lambd) = (n.float("bias", 0.0)?, n.float("lambd", 0.5)?);
+            let lo = to_fp16(&x.compare_scalar(Compare::Less, -lambd)?)?.mul(&x.add_scalar(bias)?)?;
+            let hi = to_fp16(&x.compare_scalar(Compare::Greater, lambd)?)?.mul(&x.sub_scalar(bias)?)?;
+            lo.add(&hi)?
+        }
         "Swish" => x.mul(&x.mul_scalar(n.float("alpha", 1.0)?)?.sigmoid()?)?,
         "Asinh" => x
             .add(&x.square()?.add_scalar(1.0)?.sqrt()?)?

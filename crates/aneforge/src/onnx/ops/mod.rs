@@ -115,6 +115,11 @@ impl Args<'_, '_> {
         Ok(self.host(i, what)?.map(|h| h.to_i64()))
     }
 
+    /// Every present input from index `i` on is a host constant.
+    pub fn all_host_from(&self, i: usize) -> bool {
+        self.vals.iter().skip(i).flatten().all(|v| matches!(v, Value::Host(_)))
+    }
+
     /// Every present input is a host constant.
     pub fn all_host(&self) -> bool {
         self.vals

@@ -423,6 +423,17 @@ fn batch_normalization(a: &Args) -> Result<Vec<Value>> {
         return Err(n.unsupported("training-mode BatchNormalization (running statistics outputs)"));
     }
     let x = a.ftensor(0)?;
+    if !a.all_host_from(1) {
+        // Runtime statistics: (x − mean)/√(var + eps)·scale + B with [C, 1, ...] operands.
+        let per_c = |i: usize| -> Result<Tensor> {
+            let mut d = vec![-1i64];
+            d.extend(std::iter::repeat_n(1, x.rank().saturating_sub(2)));
+            a.ftensor(i)?.reshape(&d)
+        };
+        let inv = per_c(4)?.unary_named("rsqrt", &[n.float("epsilon", 1e-5)?])?;
+        let y = x.sub(&per_c(3)?)?.mul(&inv)?.mul(&per_c(1)?)?.add(&per_c(2)?)?;
+        return Ok(vec![Value::float(y)]);
+    }
     let (scale, shift) = bn_affine(a)?;
     // Per-channel constants shaped [C, 1, ...] to broadcast over axis 1.
     let mut shape = vec![1usize; x.rank().saturating_sub(1).max(1)];
@@ -442,6 +453,15 @@ fn batch_normalization(a: &Args) -> Result<Vec<Value>> {
 fn instance_normalization(a: &Args) -> Result<Vec<Value>> {
     let n = a.node;
     let eps = n.float("epsilon", 1e-5)?;
+    if !a.all_host_from(1) {
+        // Runtime scale/B: normalise, then the affine as graph arithmetic on [C, 1, ...].
+        let x = a.ftensor(0)?;
+        let mut d = vec![-1i64];
+        d.extend(std::iter::repeat_n(1, x.rank().saturating_sub(2)));
+        let y = instance_norm(&x, None, None, eps)?;
+        let y = y.mul(&a.ftensor(1)?.reshape(&d)?)?.add(&a.ftensor(2)?.reshape(&d)?)?;
+        return Ok(vec![Value::float(y)]);
+    }
     let g = a.host(1, "scale")?;
     let b = a.host(2, "B")?;
     let y = instance_norm(
