@@ -34,7 +34,7 @@ pub const FILE_DESCRIPTOR_SET: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/onnx_subset.fds.pb"));
 
 /// Oldest default-domain opset the importer reads.
-pub const MIN_OPSET: i64 = 7;
+pub const MIN_OPSET: i64 = 6;
 /// Newest default-domain opset the importer reads (onnx 1.23's).
 pub const MAX_OPSET: i64 = 28;
 

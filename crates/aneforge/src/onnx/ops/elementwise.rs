@@ -113,8 +113,10 @@ fn activation(a: &Args) -> Result<Vec<Value>> {
         "Shrink" => {
             // x + bias below −lambd, x − bias above lambd, else 0.
             let (bias, lambd) = (n.float("bias", 0.0)?, n.float("lambd", 0.5)?);
-            let lo = to_fp16(&x.compare_scalar(Compare::Less, -lambd)?)?.mul(&x.add_scalar(bias)?)?;
-            let hi = to_fp16(&x.compare_scalar(Compare::Greater, lambd)?)?.mul(&x.sub_scalar(bias)?)?;
+            let lo =
+                to_fp16(&x.compare_scalar(Compare::Less, -lambd)?)?.mul(&x.add_scalar(bias)?)?;
+            let hi =
+                to_fp16(&x.compare_scalar(Compare::Greater, lambd)?)?.mul(&x.sub_scalar(bias)?)?;
             lo.add(&hi)?
         }
         "Swish" => x.mul(&x.mul_scalar(n.float("alpha", 1.0)?)?.sigmoid()?)?,
@@ -142,7 +144,20 @@ fn apply_binary(op: &str, x: &Tensor, y: &Tensor) -> Result<Tensor> {
 }
 
 fn binary(a: &Args) -> Result<Vec<Value>> {
-    let y = apply_binary(a.node.op(), &a.ftensor(0)?, &a.ftensor(1)?)?;
+    let n = a.node;
+    let mut b = a.ftensor(1)?;
+    if n.opset < 7 && n.int("broadcast", 0)? != 0 {
+        // Opset < 7 broadcasting: B's dims line up with A's starting at `axis` (default: the end).
+        let ra = a.req(0)?.dims().len();
+        let axis = n.int("axis", (ra - b.rank()) as i64)?;
+        let axis = if axis < 0 { axis + ra as i64 } else { axis } as usize;
+        let mut d: Vec<i64> = b.shape().iter().map(|&x| x as i64).collect();
+        d.extend(std::iter::repeat_n(1, ra.saturating_sub(axis + b.rank())));
+        if d.len() != b.rank() {
+            b = b.reshape(&d)?;
+        }
+    }
+    let y = apply_binary(n.op(), &a.ftensor(0)?, &b)?;
     same(a, y)
 }
 

@@ -491,9 +491,15 @@ fn depth_space(a: &Args) -> Result<Vec<Value>> {
                 "H, W = {h}, {w} are not divisible by blocksize {b}"
             )));
         }
+        // DCR (default) puts the block offsets first in the channels, CRD puts them last.
+        let perm = if n.string("mode", "DCR")? == "CRD" {
+            vec![0, 1, 3, 5, 2, 4]
+        } else {
+            vec![0, 3, 5, 1, 2, 4]
+        };
         (
             vec![bn, c, h / b, b, w / b, b],
-            vec![0, 3, 5, 1, 2, 4],
+            perm,
             vec![bn, c * b * b, h / b, w / b],
         )
     };
@@ -502,6 +508,7 @@ fn depth_space(a: &Args) -> Result<Vec<Value>> {
         let y = match (n.op(), n.string("mode", "DCR")?.as_str()) {
             ("DepthToSpace", "CRD") => t.pixel_shuffle(b)?,
             ("DepthToSpace", _) => t.depth_to_space(b)?,
+            (_, "CRD") => t.pixel_unshuffle(b)?,
             _ => t.space_to_depth(b)?,
         };
         return Ok(vec![Value::Graph {
@@ -516,14 +523,19 @@ fn depth_space(a: &Args) -> Result<Vec<Value>> {
 fn identity(a: &Args) -> Result<Vec<Value>> {
     let n = a.node;
     if n.op() == "Dropout" {
-        if n.proto.output.get(1).is_some_and(|o| !o.is_empty()) {
-            return Err(n.unsupported("the mask output of Dropout (training only)"));
-        }
         if a.host(2, "training_mode")?
             .is_some_and(|t| t.data.first().is_some_and(|&v| v != 0.0))
         {
             return Err(n.unsupported("Dropout with training_mode = true (training only)"));
         }
     }
-    Ok(vec![a.req(0)?.clone()])
+    // Inference: the output is the input and the optional mask is all true.
+    let x = a.req(0)?.clone();
+    let dims = x.dims();
+    let mask = crate::onnx::tensor::HostTensor {
+        elem: crate::onnx::tensor::Elem::Bool,
+        data: vec![1.0; dims.iter().product()],
+        dims,
+    };
+    Ok(vec![x, Value::host(mask)])
 }

@@ -117,7 +117,11 @@ impl Args<'_, '_> {
 
     /// Every present input from index `i` on is a host constant.
     pub fn all_host_from(&self, i: usize) -> bool {
-        self.vals.iter().skip(i).flatten().all(|v| matches!(v, Value::Host(_)))
+        self.vals
+            .iter()
+            .skip(i)
+            .flatten()
+            .all(|v| matches!(v, Value::Host(_)))
     }
 
     /// Every present input is a host constant.
@@ -134,6 +138,9 @@ pub fn to_graph(node: &Node, v: &Value) -> Result<Tensor> {
     match v {
         Value::Graph { t, .. } => Ok(t.clone()),
         Value::Host(h) => {
+            if let Some(x) = h.data.iter().find(|x| !x.is_finite() || x.abs() > 65504.0) {
+                return Err(node.unsupported(&format!("constant value {x} is outside fp16")));
+            }
             if !h.elem.is_float() {
                 if let Some(x) = h.data.iter().find(|&&x| x.abs() > 2048.0) {
                     return Err(node.unsupported(&format!(

@@ -199,6 +199,12 @@ fn conv(a: &Args) -> Result<Vec<Value>> {
             conv2d(&x4, host_array(&w), b.as_ref().map(host_array), opts)?
         }
         _ => {
+            if x4.shape()[0] != 1 {
+                return Err(n.unsupported(&format!(
+                    "a runtime conv weight with batch {} (dynamic_conv takes batch 1)",
+                    x4.shape()[0]
+                )));
+            }
             let y = dynamic_conv(&x4, &as_4d(n, &a.ftensor(1)?)?, opts)?;
             match a.get(2) {
                 Some(_) => y.add(&a.ftensor(2)?.reshape(&[-1, 1, 1])?)?,
@@ -431,7 +437,11 @@ fn batch_normalization(a: &Args) -> Result<Vec<Value>> {
             a.ftensor(i)?.reshape(&d)
         };
         let inv = per_c(4)?.unary_named("rsqrt", &[n.float("epsilon", 1e-5)?])?;
-        let y = x.sub(&per_c(3)?)?.mul(&inv)?.mul(&per_c(1)?)?.add(&per_c(2)?)?;
+        let y = x
+            .sub(&per_c(3)?)?
+            .mul(&inv)?
+            .mul(&per_c(1)?)?
+            .add(&per_c(2)?)?;
         return Ok(vec![Value::float(y)]);
     }
     let (scale, shift) = bn_affine(a)?;
@@ -459,7 +469,9 @@ fn instance_normalization(a: &Args) -> Result<Vec<Value>> {
         let mut d = vec![-1i64];
         d.extend(std::iter::repeat_n(1, x.rank().saturating_sub(2)));
         let y = instance_norm(&x, None, None, eps)?;
-        let y = y.mul(&a.ftensor(1)?.reshape(&d)?)?.add(&a.ftensor(2)?.reshape(&d)?)?;
+        let y = y
+            .mul(&a.ftensor(1)?.reshape(&d)?)?
+            .add(&a.ftensor(2)?.reshape(&d)?)?;
         return Ok(vec![Value::float(y)]);
     }
     let g = a.host(1, "scale")?;
@@ -618,6 +630,12 @@ fn einsum_op(a: &Args) -> Result<Vec<Value>> {
             "Einsum with {} operands (two are supported)",
             a.vals.len()
         )));
+    }
+    let letters = eq.replace(',', "");
+    let implicit_scalar =
+        !eq.contains("->") && letters.chars().all(|c| letters.matches(c).count() > 1);
+    if eq.ends_with("->") || implicit_scalar {
+        return Err(n.unsupported("an Einsum with a rank-0 result (rank-0 runtime tensors)"));
     }
     Ok(vec![Value::float(einsum(
         &eq,
