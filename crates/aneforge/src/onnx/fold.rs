@@ -191,6 +191,9 @@ fn broadcast_map(
     Ok((dims, data))
 }
 
+/// A per-element function of the broadcast input values.
+type Kernel = Box<dyn Fn(&[f64]) -> f64>;
+
 fn elementwise(a: &Args) -> Result<HostTensor> {
     let n = a.node;
     let hs: Vec<std::rc::Rc<HostTensor>> = a
@@ -207,7 +210,7 @@ fn elementwise(a: &Args) -> Result<HostTensor> {
     let int = !first.elem.is_float();
     let fmod = n.int("fmod", 0)? != 0;
     let op = n.op();
-    let (elem, f): (Elem, Box<dyn Fn(&[f64]) -> f64>) = match op {
+    let (elem, f): (Elem, Kernel) = match op {
         "Add" | "Sum" => (first.elem, Box::new(|v| v.iter().sum())),
         "Sub" => (first.elem, Box::new(|v| v[0] - v[1])),
         "Mul" => (first.elem, Box::new(|v| v[0] * v[1])),

@@ -367,3 +367,66 @@ fn read_external(
     f.read_exact(&mut buf).map_err(io)?;
     Ok(buf)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::onnx::proto::TensorProto;
+
+    /// Casts follow ONNX/C semantics: truncation toward zero, two's-complement wrap.
+    #[test]
+    fn casts_truncate_and_wrap_like_onnx() {
+        assert_eq!(Elem::I8.convert(130.0), -126.0);
+        assert_eq!(Elem::U8.convert(-1.0), 255.0);
+        assert_eq!(Elem::I32.convert(-2.7), -2.0);
+        assert_eq!(Elem::Bool.convert(0.5), 1.0);
+        assert_eq!(Elem::F16.convert(1.0 + 1.0 / 4096.0), 1.0);
+    }
+
+    /// Every storage form decodes to the same values; length mismatches name the tensor.
+    #[test]
+    fn initializers_decode_from_raw_and_typed_fields() {
+        let raw: Vec<u8> = [1.5f32, -2.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let t = TensorProto {
+            name: Some("w".into()),
+            dims: vec![2],
+            data_type: Some(1),
+            raw_data: Some(raw),
+            ..Default::default()
+        };
+        assert_eq!(decode(&t, None).unwrap().data, vec![1.5, -2.0]);
+        let t = TensorProto {
+            name: Some("h".into()),
+            dims: vec![2],
+            data_type: Some(10),
+            int32_data: vec![0x3c00, 0xc000],
+            ..Default::default()
+        };
+        assert_eq!(decode(&t, None).unwrap().data, vec![1.0, -2.0]);
+        let t = TensorProto {
+            name: Some("i".into()),
+            dims: vec![3],
+            data_type: Some(7),
+            int64_data: vec![1, -2],
+            ..Default::default()
+        };
+        let msg = decode(&t, None).unwrap_err().to_string();
+        assert!(
+            msg.contains("tensor 'i'") && msg.contains("2 stored values") && msg.contains("need 3"),
+            "{msg}"
+        );
+        let t = TensorProto {
+            name: Some("n".into()),
+            dims: vec![-1],
+            data_type: Some(1),
+            ..Default::default()
+        };
+        assert!(decode(&t, None)
+            .unwrap_err()
+            .to_string()
+            .contains("negative dim -1"));
+    }
+}

@@ -522,12 +522,11 @@ fn depth_space(a: &Args) -> Result<Vec<Value>> {
 
 fn identity(a: &Args) -> Result<Vec<Value>> {
     let n = a.node;
-    if n.op() == "Dropout" {
-        if a.host(2, "training_mode")?
-            .is_some_and(|t| t.data.first().is_some_and(|&v| v != 0.0))
-        {
-            return Err(n.unsupported("Dropout with training_mode = true (training only)"));
-        }
+    let training = a
+        .host(2, "training_mode")?
+        .is_some_and(|t| t.data.first().is_some_and(|&v| v != 0.0));
+    if n.op() == "Dropout" && training {
+        return Err(n.unsupported("Dropout with training_mode = true (training only)"));
     }
     // Inference: the output is the input and the optional mask is all true.
     let x = a.req(0)?.clone();

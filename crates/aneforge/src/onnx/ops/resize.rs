@@ -47,7 +47,7 @@ fn targets(a: &Args, dims: &[usize]) -> Result<(Vec<usize>, Vec<f64>)> {
     match (scales, sizes) {
         (Some(s), _) if s.len() == axes.len() => {
             for (k, &ax) in axes.iter().enumerate() {
-                if !(s[k] > 0.0) {
+                if s[k].is_nan() || s[k] <= 0.0 {
                     return Err(n.bad(format!("scale {} must be > 0", s[k])));
                 }
                 sc[ax] = s[k];
