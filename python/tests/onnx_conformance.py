@@ -105,6 +105,10 @@ def run_model(name: str, op: str, model_bytes: bytes, data_sets) -> Result:
         return Result(name, op, "fail", f"{type(e).__name__}: {_short(e)}")
     except Exception as e:  # noqa: BLE001 - every other error is a failure, recorded with its type
         return Result(name, op, "fail", f"{type(e).__name__}: {_short(e)}")
+    except BaseException as e:  # a Rust panic (pyo3 PanicException) is a failure too
+        if isinstance(e, KeyboardInterrupt | SystemExit):
+            raise
+        return Result(name, op, "fail", f"panic: {_short(e)}")
     for inputs, outputs in data_sets:
         ports = {p[0] for p in model.inputs}
         feeds = {
@@ -116,6 +120,10 @@ def run_model(name: str, op: str, model_bytes: bytes, data_sets) -> Result:
                 got = model(**feeds)
         except Exception as e:  # noqa: BLE001
             return Result(name, op, "fail", f"run: {type(e).__name__}: {_short(e)}")
+        except BaseException as e:  # a Rust panic while running
+            if isinstance(e, KeyboardInterrupt | SystemExit):
+                raise
+            return Result(name, op, "fail", f"run: panic: {_short(e)}")
         got = list(got.values()) if isinstance(got, dict) else [got]
         if len(got) != len(outputs):
             return Result(name, op, "fail", f"{len(got)} outputs, expected {len(outputs)}")
