@@ -1,6 +1,7 @@
 //! Compile the Core ML schema subset in `proto/` into Rust types with prost, through protox
 //! (a pure-Rust .proto compiler), so no `protoc` binary is needed. The compiled descriptor set
-//! is kept too (`coreml_subset.fds.pb`) for the schema-drift test.
+//! is kept too (`coreml_subset.fds.pb`) for the schema-drift test; with feature `onnx`, the same
+//! for the ONNX schema subset (`onnx_subset.fds.pb`, package `onnx`).
 
 use prost::Message;
 
@@ -9,6 +10,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/Model.proto",
         "proto/MIL.proto",
         "proto/FeatureTypes.proto",
+        "proto/onnx.proto",
     ] {
         println!("cargo:rerun-if-changed={f}");
     }
@@ -16,5 +18,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
     std::fs::write(out.join("coreml_subset.fds.pb"), fds.encode_to_vec())?;
     prost_build::Config::new().compile_fds(fds)?;
+    if std::env::var_os("CARGO_FEATURE_ONNX").is_some() {
+        let onnx = protox::compile(["proto/onnx.proto"], ["proto"])?;
+        std::fs::write(out.join("onnx_subset.fds.pb"), onnx.encode_to_vec())?;
+        prost_build::Config::new().compile_fds(onnx)?;
+    }
     Ok(())
 }

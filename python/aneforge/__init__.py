@@ -82,6 +82,7 @@ from aneforge.models import (
     load_resnet50,
     load_vit,
 )
+from aneforge.onnx import load_onnx, onnx_to_graph
 from aneforge.train import (
     SGD,
     Adam,
@@ -153,6 +154,7 @@ __all__ = [
     "load_llm",
     "LLM",
     "load_mnist_5k",
+    "load_onnx",
     "load_resnet",
     "load_resnet18",
     "load_resnet34",
@@ -165,6 +167,7 @@ __all__ = [
     "mha",
     "minimum",
     "mse",
+    "onnx_to_graph",
     "parameter",
     "pixel_shuffle",
     "pixel_unshuffle",

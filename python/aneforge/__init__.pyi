@@ -729,6 +729,19 @@ def affine(
 def compile(outputs: Tensor | Sequence[Tensor] | Mapping[str, Tensor], **options: Unpack[_Options]) -> Model:
     """Compile outputs into one program directory and load it; options as in CompileOptions."""
 
+def load_onnx(
+    model: str | PathLike[str] | bytes,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    **options: Unpack[_Options],
+) -> Model:
+    """Import an ONNX model (path, bytes or ModelProto) and compile it; options as in CompileOptions."""
+
+def onnx_to_graph(
+    model: str | PathLike[str] | bytes,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+    """Import an ONNX model as (inputs, outputs) dicts ONNX name -> Tensor."""
+
 class _OpEntry(TypedDict):
     node: int
     op: str

@@ -14,6 +14,7 @@ mod llm;
 mod model;
 mod models;
 mod numerics;
+mod onnx;
 mod ops;
 mod options;
 mod targets;
@@ -97,6 +98,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(census::capabilities, m)?)?;
     m.add_function(wrap_pyfunction!(corpus::conformance_corpus, m)?)?;
     m.add_function(wrap_pyfunction!(corpus::mlpackage_schema, m)?)?;
+    onnx::register(m)?;
     m.add_function(wrap_pyfunction!(corpus::mil_op_names, m)?)?;
     m.add_function(wrap_pyfunction!(corpus::unary_ops, m)?)?;
     m.add_class::<numerics::FftPlan>()?;

@@ -35,6 +35,8 @@ pub mod conformance;
 pub mod exec;
 pub mod mlpackage;
 pub mod numerics;
+#[cfg(feature = "onnx")]
+pub mod onnx;
 pub mod options;
 pub mod passes;
 pub mod plan;

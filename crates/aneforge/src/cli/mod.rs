@@ -11,6 +11,7 @@ mod embed;
 mod export;
 mod generate;
 pub mod image;
+mod import;
 mod info;
 pub mod npy;
 mod ops;
@@ -111,6 +112,23 @@ enum Command {
         /// The package to create (must end in .mlpackage and not exist).
         #[arg(short, long, value_name = "OUT.mlpackage")]
         output: PathBuf,
+    },
+    /// Import an ONNX model into a program directory (then `aneforge run DIR`); prints each
+    /// port (ONNX name -> port name, shape) and the directory.
+    Import {
+        /// The .onnx file (external data is read from its folder).
+        model: PathBuf,
+        /// The program directory to write.
+        #[arg(short, long)]
+        output_dir: PathBuf,
+        /// Fix an input's symbolic dims: NAME=D0,D1,... (once per input).
+        #[arg(long = "input-shape", value_name = "NAME=DIMS")]
+        input_shapes: Vec<String>,
+        /// Compress the weights: int8, int4, sparse, blockwise or auto.
+        #[arg(long)]
+        compress: Option<String>,
+        #[command(flatten)]
+        options: OptionFlags,
     },
     /// Embed sentences with a BERT-family encoder folder and print the vectors and their
     /// pairwise cosine similarities (default model: all-MiniLM-L6-v2 from the
@@ -233,6 +251,17 @@ fn execute(command: Command) -> Result<bool> {
             output_dir,
         } => compress::compress(&dir, &options.options(Some(&mode), output_dir)?),
         Command::Export { dir, output } => export::export(&dir, &output),
+        Command::Import {
+            model,
+            output_dir,
+            input_shapes,
+            compress,
+            options,
+        } => import::import(
+            &model,
+            &input_shapes,
+            &options.options(compress.as_deref(), Some(output_dir))?,
+        ),
         Command::Embed {
             sentences,
             model,

@@ -1,0 +1,422 @@
+//! ONNX import (feature `onnx`): a ModelProto (read with prost from the schema subset in
+//! `proto/onnx.proto`) becomes graph input ports and output tensors built with the graph
+//! builders, so it compiles like any other graph. Shapes are static (symbolic input dims come
+//! from `input_shapes`); shape subgraphs fold on the host (`fold.rs`); a BatchNormalization
+//! right after a Conv/Gemm folds into its weights. Unsupported ops are listed all at once.
+
+pub mod fold;
+pub mod node;
+pub mod ops;
+pub mod tensor;
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use prost::Message;
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::graph::build::io::input_port;
+use crate::graph::Tensor;
+use node::{display_name, topo_order, Node};
+use ops::{bn_affine, lookup, missing_reason, to_fp16, to_graph, Args, Value};
+use proto::type_proto;
+use tensor::{decode, unsupported, Elem};
+
+/// Messages of package `onnx` (ModelProto, GraphProto, NodeProto, TensorProto ...).
+#[allow(clippy::all, missing_docs)]
+pub mod proto {
+    include!(concat!(env!("OUT_DIR"), "/onnx.rs"));
+}
+
+/// The encoded `google.protobuf.FileDescriptorSet` of `proto/onnx.proto` (the schema-drift test reads it).
+pub const FILE_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/onnx_subset.fds.pb"));
+
+/// Oldest default-domain opset the importer reads.
+pub const MIN_OPSET: i64 = 6;
+/// Newest default-domain opset the importer reads (onnx 1.23's).
+pub const MAX_OPSET: i64 = 28;
+
+/// One imported port: the ONNX value name, the port name in the program (an identifier
+/// derived from it) and the tensor.
+#[derive(Clone, Debug)]
+pub struct Port {
+    pub onnx_name: String,
+    pub name: String,
+    pub tensor: Tensor,
+}
+
+/// An imported model: input ports in ONNX order and output tensors (float outputs are fp16,
+/// bool outputs are fp16 0/1).
+#[derive(Clone, Debug)]
+pub struct Imported {
+    pub inputs: Vec<Port>,
+    pub outputs: Vec<Port>,
+}
+
+impl Imported {
+    /// The outputs as the (name, tensor) list `compile` / `export` take.
+    pub fn named_outputs(&self) -> Vec<(Option<String>, Tensor)> {
+        self.outputs
+            .iter()
+            .map(|p| (Some(p.name.clone()), p.tensor.clone()))
+            .collect()
+    }
+}
+
+/// Import the .onnx file at `path` (external data is read from its folder); `input_shapes`
+/// fixes symbolic input dims by input name.
+pub fn import_file(path: &Path, input_shapes: &[(String, Vec<usize>)]) -> Result<Imported> {
+    let bytes = crate::program::files::read_regular(path)?;
+    import_model(&bytes, path, path.parent(), input_shapes)
+}
+
+/// Import serialized ModelProto `bytes`; external data (if any) is read from `base_dir`.
+pub fn import_bytes(
+    bytes: &[u8],
+    base_dir: Option<&Path>,
+    input_shapes: &[(String, Vec<usize>)],
+) -> Result<Imported> {
+    import_model(bytes, Path::new("<onnx bytes>"), base_dir, input_shapes)
+}
+
+fn import_model(
+    bytes: &[u8],
+    file: &Path,
+    base_dir: Option<&Path>,
+    input_shapes: &[(String, Vec<usize>)],
+) -> Result<Imported> {
+    let model = proto::ModelProto::decode(bytes).map_err(|e| Error::Format {
+        file: file.to_path_buf(),
+        offset: None,
+        msg: format!("not a valid ONNX ModelProto: {e}"),
+    })?;
+    let opset = model
+        .opset_import
+        .iter()
+        .find(|o| o.domain().is_empty() || o.domain() == "ai.onnx")
+        .map(|o| o.version())
+        .unwrap_or(MIN_OPSET);
+    if !(MIN_OPSET..=MAX_OPSET).contains(&opset) {
+        return Err(Error::NotImplemented(format!(
+            "{}: unsupported: default-domain opset {opset} (the importer reads {MIN_OPSET}..={MAX_OPSET})",
+            file.display()
+        )));
+    }
+    let graph = model.graph.as_ref().ok_or_else(|| Error::Format {
+        file: file.to_path_buf(),
+        offset: None,
+        msg: "the model has no graph".into(),
+    })?;
+    Importer::new(graph, opset, base_dir)?.run(input_shapes)
+}
+
+/// Identifier-safe, unique port names for ONNX value names.
+#[derive(Default)]
+struct PortNames(std::collections::HashSet<String>);
+
+impl PortNames {
+    fn name(&mut self, onnx: &str) -> String {
+        let mut s: String = onnx
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(56)
+            .collect();
+        if !s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+            s.insert_str(0, "v_");
+        }
+        let mut name = s.clone();
+        let mut k = 1;
+        while !self.0.insert(name.clone()) {
+            name = format!("{s}_{k}");
+            k += 1;
+        }
+        name
+    }
+}
+
+struct Importer<'g> {
+    graph: &'g proto::GraphProto,
+    opset: i64,
+    values: HashMap<String, Value>,
+    order: Vec<usize>,
+}
+
+impl<'g> Importer<'g> {
+    fn new(graph: &'g proto::GraphProto, opset: i64, base_dir: Option<&Path>) -> Result<Self> {
+        let order = topo_order(graph)?;
+        let mut values = HashMap::new();
+        for t in &graph.initializer {
+            values.insert(t.name().to_string(), Value::host(decode(t, base_dir)?));
+        }
+        Ok(Importer {
+            graph,
+            opset,
+            values,
+            order,
+        })
+    }
+
+    /// Every node whose op has no mapping, listed at once.
+    fn check_ops(&self) -> Result<()> {
+        let mut missing = Vec::new();
+        for n in &self.graph.node {
+            let domain_ok = n.domain().is_empty() || n.domain() == "ai.onnx";
+            let known =
+                domain_ok && (lookup(n.op_type()).is_some() || fold::is_source(n.op_type()));
+            if !known {
+                let reason = if domain_ok {
+                    missing_reason(n.op_type())
+                } else {
+                    format!("domain '{}'", n.domain())
+                };
+                missing.push(format!(
+                    "{} node '{}' (opset {}): {reason}",
+                    n.op_type(),
+                    display_name(n),
+                    self.opset
+                ));
+            }
+        }
+        if missing.is_empty() {
+            return Ok(());
+        }
+        Err(Error::NotImplemented(format!(
+            "onnx: unsupported: {} node(s): {}",
+            missing.len(),
+            missing.join("; ")
+        )))
+    }
+
+    fn inputs(
+        &mut self,
+        shapes: &[(String, Vec<usize>)],
+        names: &mut PortNames,
+    ) -> Result<Vec<Port>> {
+        for (name, _) in shapes {
+            if !self.graph.input.iter().any(|v| v.name() == name) {
+                return Err(Error::value(
+                    "onnx input_shapes",
+                    format!("the model has no input '{name}'"),
+                ));
+            }
+        }
+        let mut ports = Vec::new();
+        for v in &self.graph.input {
+            if self.values.contains_key(v.name()) {
+                continue; // an initializer listed as an input (IR < 4)
+            }
+            let what = format!("input '{}'", v.name());
+            let Some(type_proto::Value::TensorType(tt)) =
+                v.r#type.as_ref().and_then(|t| t.value.as_ref())
+            else {
+                return Err(unsupported(&what, "sequence/map/optional/sparse types"));
+            };
+            let elem = Elem::from_code(tt.elem_type(), &what)?;
+            if !elem.is_float() {
+                return Err(unsupported(
+                    &what,
+                    &format!("{elem:?} runtime inputs {}", ops::HOST_OPS_REASON),
+                ));
+            }
+            let given = shapes
+                .iter()
+                .find(|(n, _)| n == v.name())
+                .map(|(_, s)| s.clone());
+            let dims = tt
+                .shape
+                .as_ref()
+                .map(|s| s.dim.as_slice())
+                .unwrap_or_default();
+            let shape: Vec<usize> = match given {
+                Some(s) => {
+                    if !dims.is_empty() && s.len() != dims.len() {
+                        return Err(Error::shape(&what, format!("input_shapes gives {s:?} for a rank-{} input", dims.len())));
+                    }
+                    s
+                }
+                None => dims
+                    .iter()
+                    .enumerate()
+                    .map(|(i, d)| match d.value {
+                        Some(proto::tensor_shape_proto::dimension::Value::DimValue(x)) if x > 0 => Ok(x as usize),
+                        Some(proto::tensor_shape_proto::dimension::Value::DimValue(0)) => Err(unsupported(&what, "zero-size tensors")),
+                        _ => Err(Error::shape(
+                            &what,
+                            format!("dim {i} is symbolic ({:?}); give it in input_shapes={{'{}': (...)}}", d.value, v.name()),
+                        )),
+                    })
+                    .collect::<Result<_>>()?,
+            };
+            if tt.shape.is_none() && shape.is_empty() {
+                return Err(Error::shape(
+                    &what,
+                    format!(
+                        "has no shape; give it in input_shapes={{'{}': (...)}}",
+                        v.name()
+                    ),
+                ));
+            }
+            if shape.is_empty() {
+                return Err(unsupported(&what, "rank-0 runtime inputs"));
+            }
+            let name = names.name(v.name());
+            let t = input_port(&shape, DType::Fp16, Some(&name))
+                .map_err(|e| Error::shape(&what, e.to_string()))?;
+            self.values
+                .insert(v.name().to_string(), Value::Graph { t: t.clone(), elem });
+            ports.push(Port {
+                onnx_name: v.name().to_string(),
+                name,
+                tensor: t,
+            });
+        }
+        Ok(ports)
+    }
+
+    /// Conv/Gemm node index → BatchNormalization node index for the BNs that fold.
+    fn bn_folds(&self) -> HashMap<usize, usize> {
+        let mut uses: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (i, n) in self.graph.node.iter().enumerate() {
+            for inp in &n.input {
+                uses.entry(inp.as_str()).or_default().push(i);
+            }
+        }
+        let outputs: Vec<&str> = self.graph.output.iter().map(|o| o.name()).collect();
+        let mut folds = HashMap::new();
+        for (i, n) in self.graph.node.iter().enumerate() {
+            if !matches!(n.op_type(), "Conv" | "Gemm")
+                || n.output.len() != 1
+                || outputs.contains(&n.output[0].as_str())
+            {
+                continue;
+            }
+            if let Some([j]) = uses.get(n.output[0].as_str()).map(|v| v.as_slice()) {
+                let bn = &self.graph.node[*j];
+                let consts = bn.input.len() == 5
+                    && bn.input[1..]
+                        .iter()
+                        .all(|s| matches!(self.values.get(s), Some(Value::Host(_))));
+                let plain = bn.output.iter().skip(1).all(|o| o.is_empty())
+                    && !bn
+                        .attribute
+                        .iter()
+                        .any(|a| a.name() == "training_mode" && a.i() != 0);
+                if bn.op_type() == "BatchNormalization"
+                    && bn.input.first() == n.output.first()
+                    && consts
+                    && plain
+                {
+                    folds.insert(i, *j);
+                }
+            }
+        }
+        folds
+    }
+
+    fn args<'n, 'a>(&self, node: &'n Node<'a>) -> Result<Args<'n, 'a>> {
+        let vals = node
+            .proto
+            .input
+            .iter()
+            .map(|s| {
+                if s.is_empty() {
+                    Ok(None)
+                } else {
+                    self.values
+                        .get(s)
+                        .cloned()
+                        .map(Some)
+                        .ok_or_else(|| node.bad(format!("input '{s}' is undefined")))
+                }
+            })
+            .collect::<Result<_>>()?;
+        Ok(Args {
+            node,
+            vals,
+            bn: None,
+        })
+    }
+
+    fn run(mut self, shapes: &[(String, Vec<usize>)]) -> Result<Imported> {
+        self.check_ops()?;
+        let mut names = PortNames::default();
+        let inputs = self.inputs(shapes, &mut names)?;
+        let folds = self.bn_folds();
+        let folded: Vec<usize> = folds.values().copied().collect();
+        for &i in &self.order.clone() {
+            if folded.contains(&i) {
+                continue;
+            }
+            let proto = &self.graph.node[i];
+            let node = Node::new(proto, self.opset);
+            let mut args = self.args(&node)?;
+            let mut targets: Vec<&str> = proto.output.iter().map(|s| s.as_str()).collect();
+            if let Some(&j) = folds.get(&i) {
+                let bn_proto = &self.graph.node[j];
+                let bn_node = Node::new(bn_proto, self.opset);
+                // Its data input is this node's output (not built yet): only the statistics are read.
+                let vals = bn_proto
+                    .input
+                    .iter()
+                    .map(|s| self.values.get(s).cloned())
+                    .collect();
+                args.bn = Some(bn_affine(&Args {
+                    node: &bn_node,
+                    vals,
+                    bn: None,
+                })?);
+                targets = vec![bn_proto.output[0].as_str()];
+            }
+            let outs = match fold::fold(&args)? {
+                Some(v) => v,
+                None => {
+                    let f = lookup(node.op())
+                        .ok_or_else(|| node.unsupported(&missing_reason(node.op())))?;
+                    f(&args)?
+                }
+            };
+            for (k, name) in targets.iter().enumerate() {
+                if name.is_empty() {
+                    continue;
+                }
+                let v = outs
+                    .get(k)
+                    .cloned()
+                    .ok_or_else(|| node.unsupported(&format!("output {k} ('{name}')")))?;
+                self.values.insert(name.to_string(), v);
+            }
+        }
+        let mut outputs = Vec::new();
+        for o in &self.graph.output {
+            let v = self.values.get(o.name()).ok_or_else(|| {
+                Error::value("onnx graph", format!("output '{}' is undefined", o.name()))
+            })?;
+            let stub = proto::NodeProto {
+                name: Some(format!("output {}", o.name())),
+                op_type: Some("Output".into()),
+                ..Default::default()
+            };
+            let mut t = to_graph(&Node::new(&stub, self.opset), v)?;
+            if t.dtype() == DType::Bool {
+                t = to_fp16(&t)?;
+            }
+            if t.rank() == 0 {
+                t = t.reshape(&[1])?;
+            }
+            outputs.push(Port {
+                onnx_name: o.name().to_string(),
+                name: names.name(o.name()),
+                tensor: t,
+            });
+        }
+        Ok(Imported { inputs, outputs })
+    }
+}

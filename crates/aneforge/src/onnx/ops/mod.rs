@@ -1,0 +1,215 @@
+//! The ONNX op table: each op type maps to one function from its node and input values to its
+//! output values, built from the graph builders (`graph/build/`) or folded on the host
+//! (`fold.rs`) when every input is a constant. Ops that need host execution at runtime (int
+//! tensors, runtime indices) are rows of [`HOST_OPS_PENDING`]: moving one to [`lookup`] is the
+//! one-line change once the host ops of issue 12 land.
+
+mod elementwise;
+mod layout;
+mod nn;
+mod reduce;
+mod resize;
+mod values;
+
+pub use nn::bn_affine;
+
+use std::rc::Rc;
+
+use super::node::Node;
+use super::tensor::{Elem, HostTensor};
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::graph::build::io::{constant, scalar};
+use crate::graph::Tensor;
+use crate::ops::io::{Cast, HostArray, HostData};
+use crate::ops::Op;
+
+/// A value flowing between ONNX nodes: a host constant, or a graph tensor (fp16 or bool) with
+/// the ONNX element type it stands for.
+#[derive(Clone, Debug)]
+pub enum Value {
+    Host(Rc<HostTensor>),
+    Graph { t: Tensor, elem: Elem },
+}
+
+impl Value {
+    /// The value's ONNX element type.
+    pub fn elem(&self) -> Elem {
+        match self {
+            Value::Host(h) => h.elem,
+            Value::Graph { elem, .. } => *elem,
+        }
+    }
+
+    /// The value's static shape.
+    pub fn dims(&self) -> Vec<usize> {
+        match self {
+            Value::Host(h) => h.dims.clone(),
+            Value::Graph { t, .. } => t.shape().to_vec(),
+        }
+    }
+
+    /// A graph float value.
+    pub fn float(t: Tensor) -> Value {
+        Value::Graph { t, elem: Elem::F32 }
+    }
+
+    /// A host value.
+    pub fn host(h: HostTensor) -> Value {
+        Value::Host(Rc::new(h))
+    }
+}
+
+/// The input values of one node (None: an omitted optional input).
+pub struct Args<'n, 'a> {
+    pub node: &'n Node<'a>,
+    pub vals: Vec<Option<Value>>,
+    /// A following BatchNormalization to fold into this Conv/Gemm: (scale, shift) per channel.
+    pub bn: Option<(Vec<f64>, Vec<f64>)>,
+}
+
+/// The reason every runtime integer/index op gives until host ops exist.
+pub const HOST_OPS_REASON: &str =
+    "needs host ops (issue 12): runtime int32/int64 values or indices";
+
+impl Args<'_, '_> {
+    /// Input `i` if present.
+    pub fn get(&self, i: usize) -> Option<&Value> {
+        self.vals.get(i).and_then(|v| v.as_ref())
+    }
+
+    /// Input `i`, required.
+    pub fn req(&self, i: usize) -> Result<&Value> {
+        self.get(i)
+            .ok_or_else(|| self.node.bad(format!("input {i} is missing")))
+    }
+
+    /// Input `i` as a graph tensor (host constants are baked as fp16 consts; ints only when
+    /// every value is exact in fp16).
+    pub fn tensor(&self, i: usize) -> Result<Tensor> {
+        to_graph(self.node, self.req(i)?)
+    }
+
+    /// Input `i` as a float graph tensor: bool is cast to fp16.
+    pub fn ftensor(&self, i: usize) -> Result<Tensor> {
+        let t = self.tensor(i)?;
+        if t.dtype() == DType::Bool {
+            return to_fp16(&t);
+        }
+        Ok(t)
+    }
+
+    /// Optional input `i`, which must be a host constant (`what` names it in the error).
+    pub fn host(&self, i: usize, what: &str) -> Result<Option<Rc<HostTensor>>> {
+        match self.get(i) {
+            None => Ok(None),
+            Some(Value::Host(h)) => Ok(Some(h.clone())),
+            Some(Value::Graph { .. }) => Err(self.node.unsupported(&format!(
+                "input {i} ({what}) is computed at runtime; it must be a constant (a runtime {what} {HOST_OPS_REASON})"
+            ))),
+        }
+    }
+
+    /// Optional constant input `i` as integers.
+    pub fn ints(&self, i: usize, what: &str) -> Result<Option<Vec<i64>>> {
+        Ok(self.host(i, what)?.map(|h| h.to_i64()))
+    }
+
+    /// Every present input from index `i` on is a host constant.
+    pub fn all_host_from(&self, i: usize) -> bool {
+        self.vals
+            .iter()
+            .skip(i)
+            .flatten()
+            .all(|v| matches!(v, Value::Host(_)))
+    }
+
+    /// Every present input is a host constant.
+    pub fn all_host(&self) -> bool {
+        self.vals
+            .iter()
+            .flatten()
+            .all(|v| matches!(v, Value::Host(_)))
+    }
+}
+
+/// `v` as a graph tensor; host constants are baked (errors name the node and the bad value).
+pub fn to_graph(node: &Node, v: &Value) -> Result<Tensor> {
+    match v {
+        Value::Graph { t, .. } => Ok(t.clone()),
+        Value::Host(h) => {
+            if let Some(x) = h.data.iter().find(|x| !x.is_finite() || x.abs() > 65504.0) {
+                return Err(node.unsupported(&format!("constant value {x} is outside fp16")));
+            }
+            if !h.elem.is_float() {
+                if let Some(x) = h.data.iter().find(|&&x| x.abs() > 2048.0) {
+                    return Err(node.unsupported(&format!(
+                        "integer constant value {x} is not exact in fp16; integer arithmetic {HOST_OPS_REASON}"
+                    )));
+                }
+            }
+            if h.dims.is_empty() {
+                return scalar(&node.what, h.data[0] as f32);
+            }
+            constant(
+                &node.what,
+                HostArray {
+                    shape: &h.dims,
+                    data: HostData::F64(&h.data),
+                },
+            )
+        }
+    }
+}
+
+/// A bool tensor as fp16 0/1.
+pub fn to_fp16(t: &Tensor) -> Result<Tensor> {
+    Tensor::apply1(Op::Cast(Cast { dtype: DType::Fp16 }), vec![t.clone()])
+}
+
+/// One op mapping.
+pub type OpFn = fn(&Args) -> Result<Vec<Value>>;
+
+/// The mapping of ONNX op `op` (default domain), or None.
+pub fn lookup(op: &str) -> Option<OpFn> {
+    elementwise::lookup(op)
+        .or_else(|| nn::lookup(op))
+        .or_else(|| layout::lookup(op))
+        .or_else(|| reduce::lookup(op))
+}
+
+/// Ops that run on the host at runtime (int values, runtime indices, data-dependent output):
+/// waiting for the host ops of issue 12. Each row: op type.
+pub const HOST_OPS_PENDING: &[&str] = &[
+    "ArgMax",
+    "ArgMin",
+    "TopK",
+    "CumSum",
+    "ScatterElements",
+    "ScatterND",
+    "Scatter",
+    "GatherND",
+    "NonZero",
+    "Unique",
+    "NonMaxSuppression",
+    "OneHot",
+];
+
+/// The one-line reason an op without a mapping is unsupported.
+pub fn missing_reason(op: &str) -> String {
+    if HOST_OPS_PENDING.contains(&op) {
+        HOST_OPS_REASON.to_string()
+    } else if op.starts_with("Sequence")
+        || op.starts_with("Optional")
+        || op == "SplitToSequence"
+        || op == "ConcatFromSequence"
+    {
+        "sequence/optional types".to_string()
+    } else if matches!(op, "Loop" | "If" | "Scan") {
+        "control flow (dynamic output shape)".to_string()
+    } else if matches!(op, "Gradient" | "Momentum" | "Adagrad" | "Adam") {
+        "training-only op".to_string()
+    } else {
+        "no mapping to the aneforge IR yet".to_string()
+    }
+}

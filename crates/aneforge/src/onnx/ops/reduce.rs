@@ -1,0 +1,53 @@
+//! ONNX Reduce* ops (axes as an attribute before opset 18 — 13 for ReduceSum — then as an
+//! input; `noop_with_empty_axes`), and ReduceProd on constants only.
+
+use super::{Args, OpFn, Value};
+use crate::error::Result;
+
+/// The mapping of reduce op `op`, or None.
+pub fn lookup(op: &str) -> Option<OpFn> {
+    matches!(
+        op,
+        "ReduceSum"
+            | "ReduceMean"
+            | "ReduceMax"
+            | "ReduceMin"
+            | "ReduceL1"
+            | "ReduceL2"
+            | "ReduceLogSum"
+            | "ReduceLogSumExp"
+            | "ReduceSumSquare"
+    )
+    .then_some(reduce as OpFn)
+}
+
+fn reduce(a: &Args) -> Result<Vec<Value>> {
+    let n = a.node;
+    let since = if n.op() == "ReduceSum" { 13 } else { 18 };
+    let axes = super::layout::attr_or_input(a, "axes", since, 1)?.unwrap_or_default();
+    let x = a.ftensor(0)?;
+    let keep = n.int("keepdims", 1)? != 0;
+    if axes.is_empty() && n.int("noop_with_empty_axes", 0)? != 0 {
+        return Ok(vec![a.req(0)?.clone()]);
+    }
+    let axes: Vec<i64> = if axes.is_empty() {
+        (0..x.rank() as i64).collect()
+    } else {
+        axes
+    };
+    if !keep && axes.len() == x.rank() {
+        return Err(n.unsupported("a full reduction without keepdims (rank-0 runtime result)"));
+    }
+    let y = match n.op() {
+        "ReduceSum" => x.sum(&axes, keep)?,
+        "ReduceMean" => x.mean(&axes, keep)?,
+        "ReduceMax" => x.amax(&axes, keep)?,
+        "ReduceMin" => x.amin(&axes, keep)?,
+        "ReduceL1" => x.l1_norm(&axes, keep)?,
+        "ReduceL2" => x.reduce_l2_norm(&axes, keep)?,
+        "ReduceLogSum" => x.log_sum(&axes, keep)?,
+        "ReduceLogSumExp" => x.log_sum_exp(&axes, keep)?,
+        _ => x.sum_square(&axes, keep)?,
+    };
+    Ok(vec![Value::float(y)])
+}

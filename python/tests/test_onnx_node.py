@@ -1,0 +1,57 @@
+"""ONNX conformance: every backend node case of the installed `onnx` package and the model
+tests it ships, through `af.load_onnx` on the reference executor against the package's
+expected outputs. No wrong answers; docs/onnx-coverage.md is generated from this run."""
+
+import collections
+import os
+import pathlib
+
+import pytest
+
+pytest.importorskip("onnx")
+
+from onnx_conformance import coverage_markdown, light_results, model_dir_results, node_results  # noqa: E402
+
+DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "onnx-coverage.md"
+# Floors measured on this run (raise them as coverage grows).
+MIN_NODE_PASS = 410
+
+
+@pytest.fixture(scope="module")
+def results():
+    nodes = node_results()
+    models = light_results() + [
+        r for k in ("simple", "pytorch-converted", "pytorch-operator") for r in model_dir_results(k)
+    ]
+    return nodes, models
+
+
+def test_node_cases_give_no_wrong_answers(results):
+    nodes, _ = results
+    failed = [f"{r.name}: {r.reason}" for r in nodes if r.status == "fail"]
+    assert not failed, f"{len(failed)} node cases fail:\n" + "\n".join(failed)
+
+
+def test_node_cases_pass_count(results):
+    nodes, _ = results
+    count = collections.Counter(r.status for r in nodes)
+    assert len(nodes) >= 1800
+    assert count["pass"] >= MIN_NODE_PASS, count
+
+
+def test_unsupported_cases_name_a_reason(results):
+    nodes, models = results
+    assert all(r.reason for r in nodes + models if r.status == "unsupported")
+
+
+def test_shipped_model_tests_give_no_wrong_answers(results):
+    _, models = results
+    failed = [f"{r.name}: {r.reason}" for r in models if r.status == "fail"]
+    assert not failed, f"{len(failed)} model tests fail:\n" + "\n".join(failed)
+
+
+def test_coverage_doc_is_current(results):
+    text = coverage_markdown(*results)
+    if os.environ.get("ANEFORGE_UPDATE_ONNX_COVERAGE") == "1":
+        DOC.write_text(text)
+    assert DOC.read_text() == text, "docs/onnx-coverage.md is out of date (see its header to regenerate)"
