@@ -30,6 +30,7 @@ pub use ops::io::{HostArray, HostData};
 pub mod compile;
 pub mod compress;
 pub mod conformance;
+pub mod cost;
 pub mod exec;
 pub mod mlpackage;
 pub mod numerics;
