@@ -63,6 +63,17 @@ from aneforge._core import (
     stack,
     upsample_bilinear,
 )
+from aneforge.cost import (
+    DispatchFloorWarning,
+    Estimate,
+    PrecisionWarning,
+    Tuned,
+    cross_compile_check,
+    estimate,
+    project_peak,
+    tune,
+    tune_precision,
+)
 from aneforge.models import (
     load,
     load_espcn,
@@ -94,6 +105,15 @@ from aneforge.train import (
 )
 
 __all__ = [
+    "DispatchFloorWarning",
+    "Estimate",
+    "PrecisionWarning",
+    "cross_compile_check",
+    "estimate",
+    "project_peak",
+    "Tuned",
+    "tune",
+    "tune_precision",
     "Adam",
     "AdamW",
     "CompileOptions",

@@ -39,6 +39,7 @@ pub mod passes;
 pub mod program;
 pub mod targets;
 pub mod train;
+pub mod tune;
 
 pub use autograd::backward;
 pub use compile::{

@@ -83,7 +83,7 @@ pub fn calibrate(budget: Duration) -> Result<(HostConstants, Vec<Probe>)> {
         None,
         ConvOptions::default(),
     )?;
-    let ew = input(&[1, 1 << 18])?;
+    let ew = input(&[1, 512, 512])?;
     let elementwise = ew.mul(&ew.add_scalar(0.5)?)?;
 
     let mut probes = Vec::new();
