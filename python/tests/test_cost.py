@@ -13,7 +13,8 @@ def _matmul():
     return x @ af.constant(np.full((4, 5), 0.5, np.float32))
 
 
-def test_analytic_estimate_on_an_anchor_matches_the_formula():
+def test_analytic_estimate_on_an_anchor_matches_the_formula(monkeypatch):
+    monkeypatch.delenv("ANEFORGE_QUIET", raising=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         e = af.estimate(_matmul(), target="h14")
@@ -28,6 +29,7 @@ def test_analytic_estimate_on_an_anchor_matches_the_formula():
 
 
 def test_warnings_are_silenceable(monkeypatch):
+    monkeypatch.delenv("ANEFORGE_QUIET", raising=False)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         e = af.estimate(_matmul(), target="h14", warn=False)
@@ -36,7 +38,8 @@ def test_warnings_are_silenceable(monkeypatch):
         af.estimate(_matmul(), target="h14")
 
 
-def test_precision_warning_from_narrow_sums():
+def test_precision_warning_from_narrow_sums(monkeypatch):
+    monkeypatch.delenv("ANEFORGE_QUIET", raising=False)
     y = af.input([1, 1024]).sum(axes=[1], keepdims=True)
     with pytest.warns(af.PrecisionWarning, match="1024"):
         af.estimate(y, target="h17s")
