@@ -25,8 +25,10 @@ pub struct Probe {
 /// `budget` has passed (at least 5 calls).
 pub fn median_call_us(outputs: &[Tensor], budget: Duration) -> Result<f64> {
     let outs: Vec<(Option<String>, Tensor)> = outputs.iter().map(|t| (None, t.clone())).collect();
-    let mut opts = CompileOptions::default();
-    opts.device = Device::Reference;
+    let opts = CompileOptions {
+        device: Device::Reference,
+        ..CompileOptions::default()
+    };
     let mut net = compile(&outs, &opts)?;
     let data: Vec<Vec<f32>> = net
         .inputs()
