@@ -29,7 +29,7 @@ import resnet18  # noqa: E402
 def measured_us(net, runs=15):
     """Median µs per call over ``runs`` calls after two warm-ups, on seeded N(0, 1) inputs."""
     rng = np.random.default_rng(0)
-    xs = [rng.standard_normal(p["shape"]).astype(np.float32) for p in net.inputs]
+    xs = [rng.standard_normal(p[1]).astype(np.float32) for p in net.inputs]
     for _ in range(2):
         net(*xs)
     ts = []

@@ -50,15 +50,15 @@ impl Estimate {
     }
 }
 
-/// Host-mode time of one node: max(bytes / bandwidth, work / rate of its kind).
+/// Host-mode time of one node: bytes / bandwidth for data-movement nodes, else work / the
+/// measured rate of its kind (each rate is measured end to end, memory traffic included).
 pub fn host_node_us(w: &NodeWork, c: &HostConstants) -> f64 {
-    let rate = match w.kind {
-        WorkKind::Gemm => c.gemm_flops_per_us,
-        WorkKind::Conv => c.conv_flops_per_us,
-        WorkKind::Elementwise => c.elementwise_per_us,
-        WorkKind::Data => f64::INFINITY,
-    };
-    (w.bytes as f64 / c.bytes_per_us).max(w.flops as f64 / rate)
+    match w.kind {
+        WorkKind::Gemm => w.flops as f64 / c.gemm_flops_per_us,
+        WorkKind::Conv => w.flops as f64 / c.conv_flops_per_us,
+        WorkKind::Elementwise => w.flops as f64 / c.elementwise_per_us,
+        WorkKind::Data => w.bytes as f64 / c.bytes_per_us,
+    }
 }
 
 /// Analytic time of one node on `m`: max(bytes / bandwidth, flops / effective peak) with
