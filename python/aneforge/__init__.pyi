@@ -580,9 +580,7 @@ def argmax(x: Tensor, axis: int = -1, keepdims: bool = False) -> Tensor:
 def argmin(x: Tensor, axis: int = -1, keepdims: bool = False) -> Tensor:
     """int32 index of the first smallest element along axis (NumPy argmin; NaN counts as smallest)."""
 
-def topk(
-    x: Tensor, k: int, axis: int = -1, largest: bool = True, sorted: bool = True
-) -> tuple[Tensor, Tensor]:
+def topk(x: Tensor, k: int, axis: int = -1, largest: bool = True, sorted: bool = True) -> tuple[Tensor, Tensor]:
     """(values, int32 indices) of the k largest (smallest unless largest) elements along axis, best first when sorted (ties: lower index first), else in index order."""
 
 def sort(x: Tensor, axis: int = -1, descending: bool = False) -> Tensor:
@@ -1119,3 +1117,59 @@ class Vision:
     @property
     def program_dir(self) -> str:
         """Directory holding model.mil, weights.bin and program.json."""
+
+# Cost (python/aneforge/cost.py over the Rust core's aneforge::cost).
+
+class DispatchFloorWarning(UserWarning):
+    """The program's estimated work is far below the per-call dispatch floor."""
+
+class PrecisionWarning(UserWarning):
+    """precision_risk found an fp16-narrow sum in the program."""
+
+class Estimate:
+    """Predicted µs per call with the floor, costed arch (None = host), provenance, per-op rows and warnings."""
+
+    micros: float
+    floor_us: float
+    target: str | None
+    provenance: str
+    ops: list[dict[str, Any]]
+    warnings: list[str]
+
+def estimate(
+    y_or_net: Tensor | Sequence[Tensor] | Mapping[str, Tensor] | Model, target: str | None = None, warn: bool = True
+) -> Estimate:
+    """Predicted µs per call on the host (target None, calibrated by `aneforge calibrate`) or an ANE arch/family, per op, with provenance; ValueError for unknown targets or graphs without ops."""
+
+def project_peak(arch: str) -> dict[str, Any]:
+    """{arch, tflops, rel_m1, cores, ghz, clock_recorded}: fp16 peak scaled from a 1.8 TFLOP/s M1 by cores x clock."""
+
+def cross_compile_check(outputs: Tensor | Sequence[Tensor] | Mapping[str, Tensor], target: str) -> dict[str, Any]:
+    """The static preflight for target's family plus compiled=None and compile_note (the e5rt compile-only step is not run)."""
+
+class Tuned:
+    """A tuning result: the compiled model of the chosen variant, its name and options, the executor, atol, the measured table, from_cache."""
+
+    model: Model
+    chosen: str
+    options: dict[str, Any]
+    executor: str
+    atol: float
+    table: list[dict[str, Any]]
+    from_cache: bool
+
+def tune(
+    y: Tensor | Sequence[Tensor] | Mapping[str, Tensor],
+    budget: int = 8,
+    atol: float = 5e-3,
+    min_lossy_speedup: float = 1.10,
+    reps: int = 20,
+    prune_factor: float = 1.5,
+    **options: Unpack[_Options],
+) -> Tuned:
+    """Measure up to budget compile variants ranked by estimate; accept within atol (NaN/inf rejected), lossy only if >= min_lossy_speedup faster; cached by structural hash."""
+
+def tune_precision(
+    y: Tensor | Sequence[Tensor] | Mapping[str, Tensor], target_error: float, **options: Unpack[_Options]
+) -> Tuned:
+    """The cheapest of baseline / sum_via_matmul / int8+sum_via_matmul within target_error of the fp32 reference; ValueError if none."""

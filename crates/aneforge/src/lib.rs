@@ -32,6 +32,7 @@ pub use ops::io::{HostArray, HostData};
 pub mod compile;
 pub mod compress;
 pub mod conformance;
+pub mod cost;
 pub mod exec;
 pub mod mlpackage;
 pub mod numerics;
@@ -43,6 +44,7 @@ pub mod plan;
 pub mod program;
 pub mod targets;
 pub mod train;
+pub mod tune;
 
 pub use autograd::backward;
 pub use compile::{

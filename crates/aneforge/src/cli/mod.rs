@@ -1,9 +1,12 @@
 //! The `aneforge` command line: `info` (version, platform, executors, cache), `run` (run a
 //! program directory on `.npy` inputs), `selfcheck` (verify the ANE executor on a Mac), `ops`
-//! (the op census), `compress`, `export` (Core ML package), `embed` (sentence embeddings) and
+//! (the op census), `compress`, `export` (Core ML package), `bench` (latency, energy on macOS),
+//! `calibrate` (host cost constants), `embed` (sentence embeddings) and
 //! `classify` (ResNet on an image). One entry point, [`run_cli`], serves both the Rust binary
 //! and the Python console script; failures print one message on stderr and exit 1.
 
+mod bench;
+mod calibrate;
 mod chat;
 mod classify;
 mod compress;
@@ -64,6 +67,27 @@ enum Command {
         /// Run this many more times and print the median time per call.
         #[arg(long, value_name = "N")]
         repeat: Option<usize>,
+    },
+    /// Time N calls of a program directory on seeded inputs and print the median latency;
+    /// `--power` (macOS, root) also reports mJ per call from powermetrics.
+    Bench {
+        /// The program directory.
+        dir: PathBuf,
+        /// Calls to time (after one warm-up call).
+        #[arg(short, default_value_t = 100)]
+        n: usize,
+        /// Sample powermetrics (CPU, GPU, ANE rails) around the calls.
+        #[arg(long)]
+        power: bool,
+        #[command(flatten)]
+        options: OptionFlags,
+    },
+    /// Measure the reference executor (per-call floor, bandwidth, gemm/conv/elementwise rates)
+    /// and store the constants in the cache dir for `af.estimate` (host mode).
+    Calibrate {
+        /// Milliseconds spent per probe.
+        #[arg(long, default_value_t = 400)]
+        budget_ms: u64,
     },
     /// Run tiny programs on the ANE, compare each with the reference executor and write a JSON
     /// report (exits 1 when a check fails or no ANE is present).
@@ -237,6 +261,13 @@ fn execute(command: Command) -> Result<bool> {
             &options.options(compress.as_deref(), None)?,
             repeat,
         ),
+        Command::Bench {
+            dir,
+            n,
+            power,
+            options,
+        } => bench::bench(&dir, n, power, &options.options(None, None)?),
+        Command::Calibrate { budget_ms } => calibrate::calibrate(budget_ms),
         Command::Selfcheck { report, repeat } => return selfcheck::selfcheck(&report, repeat),
         Command::Ops {
             report,

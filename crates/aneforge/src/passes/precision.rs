@@ -39,7 +39,11 @@ pub struct Hotspot {
 /// worst first. Errors only if the outputs do not form a valid graph.
 pub fn precision_risk(outputs: &[Tensor]) -> Result<Vec<Hotspot>> {
     let outs: Vec<(Option<String>, Tensor)> = outputs.iter().map(|t| (None, t.clone())).collect();
-    let g = Graph::from_outputs(&outs)?;
+    Ok(graph_risk(&Graph::from_outputs(&outs)?))
+}
+
+/// [`precision_risk`] of an already built graph, worst first.
+pub fn graph_risk(g: &Graph) -> Vec<Hotspot> {
     let mut found: Vec<Hotspot> = g
         .nodes
         .iter()
@@ -64,7 +68,7 @@ pub fn precision_risk(outputs: &[Tensor]) -> Result<Vec<Hotspot>> {
         .collect();
     found.extend(unscaled_squares(&g));
     found.sort_by(|a, b| b.est_error.total_cmp(&a.est_error));
-    Ok(found)
+    found
 }
 
 /// Past this magnitude an fp16 square overflows (256² = 65536 > 65504).

@@ -1,0 +1,111 @@
+"""Cost-model accuracy (issue 17): calibrate the host model (`aneforge calibrate`, one thread),
+then compare ``af.estimate(y)`` with the measured median per-call time of the reference
+executor for ResNet-18 (seeded weights), a MiniLM-shaped encoder (6 layers, d 384, 12 heads,
+seq 128, seeded weights) and 20 seeded random graphs. Prints a Markdown section with each
+error and the distribution (|error| median, 90th percentile, share within ±25 %).
+
+Usage: python bench/cost_model.py   (prints the section)
+"""
+
+import os
+
+os.environ["RAYON_NUM_THREADS"] = "1"
+os.environ.setdefault("ANEFORGE_QUIET", "1")
+
+import platform  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from datetime import date  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import aneforge as af  # noqa: E402
+import resnet18  # noqa: E402
+
+
+def measured_us(net, runs=15):
+    """Median µs per call over ``runs`` calls after two warm-ups, on seeded N(0, 1) inputs."""
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal(p[1]).astype(np.float32) for p in net.inputs]
+    for _ in range(2):
+        net(*xs)
+    ts = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        net(*xs)
+        ts.append(time.perf_counter() - t)
+    return float(np.median(ts)) * 1e6
+
+
+def minilm_shaped(rng, layers=6, d=384, heads=12, seq=128, ff=1536):
+    def w(*shape):
+        return af.constant((rng.standard_normal(shape) / np.sqrt(shape[0])).astype(np.float32))
+
+    x = af.input([seq, d])
+    dh = d // heads
+    for _ in range(layers):
+        q, k, v = ((x @ w(d, d)).reshape([seq, heads, dh]).transpose([1, 0, 2]) for _ in range(3))
+        a = ((q @ k.transpose([0, 2, 1])) * (1 / np.sqrt(dh))).softmax(-1) @ v
+        x = x + a.transpose([1, 0, 2]).reshape([seq, d]) @ w(d, d)
+        x = x + ((x @ w(d, ff)).gelu() @ w(ff, d))
+    return x
+
+
+def random_graph(rng):
+    """A chain of 3-10 seeded ops (matmul, conv, elementwise, layout) on a random size."""
+    c, h = int(rng.choice([8, 16, 32, 64])), int(rng.choice([16, 32, 64]))
+    x = af.input([1, c, h, h])
+    y = x
+    for _ in range(int(rng.integers(3, 11))):
+        kind = rng.integers(0, 4)
+        if kind == 0:
+            wt = (rng.standard_normal((c, c, 3, 3)) * 0.1).astype(np.float32)
+            y = af.conv(y, wt, pad=[1, 1, 1, 1])
+        elif kind == 1:
+            y = (
+                (y.reshape([c, h * h]).transpose([1, 0]) @ af.constant(np.eye(c, dtype=np.float32)))
+                .transpose([1, 0])
+                .reshape([1, c, h, h])
+            )
+        elif kind == 2:
+            y = (y * 0.5 + 0.25).relu()
+        else:
+            y = y.transpose([0, 1, 3, 2])
+    return y
+
+
+def main():
+    cache = tempfile.mkdtemp(prefix="aneforge-cost-bench-")
+    os.environ["ANEFORGE_CACHE_DIR"] = cache
+    if af._core.cli_main(["aneforge", "calibrate"]) != 0:
+        raise SystemExit("aneforge calibrate failed")
+    rng = np.random.default_rng(17)
+    cases = [("ResNet-18 224x224 (seeded weights)", resnet18.aneforge_graph(af, resnet18.weights()))]
+    cases.append(("MiniLM-shaped encoder, seq 128", minilm_shaped(rng)))
+    cases += [(f"random graph {i}", random_graph(rng)) for i in range(20)]
+    rows, errors = [], []
+    for name, y in cases:
+        net = af.compile(y, device="reference")
+        e = af.estimate(net, warn=False)
+        m = measured_us(net)
+        err = e.micros / m - 1
+        errors.append(err)
+        rows.append(f"| {name} | {len(e.ops)} | {e.micros:.0f} | {m:.0f} | {err * 100:+.1f} % |")
+    a = np.abs(errors)
+    print("\n## Cost model: host estimate vs measured (reference executor, 1 thread)\n")
+    print(
+        f"{platform.machine()} {platform.system()}, {os.cpu_count()} cores, {date.today()}, provenance `{e.provenance}`.\n"
+    )
+    print("| Program | ops | estimated µs | measured µs | error |\n| --- | --- | --- | --- | --- |")
+    print("\n".join(rows))
+    print(
+        f"\n|error|: median {np.median(a) * 100:.1f} %, 90th percentile {np.percentile(a, 90) * 100:.1f} %, "
+        f"max {a.max() * 100:.1f} %; within ±25 %: {int((a <= 0.25).sum())}/{len(a)}."
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,34 @@
+//! `aneforge calibrate`: measure the reference executor (per-call floor, bandwidth, gemm / conv
+//! flop rates, elementwise rate) and store the constants atomically in the cache dir, where
+//! `af.estimate(y)` (host mode) reads them.
+
+use std::time::Duration;
+
+use super::emit;
+use crate::cost::{calibrate, host};
+use crate::error::Result;
+
+/// Run the probes (`budget_ms` each), print them and the constants, and write the calibration file.
+pub(super) fn calibrate(budget_ms: u64) -> Result<()> {
+    if let Err(e) = host::load() {
+        eprintln!(
+            "aneforge: warning: ignoring the existing calibration ({e}); it is rewritten now"
+        );
+    }
+    let (c, probes) = calibrate::calibrate(Duration::from_millis(budget_ms.max(1)))?;
+    let mut out = format!(
+        "reference executor, {} rayon thread(s)\nprobe        median µs  work\n",
+        rayon::current_num_threads()
+    );
+    for p in &probes {
+        out += &format!("{:<12} {:>9.1}  {:.3e}\n", p.name, p.median_us, p.work);
+    }
+    out += &format!(
+        "floor {:.1} µs, bandwidth {:.3e} B/µs, gemm {:.3e} flop/µs, conv {:.3e} flop/µs, elementwise {:.3e} /µs\n",
+        c.floor_us, c.bytes_per_us, c.gemm_flops_per_us, c.conv_flops_per_us, c.elementwise_per_us
+    );
+    let path = host::save(&c)?;
+    out += &format!("wrote {}\n", path.display());
+    emit(&out);
+    Ok(())
+}

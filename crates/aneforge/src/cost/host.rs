@@ -1,0 +1,91 @@
+//! The host (reference executor) cost constants: defaults, and the calibrated file written by
+//! `aneforge calibrate` into the cache dir (atomically; a corrupt file is ignored with a warning).
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// File name of the calibration in the cache root.
+pub const CALIBRATION_FILE: &str = "host_cost_model.json";
+
+/// Per-call floor and throughputs of the executor on this machine.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HostConstants {
+    /// Fixed time of one call (feeding, dispatch, reading outputs) in µs.
+    pub floor_us: f64,
+    /// Data-movement bandwidth, bytes per µs.
+    pub bytes_per_us: f64,
+    /// Matrix-product rate, flops per µs.
+    pub gemm_flops_per_us: f64,
+    /// Convolution rate, flops per µs.
+    pub conv_flops_per_us: f64,
+    /// Elementwise rate, elements per µs.
+    pub elementwise_per_us: f64,
+}
+
+impl HostConstants {
+    /// Uncalibrated defaults: the reference design's host-mode constants (floor 70 µs,
+    /// 1.1e5 bytes/µs, 1.45e7 flop/µs for every compute kind).
+    pub const DEFAULTS: HostConstants = HostConstants {
+        floor_us: 70.0,
+        bytes_per_us: 1.1e5,
+        gemm_flops_per_us: 1.45e7,
+        conv_flops_per_us: 1.45e7,
+        elementwise_per_us: 1.45e7,
+    };
+
+    /// Every constant finite and positive (the floor may be 0), else a value error naming it.
+    pub fn validate(&self) -> Result<()> {
+        let fields = [
+            ("floor_us", self.floor_us, true),
+            ("bytes_per_us", self.bytes_per_us, false),
+            ("gemm_flops_per_us", self.gemm_flops_per_us, false),
+            ("conv_flops_per_us", self.conv_flops_per_us, false),
+            ("elementwise_per_us", self.elementwise_per_us, false),
+        ];
+        for (name, v, zero_ok) in fields {
+            if !v.is_finite() || v < 0.0 || (v == 0.0 && !zero_ok) {
+                return Err(Error::value(
+                    "calibration",
+                    format!("{name} must be finite and positive, got {v}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Path of the calibration file under the cache root.
+pub fn calibration_path() -> PathBuf {
+    crate::program::cache_root().join(CALIBRATION_FILE)
+}
+
+/// Write `c` atomically to the calibration file (creating the cache root).
+pub fn save(c: &HostConstants) -> Result<PathBuf> {
+    c.validate()?;
+    let path = calibration_path();
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    }
+    let text =
+        serde_json::to_string_pretty(c).map_err(|e| Error::value("calibration", e.to_string()))?;
+    crate::program::write_atomic(&path, |w| std::io::Write::write_all(w, text.as_bytes()))?;
+    Ok(path)
+}
+
+/// The stored calibration: `Ok(None)` when there is none; a file that does not parse or holds
+/// non-finite/non-positive values is an error naming the file (callers warn and ignore it).
+pub fn load() -> Result<Option<HostConstants>> {
+    let path = calibration_path();
+    if !path.exists() {
+        return Ok(None);
+    }
+    let text = crate::program::files::read_regular_text(&path)?;
+    let c: HostConstants = serde_json::from_str(&text)
+        .map_err(|e| Error::format(&path, None, format!("not a host calibration: {e}")))?;
+    c.validate()
+        .map_err(|e| Error::format(&path, None, e.to_string()))?;
+    Ok(Some(c))
+}

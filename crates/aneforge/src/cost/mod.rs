@@ -1,0 +1,165 @@
+//! The cost model: predicted µs per call of a program, per op, with provenance. Host mode
+//! costs the reference executor from calibrated (or default) constants; analytic mode costs an
+//! ANE target from the reference design's measured anchors ([`anchors`]).
+
+pub mod anchors;
+pub mod calibrate;
+pub mod host;
+pub mod power;
+pub mod work;
+
+use crate::error::{Error, Result};
+use crate::graph::Graph;
+pub use anchors::{project_peak, Machine, PeakProjection};
+pub use host::HostConstants;
+pub use work::{graph_work, NodeWork, WorkKind};
+
+/// A program's work at or below this multiple of the per-call floor draws the dispatch-floor warning.
+pub const FLOOR_WARNING_RATIO: f64 = 1.5;
+
+/// One compute node's cost.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpEstimate {
+    pub work: NodeWork,
+    /// Predicted µs of this node (the per-call floor is counted once, in [`Estimate::floor_us`]).
+    pub micros: f64,
+}
+
+/// A whole program's predicted cost: one region = one dispatch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Estimate {
+    /// Predicted µs per call: floor + Σ node µs.
+    pub micros: f64,
+    pub floor_us: f64,
+    /// Arch costed (`None` = the host's reference executor).
+    pub target: Option<&'static str>,
+    /// `measured anchor h14`, `scaled from ...`, `projected from ...`, `calibrated host`
+    /// or `uncalibrated defaults`.
+    pub provenance: String,
+    pub ops: Vec<OpEstimate>,
+    /// Dispatch-floor and precision warnings (see [`warnings`]).
+    pub warnings: Vec<String>,
+}
+
+impl Estimate {
+    /// Total bytes and flops over all nodes.
+    pub fn totals(&self) -> (u64, u64) {
+        self.ops
+            .iter()
+            .fold((0, 0), |(b, f), o| (b + o.work.bytes, f + o.work.flops))
+    }
+}
+
+/// Host-mode time of one node: bytes / bandwidth for data-movement nodes, else work / the
+/// measured rate of its kind (each rate is measured end to end, memory traffic included).
+pub fn host_node_us(w: &NodeWork, c: &HostConstants) -> f64 {
+    match w.kind {
+        WorkKind::Gemm => w.flops as f64 / c.gemm_flops_per_us,
+        WorkKind::Conv => w.flops as f64 / c.conv_flops_per_us,
+        WorkKind::Elementwise => w.flops as f64 / c.elementwise_per_us,
+        WorkKind::Data => w.bytes as f64 / c.bytes_per_us,
+    }
+}
+
+/// Analytic time of one node on `m`: max(bytes / bandwidth, flops / effective peak) with
+/// effective peak = peak · min(1, (flops / 1.8e10)^0.38); elementwise and data nodes cost bytes only.
+pub fn analytic_node_us(w: &NodeWork, m: &Machine) -> f64 {
+    let memory = w.bytes as f64 / m.bytes_per_us;
+    if !matches!(w.kind, WorkKind::Gemm | WorkKind::Conv) || w.flops == 0 {
+        return memory;
+    }
+    let f = w.flops as f64;
+    let utilisation = (f / anchors::UTILISATION_FLOPS)
+        .powf(anchors::UTILISATION_EXPONENT)
+        .min(1.0);
+    memory.max(f / (m.peak_flops_per_us * utilisation))
+}
+
+/// Estimate `graph` on the host with explicit constants (`provenance` labels them).
+pub fn estimate_host(graph: &Graph, c: &HostConstants, provenance: &str) -> Result<Estimate> {
+    c.validate()?;
+    finish(graph, c.floor_us, None, provenance.into(), |w| {
+        host_node_us(w, c)
+    })
+}
+
+/// Estimate `graph` for `target`: `None` = the host's reference executor with the stored
+/// calibration (a corrupt calibration file is reported in `warnings` and ignored), else an arch
+/// string or family name costed analytically. Unknown targets, pre-MIL families and graphs
+/// without compute nodes are errors.
+pub fn estimate(graph: &Graph, target: Option<&str>) -> Result<Estimate> {
+    match target {
+        Some(t) => {
+            let m = anchors::machine(t)?;
+            finish(graph, m.floor_us, Some(m.arch), m.provenance.clone(), |w| {
+                analytic_node_us(w, &m)
+            })
+        }
+        None => {
+            let (c, provenance, note) = match host::load() {
+                Ok(Some(c)) => (c, "calibrated host", None),
+                Ok(None) => (HostConstants::DEFAULTS, "uncalibrated defaults", None),
+                Err(e) => (
+                    HostConstants::DEFAULTS,
+                    "uncalibrated defaults",
+                    Some(format!("ignoring the host calibration ({e}); run `aneforge calibrate` to rewrite it")),
+                ),
+            };
+            let mut e = estimate_host(graph, &c, provenance)?;
+            e.warnings.extend(note);
+            Ok(e)
+        }
+    }
+}
+
+fn finish(
+    graph: &Graph,
+    floor_us: f64,
+    target: Option<&'static str>,
+    provenance: String,
+    node_us: impl Fn(&NodeWork) -> f64,
+) -> Result<Estimate> {
+    let work = graph_work(graph);
+    if work.is_empty() {
+        return Err(Error::value(
+            "estimate",
+            "the graph has no compute nodes (only inputs and constants)",
+        ));
+    }
+    let ops: Vec<OpEstimate> = work
+        .into_iter()
+        .map(|w| OpEstimate {
+            micros: node_us(&w),
+            work: w,
+        })
+        .collect();
+    let micros = floor_us + ops.iter().map(|o| o.micros).sum::<f64>();
+    let mut e = Estimate {
+        micros,
+        floor_us,
+        target,
+        provenance,
+        ops,
+        warnings: Vec::new(),
+    };
+    e.warnings = warnings(graph, &e)?;
+    Ok(e)
+}
+
+/// The dispatch-floor warning (work ≤ [`FLOOR_WARNING_RATIO`] × floor on an ANE target) and one
+/// precision warning per `precision_risk` hotspot.
+pub fn warnings(graph: &Graph, e: &Estimate) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    if e.target.is_some() && e.micros <= FLOOR_WARNING_RATIO * e.floor_us {
+        out.push(format!(
+            "dispatch floor: {:.1} µs predicted per call, of which {:.1} µs is the fixed per-call floor on {}; batch inputs or chain work into one program (dispatch is one call in flight at a time)",
+            e.micros, e.floor_us, e.target.unwrap_or("the host")
+        ));
+    }
+    out.extend(
+        crate::passes::precision::graph_risk(graph)
+            .into_iter()
+            .map(|h| format!("precision: node {}: {}", h.node, h.reason)),
+    );
+    Ok(out)
+}

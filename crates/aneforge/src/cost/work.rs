@@ -1,0 +1,105 @@
+//! Per-node work from the graph's types alone: bytes moved and flops, classified by kind.
+
+use crate::graph::{Graph, Node};
+use crate::ops::Op;
+use crate::shape::numel;
+
+/// What bounds a node's time on a CPU interpreter (and which host rate costs it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkKind {
+    /// Matrix products (matmul, einsum): `flops` multiply-adds ×2.
+    Gemm,
+    /// Convolutions (conv, conv_transpose): `flops` multiply-adds ×2.
+    Conv,
+    /// Elementwise, reductions, normalisation, pooling: `flops` = elements touched.
+    Elementwise,
+    /// Pure data movement (layout, rearrange, casts): no flops, bytes only.
+    Data,
+}
+
+impl WorkKind {
+    /// Lower-case name used in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkKind::Gemm => "gemm",
+            WorkKind::Conv => "conv",
+            WorkKind::Elementwise => "elementwise",
+            WorkKind::Data => "data",
+        }
+    }
+}
+
+/// One compute node's work: op name, input and output shapes, bytes, flops and kind.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeWork {
+    pub node: usize,
+    pub op: &'static str,
+    pub input_shapes: Vec<Vec<usize>>,
+    pub output_shapes: Vec<Vec<usize>>,
+    /// Bytes read and written: every input (weights included) and output at its dtype's width.
+    pub bytes: u64,
+    /// 2 × multiply-adds for gemm/conv kinds; elements touched for elementwise; 0 for data.
+    pub flops: u64,
+    pub kind: WorkKind,
+}
+
+/// The work of every compute node (inputs, constants and compressed constants are free: their
+/// bytes are counted where they are read), in graph order.
+pub fn graph_work(graph: &Graph) -> Vec<NodeWork> {
+    graph
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| !matches!(n.op, Op::Input(_) | Op::Const(_) | Op::Constexpr(_)))
+        .map(|(i, n)| node_work(graph, i, n))
+        .collect()
+}
+
+fn node_work(graph: &Graph, index: usize, node: &Node) -> NodeWork {
+    let inputs: Vec<_> = node.inputs.iter().map(|v| graph.ty(*v)).collect();
+    let input_shapes: Vec<Vec<usize>> = inputs.iter().map(|t| t.shape.clone()).collect();
+    let output_shapes: Vec<Vec<usize>> = node.outputs.iter().map(|t| t.shape.clone()).collect();
+    let bytes = inputs
+        .iter()
+        .copied()
+        .chain(node.outputs.iter())
+        .map(|t| (numel(&t.shape) * t.dtype.size()) as u64)
+        .sum();
+    let out = output_shapes.first().map_or(0, |s| numel(s)) as u64;
+    let first = input_shapes.first().map_or(0, |s| numel(s)) as u64;
+    let dim = |i: usize, from_end: usize| -> u64 {
+        input_shapes
+            .get(i)
+            .and_then(|s| s.len().checked_sub(from_end).map(|k| s[k]))
+            .unwrap_or(1) as u64
+    };
+    let (kind, flops) = match &node.op {
+        Op::MatMul(m) => {
+            let k = if m.transpose_x { dim(0, 2) } else { dim(0, 1) };
+            (WorkKind::Gemm, 2 * out * k)
+        }
+        // x [.., W] contracted with y [.., W, .., U]: the last axis of x.
+        Op::Einsum(_) => (WorkKind::Gemm, 2 * out * dim(0, 1)),
+        // weight [Cout, Cin/groups, kh, kw]: each output element is numel(w)/Cout multiply-adds.
+        Op::Conv(_) => {
+            let w = input_shapes.get(1).map_or(0, |s| numel(s)) as u64;
+            (WorkKind::Conv, 2 * out * w / dim(1, 4).max(1))
+        }
+        // weight [Cin, Cout/groups, kh, kw]: each input element scatters numel(w)/Cin multiply-adds.
+        Op::ConvTranspose(_) => {
+            let w = input_shapes.get(1).map_or(0, |s| numel(s)) as u64;
+            (WorkKind::Conv, 2 * first * w / dim(1, 4).max(1))
+        }
+        Op::Layout(_) | Op::Rearrange(_) | Op::Cast(_) => (WorkKind::Data, 0),
+        _ => (WorkKind::Elementwise, first.max(out)),
+    };
+    NodeWork {
+        node: index,
+        op: node.op.family().name(),
+        input_shapes,
+        output_shapes,
+        bytes,
+        flops,
+        kind,
+    }
+}

@@ -1,0 +1,292 @@
+//! The cost model against hand-computed values: per-node bytes and flops, the host and analytic
+//! formulas, anchors and their scaling, `project_peak`, warnings, and the powermetrics parser.
+
+use aneforge::cost::{self, anchors, power, HostConstants, WorkKind};
+use aneforge::{constant, conv2d, conv_transpose2d, input, ConvOptions, Graph, HostArray, Tensor};
+
+fn graph(y: &Tensor) -> Graph {
+    Graph::from_outputs(&[(None, y.clone())]).unwrap()
+}
+
+fn matmul_graph() -> Graph {
+    let w = vec![0.5f32; 20];
+    let x = input(&[2, 3, 4]).unwrap();
+    graph(
+        &x.matmul(&constant("t", HostArray::f32(&[4, 5], &w)).unwrap())
+            .unwrap(),
+    )
+}
+
+#[test]
+fn gemm_and_conv_work_match_hand_counts() {
+    // matmul [2,3,4]·[4,5] → [2,3,5]: 30 outputs × 4 multiply-adds × 2; bytes 2·(24+20+30).
+    let w = cost::graph_work(&matmul_graph());
+    assert_eq!(w.len(), 1);
+    assert_eq!(
+        (w[0].op, w[0].kind, w[0].flops, w[0].bytes),
+        ("matmul", WorkKind::Gemm, 240, 148)
+    );
+
+    // conv x[1,2,5,5] w[4,2,3,3] valid → [1,4,3,3]: 36 outputs × 18 MACs × 2; bytes 2·(50+72+36).
+    let cw = vec![0.1f32; 72];
+    let x = input(&[1, 2, 5, 5]).unwrap();
+    let y = conv2d(
+        &x,
+        HostArray::f32(&[4, 2, 3, 3], &cw),
+        None,
+        ConvOptions::default(),
+    )
+    .unwrap();
+    let w = cost::graph_work(&graph(&y));
+    assert_eq!(
+        (w[0].kind, w[0].flops, w[0].bytes),
+        (WorkKind::Conv, 1296, 316)
+    );
+    assert_eq!(w[0].output_shapes, vec![vec![1, 4, 3, 3]]);
+
+    // grouped conv: groups 2, w[4,1,3,3] → each output 9 MACs.
+    let gw = vec![0.1f32; 36];
+    let opts = ConvOptions {
+        groups: 2,
+        ..ConvOptions::default()
+    };
+    let y = conv2d(&x, HostArray::f32(&[4, 1, 3, 3], &gw), None, opts).unwrap();
+    assert_eq!(cost::graph_work(&graph(&y))[0].flops, 2 * 36 * 9);
+
+    // conv_transpose x[1,2,3,3] w[2,4,2,2] → [1,4,4,4]: 18 inputs × 16 MACs × 2.
+    let tw = vec![0.1f32; 32];
+    let x = input(&[1, 2, 3, 3]).unwrap();
+    let y = conv_transpose2d(
+        &x,
+        HostArray::f32(&[2, 4, 2, 2], &tw),
+        None,
+        ConvOptions::default(),
+    )
+    .unwrap();
+    let w = cost::graph_work(&graph(&y));
+    assert_eq!(
+        (w[0].kind, w[0].flops, w[0].bytes),
+        (WorkKind::Conv, 576, 2 * (18 + 32 + 64))
+    );
+}
+
+#[test]
+fn elementwise_counts_elements_and_layout_moves_bytes() {
+    let x = input(&[4, 8]).unwrap();
+    let y = x.relu().unwrap().transpose(&[1, 0]).unwrap();
+    let w = cost::graph_work(&graph(&y));
+    assert_eq!(w.len(), 2);
+    assert_eq!(
+        (w[0].kind, w[0].flops, w[0].bytes),
+        (WorkKind::Elementwise, 32, 128)
+    );
+    assert_eq!(
+        (w[1].kind, w[1].flops, w[1].bytes),
+        (WorkKind::Data, 0, 128)
+    );
+}
+
+#[test]
+fn host_formula_is_floor_plus_work_over_rate() {
+    let c = HostConstants {
+        floor_us: 10.0,
+        bytes_per_us: 100.0,
+        gemm_flops_per_us: 1000.0,
+        conv_flops_per_us: 1.0,
+        elementwise_per_us: 1.0,
+    };
+    let e = cost::estimate_host(&matmul_graph(), &c, "calibrated host").unwrap();
+    // gemm: 240 flops / 1000 per µs = 0.24 (bytes only cost data-movement nodes)
+    assert!((e.micros - 10.24).abs() < 1e-9, "{}", e.micros);
+    assert_eq!(e.provenance, "calibrated host");
+    assert!(e.warnings.is_empty());
+    let slow = HostConstants {
+        gemm_flops_per_us: 10.0,
+        ..c
+    };
+    let e = cost::estimate_host(&matmul_graph(), &slow, "x").unwrap();
+    assert!((e.micros - 34.0).abs() < 1e-9, "{}", e.micros);
+    let bad = HostConstants {
+        bytes_per_us: f64::NAN,
+        ..c
+    };
+    let err = cost::estimate_host(&matmul_graph(), &bad, "x")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("bytes_per_us must be finite and positive"),
+        "{err}"
+    );
+}
+
+#[test]
+fn analytic_formula_on_a_measured_anchor() {
+    let e = cost::estimate(&matmul_graph(), Some("h14")).unwrap();
+    assert_eq!(e.provenance, "measured anchor h14");
+    assert_eq!(e.target, Some("h14"));
+    // 100 µs floor + max(148 B / 48e3 B/µs, 240 / (7.3e6 · (240/1.8e10)^0.38))
+    let memory = 148.0 / 48e3;
+    let compute = 240.0 / (7.3e6 * (240.0f64 / 1.8e10).powf(0.38));
+    let expected = 100.0 + f64::max(memory, compute);
+    assert!(
+        (e.micros - expected).abs() < 1e-9,
+        "{} vs {expected}",
+        e.micros
+    );
+    assert!(
+        e.warnings.iter().any(|w| w.starts_with("dispatch floor:")),
+        "{:?}",
+        e.warnings
+    );
+    // A node past 1.8e10 flops runs at the full peak: 256·4096·4096 ·2 = 8.6e9 (below) vs 2x.
+    let x = input(&[2, 512, 4096]).unwrap();
+    let w = vec![0.0f32; 4096 * 4096];
+    let y = x
+        .matmul(&constant("t", HostArray::f32(&[4096, 4096], &w)).unwrap())
+        .unwrap();
+    let e = cost::estimate(&graph(&y), Some("h17s")).unwrap();
+    let flops = 2.0 * 1024.0 * 4096.0 * 4096.0;
+    let bytes = 2.0 * (2.0 * 512.0 * 4096.0 * 2.0 + 4096.0 * 4096.0);
+    let expected = 110.0 + f64::max(bytes / 57e3, flops / 8.9e6);
+    assert!(
+        (e.micros - expected).abs() < 1e-6,
+        "{} vs {expected}",
+        e.micros
+    );
+    assert!(!e.warnings.iter().any(|w| w.starts_with("dispatch floor:")));
+}
+
+#[test]
+fn other_arches_scale_from_the_nearest_anchor() {
+    let m = anchors::machine("h17d").unwrap();
+    assert_eq!(
+        m.provenance,
+        "scaled from h17s (cores 64/16, clock 1.89/1.89 GHz)"
+    );
+    assert!(
+        (m.bytes_per_us - 57e3 * 4.0).abs() < 1e-6
+            && (m.peak_flops_per_us - 8.9e6 * 4.0).abs() < 1e-3
+    );
+    assert!((m.floor_us - 110.0).abs() < 1e-12);
+    // M1 Max-like h13g from h13: bandwidth and peak ×2, same clock.
+    let m = anchors::machine("h13g").unwrap();
+    assert!((m.bytes_per_us - 18e3).abs() < 1e-6 && (m.peak_flops_per_us - 6.5e6).abs() < 1e-3);
+    // m11: one core at 0.5 GHz, nearest anchor h14 (1.938 GHz, 4 cores).
+    let m = anchors::machine("m11").unwrap();
+    assert!(
+        (m.floor_us - 100.0 * 1.938 / 0.5).abs() < 1e-9,
+        "{}",
+        m.floor_us
+    );
+    assert!((m.peak_flops_per_us - 7.3e6 * 0.25 * 0.5 / 1.938).abs() < 1e-3);
+    // h16 (M4): clock not recorded → projected from h17s with cores 4/16.
+    let m = anchors::machine("h16").unwrap();
+    assert!(
+        m.provenance.starts_with("projected from h17s"),
+        "{}",
+        m.provenance
+    );
+    assert!((m.bytes_per_us - 57e3 / 4.0).abs() < 1e-6);
+    // Family names cost their representative arch.
+    assert_eq!(
+        anchors::machine("A13").unwrap().provenance,
+        "measured anchor h13"
+    );
+    assert_eq!(anchors::machine("a16").unwrap().arch, "h16s");
+}
+
+#[test]
+fn unknown_targets_old_families_and_empty_graphs_are_errors() {
+    let g = matmul_graph();
+    let e = cost::estimate(&g, Some("h99")).unwrap_err().to_string();
+    assert!(e.contains("'h99' is not a known ANE arch"), "{e}");
+    let e = cost::estimate(&g, Some("h12")).unwrap_err().to_string();
+    assert!(e.contains("OLDER") || e.contains("MIL"), "{e}");
+    assert!(cost::project_peak("u1").is_err());
+    let x = input(&[2, 2]).unwrap();
+    let mut g = graph(&x.relu().unwrap());
+    g.nodes.truncate(1);
+    let e = cost::estimate(&g, Some("h14")).unwrap_err().to_string();
+    assert!(e.contains("no compute nodes"), "{e}");
+}
+
+#[test]
+fn project_peak_scales_the_m1_anchor_by_cores_and_clock() {
+    let p = cost::project_peak("h13").unwrap();
+    assert_eq!((p.cores, p.rel_m1, p.tflops), (4, 1.0, 1.8));
+    let p = cost::project_peak("h17s").unwrap();
+    let rel = 16.0 * 1.89 / (4.0 * 1.428);
+    assert!((p.rel_m1 - rel).abs() < 1e-12 && (p.tflops - 1.8 * rel).abs() < 1e-12);
+    assert!(p.clock_recorded);
+    let p = cost::project_peak("m11").unwrap();
+    assert!(
+        (p.rel_m1 - 0.5 / (4.0 * 1.428)).abs() < 1e-12,
+        "{}",
+        p.rel_m1
+    );
+    assert!(!cost::project_peak("h15").unwrap().clock_recorded);
+}
+
+#[test]
+fn narrow_sums_draw_a_precision_warning() {
+    let x = input(&[1, 1024]).unwrap();
+    let y = x.sum(&[1], true).unwrap();
+    let e = cost::estimate(&graph(&y), Some("h17s")).unwrap();
+    let p: Vec<_> = e
+        .warnings
+        .iter()
+        .filter(|w| w.starts_with("precision:"))
+        .collect();
+    assert_eq!(p.len(), 1, "{:?}", e.warnings);
+    assert!(p[0].contains("1024"), "{}", p[0]);
+}
+
+#[test]
+fn powermetrics_text_parses_into_energy() {
+    // The sample text follows the layout `powermetrics --samplers cpu_power,gpu_power,ane_power`
+    // prints (powermetrics(1) man page; sample headers "*** Sampled system activity (<date>)
+    // (<ms>ms elapsed) ***" and "<Rail> Power: <n> mW" lines), written by hand for this test.
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/powermetrics_sample.txt"
+    ))
+    .unwrap();
+    let s = power::parse_powermetrics(&text).unwrap();
+    assert_eq!(s.len(), 2);
+    assert_eq!(
+        (s[0].elapsed_ms, s[0].cpu_mw, s[0].ane_mw, s[0].combined_mw),
+        (502.31, Some(1240.0), Some(1800.0), Some(3096.0))
+    );
+    // Second sample has no combined line: CPU + GPU + ANE = 1100 + 40 + 2000.
+    assert_eq!(
+        (s[1].ane_mw, s[1].combined_mw),
+        (Some(2000.0), Some(3140.0))
+    );
+    let e = power::energy(&s);
+    assert!((e.window_ms - 1000.0).abs() < 1e-9);
+    assert!((e.ane_mj - (1800.0 * 0.50231 + 2000.0 * 0.49769)).abs() < 1e-9);
+    assert!((e.combined_mj - (3096.0 * 0.50231 + 3140.0 * 0.49769)).abs() < 1e-9);
+    for (bad, msg) in [
+        ("no samples here", "no '*** Sampled system activity'"),
+        ("ANE Power: 5 mW", "before any sample header"),
+        (
+            "*** Sampled system activity (x) ***",
+            "without '(<ms>ms elapsed)'",
+        ),
+        (
+            "*** Sampled system activity (d) (10ms elapsed) ***\nANE Power: -3 mW",
+            "not a non-negative number",
+        ),
+        (
+            "*** Sampled system activity (d) (10ms elapsed) ***\nANE Power: 3 kW",
+            "unknown power unit",
+        ),
+    ] {
+        let e = power::parse_powermetrics(bad).unwrap_err().to_string();
+        assert!(e.contains(msg), "{bad}: {e}");
+    }
+    if !cfg!(target_os = "macos") {
+        let e = power::check_available().unwrap_err().to_string();
+        assert!(e.contains("unavailable: needs macOS and root"), "{e}");
+    }
+}
