@@ -66,7 +66,7 @@ pub fn graph_risk(g: &Graph) -> Vec<Hotspot> {
             Some(Hotspot { node: i, op, shape, k, est_error: 1e-3 * (k as f64).sqrt(), fixable, reason })
         })
         .collect();
-    found.extend(unscaled_squares(&g));
+    found.extend(unscaled_squares(g));
     found.sort_by(|a, b| b.est_error.total_cmp(&a.est_error));
     found
 }

@@ -245,8 +245,15 @@ fn clip(a: &Args) -> Result<Vec<Value>> {
 
 fn prelu(a: &Args) -> Result<Vec<Value>> {
     let x = a.ftensor(0)?;
-    let slope = a.ftensor(1)?;
-    // Opset < 9 slopes broadcast unidirectionally from axis 1 like opset 9+ (NumPy style).
+    let mut slope = a.ftensor(1)?;
+    // Before opset 7 a 1-D slope of length C is per channel (axis 1); from 7 on it broadcasts
+    // NumPy-style from the right.
+    let (xs, ss) = (x.shape(), slope.shape());
+    if a.node.opset < 7 && ss.len() == 1 && xs.len() > 2 && ss[0] == xs[1] {
+        let mut per_channel = vec![ss[0] as i64];
+        per_channel.resize(xs.len() - 1, 1);
+        slope = slope.reshape(&per_channel)?;
+    }
     let y = x
         .maximum_scalar(0.0)?
         .add(&x.minimum_scalar(0.0)?.mul(&slope)?)?;
