@@ -59,8 +59,9 @@ def _without_tests(text: str) -> str:
 
 
 def _absolute(module: tuple[str, ...], is_dir_mod: bool, path: str) -> tuple[str, ...]:
+    # `self` is the module itself and `super` its parent, for a mod.rs and a plain file alike.
     segs = path.split("::")
-    base = list(module) if is_dir_mod else list(module[:-1])
+    base = list(module)
     if segs[0] == "crate":
         base, segs = [], segs[1:]
     elif segs[0] == "self":

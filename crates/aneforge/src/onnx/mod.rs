@@ -7,6 +7,12 @@
 pub mod fold;
 pub mod node;
 pub mod ops;
+mod ops_elementwise;
+mod ops_layout;
+mod ops_nn;
+mod ops_reduce;
+mod ops_resize;
+mod ops_values;
 pub mod tensor;
 
 use std::collections::HashMap;

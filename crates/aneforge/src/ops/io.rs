@@ -83,13 +83,16 @@ impl Family for Cast {
         let from = inputs[0].dtype;
         let supported = matches!(
             (from, self.dtype),
-            (DType::Uint8 | DType::Int32 | DType::Fp16, DType::Fp16) | (DType::Fp16, DType::Int32)
+            (
+                DType::Uint8 | DType::Int32 | DType::Bool | DType::Fp16,
+                DType::Fp16
+            ) | (DType::Fp16, DType::Int32)
         );
         if !supported {
             return Err(Error::dtype(
                 CAST,
                 format!(
-                    "cast from {from} to {} is not supported (supported: uint8/int32 -> fp16, fp16 -> int32)",
+                    "cast from {from} to {} is not supported (supported: uint8/int32/bool -> fp16, fp16 -> int32)",
                     self.dtype
                 ),
             ));

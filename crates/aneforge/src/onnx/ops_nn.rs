@@ -1,7 +1,7 @@
 //! Neural-network ONNX ops: Conv/ConvTranspose (1-D as 2-D), pools, Gemm/MatMul, the
 //! normalizations, LRN, Softmax/LogSoftmax, Einsum.
 
-use super::{Args, OpFn, Value};
+use super::ops::{Args, OpFn, Value};
 use crate::error::Result;
 use crate::graph::build::conv::{conv2d, dynamic_conv};
 use crate::graph::build::conv_transpose::conv_transpose2d;

@@ -2,8 +2,8 @@
 //! Transpose, Squeeze/Unsqueeze, Concat, Split, Slice, Gather (constant indices), Expand, Tile,
 //! Pad, DepthToSpace/SpaceToDepth, Identity/Dropout, Resize/Upsample.
 
-use super::values::{concat, reshape, take, transpose};
-use super::{Args, OpFn, Value};
+use super::ops::values::{concat, reshape, take, transpose};
+use super::ops::{Args, OpFn, Value};
 use crate::error::Result;
 use crate::graph::build::io::constant;
 use crate::onnx::node::Node;
@@ -26,7 +26,7 @@ pub fn lookup(op: &str) -> Option<OpFn> {
         "Pad" => pad,
         "DepthToSpace" | "SpaceToDepth" => depth_space,
         "Identity" | "Dropout" => identity,
-        "Resize" | "Upsample" => super::resize::resize,
+        "Resize" | "Upsample" => super::ops::resize::resize,
         _ => return None,
     })
 }
@@ -504,7 +504,7 @@ fn depth_space(a: &Args) -> Result<Vec<Value>> {
         )
     };
     if matches!(x, Value::Graph { .. }) {
-        let t = super::to_graph(n, x)?;
+        let t = super::ops::to_graph(n, x)?;
         let y = match (n.op(), n.string("mode", "DCR")?.as_str()) {
             ("DepthToSpace", "CRD") => t.pixel_shuffle(b)?,
             ("DepthToSpace", _) => t.depth_to_space(b)?,

@@ -4,12 +4,12 @@
 //! tensors, runtime indices) are rows of [`HOST_OPS_PENDING`]: moving one to [`lookup`] is the
 //! one-line change once the host ops of issue 12 land.
 
-mod elementwise;
-mod layout;
-mod nn;
-mod reduce;
-mod resize;
-mod values;
+pub(super) use super::ops_elementwise as elementwise;
+pub(super) use super::ops_layout as layout;
+pub(super) use super::ops_nn as nn;
+pub(super) use super::ops_reduce as reduce;
+pub(super) use super::ops_resize as resize;
+pub(super) use super::ops_values as values;
 
 pub use nn::bn_affine;
 

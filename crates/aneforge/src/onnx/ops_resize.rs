@@ -2,8 +2,8 @@
 //! and rounding mode (as per-axis index maps), linear on the last two axes in the modes MIL's
 //! `resize_bilinear` samples exactly; cubic and antialiasing are NotImplemented errors.
 
-use super::values::take;
-use super::{Args, Value};
+use super::ops::values::take;
+use super::ops::{Args, Value};
 use crate::error::Result;
 use crate::ops::resize::SamplingMode;
 
@@ -154,7 +154,7 @@ pub fn resize(a: &Args) -> Result<Vec<Value>> {
                 "half_pixel" | "pytorch_half_pixel" if exact_ratio && out[r - 2] > 1 && out[r - 1] > 1 => SamplingMode::UnalignCorners,
                 other => return Err(n.unsupported(&format!("linear resize with coordinate_transformation_mode {other} at scales {:?} (MIL resize_bilinear cannot sample it exactly)", &sc[r - 2..]))),
             };
-            let t = super::to_graph(n, x)?;
+            let t = super::ops::to_graph(n, x)?;
             let y = t.resize_bilinear_sampled(out[r - 2], out[r - 1], sampling)?;
             Ok(vec![Value::Graph {
                 t: y,

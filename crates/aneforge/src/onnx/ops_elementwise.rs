@@ -1,7 +1,7 @@
 //! Elementwise ONNX ops: activations, arithmetic with broadcasting, comparisons and logic,
 //! Where, Clip, Cast.
 
-use super::{to_fp16, Args, OpFn, Value};
+use super::ops::{to_fp16, Args, OpFn, Value};
 use crate::error::Result;
 use crate::graph::build::elementwise::select;
 use crate::graph::Tensor;
@@ -277,7 +277,7 @@ fn cast(a: &Args) -> Result<Vec<Value>> {
         e => {
             return Err(n.unsupported(&format!(
                 "a runtime cast to {e:?} {}",
-                super::HOST_OPS_REASON
+                super::ops::HOST_OPS_REASON
             )))
         }
     };

@@ -4,7 +4,7 @@
 
 use std::rc::Rc;
 
-use super::Value;
+use super::ops::Value;
 use crate::error::{Error, Result};
 use crate::graph::build::layout::concat as graph_concat;
 use crate::onnx::tensor::HostTensor;
@@ -168,7 +168,7 @@ pub fn concat(vs: &[Value], axis: usize, node: &crate::onnx::node::Node) -> Resu
     }
     let ts = vs
         .iter()
-        .map(|v| super::to_graph(node, v))
+        .map(|v| super::ops::to_graph(node, v))
         .collect::<Result<Vec<_>>>()?;
     let elem = vs[0].elem();
     Ok(Value::Graph {

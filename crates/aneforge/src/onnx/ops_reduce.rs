@@ -1,7 +1,7 @@
 //! ONNX Reduce* ops (axes as an attribute before opset 18 — 13 for ReduceSum — then as an
 //! input; `noop_with_empty_axes`), and ReduceProd on constants only.
 
-use super::{Args, OpFn, Value};
+use super::ops::{Args, OpFn, Value};
 use crate::error::Result;
 
 /// The mapping of reduce op `op`, or None.
@@ -24,7 +24,7 @@ pub fn lookup(op: &str) -> Option<OpFn> {
 fn reduce(a: &Args) -> Result<Vec<Value>> {
     let n = a.node;
     let since = if n.op() == "ReduceSum" { 13 } else { 18 };
-    let axes = super::layout::attr_or_input(a, "axes", since, 1)?.unwrap_or_default();
+    let axes = super::ops::layout::attr_or_input(a, "axes", since, 1)?.unwrap_or_default();
     let x = a.ftensor(0)?;
     let keep = n.int("keepdims", 1)? != 0;
     if axes.is_empty() && n.int("noop_with_empty_axes", 0)? != 0 {
