@@ -139,6 +139,14 @@ pub fn checked_output(outputs: &[PortSpec], index: usize, buffer_len: usize) -> 
     Ok(port)
 }
 
+/// The dtype error of `read_output_i32` on an output `port` that is not int32.
+pub fn not_int32(port: &PortSpec) -> Error {
+    Error::dtype(
+        "read_output_i32",
+        format!("output '{}' is {}, not int32", port.name, port.dtype),
+    )
+}
+
 /// Validates `alias(output, input)`: refused once the program has executed, ports looked up by
 /// name, and both must have the same dtype and shape; returns (output index, input index).
 pub fn alias_ports(

@@ -15,7 +15,8 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::exec::reference::round_to_fp16;
 use crate::exec::{
-    alias_ports, checked_input, checked_output, Executor, Loaded, PortData, PortView, Precision,
+    alias_ports, checked_input, checked_output, not_int32, Executor, Loaded, PortData, PortView,
+    Precision,
 };
 use crate::ops::host::{Elems, HostOp, HostTensor};
 use crate::ops::Family;
@@ -247,12 +248,7 @@ impl Loaded for PlanLoaded {
         let port = checked_output(&self.outputs, index, out.len())?;
         match &self.slots[self.output_slots[index]].data {
             Elems::I32(v) => out.copy_from_slice(v),
-            Elems::F32(_) => {
-                return Err(Error::dtype(
-                    "read_output_i32",
-                    format!("output '{}' is {}, not int32", port.name, port.dtype),
-                ))
-            }
+            Elems::F32(_) => return Err(not_int32(port)),
         }
         Ok(())
     }

@@ -12,7 +12,9 @@ use super::handles::Handle;
 use super::{Ane, Slot};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::exec::{alias_ports, checked_input, checked_output, Loaded, PortData, PortView};
+use crate::exec::{
+    alias_ports, checked_input, checked_output, not_int32, Loaded, PortData, PortView,
+};
 use crate::program::{PortSpec, Program};
 
 /// Bytes of a port's data: numel × 2 for fp16, numel rounded up to even for uint8 (§3.1),
@@ -300,10 +302,7 @@ impl Loaded for AneProgram {
     fn read_output_i32(&self, index: usize, out: &mut [i32]) -> Result<()> {
         let port = checked_output(&self.outputs, index, out.len())?;
         if port.dtype != DType::Int32 {
-            return Err(Error::dtype(
-                "read_output_i32",
-                format!("output '{}' is {}, not int32", port.name, port.dtype),
-            ));
+            return Err(not_int32(port));
         }
         let data = self.ports[self.inputs.len() + index].data;
         // SAFETY: the port's live, 4-byte-aligned buffer holds `out.len()` int32 elements.

@@ -11,7 +11,8 @@ use half::f16;
 use half::slice::HalfFloatSliceExt;
 
 use super::{
-    alias_ports, checked_input, checked_output, Executor, Loaded, PortData, PortView, Precision,
+    alias_ports, checked_input, checked_output, not_int32, Executor, Loaded, PortData, PortView,
+    Precision,
 };
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -341,12 +342,7 @@ impl Loaded for RefProgram {
                 let src = &self.bufs[self.output_bufs[index]].data;
                 out.iter_mut().zip(src).for_each(|(o, &v)| *o = v as i32);
             }
-            _ => {
-                return Err(Error::dtype(
-                    "read_output_i32",
-                    format!("output '{}' is {}, not int32", port.name, port.dtype),
-                ))
-            }
+            _ => return Err(not_int32(port)),
         }
         Ok(())
     }
