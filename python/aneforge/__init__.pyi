@@ -656,7 +656,7 @@ def resize_bilinear(
     x: Tensor, target_h: int, target_w: int, align_corners: bool = False, sampling_mode: str | None = None
 ) -> Tensor:
     """Bilinear resize of the last two axes to (target_h, target_w), half-pixel (MIL UNALIGN_CORNERS) unless
-    align_corners; sampling_mode ("STRICT_ALIGN_CORNERS", "ALIGN_CORNERS", "DEFAULT", "OFFSET_CORNERS",
+    align_corners (MIL STRICT_ALIGN_CORNERS: PyTorch's and ONNX's rule, a size-1 output samples index 0); sampling_mode ("STRICT_ALIGN_CORNERS", "ALIGN_CORNERS", "DEFAULT", "OFFSET_CORNERS",
     "UNALIGN_CORNERS") selects any MIL mode instead."""
 
 def upsample_bilinear(
@@ -848,7 +848,8 @@ def backward(
     """{param: gradient Tensor}; NotImplementedError names an op without a gradient rule."""
 
 def mse(prediction: Tensor, target: Tensor) -> Loss:
-    """Mean squared error over all axes, shape [1, ..., 1]."""
+    """Mean squared error over all axes, shape [1, ..., 1]; the squares are fp16, so |prediction - target| > 256
+    overflows to inf (af.precision_risk reports it): scale targets to a moderate range."""
 
 def softmax_cross_entropy(logits: Tensor, target: Tensor) -> Loss:
     """Stable mean cross-entropy of logits [N, K]; target one-hot [N, K] or class indices [N] / [N, 1]."""

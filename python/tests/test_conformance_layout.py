@@ -373,7 +373,8 @@ case(
     "resize_bilinear",
     [uniform((3, 5, 8), 652)],
     lambda x: af.resize_bilinear(x, 1, 3, align_corners=True),
-    lambda x: bilinear_ref(x, 1, 3, "ALIGN_CORNERS"),
+    # PyTorch / ONNX align_corners: a size-1 output samples index 0 (MIL ALIGN_CORNERS would take the centre).
+    lambda x: bilinear_ref(x, 1, 3, "STRICT_ALIGN_CORNERS"),
 )
 case(
     "upsample_bilinear-2",

@@ -257,3 +257,16 @@ def test_cli_repeat_is_bounded(tmp_path):
     out = run_cli("run", m.program_dir, "--input", f"x0={tmp_path / 'x.npy'}", "--repeat", str(2**64 - 1))
     assert out.returncode == 1, out
     assert "--repeat" in out.stderr and "1000000" in out.stderr and "internal error" not in out.stderr, out.stderr
+
+
+def test_training_files_must_be_regular_files(tmp_path):
+    """The MNIST/CIFAR readers and checkpoint loading refuse devices and FIFOs instead of reading
+    /dev/zero until memory runs out or blocking on a pipe."""
+    (tmp_path / "zero.bin").symlink_to("/dev/zero")
+    with pytest.raises(ValueError, match="not a regular file \\(a device\\)"):
+        af.read_cifar10(tmp_path / "zero.bin")
+    os.mkfifo(tmp_path / "ckpt.safetensors")
+    w = af.parameter(np.ones((3, 2), np.float32))
+    trainer = af.Trainer(af.mse(af.input((1, 3)) @ w, af.input((1, 2))), [w], device="reference")
+    with pytest.raises(ValueError, match="not a regular file \\(a FIFO\\)"):
+        trainer.load(tmp_path / "ckpt.safetensors")

@@ -101,3 +101,32 @@ def test_group_norm_rank3_and_batch_norm_rank2():
     mean, var = np.float32([0.5, -1, 0, 2]), np.float32([1, 2, 0.5, 4])
     got = run(af.batch_norm(af.input(x2.shape), mean, var, eps=1e-3), x2)
     np.testing.assert_allclose(got, (q(x2) - mean) / np.sqrt(var + h(1e-3)), atol=4e-3)
+
+
+def _standardize_ref(x: np.ndarray, axes: tuple[int, ...], eps: float) -> np.ndarray:
+    x = x.astype(np.float64)
+    d = x - x.mean(axis=axes, keepdims=True)
+    return d / np.sqrt((d * d).mean(axis=axes, keepdims=True) + eps)
+
+
+@pytest.mark.parametrize(
+    ("name", "build", "axes"),
+    [
+        ("layer_norm", lambda t: t.layer_norm(eps=1e-12), (-1,)),
+        ("group_norm", lambda t: t.group_norm(num_groups=2, eps=1e-12), (1, 2, 3)),
+        ("instance_norm", lambda t: af.instance_norm(t, eps=1e-12), (2, 3)),
+    ],
+)
+def test_norm_eps_below_fp16_range_is_not_flushed_to_zero(name, build, axes):
+    """BERT's eps = 1e-12 is below fp16's smallest subnormal: a constant slice must give 0 (as
+    float64 does), not 0/0 = NaN, and a varied slice must match float64."""
+    rng = np.random.default_rng(1612)
+    x = rng.uniform(-3, 3, (2, 4, 3, 5)).astype(np.float32)
+    x[0] = 1.5  # constant: every slice of sample 0 (and both of its groups) is constant
+    if name == "group_norm":
+        ref = _standardize_ref(x.reshape(2, 2, 2, 15), (2, 3), 1e-12).reshape(x.shape)
+    else:
+        ref = _standardize_ref(x, axes, 1e-12)
+    out = af.compile(build(af.input(x.shape)), device="reference")(x)
+    assert np.isfinite(out).all(), f"{name}: {np.isnan(out).sum()} NaN"
+    np.testing.assert_allclose(out, ref, atol=2e-2, rtol=1e-2)

@@ -186,7 +186,7 @@ fn backend(p: &Path) -> Option<String> {
     if p.file_name()? != "analytics.mil" {
         return None;
     }
-    let text = std::fs::read_to_string(p).ok()?;
+    let text = crate::program::files::read_regular_text(p).ok()?;
     let rest = &text[text.find("SelectedBackend")?..];
     let start = rest.find("string(\"")? + 8;
     Some(rest[start..start + rest[start..].find('"')?].to_string())
@@ -384,7 +384,7 @@ fn probe_conventions(ctx: Ctx) -> ConventionReport {
 
 /// Read a report for the census; one not produced on ANE hardware is refused with the reason.
 pub fn read_hardware_report(path: &Path) -> Result<Report> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = crate::program::files::read_regular_text(path)?;
     let r: Report =
         serde_json::from_str(&text).map_err(|e| Error::format(path, None, e.to_string()))?;
     if r.format != FORMAT

@@ -187,7 +187,7 @@ impl Family for Layout {
                 }
                 if axes.len() == s.len() {
                     return err(format!(
-                        "squeezing every axis of {s:?} would leave a rank-0 result"
+                        "squeezing every axis of {s:?} would leave a rank-0 result (programs hold rank 1..=5 tensors): keep one axis"
                     ));
                 }
                 vec![s

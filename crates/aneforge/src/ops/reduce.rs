@@ -116,7 +116,7 @@ impl Family for Reduce {
             return Err(Error::shape(
                 self.name(),
                 format!(
-                    "reducing every axis of {s:?} without keep_dims would give a rank-0 result"
+                    "reducing every axis of {s:?} without keep_dims would give a rank-0 result (programs hold rank 1..=5 tensors): keep the dims, a [1, ..] result"
                 ),
             ));
         }

@@ -104,14 +104,14 @@ pub fn save_tensors(
     });
     let bytes = safetensors::serialize(views, meta)
         .map_err(|e| Error::format(path, None, format!("cannot serialize: {e}")))?;
-    std::fs::write(path, bytes).map_err(|e| Error::io(path, e))
+    crate::program::write_atomic(path, |w| std::io::Write::write_all(w, &bytes))
 }
 
 /// Read every tensor (in file order) and the metadata of the safetensors file at `path`.
 /// Errors (Format, naming the file): a header length beyond the file, a header that is not
 /// JSON, offsets that do not fit the shapes and the data, an unsupported dtype; I/O errors name `path`.
 pub fn load_tensors(path: &Path) -> Result<(Vec<RawTensor>, BTreeMap<String, String>)> {
-    let raw = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let raw = crate::program::files::read_regular(path)?;
     let st = SafeTensors::deserialize(&raw).map_err(|e| explain(path, &raw, e))?;
     let (_, meta) = SafeTensors::read_metadata(&raw).map_err(|e| explain(path, &raw, e))?;
     let mut named = st.tensors();

@@ -38,7 +38,7 @@ impl Images {
 /// 0..=9. Errors: I/O naming the file; a length that is not a whole, non-zero number of
 /// 3073-byte records, or a label above 9 (naming its record), as Format errors.
 pub fn read_cifar10(path: &Path) -> Result<Images> {
-    let raw = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let raw = crate::program::files::read_regular(path)?;
     if raw.is_empty() || raw.len() % CIFAR10_RECORD != 0 {
         return Err(Error::format(
             path,
@@ -72,7 +72,7 @@ pub fn read_cifar10(path: &Path) -> Result<Images> {
 
 /// Read an MNIST CSV file (see [`parse_mnist_csv`]); I/O errors name the file.
 pub fn read_mnist_csv(path: &Path) -> Result<Images> {
-    let raw = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let raw = crate::program::files::read_regular(path)?;
     parse_mnist_csv(&raw, path)
 }
 

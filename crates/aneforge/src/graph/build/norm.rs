@@ -21,7 +21,7 @@ pub fn batch_norm(
     beta: Option<HostArray>,
     eps: f32,
 ) -> Result<Tensor> {
-    let eps = norm_eps("batch_norm", eps)?;
+    let eps = native_eps("batch_norm", eps)?;
     let c = [x.shape().get(1).copied().unwrap_or(1)]; // a bad rank is reported by `infer`
     let (ones, zeros) = (vec![1f32; c[0]], vec![0f32; c[0]]);
     let stats = [
@@ -54,7 +54,7 @@ pub fn instance_norm(
     beta: Option<HostArray>,
     eps: f32,
 ) -> Result<Tensor> {
-    let eps = norm_eps("instance_norm", eps)?;
+    let eps = native_eps("instance_norm", eps)?;
     let c = [x.shape().get(1).copied().unwrap_or(1)]; // a bad rank is reported by `infer`
     let (ones, zeros) = (vec![1f32; c[0]], vec![0f32; c[0]]);
     let affine = [
@@ -68,12 +68,22 @@ pub fn instance_norm(
     Tensor::apply1(Op::InstanceNorm(InstanceNorm { eps }), srcs)
 }
 
-/// A norm's eps: finite, >= 0 and within fp16 range; returns the fp16-rounded value.
+/// A norm's eps: finite, >= 0 and within fp16 range; returns the fp16-rounded value, except that a
+/// positive eps below fp16's range (BERT's 1e-12) is kept as given rather than flushed to 0: the
+/// composites only put √eps into the program, and a native op floors it at 2⁻²⁴ ([`native_eps`]).
 fn norm_eps(op: &str, eps: f32) -> Result<f32> {
     if eps < 0.0 {
         return Err(Error::value(op, format!("eps = {eps} must be >= 0")));
     }
-    fp16_param(op, "eps", eps)
+    let rounded = fp16_param(op, "eps", eps)?;
+    Ok(if rounded == 0.0 { eps } else { rounded })
+}
+
+/// The eps of a native MIL norm (stored as fp16): [`norm_eps`] floored at 2⁻²⁴ when positive, so a
+/// constant plane gives 0, not 0/0.
+fn native_eps(op: &str, eps: f32) -> Result<f32> {
+    let e = norm_eps(op, eps)?;
+    Ok(if e > 0.0 { e.max(FP16_TINY) } else { e })
 }
 
 /// Check affine operand `what` is [n] and view it as `shape` (a Const is rebuilt, anything else reshaped).
@@ -111,7 +121,9 @@ impl Tensor {
     /// x / √(mean(x²) + r²) over `axes`, computed on u = x / s with s = max(max |x|, r, 2⁻²⁴) as
     /// u·rsqrt(mean(u²) + (r/s)²): u and r/s lie in [−1, 1], so no square overflows fp16 and the
     /// largest is 1 (the sum does not vanish into subnormals).
+    /// A positive r below fp16's range is floored at 2⁻²⁴ so a constant slice gives 0, not 0·∞.
     fn rms_scaled(&self, axes: &[i64], r: f32) -> Result<Tensor> {
+        let r = if r > 0.0 { r.max(FP16_TINY) } else { r };
         let s = self
             .abs()?
             .amax(axes, true)?

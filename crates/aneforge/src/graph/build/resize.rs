@@ -28,13 +28,14 @@ impl Tensor {
     pub fn resize_nearest_neighbor(&self, h: usize, w: usize) -> Result<Tensor> {
         Tensor::apply1(Op::Resize(Resize::Nearest { h, w }), vec![self.clone()])
     }
-    /// Bilinear resize of the last two axes to `(h, w)`, half-pixel sampling (UNALIGN_CORNERS) unless `align_corners`.
+    /// Bilinear resize of the last two axes to `(h, w)`: half-pixel sampling (UNALIGN_CORNERS), or with
+    /// `align_corners` STRICT_ALIGN_CORNERS, PyTorch's and ONNX's rule (a size-1 output samples index 0).
     pub fn resize_bilinear(&self, h: usize, w: usize, align_corners: bool) -> Result<Tensor> {
         self.resize_bilinear_sampled(
             h,
             w,
             if align_corners {
-                SamplingMode::AlignCorners
+                SamplingMode::StrictAlignCorners
             } else {
                 SamplingMode::UnalignCorners
             },
