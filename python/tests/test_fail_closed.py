@@ -131,6 +131,42 @@ def test_loaded_tile_past_the_cap_is_a_memory_error_under_1_gb(tmp_path):
     assert peak < GB, peak
 
 
+def test_conv_with_huge_padding_is_refused_under_1_gb():
+    """A conv with pad 100000 once aborted asking for 160 GB; now the padded extent is refused at build."""
+    out, peak = peak_run(
+        """
+        import aneforge as af, numpy as np
+        try:
+            y = af.conv(af.input((1, 1, 8, 8)), np.ones((1, 1, 3, 3), np.float32), pad=(100000,) * 4)
+            af.compile(y, device="reference")
+        except ValueError as e:
+            print("ValueError", e)
+        """
+    )
+    assert out.startswith("ValueError") and "200006" in out and "65536" in out, out
+    assert peak < GB, peak
+
+
+def test_loaded_input_of_2_48_elements_is_a_memory_error_under_1_gb(tmp_path):
+    d = program_dir(
+        tmp_path,
+        "tensor<fp16, [65536, 65536, 65536]> x0",
+        '        tensor<fp16, [65536, 65536, 65536]> y0 = relu(x = x0)[name = string("y0")];',
+        "y0",
+    )
+    out, peak = peak_run(
+        f"""
+        import aneforge as af
+        try:
+            af.load({str(d)!r}, device="reference")
+        except MemoryError as e:
+            print("MemoryError", e)
+        """
+    )
+    assert out.startswith("MemoryError") and "[65536, 65536, 65536]" in out, out
+    assert peak < GB, peak
+
+
 def test_byte_cap_is_set_by_the_environment():
     out, _ = peak_run(
         """
