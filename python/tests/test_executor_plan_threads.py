@@ -1,10 +1,11 @@
 """The reference executor's memory plan (net.memory()) and thread setting (af.set_num_threads),
 checked against hand-computed byte counts and NumPy float64 oracles."""
 
-import numpy as np
-import pytest
+import math
 
 import aneforge as af
+import numpy as np
+import pytest
 
 
 @pytest.fixture
@@ -75,5 +76,5 @@ def test_results_are_bit_identical_at_one_and_two_threads(restore_threads):
         outs[n] = net(x)
     np.testing.assert_array_equal(outs[1], outs[2])
     h = x.astype(np.float64) @ w.astype(np.float64)
-    erf = np.vectorize(__import__("math").erf)
+    erf = np.vectorize(math.erf)
     np.testing.assert_allclose(outs[1], 0.5 * h * (1 + erf(h / np.sqrt(2))), rtol=1e-2, atol=1e-2)
