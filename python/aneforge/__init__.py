@@ -54,6 +54,7 @@ from aneforge._core import (
     maximum,
     mha,
     minimum,
+    num_threads,
     pixel_shuffle,
     pixel_unshuffle,
     precision_risk,
@@ -63,6 +64,7 @@ from aneforge._core import (
     resize_nearest_neighbor,
     sdpa,
     select,
+    set_num_threads,
     sort,
     space_to_depth,
     split,
@@ -207,6 +209,8 @@ __all__ = [
     "upsample_bilinear",
     "value",
     "where",
+    "set_num_threads",
+    "num_threads",
 ]
 
 #: Alias of select (the numpy.where spelling).

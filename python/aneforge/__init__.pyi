@@ -84,6 +84,8 @@ __all__ = [
     "save_safetensors",
     "softmax_cross_entropy",
     "value",
+    "set_num_threads",
+    "num_threads",
 ]
 
 _ArrayLike: TypeAlias = npt.ArrayLike
@@ -493,6 +495,13 @@ class Model:
     @property
     def n_ops(self) -> int:
         """Number of compute ops in the program."""
+    def memory(self) -> dict[str, int]:
+        """Planned host memory in bytes (reference executor; NotImplementedError elsewhere).
+
+        Keys: weights (constants), activations (liveness-planned slots shared by values whose
+        lifetimes do not overlap), io (input/output values and port buffers), peak (their sum),
+        unplanned_activations (what one buffer per value would take).
+        """
     def compression_report(self) -> list[_CompressionEntry]:
         """Per weight: encoding, bytes before/after and relative L2 reconstruction error (empty without compress)."""
     def save_mlpackage(self, path: str | PathLike[str]) -> str:
@@ -1174,3 +1183,13 @@ def tune_precision(
     y: Tensor | Sequence[Tensor] | Mapping[str, Tensor], target_error: float, **options: Unpack[_Options]
 ) -> Tuned:
     """The cheapest of baseline / sum_via_matmul / int8+sum_via_matmul within target_error of the fp32 reference; ValueError if none."""
+
+def set_num_threads(n: int) -> None:
+    """Run the reference executor on n threads from now on (a pool of its own); ValueError for n < 1.
+
+    Without it the executor uses rayon's global pool (RAYON_NUM_THREADS, else one thread per core).
+    Tiny programs run on the calling thread whatever the setting.
+    """
+
+def num_threads() -> int:
+    """Threads the reference executor runs on (set_num_threads, else RAYON_NUM_THREADS, else the core count)."""

