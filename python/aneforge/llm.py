@@ -97,6 +97,8 @@ class LLM:
                 yield token
             elif piece:
                 yield piece
+        if text and (rest := self._core.finish()):
+            yield rest
 
     def chat(self, messages, **kwargs):
         """Answer ``messages`` (dicts with role and content) with the chat template; keywords
