@@ -85,7 +85,9 @@ def test_linear_rope_scaling_from_hf_and_gguf(tmp_path):
     check_long(model, Oracle(spec, {k: v.astype(np.float64) for k, v in W.items()}))
     gspec = spec_for("llama", rope_base=BASE, rope_divisors=(4.0,) * 8, interleaved_rope=True)
     path = tmp_path / "linear.gguf"
-    write_gguf(path, "llama", gspec, W, scalars={"rope_scaling_type": gguf.RopeScalingType.LINEAR, "rope_scaling_factor": 4.0})
+    write_gguf(
+        path, "llama", gspec, W, scalars={"rope_scaling_type": gguf.RopeScalingType.LINEAR, "rope_scaling_factor": 4.0}
+    )
     model = af.load_llm(path, max_context=32, device="reference")
     check_long(model, Oracle(gspec, weights_from_gguf(str(path))))
 
@@ -139,7 +141,9 @@ def test_unsupported_rope_scaling_names_the_type(tmp_path):
 def test_gguf_yarn_scaling_names_the_key(tmp_path):
     spec = spec_for("llama", layers=1)
     path = tmp_path / "yarn.gguf"
-    write_gguf(path, "llama", spec, random_weights(spec, seed=38), scalars={"rope_scaling_type": gguf.RopeScalingType.YARN})
+    write_gguf(
+        path, "llama", spec, random_weights(spec, seed=38), scalars={"rope_scaling_type": gguf.RopeScalingType.YARN}
+    )
     with pytest.raises(NotImplementedError, match=r"yarn\.gguf.*llama\.rope\.scaling\.type = 'yarn'"):
         af.load_llm(path, device="reference")
 

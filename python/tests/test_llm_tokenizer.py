@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 
 import aneforge as af
-import gguf
 import pytest
 from test_llm import random_weights, spec_for, write_gguf
 
