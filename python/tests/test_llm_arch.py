@@ -161,19 +161,17 @@ def test_hf_missing_shard_names_the_file(tmp_path):
         af.load_llm(folder, device="reference")
 
 
-def test_hf_index_naming_a_missing_file_names_it(tmp_path):
+@pytest.mark.parametrize(
+    ("shard", "error", "message"),
+    [
+        ("model-00009-of-00009.safetensors", (OSError, ValueError), "model-00009-of-00009.safetensors"),
+        ("../outside.safetensors", ValueError, r"model\.safetensors\.index\.json.*plain file name"),
+    ],
+)
+def test_hf_index_naming_a_missing_or_outside_file_names_it(tmp_path, shard, error, message):
     folder = sharded_folder(tmp_path)
     index = json.loads((folder / "model.safetensors.index.json").read_text())
-    index["weight_map"]["model.norm.weight"] = "model-00009-of-00009.safetensors"
+    index["weight_map"]["model.norm.weight"] = shard
     (folder / "model.safetensors.index.json").write_text(json.dumps(index))
-    with pytest.raises((OSError, ValueError), match="model-00009-of-00009.safetensors"):
-        af.load_llm(folder, device="reference")
-
-
-def test_hf_index_escaping_the_folder_is_refused(tmp_path):
-    folder = sharded_folder(tmp_path)
-    index = json.loads((folder / "model.safetensors.index.json").read_text())
-    index["weight_map"]["model.norm.weight"] = "../outside.safetensors"
-    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
-    with pytest.raises(ValueError, match=r"model\.safetensors\.index\.json.*plain file name"):
+    with pytest.raises(error, match=message):
         af.load_llm(folder, device="reference")
