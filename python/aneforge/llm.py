@@ -70,7 +70,9 @@ class LLM:
         ids). Greedy when ``temperature`` is 0, else softmax sampling over ``top_k`` (0 = all)
         and the ``top_p`` nucleus with ``repetition_penalty``, seeded by ``seed``. Stops after
         ``max_new_tokens``, at EOS, or at a ``stop`` string. ``stream=True`` returns a generator
-        of text pieces (ids for an id prompt). Prompt + max_new_tokens must fit max_context."""
+        of text pieces (ids for an id prompt); text that could begin a stop string is held back
+        until it cannot, so no part of a stop string is ever yielded. Prompt + max_new_tokens
+        must fit max_context."""
         text = isinstance(prompt_or_ids, str)
         ids = self.encode(prompt_or_ids) if text else [int(i) for i in prompt_or_ids]
         self._core.start(
@@ -97,10 +99,13 @@ class LLM:
                 yield token
             elif piece:
                 yield piece
+        if text and (rest := self._core.finish()):
+            yield rest
 
     def chat(self, messages, **kwargs):
         """Answer ``messages`` (dicts with role and content) with the chat template; keywords
-        as in ``generate`` (returns the answer text, or a generator with ``stream=True``)."""
+        as in ``generate`` (returns the answer text, or a generator with ``stream=True``). Each
+        call prefills the whole rendered conversation (no KV reuse across turns)."""
         return self.generate(self.apply_chat_template(messages), **kwargs)
 
     def stats(self):

@@ -32,6 +32,7 @@ class Spec:
     gelu: bool = False  # GeGLU with tanh GELU
     scale_embed: bool = False
     window: int | None = None
+    rope_divisors: tuple | None = None  # RoPE scaling: inverse frequencies divided by these
 
 
 def rms(x, w, eps, plus_one):
@@ -39,10 +40,12 @@ def rms(x, w, eps, plus_one):
     return y * ((1.0 + w) if plus_one else w)
 
 
-def rope(x, positions, base, interleaved):
-    """x [T, H, dh] rotated by the angles of `positions`."""
+def rope(x, positions, base, interleaved, divisors=None):
+    """x [T, H, dh] rotated by the angles of `positions` (inverse frequencies / `divisors`)."""
     dh = x.shape[-1]
     inv = base ** (-np.arange(0, dh, 2, dtype=np.float64) / dh)
+    if divisors is not None:
+        inv = inv / np.asarray(divisors, dtype=np.float64)
     ang = np.asarray(positions, dtype=np.float64)[:, None] * inv[None, :]
     c, s = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
     out = np.empty_like(x)
@@ -98,8 +101,8 @@ class Oracle:
             if sp.qk_norm:
                 q = rms(q, W[p + "q_norm"], sp.eps, sp.norm_plus_one)
                 k = rms(k, W[p + "k_norm"], sp.eps, sp.norm_plus_one)
-            q = rope(q, pos, sp.rope_base, sp.interleaved_rope)
-            k = rope(k, pos, sp.rope_base, sp.interleaved_rope)
+            q = rope(q, pos, sp.rope_base, sp.interleaved_rope, sp.rope_divisors)
+            k = rope(k, pos, sp.rope_base, sp.interleaved_rope, sp.rope_divisors)
             ks, vs = self.cache[layer]
             ks.extend(k)
             vs.extend(v)

@@ -115,7 +115,9 @@ def write_hf(folder, family, spec, W, shards=1):
         (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
 
 
-def write_gguf(path, arch, spec, W, extra_kv=None):
+def write_gguf(path, arch, spec, W, extra_kv=None, scalars=None, tensors=None):
+    """A GGUF file of `W` (one Q8_0 tensor); `extra_kv` arrays, `scalars` as GGUFWriter
+    `add_<name>(value)` calls and extra `tensors` (name -> array) on top."""
     w = gguf.GGUFWriter(str(path), arch)
     w.add_block_count(spec.layers)
     w.add_context_length(64)
@@ -130,6 +132,10 @@ def write_gguf(path, arch, spec, W, extra_kv=None):
     w.add_vocab_size(spec.vocab)
     for key, value in (extra_kv or {}).items():
         w.add_array(key, value)
+    for name, value in (scalars or {}).items():
+        getattr(w, f"add_{name}")(value)
+    for name, value in (tensors or {}).items():
+        w.add_tensor(name, value)
     w.add_tensor("token_embd.weight", W["embed"])
     w.add_tensor("output_norm.weight", W["final_norm"])
     if arch != "gemma":

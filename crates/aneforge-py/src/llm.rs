@@ -11,9 +11,6 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::errors::IntoPy;
-use crate::options::compile_options;
-
 /// The decoder and the generation in progress, if any.
 struct State {
     llm: Llm,
@@ -148,6 +145,17 @@ impl PyLlm {
         })
     }
 
+    /// The text still held back when a generation has ended (the start of a stop string that
+    /// never completed); empty after a stop string.
+    fn finish(&self, py: Python<'_>) -> PyResult<String> {
+        self.with(py, |s| {
+            Ok(s.run
+                .as_mut()
+                .map(|(_, stream)| stream.finish())
+                .unwrap_or_default())
+        })
+    }
+
     /// Statistics of the last generation: prompt tokens, new tokens, prefill and decode seconds.
     fn stats(&self, py: Python<'_>) -> PyResult<(usize, usize, f64, f64)> {
         self.with(py, |s| {
@@ -197,8 +205,8 @@ pub fn load_llm(
     max_context: Option<usize>,
     options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<PyLlm> {
-    let opts = compile_options(options)?;
-    let llm = py.detach(|| Llm::load(&path, max_context, &opts)).py()?;
+    let llm =
+        crate::models::load_detached(py, options, |opts| Llm::load(&path, max_context, opts))?;
     Ok(PyLlm {
         vocab: llm.config.vocab,
         max_context: llm.max_context,

@@ -129,6 +129,16 @@ pub(crate) fn with_locked<M: Send, T: Send>(
     py.detach(|| f(v)).py()
 }
 
+/// Parse `**options` as in `compile`, then run the loader `load` with the GIL released.
+pub(crate) fn load_detached<T: Send>(
+    py: Python<'_>,
+    options: Option<&Bound<'_, PyDict>>,
+    load: impl FnOnce(&aneforge::CompileOptions) -> aneforge::Result<T> + Send,
+) -> PyResult<T> {
+    let opts = compile_options(options)?;
+    py.detach(|| load(&opts)).py()
+}
+
 impl PyEncoder {
     /// Run `f` on the encoder with the GIL released.
     fn with<T: Send>(
@@ -403,8 +413,7 @@ pub fn load_gpt2(
     max_context: Option<usize>,
     options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<PyGpt2> {
-    let opts = compile_options(options)?;
-    let g = py.detach(|| Gpt2::load(&path, max_context, &opts)).py()?;
+    let g = load_detached(py, options, |opts| Gpt2::load(&path, max_context, opts))?;
     Ok(PyGpt2 {
         vocab: g.config.vocab,
         device: g.compiled.device(),

@@ -52,19 +52,42 @@ impl GenerateFlags {
     }
 }
 
-/// Load `model` with a notice on stderr (compiling the programs takes a while).
+/// A spinner with the elapsed time on stderr while `what` runs; hidden when stderr is not a
+/// terminal or `ANEFORGE_QUIET` is set.
+pub(super) fn spinner(what: String) -> indicatif::ProgressBar {
+    let quiet = std::env::var_os("ANEFORGE_QUIET").is_some();
+    let bar = if quiet {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new_spinner()
+            .with_style(
+                indicatif::ProgressStyle::with_template("{spinner} {msg} {elapsed}")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+            )
+            .with_message(what)
+    };
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    bar
+}
+
+/// Load `model` (weights and program compilation) with a spinner on stderr, then a summary
+/// line unless `ANEFORGE_QUIET` is set.
 pub(super) fn load(model: &Path, flags: &GenerateFlags, opts: &CompileOptions) -> Result<Llm> {
-    eprintln!("loading {} ...", model.display());
+    let bar = spinner(format!("loading {} ...", model.display()));
     let t = std::time::Instant::now();
-    let llm = Llm::load(model, flags.max_context, opts)?;
-    eprintln!(
-        "loaded {} ({} layers, width {}, vocab {}) in {:.1} s",
-        llm.config.family.name(),
-        llm.config.layers,
-        llm.config.width,
-        llm.config.vocab,
-        t.elapsed().as_secs_f64()
-    );
+    let llm = Llm::load(model, flags.max_context, opts);
+    bar.finish_and_clear();
+    let llm = llm?;
+    if std::env::var_os("ANEFORGE_QUIET").is_none() {
+        eprintln!(
+            "loaded {} ({} layers, width {}, vocab {}) in {:.1} s",
+            llm.config.family.name(),
+            llm.config.layers,
+            llm.config.width,
+            llm.config.vocab,
+            t.elapsed().as_secs_f64()
+        );
+    }
     Ok(llm)
 }
 

@@ -12,6 +12,7 @@
 
 use std::path::Path;
 
+use super::tokenize;
 use super::weights::Weights;
 use super::{
     json_file, json_layers, json_opt_positive, json_opt_usize, json_usize, layer_norm,
@@ -288,29 +289,19 @@ impl Gpt2 {
 }
 
 impl Gpt2 {
-    fn tokenizer(&self) -> Result<&tokenizers::Tokenizer> {
-        self.tokenizer.as_ref().ok_or_else(|| {
-            Error::value(
-                "gpt2",
-                "this model folder has no tokenizer.json; use token ids",
-            )
-        })
-    }
-
-    /// Token ids of `text` (no special tokens added; truncated to `max_context`).
+    /// Token ids of `text` (no special tokens added; not truncated: a prompt longer than
+    /// `max_context` fails at the step that overflows); a Value error without tokenizer.json.
     pub fn encode_text(&self, text: &str) -> Result<Vec<u32>> {
-        let e = self
-            .tokenizer()?
-            .encode(text, false)
-            .map_err(|e| Error::value("tokenizer", format!("cannot encode {text:?}: {e}")))?;
-        Ok(e.get_ids().to_vec())
+        tokenize::encode(tokenize::require(self.tokenizer.as_ref(), "gpt2")?, text)
     }
 
-    /// The text of token ids.
+    /// The text of token ids (special tokens kept).
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
-        self.tokenizer()?
-            .decode(ids, false)
-            .map_err(|e| Error::value("tokenizer", format!("cannot decode {ids:?}: {e}")))
+        tokenize::decode(
+            tokenize::require(self.tokenizer.as_ref(), "gpt2")?,
+            ids,
+            false,
+        )
     }
 
     /// [`Gpt2::generate`] from a text prompt; returns the generated text (prompt excluded).

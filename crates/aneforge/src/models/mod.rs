@@ -11,6 +11,8 @@ pub mod gpt2;
 #[cfg(feature = "llm")]
 pub mod llm;
 pub mod resnet;
+#[cfg(feature = "tokenizers")]
+pub mod tokenize;
 pub mod vit;
 pub mod weights;
 

@@ -87,6 +87,9 @@ pub struct LlmConfig {
     pub rms_eps: f64,
     /// Attend only to the last `w` positions (Mistral), else everything before.
     pub sliding_window: Option<usize>,
+    /// RoPE scaling as one divisor per frequency (head_dim / 2 of them): llama3 or linear
+    /// scaling from config.json, or a GGUF file's `rope_freqs.weight`; None = plain RoPE.
+    pub rope_divisors: Option<Vec<f64>>,
 }
 
 impl LlmConfig {
@@ -123,6 +126,14 @@ impl LlmConfig {
                 self.rope_base
             )));
         }
+        if let Some(d) = &self.rope_divisors {
+            if d.len() != self.head_dim / 2 || d.iter().any(|v| !(v.is_finite() && *v > 0.0)) {
+                return Err(bad(format!(
+                    "RoPE scaling needs {} positive finite frequency factors (head_dim / 2), got {d:?}",
+                    self.head_dim / 2
+                )));
+            }
+        }
         if !(self.rms_eps.is_finite() && self.rms_eps > 0.0) {
             return Err(bad(format!(
                 "RMSNorm eps {} must be positive",
@@ -137,8 +148,21 @@ impl LlmConfig {
         self.heads / self.kv_heads
     }
 
-    /// Read the hyper-parameters of a GGUF file (llama, qwen2, qwen3, gemma); other
-    /// architectures, and RoPE scaling, are NotImplemented naming the file and key.
+    /// RoPE inverse frequencies [head_dim / 2]: base^(−2i/head_dim), divided by the scaling
+    /// divisors when the model has RoPE scaling.
+    pub fn rope_inv_freq(&self) -> Vec<f64> {
+        let dh = self.head_dim as f64;
+        (0..self.head_dim / 2)
+            .map(|i| {
+                let plain = self.rope_base.powf(-2.0 * i as f64 / dh);
+                plain / self.rope_divisors.as_ref().map_or(1.0, |d| d[i])
+            })
+            .collect()
+    }
+
+    /// Read the hyper-parameters of a GGUF file (llama — incl. Mistral's sliding window and
+    /// llama3/linear RoPE scaling —, qwen2, qwen3, gemma); Gemma 2/3, other RoPE scaling types
+    /// and partial rotary embeddings are NotImplemented naming the file and key.
     pub fn from_gguf(file: &GgufFile) -> Result<LlmConfig> {
         let path = Path::new(file.path());
         let gg = gguf_error;
@@ -148,12 +172,8 @@ impl LlmConfig {
             Architecture::Qwen2 => Family::Qwen2,
             Architecture::Qwen3 => Family::Qwen3,
             Architecture::Gemma => Family::Gemma,
-            other => {
-                return Err(Error::NotImplemented(format!(
-                    "{}: architecture '{}' is not supported by the decoder family (llama, qwen2, qwen3, gemma are)",
-                    file.path(),
-                    other.name()
-                )))
+            Architecture::Gemma2 | Architecture::Gemma3 => {
+                return Err(gemma2_error(file.path(), arch.name()))
             }
         };
         let md = file.metadata();
@@ -163,21 +183,19 @@ impl LlmConfig {
             usize::try_from(v).map_err(|_| bad_value(path, &key(s), v))
         };
         let optional = |s: &str| md.get(&key(s)).is_some();
-        if optional("rope.scaling.type") || file.tensor("rope_freqs.weight").is_ok() {
-            return Err(Error::NotImplemented(format!(
-                "{}: RoPE scaling ({} / rope_freqs.weight) is not supported yet",
-                file.path(),
-                key("rope.scaling.type")
-            )));
-        }
         let width = usize_of("embedding_length")?;
         let heads = usize_of("attention.head_count")?;
+        let head_dim = if optional("attention.key_length") {
+            usize_of("attention.key_length")?
+        } else {
+            width / heads.max(1)
+        };
         let vocab = if optional("vocab_size") {
             usize_of("vocab_size")?
         } else {
             md.get_array("tokenizer.ggml.tokens").map_err(gg)?.len()
         };
-        LlmConfig {
+        let cfg = LlmConfig {
             family,
             layers: usize_of("block_count")?,
             width,
@@ -187,11 +205,7 @@ impl LlmConfig {
             } else {
                 heads
             },
-            head_dim: if optional("attention.key_length") {
-                usize_of("attention.key_length")?
-            } else {
-                width / heads.max(1)
-            },
+            head_dim,
             ffn: usize_of("feed_forward_length")?,
             vocab,
             max_positions: usize_of("context_length")?,
@@ -208,8 +222,19 @@ impl LlmConfig {
             } else {
                 None
             },
+            rope_divisors: gguf_rope_divisors(file, arch, head_dim)?,
         }
-        .checked(path)
+        .checked(path)?;
+        if optional("rope.dimension_count") && usize_of("rope.dimension_count")? != cfg.head_dim {
+            return Err(Error::NotImplemented(format!(
+                "{}: {} = {} (partial rotary embedding) is not supported; RoPE must span head_dim {}",
+                file.path(),
+                key("rope.dimension_count"),
+                usize_of("rope.dimension_count")?,
+                cfg.head_dim
+            )));
+        }
+        Ok(cfg)
     }
 
     /// Read a Hugging Face `config.json` (model_type llama, mistral, qwen2, qwen3, gemma;
@@ -217,20 +242,29 @@ impl LlmConfig {
     pub fn from_hf(path: &Path) -> Result<(LlmConfig, bool)> {
         let v = json_file(path)?;
         let model_type = v.get("model_type").and_then(Value::as_str).unwrap_or("");
+        if model_type.starts_with("gemma2") || model_type.starts_with("gemma3") {
+            return Err(gemma2_error(&path.display().to_string(), model_type));
+        }
         let family = Family::from_model_type(model_type).ok_or_else(|| {
             Error::NotImplemented(format!(
                 "{}: model_type '{model_type}' is not supported (llama, mistral, qwen2, qwen3, gemma are)",
                 path.display()
             ))
         })?;
-        if v.get("rope_scaling").is_some_and(|r| !r.is_null()) {
-            return Err(Error::NotImplemented(format!(
-                "{}: rope_scaling is not supported yet",
-                path.display()
-            )));
-        }
         let width = json_usize(&v, "hidden_size", path)?;
         let heads = json_usize(&v, "num_attention_heads", path)?;
+        let head_dim = v
+            .get("head_dim")
+            .and_then(Value::as_u64)
+            .map_or(width / heads.max(1), |n| n as usize);
+        let rope_base = v
+            .get("rope_theta")
+            .and_then(Value::as_f64)
+            .unwrap_or(10_000.0);
+        let rope_divisors = match v.get("rope_scaling").filter(|r| !r.is_null()) {
+            Some(r) => hf_rope_divisors(r, head_dim, rope_base, path)?,
+            None => None,
+        };
         let float = |k: &str, default: f64| v.get(k).and_then(Value::as_f64).unwrap_or(default);
         let opt_usize = |k: &str| v.get(k).and_then(Value::as_u64).map(|n| n as usize);
         let sliding = match family {
@@ -249,13 +283,14 @@ impl LlmConfig {
             width,
             heads,
             kv_heads: opt_usize("num_key_value_heads").unwrap_or(heads),
-            head_dim: opt_usize("head_dim").unwrap_or(width / heads.max(1)),
+            head_dim,
             ffn: json_usize(&v, "intermediate_size", path)?,
             vocab: json_usize(&v, "vocab_size", path)?,
             max_positions: opt_usize("max_position_embeddings").unwrap_or(2048),
-            rope_base: float("rope_theta", 10_000.0),
+            rope_base,
             rms_eps: float("rms_norm_eps", 1e-6),
             sliding_window: sliding,
+            rope_divisors,
         }
         .checked(path)?;
         let tied_default = family == Family::Gemma;
@@ -264,6 +299,129 @@ impl LlmConfig {
             .and_then(Value::as_bool)
             .unwrap_or(tied_default);
         Ok((cfg, tied))
+    }
+}
+
+/// The NotImplemented error for Gemma 2/3 (`what` = architecture or model_type) naming the
+/// options the family lacks.
+fn gemma2_error(file: &str, what: &str) -> Error {
+    Error::NotImplemented(format!(
+        "{file}: '{what}' is not supported: its options (attention and final logit softcapping, \
+         pre- and post-feed-forward norms, query_pre_attn_scalar, alternating sliding-window \
+         layers) are not implemented; Gemma 1 ('gemma') is"
+    ))
+}
+
+/// RoPE divisors of a GGUF file: the `rope_freqs.weight` tensor (llama3-style per-frequency
+/// factors, as llama.cpp's converter writes them) or `rope.scaling.type` linear with
+/// `rope.scaling.factor` (`head_dim / 2` copies); other scaling types (yarn, ...) are
+/// NotImplemented naming the key.
+fn gguf_rope_divisors(
+    file: &GgufFile,
+    arch: Architecture,
+    head_dim: usize,
+) -> Result<Option<Vec<f64>>> {
+    let md = file.metadata();
+    let type_key = arch.key("rope.scaling.type");
+    let kind = match md.get(&type_key) {
+        Some(_) => md.get_str(&type_key).map_err(gguf_error)?,
+        None => "none",
+    };
+    let freqs = file.tensor("rope_freqs.weight").ok();
+    match (kind, freqs) {
+        ("none", None) => Ok(None),
+        ("none", Some(t)) => {
+            let d = t.dequantize().map_err(gguf_error)?;
+            Ok(Some(d.iter().map(|&v| f64::from(v)).collect()))
+        }
+        ("linear", None) => {
+            let factor_key = arch.key("rope.scaling.factor");
+            let factor = md.get_float(&factor_key).map_err(gguf_error)?;
+            if !(factor.is_finite() && factor > 0.0) {
+                return Err(Error::format(
+                    file.path(),
+                    None,
+                    format!("{factor_key} = {factor} must be positive"),
+                ));
+            }
+            Ok(Some(vec![factor; head_dim / 2]))
+        }
+        (other, _) => Err(Error::NotImplemented(format!(
+            "{}: {type_key} = '{other}' is not supported (none, linear, and llama3 factors in \
+             rope_freqs.weight are)",
+            file.path()
+        ))),
+    }
+}
+
+/// RoPE divisors of a config.json `rope_scaling` object: `rope_type` (or `type`) llama3
+/// (factor, low_freq_factor, high_freq_factor, original_max_position_embeddings, as in
+/// transformers' llama3 rule) or linear (factor); other types are NotImplemented naming them.
+fn hf_rope_divisors(
+    r: &Value,
+    head_dim: usize,
+    base: f64,
+    path: &Path,
+) -> Result<Option<Vec<f64>>> {
+    let kind = r
+        .get("rope_type")
+        .or_else(|| r.get("type"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let num = |k: &str| -> Result<f64> {
+        r.get(k)
+            .and_then(Value::as_f64)
+            .filter(|v| v.is_finite() && *v > 0.0)
+            .ok_or_else(|| {
+                Error::format(
+                    path,
+                    None,
+                    format!("rope_scaling.{k} must be a positive number for rope_type '{kind}'"),
+                )
+            })
+    };
+    let half = head_dim / 2;
+    match kind {
+        "default" => Ok(None),
+        "linear" => Ok(Some(vec![num("factor")?; half])),
+        "llama3" => {
+            let (factor, low, high) = (
+                num("factor")?,
+                num("low_freq_factor")?,
+                num("high_freq_factor")?,
+            );
+            let original = num("original_max_position_embeddings")?;
+            if high <= low {
+                return Err(Error::format(
+                    path,
+                    None,
+                    format!(
+                        "rope_scaling.high_freq_factor {high} must exceed low_freq_factor {low}"
+                    ),
+                ));
+            }
+            let (low_wavelen, high_wavelen) = (original / low, original / high);
+            Ok(Some(
+                (0..half)
+                    .map(|i| {
+                        let inv = base.powf(-2.0 * i as f64 / head_dim as f64);
+                        let wavelen = 2.0 * std::f64::consts::PI / inv;
+                        if wavelen < high_wavelen {
+                            1.0
+                        } else if wavelen > low_wavelen {
+                            factor
+                        } else {
+                            let smooth = (original / wavelen - low) / (high - low);
+                            1.0 / ((1.0 - smooth) / factor + smooth)
+                        }
+                    })
+                    .collect(),
+            ))
+        }
+        other => Err(Error::NotImplemented(format!(
+            "{}: rope_scaling type '{other}' is not supported (llama3, linear are)",
+            path.display()
+        ))),
     }
 }
 

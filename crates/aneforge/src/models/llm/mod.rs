@@ -18,9 +18,11 @@ pub mod config;
 pub mod runtime;
 pub mod sample;
 pub mod source;
+pub mod text;
 pub mod tokenizer;
 
 pub use config::{Family, LlmConfig};
-pub use runtime::{GenerateOptions, Llm, Session, TextStream};
+pub use runtime::{GenerateOptions, Llm, Session};
 pub use sample::{SampleOptions, Sampler};
+pub use text::TextStream;
 pub use tokenizer::Message;

@@ -1,6 +1,6 @@
 //! The decoder runtime: chunk programs per prompt-length bucket for prefill, one resident-KV
 //! step program per chunk for decode, host embedding lookup, RoPE tables and masks, and the
-//! generation loop with sampling and stop conditions.
+//! generation loop with sampling (the text side is in `text.rs`).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -18,7 +18,7 @@ use super::blocks::{chunks, Builder, Chunk, Mode};
 use super::config::LlmConfig;
 use super::sample::{SampleOptions, Sampler};
 use super::source::{Role, Source};
-use super::tokenizer::{self, Message, TextInfo};
+use super::tokenizer::{self, TextInfo};
 
 /// Fp16 weight bytes one program may hold (the reference design's per-program budget).
 pub const PROGRAM_WEIGHT_BUDGET: u64 = 1_600_000_000;
@@ -41,8 +41,8 @@ pub struct Llm {
     embed: Vec<f16>,
     decode: Vec<Compiled>,
     prefill: HashMap<usize, Vec<Compiled>>,
-    tokenizer: Option<tokenizers::Tokenizer>,
-    info: TextInfo,
+    pub(super) tokenizer: Option<tokenizers::Tokenizer>,
+    pub(super) info: TextInfo,
 }
 
 /// Generation settings: length, sampling and stop conditions.
@@ -206,15 +206,12 @@ impl Llm {
     fn rope_rows(&self, first: usize, rows: usize) -> (Vec<f32>, Vec<f32>) {
         let dh = self.config.head_dim;
         let half = dh / 2;
+        let inv_freq = self.config.rope_inv_freq();
         let mut cos = vec![0f32; rows * dh];
         let mut sin = vec![0f32; rows * dh];
         for r in 0..rows {
             for i in 0..dh {
-                let freq = self
-                    .config
-                    .rope_base
-                    .powf(-2.0 * (i % half) as f64 / dh as f64);
-                let angle = (first + r) as f64 * freq;
+                let angle = (first + r) as f64 * inv_freq[i % half];
                 cos[r * dh + i] = angle.cos() as f32;
                 sin[r * dh + i] = angle.sin() as f32;
             }
@@ -444,150 +441,5 @@ fn missing(kv: &str, l: usize) -> Error {
     Error::Runtime {
         op: "llm".into(),
         msg: format!("no port for the {kv} cache of layer {l}"),
-    }
-}
-
-/// The text side: tokenizer, chat template, text generation.
-impl Llm {
-    /// The tokenizer, or a Value error when the model came without one.
-    pub fn tokenizer(&self) -> Result<&tokenizers::Tokenizer> {
-        self.tokenizer
-            .as_ref()
-            .ok_or_else(|| Error::value("llm", "this model has no tokenizer; use token ids"))
-    }
-
-    /// Token ids of `text` (special-token spellings such as `<|im_start|>` become their ids).
-    pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
-        let e = self
-            .tokenizer()?
-            .encode(text, false)
-            .map_err(|e| Error::value("tokenizer", format!("cannot encode {text:?}: {e}")))?;
-        Ok(e.get_ids().to_vec())
-    }
-
-    /// The text of `ids` (special tokens skipped).
-    pub fn decode(&self, ids: &[u32]) -> Result<String> {
-        self.tokenizer()?
-            .decode(ids, true)
-            .map_err(|e| Error::value("tokenizer", format!("cannot decode {ids:?}: {e}")))
-    }
-
-    /// The model's chat template rendered over `messages` (with the generation prompt when
-    /// `add_generation_prompt`); a Value error when the model has no template.
-    pub fn apply_chat_template(
-        &self,
-        messages: &[Message],
-        add_generation_prompt: bool,
-    ) -> Result<String> {
-        let template = self
-            .info
-            .chat_template
-            .as_deref()
-            .ok_or_else(|| Error::value("chat_template", "this model has no chat template"))?;
-        let name = |id: Option<u32>| {
-            id.and_then(|i| self.tokenizer.as_ref()?.id_to_token(i))
-                .unwrap_or_default()
-        };
-        tokenizer::render_chat(
-            template,
-            messages,
-            add_generation_prompt,
-            &name(self.info.bos),
-            &name(self.info.eos),
-        )
-    }
-
-    /// The end-of-sequence token id, when known.
-    pub fn eos(&self) -> Option<u32> {
-        self.info.eos
-    }
-}
-
-/// Incremental detokenisation: the new text each token adds (held back while the text ends in
-/// an incomplete UTF-8 sequence), and stop-string detection.
-pub struct TextStream {
-    ids: Vec<u32>,
-    emitted: usize,
-    stop: Vec<String>,
-    text: String,
-    /// Set once a stop string appeared (the text is cut before it).
-    pub stopped: bool,
-}
-
-impl TextStream {
-    /// A stream that stops at any of `stop`.
-    pub fn new(stop: &[String]) -> TextStream {
-        TextStream {
-            ids: Vec::new(),
-            emitted: 0,
-            stop: stop.iter().filter(|s| !s.is_empty()).cloned().collect(),
-            text: String::new(),
-            stopped: false,
-        }
-    }
-
-    /// Add token `id`; returns the text it completes (may be empty).
-    pub fn push(&mut self, llm: &Llm, id: u32) -> Result<String> {
-        self.ids.push(id);
-        let text = llm.decode(&self.ids)?;
-        if text.ends_with('\u{fffd}') {
-            return Ok(String::new());
-        }
-        self.text = text;
-        if let Some(cut) = self
-            .stop
-            .iter()
-            .filter_map(|s| self.text.find(s.as_str()))
-            .min()
-        {
-            self.text.truncate(cut);
-            self.stopped = true;
-        }
-        let start = self.emitted.min(self.text.len());
-        let piece = self.text.get(start..).unwrap_or_default().to_string();
-        self.emitted = self.text.len();
-        Ok(piece)
-    }
-
-    /// All text so far.
-    pub fn text(&self) -> &str {
-        &self.text
-    }
-}
-
-impl Llm {
-    /// Generate text from `prompt`, calling `on_piece` with each new piece of text as it is
-    /// produced; returns the session (tokens, timings) and the whole text.
-    pub fn generate_text(
-        &mut self,
-        prompt: &str,
-        opts: &GenerateOptions,
-        on_piece: &mut dyn FnMut(&str) -> Result<()>,
-    ) -> Result<(Session, String)> {
-        let ids = self.encode(prompt)?;
-        let mut session = self.start(&ids, opts)?;
-        let mut stream = TextStream::new(&opts.stop);
-        while let Some(id) = self.advance(&mut session)? {
-            let piece = stream.push(self, id)?;
-            if !piece.is_empty() {
-                on_piece(&piece)?;
-            }
-            if stream.stopped {
-                break;
-            }
-        }
-        Ok((session, stream.text().to_string()))
-    }
-
-    /// Render `messages` with the chat template (plus the generation prompt) and generate the
-    /// assistant's answer.
-    pub fn chat(
-        &mut self,
-        messages: &[Message],
-        opts: &GenerateOptions,
-        on_piece: &mut dyn FnMut(&str) -> Result<()>,
-    ) -> Result<(Session, String)> {
-        let prompt = self.apply_chat_template(messages, true)?;
-        self.generate_text(&prompt, opts, on_piece)
     }
 }

@@ -1,7 +1,9 @@
 //! Text side of a decoder: the GGUF-embedded tokenizer rebuilt as a `tokenizers` tokenizer
-//! (GPT-2-style byte-level BPE with merges), `tokenizer.json` for folders, and the model's
-//! own Jinja chat template rendered with minijinja.
+//! (GPT-2-style byte-level BPE with merges, or a SentencePiece/llama vocabulary with scores and
+//! byte fallback), `tokenizer.json` for folders, and the model's own Jinja chat template
+//! rendered with minijinja.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use aneforge_gguf::{Array, GgufFile};
@@ -40,51 +42,50 @@ fn pre_tokenizer(pre: &str, path: &str) -> Result<Value> {
     })
 }
 
-/// Build the tokenizer embedded in a GGUF file (`tokenizer.ggml.model` = gpt2: vocabulary,
-/// merges, token types; control tokens become special added tokens).
+/// GGUF token types: control and user-defined tokens become added tokens, bytes feed the
+/// byte fallback.
+const TYPE_UNKNOWN: i64 = 2;
+const TYPE_CONTROL: i64 = 3;
+const TYPE_USER: i64 = 4;
+const TYPE_BYTE: i64 = 6;
+
+/// Build the tokenizer embedded in a GGUF file: `tokenizer.ggml.model` = gpt2 (vocabulary,
+/// merges, pre-tokenizer by `tokenizer.ggml.pre`) or llama (SentencePiece BPE: vocabulary and
+/// scores, byte fallback); control and user-defined tokens become added tokens. Other models
+/// are NotImplemented naming the file.
 pub fn from_gguf(file: &GgufFile) -> Result<(tokenizers::Tokenizer, TextInfo)> {
     let path = file.path();
     let gg = super::config::gguf_error;
     let md = file.metadata();
     let model = md.get_str("tokenizer.ggml.model").map_err(gg)?;
-    if model != "gpt2" {
-        return Err(Error::NotImplemented(format!(
-            "{path}: tokenizer.ggml.model '{model}' is not supported yet (gpt2 byte-level BPE is)"
-        )));
-    }
     let tokens = md.get_str_array("tokenizer.ggml.tokens").map_err(gg)?;
-    let merges = md.get_str_array("tokenizer.ggml.merges").map_err(gg)?;
     let types: Vec<i64> = match md.get_array("tokenizer.ggml.token_type") {
         Ok(Array::I32(v)) => v.iter().map(|&t| i64::from(t)).collect(),
         Ok(Array::U32(v)) => v.iter().map(|&t| i64::from(t)).collect(),
         _ => vec![1; tokens.len()],
     };
-    let pre = md.get_str("tokenizer.ggml.pre").unwrap_or("default");
-    let vocab: serde_json::Map<String, Value> = tokens
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.to_string(), json!(i)))
-        .collect();
     let added: Vec<Value> = tokens
         .iter()
         .enumerate()
-        .filter(|(i, _)| matches!(types.get(*i), Some(3) | Some(4)))
+        .filter(|(i, _)| matches!(types.get(*i), Some(&TYPE_CONTROL) | Some(&TYPE_USER)))
         .map(|(i, t)| {
             json!({"id": i, "content": t, "single_word": false, "lstrip": false, "rstrip": false,
-                   "normalized": false, "special": types[i] == 3})
+                   "normalized": false, "special": types[i] == TYPE_CONTROL})
         })
         .collect();
-    let spec = json!({
-        "version": "1.0",
-        "added_tokens": added,
-        "normalizer": null,
-        "pre_tokenizer": pre_tokenizer(pre, path)?,
-        "post_processor": null,
-        "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
-        "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
-                  "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false,
-                  "ignore_merges": false, "vocab": vocab, "merges": merges},
-    });
+    let mut spec = match model {
+        "gpt2" => byte_level_bpe(file, &tokens)?,
+        "llama" => sentencepiece_bpe(file, &tokens, &types)?,
+        other => {
+            return Err(Error::NotImplemented(format!(
+                "{path}: tokenizer.ggml.model '{other}' is not supported (gpt2 byte-level BPE and \
+                 llama SentencePiece are)"
+            )))
+        }
+    };
+    spec["version"] = json!("1.0");
+    spec["added_tokens"] = json!(added);
+    spec["post_processor"] = Value::Null;
     let tok: tokenizers::Tokenizer = spec
         .to_string()
         .parse()
@@ -99,6 +100,99 @@ pub fn from_gguf(file: &GgufFile) -> Result<(tokenizers::Tokenizer, TextInfo)> {
             .map(str::to_string),
     };
     Ok((tok, info))
+}
+
+/// The vocabulary as a token → id map.
+fn vocab_map(tokens: &[&str]) -> serde_json::Map<String, Value> {
+    tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.to_string(), json!(i)))
+        .collect()
+}
+
+/// A GPT-2-style byte-level BPE (`tokenizer.ggml.merges`, pre-tokenizer by
+/// `tokenizer.ggml.pre`) as `tokenizers` JSON (model, normalizer, pre-tokenizer, decoder).
+fn byte_level_bpe(file: &GgufFile, tokens: &[&str]) -> Result<Value> {
+    let md = file.metadata();
+    let merges = md
+        .get_str_array("tokenizer.ggml.merges")
+        .map_err(super::config::gguf_error)?;
+    let pre = md.get_str("tokenizer.ggml.pre").unwrap_or("default");
+    Ok(json!({
+        "normalizer": null,
+        "pre_tokenizer": pre_tokenizer(pre, file.path())?,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
+        "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+                  "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false,
+                  "ignore_merges": false, "vocab": vocab_map(tokens), "merges": merges},
+    }))
+}
+
+/// A SentencePiece BPE vocabulary (GGUF `llama` tokenizer: pieces with `▁` for spaces, scores,
+/// byte tokens `<0xNN>`) as `tokenizers` JSON: merges derived from the scores (a pair merges
+/// when both halves and their concatenation are pieces; higher-scoring results first — the
+/// SentencePiece BPE rule), `▁` prepended unless `tokenizer.ggml.add_space_prefix` is false,
+/// spaces as `▁`, byte fallback when the vocabulary has byte tokens.
+fn sentencepiece_bpe(file: &GgufFile, tokens: &[&str], types: &[i64]) -> Result<Value> {
+    let md = file.metadata();
+    let path = file.path();
+    let scores: Vec<f32> = match md.get_array("tokenizer.ggml.scores") {
+        Ok(Array::F32(v)) if v.len() == tokens.len() => v.clone(),
+        Ok(_) => {
+            return Err(Error::format(
+                path,
+                None,
+                format!(
+                    "tokenizer.ggml.scores must be {} float32 values (one per token)",
+                    tokens.len()
+                ),
+            ))
+        }
+        Err(e) => return Err(super::config::gguf_error(e)),
+    };
+    let ids: HashMap<&str, usize> = tokens.iter().enumerate().map(|(i, t)| (*t, i)).collect();
+    let mut merges: Vec<(f32, usize, usize, usize)> = Vec::new();
+    for (id, piece) in tokens.iter().enumerate() {
+        if types.get(id).is_some_and(|&t| t != 1) {
+            continue;
+        }
+        for (k, _) in piece.char_indices().skip(1) {
+            if let (Some(&l), Some(&r)) = (ids.get(&piece[..k]), ids.get(&piece[k..])) {
+                merges.push((scores[id], id, l, r));
+            }
+        }
+    }
+    merges.sort_by(|a, b| b.0.total_cmp(&a.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+    let merges: Vec<[&str; 2]> = merges.iter().map(|m| [tokens[m.2], tokens[m.3]]).collect();
+    let unk = md
+        .get_u32("tokenizer.ggml.unknown_token_id")
+        .ok()
+        .map(|i| i as usize)
+        .or_else(|| types.iter().position(|&t| t == TYPE_UNKNOWN))
+        .and_then(|i| tokens.get(i));
+    let prefix = md
+        .get_bool("tokenizer.ggml.add_space_prefix")
+        .unwrap_or(true);
+    let replace = json!({"type": "Replace", "pattern": {"String": " "}, "content": "\u{2581}"});
+    let normalizer = if prefix {
+        json!({"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u{2581}"}, replace]})
+    } else {
+        replace
+    };
+    let strip = if prefix { 1 } else { 0 };
+    Ok(json!({
+        "normalizer": normalizer,
+        "pre_tokenizer": null,
+        "decoder": {"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "\u{2581}"}, "content": " "},
+            {"type": "ByteFallback"}, {"type": "Fuse"},
+            {"type": "Strip", "content": " ", "start": strip, "stop": 0}]},
+        "model": {"type": "BPE", "dropout": null, "unk_token": unk, "continuing_subword_prefix": null,
+                  "end_of_word_suffix": null, "fuse_unk": true,
+                  "byte_fallback": types.contains(&TYPE_BYTE),
+                  "ignore_merges": false, "vocab": vocab_map(tokens), "merges": merges},
+    }))
 }
 
 /// A folder's `tokenizer.json` plus `tokenizer_config.json` (chat_template, bos/eos tokens)
