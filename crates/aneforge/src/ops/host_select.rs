@@ -2,12 +2,12 @@
 //!
 //! Each fp16 value maps to a 16-bit key whose unsigned order is the value order (NaN above
 //! every number, −0 equal to +0); key and lane position pack into one `u32`
-//! (`key << 16 | position`, positions < 65536 by the extent limit), so integer order is
+//! (`key << 16 | position`), so integer order is
 //! "by value, ties by lower index" — stable. `sort` is a two-pass LSD radix sort on the key
 //! bytes (a pass whose byte is the same everywhere is skipped); `topk` partitions the packed
 //! words with `select_nth_unstable` and sorts the k survivors. A lane holding a value that is
-//! not exactly an fp16 number (fp32 precision) falls back to a comparison sort with the same
-//! order.
+//! not exactly an fp16 number (fp32 precision), or longer than 65536, takes a comparison sort
+//! with the same order.
 
 use half::{f16, slice::HalfFloatSliceExt};
 
@@ -99,11 +99,12 @@ impl Lanes {
         self.bits.convert_from_f32_slice(lane);
         self.back.resize(n, 0.0);
         self.bits.convert_to_f32_slice(&mut self.back);
-        let exact = self
-            .back
-            .iter()
-            .zip(lane)
-            .all(|(b, v)| b == v || v.is_nan());
+        let exact = n <= 1 << 16
+            && self
+                .back
+                .iter()
+                .zip(lane)
+                .all(|(b, v)| b == v || v.is_nan());
         self.order.clear();
         if !exact {
             self.order.extend(0..n as u32);
@@ -148,11 +149,11 @@ impl Lanes {
 
 /// Check the lane layout of `x` and that `k` is in `1..=n`, naming `op`.
 fn check_lanes(op: &str, x: &[f32], outer: usize, n: usize, inner: usize, k: usize) -> Result<()> {
-    if n == 0 || n > 65536 || x.len() != outer * n * inner {
+    if n == 0 || n > u32::MAX as usize || x.len() != outer * n * inner {
         return Err(Error::shape(
             op,
             format!(
-                "{} values do not form {outer} x {n} x {inner} lanes (extent 1..=65536)",
+                "{} values do not form {outer} x {n} x {inner} lanes (extent 1..=2^32-1)",
                 x.len()
             ),
         ));
@@ -316,6 +317,17 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("k = 51"));
+    }
+
+    #[test]
+    fn lanes_longer_than_the_packed_position_sort_by_comparison() {
+        let x = lane(70_000, 3);
+        let (v, i) = select(1, 70_000, 1, 70_000, false)
+            .collect("sort", &x)
+            .unwrap();
+        let want = reference(&x, false);
+        assert_eq!(i, want.iter().map(|&p| p as i32).collect::<Vec<_>>());
+        assert!(v.windows(2).all(|w| w[0] <= w[1]));
     }
 
     #[test]
