@@ -321,11 +321,14 @@ impl PlanLoaded {
                 match &mut self.slots[dst] {
                     Held::F32(d) => src.read_output(port, d),
                     Held::I32(d) => src.read_output_i32(port, d),
-                    held => match (src.output_view(port)?, held) {
-                        (PortView::F16(s), Held::F16(d)) => Ok(d.copy_from_slice(s)),
-                        (PortView::U8(s), Held::U8(d)) => Ok(d.copy_from_slice(s)),
-                        _ => unreachable!("alias checked that the dtypes match"),
-                    },
+                    held => {
+                        match (src.output_view(port)?, held) {
+                            (PortView::F16(s), Held::F16(d)) => d.copy_from_slice(s),
+                            (PortView::U8(s), Held::U8(d)) => d.copy_from_slice(s),
+                            _ => unreachable!("alias checked that the dtypes match"),
+                        }
+                        Ok(())
+                    }
                 }
             }
         }
