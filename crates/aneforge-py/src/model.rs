@@ -421,8 +421,8 @@ fn feed(c: &mut Compiled, i: usize, port: &PortSpec, obj: &Bound<'_, PyAny>) -> 
     // Fast paths: a C-contiguous, aligned, native float32 array (fp16 port) or int32 array
     // (int32 port) goes straight from numpy's buffer, with no numpy call.
     let fast = match port.dtype {
-        DType::Fp16 => feed_native::<f32>(c, i, port, obj, PortData::F32),
-        DType::Int32 => feed_native::<i32>(c, i, port, obj, PortData::I32),
+        DType::Fp16 => feed_native::<f32>(c, i, port, obj, |d| PortData::F32(d)),
+        DType::Int32 => feed_native::<i32>(c, i, port, obj, |d| PortData::I32(d)),
         _ => None,
     };
     if let Some(done) = fast {

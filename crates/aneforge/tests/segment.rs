@@ -232,13 +232,15 @@ fn region_outputs_and_bool_masks_feed_later_regions_on_both_precisions() {
     let plan = c.plan.as_ref().unwrap();
     let kinds: Vec<&str> = plan.stages.iter().map(|s| s.kind()).collect();
     assert_eq!(kinds, ["region", "host", "region"]);
-    let mask = plan
+    // Crossing: r, the mask (as fp16 0/1), the sorted values and the unused argsort indices.
+    let mut cut = plan
         .values
         .iter()
         .filter(|v| v.name.starts_with("cut"))
         .map(|v| v.ty.dtype)
         .collect::<Vec<_>>();
-    assert!(mask.iter().all(|&d| d == DType::Fp16), "{mask:?}");
+    cut.sort_by_key(|d| d.to_string());
+    assert_eq!(cut, [DType::Fp16, DType::Fp16, DType::Fp16, DType::Int32]);
     assert_eq!(c.run(&[PortData::F32(&xv)]).unwrap()[0], want);
     assert_eq!(c.run(&[PortData::F32(&xv)]).unwrap()[0], want);
     let mut c32 = load_dir(&dir, Device::Reference, Precision::Fp32).unwrap();
@@ -284,7 +286,7 @@ fn cli_run_writes_int32_outputs_as_int32_npy() {
         "run".into(),
         dir.display().to_string(),
         "--input".into(),
-        format!("x={}", x.display()),
+        format!("x0={}", x.display()),
         "--output-dir".into(),
         out.display().to_string(),
     ]);
