@@ -137,15 +137,11 @@ fn parse_with(bytes: &[u8], file: &Path, int32: bool) -> Result<Npy> {
         .shape
         .iter()
         .try_fold(1usize, |n, &d| n.checked_mul(d));
-    let nbytes = numel.and_then(|n| n.checked_mul(kind.size()));
-    let (numel, nbytes) = match (numel, nbytes) {
-        (Some(n), Some(b)) => (n, b),
-        _ => {
-            return Err(err(
-                start,
-                format!("shape {:?} has too many bytes", header.shape),
-            ))
-        }
+    let Some(nbytes) = numel.and_then(|n| n.checked_mul(kind.size())) else {
+        return Err(err(
+            start,
+            format!("shape {:?} has too many bytes", header.shape),
+        ));
     };
     let data = &bytes[data_start..];
     if data.len() != nbytes {
@@ -165,6 +161,7 @@ fn parse_with(bytes: &[u8], file: &Path, int32: bool) -> Result<Npy> {
         ));
     }
     let words = |n: usize| data.chunks_exact(n);
+    let at = |offset: usize, msg: String| err(data_start + offset, msg);
     let data = match kind {
         Kind::F16 => NpyData::F16(
             words(2)
@@ -183,37 +180,13 @@ fn parse_with(bytes: &[u8], file: &Path, int32: bool) -> Result<Npy> {
         ),
         Kind::U8 if int32 => NpyData::I32(data.iter().map(|&b| b as i32).collect()),
         Kind::U8 => NpyData::U8(data.to_vec()),
-        Kind::Int(size) if int32 => {
-            let mut out = Vec::with_capacity(numel);
-            for (i, w) in words(size).enumerate() {
-                let v = match size {
-                    1 => w[0] as i8 as i64,
-                    4 => i32::from_le_bytes(w.try_into().expect("4 bytes")) as i64,
-                    _ => i64::from_le_bytes(w.try_into().expect("8 bytes")),
-                };
-                let x = i32::try_from(v).map_err(|_| {
-                    err(
-                        data_start + i * size,
-                        format!("integer element {i} = {v} is outside int32's range"),
-                    )
-                })?;
-                out.push(x);
-            }
-            NpyData::I32(out)
-        }
-        Kind::Int(size) => {
-            let mut out = Vec::with_capacity(numel);
-            for (i, w) in words(size).enumerate() {
-                let v = match size {
-                    1 => w[0] as i8 as i64,
-                    4 => i32::from_le_bytes(w.try_into().expect("4 bytes")) as i64,
-                    _ => i64::from_le_bytes(w.try_into().expect("8 bytes")),
-                };
-                let b = u8::try_from(v).map_err(|_| err(data_start + i * size, format!("integer element {i} = {v} is outside uint8's range 0..=255 (integer arrays are read as uint8)")))?;
-                out.push(b);
-            }
-            NpyData::U8(out)
-        }
+        Kind::Int(size) if int32 => NpyData::I32(narrow(data, size, "int32's range", &at)?),
+        Kind::Int(size) => NpyData::U8(narrow(
+            data,
+            size,
+            "uint8's range 0..=255 (integer arrays are read as uint8)",
+            &at,
+        )?),
     };
     Ok(Npy {
         shape: header.shape,
@@ -290,6 +263,32 @@ pub fn write_f32(path: &Path, shape: &[usize], data: &[f32]) -> Result<()> {
 /// Write an int32 array as a `.npy` file (`<i4`), atomically (temp file + rename).
 pub fn write_i32(path: &Path, shape: &[usize], data: &[i32]) -> Result<()> {
     write_array(path, shape, "<i4", data, i32::to_le_bytes)
+}
+
+/// Signed little-endian integers of `size` bytes (1, 4 or 8) narrowed to `T`; an element
+/// outside `T`'s range is `at(byte offset, message)` naming the element, its value and `range`.
+fn narrow<T: TryFrom<i64>>(
+    data: &[u8],
+    size: usize,
+    range: &str,
+    at: &dyn Fn(usize, String) -> Error,
+) -> Result<Vec<T>> {
+    let mut out = Vec::with_capacity(data.len() / size);
+    for (i, w) in data.chunks_exact(size).enumerate() {
+        let v = match size {
+            1 => w[0] as i8 as i64,
+            4 => i32::from_le_bytes(w.try_into().expect("4 bytes")) as i64,
+            _ => i64::from_le_bytes(w.try_into().expect("8 bytes")),
+        };
+        let x = T::try_from(v).map_err(|_| {
+            at(
+                i * size,
+                format!("integer element {i} = {v} is outside {range}"),
+            )
+        })?;
+        out.push(x);
+    }
+    Ok(out)
 }
 
 /// Element kinds accepted on read.

@@ -295,6 +295,14 @@ impl PlanLoaded {
         }
     }
 
+    /// The program of region step `step` (port homes only ever name region steps).
+    fn region_at(&self, step: usize) -> &dyn Loaded {
+        match &self.steps[step] {
+            Step::Region { loaded, .. } => loaded.as_ref(),
+            Step::Host { .. } => unreachable!("a port home names a region step"),
+        }
+    }
+
     /// Copy the value at `from` into slot `dst` (resident state after an execute).
     fn copy_home_to_slot(&mut self, from: Home, dst: usize) -> Result<()> {
         match from {
@@ -495,10 +503,7 @@ impl Loaded for PlanLoaded {
     fn read_output(&self, index: usize, out: &mut [f32]) -> Result<()> {
         checked_output(&self.outputs, index, out.len())?;
         match self.output_homes[index] {
-            Home::Port { step, port } => match &self.steps[step] {
-                Step::Region { loaded, .. } => loaded.read_output(port, out)?,
-                Step::Host { .. } => unreachable!("a port home names a region step"),
-            },
+            Home::Port { step, port } => self.region_at(step).read_output(port, out)?,
             Home::Slot(s) => match &self.slots[s] {
                 Held::F16(v) => v.convert_to_f32_slice(out),
                 Held::F32(v) => out.copy_from_slice(v),
@@ -512,10 +517,7 @@ impl Loaded for PlanLoaded {
     fn read_output_i32(&self, index: usize, out: &mut [i32]) -> Result<()> {
         let port = checked_output(&self.outputs, index, out.len())?;
         match self.output_homes[index] {
-            Home::Port { step, port } => match &self.steps[step] {
-                Step::Region { loaded, .. } => loaded.read_output_i32(port, out)?,
-                Step::Host { .. } => unreachable!("a port home names a region step"),
-            },
+            Home::Port { step, port } => self.region_at(step).read_output_i32(port, out)?,
             Home::Slot(s) => match &self.slots[s] {
                 Held::I32(v) => out.copy_from_slice(v),
                 _ => return Err(not_int32(port)),
