@@ -104,7 +104,8 @@ def main():
         f"{args.repeat} batches alternating with NumPy's, NumPy-conversion included on our side. Results checked equal to NumPy's "
         "before timing (topk values and indices against a stable argsort, sort values and stable argsort, take). "
         "NumPy topk = argpartition + take_along_axis + sort of the k survivors; NumPy sort returns values "
-        "only, ours values and the permutation.",
+        "only, ours values and the permutation. These are the kernels the plan's topk / sort / gather "
+        "stages run (one implementation each, `ops/host_select.rs` and `ops/host_take.rs`).",
         "",
         "| kernel | shape | aneforge µs | NumPy µs | ratio | goal ≤ 1.5x |",
         "| --- | --- | ---: | ---: | ---: | --- |",

@@ -1,11 +1,13 @@
 //! Private entry points to the host kernels on plain arrays (`_core._kernel_topk`, `_sort`,
-//! `_take`), for `bench/host_ops.py` to time the kernels themselves against NumPy. Not public API.
+//! `_take`), for `bench/host_ops.py` to time the kernels the plan's host stages run against
+//! NumPy. Not public API.
 
 use numpy::{PyArray1, PyArrayDyn, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::errors::IntoPy;
+use aneforge::ops::host::select::Select;
 
 /// The elements of a C-contiguous array, else a ValueError.
 fn contiguous<'a>(x: &'a PyReadonlyArray2<'_, f32>) -> PyResult<&'a [f32]> {
@@ -24,6 +26,18 @@ fn shaped<'py, T: numpy::Element>(
     PyArray1::from_vec(py, data).reshape(shape.to_vec())
 }
 
+/// The ordering kernel the `topk` / `sort` host stages run, along the last axis of `rows × n`.
+fn select(rows: usize, n: usize, k: usize, largest: bool) -> Select {
+    Select {
+        outer: rows,
+        n,
+        inner: 1,
+        k,
+        largest,
+        sorted: true,
+    }
+}
+
 /// `topk` along the last axis of a 2-D float32 array: (values, int32 indices), best first.
 #[pyfunction]
 pub fn _kernel_topk<'py>(
@@ -33,7 +47,8 @@ pub fn _kernel_topk<'py>(
     largest: bool,
 ) -> PyResult<Pair<'py>> {
     let [rows, n] = [x.shape()[0], x.shape()[1]];
-    let (v, i) = aneforge::ops::host::select::topk(contiguous(&x)?, rows, n, 1, k, largest).py()?;
+    let plan = select(rows, n, k, largest);
+    let (v, i) = plan.collect("topk", contiguous(&x)?).py()?;
     Ok((shaped(py, v, [rows, k])?, shaped(py, i, [rows, k])?))
 }
 
@@ -45,7 +60,8 @@ pub fn _kernel_sort<'py>(
     descending: bool,
 ) -> PyResult<Pair<'py>> {
     let [rows, n] = [x.shape()[0], x.shape()[1]];
-    let (v, i) = aneforge::ops::host::select::sort(contiguous(&x)?, rows, n, 1, descending).py()?;
+    let plan = select(rows, n, n, descending);
+    let (v, i) = plan.collect("sort", contiguous(&x)?).py()?;
     Ok((shaped(py, v, [rows, n])?, shaped(py, i, [rows, n])?))
 }
 
@@ -60,6 +76,6 @@ pub fn _kernel_take<'py>(
     let idx = indices
         .as_slice()
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
-    let out = aneforge::ops::host::select::take(contiguous(&x)?, rows, n, 1, idx).py()?;
+    let out = aneforge::ops::host::take::take(contiguous(&x)?, (rows, n, 1), idx).py()?;
     shaped(py, out, [rows, idx.len()])
 }

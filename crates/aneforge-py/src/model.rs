@@ -395,20 +395,38 @@ pub(crate) fn uint8_bytes<'py>(
     }
 }
 
+/// Feed `obj` to input `i` without a copy on the numpy side when it is a C-contiguous, aligned
+/// array of `T`; `None` when it is not (the caller converts it).
+fn feed_native<T: numpy::Element>(
+    c: &mut Compiled,
+    i: usize,
+    port: &PortSpec,
+    obj: &Bound<'_, PyAny>,
+    wrap: fn(&[T]) -> PortData<'_>,
+) -> Option<PyResult<()>> {
+    let a = obj.cast::<PyArrayDyn<T>>().ok()?;
+    if !(a.is_c_contiguous() && a.is_aligned()) {
+        return None;
+    }
+    Some(check_shape(port, a.shape()).and_then(|_| {
+        // SAFETY: the GIL is held and no Python code runs while the slice is alive; the data is
+        // copied into the executor's buffer before returning.
+        let data = unsafe { a.as_slice() }.map_err(|e| PyValueError::new_err(e.to_string()))?;
+        c.loaded.set_input(i, wrap(data)).py()
+    }))
+}
+
 /// Write one numpy array (or array-like) into input port `i`.
 fn feed(c: &mut Compiled, i: usize, port: &PortSpec, obj: &Bound<'_, PyAny>) -> PyResult<()> {
-    // Fast path: a C-contiguous, aligned, native float32 array goes straight from numpy's buffer.
-    if port.dtype == DType::Fp16 {
-        if let Ok(a) = obj.cast::<PyArrayDyn<f32>>() {
-            if a.is_c_contiguous() && a.is_aligned() {
-                check_shape(port, a.shape())?;
-                // SAFETY: the GIL is held and no Python code runs while the slice is alive; the
-                // data is copied into the executor's buffer before returning.
-                let data =
-                    unsafe { a.as_slice() }.map_err(|e| PyValueError::new_err(e.to_string()))?;
-                return c.loaded.set_input(i, PortData::F32(data)).py();
-            }
-        }
+    // Fast paths: a C-contiguous, aligned, native float32 array (fp16 port) or int32 array
+    // (int32 port) goes straight from numpy's buffer, with no numpy call.
+    let fast = match port.dtype {
+        DType::Fp16 => feed_native::<f32>(c, i, port, obj, |d| PortData::F32(d)),
+        DType::Int32 => feed_native::<i32>(c, i, port, obj, |d| PortData::I32(d)),
+        _ => None,
+    };
+    if let Some(done) = fast {
+        return done;
     }
     let arr = match obj.cast::<PyUntypedArray>() {
         Ok(a) => a.clone(),

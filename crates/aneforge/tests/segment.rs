@@ -210,3 +210,100 @@ fn corrupted_plans_are_rejected_before_anything_runs() {
     });
     assert!(matches!(e, Error::Format { .. }), "{e}");
 }
+
+/// x [1, 4] → region 0 (relu, x > 0) → host sort(r) → region 1 reads the sort, r and the
+/// mask straight from region 0 (an fp16 and a bool value crossing region → region).
+fn adjacent() -> Tensor {
+    let x = input(&[1, 4]).unwrap();
+    let r = x.relu().unwrap();
+    let positive = x.compare_scalar(aneforge::ops::elementwise::Compare::Greater, 0.0);
+    let s = r.sort(1, true).unwrap();
+    let picked = aneforge::select(&positive.unwrap(), &s, &x).unwrap();
+    picked.add(&r).unwrap()
+}
+
+#[test]
+fn region_outputs_and_bool_masks_feed_later_regions_on_both_precisions() {
+    let xv = [0.5f32, -2.0, 3.0, 1.0];
+    // r = [0.5, 0, 3, 1]; sort desc = [3, 1, 0.5, 0]; mask x > 0 = [1, 0, 1, 1];
+    // select = [3, -2, 0.5, 0]; + r = [3.5, -2, 3.5, 1].
+    let want = vec![3.5f32, -2.0, 3.5, 1.0];
+    let (mut c, dir) = build(&[("y", adjacent())], "adjacent");
+    let plan = c.plan.as_ref().unwrap();
+    let kinds: Vec<&str> = plan.stages.iter().map(|s| s.kind()).collect();
+    assert_eq!(kinds, ["region", "host", "region"]);
+    // Crossing: r, the mask (as fp16 0/1), the sorted values and the unused argsort indices.
+    let mut cut = plan
+        .values
+        .iter()
+        .filter(|v| v.name.starts_with("cut"))
+        .map(|v| v.ty.dtype)
+        .collect::<Vec<_>>();
+    cut.sort_by_key(|d| d.to_string());
+    assert_eq!(cut, [DType::Fp16, DType::Fp16, DType::Fp16, DType::Int32]);
+    assert_eq!(c.run(&[PortData::F32(&xv)]).unwrap()[0], want);
+    assert_eq!(c.run(&[PortData::F32(&xv)]).unwrap()[0], want);
+    let mut c32 = load_dir(&dir, Device::Reference, Precision::Fp32).unwrap();
+    assert_eq!(c32.run(&[PortData::F32(&xv)]).unwrap()[0], want);
+}
+
+#[test]
+fn plan_inputs_round_to_fp16_and_host_values_reach_the_next_region_exactly() {
+    // 1/3 is rounded to fp16 when it enters the plan; take permutes; the region halves.
+    let x = input(&[1, 3]).unwrap();
+    let idx = input_port(&[3], DType::Int32, None).unwrap();
+    let taken = x.take(&idx, 1).unwrap();
+    let y = taken.mul_scalar(0.5).unwrap();
+    let (mut c, _) = build(&[("y", y)], "inf");
+    c.loaded
+        .set_input(0, PortData::F32(&[60000.0, 1.0 / 3.0, 2.0]))
+        .unwrap();
+    c.loaded.set_input(1, PortData::I32(&[1, 0, 2])).unwrap();
+    c.loaded.execute().unwrap();
+    let third = half::f16::from_f32(1.0 / 3.0).to_f32();
+    assert_eq!(
+        c.loaded.read_outputs().unwrap()[0],
+        vec![half::f16::from_f32(third * 0.5).to_f32(), 30000.0, 1.0]
+    );
+}
+
+#[test]
+fn cli_run_writes_int32_outputs_as_int32_npy() {
+    let (_, dir) = build(&chain(), "cli");
+    let x = dir.join("x.npy");
+    let header = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 5), }";
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    let pad = (10 + header.len() + 1).next_multiple_of(64) - (10 + header.len() + 1);
+    let header = format!("{header}{}\n", " ".repeat(pad));
+    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(header.as_bytes());
+    X.iter()
+        .for_each(|v| bytes.extend_from_slice(&v.to_le_bytes()));
+    std::fs::write(&x, bytes).unwrap();
+    let out = dir.join("out");
+    let code = aneforge::cli::run_cli([
+        "aneforge".to_string(),
+        "run".into(),
+        dir.display().to_string(),
+        "--input".into(),
+        format!("x0={}", x.display()),
+        "--output-dir".into(),
+        out.display().to_string(),
+    ]);
+    assert_eq!(code, 0);
+    // The int32 output `idx` (top-2 positions per row, see the chain test) as NumPy `<i4`.
+    let b = std::fs::read(out.join("idx.npy")).unwrap();
+    let hlen = u16::from_le_bytes([b[8], b[9]]) as usize;
+    let head = std::str::from_utf8(&b[10..10 + hlen]).unwrap();
+    assert!(
+        head.contains("'descr': '<i4'") && head.contains("(2, 2)"),
+        "{head}"
+    );
+    let ints: Vec<i32> = b[10 + hlen..]
+        .chunks_exact(4)
+        .map(|w| i32::from_le_bytes(w.try_into().unwrap()))
+        .collect();
+    assert_eq!(ints, [1, 3, 3, 4]);
+    let f = std::fs::read(out.join("vals.npy")).unwrap();
+    assert!(std::str::from_utf8(&f[10..64]).unwrap().contains("'<f4'"));
+}

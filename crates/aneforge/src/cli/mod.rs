@@ -56,7 +56,7 @@ enum Command {
         /// An input port and its data: NAME=FILE.npy (once per input port).
         #[arg(short, long = "input", value_name = "NAME=FILE")]
         inputs: Vec<String>,
-        /// Write each output as <OUTPUT_DIR>/<name>.npy (float32).
+        /// Write each output as <OUTPUT_DIR>/<name>.npy (float32; int32 outputs as int32).
         #[arg(short, long)]
         output_dir: Option<PathBuf>,
         /// Compress the weights first: int8, int4, sparse, blockwise or auto.

@@ -20,6 +20,8 @@ pub enum NpyData {
     F32(Vec<f32>),
     F64(Vec<f64>),
     U8(Vec<u8>),
+    /// Integers read for an int32 port (see [`read_int32`]).
+    I32(Vec<i32>),
 }
 
 /// An array read from a `.npy` file: shape (C order) and data.
@@ -37,6 +39,7 @@ impl Npy {
             NpyData::F32(_) => "float32",
             NpyData::F64(_) => "float64",
             NpyData::U8(_) => "uint8",
+            NpyData::I32(_) => "int32",
         }
     }
 
@@ -47,6 +50,7 @@ impl Npy {
             NpyData::F32(d) => PortData::F32(d),
             NpyData::F64(d) => PortData::F64(d),
             NpyData::U8(d) => PortData::U8(d),
+            NpyData::I32(d) => PortData::I32(d),
         }
     }
 }
@@ -57,8 +61,20 @@ pub fn read(path: &Path) -> Result<Npy> {
     parse(&bytes, path)
 }
 
-/// Parse `.npy` bytes; `file` only names the source in errors.
+/// Read a `.npy` file for an int32 port: integer arrays (`|i1`, `|u1`, `<i4`, `<i8`) become
+/// int32 (an element outside int32's range is an error naming it); float arrays as [`read`].
+pub fn read_int32(path: &Path) -> Result<Npy> {
+    let bytes = crate::program::files::read_regular(path)?;
+    parse_with(&bytes, path, true)
+}
+
+/// Parse `.npy` bytes; `file` only names the source in errors. Integer arrays are read as uint8.
 pub fn parse(bytes: &[u8], file: &Path) -> Result<Npy> {
+    parse_with(bytes, file, false)
+}
+
+/// [`parse`], integer arrays read as int32 when `int32`.
+fn parse_with(bytes: &[u8], file: &Path, int32: bool) -> Result<Npy> {
     let err = |offset: usize, msg: String| Error::format(file, Some(offset as u64), msg);
     if bytes.len() < 10 || &bytes[..6] != MAGIC {
         return Err(err(
@@ -121,15 +137,11 @@ pub fn parse(bytes: &[u8], file: &Path) -> Result<Npy> {
         .shape
         .iter()
         .try_fold(1usize, |n, &d| n.checked_mul(d));
-    let nbytes = numel.and_then(|n| n.checked_mul(kind.size()));
-    let (numel, nbytes) = match (numel, nbytes) {
-        (Some(n), Some(b)) => (n, b),
-        _ => {
-            return Err(err(
-                start,
-                format!("shape {:?} has too many bytes", header.shape),
-            ))
-        }
+    let Some(nbytes) = numel.and_then(|n| n.checked_mul(kind.size())) else {
+        return Err(err(
+            start,
+            format!("shape {:?} has too many bytes", header.shape),
+        ));
     };
     let data = &bytes[data_start..];
     if data.len() != nbytes {
@@ -149,6 +161,7 @@ pub fn parse(bytes: &[u8], file: &Path) -> Result<Npy> {
         ));
     }
     let words = |n: usize| data.chunks_exact(n);
+    let at = |offset: usize, msg: String| err(data_start + offset, msg);
     let data = match kind {
         Kind::F16 => NpyData::F16(
             words(2)
@@ -165,20 +178,15 @@ pub fn parse(bytes: &[u8], file: &Path) -> Result<Npy> {
                 .map(|w| f64::from_le_bytes(w.try_into().expect("8 bytes")))
                 .collect(),
         ),
+        Kind::U8 if int32 => NpyData::I32(data.iter().map(|&b| b as i32).collect()),
         Kind::U8 => NpyData::U8(data.to_vec()),
-        Kind::Int(size) => {
-            let mut out = Vec::with_capacity(numel);
-            for (i, w) in words(size).enumerate() {
-                let v = match size {
-                    1 => w[0] as i8 as i64,
-                    4 => i32::from_le_bytes(w.try_into().expect("4 bytes")) as i64,
-                    _ => i64::from_le_bytes(w.try_into().expect("8 bytes")),
-                };
-                let b = u8::try_from(v).map_err(|_| err(data_start + i * size, format!("integer element {i} = {v} is outside uint8's range 0..=255 (integer arrays are read as uint8)")))?;
-                out.push(b);
-            }
-            NpyData::U8(out)
-        }
+        Kind::Int(size) if int32 => NpyData::I32(narrow(data, size, "int32's range", &at)?),
+        Kind::Int(size) => NpyData::U8(narrow(
+            data,
+            size,
+            "uint8's range 0..=255 (integer arrays are read as uint8)",
+            &at,
+        )?),
     };
     Ok(Npy {
         shape: header.shape,
@@ -201,15 +209,16 @@ pub fn shape_tuple(shape: &[usize]) -> String {
     }
 }
 
-/// Encode an f32 array (C order) as `.npy` version 1 bytes; `data.len()` must equal the shape's product.
-fn to_bytes_f32(shape: &[usize], data: &[f32]) -> Vec<u8> {
+/// Encode a 4-byte-element array (C order) as `.npy` version 1 bytes with dtype `descr`;
+/// `data.len()` must equal the shape's product.
+fn to_bytes<T: Copy>(shape: &[usize], descr: &str, data: &[T], le: fn(T) -> [u8; 4]) -> Vec<u8> {
     assert_eq!(
         shape.iter().product::<usize>(),
         data.len(),
-        "npy::to_bytes_f32: data length does not match shape {shape:?}"
+        "npy::to_bytes: data length does not match shape {shape:?}"
     );
     let dims = shape_tuple(shape);
-    let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {dims}, }}");
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {dims}, }}");
     let unpadded = MAGIC.len() + 2 + 2 + header.len() + 1;
     header.push_str(&" ".repeat(unpadded.next_multiple_of(64) - unpadded));
     header.push('\n');
@@ -218,22 +227,68 @@ fn to_bytes_f32(shape: &[usize], data: &[f32]) -> Vec<u8> {
     out.extend_from_slice(&[1, 0]);
     out.extend_from_slice(&(header.len() as u16).to_le_bytes());
     out.extend_from_slice(header.as_bytes());
-    for v in data {
-        out.extend_from_slice(&v.to_le_bytes());
+    for &v in data {
+        out.extend_from_slice(&le(v));
     }
     out
 }
 
-/// Write an f32 array as a `.npy` file, atomically (temp file + rename).
-pub fn write_f32(path: &Path, shape: &[usize], data: &[f32]) -> Result<()> {
+/// Write a 4-byte-element array as a `.npy` file with dtype `descr`, atomically (temp file + rename).
+fn write_array<T: Copy>(
+    path: &Path,
+    shape: &[usize],
+    descr: &str,
+    data: &[T],
+    le: fn(T) -> [u8; 4],
+) -> Result<()> {
     if shape.iter().product::<usize>() != data.len() {
         return Err(Error::shape(
-            "npy::write_f32",
-            format!("{} values do not fill shape {shape:?}", data.len()),
+            "npy write",
+            format!(
+                "{} values do not fill shape {shape:?} ({})",
+                data.len(),
+                path.display()
+            ),
         ));
     }
-    let bytes = to_bytes_f32(shape, data);
+    let bytes = to_bytes(shape, descr, data, le);
     write_atomic(path, |f| std::io::Write::write_all(f, &bytes))
+}
+
+/// Write an f32 array as a `.npy` file (`<f4`), atomically (temp file + rename).
+pub fn write_f32(path: &Path, shape: &[usize], data: &[f32]) -> Result<()> {
+    write_array(path, shape, "<f4", data, f32::to_le_bytes)
+}
+
+/// Write an int32 array as a `.npy` file (`<i4`), atomically (temp file + rename).
+pub fn write_i32(path: &Path, shape: &[usize], data: &[i32]) -> Result<()> {
+    write_array(path, shape, "<i4", data, i32::to_le_bytes)
+}
+
+/// Signed little-endian integers of `size` bytes (1, 4 or 8) narrowed to `T`; an element
+/// outside `T`'s range is `at(byte offset, message)` naming the element, its value and `range`.
+fn narrow<T: TryFrom<i64>>(
+    data: &[u8],
+    size: usize,
+    range: &str,
+    at: &dyn Fn(usize, String) -> Error,
+) -> Result<Vec<T>> {
+    let mut out = Vec::with_capacity(data.len() / size);
+    for (i, w) in data.chunks_exact(size).enumerate() {
+        let v = match size {
+            1 => w[0] as i8 as i64,
+            4 => i32::from_le_bytes(w.try_into().expect("4 bytes")) as i64,
+            _ => i64::from_le_bytes(w.try_into().expect("8 bytes")),
+        };
+        let x = T::try_from(v).map_err(|_| {
+            at(
+                i * size,
+                format!("integer element {i} = {v} is outside {range}"),
+            )
+        })?;
+        out.push(x);
+    }
+    Ok(out)
 }
 
 /// Element kinds accepted on read.
@@ -455,7 +510,7 @@ mod tests {
             let data: Vec<f32> = (0..shape.iter().product::<usize>())
                 .map(|i| i as f32 * -1.5)
                 .collect();
-            let bytes = to_bytes_f32(&shape, &data);
+            let bytes = to_bytes(&shape, "<f4", &data, f32::to_le_bytes);
             let header_end = 10 + u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
             assert_eq!(header_end % 64, 0);
             assert_eq!(bytes[header_end - 1], b'\n');
@@ -648,6 +703,19 @@ mod tests {
             NpyData::F32(vec![1.0, 2.0, 3.0, 4.0])
         );
         assert!(write_f32(&p, &[3], &[1.0]).is_err());
+        // int32 written as <i4 and read back exactly for an int32 port (values beyond fp16's
+        // and f32's exact integers included); the same bytes read for another port are uint8.
+        let q = dir.join("i.npy");
+        let ints = [-7, 0, 16_777_217, i32::MAX];
+        write_i32(&q, &[2, 2], &ints).unwrap();
+        let back = read_int32(&q).unwrap();
+        assert_eq!(
+            (back.shape, back.data),
+            (vec![2, 2], NpyData::I32(ints.to_vec()))
+        );
+        assert!(read(&q).unwrap_err().to_string().contains("uint8"));
+        assert!(write_i32(&q, &[3], &[1]).is_err());
+        std::fs::remove_file(&q).unwrap();
         let leftovers = std::fs::read_dir(&dir).unwrap().count();
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(leftovers, 1);

@@ -1,5 +1,6 @@
 //! `aneforge run DIR --input NAME=FILE.npy ...`: run a program directory on `.npy` inputs, print
-//! a preview of each output, optionally write them as `.npy` and time repeated calls.
+//! a preview of each output, optionally write them as `.npy` (int32 outputs as `<i4`, exact;
+//! the others as `<f4`) and time repeated calls. int32 ports read integer `.npy` files exactly.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -7,6 +8,7 @@ use std::time::Instant;
 
 use super::{npy, preview};
 use crate::compile::{load_dir_with, CompileOptions};
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::program::PortSpec;
 
@@ -58,7 +60,11 @@ fn read_inputs(ports: &[PortSpec], args: &[String]) -> Result<Vec<npy::Npy>> {
                     ),
                 )
             })?;
-            let a = npy::read(file)?;
+            let a = if p.dtype == DType::Int32 {
+                npy::read_int32(file)?
+            } else {
+                npy::read(file)?
+            };
             if a.shape != p.shape {
                 return Err(Error::shape(
                     format!("input '{}'", p.name),
@@ -106,9 +112,15 @@ pub(super) fn run(
     }
     if let Some(out) = output_dir {
         std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
-        for (port, values) in net.outputs().iter().zip(&outputs) {
+        for (k, (port, values)) in net.outputs().iter().zip(&outputs).enumerate() {
             let path = out.join(format!("{}.npy", port.name));
-            npy::write_f32(&path, &port.shape, values)?;
+            if port.dtype == DType::Int32 {
+                let mut ints = vec![0i32; port.numel()];
+                net.loaded.read_output_i32(k, &mut ints)?;
+                npy::write_i32(&path, &port.shape, &ints)?;
+            } else {
+                npy::write_f32(&path, &port.shape, values)?;
+            }
             println!("wrote {}", path.display());
         }
     }

@@ -246,6 +246,23 @@ pub trait Loaded: Send {
     fn memory(&self) -> Option<reference::MemoryReport> {
         None
     }
+    /// Make input `input` read output `output` of `producer` (loaded by the same executor) in
+    /// place: `producer`'s execute writes what this program reads, nothing is copied. `Ok(false)`
+    /// when this executor cannot (the caller copies between them); call before the first
+    /// execute and keep `producer` alive as long as this program.
+    fn bind_input(
+        &mut self,
+        input: usize,
+        producer: &mut dyn Loaded,
+        output: usize,
+    ) -> Result<bool> {
+        let _ = (input, producer, output);
+        Ok(false)
+    }
+    /// This program as `Any`, for an executor to recognise its own programs in [`Loaded::bind_input`].
+    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+        None
+    }
 }
 
 /// Check port data against its spec: element count, dtype family, and for fp16 ports that

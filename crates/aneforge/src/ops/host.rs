@@ -242,11 +242,3 @@ pub fn check_axis(op: &str, axis: usize, shape: &[usize]) -> Result<()> {
     }
     Ok(())
 }
-
-/// Order of two fp16 values with NaN above every number (NumPy's sort order).
-pub fn nan_last(a: f32, b: f32) -> std::cmp::Ordering {
-    match (a.is_nan(), b.is_nan()) {
-        (false, false) => a.partial_cmp(&b).unwrap_or(std::cmp::Ordering::Equal),
-        (x, y) => x.cmp(&y),
-    }
-}

@@ -1,21 +1,21 @@
-//! Fast kernels for `sort` / `argsort`, `topk` and `take` on fp16 values (held as f32).
+//! The one kernel behind `sort` / `argsort` and `topk` on fp16 values (held as f32).
 //!
 //! Each fp16 value maps to a 16-bit key whose unsigned order is the value order (NaN above
 //! every number, −0 equal to +0); key and lane position pack into one `u32`
-//! (`key << 16 | position`, positions < 65536 by the extent limit), so integer order is
+//! (`key << 16 | position`), so integer order is
 //! "by value, ties by lower index" — stable. `sort` is a two-pass LSD radix sort on the key
 //! bytes (a pass whose byte is the same everywhere is skipped); `topk` partitions the packed
 //! words with `select_nth_unstable` and sorts the k survivors. A lane holding a value that is
-//! not exactly an fp16 number (fp32 precision) falls back to a comparison sort with the same
-//! order.
+//! not exactly an fp16 number (fp32 precision), or longer than 65536, takes a comparison sort
+//! with the same order.
 
 use half::{f16, slice::HalfFloatSliceExt};
 
-use super::host::checks::resolve_index;
 use crate::error::{Error, Result};
 
-/// Lanes up to this length sort the packed words directly (the radix histograms cost more).
-const RADIX_MIN: usize = 1024;
+/// Lanes shorter than this sort the packed words by comparison (the 2 × 256-bucket histograms
+/// of the radix sort cost more there).
+const RADIX_MIN: usize = 64;
 
 /// Order-preserving 16-bit key of fp16 `bits` (NaN canonical and above every number, −0 as
 /// +0; descending flips it).
@@ -53,13 +53,13 @@ fn compare(a: (f32, u32), b: (f32, u32), descending: bool) -> std::cmp::Ordering
 
 /// Stable LSD radix sort of packed words by their top two bytes.
 fn radix_sort(words: &mut Vec<u32>, scratch: &mut Vec<u32>) {
-    let mut counts = [[0usize; 256]; 2];
+    let mut counts = [[0u32; 256]; 2];
     for &w in words.iter() {
         counts[0][(w >> 16 & 0xFF) as usize] += 1;
         counts[1][(w >> 24) as usize] += 1;
     }
     for (pass, count) in counts.iter_mut().enumerate() {
-        if count.contains(&words.len()) {
+        if count.contains(&(words.len() as u32)) {
             continue;
         }
         let mut at = 0;
@@ -73,7 +73,7 @@ fn radix_sort(words: &mut Vec<u32>, scratch: &mut Vec<u32>) {
         let shift = 16 + 8 * pass;
         for &w in words.iter() {
             let slot = &mut count[(w >> shift & 0xFF) as usize];
-            scratch[*slot] = w;
+            scratch[*slot as usize] = w;
             *slot += 1;
         }
         std::mem::swap(words, scratch);
@@ -83,7 +83,6 @@ fn radix_sort(words: &mut Vec<u32>, scratch: &mut Vec<u32>) {
 /// Reusable buffers for ordering lanes.
 #[derive(Default)]
 struct Lanes {
-    lane: Vec<f32>,
     bits: Vec<f16>,
     back: Vec<f32>,
     words: Vec<u32>,
@@ -93,18 +92,19 @@ struct Lanes {
 
 impl Lanes {
     /// The order of `lane`: its `k` best positions, best first (all when `k == len`), left in
-    /// `self.order`.
-    fn order(&mut self, lane: &[f32], k: usize, descending: bool) {
+    /// `self.order`; in position order instead when not `sorted`.
+    fn order(&mut self, lane: &[f32], k: usize, descending: bool, sorted: bool) {
         let n = lane.len();
         self.bits.resize(n, f16::ZERO);
         self.bits.convert_from_f32_slice(lane);
         self.back.resize(n, 0.0);
         self.bits.convert_to_f32_slice(&mut self.back);
-        let exact = self
-            .back
-            .iter()
-            .zip(lane)
-            .all(|(b, v)| b == v || v.is_nan());
+        let exact = n <= 1 << 16
+            && self
+                .back
+                .iter()
+                .zip(lane)
+                .all(|(b, v)| b == v || v.is_nan());
         self.order.clear();
         if !exact {
             self.order.extend(0..n as u32);
@@ -115,7 +115,11 @@ impl Lanes {
                 self.order.select_nth_unstable_by(k - 1, cmp);
                 self.order.truncate(k);
             }
-            self.order.sort_unstable_by(cmp);
+            if sorted {
+                self.order.sort_unstable_by(cmp);
+            } else {
+                self.order.sort_unstable();
+            }
             return;
         }
         self.words.clear();
@@ -128,54 +132,28 @@ impl Lanes {
         if k < n {
             self.words.select_nth_unstable(k - 1);
             self.words.truncate(k);
-            self.words.sort_unstable();
-        } else if n <= RADIX_MIN {
+            if sorted {
+                self.words.sort_unstable();
+            }
+        } else if n < RADIX_MIN {
             self.words.sort_unstable();
         } else {
             radix_sort(&mut self.words, &mut self.scratch);
         }
         self.order.extend(self.words.iter().map(|w| w & 0xFFFF));
-    }
-
-    /// Order lane `base` (stride `inner`) of `x` and write its `k` best values and positions
-    /// at `out` (stride `inner`) of `values` / `indices`.
-    #[allow(clippy::too_many_arguments)]
-    fn emit(
-        &mut self,
-        x: &[f32],
-        base: usize,
-        n: usize,
-        inner: usize,
-        k: usize,
-        descending: bool,
-        values: &mut [f32],
-        indices: &mut [i32],
-        out: usize,
-    ) {
-        let mut lane = std::mem::take(&mut self.lane);
-        let view: &[f32] = if inner == 1 {
-            &x[base..base + n]
-        } else {
-            lane.clear();
-            lane.extend((0..n).map(|j| x[base + j * inner]));
-            &lane
-        };
-        self.order(view, k, descending);
-        for (j, &p) in self.order.iter().enumerate() {
-            values[out + j * inner] = view[p as usize];
-            indices[out + j * inner] = p as i32;
+        if !sorted {
+            self.order.sort_unstable();
         }
-        self.lane = lane;
     }
 }
 
 /// Check the lane layout of `x` and that `k` is in `1..=n`, naming `op`.
 fn check_lanes(op: &str, x: &[f32], outer: usize, n: usize, inner: usize, k: usize) -> Result<()> {
-    if n == 0 || n > 65536 || x.len() != outer * n * inner {
+    if n == 0 || n > u32::MAX as usize || x.len() != outer * n * inner {
         return Err(Error::shape(
             op,
             format!(
-                "{} values do not form {outer} x {n} x {inner} lanes (extent 1..=65536)",
+                "{} values do not form {outer} x {n} x {inner} lanes (extent 1..=2^32-1)",
                 x.len()
             ),
         ));
@@ -186,88 +164,72 @@ fn check_lanes(op: &str, x: &[f32], outer: usize, n: usize, inner: usize, k: usi
     Ok(())
 }
 
-/// The `k` best values of every lane of `x` (`outer × n × inner`, lanes along `n`) and their
-/// int32 positions, best first (largest first when `largest`); ties by the lower position.
-/// Output layout `outer × k × inner`.
-pub fn topk(
-    x: &[f32],
-    outer: usize,
-    n: usize,
-    inner: usize,
-    k: usize,
-    largest: bool,
-) -> Result<(Vec<f32>, Vec<i32>)> {
-    check_lanes("topk", x, outer, n, inner, k)?;
-    let mut values = vec![0.0f32; outer * k * inner];
-    let mut indices = vec![0i32; outer * k * inner];
-    let mut lanes = Lanes::default();
-    for o in 0..outer {
-        for i in 0..inner {
-            lanes.emit(
-                x,
-                o * n * inner + i,
-                n,
-                inner,
-                k,
-                largest,
-                &mut values,
-                &mut indices,
-                o * k * inner + i,
-            );
-        }
-    }
-    Ok((values, indices))
+/// How to order the lanes of a `topk` / `sort`: lanes `outer × n × inner` along `n`, keep the
+/// `k` best (largest first when `largest`), best first when `sorted`, else in position order.
+#[derive(Clone, Copy, Debug)]
+pub struct Select {
+    pub outer: usize,
+    pub n: usize,
+    pub inner: usize,
+    pub k: usize,
+    pub largest: bool,
+    pub sorted: bool,
 }
 
-/// Stable sort of every lane (ascending, or descending with ties still by position): the
-/// sorted values and the int32 permutation (`argsort`), both of `x`'s layout.
-pub fn sort(
-    x: &[f32],
-    outer: usize,
-    n: usize,
-    inner: usize,
-    descending: bool,
-) -> Result<(Vec<f32>, Vec<i32>)> {
-    check_lanes("sort", x, outer, n, inner, n)?;
-    topk(x, outer, n, inner, n, descending).map_err(|e| Error::shape("sort", e.to_string()))
-}
-
-/// NumPy `take(x, indices, axis)` for `x` laid out `outer × n × inner`: output
-/// `outer × len(indices) × inner`; every index is checked (range `-n..n`) before any read.
-pub fn take(x: &[f32], outer: usize, n: usize, inner: usize, indices: &[i32]) -> Result<Vec<f32>> {
-    if x.len() != outer * n * inner {
-        return Err(Error::shape(
-            "gather",
-            format!("{} values do not form {outer} x {n} x {inner}", x.len()),
-        ));
-    }
-    let m = indices.len();
-    let at = |v: i32| -> Result<usize> {
-        let u = if v < 0 { v as i64 + n as i64 } else { v as i64 };
-        if u < 0 || u >= n as i64 {
-            return resolve_index("gather", "indices", v as i64, n);
+impl Select {
+    /// Write the chosen values and their int32 positions (layout `outer × k × inner`) of `x`
+    /// into `values` / `indices`; ties by the lower position. Errors name `op`.
+    pub fn run(&self, op: &str, x: &[f32], values: &mut [f32], indices: &mut [i32]) -> Result<()> {
+        let Select {
+            outer,
+            n,
+            inner,
+            k,
+            largest,
+            sorted,
+        } = *self;
+        check_lanes(op, x, outer, n, inner, k)?;
+        let m = outer * k * inner;
+        if values.len() != m || indices.len() != m {
+            return Err(Error::shape(
+                op,
+                format!(
+                    "outputs hold {} and {} elements; {outer} x {k} x {inner} expected",
+                    values.len(),
+                    indices.len()
+                ),
+            ));
         }
-        Ok(u as usize)
-    };
-    let mut out = vec![0.0f32; outer * m * inner];
-    if inner == 1 && outer == 1 {
-        for (d, &v) in out.iter_mut().zip(indices) {
-            *d = x[at(v)?];
-        }
-    } else if inner == 1 {
-        let idx = indices.iter().map(|&v| at(v)).collect::<Result<Vec<_>>>()?;
-        for (dst, src) in out.chunks_exact_mut(m).zip(x.chunks_exact(n)) {
-            dst.iter_mut().zip(&idx).for_each(|(d, &j)| *d = src[j]);
-        }
-    } else {
+        let mut lanes = Lanes::default();
+        let mut lane = Vec::new();
         for o in 0..outer {
-            for (t, &v) in indices.iter().enumerate() {
-                let (d, s) = ((o * m + t) * inner, (o * n + at(v)?) * inner);
-                out[d..d + inner].copy_from_slice(&x[s..s + inner]);
+            for i in 0..inner {
+                let base = o * n * inner + i;
+                let view: &[f32] = if inner == 1 {
+                    &x[base..base + n]
+                } else {
+                    lane.clear();
+                    lane.extend((0..n).map(|j| x[base + j * inner]));
+                    &lane
+                };
+                lanes.order(view, k, largest, sorted);
+                let out = o * k * inner + i;
+                for (j, &p) in lanes.order.iter().enumerate() {
+                    values[out + j * inner] = view[p as usize];
+                    indices[out + j * inner] = p as i32;
+                }
             }
         }
+        Ok(())
     }
-    Ok(out)
+
+    /// [`Select::run`] into freshly allocated (values, indices).
+    pub fn collect(&self, op: &str, x: &[f32]) -> Result<(Vec<f32>, Vec<i32>)> {
+        let m = self.outer * self.k.min(self.n) * self.inner;
+        let (mut values, mut indices) = (vec![0.0f32; m], vec![0i32; m]);
+        self.run(op, x, &mut values, &mut indices)?;
+        Ok((values, indices))
+    }
 }
 
 #[cfg(test)]
@@ -279,6 +241,32 @@ mod tests {
         let mut order: Vec<u32> = (0..lane.len() as u32).collect();
         order.sort_by(|&a, &b| compare((lane[a as usize], a), (lane[b as usize], b), descending));
         order
+    }
+
+    fn select(outer: usize, n: usize, inner: usize, k: usize, largest: bool) -> Select {
+        Select {
+            outer,
+            n,
+            inner,
+            k,
+            largest,
+            sorted: true,
+        }
+    }
+
+    #[test]
+    fn unsorted_topk_lists_the_chosen_positions_in_order_on_both_paths() {
+        let exact = [1.0f32, 5.0, 3.0, 5.0, -2.0, 4.0];
+        let inexact = [1.0001f32, 5.0001, 3.0001, 5.0001, -2.0001, 4.0001];
+        for x in [exact, inexact] {
+            let s = Select {
+                sorted: false,
+                ..select(1, 6, 1, 3, true)
+            };
+            let (v, i) = s.collect("topk", &x).unwrap();
+            assert_eq!(i, [1, 3, 5]);
+            assert_eq!(v, [x[1], x[3], x[5]]);
+        }
     }
 
     fn lane(n: usize, seed: u64) -> Vec<f32> {
@@ -298,7 +286,7 @@ mod tests {
         x[12] = f32::NEG_INFINITY;
         x[13] = x[14];
         for desc in [false, true] {
-            let (v, i) = sort(&x, 1, 1000, 1, desc).unwrap();
+            let (v, i) = select(1, 1000, 1, 1000, desc).collect("sort", &x).unwrap();
             let want = reference(&x, desc);
             assert_eq!(i, want.iter().map(|&p| p as i32).collect::<Vec<_>>());
             assert!(v
@@ -312,7 +300,7 @@ mod tests {
     fn topk_is_the_prefix_of_the_sort_on_every_lane_and_axis() {
         let x = lane(6 * 50 * 3, 2);
         for (largest, k) in [(true, 5), (false, 7), (true, 50)] {
-            let (v, i) = topk(&x, 6, 50, 3, k, largest).unwrap();
+            let (v, i) = select(6, 50, 3, k, largest).collect("topk", &x).unwrap();
             for o in 0..6 {
                 for c in 0..3 {
                     let l: Vec<f32> = (0..50).map(|j| x[(o * 50 + j) * 3 + c]).collect();
@@ -324,30 +312,28 @@ mod tests {
                 }
             }
         }
-        assert!(topk(&x, 6, 50, 3, 51, true)
+        assert!(select(6, 50, 3, 51, true)
+            .collect("topk", &x)
             .unwrap_err()
             .to_string()
             .contains("k = 51"));
     }
 
     #[test]
-    fn values_that_are_not_fp16_take_the_comparison_path() {
-        let x = [1.0001, 1.0002, 1.0, 1.0003];
-        let (_, i) = sort(&x, 1, 4, 1, false).unwrap();
-        assert_eq!(i, [2, 0, 1, 3]);
+    fn lanes_longer_than_the_packed_position_sort_by_comparison() {
+        let x = lane(70_000, 3);
+        let (v, i) = select(1, 70_000, 1, 70_000, false)
+            .collect("sort", &x)
+            .unwrap();
+        let want = reference(&x, false);
+        assert_eq!(i, want.iter().map(|&p| p as i32).collect::<Vec<_>>());
+        assert!(v.windows(2).all(|w| w[0] <= w[1]));
     }
 
     #[test]
-    fn take_gathers_and_rejects_out_of_range_indices() {
-        let x: Vec<f32> = (0..12).map(|v| v as f32).collect();
-        assert_eq!(
-            take(&x, 3, 4, 1, &[3, -4]).unwrap(),
-            [3.0, 0.0, 7.0, 4.0, 11.0, 8.0]
-        );
-        assert_eq!(take(&x, 1, 3, 4, &[2]).unwrap(), [8.0, 9.0, 10.0, 11.0]);
-        assert!(take(&x, 3, 4, 1, &[4])
-            .unwrap_err()
-            .to_string()
-            .contains("index 4"));
+    fn values_that_are_not_fp16_take_the_comparison_path() {
+        let x = [1.0001, 1.0002, 1.0, 1.0003];
+        let (_, i) = select(1, 4, 1, 4, false).collect("sort", &x).unwrap();
+        assert_eq!(i, [2, 0, 1, 3]);
     }
 }

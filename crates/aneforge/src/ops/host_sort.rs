@@ -1,9 +1,9 @@
 //! `topk` and stable `sort` / `argsort` along one axis: values (fp16) and int32 indices. Order:
-//! by value, NaN above every number, ties by the lower index (stable, also when descending).
+//! by value, NaN above every number, −0 equal to +0, ties by the lower index (stable, also when
+//! descending). Both run the one kernel of `host_select`.
 
-use std::cmp::Ordering;
-
-use super::host::{check_axis, expect_dtypes, lanes, nan_last, HostKernel, HostTensor};
+use super::host::{check_axis, expect_dtypes, lanes, HostKernel, HostTensor};
+use super::host_select::Select;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ops::TensorType;
@@ -22,48 +22,28 @@ fn pair(shape: Vec<usize>) -> Vec<TensorType> {
     ]
 }
 
-/// Order of lane positions `a`, `b` (values `va`, `vb`): by value (descending when `desc`), then by index.
-fn order(va: f32, vb: f32, a: usize, b: usize, desc: bool) -> Ordering {
-    let by_value = if desc {
-        nan_last(vb, va)
-    } else {
-        nan_last(va, vb)
-    };
-    by_value.then(a.cmp(&b))
-}
-
-/// Run `pick(lane values, scratch of lane indices) -> chosen indices` on every lane of `inputs[0]`
-/// along `axis` and write the chosen values and indices (`k` per lane) into `outputs`.
-fn per_lane(
+/// Run the one ordering kernel ([`Select`]) over `inputs[0]` along `axis`, keeping `k` per lane.
+fn select(
     op: &str,
     axis: usize,
     k: usize,
+    largest: bool,
+    sorted: bool,
     inputs: &[&HostTensor],
     outputs: &mut [HostTensor],
-    pick: impl Fn(&[f32], &mut Vec<usize>),
 ) -> Result<()> {
     let x = inputs[0].f32s(op)?;
     let (outer, n, inner) = lanes(&inputs[0].shape, axis);
     let (vals, idxs) = outputs.split_at_mut(1);
-    let (vals, idxs) = (vals[0].f32s_mut(op)?, idxs[0].i32s_mut(op)?);
-    let (mut lane, mut order) = (vec![0.0f32; n], Vec::with_capacity(n));
-    for o in 0..outer {
-        for i in 0..inner {
-            let base = o * n * inner + i;
-            for (j, v) in lane.iter_mut().enumerate() {
-                *v = x[base + j * inner];
-            }
-            order.clear();
-            order.extend(0..n);
-            pick(&lane, &mut order);
-            let out = o * k * inner + i;
-            for (j, &src) in order[..k].iter().enumerate() {
-                vals[out + j * inner] = lane[src];
-                idxs[out + j * inner] = src as i32;
-            }
-        }
-    }
-    Ok(())
+    let plan = Select {
+        outer,
+        n,
+        inner,
+        k,
+        largest,
+        sorted,
+    };
+    plan.run(op, x, vals[0].f32s_mut(op)?, idxs[0].i32s_mut(op)?)
 }
 
 /// `topk(x, k, axis, largest, sorted)`: the `k` largest (smallest when not `largest`) elements
@@ -100,18 +80,8 @@ impl HostKernel for TopK {
     }
 
     fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
-        let (k, desc, sorted) = (self.k, self.largest, self.sorted);
-        per_lane("topk", self.axis, k, inputs, outputs, |lane, idx| {
-            let cmp = |a: &usize, b: &usize| order(lane[*a], lane[*b], *a, *b, desc);
-            if k < idx.len() {
-                idx.select_nth_unstable_by(k - 1, cmp);
-            }
-            if sorted {
-                idx[..k].sort_unstable_by(cmp);
-            } else {
-                idx[..k].sort_unstable();
-            }
-        })
+        let (k, largest, sorted) = (self.k, self.largest, self.sorted);
+        select("topk", self.axis, k, largest, sorted, inputs, outputs)
     }
 }
 
@@ -136,9 +106,6 @@ impl HostKernel for Sort {
 
     fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
         let n = inputs[0].shape.get(self.axis).copied().unwrap_or(0);
-        let desc = self.descending;
-        per_lane("sort", self.axis, n, inputs, outputs, |lane, idx| {
-            idx.sort_unstable_by(|a, b| order(lane[*a], lane[*b], *a, *b, desc))
-        })
+        select("sort", self.axis, n, self.descending, true, inputs, outputs)
     }
 }

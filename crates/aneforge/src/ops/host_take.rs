@@ -30,6 +30,64 @@ fn checked_indices(op: &str, idx: &[i32], n: usize) -> Result<Vec<usize>> {
         .collect()
 }
 
+/// NumPy `take(x, indices, axis)` for `x` laid out `(outer, n, inner)` around the axis, into
+/// `out` (`outer × len(indices) × inner`); every index is checked (range `-n..n`) before any
+/// read, and the lengths of `x` and `out` against the layout.
+pub fn take_into(
+    x: &[f32],
+    (outer, n, inner): (usize, usize, usize),
+    indices: &[i32],
+    out: &mut [f32],
+) -> Result<()> {
+    let m = indices.len();
+    if x.len() != outer * n * inner || out.len() != outer * m * inner {
+        return Err(Error::shape(
+            "gather",
+            format!(
+                "{} values and {} outputs do not form {outer} x {n} x {inner} -> {outer} x {m} x {inner}",
+                x.len(),
+                out.len()
+            ),
+        ));
+    }
+    let (lo, hi) = (-(n as i64), n as i64);
+    if let Some(pos) = indices
+        .iter()
+        .position(|&v| !(lo..hi).contains(&(v as i64)))
+    {
+        return checked_index("gather", indices[pos], pos, n).map(|_| ());
+    }
+    if out.is_empty() {
+        return Ok(());
+    }
+    let at = |v: i32| (if v < 0 { v as i64 + hi } else { v as i64 }) as usize;
+    if inner == 1 {
+        for (dst, src) in out.chunks_exact_mut(m).zip(x.chunks_exact(n)) {
+            dst.iter_mut()
+                .zip(indices)
+                .for_each(|(d, &v)| *d = src[at(v)]);
+        }
+    } else {
+        for (dst, src) in out
+            .chunks_exact_mut(m * inner)
+            .zip(x.chunks_exact(n * inner))
+        {
+            for (row, &v) in dst.chunks_exact_mut(inner).zip(indices) {
+                let s = at(v) * inner;
+                row.copy_from_slice(&src[s..s + inner]);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// [`take_into`] into a freshly allocated output.
+pub fn take(x: &[f32], layout: (usize, usize, usize), indices: &[i32]) -> Result<Vec<f32>> {
+    let mut out = vec![0.0f32; layout.0 * indices.len() * layout.2];
+    take_into(x, layout, indices, &mut out)?;
+    Ok(out)
+}
+
 /// `take(x, indices, axis)`: `x[..., indices[...], ...]` with the index tensor's shape replacing
 /// axis `axis` (NumPy `take`); output fp16 of shape `x[:axis] + indices.shape + x[axis+1:]`.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -52,18 +110,9 @@ impl HostKernel for Take {
 
     fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
         let x = inputs[0].f32s("gather")?;
-        let (outer, n, inner) = lanes(&inputs[0].shape, self.axis);
-        let idx = checked_indices("gather", inputs[1].i32s("gather")?, n)?;
-        let out = outputs[0].f32s_mut("gather")?;
-        let m = idx.len();
-        for o in 0..outer {
-            for (t, &j) in idx.iter().enumerate() {
-                let dst = (o * m + t) * inner;
-                let src = (o * n + j) * inner;
-                out[dst..dst + inner].copy_from_slice(&x[src..src + inner]);
-            }
-        }
-        Ok(())
+        let layout = lanes(&inputs[0].shape, self.axis);
+        let idx = inputs[1].i32s("gather")?;
+        take_into(x, layout, idx, outputs[0].f32s_mut("gather")?)
     }
 }
 
@@ -164,5 +213,31 @@ impl HostKernel for AlongAdd {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn take_gathers_on_every_layout_and_rejects_out_of_range_indices_before_writing() {
+        let x: Vec<f32> = (0..12).map(|v| v as f32).collect();
+        assert_eq!(
+            take(&x, (3, 4, 1), &[3, -4]).unwrap(),
+            [3.0, 0.0, 7.0, 4.0, 11.0, 8.0]
+        );
+        assert_eq!(take(&x, (1, 3, 4), &[2]).unwrap(), [8.0, 9.0, 10.0, 11.0]);
+        assert_eq!(
+            take(&x, (2, 2, 3), &[1, 0]).unwrap(),
+            [3.0, 4.0, 5.0, 0.0, 1.0, 2.0, 9.0, 10.0, 11.0, 6.0, 7.0, 8.0]
+        );
+        assert!(take(&x, (3, 4, 1), &[]).unwrap().is_empty());
+        let mut out = [7.0f32; 6];
+        let e = take_into(&x, (3, 4, 1), &[1, 4], &mut out).unwrap_err();
+        assert!(e.to_string().contains("index 4 (element 1"), "{e}");
+        assert_eq!(out, [7.0; 6]);
+        assert!(take(&x, (3, 4, 1), &[-5]).is_err());
+        assert!(take(&x, (3, 5, 1), &[0]).is_err());
     }
 }

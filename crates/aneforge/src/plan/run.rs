@@ -1,37 +1,85 @@
-//! Running a plan: each region loaded on the chosen executor, host stages in-process. Every plan
-//! value has one host slot (f32 storage of fp16, exact int32); a region reads its inputs from
-//! the slots and writes its outputs back, a host kernel works on the slots directly. fp16
-//! outputs of host kernels are rounded to fp16 (the reference executor's contract) unless the
-//! plan runs with `precision="fp32"`.
+//! Running a plan: each region loaded on the chosen executor, host stages in-process.
+//!
+//! Values crossing a cut stay in their producer's form. A region's output lives in that
+//! region's own output port buffer (fp16 / int32 / uint8) and is never copied into a host slot:
+//! a later region reading it is bound to that buffer at load when the executor can
+//! ([`Loaded::bind_input`]: the ANE's port buffers), else gets one buffer-to-buffer copy of the
+//! fp16 / int32 elements per call; a host stage reads it widened to f32 straight from the port.
+//! Host-stage outputs and plan inputs live in host slots stored as fp16 (int32 exact), so
+//! storing a host kernel's f32 result is the fp16 rounding itself, and feeding it to a region
+//! is one copy into the region's input buffer with no conversion and no check. With
+//! `precision="fp32"` slots and hand-offs stay f32 (no rounding anywhere).
 
 use std::collections::HashMap;
 use std::path::Path;
 
+use half::f16;
 use half::slice::HalfFloatSliceExt;
 
 use super::file::REGIONS;
-use super::{Plan, Stage};
+use super::{CutValue, Plan, Stage};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::exec::reference::round_to_fp16;
 use crate::exec::{
     alias_ports, checked_input, checked_output, not_int32, Executor, Loaded, PortData, PortView,
     Precision,
 };
 use crate::ops::host::{Elems, HostOp, HostTensor};
-use crate::ops::Family;
+use crate::ops::{Family, TensorType};
 use crate::program::{PortSpec, KEY_LEN};
+
+/// A host-side value: a plan input or a host stage's output.
+enum Held {
+    F16(Vec<f16>),
+    /// fp16 values of a `precision="fp32"` plan (not rounded).
+    F32(Vec<f32>),
+    I32(Vec<i32>),
+    U8(Vec<u8>),
+}
+
+impl Held {
+    fn zeros(v: &CutValue, round: bool) -> Result<Held> {
+        let n = crate::shape::numel(&v.ty.shape);
+        Ok(match v.ty.dtype {
+            DType::Fp16 if round => Held::F16(vec![f16::ZERO; n]),
+            DType::Fp16 => Held::F32(vec![0.0; n]),
+            DType::Int32 => Held::I32(vec![0; n]),
+            DType::Uint8 => Held::U8(vec![0; n]),
+            d => {
+                return Err(Error::dtype(
+                    "plan",
+                    format!(
+                        "value '{}' is {d} {:?}; plan inputs and host-stage values are fp16, int32 or uint8",
+                        v.name, v.ty.shape
+                    ),
+                ))
+            }
+        })
+    }
+}
+
+/// Where a plan value lives between stages.
+#[derive(Clone, Copy, Debug)]
+enum Home {
+    /// A host slot (plan inputs, host-stage outputs).
+    Slot(usize),
+    /// Output `port` of the region run by step `step`: its port buffer itself.
+    Port { step: usize, port: usize },
+}
 
 enum Step {
     Region {
         loaded: Box<dyn Loaded>,
-        ins: Vec<usize>,
-        outs: Vec<usize>,
+        /// (input port, home) of the inputs not bound to a producer's buffer at load.
+        feeds: Vec<(usize, Home)>,
     },
     Host {
         op: HostOp,
-        ins: Vec<usize>,
+        ins: Vec<Home>,
         outs: Vec<usize>,
+        /// The kernel's f32 / int32 arguments and results, allocated once at load.
+        args: Vec<HostTensor>,
+        results: Vec<HostTensor>,
     },
 }
 
@@ -39,17 +87,19 @@ enum Step {
 pub struct PlanLoaded {
     device: &'static str,
     steps: Vec<Step>,
-    slots: Vec<HostTensor>,
+    slots: Vec<Held>,
     inputs: Vec<PortSpec>,
     input_slots: Vec<usize>,
     outputs: Vec<PortSpec>,
-    output_slots: Vec<usize>,
+    output_homes: Vec<Home>,
     round: bool,
     aliases: Vec<(usize, usize)>,
     executed: bool,
+    /// fp32 plans: the f32 / int32 staging of a region-to-region hand-off.
+    staging: (Vec<f32>, Vec<i32>),
 }
 
-fn port(v: &super::CutValue) -> PortSpec {
+fn port(v: &CutValue) -> PortSpec {
     PortSpec {
         name: v.name.clone(),
         dtype: v.ty.dtype,
@@ -70,118 +120,338 @@ fn in_stage(e: Error, k: usize, what: &str) -> Error {
 }
 
 impl PlanLoaded {
-    /// Load every region of `plan` (written under `dir/regions/`) on `executor`; the plan was
-    /// fully checked before, so a failure here is the executor's (and releases what loaded).
+    /// Load every region of `plan` (written under `dir/regions/`) on `executor`, binding each
+    /// region input produced by an earlier region to that region's output buffer where the
+    /// executor can; the plan was fully checked before, so a failure here is the executor's
+    /// (and releases what loaded).
     pub fn load(
         plan: &Plan,
         dir: &Path,
         executor: &dyn Executor,
         precision: Precision,
     ) -> Result<PlanLoaded> {
-        let index: HashMap<&str, usize> = plan
-            .values
-            .iter()
-            .enumerate()
-            .map(|(i, v)| (v.name.as_str(), i))
-            .collect();
-        let slot = |name: &str| -> Result<usize> {
-            index.get(name).copied().ok_or_else(|| {
+        let round = precision == Precision::Fp16;
+        let ty = |name: &str| -> Result<&TensorType> {
+            plan.value(name).ok_or_else(|| {
                 Error::value("plan", format!("value '{name}' is not in the values table"))
             })
         };
-        let slots_of = |names: &mut dyn Iterator<Item = &str>| -> Result<Vec<usize>> {
-            names.map(slot).collect()
+        let mut homes: HashMap<&str, Home> = HashMap::new();
+        let mut slots = Vec::new();
+        let mut new_slot = |v: &CutValue| -> Result<Home> {
+            slots.push(Held::zeros(v, round)?);
+            Ok(Home::Slot(slots.len() - 1))
         };
-        let mut steps = Vec::with_capacity(plan.stages.len());
-        for stage in &plan.stages {
-            steps.push(match stage {
+        for v in &plan.inputs {
+            homes.insert(&v.name, new_slot(v)?);
+        }
+        let home = |homes: &HashMap<&str, Home>, name: &str| -> Result<Home> {
+            homes.get(name).copied().ok_or_else(|| {
+                Error::value(
+                    "plan",
+                    format!("value '{name}' is read before it is written"),
+                )
+            })
+        };
+        let mut steps: Vec<Step> = Vec::with_capacity(plan.stages.len());
+        for (k, stage) in plan.stages.iter().enumerate() {
+            let step = match stage {
                 Stage::Region { program, .. } => {
                     let rdir = dir.join(REGIONS).join(&program.sha256[..KEY_LEN]);
-                    let loaded = executor.load(program, &rdir, precision)?;
-                    let ins = slots_of(&mut loaded.inputs().iter().map(|p| p.name.as_str()))?;
-                    let outs = slots_of(&mut loaded.outputs().iter().map(|p| p.name.as_str()))?;
-                    Step::Region { loaded, ins, outs }
+                    let mut loaded = executor.load(program, &rdir, precision)?;
+                    let mut feeds = Vec::new();
+                    for j in 0..loaded.inputs().len() {
+                        let from = home(&homes, &loaded.inputs()[j].name)?;
+                        let bound = match from {
+                            Home::Port { step, port } => match &mut steps[step] {
+                                Step::Region { loaded: src, .. } => {
+                                    loaded.bind_input(j, src.as_mut(), port)?
+                                }
+                                Step::Host { .. } => false,
+                            },
+                            Home::Slot(_) => false,
+                        };
+                        if !bound {
+                            feeds.push((j, from));
+                        }
+                    }
+                    for (q, p) in loaded.outputs().iter().enumerate() {
+                        let name = &plan.values[value_index(plan, &p.name)?].name;
+                        homes.insert(name, Home::Port { step: k, port: q });
+                    }
+                    Step::Region { loaded, feeds }
                 }
                 Stage::Host {
                     op,
                     inputs,
                     outputs,
-                } => Step::Host {
-                    op: op.clone(),
-                    ins: slots_of(&mut inputs.iter().map(String::as_str))?,
-                    outs: slots_of(&mut outputs.iter().map(String::as_str))?,
-                },
-            });
+                } => {
+                    let ins = inputs
+                        .iter()
+                        .map(|n| home(&homes, n))
+                        .collect::<Result<Vec<_>>>()?;
+                    let args = inputs
+                        .iter()
+                        .map(|n| HostTensor::zeros(ty(n)?))
+                        .collect::<Result<Vec<_>>>()?;
+                    let results = outputs
+                        .iter()
+                        .map(|n| HostTensor::zeros(ty(n)?))
+                        .collect::<Result<Vec<_>>>()?;
+                    let mut outs = Vec::with_capacity(outputs.len());
+                    for n in outputs {
+                        let v = &plan.values[value_index(plan, n)?];
+                        let Home::Slot(s) = new_slot(v)? else {
+                            unreachable!("new_slot makes slots")
+                        };
+                        homes.insert(&v.name, Home::Slot(s));
+                        outs.push(s);
+                    }
+                    Step::Host {
+                        op: op.clone(),
+                        ins,
+                        outs,
+                        args,
+                        results,
+                    }
+                }
+            };
+            steps.push(step);
         }
-        let slots = plan
-            .values
+        let input_slots = plan
+            .inputs
             .iter()
-            .map(|v| HostTensor::zeros(&v.ty))
+            .map(|v| match homes[v.name.as_str()] {
+                Home::Slot(s) => s,
+                Home::Port { .. } => unreachable!("plan inputs live in slots"),
+            })
+            .collect();
+        let output_homes = plan
+            .outputs
+            .iter()
+            .map(|v| home(&homes, &v.name))
             .collect::<Result<Vec<_>>>()?;
         Ok(PlanLoaded {
             device: executor.name(),
             steps,
             slots,
             inputs: plan.inputs.iter().map(port).collect(),
-            input_slots: slots_of(&mut plan.inputs.iter().map(|v| v.name.as_str()))?,
+            input_slots,
             outputs: plan.outputs.iter().map(port).collect(),
-            output_slots: slots_of(&mut plan.outputs.iter().map(|v| v.name.as_str()))?,
-            round: precision == Precision::Fp16,
+            output_homes,
+            round,
             aliases: Vec::new(),
             executed: false,
+            staging: (Vec::new(), Vec::new()),
         })
     }
 
-    fn run_step(step: &mut Step, slots: &mut [HostTensor], round: bool) -> Result<()> {
-        match step {
-            Step::Region { loaded, ins, outs } => {
-                for (k, &s) in ins.iter().enumerate() {
-                    feed(loaded.as_mut(), k, &slots[s])?;
-                }
-                loaded.execute()?;
-                for (k, &s) in outs.iter().enumerate() {
-                    match &mut slots[s].data {
-                        Elems::F32(v) => loaded.read_output(k, v)?,
-                        Elems::I32(v) => loaded.read_output_i32(k, v)?,
+    /// Run step `k` (every earlier step has run).
+    fn run_step(&mut self, k: usize) -> Result<()> {
+        let (done, rest) = self.steps.split_at_mut(k);
+        match &mut rest[0] {
+            Step::Region { loaded, feeds } => {
+                for &(j, from) in feeds.iter() {
+                    match from {
+                        Home::Slot(s) => feed_slot(loaded.as_mut(), j, &self.slots[s])?,
+                        Home::Port { step, port } => {
+                            let src = region(&mut done[step]);
+                            if self.round {
+                                copy_port(src, port, loaded.as_mut(), j)?;
+                            } else {
+                                stage_port(src, port, loaded.as_mut(), j, &mut self.staging)?;
+                            }
+                        }
                     }
+                }
+                loaded.execute()
+            }
+            Step::Host {
+                op,
+                ins,
+                outs,
+                args,
+                results,
+            } => {
+                for (a, &from) in args.iter_mut().zip(ins.iter()) {
+                    match from {
+                        Home::Slot(s) => widen_slot(&self.slots[s], a)?,
+                        Home::Port { step, port } => {
+                            let src = region(&mut done[step]);
+                            match &mut a.data {
+                                Elems::F32(d) => src.read_output(port, d)?,
+                                Elems::I32(d) => src.read_output_i32(port, d)?,
+                            }
+                        }
+                    }
+                }
+                let refs: Vec<&HostTensor> = args.iter().collect();
+                op.kernel().run(&refs, results)?;
+                for (r, &s) in results.iter().zip(outs.iter()) {
+                    store_slot(r, &mut self.slots[s]);
                 }
                 Ok(())
             }
-            Step::Host { op, ins, outs } => {
-                let mut results: Vec<HostTensor> = outs
-                    .iter()
-                    .map(|&s| std::mem::replace(&mut slots[s], empty()))
-                    .collect();
-                let args: Vec<&HostTensor> = ins.iter().map(|&s| &slots[s]).collect();
-                let r = op.kernel().run(&args, &mut results);
-                for (&s, mut t) in outs.iter().zip(results) {
-                    if let (true, Elems::F32(v)) = (round, &mut t.data) {
-                        round_to_fp16(v);
-                    }
-                    slots[s] = t;
+        }
+    }
+
+    /// The program of region step `step` (port homes only ever name region steps).
+    fn region_at(&self, step: usize) -> &dyn Loaded {
+        match &self.steps[step] {
+            Step::Region { loaded, .. } => loaded.as_ref(),
+            Step::Host { .. } => unreachable!("a port home names a region step"),
+        }
+    }
+
+    /// Copy the value at `from` into slot `dst` (resident state after an execute).
+    fn copy_home_to_slot(&mut self, from: Home, dst: usize) -> Result<()> {
+        match from {
+            Home::Slot(s) if s == dst => Ok(()),
+            Home::Slot(s) => {
+                let (a, b) = (s.min(dst), s.max(dst));
+                let (lo, hi) = self.slots.split_at_mut(b);
+                let (src, d) = if s < dst {
+                    (&lo[a], &mut hi[0])
+                } else {
+                    (&hi[0], &mut lo[a])
+                };
+                match (src, d) {
+                    (Held::F16(s), Held::F16(d)) => d.copy_from_slice(s),
+                    (Held::F32(s), Held::F32(d)) => d.copy_from_slice(s),
+                    (Held::I32(s), Held::I32(d)) => d.copy_from_slice(s),
+                    (Held::U8(s), Held::U8(d)) => d.copy_from_slice(s),
+                    _ => unreachable!("alias checked that the dtypes match"),
                 }
-                r
+                Ok(())
+            }
+            Home::Port { step, port } => {
+                let src = region(&mut self.steps[step]);
+                match &mut self.slots[dst] {
+                    Held::F32(d) => src.read_output(port, d),
+                    Held::I32(d) => src.read_output_i32(port, d),
+                    held => {
+                        match (src.output_view(port)?, held) {
+                            (PortView::F16(s), Held::F16(d)) => d.copy_from_slice(s),
+                            (PortView::U8(s), Held::U8(d)) => d.copy_from_slice(s),
+                            _ => unreachable!("alias checked that the dtypes match"),
+                        }
+                        Ok(())
+                    }
+                }
             }
         }
     }
 }
 
-fn empty() -> HostTensor {
-    HostTensor {
-        shape: Vec::new(),
-        data: Elems::F32(Vec::new()),
+/// Drop later stages first: a region bound to an earlier region's output buffer lets go of it
+/// before that buffer is released.
+impl Drop for PlanLoaded {
+    fn drop(&mut self) {
+        while let Some(step) = self.steps.pop() {
+            drop(step);
+        }
     }
 }
 
-/// Write slot `t` into input `k` of a region (fp16 values go in as f32, int32 exactly, uint8 narrowed).
-fn feed(loaded: &mut dyn Loaded, k: usize, t: &HostTensor) -> Result<()> {
-    match (&t.data, loaded.inputs()[k].dtype) {
-        (Elems::F32(v), DType::Uint8) => {
-            let bytes: Vec<u8> = v.iter().map(|&x| x as u8).collect();
-            loaded.set_input(k, PortData::U8(&bytes))
+/// Position of value `name` in the plan's values table.
+fn value_index(plan: &Plan, name: &str) -> Result<usize> {
+    plan.values
+        .iter()
+        .position(|v| v.name == name)
+        .ok_or_else(|| Error::value("plan", format!("value '{name}' is not in the values table")))
+}
+
+/// The program of a region step (homes of kind `Port` only ever name region steps).
+fn region(step: &mut Step) -> &mut dyn Loaded {
+    match step {
+        Step::Region { loaded, .. } => loaded.as_mut(),
+        Step::Host { .. } => unreachable!("a port home names a region step"),
+    }
+}
+
+/// Write a host slot into input `j` of a region: fp16 and int32 elements copied into its buffer
+/// as they are (no conversion, no check: they are already fp16 / int32); f32 slots of an fp32
+/// plan through `set_input`.
+fn feed_slot(loaded: &mut dyn Loaded, j: usize, held: &Held) -> Result<()> {
+    match held {
+        Held::F16(v) => match loaded.input_view(j)? {
+            PortView::F16(d) => d.copy_from_slice(v),
+            _ => return Err(port_mismatch(loaded.inputs(), j, "fp16")),
+        },
+        Held::F32(v) => loaded.set_input(j, PortData::F32(v))?,
+        Held::I32(v) => loaded.set_input(j, PortData::I32(v))?,
+        Held::U8(v) => loaded.set_input(j, PortData::U8(v))?,
+    }
+    Ok(())
+}
+
+/// Copy output `port` of `src` into input `j` of `dst`, buffer to buffer in the ports' dtype.
+fn copy_port(src: &mut dyn Loaded, port: usize, dst: &mut dyn Loaded, j: usize) -> Result<()> {
+    match (src.output_view(port)?, dst.input_view(j)?) {
+        (PortView::F16(s), PortView::F16(d)) => d.copy_from_slice(s),
+        (PortView::I32(s), PortView::I32(d)) => d.copy_from_slice(s),
+        (PortView::U8(s), PortView::U8(d)) => d.copy_from_slice(s),
+        _ => return Err(port_mismatch(dst.inputs(), j, "its producer's dtype")),
+    }
+    Ok(())
+}
+
+/// fp32 plans (no port buffers on the reference executor): output `port` of `src` into input
+/// `j` of `dst` through the f32 / int32 staging vectors.
+fn stage_port(
+    src: &mut dyn Loaded,
+    port: usize,
+    dst: &mut dyn Loaded,
+    j: usize,
+    (f, i): &mut (Vec<f32>, Vec<i32>),
+) -> Result<()> {
+    let n = src.outputs()[port].numel();
+    if src.outputs()[port].dtype == DType::Int32 {
+        i.resize(n, 0);
+        src.read_output_i32(port, i)?;
+        dst.set_input(j, PortData::I32(i))
+    } else {
+        f.resize(n, 0.0);
+        src.read_output(port, f)?;
+        dst.set_input(j, PortData::F32(f))
+    }
+}
+
+fn port_mismatch(ports: &[PortSpec], j: usize, want: &str) -> Error {
+    let p = &ports[j];
+    Error::dtype(
+        "plan",
+        format!(
+            "region input '{}' is {} {:?}, not {want}",
+            p.name, p.dtype, p.shape
+        ),
+    )
+}
+
+/// A host slot widened into a kernel argument (fp16 → f32; int32 as is).
+fn widen_slot(held: &Held, arg: &mut HostTensor) -> Result<()> {
+    match (held, &mut arg.data) {
+        (Held::F16(v), Elems::F32(d)) => v.convert_to_f32_slice(d),
+        (Held::F32(v), Elems::F32(d)) => d.copy_from_slice(v),
+        (Held::I32(v), Elems::I32(d)) => d.copy_from_slice(v),
+        _ => {
+            return Err(Error::dtype(
+                "plan",
+                "a host stage argument's dtype differs from its value's",
+            ))
         }
-        (Elems::F32(v), _) => loaded.set_input(k, PortData::F32(v)),
-        (Elems::I32(v), _) => loaded.set_input(k, PortData::I32(v)),
+    }
+    Ok(())
+}
+
+/// A kernel result into its slot: f32 → fp16 is the round to fp16 (ties to even); fp32 plans
+/// keep f32; int32 as is.
+fn store_slot(result: &HostTensor, held: &mut Held) {
+    match (&result.data, held) {
+        (Elems::F32(v), Held::F16(d)) => d.convert_from_f32_slice(v),
+        (Elems::F32(v), Held::F32(d)) => d.copy_from_slice(v),
+        (Elems::I32(v), Held::I32(d)) => d.copy_from_slice(v),
+        _ => unreachable!("slots are made from the results' types"),
     }
 }
 
@@ -198,38 +468,33 @@ impl Loaded for PlanLoaded {
 
     fn set_input(&mut self, index: usize, data: PortData) -> Result<()> {
         checked_input(&self.inputs, index, &data)?;
-        let slot = &mut self.slots[self.input_slots[index]];
-        match (&mut slot.data, data) {
-            (Elems::I32(d), PortData::I32(x)) => d.copy_from_slice(x),
-            (Elems::F32(d), PortData::F32(x)) => d.copy_from_slice(x),
-            (Elems::F32(d), PortData::F64(x)) => {
-                d.iter_mut().zip(x).for_each(|(d, &v)| *d = v as f32)
-            }
-            (Elems::F32(d), PortData::F16(x)) => x.convert_to_f32_slice(d),
-            (Elems::F32(d), PortData::U8(x)) => {
-                d.iter_mut().zip(x).for_each(|(d, &v)| *d = v as f32)
-            }
-            _ => unreachable!("checked_input matched the port dtype"),
-        }
-        if let (true, Elems::F32(d)) = (self.round, &mut slot.data) {
-            round_to_fp16(d);
+        match &mut self.slots[self.input_slots[index]] {
+            Held::F16(d) => PortView::F16(d).write(data),
+            Held::I32(d) => PortView::I32(d).write(data),
+            Held::U8(d) => PortView::U8(d).write(data),
+            Held::F32(d) => match data {
+                PortData::F32(x) => d.copy_from_slice(x),
+                PortData::F64(x) => d.iter_mut().zip(x).for_each(|(d, &v)| *d = v as f32),
+                PortData::F16(x) => x.convert_to_f32_slice(d),
+                _ => unreachable!("checked_input matched the port dtype"),
+            },
         }
         Ok(())
     }
 
     fn execute(&mut self) -> Result<()> {
-        for (k, step) in self.steps.iter_mut().enumerate() {
-            let what = match step {
-                Step::Region { .. } => "region",
-                Step::Host { op, .. } => op.name(),
-            };
-            Self::run_step(step, &mut self.slots, self.round).map_err(|e| in_stage(e, k, what))?;
+        for k in 0..self.steps.len() {
+            self.run_step(k).map_err(|e| {
+                let what = match &self.steps[k] {
+                    Step::Region { .. } => "region",
+                    Step::Host { op, .. } => op.name(),
+                };
+                in_stage(e, k, what)
+            })?;
         }
-        for &(o, i) in &self.aliases {
-            let (src, dst) = (self.output_slots[o], self.input_slots[i]);
-            if src != dst {
-                self.slots[dst] = self.slots[src].clone();
-            }
+        for a in 0..self.aliases.len() {
+            let (o, i) = self.aliases[a];
+            self.copy_home_to_slot(self.output_homes[o], self.input_slots[i])?;
         }
         self.executed = true;
         Ok(())
@@ -237,18 +502,26 @@ impl Loaded for PlanLoaded {
 
     fn read_output(&self, index: usize, out: &mut [f32]) -> Result<()> {
         checked_output(&self.outputs, index, out.len())?;
-        match &self.slots[self.output_slots[index]].data {
-            Elems::F32(v) => out.copy_from_slice(v),
-            Elems::I32(v) => out.iter_mut().zip(v).for_each(|(o, &x)| *o = x as f32),
+        match self.output_homes[index] {
+            Home::Port { step, port } => self.region_at(step).read_output(port, out)?,
+            Home::Slot(s) => match &self.slots[s] {
+                Held::F16(v) => v.convert_to_f32_slice(out),
+                Held::F32(v) => out.copy_from_slice(v),
+                Held::I32(v) => out.iter_mut().zip(v).for_each(|(o, &x)| *o = x as f32),
+                Held::U8(v) => out.iter_mut().zip(v).for_each(|(o, &x)| *o = x as f32),
+            },
         }
         Ok(())
     }
 
     fn read_output_i32(&self, index: usize, out: &mut [i32]) -> Result<()> {
         let port = checked_output(&self.outputs, index, out.len())?;
-        match &self.slots[self.output_slots[index]].data {
-            Elems::I32(v) => out.copy_from_slice(v),
-            Elems::F32(_) => return Err(not_int32(port)),
+        match self.output_homes[index] {
+            Home::Port { step, port } => self.region_at(step).read_output_i32(port, out)?,
+            Home::Slot(s) => match &self.slots[s] {
+                Held::I32(v) => out.copy_from_slice(v),
+                _ => return Err(not_int32(port)),
+            },
         }
         Ok(())
     }

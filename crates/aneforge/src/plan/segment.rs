@@ -8,9 +8,11 @@
 use std::collections::{HashMap, HashSet};
 
 use super::CutValue;
+use crate::dtype::DType;
 use crate::error::Result;
 use crate::graph::build::io::input_port;
 use crate::graph::{Graph, Tensor, Value};
+use crate::ops::elementwise::Compare;
 use crate::ops::host::HostOp;
 use crate::ops::Op;
 
@@ -69,9 +71,13 @@ impl<'g> Names<'g> {
 
     fn bind(&mut self, v: Value, name: String) {
         self.taken.insert(name.clone());
+        let mut ty = self.g.ty(v).clone();
+        if ty.dtype == DType::Bool {
+            ty.dtype = DType::Fp16; // bool crosses a cut as fp16 0/1 (see `region`)
+        }
         self.values.push(CutValue {
             name: name.clone(),
-            ty: self.g.ty(v).clone(),
+            ty,
         });
         self.names.insert(v, name);
     }
@@ -219,7 +225,12 @@ fn region(
                 t.clone()
             } else {
                 let ty = g.ty(v);
-                let p = input_port(&ty.shape, ty.dtype, Some(&names.of(v)))?;
+                let p = if ty.dtype == DType::Bool {
+                    input_port(&ty.shape, DType::Fp16, Some(&names.of(v)))?
+                        .compare_scalar(Compare::NotEqual, 0.0)?
+                } else {
+                    input_port(&ty.shape, ty.dtype, Some(&names.of(v)))?
+                };
                 built.insert(v, p.clone());
                 p
             };
@@ -232,7 +243,9 @@ fn region(
                 || consumers[i].iter().any(|&c| {
                     !inside.contains(&c) && g.nodes[c].inputs.contains(&v) && level[c] >= level[i]
                 });
-            if leaves {
+            if leaves && t.dtype() == DType::Bool {
+                outs.push((Some(names.of(v)), t.cast(DType::Fp16)?));
+            } else if leaves {
                 outs.push((Some(names.of(v)), t.clone()));
             }
             built.insert(v, t);

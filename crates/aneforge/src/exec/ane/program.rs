@@ -337,4 +337,65 @@ impl Loaded for AneProgram {
     fn output_view(&mut self, index: usize) -> Result<PortView<'_>> {
         self.view(index, true, "output_view")
     }
+
+    /// Bind `producer`'s output buffer to this input port (`e5rt_io_port_bind_buffer_object`):
+    /// both programs then use one buffer; this port's own buffer is released.
+    fn bind_input(
+        &mut self,
+        input: usize,
+        producer: &mut dyn Loaded,
+        output: usize,
+    ) -> Result<bool> {
+        let Some(src) = producer
+            .as_any_mut()
+            .and_then(|a| a.downcast_mut::<AneProgram>())
+        else {
+            return Ok(false);
+        };
+        let (want, have) = match (self.inputs.get(input), src.outputs.get(output)) {
+            (Some(w), Some(h)) => (w, h),
+            _ => {
+                return Err(Error::value(
+                    "bind_input",
+                    format!("input {input} or producer output {output} is out of range"),
+                ))
+            }
+        };
+        if self.encoded || want.dtype != have.dtype || want.shape != have.shape {
+            return Err(Error::shape(
+                "bind_input",
+                format!(
+                    "input '{}' ({} {:?}) cannot read output '{}' ({} {:?}){}",
+                    want.name,
+                    want.dtype,
+                    want.shape,
+                    have.name,
+                    have.dtype,
+                    have.shape,
+                    if self.encoded {
+                        " after the first execute"
+                    } else {
+                        ""
+                    }
+                ),
+            ));
+        }
+        let from = &src.ports[src.inputs.len() + output];
+        let Some(buffer) = from.buffer.as_ref().map(Handle::raw) else {
+            return Ok(false);
+        };
+        let data = from.data;
+        call!(
+            self.ctx,
+            e5rt_io_port_bind_buffer_object(self.ports[input].port.raw(), buffer)
+        )?;
+        let dst = &mut self.ports[input];
+        dst.data = data;
+        drop(dst.buffer.take());
+        Ok(true)
+    }
+
+    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+        Some(self)
+    }
 }
