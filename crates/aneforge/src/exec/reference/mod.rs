@@ -2,7 +2,9 @@
 //! (every fp16 op output rounded to fp16, round-to-nearest-even; f32 inside ops). In fp16 mode
 //! the ports are fp16 / uint8 buffers, like the device's, so views and aliasing behave the same.
 
+mod arena;
 mod fp16_table;
+mod packed;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -19,7 +21,9 @@ use crate::error::{Error, Result};
 use crate::ops::kernel::PAR_MIN_ELEMS;
 use crate::ops::{Buf, Op};
 use crate::program::{PortSpec, Program};
+use arena::Arena;
 use fp16_table::Fp16Table;
+use packed::PackedWeight;
 
 /// The CPU reference executor (always available).
 #[derive(Debug, Default)]
@@ -104,6 +108,8 @@ struct Step {
     round: Vec<bool>,
     /// fp16 mode, costly unary ops: the lookup table that replaces kernel + rounding.
     table: Option<Arc<Fp16Table>>,
+    /// A matmul over a compressed weight kept compressed (see `packed`).
+    packed: Option<PackedWeight>,
 }
 
 /// A program loaded on the reference executor: one buffer per graph value.
@@ -120,6 +126,8 @@ pub struct RefProgram {
     /// (output index, input index) pairs from `alias`.
     aliases: Vec<(usize, usize)>,
     executed: bool,
+    /// Intermediate buffers, allocated per step and pooled after their last use.
+    arena: Arena,
 }
 
 /// Round every element to the nearest fp16 (ties to even; overflow to ±inf), on the rayon
@@ -160,11 +168,19 @@ impl RefProgram {
     /// Allocate buffers, evaluate constants, and order the steps.
     pub fn new(program: &Program, precision: Precision) -> Result<RefProgram> {
         let g = &program.graph;
+        let mut packed = packed::packed_matmuls(g);
+        let unused = packed::only_packed_uses(g, &packed);
         let mut slot = Vec::with_capacity(g.nodes.len());
         let mut bufs = Vec::new();
-        for n in &g.nodes {
+        for (n, &unused) in g.nodes.iter().zip(&unused) {
             slot.push((bufs.len()..bufs.len() + n.outputs.len()).collect::<Vec<_>>());
-            bufs.extend(n.outputs.iter().map(|t| Buf::zeros(&t.shape)));
+            bufs.extend(n.outputs.iter().map(|t| match unused {
+                true => Buf {
+                    shape: t.shape.clone(),
+                    data: Vec::new(),
+                },
+                false => Buf::zeros(&t.shape),
+            }));
         }
         let mut steps = Vec::new();
         let mut tables = Vec::new();
@@ -172,6 +188,7 @@ impl RefProgram {
             match &n.op {
                 Op::Input(_) => {}
                 // Constants, compressed ones included, are evaluated once at load.
+                Op::Const(_) | Op::Constexpr(_) if unused[i] => {}
                 Op::Const(_) | Op::Constexpr(_) => {
                     let b = &mut bufs[slot[i][0]];
                     n.op.family().eval(&[], std::slice::from_mut(b))?;
@@ -187,6 +204,7 @@ impl RefProgram {
                         ins: n.inputs.iter().map(|v| slot[v.node][v.port]).collect(),
                         outs: slot[i].clone(),
                         table: step_table(op, &round, &mut tables),
+                        packed: packed[i].take(),
                         round,
                     })
                 }
@@ -194,6 +212,21 @@ impl RefProgram {
         }
         let (inputs, outputs) = (program.inputs(), program.outputs());
         let fp16 = precision == Precision::Fp16;
+        let output_bufs: Vec<usize> = g
+            .outputs
+            .iter()
+            .map(|(_, v)| slot[v.node][v.port])
+            .collect();
+        let io: Vec<(&[usize], &[usize])> = steps
+            .iter()
+            .map(|s: &Step| (&s.ins[..], &s.outs[..]))
+            .collect();
+        let arena = Arena::new(&io, &output_bufs, bufs.len());
+        for (b, buf) in bufs.iter_mut().enumerate() {
+            if arena.manages(b) {
+                buf.data = Vec::new();
+            }
+        }
         Ok(RefProgram {
             steps,
             in_ports: if fp16 {
@@ -209,14 +242,11 @@ impl RefProgram {
             inputs,
             input_bufs: g.inputs.iter().map(|&i| slot[i][0]).collect(),
             outputs,
-            output_bufs: g
-                .outputs
-                .iter()
-                .map(|(_, v)| slot[v.node][v.port])
-                .collect(),
+            output_bufs,
             bufs,
             aliases: Vec::new(),
             executed: false,
+            arena,
         })
     }
 
@@ -274,12 +304,24 @@ impl Loaded for RefProgram {
             port.load_into(&mut self.bufs[b].data);
         }
         let mut outs: Vec<Buf> = Vec::new();
-        for step in &self.steps {
+        for (k, step) in self.steps.iter().enumerate() {
+            self.arena.before_step(k, &step.outs, &mut self.bufs);
             if let Some(t) = &step.table {
                 let (i, o) = (step.ins[0], step.outs[0]);
                 let mut y = std::mem::take(&mut self.bufs[o].data);
                 t.eval(&self.bufs[i].data, &mut y);
                 self.bufs[o].data = y;
+                continue;
+            }
+            if let Some(w) = &step.packed {
+                let (i, o) = (step.ins[0], step.outs[0]);
+                let mut y = std::mem::take(&mut self.bufs[o].data);
+                let r = w.matmul(&self.bufs[i], &mut y);
+                if step.round[0] {
+                    round_to_fp16(&mut y);
+                }
+                self.bufs[o].data = y;
+                r?;
                 continue;
             }
             outs.clear();
@@ -302,6 +344,7 @@ impl Loaded for RefProgram {
             }
             r?;
         }
+        self.arena.free(self.steps.len(), &mut self.bufs);
         for (port, &b) in self.out_ports.iter_mut().zip(&self.output_bufs) {
             port.store_from(&self.bufs[b].data);
         }

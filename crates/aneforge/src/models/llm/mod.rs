@@ -19,6 +19,7 @@ pub mod runtime;
 pub mod sample;
 pub mod source;
 pub mod tokenizer;
+pub mod weights;
 
 pub use config::{Family, LlmConfig};
 pub use runtime::{GenerateOptions, Llm, Session, TextStream};
