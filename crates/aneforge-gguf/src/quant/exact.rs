@@ -17,10 +17,13 @@ pub struct Int8Blocks {
     pub scales: Vec<f16>,
 }
 
+/// Reads the signed code of element `j` from one block's bytes.
+type CodeOf = fn(&[u8], usize) -> i8;
+
 /// The int8 codes and scales of `data` (whole blocks of type `ty`), or `None` when `ty` is not
 /// one of the symmetric kinds (Q8_0, Q4_0, Q5_0). Trailing bytes short of a block are ignored.
 pub fn int8_blocks(ty: GgmlType, data: &[u8]) -> Option<Int8Blocks> {
-    let (size, code): (usize, fn(&[u8], usize) -> i8) = match ty {
+    let (size, code): (usize, CodeOf) = match ty {
         GgmlType::Q8_0 => (34, |b, j| b[2 + j] as i8),
         GgmlType::Q4_0 => (18, |b, j| nibble(&b[2..], j) as i8 - 8),
         GgmlType::Q5_0 => (22, |b, j| {
