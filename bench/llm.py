@@ -3,10 +3,12 @@ reference executor at one thread (RAYON_NUM_THREADS=1): load + compile time, pre
 for a 128-token prompt, decode tokens/s for 32 tokens after it, and peak RSS against the GGUF
 file size. Printed as a Markdown section (``--out FILE`` appends it).
 
-Not compared: Hugging Face transformers needs PyTorch (the PyPI wheel is a ~3 GB CUDA build, not
-installed here), and llama-cpp-python ships as a source package that compiles llama.cpp.
+With ``--baseline-python PY`` (a separate venv holding torch + transformers + gguf and/or
+llama-cpp-python; never part of `make test`), the same token ids run through Hugging Face
+transformers (PyTorch eager, fp32) and llama.cpp at one thread, each in its own process
+(bench/llm_baselines.py), and their rows join the table.
 
-Usage: python bench/llm.py [--out BENCHMARKS.md]
+Usage: python bench/llm.py [--out BENCHMARKS.md] [--baseline-python /work/benchvenv/bin/python]
 """
 
 import os
@@ -17,8 +19,10 @@ os.environ.setdefault("ANEFORGE_QUIET", "1")
 import argparse  # noqa: E402
 import datetime  # noqa: E402
 import glob  # noqa: E402
+import json  # noqa: E402
 import platform  # noqa: E402
 import resource  # noqa: E402
+import subprocess  # noqa: E402
 import time  # noqa: E402
 
 import aneforge as af  # noqa: E402
@@ -38,8 +42,21 @@ def model_path():
     return os.path.realpath(found[0])
 
 
-def section():
+def baseline(python, which, path, ids):
+    """One baseline's JSON result, or the reason it could not run (its last stderr line)."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "llm_baselines.py")
+    args = [python, script, which, path, json.dumps(ids), str(NEW_TOKENS), str(RUNS)]
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    r = subprocess.run(args, capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        lines = (r.stderr or r.stdout).strip().splitlines() or ["no output"]
+        return {"error": lines[-1]}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def section(baseline_python):
     path = model_path()
+    file_mb = os.path.getsize(path) / 2**20
     t = time.perf_counter()
     llm = af.load_llm(path, max_context=256, device="reference")
     load_s = time.perf_counter() - t
@@ -55,35 +72,42 @@ def section():
         prefill.append(s["prompt_tokens"] / s["prefill_seconds"])
         decode.append((s["new_tokens"] - 1) / s["decode_seconds"])
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    file_mb = os.path.getsize(path) / 2**20
+    ours = (np.median(prefill), np.median(decode), rss_mb)
+    rows = [("aneforge (reference executor, fp16 contract)", *ours)]
+    notes = []
+    for which, name in [("transformers", "Hugging Face transformers, PyTorch eager fp32"), ("llama_cpp", "llama.cpp")]:
+        if not baseline_python:
+            notes.append(f"{name}: not run (no --baseline-python).")
+            continue
+        r = baseline(baseline_python, which, path, ids)
+        if "error" in r:
+            notes.append(f"{name}: could not run here: {r['error']}")
+        else:
+            rows.append((f"{name} ({r['version']})", r["prefill"], r["decode"], r["rss_mb"]))
     lines = [
-        f"## Language model: SmolLM2-135M-Instruct Q4_1, reference executor, 1 thread ({datetime.date.today()})",
+        f"## Language model: SmolLM2-135M-Instruct Q4_1, 1 thread ({datetime.date.today()})",
         "",
         f"- Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} logical cores, "
-        f"{platform.system()} {platform.release()}",
+        f"{platform.system()} {platform.release()} (shared with other jobs; load {os.getloadavg()[0]:.1f})",
+        f"- aneforge: load (GGUF parse, encode, compile decode programs) {load_s:.1f} s; first "
+        f"prefill of {PROMPT_TOKENS} tokens (compiles the bucket) {first_prefill_s:.1f} s",
         "",
-        "| measure | value |",
-        "| --- | --- |",
-        f"| load (GGUF parse, dequantize, compile decode programs) | {load_s:.1f} s |",
-        f"| first prefill of {PROMPT_TOKENS} tokens (compiles the bucket) | {first_prefill_s:.1f} s |",
-        f"| prefill, prompt {PROMPT_TOKENS} (median of {RUNS}) | {np.median(prefill):.1f} tok/s |",
-        f"| decode after {PROMPT_TOKENS}, {NEW_TOKENS} tokens (median of {RUNS}) | {np.median(decode):.2f} tok/s |",
-        f"| peak RSS | {rss_mb:.0f} MB ({rss_mb / file_mb:.1f}× the {file_mb:.0f} MB GGUF) |",
-        "",
-        "Weights are dequantized to fp16 constants (no int4 encoding yet) and the prefill and decode "
-        "programs each hold a copy, so the RSS goal (≤ 2× the GGUF) is not met. transformers (needs "
-        "PyTorch, a ~3 GB CUDA wheel on PyPI) and llama-cpp-python (a source build of llama.cpp) "
-        "were not installed, so there is no comparison row.",
-        "",
+        f"| runtime | prefill, prompt {PROMPT_TOKENS} (tok/s) | decode after {PROMPT_TOKENS}, {NEW_TOKENS} tokens "
+        f"(tok/s) | peak RSS (MB) | RSS / GGUF ({file_mb:.0f} MB) | decode vs aneforge |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
+    for name, p, d, rss in rows:
+        lines.append(f"| {name} | {p:.1f} | {d:.2f} | {rss:.0f} | {rss / file_mb:.2f}× | {d / ours[1]:.2f}× |")
+    lines += ["", f"Medians of {RUNS} runs; peak RSS is each process's ru_maxrss.", *notes, ""]
     return "\n".join(lines)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
+    ap.add_argument("--baseline-python", help="python of a venv with torch+transformers+gguf / llama-cpp-python")
     args = ap.parse_args()
-    text = section()
+    text = section(args.baseline_python)
     print(text)
     if args.out:
         with open(args.out, "a", encoding="utf-8") as f:

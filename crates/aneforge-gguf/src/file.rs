@@ -108,6 +108,21 @@ impl GgufFile {
         })
     }
 
+    /// Let the kernel drop the pages of the memory map read so far (they count in the process's
+    /// resident set until it does); later reads page them in again from the file. Linux only
+    /// (elsewhere a no-op); the map stays valid either way.
+    pub fn release_pages(&self) {
+        #[cfg(target_os = "linux")]
+        // SAFETY: the map is a read-only private file mapping that nothing writes to, so
+        // MADV_DONTNEED only discards clean pages, which reads fault back in from the file
+        // unchanged; no reference into the map is invalidated.
+        unsafe {
+            let _ = self
+                .map
+                .unchecked_advise(memmap2::UncheckedAdvice::DontNeed);
+        }
+    }
+
     /// The path the file was opened with (as errors print it).
     pub fn path(&self) -> &str {
         &self.path

@@ -6,12 +6,12 @@
 use super::{f16_at, for_blocks};
 
 /// The 4-bit code of element `j` (0..32) from the 16 packed bytes `qs`.
-fn nibble(qs: &[u8], j: usize) -> u8 {
+pub(super) fn nibble(qs: &[u8], j: usize) -> u8 {
     (qs[j % 16] >> (4 * (j / 16))) & 0x0F
 }
 
 /// The 5-bit code of element `j`: its nibble plus bit `j` of `qh` as bit 4.
-fn five_bits(qs: &[u8], qh: u32, j: usize) -> u8 {
+pub(super) fn five_bits(qs: &[u8], qh: u32, j: usize) -> u8 {
     nibble(qs, j) | ((((qh >> j) & 1) as u8) << 4)
 }
 

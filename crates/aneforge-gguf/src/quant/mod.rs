@@ -3,6 +3,7 @@
 //! ([`kquant`]). Every kernel repeats the `gguf` package's float32 operations in the same
 //! order (no fused multiply-add), so the results are bit-identical to its `dequantize`.
 
+pub mod exact;
 pub mod float;
 pub mod kquant;
 pub mod legacy;

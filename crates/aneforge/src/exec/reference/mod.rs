@@ -4,6 +4,7 @@
 
 mod fp16_table;
 mod memory_plan;
+mod packed;
 pub mod threads;
 
 use std::path::Path;
@@ -24,6 +25,7 @@ use crate::program::{PortSpec, Program};
 use fp16_table::Fp16Table;
 pub use memory_plan::MemoryReport;
 use memory_plan::{plan_slots, PlanStep};
+use packed::PackedWeight;
 
 /// The CPU reference executor (always available).
 #[derive(Debug, Default)]
@@ -117,6 +119,8 @@ struct Step {
     round: Vec<bool>,
     /// fp16 mode, costly unary ops: the lookup table that replaces kernel + rounding.
     table: Option<Arc<Fp16Table>>,
+    /// A matmul over a compressed weight kept compressed (see `packed`).
+    packed: Option<PackedWeight>,
 }
 
 /// A program loaded on the reference executor: one buffer per slot of its memory plan.
@@ -185,6 +189,9 @@ impl RefProgram {
         }
         let numel: Vec<usize> = shapes.iter().map(|s| crate::shape::numel(s)).collect();
         let is_const = |i: usize| matches!(g.nodes[i].op, Op::Const(_) | Op::Constexpr(_));
+        // Weights read only by packed matmuls stay in their stored form (no dense copy).
+        let mut packed = packed::packed_matmuls(g);
+        let only_packed = packed::only_packed_uses(g, &packed);
         let mut pinned = vec![false; numel.len()];
         let outputs_v: Vec<usize> = g
             .outputs
@@ -229,7 +236,11 @@ impl RefProgram {
         // Constants, compressed ones included, are evaluated once at load.
         for i in (0..g.nodes.len()).filter(|&i| is_const(i)) {
             let b = &mut bufs[slot(value[i][0])];
-            g.nodes[i].op.family().eval(&[], std::slice::from_mut(b))?;
+            if only_packed[i] {
+                b.data = Vec::new();
+            } else {
+                g.nodes[i].op.family().eval(&[], std::slice::from_mut(b))?;
+            }
         }
         let mut steps = Vec::new();
         let mut tables = Vec::new();
@@ -251,6 +262,7 @@ impl RefProgram {
                 outs: value[i].iter().map(|&v| slot(v)).collect(),
                 out_shapes: n.outputs.iter().map(|t| t.shape.clone()).collect(),
                 table: step_table(&n.op, &round, &mut tables),
+                packed: packed[i].take(),
                 round,
             })
         }
@@ -266,7 +278,13 @@ impl RefProgram {
         let (in_ports, out_ports) = (ports(&inputs), ports(&outputs));
         let bytes =
             |vs: &mut dyn Iterator<Item = usize>| -> u64 { vs.map(|v| 4 * numel[v] as u64).sum() };
-        let weight_bytes = bytes(&mut consts_v.iter().copied());
+        let dense_consts = (0..g.nodes.len()).filter(|&i| is_const(i) && !only_packed[i]);
+        let weight_bytes = bytes(&mut dense_consts.map(|i| value[i][0]))
+            + steps
+                .iter()
+                .filter_map(|s| s.packed.as_ref())
+                .map(PackedWeight::stored_bytes)
+                .sum::<u64>();
         let mut io_v: Vec<usize> = inputs_v
             .iter()
             .chain(&outputs_v)
@@ -338,6 +356,18 @@ fn run_steps(steps: &[Step], bufs: &mut [Buf]) -> Result<()> {
             t.eval(&bufs[i].data, &mut y);
             bufs[o].data = y;
             bufs[o].shape.clone_from(&step.out_shapes[0]);
+            continue;
+        }
+        if let Some(w) = &step.packed {
+            let (i, o) = (step.ins[0], step.outs[0]);
+            let mut y = std::mem::take(&mut bufs[o].data);
+            let r = w.matmul(&bufs[i], &mut y);
+            if step.round[0] {
+                round_to_fp16(&mut y);
+            }
+            bufs[o].data = y;
+            bufs[o].shape.clone_from(&step.out_shapes[0]);
+            r?;
             continue;
         }
         outs.clear();

@@ -85,14 +85,13 @@ impl Builder<'_> {
         scale: f32,
     ) -> Result<Tensor> {
         let inp = x.shape()[1];
-        let mut w = self.weight(role, &[out, inp])?;
-        let b = bias.map(|r| self.weight(r, &[out])).transpose()?;
-        let mut b = b;
-        if scale != 1.0 {
-            w.iter_mut()
-                .chain(b.iter_mut().flatten())
-                .for_each(|v| *v *= scale);
+        let mut b = bias.map(|r| self.weight(r, &[out])).transpose()?;
+        b.iter_mut().flatten().for_each(|v| *v *= scale);
+        if let Some(w) = self.src.encoded(role, out, inp, 0..out, self.cfg, scale)? {
+            return super::weights::linear(x, w, b.as_deref());
         }
+        let mut w = self.weight(role, &[out, inp])?;
+        w.iter_mut().for_each(|v| *v *= scale);
         let bias_shape = [out];
         x.linear(
             HostArray::f32(&[out, inp], &w),
@@ -261,10 +260,24 @@ impl Builder<'_> {
     fn lm_head(&self, x: &Tensor, tile: usize) -> Result<Vec<(Option<String>, Tensor)>> {
         let (v, d) = (self.cfg.vocab, self.cfg.width);
         let x = self.rms_norm(x, Role::FinalNorm, 1.0)?;
+        let tiles = 0..v.div_ceil(tile);
+        let rows_of = |i: usize| i * tile..((i + 1) * tile).min(v);
+        let encoded = tiles
+            .clone()
+            .map(|i| (self.src).encoded(Role::LmHead, v, d, rows_of(i), self.cfg, 1.0))
+            .collect::<Result<Vec<_>>>()?;
+        if let Some(encoded) = encoded.into_iter().collect::<Option<Vec<_>>>() {
+            return (encoded.into_iter().enumerate())
+                .map(|(i, w)| {
+                    let logits = super::weights::linear(&x, w, None)?;
+                    Ok((Some(format!("logits{i}")), logits))
+                })
+                .collect();
+        }
         let w = self.weight(Role::LmHead, &[v, d])?;
-        (0..v.div_ceil(tile))
+        tiles
             .map(|i| {
-                let rows = i * tile..((i + 1) * tile).min(v);
+                let rows = rows_of(i);
                 let n = rows.len();
                 let logits = x.linear(
                     HostArray::f32(&[n, d], &w[rows.start * d..rows.end * d]),

@@ -20,6 +20,7 @@ pub mod sample;
 pub mod source;
 pub mod text;
 pub mod tokenizer;
+pub mod weights;
 
 pub use config::{Family, LlmConfig};
 pub use runtime::{GenerateOptions, Llm, Session};

@@ -38,7 +38,9 @@ pub struct Llm {
     opts: CompileOptions,
     chunks: Vec<Chunk>,
     tile: usize,
-    embed: Vec<f16>,
+    /// Hugging Face folders: the embedding table (GGUF rows come from the memory map).
+    embed: Option<Vec<f16>>,
+    embed_scale: f32,
     decode: Vec<Compiled>,
     prefill: HashMap<usize, Vec<Compiled>>,
     pub(super) tokenizer: Option<tokenizers::Tokenizer>,
@@ -126,7 +128,10 @@ impl Llm {
         }
         let family = targets::compile_target(opts.target.as_deref())?
             .map_or(targets::Family::A13, |t| t.family);
-        let embed = src.get(Role::Embed, &[config.vocab, config.width], &config)?;
+        let embed = match src.gguf_file() {
+            Some(_) => None,
+            None => Some(src.get(Role::Embed, &[config.vocab, config.width], &config)?),
+        };
         let scale = if config.family.scales_embeddings() {
             (config.width as f32).sqrt()
         } else {
@@ -139,7 +144,8 @@ impl Llm {
         let mut llm = Llm {
             chunks: chunks(&config, PROGRAM_WEIGHT_BUDGET),
             tile: targets::limit(Limit::MaxTensorDim, family),
-            embed: embed.iter().map(|&v| f16::from_f32(v * scale)).collect(),
+            embed: embed.map(|e| e.iter().map(|&v| f16::from_f32(v * scale)).collect()),
+            embed_scale: scale,
             config,
             max_context: m,
             position: 0,
@@ -151,6 +157,7 @@ impl Llm {
             info,
         };
         llm.decode = llm.compile_mode(Mode::Decode { context: m })?;
+        llm.src.release_pages();
         Ok(llm)
     }
 
@@ -192,11 +199,15 @@ impl Llm {
                     ),
                 ));
             }
-            for (o, v) in x[i * d..(i + 1) * d]
-                .iter_mut()
-                .zip(&self.embed[id * d..(id + 1) * d])
-            {
-                *o = v.to_f32();
+            let row = &mut x[i * d..(i + 1) * d];
+            match &self.embed {
+                Some(e) => (row.iter_mut().zip(&e[id * d..(id + 1) * d]))
+                    .for_each(|(o, v)| *o = v.to_f32()),
+                None => {
+                    self.src.gguf_embedding_row(id, row)?;
+                    (row.iter_mut())
+                        .for_each(|v| *v = f16::from_f32(*v * self.embed_scale).to_f32());
+                }
             }
         }
         Ok(x)
@@ -296,6 +307,7 @@ impl Llm {
         if !self.prefill.contains_key(&s) {
             let programs = self.compile_mode(Mode::Prefill { seq: s })?;
             self.prefill.insert(s, programs);
+            self.src.release_pages();
         }
         let x = self.embed_rows(ids, s)?;
         let (cos, sin) = self.rope_rows(0, s);

@@ -3,15 +3,19 @@
 //! out as f32 in the Hugging Face orientation ([out, in] for projections).
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use aneforge_gguf::GgufFile;
 use serde_json::Value;
 
+use crate::compress::CompressionEntry;
 use crate::error::{Error, Result};
 use crate::models::{json_file, Weights};
 
 use super::config::{Family, LlmConfig};
+use super::weights::{self, Request, Weight};
 
 /// One weight of the decoder; `usize` fields are layer indices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,7 +115,13 @@ pub struct Source {
     family: Family,
     /// Whether the lm_head is the embedding matrix.
     pub tied: bool,
+    /// GGUF projections already encoded, by (tensor, rows, scale bits): every program gets
+    /// the same payloads; and the compression report of each.
+    encoded: Mutex<EncodedCache>,
 }
+
+/// Encoded GGUF weights keyed by (tensor name, first row, end row, scale bits).
+type EncodedCache = HashMap<(String, usize, usize, u32), (Weight, CompressionEntry)>;
 
 enum Kind {
     Gguf(Box<GgufFile>),
@@ -127,6 +137,7 @@ impl Source {
             kind: Kind::Gguf(Box::new(file)),
             family,
             tied,
+            encoded: Mutex::new(HashMap::new()),
         }
     }
 
@@ -184,6 +195,7 @@ impl Source {
             kind: Kind::Hf(HfWeights { files, by_name }),
             family,
             tied,
+            encoded: Mutex::new(HashMap::new()),
         })
     }
 
@@ -210,14 +222,7 @@ impl Source {
                 let name = role.gguf_name();
                 let err = super::config::gguf_error;
                 let t = file.tensor(&name).map_err(err)?;
-                let got = t.info().shape();
-                if got.len() != shape.len() || got.iter().zip(shape).any(|(&g, &s)| g != s as u64) {
-                    return Err(Error::format(
-                        &self.path,
-                        None,
-                        format!("tensor '{name}' has shape {got:?}, expected {shape:?}"),
-                    ));
-                }
+                self.check_shape(&name, &t.info().shape(), shape)?;
                 let w = t.dequantize().map_err(err)?;
                 Ok(match role {
                     Role::Q(_) if self.family == Family::Llama => {
@@ -247,6 +252,107 @@ impl Source {
         }
     }
 
+    /// Rows `rows` of projection `role` ([out, cols] in HF orientation) times `scale` as a
+    /// shared constant (blockwise int8 or fp16), made once and shared by every later call (see
+    /// [`weights::encode`]); `None` for Hugging Face folders, whose weights stay dense. A
+    /// tensor that is missing or not [out, cols] is a Format error naming it.
+    pub fn encoded(
+        &self,
+        role: Role,
+        out: usize,
+        cols: usize,
+        rows: Range<usize>,
+        cfg: &LlmConfig,
+        scale: f32,
+    ) -> Result<Option<Weight>> {
+        let Kind::Gguf(file) = &self.kind else {
+            return Ok(None);
+        };
+        let role = if role == Role::LmHead && self.tied {
+            Role::Embed
+        } else {
+            role
+        };
+        let name = role.gguf_name();
+        let key = (name.clone(), rows.start, rows.end, scale.to_bits());
+        let mut cache = self.encoded.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((c, _)) = cache.get(&key) {
+            return Ok(Some(c.clone()));
+        }
+        let t = file.tensor(&name).map_err(super::config::gguf_error)?;
+        self.check_shape(&name, &t.info().shape(), &[out, cols])?;
+        let heads = match role {
+            Role::Q(_) if self.family == Family::Llama => Some(cfg.heads),
+            Role::K(_) if self.family == Family::Llama => Some(cfg.kv_heads),
+            _ => None,
+        };
+        let perm = heads.map(|h| rope_perm(h, out));
+        let req = Request {
+            cols,
+            rows,
+            perm: perm.as_deref(),
+            scale,
+        };
+        let (c, entry) = weights::encode(&self.path, &t, &req)?;
+        cache.insert(key, (c.clone(), entry));
+        Ok(Some(c))
+    }
+
+    /// The compression report of the GGUF weights encoded so far (one row per constant).
+    pub fn report(&self) -> Vec<CompressionEntry> {
+        let cache = self.encoded.lock().unwrap_or_else(|e| e.into_inner());
+        let mut rows: Vec<CompressionEntry> = cache.values().map(|(_, e)| e.clone()).collect();
+        rows.sort_by(|a, b| a.name.cmp(&b.name));
+        rows
+    }
+
+    /// A Format error naming the file and tensor unless `got` is `shape`.
+    fn check_shape(&self, name: &str, got: &[u64], shape: &[usize]) -> Result<()> {
+        if got.len() != shape.len() || got.iter().zip(shape).any(|(&g, &s)| g != s as u64) {
+            return Err(Error::format(
+                &self.path,
+                None,
+                format!("tensor '{name}' has shape {got:?}, expected {shape:?}"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Row `id` of the GGUF embedding [vocab, width] into `out` (width values, dequantized from
+    /// the memory map: no dense table is held), or `None` for Hugging Face folders.
+    pub fn gguf_embedding_row(&self, id: usize, out: &mut [f32]) -> Result<Option<()>> {
+        let Kind::Gguf(file) = &self.kind else {
+            return Ok(None);
+        };
+        let name = Role::Embed.gguf_name();
+        let t = file.tensor(&name).map_err(super::config::gguf_error)?;
+        let ty = t.info().ggml_type;
+        let row_bytes = out.len() / ty.block_size() as usize * ty.type_size() as usize;
+        let kernel = aneforge_gguf::quant::kernel(ty);
+        let row = t.data().get(id * row_bytes..(id + 1) * row_bytes);
+        match (kernel, row) {
+            (Some(k), Some(row)) => {
+                k(row, out);
+                Ok(Some(()))
+            }
+            _ => Err(Error::format(
+                &self.path,
+                None,
+                format!(
+                    "tensor '{name}' ({}) has no row {id} to dequantize",
+                    ty.name()
+                ),
+            )),
+        }
+    }
+
+    /// Drop the GGUF memory map's pages from the resident set once the weights are encoded.
+    pub fn release_pages(&self) {
+        if let Kind::Gguf(file) = &self.kind {
+            file.release_pages();
+        }
+    }
+
     /// Whether the store has tensor `role` (for optional weights).
     pub fn has(&self, role: Role) -> bool {
         match &self.kind {
@@ -256,19 +362,26 @@ impl Source {
     }
 }
 
-/// Undo llama.cpp's Q/K row permutation: GGUF row h·dh + 2i + j holds HF row h·dh + j·dh/2 + i.
-fn unpermute(w: &[f32], heads: usize, cols: usize) -> Vec<f32> {
-    let rows = w.len() / cols;
-    let dh = rows / heads;
-    let mut out = vec![0f32; w.len()];
+/// llama.cpp's Q/K row order: HF row h·dh + j·dh/2 + i is GGUF row h·dh + 2i + j, so
+/// `perm[hf_row]` is the GGUF row of `rows` rows over `heads` heads.
+fn rope_perm(heads: usize, rows: usize) -> Vec<usize> {
+    let dh = rows / heads.max(1);
+    let mut perm: Vec<usize> = (0..rows).collect();
     for h in 0..heads {
         for i in 0..dh / 2 {
             for j in 0..2 {
-                let src = (h * dh + 2 * i + j) * cols;
-                let dst = (h * dh + j * dh / 2 + i) * cols;
-                out[dst..dst + cols].copy_from_slice(&w[src..src + cols]);
+                perm[h * dh + j * dh / 2 + i] = h * dh + 2 * i + j;
             }
         }
     }
-    out
+    perm
+}
+
+/// Undo llama.cpp's Q/K row permutation on the dense rows of `w` (see [`rope_perm`]).
+fn unpermute(w: &[f32], heads: usize, cols: usize) -> Vec<f32> {
+    rope_perm(heads, w.len() / cols)
+        .iter()
+        .flat_map(|&src| &w[src * cols..(src + 1) * cols])
+        .copied()
+        .collect()
 }
