@@ -9,23 +9,11 @@ import aneforge as af  # noqa: E402
 from aneforge import _core  # noqa: E402
 from google.protobuf import descriptor_pb2  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from schema_descriptors import descriptors  # noqa: E402
 
 
 def _ours():
-    fds = descriptor_pb2.FileDescriptorSet.FromString(_core._onnx_schema())
-    found = {}
-
-    def walk(prefix, messages, enums):
-        for e in enums:
-            found[f"{prefix}.{e.name}"] = e
-        for m in messages:
-            name = f"{prefix}.{m.name}"
-            found[name] = m
-            walk(name, m.nested_type, m.enum_type)
-
-    for f in fds.file:
-        walk(f.package, f.message_type, f.enum_type)
-    return found
+    return descriptors(_core._onnx_schema())
 
 
 def test_schema_subset_matches_onnx_descriptors():
