@@ -93,18 +93,20 @@ def main():
         path = os.path.join(tmp, "resnet50.onnx")
         onnx.save_model(resnet50(), path)
         size_mb = os.path.getsize(path) / 1e6
-        af_s, ort_s = [], []
+        af_s, ort_s, af_cpu, ort_cpu = [], [], [], []
         for r in range(args.repeat):
             build = os.path.join(tmp, f"prog{r}")
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             _, outs = _core._onnx_import(path, [])
             af.export({port: tensor for _, port, tensor in outs}, build_dir=build)
             af_s.append(time.perf_counter() - t)
+            af_cpu.append(time.process_time() - c)
             opts = ort.SessionOptions()
             opts.intra_op_num_threads = 1
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
             ort_s.append(time.perf_counter() - t)
+            ort_cpu.append(time.process_time() - c)
         x = np.random.default_rng(1).standard_normal((1, 3, 224, 224)).astype(np.float32)
         want = sess.run(None, {"x": x})[0].ravel().astype(np.float64)
         got = np.asarray(af.load_onnx(path, device="reference")(x)["logits"]).ravel().astype(np.float64)
@@ -119,10 +121,12 @@ def main():
         f"median of {args.repeat}. aneforge: import (BN folded into the convs) + export of the program directory;",
         "ONNX Runtime: InferenceSession creation (CPU provider, 1 intra-op thread).",
         "",
-        "| step | median s | min s |",
-        "|---|---|---|",
-        f"| aneforge import + compile to a program directory | {np.median(af_s):.2f} | {min(af_s):.2f} |",
-        f"| ONNX Runtime InferenceSession | {np.median(ort_s):.2f} | {min(ort_s):.2f} |",
+        "| step | median wall s | min wall s | median CPU s (process) |",
+        "|---|---|---|---|",
+        f"| aneforge import + compile to a program directory | {np.median(af_s):.2f} | {min(af_s):.2f} | {np.median(af_cpu):.2f} |",
+        f"| ONNX Runtime InferenceSession | {np.median(ort_s):.2f} | {min(ort_s):.2f} | {np.median(ort_cpu):.2f} |",
+        "",
+        f"Load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (wall times include waiting for a core).",
         "",
         f"Outputs on one input: cosine(aneforge reference executor, ONNX Runtime) = {cos:.6f}.",
     ]

@@ -21,7 +21,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if std::env::var_os("CARGO_FEATURE_ONNX").is_some() {
         let onnx = protox::compile(["proto/onnx.proto"], ["proto"])?;
         std::fs::write(out.join("onnx_subset.fds.pb"), onnx.encode_to_vec())?;
-        prost_build::Config::new().compile_fds(onnx)?;
+        // Initializer bytes stay slices of the file buffer (no copy while decoding).
+        prost_build::Config::new()
+            .bytes([".onnx.TensorProto.raw_data"])
+            .compile_fds(onnx)?;
     }
     Ok(())
 }

@@ -33,6 +33,7 @@ from coremltools.converters.mil.mil import types  # noqa: E402
 from coremltools.libmilstoragepython import _BlobStorageReader  # noqa: E402
 from coremltools.proto import FeatureTypes_pb2, MIL_pb2, Model_pb2  # noqa: E402
 from google.protobuf import descriptor_pb2  # noqa: E402
+from schema_descriptors import descriptors  # noqa: E402
 from test_conformance import CASES, REQUIRED_KINDS  # noqa: E402
 
 FLOAT16 = FeatureTypes_pb2.ArrayFeatureType.FLOAT16
@@ -287,20 +288,7 @@ def test_bad_targets_raise_clear_errors(tmp_path):
 
 
 def _ours() -> dict[str, descriptor_pb2.DescriptorProto | descriptor_pb2.EnumDescriptorProto]:
-    fds = descriptor_pb2.FileDescriptorSet.FromString(_core._mlpackage_schema())
-    found = {}
-
-    def walk(prefix, messages, enums):
-        for e in enums:
-            found[f"{prefix}.{e.name}"] = e
-        for m in messages:
-            name = f"{prefix}.{m.name}"
-            found[name] = m
-            walk(name, m.nested_type, m.enum_type)
-
-    for f in fds.file:
-        walk(f.package, f.message_type, f.enum_type)
-    return found
+    return descriptors(_core._mlpackage_schema())
 
 
 def _apple(full_name: str):

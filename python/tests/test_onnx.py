@@ -9,23 +9,11 @@ import aneforge as af  # noqa: E402
 from aneforge import _core  # noqa: E402
 from google.protobuf import descriptor_pb2  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from schema_descriptors import descriptors  # noqa: E402
 
 
 def _ours():
-    fds = descriptor_pb2.FileDescriptorSet.FromString(_core._onnx_schema())
-    found = {}
-
-    def walk(prefix, messages, enums):
-        for e in enums:
-            found[f"{prefix}.{e.name}"] = e
-        for m in messages:
-            name = f"{prefix}.{m.name}"
-            found[name] = m
-            walk(name, m.nested_type, m.enum_type)
-
-    for f in fds.file:
-        walk(f.package, f.message_type, f.enum_type)
-    return found
+    return descriptors(_core._onnx_schema())
 
 
 def test_schema_subset_matches_onnx_descriptors():
@@ -208,3 +196,67 @@ def test_unsupported_ops_are_listed_at_once():
     msg = str(e.value)
     assert "2 node(s)" in msg and "TopK node 'top' (opset 17)" in msg and "host ops (issue 12)" in msg
     assert "Hardmax node 'hm'" in msg
+
+
+def _external_model(tmp_path, location, offset=None):
+    ext = numpy_helper.from_array(np.zeros(4, np.float32), "w")
+    ext.ClearField("raw_data")
+    ext.data_location = TensorProto.EXTERNAL
+    ext.external_data.add(key="location", value=location)
+    if offset is not None:
+        ext.external_data.add(key="offset", value=str(offset))
+    m = _model([helper.make_node("Add", ["x", "w"], ["y"])], [_vi("x", [4])], [_vi("y", [4])], [ext])
+    path = tmp_path / "m.onnx"
+    path.write_bytes(m.SerializeToString())
+    return str(path)
+
+
+def test_external_data_cannot_escape_the_model_folder(tmp_path):
+    outside = tmp_path / "outside.bin"
+    outside.write_bytes(np.arange(4, dtype=np.float32).tobytes())
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    with pytest.raises(ValueError, match=r"tensor 'w'.*external data path '/.*outside.bin' escapes the model's folder"):
+        af.onnx_to_graph(_external_model(model_dir, str(outside)))
+    with pytest.raises(ValueError, match=r"tensor 'w'.*'../outside.bin' escapes the model's folder"):
+        af.onnx_to_graph(_external_model(model_dir, "../outside.bin"))
+    # A symlink inside the folder that points outside it is refused too.
+    (model_dir / "link.bin").symlink_to(outside)
+    with pytest.raises(ValueError, match=r"tensor 'w'.*'link.bin' resolves outside the model's folder"):
+        af.onnx_to_graph(_external_model(model_dir, "link.bin"))
+    # The same bytes inside the folder load, and an offset past the end is a format error.
+    (model_dir / "w.bin").write_bytes(outside.read_bytes())
+    _, outs = af.onnx_to_graph(_external_model(model_dir, "w.bin"))
+    assert outs["y"].shape == (4,)
+    with pytest.raises(ValueError, match=r"tensor 'w'.*needs 16 bytes at offset 8 but the file has 16"):
+        af.onnx_to_graph(_external_model(model_dir, "w.bin", offset=8))
+
+
+def test_bad_files_name_the_value():
+    # Typed-field length mismatch, an initializer defined twice, an undefined node input.
+    short = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[3], float_data=[1.0, 2.0])
+    m = _model([helper.make_node("Add", ["x", "w"], ["y"])], [_vi("x", [3])], [_vi("y", [3])], [short])
+    with pytest.raises(ValueError, match=r"tensor 'w': has 2 stored values but dims \[3\] need 3"):
+        af.onnx_to_graph(m)
+    w = numpy_helper.from_array(np.ones(3, np.float32), "w")
+    m = _model([helper.make_node("Add", ["x", "w"], ["y"])], [_vi("x", [3])], [_vi("y", [3])], [w, w])
+    with pytest.raises(ValueError, match="initializer 'w' is defined twice"):
+        af.onnx_to_graph(m)
+    m = _model([helper.make_node("Add", ["x", "nope"], ["y"], name="add")], [_vi("x", [3])], [_vi("y", [3])])
+    with pytest.raises(ValueError, match="Add node 'add' reads 'nope', which nothing defines"):
+        af.onnx_to_graph(m)
+    # A ModelProto that is random bytes, and one cut inside an initializer's raw_data.
+    with pytest.raises(ValueError, match="not a valid ONNX ModelProto"):
+        af.onnx_to_graph(bytes(range(256)) * 4)
+    big = _model(
+        [helper.make_node("Add", ["x", "w"], ["y"])],
+        [_vi("x", [256])],
+        [_vi("y", [256])],
+        [numpy_helper.from_array(np.ones(256, np.float32), "w")],
+    ).SerializeToString()
+    with pytest.raises(ValueError, match="not a valid ONNX ModelProto"):
+        af.onnx_to_graph(big[: len(big) // 2])
+    # A negative input dim is named with the input.
+    m = _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [1, -3])], [_vi("y", [1, 3])])
+    with pytest.raises(ValueError, match=r"input 'x'.*dim 1 is negative \(-3\)"):
+        af.onnx_to_graph(m)

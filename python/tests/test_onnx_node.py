@@ -44,20 +44,16 @@ def test_unsupported_cases_name_a_reason(results):
     assert all(r.reason for r in nodes + models if r.status == "unsupported")
 
 
-# Known wrong answers, each an open defect noted on issue 13 (the test fails if the set changes,
-# so a fix or a new wrong answer is seen): light_resnet50 returns NaN where the shipped output
-# is finite (ONNX Runtime shows intermediates near 1e19, onnx's reference evaluator does not).
-KNOWN_WRONG = {"light_resnet50"}
-
-
 def test_shipped_model_tests_give_no_wrong_answers(results):
     _, models = results
     failed = {r.name: r.reason for r in models if r.status == "fail"}
-    unexpected = {k: v for k, v in failed.items() if k not in KNOWN_WRONG}
-    assert not unexpected, f"{len(unexpected)} model tests fail:\n" + "\n".join(
-        f"{k}: {v}" for k, v in unexpected.items()
-    )
-    assert set(failed) == KNOWN_WRONG, f"known wrong answers now pass: {KNOWN_WRONG - set(failed)} (remove them)"
+    assert not failed, f"{len(failed)} model tests fail:\n" + "\n".join(f"{k}: {v}" for k, v in failed.items())
+
+
+def test_all_light_zoo_models_pass(results):
+    _, models = results
+    light = {r.name: r for r in models if r.name.startswith("light_")}
+    assert len(light) == 9 and all(r.status == "pass" for r in light.values()), light
 
 
 def test_coverage_doc_is_current(results):

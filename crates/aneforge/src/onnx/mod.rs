@@ -13,11 +13,13 @@ mod ops_nn;
 mod ops_reduce;
 mod ops_resize;
 mod ops_values;
+pub mod qdq;
 pub mod tensor;
 
 use std::collections::HashMap;
 use std::path::Path;
 
+use prost::bytes::Bytes;
 use prost::Message;
 
 use crate::dtype::DType;
@@ -75,7 +77,7 @@ impl Imported {
 /// fixes symbolic input dims by input name.
 pub fn import_file(path: &Path, input_shapes: &[(String, Vec<usize>)]) -> Result<Imported> {
     let bytes = crate::program::files::read_regular(path)?;
-    import_model(&bytes, path, path.parent(), input_shapes)
+    import_model(Bytes::from(bytes), path, path.parent(), input_shapes)
 }
 
 /// Import serialized ModelProto `bytes`; external data (if any) is read from `base_dir`.
@@ -84,11 +86,17 @@ pub fn import_bytes(
     base_dir: Option<&Path>,
     input_shapes: &[(String, Vec<usize>)],
 ) -> Result<Imported> {
-    import_model(bytes, Path::new("<onnx bytes>"), base_dir, input_shapes)
+    import_model(
+        Bytes::copy_from_slice(bytes),
+        Path::new("<onnx bytes>"),
+        base_dir,
+        input_shapes,
+    )
 }
 
+/// Decode and import; initializer raw_data are zero-copy slices of `bytes`.
 fn import_model(
-    bytes: &[u8],
+    bytes: Bytes,
     file: &Path,
     base_dir: Option<&Path>,
     input_shapes: &[(String, Vec<usize>)],
@@ -175,8 +183,10 @@ impl<'g> Importer<'g> {
         let mut missing = Vec::new();
         for n in &self.graph.node {
             let domain_ok = n.domain().is_empty() || n.domain() == "ai.onnx";
-            let known =
-                domain_ok && (lookup(n.op_type()).is_some() || fold::is_source(n.op_type()));
+            let known = domain_ok
+                && (lookup(n.op_type()).is_some()
+                    || fold::is_source(n.op_type())
+                    || qdq::is_qdq(n.op_type()));
             if !known {
                 let reason = if domain_ok {
                     missing_reason(n.op_type())
@@ -254,6 +264,7 @@ impl<'g> Importer<'g> {
                     .map(|(i, d)| match d.value {
                         Some(proto::tensor_shape_proto::dimension::Value::DimValue(x)) if x > 0 => Ok(x as usize),
                         Some(proto::tensor_shape_proto::dimension::Value::DimValue(0)) => Err(unsupported(&what, "zero-size tensors")),
+                        Some(proto::tensor_shape_proto::dimension::Value::DimValue(x)) => Err(Error::shape(&what, format!("dim {i} is negative ({x})"))),
                         _ => Err(Error::shape(
                             &what,
                             format!("dim {i} is symbolic ({:?}); give it in input_shapes={{'{}': (...)}}", d.value, v.name()),
@@ -351,55 +362,90 @@ impl<'g> Importer<'g> {
         })
     }
 
+    /// Per position in `order`: the values whose last reader is the node there (graph outputs
+    /// are never listed), so their host data is freed as soon as the import is past them.
+    fn last_reads(&self) -> Vec<Vec<&'g str>> {
+        let graph = self.graph;
+        let mut last: HashMap<&'g str, usize> = HashMap::new();
+        for (pos, &i) in self.order.iter().enumerate() {
+            for inp in &graph.node[i].input {
+                last.insert(inp.as_str(), pos);
+            }
+        }
+        for o in &graph.output {
+            last.remove(o.name());
+        }
+        let mut drops = vec![Vec::new(); self.order.len()];
+        for (name, pos) in last {
+            drops[pos].push(name);
+        }
+        drops
+    }
+
     fn run(mut self, shapes: &[(String, Vec<usize>)]) -> Result<Imported> {
         self.check_ops()?;
         let mut names = PortNames::default();
         let inputs = self.inputs(shapes, &mut names)?;
         let folds = self.bn_folds();
         let folded: Vec<usize> = folds.values().copied().collect();
-        for &i in &self.order.clone() {
-            if folded.contains(&i) {
-                continue;
+        let drops = self.last_reads();
+        for (pos, &i) in self.order.clone().iter().enumerate() {
+            if !folded.contains(&i) {
+                self.node(i, &folds)?;
             }
-            let proto = &self.graph.node[i];
-            let node = Node::new(proto, self.opset);
-            let mut args = self.args(&node)?;
-            let mut targets: Vec<&str> = proto.output.iter().map(|s| s.as_str()).collect();
-            if let Some(&j) = folds.get(&i) {
-                let bn_proto = &self.graph.node[j];
-                let bn_node = Node::new(bn_proto, self.opset);
-                // Its data input is this node's output (not built yet): only the statistics are read.
-                let vals = bn_proto
-                    .input
-                    .iter()
-                    .map(|s| self.values.get(s).cloned())
-                    .collect();
-                args.bn = Some(bn_affine(&Args {
-                    node: &bn_node,
-                    vals,
-                    bn: None,
-                })?);
-                targets = vec![bn_proto.output[0].as_str()];
-            }
-            let outs = match fold::fold(&args)? {
-                Some(v) => v,
-                None => {
-                    let f = lookup(node.op())
-                        .ok_or_else(|| node.unsupported(&missing_reason(node.op())))?;
-                    f(&args)?
-                }
-            };
-            for (k, name) in targets.iter().enumerate() {
-                if name.is_empty() {
-                    continue;
-                }
-                let v = outs
-                    .get(k)
-                    .cloned()
-                    .ok_or_else(|| node.unsupported(&format!("output {k} ('{name}')")))?;
-                self.values.insert(name.to_string(), v);
+            for name in &drops[pos] {
+                self.values.remove(*name);
             }
         }
+        self.outputs(inputs, names)
+    }
+
+    /// Import node `i` (with the BatchNormalization that folds into it, if any).
+    fn node(&mut self, i: usize, folds: &HashMap<usize, usize>) -> Result<()> {
+        let proto = &self.graph.node[i];
+        let node = Node::new(proto, self.opset);
+        let mut args = self.args(&node)?;
+        let mut targets: Vec<&str> = proto.output.iter().map(|s| s.as_str()).collect();
+        if let Some(&j) = folds.get(&i) {
+            let bn_proto = &self.graph.node[j];
+            let bn_node = Node::new(bn_proto, self.opset);
+            // Its data input is this node's output (not built yet): only the statistics are read.
+            let vals = bn_proto
+                .input
+                .iter()
+                .map(|s| self.values.get(s).cloned())
+                .collect();
+            args.bn = Some(bn_affine(&Args {
+                node: &bn_node,
+                vals,
+                bn: None,
+            })?);
+            targets = vec![bn_proto.output[0].as_str()];
+        }
+        let outs = match fold::fold(&args)? {
+            Some(v) => v,
+            None if qdq::is_qdq(node.op()) => qdq::map(&args)?,
+            None => {
+                let f = lookup(node.op())
+                    .ok_or_else(|| node.unsupported(&missing_reason(node.op())))?;
+                f(&args)?
+            }
+        };
+        for (k, name) in targets.iter().enumerate() {
+            if name.is_empty() {
+                continue;
+            }
+            let v = outs
+                .get(k)
+                .cloned()
+                .ok_or_else(|| node.unsupported(&format!("output {k} ('{name}')")))?;
+            self.values.insert(name.to_string(), v);
+        }
+        Ok(())
+    }
+
+    /// The graph outputs as ports (bool as fp16 0/1, rank 0 as [1]).
+    fn outputs(&self, inputs: Vec<Port>, mut names: PortNames) -> Result<Imported> {
         let mut outputs = Vec::new();
         for o in &self.graph.output {
             let v = self.values.get(o.name()).ok_or_else(|| {
