@@ -71,6 +71,29 @@ from aneforge._core import (
     topk,
     upsample_bilinear,
 )
+# Host ops (issue 12): indexing, scan, sampling and the bridge layers.
+from aneforge._core import (
+    batch_to_space,
+    channel_to_space,
+    cost_volume,
+    cross_correlation,
+    cross_product,
+    cumsum,
+    dynamic_slice,
+    flatten,
+    fps,
+    index_put,
+    input_view,
+    minmax_norm,
+    one_hot,
+    radius_search,
+    sample,
+    scaled_elementwise,
+    scatter,
+    space_to_batch,
+    space_to_channel,
+    take_along_axis,
+)
 from aneforge.cost import (
     DispatchFloorWarning,
     Estimate,
@@ -211,3 +234,27 @@ __all__ = [
 
 #: Alias of select (the numpy.where spelling).
 where = select
+
+# Host ops (issue 12): indexing, scan, sampling and the bridge layers.
+__all__ += [
+    "batch_to_space",
+    "channel_to_space",
+    "cost_volume",
+    "cross_correlation",
+    "cross_product",
+    "cumsum",
+    "dynamic_slice",
+    "flatten",
+    "fps",
+    "index_put",
+    "input_view",
+    "minmax_norm",
+    "one_hot",
+    "radius_search",
+    "sample",
+    "scaled_elementwise",
+    "scatter",
+    "space_to_batch",
+    "space_to_channel",
+    "take_along_axis",
+]

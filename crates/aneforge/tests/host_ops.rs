@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use aneforge::graph::build::indexing::cumsum;
 use aneforge::{
     compile, input, input_port, CompileOptions, Compiled, DType, Device, PortData, Tensor,
 };
@@ -41,7 +42,7 @@ fn kv_cache_write_scatter_add_and_running_sums_in_one_plan() {
     let idx = input_port(&[1, 3], DType::Int32, Some("idx")).unwrap();
     let upd = input(&[1, 3]).unwrap();
     let scattered = x.scatter(&idx, &upd, 1, Some("add")).unwrap();
-    let sums = x.running_sum(1, true, true).unwrap();
+    let sums = cumsum(&x, 1, true, true).unwrap();
     let mut c = build(&[("w", written), ("s", scattered), ("r", sums)], "kv");
     let cache_v: Vec<f32> = (0..12).map(|v| v as f32).collect();
     let out = c
