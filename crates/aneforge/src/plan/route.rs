@@ -115,20 +115,12 @@ fn not_routable(op: &Op) -> crate::Error {
 /// Number of cuts of `g` when the nodes in `fused` run as fused ops: the count of distinct
 /// levels (host ops on the longest path) among the remaining host ops.
 fn cuts(g: &Graph, fused: &HashSet<usize>) -> usize {
-    let mut level = vec![0usize; g.nodes.len()];
-    let mut host_levels = HashSet::new();
-    for (i, n) in g.nodes.iter().enumerate() {
-        let is_host = |j: usize| matches!(g.nodes[j].op, Op::Host(_)) && !fused.contains(&j);
-        level[i] = n
-            .inputs
-            .iter()
-            .map(|v| level[v.node] + usize::from(is_host(v.node)))
-            .max()
-            .unwrap_or(0);
-        if is_host(i) {
-            host_levels.insert(level[i]);
-        }
-    }
+    let is_host = |j: usize| matches!(g.nodes[j].op, Op::Host(_)) && !fused.contains(&j);
+    let level = super::segment::levels(g, is_host);
+    let host_levels: HashSet<usize> = (0..g.nodes.len())
+        .filter(|&i| is_host(i))
+        .map(|i| level[i])
+        .collect();
     host_levels.len()
 }
 

@@ -90,21 +90,28 @@ impl<'g> Names<'g> {
     }
 }
 
+/// Each node's level: the number of host ops (nodes for which `host` holds) on its longest
+/// input path, a host op's own output counting from the next level.
+pub fn levels(g: &Graph, host: impl Fn(usize) -> bool) -> Vec<usize> {
+    let mut level = vec![0usize; g.nodes.len()];
+    for i in 0..g.nodes.len() {
+        level[i] = g.nodes[i]
+            .inputs
+            .iter()
+            .map(|v| level[v.node] + usize::from(host(v.node)))
+            .max()
+            .unwrap_or(0);
+    }
+    level
+}
+
 /// Cut `g` at its host ops; `None` when it has none (it compiles to one program as before).
 pub fn segment(g: &Graph) -> Result<Option<Segmented>> {
     if !g.nodes.iter().any(|n| is_host(&n.op)) {
         return Ok(None);
     }
     let n = g.nodes.len();
-    let mut level = vec![0usize; n];
-    for i in 0..n {
-        level[i] = g.nodes[i]
-            .inputs
-            .iter()
-            .map(|v| level[v.node] + usize::from(is_host(&g.nodes[v.node].op)))
-            .max()
-            .unwrap_or(0);
-    }
+    let level = levels(g, |i| is_host(&g.nodes[i].op));
     // Consumers per node, and the values that must leave the stage producing them.
     let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); n];
     for (i, node) in g.nodes.iter().enumerate() {
