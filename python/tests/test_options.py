@@ -181,6 +181,7 @@ def test_compile_options_default_is_the_rust_default_field_by_field():
         None,
         False,
     )
+    assert opts.route == "auto"
     assert af.CompileOptions.keywords == tuple(KEYS.split(", "))
 
 

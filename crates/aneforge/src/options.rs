@@ -462,6 +462,7 @@ mod tests {
             (None, None, None, None)
         );
         assert!(!d.sum_via_matmul);
+        assert_eq!(d.route, Route::Auto);
     }
 
     #[test]
@@ -477,6 +478,7 @@ mod tests {
             ("target", "h14"),
             ("opset", "ios17"),
             ("sum_via_matmul", "true"),
+            ("route", "host"),
         ] {
             o.set(k, v).unwrap();
         }
@@ -490,6 +492,7 @@ mod tests {
             target: Some("h14".into()),
             opset: Some("ios17".into()),
             sum_via_matmul: true,
+            route: Route::Host,
         };
         assert_eq!(o, want);
         for k in CompileOptions::FIELDS {
@@ -500,6 +503,10 @@ mod tests {
 
     #[test]
     fn each_bad_value_has_its_one_error() {
+        assert_eq!(
+            err("route", "gpu"),
+            "compile: route must be \"auto\", \"fused\" or \"host\", got \"gpu\""
+        );
         assert_eq!(
             err("device", "gpu"),
             "compile: unknown device 'gpu' (expected auto, ane, reference or cpu)"
