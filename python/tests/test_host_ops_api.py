@@ -300,4 +300,4 @@ def test_wrong_index_dtypes_and_out_of_range_indices_are_typed_errors():
     rows = af.input((3, 1))
     put = af.compile(af.index_put(x, af.input((1,), dtype="int32"), rows, axis=1), device="reference")
     with pytest.raises(ValueError, match=r"index_put.*index -5"):
-        put(np.zeros((3, 4), np.float32), np.array([-5], np.int32), np.ones((3, 1), np.float32))
+        put(np.zeros((3, 4), np.float32), np.ones((3, 1), np.float32), np.array([-5], np.int32))
