@@ -17,6 +17,9 @@ use crate::ops::host::HostOp;
 use crate::ops::Op;
 use crate::options::Route;
 
+/// Program outputs with their optional port names (what `compile` takes).
+pub type NamedOutputs = Vec<(Option<String>, Tensor)>;
+
 /// The routing decision for one routable host op, as reported by `net.routes`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RouteChoice {
@@ -129,7 +132,7 @@ fn cuts(g: &Graph, fused: &HashSet<usize>) -> usize {
 pub fn route(
     outputs: &[(Option<String>, Tensor)],
     mode: Route,
-) -> Result<(Vec<(Option<String>, Tensor)>, Vec<RouteChoice>)> {
+) -> Result<(NamedOutputs, Vec<RouteChoice>)> {
     let g = Graph::from_outputs(outputs)?;
     let candidates: Vec<usize> = (0..g.nodes.len()).filter(|&i| routable(&g, i)).collect();
     if candidates.is_empty() {
