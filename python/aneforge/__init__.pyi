@@ -132,6 +132,9 @@ class CompileOptions:
     - opset: None (the newest the host's macOS loads, else ios18) or "ios16"/"ios17"/"ios18";
       compressed weights whose constexpr op the opset lacks are folded back to fp16.
     - sum_via_matmul: False; True rewrites sum-like reductions as matmuls with ones.
+    - route: "auto" (host ops with a fused decomposition - minmax_norm, flatten, sdpa, take with constant
+      indices - become fused ops when that removes a cut), "fused" (always) or "host" (never); Model.routes
+      reports each decision.
     - opt: not implemented yet (only 0 or None).
 
     Unknown names and bad values raise ValueError (TypeError for a value of the wrong kind),
@@ -173,6 +176,9 @@ class CompileOptions:
     @property
     def sum_via_matmul(self) -> bool:
         """Whether sum-like reductions become matmuls."""
+    @property
+    def route(self) -> Literal["auto", "fused", "host"]:
+        """Where host ops with a fused decomposition run."""
 
 class _Options(TypedDict, total=False):
     """Keyword form of CompileOptions (see its docstring for meanings and defaults)."""
@@ -188,6 +194,7 @@ class _Options(TypedDict, total=False):
     target: str | None
     opset: _Opset | None
     sum_via_matmul: bool | None
+    route: Literal["auto", "fused", "host"] | None
     opt: int | None
 
 """A weight compression mode (see ``compile``)."""
@@ -493,6 +500,9 @@ class Model:
     def stages(self) -> list[dict[str, Any]]:
         """The stages in execution order: kind ("region" on device, "host" in-process), ops, executor, inputs, outputs."""
     @property
+    def routes(self) -> list[str]:
+        """One line per routable host op, e.g. "routed fused: minmax_norm (removes 1 cut)"; empty when loaded from a directory."""
+    @property
     def n_ops(self) -> int:
         """Number of compute ops in the program."""
     def memory(self) -> dict[str, int]:
@@ -601,6 +611,83 @@ def argsort(x: Tensor, axis: int = -1, descending: bool = False) -> Tensor:
 def cast(x: Tensor, dtype: str) -> Tensor:
     """Convert to dtype: uint8/int32 -> "fp16" (rounded) or fp16 -> "int32" (truncated toward zero)."""
 
+# Host ops (issue 12): indexing, scan, sampling and the bridge layers. Each runs in a host stage of a
+# segmented plan (route="auto"/"fused" may replace minmax_norm, flatten and sdpa by fused ops).
+
+def scatter(x: Tensor, indices: Tensor, updates: Tensor, axis: int = 0, reduce: str | None = None) -> Tensor:
+    """Copy of fp16 x with updates written (reduce=None; duplicates: last write wins) or added ("add") at the int32
+    indices along axis (ONNX ScatterElements; indices and updates share a shape of x's rank). Out-of-range index ->
+    ValueError at run time naming the op and value; wrong dtype -> TypeError. Gradients: x and updates."""
+
+def take_along_axis(x: Tensor, indices: Tensor, axis: int = 0) -> Tensor:
+    """NumPy take_along_axis with int32 indices read at run time (ONNX GatherElements). Gradient: x (scatter-add)."""
+
+def index_put(x: Tensor, row_index: Tensor, rows: Tensor, axis: int = 0) -> Tensor:
+    """Copy of x with rows[.., k, ..] written at int32 row_index[k] ([K]) along axis; rows is x's shape with axis of
+    extent K (a KV-cache write). Out-of-range row -> ValueError at run time. Gradients: x and rows."""
+
+def cumsum(x: Tensor, axis: int = -1, exclusive: bool = False, reverse: bool = False) -> Tensor:
+    """Running sum of fp16 x along any axis (exclusive: without the element itself; reverse: from the end), f64
+    accumulation rounded once to fp16. Host op (Tensor.cumsum is the fused last-axis form). Gradient: reverse cumsum."""
+
+def one_hot(indices: Tensor, depth: int) -> Tensor:
+    """fp16 indices.shape + [depth] with 1 at each int32 index; depth < 1 -> ValueError, an index outside 0..depth ->
+    ValueError at run time. Not differentiable."""
+
+def sample(logits: Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0) -> Tensor:
+    """One int32 token id per row of fp16 logits [..., V] -> [..., 1]: greedy (first maximum) at temperature 0, else
+    top-k (0 = all) then top-p sampling of softmax(logits / temperature) in f64, SplitMix64 seeded by seed (same seed,
+    same ids). Bad parameters -> ValueError naming them; non-finite logits -> ValueError at run time."""
+
+def cross_product(a: Tensor, b: Tensor) -> Tensor:
+    """a x b per 3-vector: a, b fp16 of one shape [..., 3]. Gradients: both inputs."""
+
+def cross_correlation(x: Tensor, template: Tensor) -> Tensor:
+    """Valid, unflipped 2-D correlation of x [H, W] with template [Th, Tw] (Th <= H, Tw <= W): [H-Th+1, W-Tw+1].
+    Gradients: both inputs."""
+
+def cost_volume(aux: Tensor, reference: Tensor, disparity_range: int) -> Tensor:
+    """out[d, x] = |aux[x] - reference[x + d]| for d in 0..=disparity_range: aux [Wa], reference [Wr >= Wa + R] ->
+    [R + 1, Wa]. Gradients: both inputs (sign of the difference; 0 where equal)."""
+
+def fps(points: Tensor, k: int) -> Tensor:
+    """Greedy farthest point sampling of points [N, 3] starting at point 0 (ties: lowest index): [k, 3], 1 <= k <= N.
+    Not differentiable."""
+
+def radius_search(points: Tensor, centroids: Tensor, radius: float) -> Tensor:
+    """fp16 0/1 [N, M]: point i of points [N, 3] within radius (inclusive; finite, >= 0) of centroid j of
+    centroids [M, 3]. Not differentiable."""
+
+def minmax_norm(x: Tensor, dimension: str = "width", eps: float = 1e-4) -> Tensor:
+    """(x - min) / (max - min + eps) along "width" (axis 3) or "height" (axis 2) of fp16 x [N, C, H, W]; eps finite
+    and > 0. Gradient: x. Fused decomposition under route="auto"/"fused"."""
+
+def scaled_elementwise(x: Tensor, z: Tensor, op: str = "add", scale: float = 1.0) -> Tensor:
+    """scale * (x OP z) for same-shaped x, z; op in add, sub, mul, min, max. Gradients: both inputs."""
+
+def space_to_batch(x: Tensor, bh: int = 2, bw: int = 2) -> Tensor:
+    """[N, C, H, W] -> [N*bh*bw, C, H/bh, W/bw], TensorFlow order (blocks outermost). Gradient: batch_to_space."""
+
+def batch_to_space(x: Tensor, bh: int = 2, bw: int = 2) -> Tensor:
+    """[N*bh*bw, C, H, W] -> [N, C, H*bh, W*bw], the inverse of space_to_batch. Gradient: space_to_batch."""
+
+def space_to_channel(x: Tensor, bh: int = 2, bw: int = 2) -> Tensor:
+    """[N, C, H, W] -> [N, bh*bw*C, H/bh, W/bw] (blocks outside channels). Gradient: channel_to_space."""
+
+def channel_to_space(x: Tensor, bh: int = 2, bw: int = 2) -> Tensor:
+    """[N, bh*bw*C, H, W] -> [N, C, H*bh, W*bw], the inverse of space_to_channel. Gradient: space_to_channel."""
+
+def flatten(x: Tensor) -> Tensor:
+    """The row-major elements of x as [numel]. Gradient: reshape back. A reshape under route="auto"/"fused"."""
+
+def input_view(x: Tensor, offset: int, size: int) -> Tensor:
+    """Elements offset .. offset + size of the flattened x: [size] (0 <= offset, 1 <= size, offset + size <= numel).
+    Gradient: zeros around the window."""
+
+def dynamic_slice(x: Tensor, start: Tensor, sizes: int | Sequence[int]) -> Tensor:
+    """The box start[d] .. start[d] + sizes[d] of fp16 x with an int32 start [rank] read at run time (never clamped:
+    a box leaving x -> ValueError at run time naming axis and value). No gradient yet (NotImplementedError)."""
+
 def geglu(x: Tensor, weight: _ArrayLike, bias: _ArrayLike | None = None) -> Tensor:
     """GEGLU: weight [2*Dff, D] (bias [2*Dff]) split into value and gate halves; linear(value) * gelu(linear(gate))."""
 
@@ -610,9 +697,13 @@ def sdpa(
     v: Tensor,
     scale: float | None = None,
     is_causal: bool = False,
-    attn_mask: _ArrayLike | None = None,
+    attn_mask: _ArrayLike | Tensor | None = None,
 ) -> Tensor:
-    """Decomposed, query-tiled softmax(q @ k^T * scale (+ mask)) @ v on [1, H, S, D]; attn_mask is one plane [1, 1, Sq, Skv]."""
+    """Decomposed, query-tiled softmax(q @ k^T * scale (+ mask)) @ v on [1, H, S, D]; attn_mask is one plane [1, 1, Sq, Skv].
+
+    attn_mask given as a Tensor (computed at run time): the host op sdpa instead, f32 over the last two axes of
+    q [..., Sq, D], k [..., Skv, D], v [..., Skv, Dv] with the mask broadcasting to [..., Sq, Skv]; a row with no finite
+    score -> ValueError at run time. Gradients: q, k, v and the mask. Fused under route="auto"/"fused"."""
 
 def mha(
     x: Tensor,

@@ -11,6 +11,8 @@ mod errors;
 mod gguf;
 mod host_kernels;
 mod host_ops;
+mod host_ops_bridge;
+mod host_ops_index;
 mod llm;
 mod model;
 mod models;
@@ -45,6 +47,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(host_ops::take, m)?)?;
     m.add_function(wrap_pyfunction!(host_ops::embedding, m)?)?;
     m.add_function(wrap_pyfunction!(host_ops::cast, m)?)?;
+    host_ops_index::register(m)?;
+    host_ops_bridge::register(m)?;
     m.add_function(wrap_pyfunction!(ops::image_input, m)?)?;
     m.add_function(wrap_pyfunction!(ops::constant, m)?)?;
     m.add_function(wrap_pyfunction!(ops::conv, m)?)?;

@@ -600,6 +600,12 @@ impl Model {
         });
         PyList::new(py, rows.collect::<PyResult<Vec<_>>>()?)
     }
+    /// The routing decision per routable host op, e.g. "routed fused: minmax_norm (removes 1
+    /// cut)" (see the `route` compile option); empty for a loaded directory.
+    #[getter]
+    fn routes(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        self.with(py, |c| Ok(c.routes.iter().map(|r| r.to_string()).collect()))
+    }
     /// Number of compute ops in the program.
     #[getter]
     fn n_ops(&self) -> usize {

@@ -187,12 +187,20 @@ pub fn sdpa(
     is_causal: bool,
     attn_mask: Option<&Bound<'_, PyAny>>,
 ) -> R {
-    let m = opt_weight(attn_mask, "sdpa")?;
     let (q, k, v) = (
         tensor(q, "sdpa", "q")?,
         tensor(k, "sdpa", "k")?,
         tensor(v, "sdpa", "v")?,
     );
+    if let Some(Ok(mask)) = attn_mask.map(|m| m.cast::<PyTensor>()) {
+        if is_causal {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "sdpa: pass either is_causal or attn_mask, not both",
+            ));
+        }
+        return crate::host_ops_bridge::sdpa_host(q, k, v, Some(mask.get().t.clone()), scale);
+    }
+    let m = opt_weight(attn_mask, "sdpa")?;
     wrap(aneforge::sdpa(&q, &k, &v, scale, is_causal, opt_host(&m)?))
 }
 

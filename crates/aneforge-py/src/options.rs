@@ -194,6 +194,12 @@ impl PyCompileOptions {
         self.field(py, "sum_via_matmul")
     }
 
+    /// Where host ops with a fused decomposition run: "auto", "fused" or "host".
+    #[getter]
+    fn route<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.field(py, "route")
+    }
+
     /// The fields as a dict name -> value.
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);

@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::exec::{ane::Ane, reference::Reference, Executor, Loaded, PortData, Precision};
 use crate::graph::{Graph, Tensor};
 pub use crate::options::{CompileOptions, Device};
+use crate::plan::route::{self, RouteChoice};
 use crate::plan::{file as plan_file, run::PlanLoaded, segment, Plan, Stage};
 use crate::program::{cache_root, PortSpec, Program};
 use crate::targets::Opset;
@@ -24,6 +25,8 @@ pub struct Compiled {
     pub report: Vec<CompressionEntry>,
     /// The stages when the graph holds host ops (see [`crate::plan`]), else `None`.
     pub plan: Option<Plan>,
+    /// The routing decision per routable host op (see [`crate::plan::route`]); empty when loaded from a directory.
+    pub routes: Vec<RouteChoice>,
 }
 
 /// A program (or plan) written to its directory, with its compression report (empty without `compress`).
@@ -32,6 +35,8 @@ pub struct Exported {
     pub dir: PathBuf,
     pub report: Vec<CompressionEntry>,
     pub plan: Option<Plan>,
+    /// The routing decision per routable host op.
+    pub routes: Vec<RouteChoice>,
 }
 
 static NOTICE: Once = Once::new();
@@ -90,16 +95,20 @@ pub fn executor(device: Device, precision: Precision) -> Result<Box<dyn Executor
 /// program directory (`opts.build_dir`, else the cache) without loading it. A graph holding host
 /// ops is segmented: one program directory per fused region plus `plan.json` (see [`crate::plan`]).
 pub fn export(outputs: &[(Option<String>, Tensor)], opts: &CompileOptions) -> Result<Exported> {
-    if opts.sum_via_matmul {
+    let (outputs, routes) = route::route(outputs, opts.route)?;
+    let mut e = if opts.sum_via_matmul {
         let names: Vec<Option<String>> = outputs.iter().map(|(n, _)| n.clone()).collect();
         let ts: Vec<Tensor> = outputs.iter().map(|(_, t)| t.clone()).collect();
         let rewritten: Vec<(Option<String>, Tensor)> = names
             .into_iter()
             .zip(passes::reduce_sum_to_matmul(&ts)?)
             .collect();
-        return write_graph(Graph::from_outputs(&rewritten)?, opts);
-    }
-    write_graph(Graph::from_outputs(outputs)?, opts)
+        write_graph(Graph::from_outputs(&rewritten)?, opts)?
+    } else {
+        write_graph(Graph::from_outputs(&outputs)?, opts)?
+    };
+    e.routes = routes;
+    Ok(e)
 }
 
 /// Write `graph` as one program, or as a plan when it holds host ops.
@@ -149,6 +158,7 @@ fn write_program(graph: Graph, opts: &CompileOptions) -> Result<Exported> {
         dir,
         report,
         plan: None,
+        routes: Vec::new(),
     })
 }
 
@@ -202,6 +212,7 @@ fn write_plan(graph: Graph, seg: segment::Segmented, opts: &CompileOptions) -> R
         dir,
         report,
         plan: Some(plan),
+        routes: Vec::new(),
     })
 }
 
@@ -261,6 +272,7 @@ fn load_exported(e: Exported, device: Device, precision: Precision) -> Result<Co
         loaded,
         report: e.report,
         plan: e.plan,
+        routes: e.routes,
     })
 }
 
@@ -301,6 +313,7 @@ pub fn load_dir(dir: &Path, device: Device, precision: Precision) -> Result<Comp
             dir: dir.to_path_buf(),
             report: Vec::new(),
             plan: Some(plan),
+            routes: Vec::new(),
         };
         return load_exported(e, device, precision);
     }
@@ -312,6 +325,7 @@ pub fn load_dir(dir: &Path, device: Device, precision: Precision) -> Result<Comp
         loaded,
         report: Vec::new(),
         plan: None,
+        routes: Vec::new(),
     })
 }
 

@@ -70,6 +70,43 @@ pub struct CompileOptions {
     pub opset: Option<String>,
     /// Rewrite sum-like reductions as matmuls with ones (see [`crate::passes::reduce_to_matmul`]) (`sum_via_matmul`).
     pub sum_via_matmul: bool,
+    /// Where host ops with a fused decomposition run (see [`crate::plan::route`]) (`route`).
+    pub route: Route,
+}
+
+/// The `route` option: `Auto` decomposes a routable host op (minmax_norm, flatten, sdpa, take
+/// with constant indices) when that removes a cut, `Fused` always, `Host` never.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// Fused when that removes a cut (the default).
+    Auto,
+    /// Always the fused decomposition.
+    Fused,
+    /// Always the host op.
+    Host,
+}
+
+impl Route {
+    /// `"auto" | "fused" | "host"`; anything else is a value error listing them.
+    pub fn parse(s: &str) -> Result<Route> {
+        match s {
+            "auto" => Ok(Route::Auto),
+            "fused" => Ok(Route::Fused),
+            "host" => Ok(Route::Host),
+            _ => Err(Error::value(
+                "compile",
+                format!("route must be \"auto\", \"fused\" or \"host\", got {s:?}"),
+            )),
+        }
+    }
+    /// The option spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Route::Auto => "auto",
+            Route::Fused => "fused",
+            Route::Host => "host",
+        }
+    }
 }
 
 impl Default for CompileOptions {
@@ -86,6 +123,7 @@ impl Default for CompileOptions {
             target: None,
             opset: None,
             sum_via_matmul: false,
+            route: Route::Auto,
         }
     }
 }
@@ -221,7 +259,7 @@ fn compress_name(m: Compress) -> &'static str {
 
 impl CompileOptions {
     /// The option fields, in declaration order (what [`CompileOptions::get`] reads).
-    pub const FIELDS: [&'static str; 9] = [
+    pub const FIELDS: [&'static str; 10] = [
         "device",
         "precision",
         "build_dir",
@@ -231,19 +269,20 @@ impl CompileOptions {
         "target",
         "opset",
         "sum_via_matmul",
+        "route",
     ];
 
     /// Every key [`CompileOptions::set`] accepts: the fields plus `int8` (alias of
     /// `compress='int8'`) and `opt` (not implemented: only 0 is accepted).
-    pub const KEYS: [&'static str; 11] = {
-        let mut keys = [""; 11];
+    pub const KEYS: [&'static str; 12] = {
+        let mut keys = [""; 12];
         let mut i = 0;
         while i < Self::FIELDS.len() {
             keys[i] = Self::FIELDS[i];
             i += 1;
         }
-        keys[9] = "int8";
-        keys[10] = "opt";
+        keys[10] = "int8";
+        keys[11] = "opt";
         keys
     };
 
@@ -275,6 +314,7 @@ impl CompileOptions {
                 self.opset = Some(o.to_string());
             }
             "sum_via_matmul" => self.sum_via_matmul = v.boolean(key)?,
+            "route" => self.route = Route::parse(v.text(key)?)?,
             "int8" => {
                 if v.boolean(key)? {
                     self.compress = Some(int8_alias(self.compress)?);
@@ -305,6 +345,7 @@ impl CompileOptions {
             "target" => self.target = d.target,
             "opset" => self.opset = d.opset,
             "sum_via_matmul" => self.sum_via_matmul = d.sum_via_matmul,
+            "route" => self.route = d.route,
             "int8" | "opt" => {}
             _ => return Err(unknown_key(key)),
         }
@@ -354,6 +395,7 @@ impl CompileOptions {
             "target" => self.target.clone().into(),
             "opset" => self.opset.clone().into(),
             "sum_via_matmul" => self.sum_via_matmul.into(),
+            "route" => self.route.name().into(),
             _ => return Err(unknown_key(key)),
         })
     }
@@ -420,6 +462,7 @@ mod tests {
             (None, None, None, None)
         );
         assert!(!d.sum_via_matmul);
+        assert_eq!(d.route, Route::Auto);
     }
 
     #[test]
@@ -435,6 +478,7 @@ mod tests {
             ("target", "h14"),
             ("opset", "ios17"),
             ("sum_via_matmul", "true"),
+            ("route", "host"),
         ] {
             o.set(k, v).unwrap();
         }
@@ -448,6 +492,7 @@ mod tests {
             target: Some("h14".into()),
             opset: Some("ios17".into()),
             sum_via_matmul: true,
+            route: Route::Host,
         };
         assert_eq!(o, want);
         for k in CompileOptions::FIELDS {
@@ -458,6 +503,10 @@ mod tests {
 
     #[test]
     fn each_bad_value_has_its_one_error() {
+        assert_eq!(
+            err("route", "gpu"),
+            "compile: route must be \"auto\", \"fused\" or \"host\", got \"gpu\""
+        );
         assert_eq!(
             err("device", "gpu"),
             "compile: unknown device 'gpu' (expected auto, ane, reference or cpu)"

@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use aneforge::graph::build::indexing::cumsum;
 use aneforge::{
     compile, input, input_port, CompileOptions, Compiled, DType, Device, PortData, Tensor,
 };
@@ -41,7 +42,7 @@ fn kv_cache_write_scatter_add_and_running_sums_in_one_plan() {
     let idx = input_port(&[1, 3], DType::Int32, Some("idx")).unwrap();
     let upd = input(&[1, 3]).unwrap();
     let scattered = x.scatter(&idx, &upd, 1, Some("add")).unwrap();
-    let sums = x.running_sum(1, true, true).unwrap();
+    let sums = cumsum(&x, 1, true, true).unwrap();
     let mut c = build(&[("w", written), ("s", scattered), ("r", sums)], "kv");
     let cache_v: Vec<f32> = (0..12).map(|v| v as f32).collect();
     let out = c
@@ -117,4 +118,57 @@ fn one_hot_and_greedy_sample_feed_regions() {
     c.loaded.set_input(0, PortData::I32(&[4, 0, 0])).unwrap();
     let e = c.loaded.execute().unwrap_err().to_string();
     assert!(e.contains("one_hot") && e.contains("index 4"), "{e}");
+}
+
+#[test]
+fn routing_decomposes_minmax_norm_and_flatten_unless_told_host() {
+    use aneforge::options::Route;
+    let build_route = |route: Route, name: &str| {
+        let x = input(&[1, 1, 2, 3]).unwrap();
+        let y = x
+            .minmax_norm("width", 0.5)
+            .unwrap()
+            .flatten()
+            .unwrap()
+            .mul_scalar(2.0)
+            .unwrap();
+        let dir: PathBuf =
+            std::env::temp_dir().join(format!("aneforge-route-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let opts = CompileOptions {
+            device: Device::Reference,
+            build_dir: Some(dir),
+            route,
+            ..Default::default()
+        };
+        compile(&[(None, y)], &opts).unwrap()
+    };
+    // Rows [1, 2, 3] and [4, 4, 6]: (x − min) / (max − min + 0.5), times 2.
+    let want = [0.0, 0.8, 1.6, 0.0, 0.0, 1.6];
+    let xs = [1.0, 2.0, 3.0, 4.0, 4.0, 6.0];
+    for (route, fused) in [
+        (Route::Auto, true),
+        (Route::Fused, true),
+        (Route::Host, false),
+    ] {
+        let mut c = build_route(route, route.name());
+        assert_eq!(c.plan.is_none(), fused, "{route:?}");
+        let texts: Vec<String> = c.routes.iter().map(|r| r.to_string()).collect();
+        let want_texts: [&str; 2] = if fused {
+            [
+                "routed fused: minmax_norm (removes 1 cut)",
+                "routed fused: flatten (removes 1 cut)",
+            ]
+        } else {
+            [
+                "kept on host: minmax_norm (route=\"host\")",
+                "kept on host: flatten (route=\"host\")",
+            ]
+        };
+        assert_eq!(texts, want_texts);
+        let out = c.run(&[PortData::F32(&xs)]).unwrap();
+        for (g, w) in out[0].iter().zip(want) {
+            assert!((g - w).abs() < 2e-3, "{route:?}: {:?} vs {want:?}", out[0]);
+        }
+    }
 }

@@ -1,6 +1,10 @@
 //! Gradient rules of the host ops: `take` scatters its gradient back with `take_add`, `topk`
-//! and `sort` values with `along_add`; index outputs and `argmax`/`argmin` carry no gradient.
+//! and `sort` values with `along_add`; the indexing ops' rules are in `host_index.rs`, the
+//! bridge layers' in `host_bridge.rs`. Index outputs, `argmax`/`argmin`, `one_hot`, `sample`,
+//! `fps` and `radius_search` carry no gradient (NotImplemented naming the op).
 
+use super::host_bridge as bridge;
+use super::host_index as index;
 use super::{not_differentiable, Differentiable, Grads, Vjp};
 use crate::error::Result;
 use crate::graph::build::host::host;
@@ -58,22 +62,26 @@ impl Differentiable for HostOp {
                 });
                 Ok(vec![Some(host(back, vec![a.g0().clone()])?.remove(0))])
             }
+            HostOp::Scatter(op) => index::scatter(op, a),
+            HostOp::TakeAlong(op) => index::take_along(op, a),
+            HostOp::IndexPut(op) => index::index_put(op, a),
+            HostOp::MinmaxNorm(op) => bridge::minmax_norm(op, a),
+            HostOp::Sdpa(op) => bridge::sdpa(op, a),
+            HostOp::CrossCorrelation(_) => bridge::cross_correlation(a),
+            HostOp::CostVolume(op) => bridge::cost_volume(op, a),
+            HostOp::InputView(op) => bridge::input_view(op, a),
+            HostOp::ScaledElementwise(op) => bridge::scaled_elementwise(op, a),
+            HostOp::DynamicSlice(_) => Err(crate::Error::NotImplemented(
+                "backward: dynamic_slice has no gradient yet (its start is a run-time int32 value); \
+                 detach it with stop= or keep it off the path from the parameters to the loss"
+                    .into(),
+            )),
             HostOp::ArgReduce(_)
             | HostOp::AlongAdd(_)
-            | HostOp::Scatter(_)
-            | HostOp::TakeAlong(_)
-            | HostOp::IndexPut(_)
             | HostOp::OneHot(_)
             | HostOp::Sample(_)
-            | HostOp::CrossCorrelation(_)
-            | HostOp::CostVolume(_)
             | HostOp::Fps(_)
-            | HostOp::RadiusSearch(_)
-            | HostOp::MinmaxNorm(_)
-            | HostOp::ScaledElementwise(_)
-            | HostOp::InputView(_)
-            | HostOp::DynamicSlice(_)
-            | HostOp::Sdpa(_) => Err(not_differentiable(self.name())),
+            | HostOp::RadiusSearch(_) => Err(not_differentiable(self.name())),
         }
     }
 }

@@ -10,6 +10,8 @@ mod conv_transpose;
 mod einsum;
 mod elementwise;
 mod host;
+mod host_bridge;
+mod host_index;
 mod layout;
 mod linear;
 mod norm;

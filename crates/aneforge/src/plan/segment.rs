@@ -96,21 +96,48 @@ impl<'g> Names<'g> {
     }
 }
 
+/// Each node's level: the number of host ops (nodes for which `host` holds) on its longest
+/// input path, a host op's own output counting from the next level.
+pub fn levels(g: &Graph, host: impl Fn(usize) -> bool) -> Vec<usize> {
+    let mut level = vec![0usize; g.nodes.len()];
+    for i in 0..g.nodes.len() {
+        level[i] = g.nodes[i]
+            .inputs
+            .iter()
+            .map(|v| level[v.node] + usize::from(host(v.node)))
+            .max()
+            .unwrap_or(0);
+    }
+    level
+}
+
+/// Move each fused node producing a bool value (a compare) into the region of its earliest
+/// consumer: bool values cannot cross a cut, but their fp16 inputs can (a gradient rule may
+/// compare a value from region 0 to feed a select after a host op). Reverse topological order
+/// carries chains of bool ops along.
+fn sink_bool_nodes(g: &Graph, consumers: &[Vec<usize>], level: &mut [usize]) {
+    for i in (0..g.nodes.len()).rev() {
+        let node = &g.nodes[i];
+        let bool_out = node.outputs.iter().any(|t| t.dtype == crate::DType::Bool);
+        if !bool_out || is_host(&node.op) || consumers[i].is_empty() {
+            continue;
+        }
+        let earliest = consumers[i]
+            .iter()
+            .map(|&c| level[c])
+            .min()
+            .unwrap_or(level[i]);
+        level[i] = level[i].max(earliest);
+    }
+}
+
 /// Cut `g` at its host ops; `None` when it has none (it compiles to one program as before).
 pub fn segment(g: &Graph) -> Result<Option<Segmented>> {
     if !g.nodes.iter().any(|n| is_host(&n.op)) {
         return Ok(None);
     }
     let n = g.nodes.len();
-    let mut level = vec![0usize; n];
-    for i in 0..n {
-        level[i] = g.nodes[i]
-            .inputs
-            .iter()
-            .map(|v| level[v.node] + usize::from(is_host(&g.nodes[v.node].op)))
-            .max()
-            .unwrap_or(0);
-    }
+    let mut level = levels(g, |i| is_host(&g.nodes[i].op));
     // Consumers per node, and the values that must leave the stage producing them.
     let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); n];
     for (i, node) in g.nodes.iter().enumerate() {
@@ -118,6 +145,7 @@ pub fn segment(g: &Graph) -> Result<Option<Segmented>> {
             consumers[v.node].push(i);
         }
     }
+    sink_bool_nodes(g, &consumers, &mut level);
     let plan_outputs: HashSet<Value> = g.outputs.iter().map(|(_, v)| *v).collect();
     let mut names = Names::new(g);
     let top = (0..n).map(|i| level[i]).max().unwrap_or(0);

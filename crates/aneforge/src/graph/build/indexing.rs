@@ -56,21 +56,6 @@ impl Tensor {
         )
     }
 
-    /// Running sum along any `axis` (`exclusive`: without the element itself; `reverse`: from
-    /// the end), accumulated in f64 and rounded once; the host-op form of `cumsum` (which is
-    /// fused, last axis only). Gradient: the reverse running sum. Host op.
-    pub fn running_sum(&self, axis: i64, exclusive: bool, reverse: bool) -> Result<Tensor> {
-        let axis = shape::axis("cumsum", axis, self.rank())?;
-        one(
-            HostOp::Cumsum(Cumsum {
-                axis,
-                exclusive,
-                reverse,
-            }),
-            vec![self.clone()],
-        )
-    }
-
     /// `one_hot(self, depth)` of int32 indices: fp16 `self.shape + [depth]`, 1 at each index;
     /// depth < 1 is a value error, an index outside `0..depth` a run-time error. Host op.
     pub fn one_hot(&self, depth: i64) -> Result<Tensor> {
@@ -102,4 +87,20 @@ impl Tensor {
         };
         one(HostOp::Sample(op), vec![self.clone()])
     }
+}
+
+/// `cumsum(x, axis, exclusive, reverse)`: running sum of fp16 `x` along any `axis`
+/// (`exclusive`: without the element itself; `reverse`: from the end), accumulated in f64 and
+/// rounded once; output has x's shape. Host op (the fused [`Tensor::cumsum`] covers the plain
+/// last-axis case). Gradient: the reverse running sum.
+pub fn cumsum(x: &Tensor, axis: i64, exclusive: bool, reverse: bool) -> Result<Tensor> {
+    let axis = shape::axis("cumsum", axis, x.rank())?;
+    one(
+        HostOp::Cumsum(Cumsum {
+            axis,
+            exclusive,
+            reverse,
+        }),
+        vec![x.clone()],
+    )
 }

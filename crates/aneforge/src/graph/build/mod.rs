@@ -3,6 +3,7 @@
 
 pub mod affine;
 pub mod attention;
+pub mod bridge;
 pub mod channel;
 pub mod conv;
 pub mod conv_transpose;

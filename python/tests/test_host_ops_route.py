@@ -1,0 +1,90 @@
+"""Routing (the route compile option): a host op with a fused decomposition compiles to one
+program under route="auto" (when that removes a cut) and "fused", to a plan under "host", with
+the same numbers against float64 NumPy oracles; Model.routes reports each decision."""
+
+from __future__ import annotations
+
+import aneforge as af
+import numpy as np
+import pytest
+
+
+def q(a):
+    return np.asarray(a, dtype=np.float64).astype(np.float16).astype(np.float64)
+
+
+def kinds(net):
+    return [s["kind"] for s in net.stages]
+
+
+def minmax_oracle(xv):
+    lo, hi = xv.min(axis=3, keepdims=True), xv.max(axis=3, keepdims=True)
+    return (q(xv) - lo) / (hi - lo + 1e-3) * 2.0
+
+
+ROUTED = [
+    (
+        "minmax_norm",
+        lambda x: af.minmax_norm(x, "width", eps=1e-3) * 2.0,
+        minmax_oracle,
+        (2, 3, 4, 5),
+    ),
+    ("flatten", lambda x: af.flatten(x) * 2.0, lambda xv: q(xv).ravel() * 2.0, (2, 3, 4)),
+    (
+        "gather",
+        lambda x: af.take(x, af.cast(af.constant(np.array([[2.0, 0.0], [-1.0, 1.0]])), "int32"), axis=1) * 2.0,
+        lambda xv: np.take(q(xv), [[2, 0], [-1, 1]], axis=1) * 2.0,
+        (3, 4),
+    ),
+]
+
+
+@pytest.mark.parametrize("name, build, oracle, shape", ROUTED, ids=[r[0] for r in ROUTED])
+def test_routable_op_is_one_program_under_auto_and_fused_and_a_plan_under_host(name, build, oracle, shape):
+    xv = (np.random.default_rng(len(name)).permutation(int(np.prod(shape))) / 4.0 - 3.0).reshape(shape)
+    xv = xv.astype(np.float32)
+    want = oracle(xv)
+    for route in ("auto", "fused"):
+        net = af.compile(build(af.input(shape)), device="reference", route=route)
+        assert kinds(net) == ["region"], (route, net.stages)
+        assert net.routes == [f"routed fused: {name} (removes 1 cut)"]
+        np.testing.assert_allclose(net(xv), want, rtol=2e-3, atol=2e-3)
+    net = af.compile(build(af.input(shape)), device="reference", route="host")
+    assert "host" in kinds(net) and [name] in [s["ops"] for s in net.stages]
+    assert net.routes == [f'kept on host: {name} (route="host")']
+    np.testing.assert_allclose(net(xv), want, rtol=2e-3, atol=2e-3)
+
+
+def test_sdpa_with_a_runtime_mask_routes_to_fused_ops():
+    rng = np.random.default_rng(3)
+    vals = [q(rng.normal(size=s)) for s in [(2, 3, 4), (2, 5, 4), (2, 5, 6), (3, 5)]]
+    s = vals[0] @ vals[1].transpose(0, 2, 1) / 2.0 + vals[3]
+    p = np.exp(s - s.max(-1, keepdims=True))
+    want = (p / p.sum(-1, keepdims=True)) @ vals[2]
+    for route, stages in [("auto", ["region"]), ("host", ["host"])]:
+        ins = [af.input(v.shape) for v in vals]
+        net = af.compile(af.sdpa(*ins[:3], attn_mask=ins[3]), device="reference", route=route)
+        assert kinds(net) == stages
+        np.testing.assert_allclose(net(*(v.astype(np.float32) for v in vals)), want, rtol=5e-3, atol=5e-3)
+
+
+def test_auto_keeps_an_op_on_the_host_when_no_cut_goes_away():
+    x = af.input((1, 1, 2, 4))
+    net = af.compile(
+        [af.minmax_norm(x, "width"), af.argmax(x, axis=3)],
+        device="reference",
+        route="auto",
+    )
+    assert net.routes == ["kept on host: minmax_norm (removes no cut)"]
+    assert sorted(op for s in net.stages if s["kind"] == "host" for op in s["ops"]) == ["argmax", "minmax_norm"]
+    fused = af.compile([af.minmax_norm(x, "width"), af.argmax(x, axis=3)], device="reference", route="fused")
+    assert fused.routes == ["routed fused: minmax_norm (removes 0 cuts)"]
+
+
+def test_route_option_values_are_checked():
+    assert af.CompileOptions().route == "auto"
+    assert af.CompileOptions(route="host").route == "host"
+    with pytest.raises(ValueError, match='route must be "auto", "fused" or "host", got "gpu"'):
+        af.compile(af.flatten(af.input((2, 2))), device="reference", route="gpu")
+    plain = af.compile(af.input((2, 2)) * 2.0, device="reference")
+    assert plain.routes == []
