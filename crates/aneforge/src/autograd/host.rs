@@ -73,7 +73,8 @@ impl Differentiable for HostOp {
             | HostOp::ScaledElementwise(_)
             | HostOp::InputView(_)
             | HostOp::DynamicSlice(_)
-            | HostOp::Sdpa(_) => Err(not_differentiable(self.name())),
+            | HostOp::Sdpa(_)
+            | HostOp::IntElementwise(_) => Err(not_differentiable(self.name())),
         }
     }
 }
