@@ -12,6 +12,7 @@ mod ops_elementwise;
 mod ops_index;
 mod ops_int;
 mod ops_layout;
+mod ops_loss;
 mod ops_nn;
 mod ops_reduce;
 mod ops_resize;
@@ -230,7 +231,11 @@ impl<'g> Importer<'g> {
             };
             let elem = Elem::from_code(tt.elem_type(), &what)?;
             // Integer and bool inputs are int32 ports (their ops run on the host, exactly).
-            let dtype = if elem.is_float() { DType::Fp16 } else { DType::Int32 };
+            let dtype = if elem.is_float() {
+                DType::Fp16
+            } else {
+                DType::Int32
+            };
             let given = shapes
                 .iter()
                 .find(|(n, _)| n == v.name())

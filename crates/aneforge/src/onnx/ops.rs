@@ -9,6 +9,7 @@ pub(super) use super::ops_elementwise as elementwise;
 pub(super) use super::ops_index as index;
 pub(super) use super::ops_int as int;
 pub(super) use super::ops_layout as layout;
+pub(super) use super::ops_loss as loss;
 pub(super) use super::ops_nn as nn;
 pub(super) use super::ops_reduce as reduce;
 pub(super) use super::ops_resize as resize;
@@ -104,7 +105,11 @@ impl Args<'_, '_> {
 
     /// Input `i` as a float graph tensor: bool is cast to fp16.
     pub fn ftensor(&self, i: usize) -> Result<Tensor> {
-        if let Some(Value::Graph { t, elem: Elem::Bool }) = self.get(i) {
+        if let Some(Value::Graph {
+            t,
+            elem: Elem::Bool,
+        }) = self.get(i)
+        {
             if t.dtype() == DType::Int32 {
                 return t.cast(DType::Fp16);
             }
@@ -222,6 +227,7 @@ pub fn lookup(op: &str) -> Option<OpFn> {
         .or_else(|| reduce::lookup(op))
         .or_else(|| index::lookup(op))
         .or_else(|| attention::lookup(op))
+        .or_else(|| loss::lookup(op))
 }
 
 /// Ops that run on the host at runtime (int values, runtime indices, data-dependent output):

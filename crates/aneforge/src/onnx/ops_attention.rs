@@ -25,12 +25,22 @@ pub fn lookup(op: &str) -> Option<OpFn> {
 /// [B, S, H·D] → [B, H, S, D].
 fn split_heads(t: &Tensor, heads: usize) -> Result<Tensor> {
     let s = t.shape().to_vec();
-    t.reshape(&[s[0] as i64, s[1] as i64, heads as i64, (s[2] / heads) as i64])?
-        .transpose(&[0, 2, 1, 3])
+    t.reshape(&[
+        s[0] as i64,
+        s[1] as i64,
+        heads as i64,
+        (s[2] / heads) as i64,
+    ])?
+    .transpose(&[0, 2, 1, 3])
 }
 
 /// A [S, L] fp16 0/1 constant: 1 where query `i` may attend key `j`.
-fn position_mask(a: &Args, s: usize, l: usize, allowed: impl Fn(i64, i64) -> bool) -> Result<Tensor> {
+fn position_mask(
+    a: &Args,
+    s: usize,
+    l: usize,
+    allowed: impl Fn(i64, i64) -> bool,
+) -> Result<Tensor> {
     let data: Vec<f64> = (0..s * l)
         .map(|k| allowed((k / l) as i64, (k % l) as i64) as u8 as f64)
         .collect();
@@ -98,7 +108,10 @@ fn attention(a: &Args) -> Result<Vec<Value>> {
     }
     let past = a.get(4).is_some();
     let (k, v) = if past {
-        (concat(&[a.ftensor(4)?, k], 2)?, concat(&[a.ftensor(5)?, v], 2)?)
+        (
+            concat(&[a.ftensor(4)?, k], 2)?,
+            concat(&[a.ftensor(5)?, v], 2)?,
+        )
     } else {
         (k, v)
     };
@@ -119,7 +132,12 @@ fn attention(a: &Args) -> Result<Vec<Value>> {
         let rep = |t: &Tensor| -> Result<Tensor> {
             let sh = t.shape().to_vec();
             let t5 = t.expand_dims(&[2])?;
-            concat(&vec![t5; hq / hk], 2)?.reshape(&[sh[0] as i64, hq as i64, sh[2] as i64, sh[3] as i64])
+            concat(&vec![t5; hq / hk], 2)?.reshape(&[
+                sh[0] as i64,
+                hq as i64,
+                sh[2] as i64,
+                sh[3] as i64,
+            ])
         };
         (rep(&k)?, rep(&v)?)
     } else {
@@ -142,12 +160,16 @@ fn attention(a: &Args) -> Result<Vec<Value>> {
             let m = a.ftensor(3)?;
             let have = *m.shape().last().unwrap_or(&l);
             if have < l {
-                allowed = Some(position_mask(a, 1, l, |_, j| j < have as i64)?.reshape(&[l as i64])?);
+                allowed =
+                    Some(position_mask(a, 1, l, |_, j| j < have as i64)?.reshape(&[l as i64])?);
             }
             bias = Some(pad_last(a, m, l, 0.0)?);
         }
     }
-    let window = (n.int("left_window_size", -1)?, n.int("right_window_size", -1)?);
+    let window = (
+        n.int("left_window_size", -1)?,
+        n.int("right_window_size", -1)?,
+    );
     let causal = n.int("is_causal", 0)? != 0;
     if causal || window.0 >= 0 || window.1 >= 0 {
         let pos = position_mask(a, s, l, |i, j| {
@@ -169,7 +191,11 @@ fn attention(a: &Args) -> Result<Vec<Value>> {
         Some(m) => {
             let full = m.add(&scores.mul_scalar(0.0)?)?;
             let keep = full.compare_scalar(Compare::NotEqual, 0.0)?;
-            scores = select(&keep, &scores, &scores.mul_scalar(0.0)?.add_scalar(-65504.0)?)?;
+            scores = select(
+                &keep,
+                &scores,
+                &scores.mul_scalar(0.0)?.add_scalar(-65504.0)?,
+            )?;
             Some(full.amax(&[-1], true)?)
         }
         None => None,
@@ -187,9 +213,11 @@ fn attention(a: &Args) -> Result<Vec<Value>> {
     let mut y = probs.matmul(&vr)?;
     if three_d {
         let sh = y.shape().to_vec();
-        y = y
-            .transpose(&[0, 2, 1, 3])?
-            .reshape(&[sh[0] as i64, sh[2] as i64, (sh[1] * sh[3]) as i64])?;
+        y = y.transpose(&[0, 2, 1, 3])?.reshape(&[
+            sh[0] as i64,
+            sh[2] as i64,
+            (sh[1] * sh[3]) as i64,
+        ])?;
     }
     let elem = a.req(0)?.elem();
     Ok([y, k, v, qk_out]

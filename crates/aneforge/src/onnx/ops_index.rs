@@ -3,7 +3,7 @@
 //! outputs are int32 tensors standing for ONNX int64.
 
 use super::ops::{Args, OpFn, Value};
-use super::ops_int::{int_tensor, is_runtime_int};
+use super::ops_int::{int_tensor, int_tensor_const, is_runtime_int};
 use super::ops_layout::axis;
 use super::ops_values::take;
 use super::tensor::Elem;
@@ -55,9 +55,7 @@ fn arg_reduce(a: &Args) -> Result<Vec<Value>> {
         t.argmin(ax as i64, keepdims)?
     };
     if last {
-        let top = crate::graph::build::io::scalar(&n.what, (dims[ax] - 1) as f32)?
-            .reshape(&[1])?
-            .cast(crate::dtype::DType::Int32)?;
+        let top = int_tensor_const(a, dims[ax] as i64 - 1)?;
         let op = HostOp::IntElementwise(IntElementwise {
             op: IntOp::Sub,
             kind: IntKind::I64,

@@ -64,7 +64,10 @@ fn apply(op: IntOp, kind: IntKind, ins: Vec<Tensor>) -> Result<Tensor> {
 
 fn kind_of(a: &Args, i: usize) -> Result<IntKind> {
     let e = a.req(i)?.elem();
-    int_kind(e).ok_or_else(|| a.node.bad(format!("input {i} is {e:?}, not an integer type")))
+    int_kind(e).ok_or_else(|| {
+        a.node
+            .bad(format!("input {i} is {e:?}, not an integer type"))
+    })
 }
 
 /// Whether node `a` must run on the int host kernels: one of its data inputs (from `first`)
@@ -83,8 +86,9 @@ pub fn elementwise(a: &Args) -> Result<Vec<Value>> {
         kind_of(a, 0)?
     };
     let unary = |op: IntOp| -> Result<Tensor> { apply(op, kind, vec![int_tensor(a, 0)?]) };
-    let binary =
-        |op: IntOp| -> Result<Tensor> { apply(op, kind, vec![int_tensor(a, 0)?, int_tensor(a, 1)?]) };
+    let binary = |op: IntOp| -> Result<Tensor> {
+        apply(op, kind, vec![int_tensor(a, 0)?, int_tensor(a, 1)?])
+    };
     let (t, elem) = match op {
         "Abs" => (unary(IntOp::Abs)?, a.req(0)?.elem()),
         "Neg" => (unary(IntOp::Neg)?, a.req(0)?.elem()),
@@ -183,8 +187,14 @@ pub fn cast_int(a: &Args, x: &Tensor, to: Elem) -> Result<Value> {
     Ok(Value::Graph { t, elem: to })
 }
 
-/// The int32 constant `v` (|v| <= 2048) as a [1] tensor.
-fn int_tensor_const(a: &Args, v: i32) -> Result<Tensor> {
+/// The int32 constant `v` as a [1] tensor; beyond ±2048 (not exact in fp16) a NotImplemented
+/// error naming the node.
+pub fn int_tensor_const(a: &Args, v: i64) -> Result<Tensor> {
+    if v.abs() > 2048 {
+        return Err(a.node.unsupported(&format!(
+            "integer constant {v} beside runtime integers (int32 constants are exact up to ±2048)"
+        )));
+    }
     crate::graph::build::io::scalar(&a.node.what, v as f32)?
         .reshape(&[1])?
         .cast(DType::Int32)
@@ -209,4 +219,18 @@ pub fn cast_to_int(a: &Args, x: &Tensor, to: Elem) -> Result<Value> {
 /// A host copy of int32 `t` (an identity that gives an input port a producing op).
 pub fn copy(t: &Tensor) -> Result<Tensor> {
     apply(IntOp::BitOr, IntKind::I32, vec![t.clone(), t.clone()])
+}
+
+/// Runtime int `v` where the fp16 0/1 mask `m` (broadcast) is 1, else 0 (Trilu on ints).
+pub fn mask_int(v: &Value, m: &Tensor) -> Result<Tensor> {
+    let Value::Graph { t, elem } = v else {
+        return Err(crate::error::Error::value(
+            "mask_int",
+            "expects a runtime int tensor",
+        ));
+    };
+    let kind = int_kind(*elem).unwrap_or(IntKind::I32);
+    let mask = m.cast(DType::Int32)?;
+    let zero = m.mul_scalar(0.0)?.cast(DType::Int32)?;
+    apply(IntOp::Where, kind, vec![mask, t.clone(), zero])
 }

@@ -526,17 +526,17 @@ fn rms_normalization(a: &Args) -> Result<Vec<Value>> {
 
 fn trilu(a: &Args) -> Result<Vec<Value>> {
     let n = a.node;
-    let x = a.ftensor(0)?;
+    let dims = a.req(0)?.dims();
     let k = a
         .ints(1, "k")?
         .and_then(|v| v.first().copied())
         .unwrap_or(0);
     let upper = n.int("upper", 1)? != 0;
-    let r = x.rank();
+    let r = dims.len();
     if r < 2 {
-        return Err(n.bad(format!("input must have rank >= 2, got {:?}", x.shape())));
+        return Err(n.bad(format!("input must have rank >= 2, got {dims:?}")));
     }
-    let (rows, cols) = (x.shape()[r - 2], x.shape()[r - 1]);
+    let (rows, cols) = (dims[r - 2], dims[r - 1]);
     let mask: Vec<f64> = (0..rows * cols)
         .map(|p| {
             let (i, j) = ((p / cols) as i64, (p % cols) as i64);
@@ -550,8 +550,12 @@ fn trilu(a: &Args) -> Result<Vec<Value>> {
             data: HostData::F64(&mask),
         },
     )?;
+    let t = match a.req(0)? {
+        v if super::ops_int::is_runtime_int(v) => super::ops_int::mask_int(v, &m)?,
+        _ => a.ftensor(0)?.mul(&m)?,
+    };
     Ok(vec![Value::Graph {
-        t: x.mul(&m)?,
+        t,
         elem: a.req(0)?.elem(),
     }])
 }

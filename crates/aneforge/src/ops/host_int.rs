@@ -140,13 +140,10 @@ impl IntElementwise {
             IntOp::Sub => v[0].wrapping_sub(v[1]),
             IntOp::Mul => v[0].wrapping_mul(v[1]),
             IntOp::Div => v[0].checked_div(v[1]).ok_or_else(zero_div)?,
-            IntOp::Mod => v[0].checked_rem_euclid(v[1]).ok_or_else(zero_div).map(|r| {
-                if r != 0 && v[1] < 0 {
-                    r + v[1]
-                } else {
-                    r
-                }
-            })?,
+            IntOp::Mod => v[0]
+                .checked_rem_euclid(v[1])
+                .ok_or_else(zero_div)
+                .map(|r| if r != 0 && v[1] < 0 { r + v[1] } else { r })?,
             IntOp::Fmod => v[0].checked_rem(v[1]).ok_or_else(zero_div)?,
             IntOp::Pow => {
                 if v[1] < 0 {
