@@ -30,7 +30,7 @@ pub fn lookup(op: &str) -> Option<OpFn> {
         "Trilu" => trilu,
         "GroupNormalization" => group_normalization,
         "LRN" => lrn,
-        "Softmax" | "LogSoftmax" => softmax,
+        "Softmax" | "LogSoftmax" | "Hardmax" => softmax,
         "Einsum" => einsum_op,
         _ => return None,
     })
@@ -608,7 +608,9 @@ fn softmax(a: &Args) -> Result<Vec<Value>> {
     let x = a.ftensor(0)?;
     let log = n.op() == "LogSoftmax";
     let f = |t: &Tensor, axis: i64| -> Result<Tensor> {
-        if log {
+        if n.op() == "Hardmax" {
+            hardmax(t, axis)
+        } else if log {
             t.sub(&t.log_sum_exp(&[axis], true)?)
         } else {
             t.softmax(axis)
@@ -624,6 +626,27 @@ fn softmax(a: &Args) -> Result<Vec<Value>> {
         f(&x.reshape(&[rows as i64, -1])?, -1)?.reshape(&dims)?
     };
     Ok(vec![Value::float(y)])
+}
+
+/// 1 at the first largest element along `axis`, else 0: argmax → one_hot on the host.
+fn hardmax(t: &Tensor, axis: i64) -> Result<Tensor> {
+    let r = t.rank();
+    let ax = crate::shape::axis("Hardmax", axis, r)?;
+    let mut perm: Vec<i64> = (0..r as i64).filter(|&i| i != ax as i64).collect();
+    perm.push(ax as i64);
+    let last = t.transpose(&perm)?;
+    let depth = t.shape()[ax];
+    let idx = last.argmax(-1, true)?;
+    let op = crate::ops::host::HostOp::OneHot(crate::ops::host_scan::OneHot { depth });
+    let dims: Vec<i64> = last.shape().iter().map(|&d| d as i64).collect();
+    let onehot = crate::graph::build::host::host(op, vec![idx])?
+        .remove(0)
+        .reshape(&dims)?;
+    let mut inverse = vec![0i64; r];
+    for (i, &p) in perm.iter().enumerate() {
+        inverse[p as usize] = i as i64;
+    }
+    onehot.transpose(&inverse)
 }
 
 fn einsum_op(a: &Args) -> Result<Vec<Value>> {

@@ -1,5 +1,5 @@
 //! ONNX Reduce* ops (axes as an attribute before opset 18 — 13 for ReduceSum — then as an
-//! input; `noop_with_empty_axes`), and ReduceProd on constants only.
+//! input; `noop_with_empty_axes`); ReduceProd as a chain of fp16 products along each axis.
 
 use super::ops::{Args, OpFn, Value};
 use crate::error::Result;
@@ -17,6 +17,7 @@ pub fn lookup(op: &str) -> Option<OpFn> {
             | "ReduceLogSum"
             | "ReduceLogSumExp"
             | "ReduceSumSquare"
+            | "ReduceProd"
     )
     .then_some(reduce as OpFn)
 }
@@ -47,7 +48,34 @@ fn reduce(a: &Args) -> Result<Vec<Value>> {
         "ReduceL2" => x.reduce_l2_norm(&axes, keep)?,
         "ReduceLogSum" => x.log_sum(&axes, keep)?,
         "ReduceLogSumExp" => x.log_sum_exp(&axes, keep)?,
+        "ReduceProd" => product(&x, &axes, keep)?,
         _ => x.sum_square(&axes, keep)?,
     };
     Ok(vec![Value::float(y)])
+}
+
+/// Product over `axes`: the slices along each axis multiplied in order (fp16 products, as the
+/// contract rounds every op).
+fn product(x: &crate::graph::Tensor, axes: &[i64], keep: bool) -> Result<crate::graph::Tensor> {
+    let rank = x.rank();
+    let mut axes: Vec<usize> = axes
+        .iter()
+        .map(|&a| crate::shape::axis("ReduceProd", a, rank))
+        .collect::<Result<_>>()?;
+    axes.sort_unstable();
+    axes.dedup();
+    let mut y = x.clone();
+    for &ax in &axes {
+        let n = y.shape()[ax];
+        if n > 1 {
+            let parts = y.split(n, ax as i64)?;
+            y = parts[1..]
+                .iter()
+                .try_fold(parts[0].clone(), |acc, p| acc.mul(p))?;
+        }
+    }
+    if keep {
+        return Ok(y);
+    }
+    y.squeeze(&axes.iter().map(|&a| a as i64).collect::<Vec<_>>())
 }
