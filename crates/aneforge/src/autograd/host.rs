@@ -74,7 +74,8 @@ impl Differentiable for HostOp {
             | HostOp::InputView(_)
             | HostOp::DynamicSlice(_)
             | HostOp::Sdpa(_)
-            | HostOp::IntElementwise(_) => Err(not_differentiable(self.name())),
+            | HostOp::IntElementwise(_)
+            | HostOp::IntReshape(_) => Err(not_differentiable(self.name())),
         }
     }
 }

@@ -164,7 +164,12 @@ pub fn to_graph(node: &Node, v: &Value) -> Result<Tensor> {
         ))),
         Value::Graph { t, .. } => Ok(t.clone()),
         Value::Host(h) => {
-            if let Some(x) = h.data.iter().find(|x| !x.is_finite() || x.abs() > 65504.0) {
+            // ±inf is an fp16 value (masks write -inf); NaN and finite values beyond ±65504 are not.
+            if let Some(x) = h
+                .data
+                .iter()
+                .find(|x| x.is_nan() || (x.is_finite() && x.abs() > 65504.0))
+            {
                 return Err(node.unsupported(&format!("constant value {x} is outside fp16")));
             }
             if !h.elem.is_float() {
@@ -173,6 +178,9 @@ pub fn to_graph(node: &Node, v: &Value) -> Result<Tensor> {
                         "integer constant value {x} is not exact in fp16; integer arithmetic {HOST_OPS_REASON}"
                     )));
                 }
+            }
+            if h.data.iter().any(|x| x.is_infinite()) {
+                return infinite_constant(node, h);
             }
             if h.dims.is_empty() {
                 return scalar(&node.what, h.data[0] as f32);
@@ -186,6 +194,34 @@ pub fn to_graph(node: &Node, v: &Value) -> Result<Tensor> {
             )
         }
     }
+}
+
+/// A constant holding ±inf (weights are finite): ±65504 where the value is infinite, plus
+/// ±65504 again there, which overflows to ±inf in the add's fp16 result (as on the ANE).
+fn infinite_constant(node: &Node, h: &HostTensor) -> Result<Tensor> {
+    let clamp = |x: f64| x.clamp(-65504.0, 65504.0);
+    let base: Vec<f64> = h.data.iter().map(|&x| clamp(x)).collect();
+    let extra: Vec<f64> = h
+        .data
+        .iter()
+        .map(|&x| if x.is_infinite() { clamp(x) } else { 0.0 })
+        .collect();
+    let dims = if h.dims.is_empty() {
+        vec![1]
+    } else {
+        h.dims.clone()
+    };
+    let part = |data: &[f64]| {
+        constant(
+            &node.what,
+            HostArray {
+                shape: &dims,
+                data: HostData::F64(data),
+            },
+        )
+    };
+    // A rank-0 value becomes [1] (the IR has no rank-0 op results); broadcasting agrees.
+    part(&base)?.add(&part(&extra)?)
 }
 
 /// `v` as a program output: like [`to_graph`], but a runtime int32 value is returned (through a

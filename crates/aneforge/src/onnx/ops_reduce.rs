@@ -6,6 +6,9 @@ use crate::error::Result;
 
 /// The mapping of reduce op `op`, or None.
 pub fn lookup(op: &str) -> Option<OpFn> {
+    if op == "LpNormalization" {
+        return Some(lp_normalization);
+    }
     matches!(
         op,
         "ReduceSum"
@@ -78,4 +81,17 @@ fn product(x: &crate::graph::Tensor, axes: &[i64], keep: bool) -> Result<crate::
         return Ok(y);
     }
     y.squeeze(&axes.iter().map(|&a| a as i64).collect::<Vec<_>>())
+}
+
+/// `x / ‖x‖_p` along `axis` (p = 1 or 2).
+fn lp_normalization(a: &Args) -> Result<Vec<Value>> {
+    let n = a.node;
+    let x = a.ftensor(0)?;
+    let axis = [n.int("axis", -1)?];
+    let norm = match n.int("p", 2)? {
+        1 => x.l1_norm(&axis, true)?,
+        2 => x.reduce_l2_norm(&axis, true)?,
+        p => return Err(n.bad(format!("p = {p} is not 1 or 2"))),
+    };
+    Ok(vec![Value::float(x.div(&norm)?)])
 }

@@ -184,6 +184,8 @@ host_ops! {
     Sdpa(bridge::Sdpa) = "sdpa",
     /// Exact integer/bool elementwise ops (ONNX int tensors as int32), wrapping to their type.
     IntElementwise(int::IntElementwise) = "int_elementwise",
+    /// An int32 value with a new shape (reshapes of runtime ONNX integers).
+    IntReshape(int::IntReshape) = "int_reshape",
 }
 
 impl Family for HostOp {

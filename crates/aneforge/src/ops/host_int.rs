@@ -266,6 +266,42 @@ impl HostKernel for IntElementwise {
     }
 }
 
+/// Op name of the int32 reshape.
+pub const INT_RESHAPE: &str = "int_reshape";
+
+/// An int32 value with a new shape of the same element count (the fused IR keeps int32 out of
+/// its layout ops, so reshapes of runtime integers run here).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct IntReshape {
+    pub shape: Vec<usize>,
+}
+
+impl HostKernel for IntReshape {
+    fn name(&self) -> &'static str {
+        INT_RESHAPE
+    }
+
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        super::host::expect_dtypes(INT_RESHAPE, inputs, &[DType::Int32])?;
+        if shape::numel(&inputs[0].shape) != shape::numel(&self.shape) {
+            return Err(Error::shape(
+                INT_RESHAPE,
+                format!("cannot reshape {:?} to {:?}", inputs[0].shape, self.shape),
+            ));
+        }
+        Ok(vec![TensorType {
+            dtype: DType::Int32,
+            shape: self.shape.clone(),
+        }])
+    }
+
+    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+        let x = inputs[0].i32s(INT_RESHAPE)?;
+        outputs[0].i32s_mut(INT_RESHAPE)?.copy_from_slice(x);
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -341,6 +377,17 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("4294967296"), "{e}");
+    }
+
+    #[test]
+    fn reshape_keeps_values_and_checks_count() {
+        let k = IntReshape { shape: vec![3, 2] };
+        let ty = |s: Vec<usize>| TensorType {
+            dtype: DType::Int32,
+            shape: s,
+        };
+        assert_eq!(k.infer(&[ty(vec![6])]).unwrap()[0].shape, vec![3, 2]);
+        assert!(k.infer(&[ty(vec![5])]).is_err());
     }
 
     #[test]
