@@ -83,7 +83,7 @@ fn product(x: &crate::graph::Tensor, axes: &[i64], keep: bool) -> Result<crate::
     y.squeeze(&axes.iter().map(|&a| a as i64).collect::<Vec<_>>())
 }
 
-/// `x / ‖x‖_p` along `axis` (p = 1 or 2).
+/// `x / ‖x‖_p` along `axis` (p = 1 or 2); an all-zero lane stays 0.
 fn lp_normalization(a: &Args) -> Result<Vec<Value>> {
     let n = a.node;
     let x = a.ftensor(0)?;
@@ -93,5 +93,9 @@ fn lp_normalization(a: &Args) -> Result<Vec<Value>> {
         2 => x.reduce_l2_norm(&axis, true)?,
         p => return Err(n.bad(format!("p = {p} is not 1 or 2"))),
     };
-    Ok(vec![Value::float(x.div(&norm)?)])
+    // A zero norm (an all-zero lane) gives 0, not 0/0: the norm is floored at fp16's smallest
+    // positive value, which no nonzero norm is below.
+    Ok(vec![Value::float(
+        x.div(&norm.maximum_scalar(5.960_464_5e-8)?)?,
+    )])
 }
