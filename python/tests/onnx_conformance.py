@@ -92,6 +92,10 @@ def compare(ours: np.ndarray, expected: np.ndarray) -> str | None:
 LIMIT_PATTERNS = ("rank must be 1..=", "every extent must be in 1..=")
 # The run-time error of the exact integer kernels for a result int64 holds but int32 cannot.
 INT32_LIMIT = "holds but int32 cannot"
+# Typed errors of the segmented plan (issue 12 limits): a bool region output feeding a host op,
+# and a non-finite value arriving at a cut.
+BOOL_CUT = "program outputs must be fp16 or int32"
+INF_CUT = re.compile(r"\(region\): input 'cut\w*': element \d+ = -?inf is not finite")
 
 
 def run_model(name: str, op: str, model_bytes: bytes, data_sets) -> Result:
@@ -120,6 +124,10 @@ def run_model(name: str, op: str, model_bytes: bytes, data_sets) -> Result:
         if any(p in str(e) for p in LIMIT_PATTERNS):
             return Result(name, op, "unsupported", "IR limit: rank 1..5, extents 1..65536")
         return Result(name, op, "fail", f"{type(e).__name__}: {_short(e)}")
+    except TypeError as e:
+        if BOOL_CUT in str(e):
+            return Result(name, op, "unsupported", "a bool value crossing a host cut (plans carry fp16/int32)")
+        return Result(name, op, "fail", f"{type(e).__name__}: {_short(e)}")
     except Exception as e:  # noqa: BLE001 - every other error is a failure, recorded with its type
         return Result(name, op, "fail", f"{type(e).__name__}: {_short(e)}")
     except BaseException as e:  # a Rust panic (pyo3 PanicException) is a failure too
@@ -136,6 +144,8 @@ def run_model(name: str, op: str, model_bytes: bytes, data_sets) -> Result:
         except ValueError as e:
             if INT32_LIMIT in str(e):
                 return Result(name, op, "unsupported", "an integer result outside int32 (runtime ints are int32)")
+            if INF_CUT.search(str(e)):
+                return Result(name, op, "unsupported", "±inf crossing a host cut (plan slots carry finite fp16)")
             return Result(name, op, "fail", f"run: ValueError: {_short(e)}")
         except Exception as e:  # noqa: BLE001
             return Result(name, op, "fail", f"run: {type(e).__name__}: {_short(e)}")
