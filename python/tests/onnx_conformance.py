@@ -50,6 +50,19 @@ def _outside_fp16(a) -> bool:
     return bool(np.any(~np.isfinite(a)) or np.any(np.abs(a) > FP16_MAX))
 
 
+def _outside_int32(a) -> bool:
+    a = np.asarray(a)
+    if a.dtype.kind not in "iu" or not a.size:
+        return False
+    return bool(a.min() < np.iinfo(np.int32).min or a.max() > np.iinfo(np.int32).max)
+
+
+def _feed(x) -> np.ndarray:
+    """A test input as the port takes it: integers and bools as int32, floats as float32."""
+    a = np.asarray(_to_numpy(x))
+    return a.astype(np.int32 if a.dtype.kind in "biu" else np.float32)
+
+
 def _short(msg: str) -> str:
     msg = str(msg).splitlines()[0] if str(msg) else ""
     m = re.search(r"unsupported: (.*)", msg)
@@ -77,6 +90,12 @@ def compare(ours: np.ndarray, expected: np.ndarray) -> str | None:
 
 
 LIMIT_PATTERNS = ("rank must be 1..=", "every extent must be in 1..=")
+# The run-time error of the exact integer kernels for a result int64 holds but int32 cannot.
+INT32_LIMIT = "holds but int32 cannot"
+# Typed errors of the segmented plan (issue 12 limits): a bool region output feeding a host op,
+# and a non-finite value arriving at a cut.
+BOOL_CUT = "program outputs must be fp16 or int32"
+INF_CUT = re.compile(r"\(region\): input 'cut\w*': element \d+ = -?inf is not finite")
 
 
 FP32_REASON = "fp32; values outside fp16 cannot run on the ANE"
@@ -100,6 +119,8 @@ def run_model(
             return Result(name, op, "unsupported", "values outside fp16 (inf/NaN or |x| > 65504)")
         if any(np.asarray(v).dtype.kind == "f" and np.any(np.abs(v) > FP16_EXACT) for v in map(_to_numpy, inputs)):
             return Result(name, op, "unsupported", f"inputs beyond fp16's integer precision (|x| > {FP16_EXACT:g})")
+        if any(_outside_int32(v) for v in values):
+            return Result(name, op, "unsupported", "integer values outside int32 (runtime ints are int32)")
     try:
         # af.load_onnx's two steps, keeping the ONNX -> port names to feed inputs by name (an
         # input no output depends on, e.g. Shape's, is not a port of the program).
@@ -111,6 +132,10 @@ def run_model(
         if any(p in str(e) for p in LIMIT_PATTERNS):
             return Result(name, op, "unsupported", "IR limit: rank 1..5, extents 1..65536")
         return Result(name, op, "fail", f"{type(e).__name__}: {_short(e)}")
+    except TypeError as e:
+        if BOOL_CUT in str(e):
+            return Result(name, op, "unsupported", "a bool value crossing a host cut (plans carry fp16/int32)")
+        return Result(name, op, "fail", f"{type(e).__name__}: {_short(e)}")
     except Exception as e:  # noqa: BLE001 - every other error is a failure, recorded with its type
         return Result(name, op, "fail", f"{type(e).__name__}: {_short(e)}")
     except BaseException as e:  # a Rust panic (pyo3 PanicException) is a failure too
@@ -119,13 +144,17 @@ def run_model(
         return Result(name, op, "fail", f"panic: {_short(e)}")
     for inputs, outputs in data_sets:
         ports = {p[0] for p in model.inputs}
-        feeds = {
-            port: np.asarray(_to_numpy(x), dtype=np.float32) for (_, port, _), x in zip(ins, inputs) if port in ports
-        }
+        feeds = {port: _feed(x) for (_, port, _), x in zip(ins, inputs) if port in ports}
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 got = model(**feeds)
+        except ValueError as e:
+            if INT32_LIMIT in str(e):
+                return Result(name, op, "unsupported", "an integer result outside int32 (runtime ints are int32)")
+            if INF_CUT.search(str(e)):
+                return Result(name, op, "unsupported", "±inf crossing a host cut (plan slots carry finite fp16)")
+            return Result(name, op, "fail", f"run: ValueError: {_short(e)}")
         except Exception as e:  # noqa: BLE001
             return Result(name, op, "fail", f"run: {type(e).__name__}: {_short(e)}")
         except BaseException as e:  # a Rust panic while running

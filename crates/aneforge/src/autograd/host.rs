@@ -81,7 +81,9 @@ impl Differentiable for HostOp {
             | HostOp::OneHot(_)
             | HostOp::Sample(_)
             | HostOp::Fps(_)
-            | HostOp::RadiusSearch(_) => Err(not_differentiable(self.name())),
+            | HostOp::RadiusSearch(_)
+            | HostOp::IntElementwise(_)
+            | HostOp::IntReshape(_) => Err(not_differentiable(self.name())),
         }
     }
 }

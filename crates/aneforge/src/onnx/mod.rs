@@ -7,8 +7,12 @@
 pub mod fold;
 pub mod node;
 pub mod ops;
+mod ops_attention;
 mod ops_elementwise;
+mod ops_index;
+mod ops_int;
 mod ops_layout;
+mod ops_loss;
 mod ops_nn;
 mod ops_reduce;
 mod ops_resize;
@@ -27,7 +31,7 @@ use crate::error::{Error, Result};
 use crate::graph::build::io::input_port;
 use crate::graph::Tensor;
 use node::{display_name, topo_order, Node};
-use ops::{bn_affine, lookup, missing_reason, to_fp16, to_graph, Args, Value};
+use ops::{bn_affine, lookup, missing_reason, output_graph, Args, Value};
 use proto::type_proto;
 use tensor::{decode, unsupported, Elem};
 
@@ -236,12 +240,12 @@ impl<'g> Importer<'g> {
                 return Err(unsupported(&what, "sequence/map/optional/sparse types"));
             };
             let elem = Elem::from_code(tt.elem_type(), &what)?;
-            if !elem.is_float() {
-                return Err(unsupported(
-                    &what,
-                    &format!("{elem:?} runtime inputs {}", ops::HOST_OPS_REASON),
-                ));
-            }
+            // Integer and bool inputs are int32 ports (their ops run on the host, exactly).
+            let dtype = if elem.is_float() {
+                DType::Fp16
+            } else {
+                DType::Int32
+            };
             let given = shapes
                 .iter()
                 .find(|(n, _)| n == v.name())
@@ -285,7 +289,7 @@ impl<'g> Importer<'g> {
                 return Err(unsupported(&what, "rank-0 runtime inputs"));
             }
             let name = names.name(v.name());
-            let t = input_port(&shape, DType::Fp16, Some(&name))
+            let t = input_port(&shape, dtype, Some(&name))
                 .map_err(|e| Error::shape(&what, e.to_string()))?;
             self.values
                 .insert(v.name().to_string(), Value::Graph { t: t.clone(), elem });
@@ -456,13 +460,7 @@ impl<'g> Importer<'g> {
                 op_type: Some("Output".into()),
                 ..Default::default()
             };
-            let mut t = to_graph(&Node::new(&stub, self.opset), v)?;
-            if t.dtype() == DType::Bool {
-                t = to_fp16(&t)?;
-            }
-            if t.rank() == 0 {
-                t = t.reshape(&[1])?;
-            }
+            let t = output_graph(&Node::new(&stub, self.opset), v)?;
             outputs.push(Port {
                 onnx_name: o.name().to_string(),
                 name: names.name(o.name()),

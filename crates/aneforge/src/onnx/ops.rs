@@ -4,8 +4,12 @@
 //! tensors, runtime indices) are rows of [`HOST_OPS_PENDING`]: moving one to [`lookup`] is the
 //! one-line change once the host ops of issue 12 land.
 
+pub(super) use super::ops_attention as attention;
 pub(super) use super::ops_elementwise as elementwise;
+pub(super) use super::ops_index as index;
+pub(super) use super::ops_int as int;
 pub(super) use super::ops_layout as layout;
+pub(super) use super::ops_loss as loss;
 pub(super) use super::ops_nn as nn;
 pub(super) use super::ops_reduce as reduce;
 pub(super) use super::ops_resize as resize;
@@ -90,8 +94,26 @@ impl Args<'_, '_> {
         to_graph(self.node, self.req(i)?)
     }
 
+    /// Input `i` as a float graph tensor where runtime ints may stand for floats (the fp16
+    /// contract rounds them, as it rounds every input): bool and int32 become fp16.
+    pub fn ftensor_of_int(&self, i: usize) -> Result<Tensor> {
+        match self.req(i)? {
+            Value::Graph { t, .. } if t.dtype() == DType::Int32 => t.cast(DType::Fp16),
+            _ => self.ftensor(i),
+        }
+    }
+
     /// Input `i` as a float graph tensor: bool is cast to fp16.
     pub fn ftensor(&self, i: usize) -> Result<Tensor> {
+        if let Some(Value::Graph {
+            t,
+            elem: Elem::Bool,
+        }) = self.get(i)
+        {
+            if t.dtype() == DType::Int32 {
+                return t.cast(DType::Fp16);
+            }
+        }
         let t = self.tensor(i)?;
         if t.dtype() == DType::Bool {
             return to_fp16(&t);
@@ -136,9 +158,18 @@ impl Args<'_, '_> {
 /// `v` as a graph tensor; host constants are baked (errors name the node and the bad value).
 pub fn to_graph(node: &Node, v: &Value) -> Result<Tensor> {
     match v {
+        Value::Graph { t, elem } if t.dtype() == DType::Int32 => Err(node.unsupported(&format!(
+            "a runtime {elem:?} input; {} on runtime integer tensors is not mapped (they feed the exact integer host kernels: elementwise, comparisons, logic, Where, Cast, and indices of ArgMax/TopK/Gather/GatherElements/ScatterElements/OneHot)",
+            node.op()
+        ))),
         Value::Graph { t, .. } => Ok(t.clone()),
         Value::Host(h) => {
-            if let Some(x) = h.data.iter().find(|x| !x.is_finite() || x.abs() > 65504.0) {
+            // ±inf is an fp16 value (masks write -inf); NaN and finite values beyond ±65504 are not.
+            if let Some(x) = h
+                .data
+                .iter()
+                .find(|x| x.is_nan() || (x.is_finite() && x.abs() > 65504.0))
+            {
                 return Err(node.unsupported(&format!("constant value {x} is outside fp16")));
             }
             if !h.elem.is_float() {
@@ -147,6 +178,9 @@ pub fn to_graph(node: &Node, v: &Value) -> Result<Tensor> {
                         "integer constant value {x} is not exact in fp16; integer arithmetic {HOST_OPS_REASON}"
                     )));
                 }
+            }
+            if h.data.iter().any(|x| x.is_infinite()) {
+                return infinite_constant(node, h);
             }
             if h.dims.is_empty() {
                 return scalar(&node.what, h.data[0] as f32);
@@ -158,6 +192,57 @@ pub fn to_graph(node: &Node, v: &Value) -> Result<Tensor> {
                     data: HostData::F64(&h.data),
                 },
             )
+        }
+    }
+}
+
+/// A constant holding ±inf (weights are finite): ±65504 where the value is infinite, plus
+/// ±65504 again there, which overflows to ±inf in the add's fp16 result (as on the ANE).
+fn infinite_constant(node: &Node, h: &HostTensor) -> Result<Tensor> {
+    let clamp = |x: f64| x.clamp(-65504.0, 65504.0);
+    let base: Vec<f64> = h.data.iter().map(|&x| clamp(x)).collect();
+    let extra: Vec<f64> = h
+        .data
+        .iter()
+        .map(|&x| if x.is_infinite() { clamp(x) } else { 0.0 })
+        .collect();
+    let dims = if h.dims.is_empty() {
+        vec![1]
+    } else {
+        h.dims.clone()
+    };
+    let part = |data: &[f64]| {
+        constant(
+            &node.what,
+            HostArray {
+                shape: &dims,
+                data: HostData::F64(data),
+            },
+        )
+    };
+    // A rank-0 value becomes [1] (the IR has no rank-0 op results); broadcasting agrees.
+    part(&base)?.add(&part(&extra)?)
+}
+
+/// `v` as a program output: like [`to_graph`], but a runtime int32 value is returned (through a
+/// copy on the host, since an int32 input cannot be an output as it is); rank 0 becomes [1].
+pub fn output_graph(node: &Node, v: &Value) -> Result<Tensor> {
+    match v {
+        Value::Graph { t, .. } if t.dtype() == DType::Int32 => {
+            if t.rank() == 0 {
+                return Err(node.unsupported("a rank-0 runtime integer output"));
+            }
+            int::copy(t)
+        }
+        _ => {
+            let mut t = to_graph(node, v)?;
+            if t.dtype() == DType::Bool {
+                t = to_fp16(&t)?;
+            }
+            if t.rank() == 0 {
+                t = t.reshape(&[1])?;
+            }
+            Ok(t)
         }
     }
 }
@@ -176,18 +261,15 @@ pub fn lookup(op: &str) -> Option<OpFn> {
         .or_else(|| nn::lookup(op))
         .or_else(|| layout::lookup(op))
         .or_else(|| reduce::lookup(op))
+        .or_else(|| index::lookup(op))
+        .or_else(|| attention::lookup(op))
+        .or_else(|| loss::lookup(op))
 }
 
 /// Ops that run on the host at runtime (int values, runtime indices, data-dependent output):
-/// waiting for the host ops of issue 12. Each row: op type.
+/// not mapped yet (data-dependent output shapes, or no host kernel). Each row: op type.
 pub const HOST_OPS_PENDING: &[&str] = &[
-    "ArgMax",
-    "ArgMin",
-    "TopK",
-    "CumSum",
-    "ScatterElements",
     "ScatterND",
-    "Scatter",
     "GatherND",
     "NonZero",
     "Unique",

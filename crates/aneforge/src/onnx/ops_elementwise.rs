@@ -2,6 +2,7 @@
 //! Where, Clip, Cast.
 
 use super::ops::{to_fp16, Args, OpFn, Value};
+use super::ops_int as int;
 use crate::error::Result;
 use crate::graph::build::elementwise::select;
 use crate::graph::Tensor;
@@ -22,6 +23,9 @@ pub fn lookup(op: &str) -> Option<OpFn> {
         "Max" | "Min" | "Sum" | "Mean" => variadic,
         "Equal" | "Less" | "Greater" | "LessOrEqual" | "GreaterOrEqual" => comparison,
         "Not" | "And" | "Or" | "Xor" => logic,
+        "Mod" | "BitShift" | "BitwiseAnd" | "BitwiseOr" | "BitwiseXor" | "BitwiseNot" => {
+            integer_only
+        }
         "Where" => where_op,
         "Clip" => clip,
         "PRelu" => prelu,
@@ -40,6 +44,9 @@ fn same(a: &Args, t: Tensor) -> Result<Vec<Value>> {
 }
 
 fn unary(a: &Args) -> Result<Vec<Value>> {
+    if int::wants_int(a, 0) {
+        return int::elementwise(a);
+    }
     let x = a.ftensor(0)?;
     let name = match a.node.op() {
         "Relu" => "relu",
@@ -144,8 +151,12 @@ fn apply_binary(op: &str, x: &Tensor, y: &Tensor) -> Result<Tensor> {
 }
 
 fn binary(a: &Args) -> Result<Vec<Value>> {
+    if int::wants_int(a, 0) && !a.req(0)?.elem().is_float() {
+        return int::elementwise(a);
+    }
     let n = a.node;
-    let mut b = a.ftensor(1)?;
+    // A float base with a runtime integer exponent: the exponent joins as fp16.
+    let mut b = a.ftensor_of_int(1)?;
     if n.opset < 7 && n.int("broadcast", 0)? != 0 {
         // Opset < 7 broadcasting: B's dims line up with A's starting at `axis` (default: the end).
         let ra = a.req(0)?.dims().len();
@@ -162,6 +173,9 @@ fn binary(a: &Args) -> Result<Vec<Value>> {
 }
 
 fn variadic(a: &Args) -> Result<Vec<Value>> {
+    if int::wants_int(a, 0) {
+        return int::elementwise(a);
+    }
     let op = a.node.op();
     let mut acc = a.ftensor(0)?;
     for i in 1..a.vals.len() {
@@ -174,6 +188,9 @@ fn variadic(a: &Args) -> Result<Vec<Value>> {
 }
 
 fn comparison(a: &Args) -> Result<Vec<Value>> {
+    if int::wants_int(a, 0) {
+        return int::elementwise(a);
+    }
     let c = match a.node.op() {
         "Equal" => Compare::Equal,
         "Less" => Compare::Less,
@@ -189,6 +206,9 @@ fn comparison(a: &Args) -> Result<Vec<Value>> {
 }
 
 fn logic(a: &Args) -> Result<Vec<Value>> {
+    if int::wants_int(a, 0) {
+        return int::elementwise(a);
+    }
     let x = a.ftensor(0)?;
     let t = match a.node.op() {
         "Not" => x.compare_scalar(Compare::Equal, 0.0)?,
@@ -207,6 +227,9 @@ fn logic(a: &Args) -> Result<Vec<Value>> {
 }
 
 fn where_op(a: &Args) -> Result<Vec<Value>> {
+    if int::wants_int(a, 1) {
+        return int::elementwise(a);
+    }
     let c = a.ftensor(0)?.compare_scalar(Compare::NotEqual, 0.0)?;
     let (x, y) = (a.tensor(1)?, a.tensor(2)?);
     let (x, y) = match (x.dtype() == y.dtype(), x.dtype()) {
@@ -221,6 +244,9 @@ fn where_op(a: &Args) -> Result<Vec<Value>> {
 }
 
 fn clip(a: &Args) -> Result<Vec<Value>> {
+    if int::wants_int(a, 0) {
+        return int::elementwise(a);
+    }
     let n = a.node;
     let mut x = a.ftensor(0)?;
     if n.opset < 11 {
@@ -267,6 +293,9 @@ fn cast(a: &Args) -> Result<Vec<Value>> {
     } else {
         Elem::from_code(n.int("to", 0)? as i32, &n.what)?
     };
+    if let Some(Value::Graph { t, .. }) = a.get(0).filter(|v| int::is_runtime_int(v)) {
+        return Ok(vec![int::cast_int(a, t, to)?]);
+    }
     let x = a.tensor(0)?;
     let t = match to {
         Elem::Bool => a.ftensor(0)?.compare_scalar(Compare::NotEqual, 0.0)?,
@@ -274,14 +303,32 @@ fn cast(a: &Args) -> Result<Vec<Value>> {
             crate::dtype::DType::Bool => to_fp16(&x)?,
             _ => x,
         },
-        e => {
-            return Err(n.unsupported(&format!(
-                "a runtime cast to {e:?} {}",
-                super::ops::HOST_OPS_REASON
-            )))
-        }
+        e => return Ok(vec![int::cast_to_int(a, &x, e)?]),
     };
     Ok(vec![Value::Graph { t, elem: to }])
+}
+
+/// Mod, BitShift and the Bitwise ops: integer kernels on runtime ints (constant inputs fold);
+/// float Mod maps onto fp16 arithmetic.
+fn integer_only(a: &Args) -> Result<Vec<Value>> {
+    if a.node.op() == "Mod" && a.req(0)?.elem().is_float() {
+        return float_mod(a);
+    }
+    int::elementwise(a)
+}
+
+/// Float Mod: fmod = 1 is C fmod (x − trunc(x/y)·y), fmod = 0 is Python's (x − floor(x/y)·y).
+fn float_mod(a: &Args) -> Result<Vec<Value>> {
+    let (x, y) = (a.ftensor(0)?, a.ftensor(1)?);
+    let q = x.div(&y)?;
+    let whole = if a.node.int("fmod", 0)? == 0 {
+        q.unary_named("floor", &[])?
+    } else {
+        // trunc(q) = sign(q)·floor(|q|)
+        q.unary_named("sign", &[])?
+            .mul(&q.unary_named("abs", &[])?.unary_named("floor", &[])?)?
+    };
+    same(a, x.sub(&whole.mul(&y)?)?)
 }
 
 fn special_values(a: &Args) -> Result<Vec<Value>> {

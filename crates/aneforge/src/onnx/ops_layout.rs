@@ -251,6 +251,9 @@ fn gather(a: &Args) -> Result<Vec<Value>> {
     let x = a.req(0)?;
     let dims = x.dims();
     let ax = axis(n, n.int("axis", 0)?, dims.len())?;
+    if a.get(1).is_some_and(super::ops_int::is_runtime_int) {
+        return super::ops_index::gather_runtime(a);
+    }
     let ind = a
         .host(1, "indices")?
         .ok_or_else(|| n.bad("indices are missing"))?;

@@ -30,7 +30,7 @@ pub fn lookup(op: &str) -> Option<OpFn> {
         "Trilu" => trilu,
         "GroupNormalization" => group_normalization,
         "LRN" => lrn,
-        "Softmax" | "LogSoftmax" => softmax,
+        "Softmax" | "LogSoftmax" | "Hardmax" => softmax,
         "Einsum" => einsum_op,
         _ => return None,
     })
@@ -526,17 +526,17 @@ fn rms_normalization(a: &Args) -> Result<Vec<Value>> {
 
 fn trilu(a: &Args) -> Result<Vec<Value>> {
     let n = a.node;
-    let x = a.ftensor(0)?;
+    let dims = a.req(0)?.dims();
     let k = a
         .ints(1, "k")?
         .and_then(|v| v.first().copied())
         .unwrap_or(0);
     let upper = n.int("upper", 1)? != 0;
-    let r = x.rank();
+    let r = dims.len();
     if r < 2 {
-        return Err(n.bad(format!("input must have rank >= 2, got {:?}", x.shape())));
+        return Err(n.bad(format!("input must have rank >= 2, got {dims:?}")));
     }
-    let (rows, cols) = (x.shape()[r - 2], x.shape()[r - 1]);
+    let (rows, cols) = (dims[r - 2], dims[r - 1]);
     let mask: Vec<f64> = (0..rows * cols)
         .map(|p| {
             let (i, j) = ((p / cols) as i64, (p % cols) as i64);
@@ -550,8 +550,12 @@ fn trilu(a: &Args) -> Result<Vec<Value>> {
             data: HostData::F64(&mask),
         },
     )?;
+    let t = match a.req(0)? {
+        v if super::ops_int::is_runtime_int(v) => super::ops_int::mask_int(v, &m)?,
+        _ => a.ftensor(0)?.mul(&m)?,
+    };
     Ok(vec![Value::Graph {
-        t: x.mul(&m)?,
+        t,
         elem: a.req(0)?.elem(),
     }])
 }
@@ -604,7 +608,9 @@ fn softmax(a: &Args) -> Result<Vec<Value>> {
     let x = a.ftensor(0)?;
     let log = n.op() == "LogSoftmax";
     let f = |t: &Tensor, axis: i64| -> Result<Tensor> {
-        if log {
+        if n.op() == "Hardmax" {
+            hardmax(t, axis)
+        } else if log {
             t.sub(&t.log_sum_exp(&[axis], true)?)
         } else {
             t.softmax(axis)
@@ -620,6 +626,27 @@ fn softmax(a: &Args) -> Result<Vec<Value>> {
         f(&x.reshape(&[rows as i64, -1])?, -1)?.reshape(&dims)?
     };
     Ok(vec![Value::float(y)])
+}
+
+/// 1 at the first largest element along `axis`, else 0: argmax → one_hot on the host.
+fn hardmax(t: &Tensor, axis: i64) -> Result<Tensor> {
+    let r = t.rank();
+    let ax = crate::shape::axis("Hardmax", axis, r)?;
+    let mut perm: Vec<i64> = (0..r as i64).filter(|&i| i != ax as i64).collect();
+    perm.push(ax as i64);
+    let last = t.transpose(&perm)?;
+    let depth = t.shape()[ax];
+    let idx = last.argmax(-1, true)?;
+    let op = crate::ops::host::HostOp::OneHot(crate::ops::host_scan::OneHot { depth });
+    let dims: Vec<i64> = last.shape().iter().map(|&d| d as i64).collect();
+    let onehot = crate::graph::build::host::host(op, vec![idx])?
+        .remove(0)
+        .reshape(&dims)?;
+    let mut inverse = vec![0i64; r];
+    for (i, &p) in perm.iter().enumerate() {
+        inverse[p as usize] = i as i64;
+    }
+    onehot.transpose(&inverse)
 }
 
 fn einsum_op(a: &Args) -> Result<Vec<Value>> {

@@ -1,11 +1,14 @@
 //! ONNX Reduce* ops (axes as an attribute before opset 18 — 13 for ReduceSum — then as an
-//! input; `noop_with_empty_axes`), and ReduceProd on constants only.
+//! input; `noop_with_empty_axes`); ReduceProd as a chain of fp16 products along each axis.
 
 use super::ops::{Args, OpFn, Value};
 use crate::error::Result;
 
 /// The mapping of reduce op `op`, or None.
 pub fn lookup(op: &str) -> Option<OpFn> {
+    if op == "LpNormalization" {
+        return Some(lp_normalization);
+    }
     matches!(
         op,
         "ReduceSum"
@@ -17,6 +20,7 @@ pub fn lookup(op: &str) -> Option<OpFn> {
             | "ReduceLogSum"
             | "ReduceLogSumExp"
             | "ReduceSumSquare"
+            | "ReduceProd"
     )
     .then_some(reduce as OpFn)
 }
@@ -47,7 +51,51 @@ fn reduce(a: &Args) -> Result<Vec<Value>> {
         "ReduceL2" => x.reduce_l2_norm(&axes, keep)?,
         "ReduceLogSum" => x.log_sum(&axes, keep)?,
         "ReduceLogSumExp" => x.log_sum_exp(&axes, keep)?,
+        "ReduceProd" => product(&x, &axes, keep)?,
         _ => x.sum_square(&axes, keep)?,
     };
     Ok(vec![Value::float(y)])
+}
+
+/// Product over `axes`: the slices along each axis multiplied in order (fp16 products, as the
+/// contract rounds every op).
+fn product(x: &crate::graph::Tensor, axes: &[i64], keep: bool) -> Result<crate::graph::Tensor> {
+    let rank = x.rank();
+    let mut axes: Vec<usize> = axes
+        .iter()
+        .map(|&a| crate::shape::axis("ReduceProd", a, rank))
+        .collect::<Result<_>>()?;
+    axes.sort_unstable();
+    axes.dedup();
+    let mut y = x.clone();
+    for &ax in &axes {
+        let n = y.shape()[ax];
+        if n > 1 {
+            let parts = y.split(n, ax as i64)?;
+            y = parts[1..]
+                .iter()
+                .try_fold(parts[0].clone(), |acc, p| acc.mul(p))?;
+        }
+    }
+    if keep {
+        return Ok(y);
+    }
+    y.squeeze(&axes.iter().map(|&a| a as i64).collect::<Vec<_>>())
+}
+
+/// `x / ‖x‖_p` along `axis` (p = 1 or 2); an all-zero lane stays 0.
+fn lp_normalization(a: &Args) -> Result<Vec<Value>> {
+    let n = a.node;
+    let x = a.ftensor(0)?;
+    let axis = [n.int("axis", -1)?];
+    let norm = match n.int("p", 2)? {
+        1 => x.l1_norm(&axis, true)?,
+        2 => x.reduce_l2_norm(&axis, true)?,
+        p => return Err(n.bad(format!("p = {p} is not 1 or 2"))),
+    };
+    // A zero norm (an all-zero lane) gives 0, not 0/0: the norm is floored at fp16's smallest
+    // positive value, which no nonzero norm is below.
+    Ok(vec![Value::float(
+        x.div(&norm.maximum_scalar(5.960_464_5e-8)?)?,
+    )])
 }

@@ -10,6 +10,19 @@ use crate::graph::build::layout::concat as graph_concat;
 use crate::onnx::tensor::HostTensor;
 use crate::shape::strides;
 
+/// A NotImplemented error when `v` is a runtime int32 tensor (`what`: the layout op).
+fn not_runtime_int(v: &Value, what: &str) -> Result<()> {
+    match v {
+        Value::Graph { t, elem } if t.dtype() == crate::dtype::DType::Int32 => {
+            Err(Error::NotImplemented(format!(
+                "onnx: unsupported: {what} of a runtime {elem:?} tensor {:?} (runtime integers are reshaped on the host; other layout ops on them are not mapped)",
+                t.shape()
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Elements at `idx` along `axis` (NumPy `take` with in-range indices).
 pub fn take(v: &Value, axis: usize, idx: &[usize]) -> Result<Value> {
     let dims = v.dims();
@@ -21,6 +34,7 @@ pub fn take(v: &Value, axis: usize, idx: &[usize]) -> Result<Value> {
     if idx.len() == dims[axis] && idx.iter().enumerate().all(|(i, &j)| i == j) {
         return Ok(v.clone());
     }
+    not_runtime_int(v, "a gather along an axis")?;
     match v {
         Value::Graph { t, elem } => {
             let idx: Vec<i64> = idx.iter().map(|&i| i as i64).collect();
@@ -63,6 +77,15 @@ pub fn reshape(v: &Value, dims: &[usize]) -> Result<Value> {
                     t.shape()
                 )));
             }
+            if t.dtype() == crate::dtype::DType::Int32 {
+                let op = crate::ops::host::HostOp::IntReshape(crate::ops::host_int::IntReshape {
+                    shape: dims.to_vec(),
+                });
+                return Ok(Value::Graph {
+                    t: crate::graph::build::host::host(op, vec![t.clone()])?.remove(0),
+                    elem: *elem,
+                });
+            }
             let d: Vec<i64> = dims.iter().map(|&x| x as i64).collect();
             Ok(Value::Graph {
                 t: t.reshape(&d)?,
@@ -87,6 +110,7 @@ pub fn reshape(v: &Value, dims: &[usize]) -> Result<Value> {
 
 /// `v` with axes permuted by `perm` (a permutation of 0..rank).
 pub fn transpose(v: &Value, perm: &[usize]) -> Result<Value> {
+    not_runtime_int(v, "a transpose")?;
     match v {
         Value::Graph { t, elem } => {
             let p: Vec<i64> = perm.iter().map(|&x| x as i64).collect();

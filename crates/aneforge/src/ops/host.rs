@@ -9,6 +9,7 @@ pub use super::host_bridge as bridge;
 pub use super::host_checks as checks;
 pub use super::host_correlate as correlate;
 pub use super::host_geometry as geometry;
+pub use super::host_int as int;
 pub use super::host_normalize as normalize;
 pub use super::host_rearrange as rearrange;
 pub use super::host_sample as sample;
@@ -181,6 +182,10 @@ host_ops! {
     DynamicSlice(bridge::DynamicSlice) = "dynamic_slice",
     /// `sdpa(q, k, v[, mask])` with an optional runtime additive mask.
     Sdpa(bridge::Sdpa) = "sdpa",
+    /// Exact integer/bool elementwise ops (ONNX int tensors as int32), wrapping to their type.
+    IntElementwise(int::IntElementwise) = "int_elementwise",
+    /// An int32 value with a new shape (reshapes of runtime ONNX integers).
+    IntReshape(int::IntReshape) = "int_reshape",
 }
 
 impl Family for HostOp {

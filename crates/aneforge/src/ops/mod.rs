@@ -17,6 +17,7 @@ pub mod host_bridge;
 pub mod host_checks;
 pub mod host_correlate;
 pub mod host_geometry;
+pub mod host_int;
 pub mod host_normalize;
 pub mod host_rearrange;
 pub mod host_sample;
