@@ -17,6 +17,26 @@ fn matmul_graph() -> Graph {
     )
 }
 
+/// The one node's work of conv2d (or conv_transpose2d) of an input of shape `x` with weights
+/// of shape `w` (all 0.1) and `groups`.
+fn conv_work(x: &[usize], w: &[usize], groups: usize, transpose: bool) -> cost::NodeWork {
+    let data = vec![0.1f32; w.iter().product()];
+    let weights = HostArray::f32(w, &data);
+    let x = input(x).unwrap();
+    let opts = ConvOptions {
+        groups,
+        ..ConvOptions::default()
+    };
+    let y = if transpose {
+        conv_transpose2d(&x, weights, None, opts)
+    } else {
+        conv2d(&x, weights, None, opts)
+    };
+    let mut w = cost::graph_work(&graph(&y.unwrap()));
+    assert_eq!(w.len(), 1);
+    w.remove(0)
+}
+
 #[test]
 fn gemm_and_conv_work_match_hand_counts() {
     // matmul [2,3,4]·[4,5] → [2,3,5]: 30 outputs × 4 multiply-adds × 2; bytes 2·(24+20+30).
@@ -28,44 +48,20 @@ fn gemm_and_conv_work_match_hand_counts() {
     );
 
     // conv x[1,2,5,5] w[4,2,3,3] valid → [1,4,3,3]: 36 outputs × 18 MACs × 2; bytes 2·(50+72+36).
-    let cw = vec![0.1f32; 72];
-    let x = input(&[1, 2, 5, 5]).unwrap();
-    let y = conv2d(
-        &x,
-        HostArray::f32(&[4, 2, 3, 3], &cw),
-        None,
-        ConvOptions::default(),
-    )
-    .unwrap();
-    let w = cost::graph_work(&graph(&y));
-    assert_eq!(
-        (w[0].kind, w[0].flops, w[0].bytes),
-        (WorkKind::Conv, 1296, 316)
-    );
-    assert_eq!(w[0].output_shapes, vec![vec![1, 4, 3, 3]]);
+    let w = conv_work(&[1, 2, 5, 5], &[4, 2, 3, 3], 1, false);
+    assert_eq!((w.kind, w.flops, w.bytes), (WorkKind::Conv, 1296, 316));
+    assert_eq!(w.output_shapes, vec![vec![1, 4, 3, 3]]);
 
     // grouped conv: groups 2, w[4,1,3,3] → each output 9 MACs.
-    let gw = vec![0.1f32; 36];
-    let opts = ConvOptions {
-        groups: 2,
-        ..ConvOptions::default()
-    };
-    let y = conv2d(&x, HostArray::f32(&[4, 1, 3, 3], &gw), None, opts).unwrap();
-    assert_eq!(cost::graph_work(&graph(&y))[0].flops, 2 * 36 * 9);
+    assert_eq!(
+        conv_work(&[1, 2, 5, 5], &[4, 1, 3, 3], 2, false).flops,
+        2 * 36 * 9
+    );
 
     // conv_transpose x[1,2,3,3] w[2,4,2,2] → [1,4,4,4]: 18 inputs × 16 MACs × 2.
-    let tw = vec![0.1f32; 32];
-    let x = input(&[1, 2, 3, 3]).unwrap();
-    let y = conv_transpose2d(
-        &x,
-        HostArray::f32(&[2, 4, 2, 2], &tw),
-        None,
-        ConvOptions::default(),
-    )
-    .unwrap();
-    let w = cost::graph_work(&graph(&y));
+    let w = conv_work(&[1, 2, 3, 3], &[2, 4, 2, 2], 1, true);
     assert_eq!(
-        (w[0].kind, w[0].flops, w[0].bytes),
+        (w.kind, w.flops, w.bytes),
         (WorkKind::Conv, 576, 2 * (18 + 32 + 64))
     );
 }

@@ -1,6 +1,6 @@
 //! The `aneforge` command line: `info` (version, platform, executors, cache), `run` (run a
 //! program directory on `.npy` inputs), `selfcheck` (verify the ANE executor on a Mac), `ops`
-//! (the op census), `compress`, `export` (Core ML package), `bench` (latency, energy on macOS),
+//! (the op census), `compress`, `export` (Core ML package), `bench` (latency, energy on macOS), `profile` (per-op time, Chrome trace),
 //! `calibrate` (host cost constants), `embed` (sentence embeddings) and
 //! `classify` (ResNet on an image). One entry point, [`run_cli`], serves both the Rust binary
 //! and the Python console script; failures print one message on stderr and exit 1.
@@ -20,6 +20,7 @@ pub mod npy;
 mod ops;
 mod options;
 mod plan;
+mod profile;
 mod run;
 mod selfcheck;
 
@@ -79,6 +80,24 @@ enum Command {
         /// Sample powermetrics (CPU, GPU, ANE rails) around the calls.
         #[arg(long)]
         power: bool,
+        #[command(flatten)]
+        options: OptionFlags,
+    },
+    /// Time N calls of a program directory on .npy inputs per op (reference executor), per
+    /// stage (segmented plans) or per program (ANE); print the table, optionally write a
+    /// Chrome trace (Perfetto, chrome://tracing).
+    Profile {
+        /// The program directory.
+        dir: PathBuf,
+        /// An input port and its data: NAME=FILE.npy (once per input port).
+        #[arg(short, long = "input", value_name = "NAME=FILE")]
+        inputs: Vec<String>,
+        /// Calls to profile (after one warm-up call).
+        #[arg(long, default_value_t = 10)]
+        repeat: usize,
+        /// Write Chrome trace JSON here.
+        #[arg(long, value_name = "OUT.json")]
+        trace: Option<PathBuf>,
         #[command(flatten)]
         options: OptionFlags,
     },
@@ -267,6 +286,19 @@ fn execute(command: Command) -> Result<bool> {
             power,
             options,
         } => bench::bench(&dir, n, power, &options.options(None, None)?),
+        Command::Profile {
+            dir,
+            inputs,
+            repeat,
+            trace,
+            options,
+        } => profile::profile(
+            &dir,
+            &inputs,
+            repeat,
+            trace.as_deref(),
+            &options.options(None, None)?,
+        ),
         Command::Calibrate { budget_ms } => calibrate::calibrate(budget_ms),
         Command::Selfcheck { report, repeat } => return selfcheck::selfcheck(&report, repeat),
         Command::Ops {

@@ -4,14 +4,16 @@
 
 pub mod anchors;
 pub mod calibrate;
+pub mod cross;
 pub mod host;
 pub mod power;
+pub mod profile;
 pub mod work;
 
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 pub use anchors::{project_peak, Machine, PeakProjection};
-pub use host::HostConstants;
+pub use host::{HostConstants, OpOverhead};
 pub use work::{graph_work, NodeWork, WorkKind};
 
 /// A program's work at or below this multiple of the per-call floor draws the dispatch-floor warning.
@@ -50,14 +52,25 @@ impl Estimate {
     }
 }
 
-/// Host-mode time of one node: bytes / bandwidth for data-movement nodes, else work / the
-/// measured rate of its kind (each rate is measured end to end, memory traffic included).
+/// Host-mode time of one node: its kind's per-op overhead plus bytes / bandwidth for
+/// data-movement nodes, else work / the measured rate of its kind (each rate is measured end to
+/// end, memory traffic included; reductions fall back to the elementwise rate when it is 0).
 pub fn host_node_us(w: &NodeWork, c: &HostConstants) -> f64 {
+    let o = &c.op_us;
+    let flops = w.flops as f64;
     match w.kind {
-        WorkKind::Gemm => w.flops as f64 / c.gemm_flops_per_us,
-        WorkKind::Conv => w.flops as f64 / c.conv_flops_per_us,
-        WorkKind::Elementwise => w.flops as f64 / c.elementwise_per_us,
-        WorkKind::Data => w.bytes as f64 / c.bytes_per_us,
+        WorkKind::Gemm => o.gemm + flops / c.gemm_flops_per_us,
+        WorkKind::Conv => o.conv + flops / c.conv_flops_per_us,
+        WorkKind::Elementwise => o.elementwise + flops / c.elementwise_per_us,
+        WorkKind::Reduce => {
+            let rate = if c.reduce_per_us > 0.0 {
+                c.reduce_per_us
+            } else {
+                c.elementwise_per_us
+            };
+            o.reduce + flops / rate
+        }
+        WorkKind::Data => o.data + w.bytes as f64 / c.bytes_per_us,
     }
 }
 

@@ -13,6 +13,7 @@ use super::file::REGIONS;
 use super::{Plan, Stage};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::exec::profile::{Profile, SpanKind};
 use crate::exec::reference::round_to_fp16;
 use crate::exec::{
     alias_ports, checked_input, checked_output, not_int32, Executor, Loaded, PortData, PortView,
@@ -47,6 +48,8 @@ pub struct PlanLoaded {
     round: bool,
     aliases: Vec<(usize, usize)>,
     executed: bool,
+    /// Set only during `execute_profiled`: each stage becomes one span.
+    timing: Option<Profile>,
 }
 
 fn port(v: &super::CutValue) -> PortSpec {
@@ -129,16 +132,25 @@ impl PlanLoaded {
             round: precision == Precision::Fp16,
             aliases: Vec::new(),
             executed: false,
+            timing: None,
         })
     }
 
-    fn run_step(step: &mut Step, slots: &mut [HostTensor], round: bool) -> Result<()> {
+    fn run_step(
+        step: &mut Step,
+        slots: &mut [HostTensor],
+        round: bool,
+        timing: Option<&mut Profile>,
+    ) -> Result<()> {
         match step {
             Step::Region { loaded, ins, outs } => {
                 for (k, &s) in ins.iter().enumerate() {
                     feed(loaded.as_mut(), k, &slots[s])?;
                 }
-                loaded.execute()?;
+                match timing {
+                    Some(p) => loaded.execute_profiled(p)?,
+                    None => loaded.execute()?,
+                }
                 for (k, &s) in outs.iter().enumerate() {
                     match &mut slots[s].data {
                         Elems::F32(v) => loaded.read_output(k, v)?,
@@ -223,7 +235,16 @@ impl Loaded for PlanLoaded {
                 Step::Region { .. } => "region",
                 Step::Host { op, .. } => op.name(),
             };
-            Self::run_step(step, &mut self.slots, self.round).map_err(|e| in_stage(e, k, what))?;
+            let span = self.timing.as_mut().map(|p| {
+                p.stage = Some(k);
+                p.open()
+            });
+            let r = Self::run_step(step, &mut self.slots, self.round, self.timing.as_mut());
+            if let (Some(p), Some(o)) = (self.timing.as_mut(), span) {
+                p.close(o, format!("stage {k} ({what})"), SpanKind::Stage, None);
+                p.stage = None;
+            }
+            r.map_err(|e| in_stage(e, k, what))?;
         }
         for &(o, i) in &self.aliases {
             let (src, dst) = (self.output_slots[o], self.input_slots[i]);
@@ -233,6 +254,13 @@ impl Loaded for PlanLoaded {
         }
         self.executed = true;
         Ok(())
+    }
+
+    fn execute_profiled(&mut self, profile: &mut Profile) -> Result<()> {
+        self.timing = Some(std::mem::take(profile));
+        let r = self.execute();
+        *profile = self.timing.take().unwrap_or_default();
+        r
     }
 
     fn read_output(&self, index: usize, out: &mut [f32]) -> Result<()> {

@@ -3,6 +3,7 @@
 //! the ports are fp16 / uint8 buffers, like the device's, so views and aliasing behave the same.
 
 mod fp16_table;
+mod profile;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -10,6 +11,7 @@ use std::sync::Arc;
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
+use super::profile::{OpLabel, Profile};
 use super::{
     alias_ports, checked_input, checked_output, not_int32, Executor, Loaded, PortData, PortView,
     Precision,
@@ -104,6 +106,8 @@ struct Step {
     round: Vec<bool>,
     /// fp16 mode, costly unary ops: the lookup table that replaces kernel + rounding.
     table: Option<Arc<Fp16Table>>,
+    /// What a profile reports for this step.
+    label: OpLabel,
 }
 
 /// A program loaded on the reference executor: one buffer per graph value.
@@ -120,6 +124,8 @@ pub struct RefProgram {
     /// (output index, input index) pairs from `alias`.
     aliases: Vec<(usize, usize)>,
     executed: bool,
+    /// Set only during `execute_profiled`: each step becomes one op span.
+    timing: Option<Profile>,
 }
 
 /// Round every element to the nearest fp16 (ties to even; overflow to ±inf), on the rayon
@@ -188,6 +194,7 @@ impl RefProgram {
                         outs: slot[i].clone(),
                         table: step_table(op, &round, &mut tables),
                         round,
+                        label: profile::step_label(g, i),
                     })
                 }
             }
@@ -217,6 +224,7 @@ impl RefProgram {
             bufs,
             aliases: Vec::new(),
             executed: false,
+            timing: None,
         })
     }
 
@@ -275,11 +283,13 @@ impl Loaded for RefProgram {
         }
         let mut outs: Vec<Buf> = Vec::new();
         for step in &self.steps {
+            let span = profile::begin(&mut self.timing);
             if let Some(t) = &step.table {
                 let (i, o) = (step.ins[0], step.outs[0]);
                 let mut y = std::mem::take(&mut self.bufs[o].data);
                 t.eval(&self.bufs[i].data, &mut y);
                 self.bufs[o].data = y;
+                profile::end(&mut self.timing, span, &step.label);
                 continue;
             }
             outs.clear();
@@ -301,6 +311,7 @@ impl Loaded for RefProgram {
                 }
             }
             r?;
+            profile::end(&mut self.timing, span, &step.label);
         }
         for (port, &b) in self.out_ports.iter_mut().zip(&self.output_bufs) {
             port.store_from(&self.bufs[b].data);
@@ -323,6 +334,13 @@ impl Loaded for RefProgram {
         }
         self.executed = true;
         Ok(())
+    }
+
+    fn execute_profiled(&mut self, profile: &mut Profile) -> Result<()> {
+        self.timing = Some(std::mem::take(profile));
+        let r = self.execute();
+        *profile = self.timing.take().unwrap_or_default();
+        r
     }
 
     fn read_output(&self, index: usize, out: &mut [f32]) -> Result<()> {
