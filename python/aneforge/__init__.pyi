@@ -509,7 +509,9 @@ class Model:
         """
     def output_view(self, name: str | None = None) -> npt.NDArray[np.float16] | npt.NDArray[np.uint8]:
         """Numpy view of an output port's buffer, rewritten in place by every execute(); the only output when name is None."""
-    def profile(self, *args: npt.ArrayLike, repeat: int = 10, trace: str | None = None, **kwargs: npt.ArrayLike) -> dict[str, Any]:
+    def profile(
+        self, *args: npt.ArrayLike, repeat: int = 10, trace: str | None = None, **kwargs: npt.ArrayLike
+    ) -> dict[str, Any]:
         """Time repeat calls on these inputs (given as to __call__; one warm-up call first).
 
         Returns {device, runs, call_us (mean µs per call), table (text), rows}; one row per timed
@@ -736,7 +738,11 @@ def affine(
     """Bilinear warp of x [B, C, H, W] by transform [B or 1, 6] = [a0, a1, a2, b0, b1, b2] in [-1, 1] coordinates, zero padding (A14+)."""
 
 def compile(outputs: Tensor | Sequence[Tensor] | Mapping[str, Tensor], **options: Unpack[_Options]) -> Model:
-    """Compile outputs into one program directory and load it; options as in CompileOptions."""
+    """Compile outputs into one program directory and load it; options as in CompileOptions.
+
+    Issues the cost model's PrecisionWarning (and DispatchFloorWarning on the ANE) as estimate
+    does; silenced by ANEFORGE_QUIET / ANEFORGE_NO_COST_WARNINGS or a warnings filter.
+    """
 
 def load_onnx(
     model: str | PathLike[str] | bytes,

@@ -37,7 +37,12 @@ def _issue(messages: list[str], stacklevel: int = 2) -> None:
     if os.environ.get("ANEFORGE_QUIET") or os.environ.get("ANEFORGE_NO_COST_WARNINGS"):
         return
     for w in messages:
-        category = DispatchFloorWarning if w.startswith("dispatch floor") else PrecisionWarning
+        if w.startswith("dispatch floor"):
+            category: type[UserWarning] = DispatchFloorWarning
+        elif w.startswith("precision"):
+            category = PrecisionWarning
+        else:
+            category = UserWarning
         warnings.warn(w, category, stacklevel=stacklevel)
 
 

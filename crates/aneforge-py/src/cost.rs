@@ -218,10 +218,15 @@ pub fn warn_at_compile(
     let Ok(e) = cost::estimate(&c.program.graph, target.as_deref()) else {
         return Ok(());
     };
-    if e.warnings.is_empty() {
+    let found: Vec<&String> = e
+        .warnings
+        .iter()
+        .filter(|w| w.starts_with("dispatch floor") || w.starts_with("precision"))
+        .collect();
+    if found.is_empty() {
         return Ok(());
     }
     py.import("aneforge.cost")?
-        .call_method1("_issue", (e.warnings,))?;
+        .call_method1("_issue", (found,))?;
     Ok(())
 }

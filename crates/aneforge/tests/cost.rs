@@ -1,8 +1,11 @@
 //! The cost model against hand-computed values: per-node bytes and flops, the host and analytic
 //! formulas, anchors and their scaling, `project_peak`, warnings, and the powermetrics parser.
 
-use aneforge::cost::{self, anchors, power, HostConstants, WorkKind};
-use aneforge::{constant, conv2d, conv_transpose2d, input, ConvOptions, Graph, HostArray, Tensor};
+use aneforge::cost::{self, anchors, power, HostConstants, OpOverhead, WorkKind};
+use aneforge::{
+    compile, constant, conv2d, conv_transpose2d, input, CompileOptions, Compress, ConvOptions,
+    Device, Graph, HostArray, Tensor,
+};
 
 fn graph(y: &Tensor) -> Graph {
     Graph::from_outputs(&[(None, y.clone())]).unwrap()
@@ -90,6 +93,7 @@ fn host_formula_is_floor_plus_work_over_rate() {
         gemm_flops_per_us: 1000.0,
         conv_flops_per_us: 1.0,
         elementwise_per_us: 1.0,
+        ..HostConstants::DEFAULTS
     };
     let e = cost::estimate_host(&matmul_graph(), &c, "calibrated host").unwrap();
     // gemm: 240 flops / 1000 per µs = 0.24 (bytes only cost data-movement nodes)
@@ -113,6 +117,82 @@ fn host_formula_is_floor_plus_work_over_rate() {
         err.contains("bytes_per_us must be finite and positive"),
         "{err}"
     );
+}
+
+#[test]
+fn host_formula_adds_per_op_overheads_and_costs_reductions_at_their_rate() {
+    // x [4, 8] → relu (32 elements) → softmax (32 elements) → transpose (2·(32+32) bytes).
+    let x = input(&[4, 8]).unwrap();
+    let y = x
+        .relu()
+        .unwrap()
+        .softmax(-1)
+        .unwrap()
+        .transpose(&[1, 0])
+        .unwrap();
+    let kinds: Vec<WorkKind> = cost::graph_work(&graph(&y)).iter().map(|w| w.kind).collect();
+    assert_eq!(
+        kinds,
+        [WorkKind::Elementwise, WorkKind::Reduce, WorkKind::Data]
+    );
+    let c = HostConstants {
+        floor_us: 10.0,
+        bytes_per_us: 64.0,
+        elementwise_per_us: 8.0,
+        reduce_per_us: 4.0,
+        op_us: OpOverhead {
+            elementwise: 1.0,
+            reduce: 2.0,
+            data: 3.0,
+            ..OpOverhead::default()
+        },
+        ..HostConstants::DEFAULTS
+    };
+    // 10 + (1 + 32/8) + (2 + 32/4) + (3 + 128/64) = 30.
+    let e = cost::estimate_host(&graph(&y), &c, "x").unwrap();
+    assert!((e.micros - 30.0).abs() < 1e-9, "{}", e.micros);
+    // reduce_per_us 0 (files older than the field): reductions at the elementwise rate, 2 + 32/8.
+    let old = HostConstants {
+        reduce_per_us: 0.0,
+        ..c
+    };
+    let e = cost::estimate_host(&graph(&y), &old, "x").unwrap();
+    assert!((e.micros - 26.0).abs() < 1e-9, "{}", e.micros);
+    let bad = HostConstants {
+        op_us: OpOverhead {
+            conv: -1.0,
+            ..OpOverhead::default()
+        },
+        ..c
+    };
+    let err = cost::estimate_host(&graph(&y), &bad, "x").unwrap_err().to_string();
+    assert!(err.contains("op_us.conv must be finite"), "{err}");
+}
+
+#[test]
+fn compressed_weights_are_read_at_their_encoded_size() {
+    // x [4, 256] · w [256, 256]: fp16 reads 2·(1024 + 65536) + writes 2·1024 bytes; int8 per
+    // output channel reads the 65536 int8 codes and 256 fp16 scales instead of the fp16 weight.
+    let w: Vec<f32> = (0..256 * 256).map(|i| ((i % 97) as f32 - 48.0) / 64.0).collect();
+    let x = input(&[4, 256]).unwrap();
+    let y = x
+        .matmul(&constant("w", HostArray::f32(&[256, 256], &w)).unwrap())
+        .unwrap();
+    let outs = [(None, y)];
+    let bytes = |compress: Option<Compress>| {
+        let opts = CompileOptions {
+            device: Device::Reference,
+            compress,
+            ..CompileOptions::default()
+        };
+        let net = compile(&outs, &opts).unwrap();
+        let w = cost::graph_work(&net.program.graph);
+        let mm: Vec<_> = w.iter().filter(|n| n.kind == WorkKind::Gemm).collect();
+        assert_eq!(mm.len(), 1);
+        mm[0].bytes
+    };
+    assert_eq!(bytes(None), 2 * (1024 + 65536 + 1024));
+    assert_eq!(bytes(Some(Compress::Int8)), 2 * 1024 + 65536 + 2 * 256 + 2 * 1024);
 }
 
 #[test]
