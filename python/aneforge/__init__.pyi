@@ -1146,7 +1146,9 @@ class PrecisionWarning(UserWarning):
 class Estimate:
     """Predicted µs per call (floor + sum of op µs), the per-call floor, the costed arch (None = host
     reference executor), where the constants come from, one dict per compute op (node, op, kind,
-    input_shapes, output_shapes, bytes, flops, micros) and the warnings."""
+    input_shapes, output_shapes, bytes, flops, micros) and the warnings. A graph with host ops is
+    costed as its segmented plan: regions dispatches (each paying floor_us) plus cut_us, the
+    hand-off of the values crossing cuts (their bytes over the machine's bandwidth)."""
 
     micros: float
     floor_us: float
@@ -1154,6 +1156,8 @@ class Estimate:
     provenance: str
     ops: list[dict[str, Any]]
     warnings: list[str]
+    regions: int
+    cut_us: float
 
 def estimate(
     y_or_net: Tensor | Sequence[Tensor] | Mapping[str, Tensor] | Model, target: str | None = None, warn: bool = True

@@ -29,6 +29,8 @@ class Estimate:
     provenance: str
     ops: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    regions: int = 1
+    cut_us: float = 0.0
 
 
 def _issue(messages: list[str], stacklevel: int = 2) -> None:

@@ -130,7 +130,10 @@ fn host_formula_adds_per_op_overheads_and_costs_reductions_at_their_rate() {
         .unwrap()
         .transpose(&[1, 0])
         .unwrap();
-    let kinds: Vec<WorkKind> = cost::graph_work(&graph(&y)).iter().map(|w| w.kind).collect();
+    let kinds: Vec<WorkKind> = cost::graph_work(&graph(&y))
+        .iter()
+        .map(|w| w.kind)
+        .collect();
     assert_eq!(
         kinds,
         [WorkKind::Elementwise, WorkKind::Reduce, WorkKind::Data]
@@ -165,7 +168,9 @@ fn host_formula_adds_per_op_overheads_and_costs_reductions_at_their_rate() {
         },
         ..c
     };
-    let err = cost::estimate_host(&graph(&y), &bad, "x").unwrap_err().to_string();
+    let err = cost::estimate_host(&graph(&y), &bad, "x")
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("op_us.conv must be finite"), "{err}");
 }
 
@@ -173,7 +178,9 @@ fn host_formula_adds_per_op_overheads_and_costs_reductions_at_their_rate() {
 fn compressed_weights_are_read_at_their_encoded_size() {
     // x [4, 256] · w [256, 256]: fp16 reads 2·(1024 + 65536) + writes 2·1024 bytes; int8 per
     // output channel reads the 65536 int8 codes and 256 fp16 scales instead of the fp16 weight.
-    let w: Vec<f32> = (0..256 * 256).map(|i| ((i % 97) as f32 - 48.0) / 64.0).collect();
+    let w: Vec<f32> = (0..256 * 256)
+        .map(|i| ((i % 97) as f32 - 48.0) / 64.0)
+        .collect();
     let x = input(&[4, 256]).unwrap();
     let y = x
         .matmul(&constant("w", HostArray::f32(&[256, 256], &w)).unwrap())
@@ -192,7 +199,36 @@ fn compressed_weights_are_read_at_their_encoded_size() {
         mm[0].bytes
     };
     assert_eq!(bytes(None), 2 * (1024 + 65536 + 1024));
-    assert_eq!(bytes(Some(Compress::Int8)), 2 * 1024 + 65536 + 2 * 256 + 2 * 1024);
+    assert_eq!(
+        bytes(Some(Compress::Int8)),
+        2 * 1024 + 65536 + 2 * 256 + 2 * 1024
+    );
+}
+
+#[test]
+fn a_graph_with_host_ops_is_costed_as_its_plan_with_cuts() {
+    // x [2,5] · 2 (region) → topk k=2 (host) → values + 1 (region): 2 regions; the host stage
+    // reads [2,5] fp16 (20 B) and writes values [2,2] fp16 (8 B) and indices [2,2] int32 (16 B).
+    let x = input(&[2, 5]).unwrap();
+    let (vals, _) = x.mul_scalar(2.0).unwrap().topk(2, -1, true, true).unwrap();
+    let g = graph(&vals.add_scalar(1.0).unwrap());
+    let c = HostConstants {
+        floor_us: 10.0,
+        bytes_per_us: 4.0,
+        elementwise_per_us: 1.0,
+        ..HostConstants::DEFAULTS
+    };
+    let e = cost::estimate_host(&g, &c, "x").unwrap();
+    assert_eq!(e.regions, 2);
+    assert!((e.cut_us - 44.0 / 4.0).abs() < 1e-12, "{}", e.cut_us);
+    // 2 floors + mul 10 el + topk 10 el + add 4 el (1 el/µs) + 11 µs of hand-off.
+    assert!(
+        (e.micros - (20.0 + 24.0 + 11.0)).abs() < 1e-9,
+        "{}",
+        e.micros
+    );
+    let single = cost::estimate_host(&matmul_graph(), &c, "x").unwrap();
+    assert_eq!((single.regions, single.cut_us), (1, 0.0));
 }
 
 #[test]

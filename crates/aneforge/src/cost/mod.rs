@@ -6,6 +6,7 @@ pub mod anchors;
 pub mod calibrate;
 pub mod cross;
 pub mod host;
+pub mod plan_cost;
 pub mod power;
 pub mod profile;
 pub mod work;
@@ -27,12 +28,17 @@ pub struct OpEstimate {
     pub micros: f64,
 }
 
-/// A whole program's predicted cost: one region = one dispatch.
+/// A whole program's predicted cost: one region = one dispatch; a graph with host ops is costed
+/// as its segmented plan (one floor per region plus the hand-off of the values crossing cuts).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Estimate {
-    /// Predicted µs per call: floor + Σ node µs.
+    /// Predicted µs per call: regions × floor + Σ node µs + cut µs.
     pub micros: f64,
     pub floor_us: f64,
+    /// Dispatches per call (1 for a single program).
+    pub regions: usize,
+    /// Hand-off µs of the values crossing cuts (0 for a single program).
+    pub cut_us: f64,
     /// Arch costed (`None` = the host's reference executor).
     pub target: Option<&'static str>,
     /// `measured anchor h14`, `scaled from ...`, `projected from ...`, `calibrated host`
@@ -91,7 +97,8 @@ pub fn analytic_node_us(w: &NodeWork, m: &Machine) -> f64 {
 /// Estimate `graph` on the host with explicit constants (`provenance` labels them).
 pub fn estimate_host(graph: &Graph, c: &HostConstants, provenance: &str) -> Result<Estimate> {
     c.validate()?;
-    finish(graph, c.floor_us, None, provenance.into(), |w| {
+    let machine = (c.floor_us, c.bytes_per_us);
+    finish(graph, machine, None, provenance.into(), |w| {
         host_node_us(w, c)
     })
 }
@@ -104,7 +111,8 @@ pub fn estimate(graph: &Graph, target: Option<&str>) -> Result<Estimate> {
     match target {
         Some(t) => {
             let m = anchors::machine(t)?;
-            finish(graph, m.floor_us, Some(m.arch), m.provenance.clone(), |w| {
+            let machine = (m.floor_us, m.bytes_per_us);
+            finish(graph, machine, Some(m.arch), m.provenance.clone(), |w| {
                 analytic_node_us(w, &m)
             })
         }
@@ -125,9 +133,11 @@ pub fn estimate(graph: &Graph, target: Option<&str>) -> Result<Estimate> {
     }
 }
 
+/// Cost every node, then the call: `(floor µs, bytes per µs)` of the machine for the floors
+/// and the cut hand-offs.
 fn finish(
     graph: &Graph,
-    floor_us: f64,
+    (floor_us, bytes_per_us): (f64, f64),
     target: Option<&'static str>,
     provenance: String,
     node_us: impl Fn(&NodeWork) -> f64,
@@ -146,10 +156,16 @@ fn finish(
             work: w,
         })
         .collect();
-    let micros = floor_us + ops.iter().map(|o| o.micros).sum::<f64>();
+    let (regions, cut_us) = match plan_cost::plan_cost(graph, bytes_per_us)? {
+        Some(p) => (p.regions, p.cut_us),
+        None => (1, 0.0),
+    };
+    let micros = regions as f64 * floor_us + ops.iter().map(|o| o.micros).sum::<f64>() + cut_us;
     let mut e = Estimate {
         micros,
         floor_us,
+        regions,
+        cut_us,
         target,
         provenance,
         ops,
