@@ -29,16 +29,17 @@ import resnet18  # noqa: E402
 
 
 def measured_us(net, runs=15):
-    """Median µs per call over ``runs`` calls after two warm-ups, on seeded N(0, 1) inputs."""
+    """Median process-CPU µs per call (``time.process_time``: the machine is shared, so wall time
+    counts other jobs) over ``runs`` calls after two warm-ups, on seeded N(0, 1) inputs."""
     rng = np.random.default_rng(0)
     xs = [rng.standard_normal(p[1]).astype(np.float32) for p in net.inputs]
     for _ in range(2):
         net(*xs)
     ts = []
     for _ in range(runs):
-        t = time.perf_counter()
+        t = time.process_time()
         net(*xs)
-        ts.append(time.perf_counter() - t)
+        ts.append(time.process_time() - t)
     return float(np.median(ts)) * 1e6
 
 
@@ -88,7 +89,7 @@ def main():
     args = ap.parse_args()
     cache = tempfile.mkdtemp(prefix="aneforge-cost-bench-")
     os.environ["ANEFORGE_CACHE_DIR"] = cache
-    if af._core.cli_main(["aneforge", "calibrate"]) != 0:
+    if af._core.cli_main(["aneforge", "calibrate", "--clock", "cpu"]) != 0:
         raise SystemExit("aneforge calibrate failed")
     rng = np.random.default_rng(17)
     cases = [("ResNet-18 224x224 (seeded weights)", resnet18.aneforge_graph(af, resnet18.weights()))]
@@ -108,8 +109,10 @@ def main():
         TITLE,
         "",
         f"{platform.machine()} {platform.system()}, {os.cpu_count()} cores (shared, loaded machine), {date.today()}, "
-        f"provenance `{e.provenance}`; `python bench/cost_model.py`: `aneforge calibrate` (1 thread), then "
-        "`af.estimate(net)` against the median of 15 calls `net(x)` after 2 warm-ups.",
+        f"provenance `{e.provenance}`; `python bench/cost_model.py`: `aneforge calibrate --clock cpu` "
+        "(1 thread), then `af.estimate(net)` against the median of 15 calls `net(x)` after 2 warm-ups, "
+        "both timed in process CPU time (the machine is shared by other jobs, which inflate wall time "
+        "of long calls several-fold; with one thread CPU time is the call's time on an idle machine).",
         "",
         "| Program | ops | estimated µs | measured µs | error |",
         "| --- | --- | --- | --- | --- |",

@@ -43,7 +43,8 @@ fn calibration_round_trips_and_corrupt_files_are_refused() {
         assert!(e.warnings[0].contains("ignoring the host calibration"), "{:?}", e.warnings);
     }
 
-    let (measured, probes) = calibrate::calibrate(Duration::from_millis(20)).unwrap();
+    let (measured, probes) =
+        calibrate::calibrate(Duration::from_millis(20), calibrate::Clock::Cpu).unwrap();
     let names: Vec<&str> = probes.iter().map(|p| p.name).collect();
     assert_eq!(
         names,

@@ -9,15 +9,16 @@ use crate::cost::{calibrate, host};
 use crate::error::Result;
 
 /// Run the probes (`budget_ms` each), print them and the constants, and write the calibration file.
-pub(super) fn calibrate(budget_ms: u64) -> Result<()> {
+pub(super) fn calibrate(budget_ms: u64, clock: &str) -> Result<()> {
+    let clock = calibrate::Clock::parse(clock)?;
     if let Err(e) = host::load() {
         eprintln!(
             "aneforge: warning: ignoring the existing calibration ({e}); it is rewritten now"
         );
     }
-    let (c, probes) = calibrate::calibrate(Duration::from_millis(budget_ms.max(1)))?;
+    let (c, probes) = calibrate::calibrate(Duration::from_millis(budget_ms.max(1)), clock)?;
     let mut out = format!(
-        "reference executor, {} rayon thread(s)\nprobe              median µs  work\n",
+        "reference executor, {} rayon thread(s), {clock:?} clock\nprobe              median µs  work\n",
         rayon::current_num_threads()
     );
     for p in &probes {

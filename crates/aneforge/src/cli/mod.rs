@@ -107,6 +107,10 @@ enum Command {
         /// Milliseconds spent per probe.
         #[arg(long, default_value_t = 400)]
         budget_ms: u64,
+        /// The clock probes read: wall, or cpu (process CPU time; for a machine shared with
+        /// other jobs, with RAYON_NUM_THREADS=1).
+        #[arg(long, default_value = "wall")]
+        clock: String,
     },
     /// Run tiny programs on the ANE, compare each with the reference executor and write a JSON
     /// report (exits 1 when a check fails or no ANE is present).
@@ -299,7 +303,7 @@ fn execute(command: Command) -> Result<bool> {
             trace.as_deref(),
             &options.options(None, None)?,
         ),
-        Command::Calibrate { budget_ms } => calibrate::calibrate(budget_ms),
+        Command::Calibrate { budget_ms, clock } => calibrate::calibrate(budget_ms, &clock),
         Command::Selfcheck { report, repeat } => return selfcheck::selfcheck(&report, repeat),
         Command::Ops {
             report,

@@ -22,9 +22,66 @@ pub struct Probe {
     pub work: f64,
 }
 
-/// Median µs per call of `outputs` on the reference executor: warm up, then repeat until
-/// `budget` has passed (at least 5 calls).
-pub fn median_call_us(outputs: &[Tensor], budget: Duration) -> Result<f64> {
+/// The clock probes read: wall time, or the process's CPU time (all threads), which a machine
+/// shared with other jobs does not inflate (with one executor thread it is the call's time on
+/// an idle machine).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Clock {
+    Wall,
+    Cpu,
+}
+
+impl Clock {
+    /// Parse `wall` or `cpu`.
+    pub fn parse(s: &str) -> Result<Clock> {
+        match s {
+            "wall" => Ok(Clock::Wall),
+            "cpu" => Ok(Clock::Cpu),
+            _ => Err(Error::value(
+                "calibrate",
+                format!("unknown clock '{s}' (expected wall or cpu)"),
+            )),
+        }
+    }
+
+    /// The clock's reading in µs (the wall reading counts from `origin`).
+    fn now_us(self, origin: Instant) -> Result<f64> {
+        match self {
+            Clock::Wall => Ok(origin.elapsed().as_secs_f64() * 1e6),
+            Clock::Cpu => process_cpu_us(),
+        }
+    }
+}
+
+/// CPU time of this process (every thread) in µs.
+#[cfg(unix)]
+fn process_cpu_us() -> Result<f64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return Err(Error::Runtime {
+            op: "calibrate".into(),
+            msg: "clock_gettime(CLOCK_PROCESS_CPUTIME_ID) failed".into(),
+        });
+    }
+    Ok(ts.tv_sec as f64 * 1e6 + ts.tv_nsec as f64 / 1e3)
+}
+
+/// CPU time of this process: not available off Unix.
+#[cfg(not(unix))]
+fn process_cpu_us() -> Result<f64> {
+    Err(Error::NotImplemented(
+        "calibrate --clock cpu: process CPU time is read on Unix systems only".into(),
+    ))
+}
+
+/// Median µs per call of `outputs` on the reference executor by `clock`: warm up, then repeat
+/// until `budget` of wall time has passed (at least 5 calls).
+pub fn median_call_us(outputs: &[Tensor], budget: Duration, clock: Clock) -> Result<f64> {
     let outs: Vec<(Option<String>, Tensor)> = outputs.iter().map(|t| (None, t.clone())).collect();
     let opts = CompileOptions {
         device: Device::Reference,
@@ -44,9 +101,9 @@ pub fn median_call_us(outputs: &[Tensor], budget: Duration) -> Result<f64> {
     let mut times = Vec::new();
     let start = Instant::now();
     while times.len() < 5 || (start.elapsed() < budget && times.len() < 10_000) {
-        let t = Instant::now();
+        let t = clock.now_us(start)?;
         net.run(&ports)?;
-        times.push(t.elapsed().as_secs_f64() * 1e6);
+        times.push(clock.now_us(start)? - t);
     }
     times.sort_by(f64::total_cmp);
     Ok(times[times.len() / 2])
@@ -97,9 +154,9 @@ fn fit(small: (f64, f64), large: (f64, f64)) -> (f64, f64) {
     (0.0, wl / tl)
 }
 
-/// Measure every constant; `budget` is the time spent per probe. The floor comes from a chain
+/// Measure every constant by `clock`; `budget` is the wall time spent per probe. The floor comes from a chain
 /// of 1 and 33 tiny ops (floor = t1 − per-op), each kind from a small and a large probe.
-pub fn calibrate(budget: Duration) -> Result<(HostConstants, Vec<Probe>)> {
+pub fn calibrate(budget: Duration, clock: Clock) -> Result<(HostConstants, Vec<Probe>)> {
     let tiny = |n: usize| -> Result<Tensor> {
         let mut y = input(&[1, 8])?;
         for _ in 0..n {
@@ -107,8 +164,8 @@ pub fn calibrate(budget: Duration) -> Result<(HostConstants, Vec<Probe>)> {
         }
         Ok(y)
     };
-    let one = median_call_us(&[tiny(1)?], budget)?;
-    let chain = median_call_us(&[tiny(33)?], budget)?;
+    let one = median_call_us(&[tiny(1)?], budget, clock)?;
+    let chain = median_call_us(&[tiny(33)?], budget, clock)?;
     let floor = (one - (chain - one) / 32.0).max(0.0);
     let mut probes = vec![Probe {
         name: "floor",
@@ -116,7 +173,7 @@ pub fn calibrate(budget: Duration) -> Result<(HostConstants, Vec<Probe>)> {
         work: 0.0,
     }];
     let mut measure = |name: &'static str, y: Tensor, bytes: bool| -> Result<(f64, f64)> {
-        let median = median_call_us(std::slice::from_ref(&y), budget)?;
+        let median = median_call_us(std::slice::from_ref(&y), budget, clock)?;
         let work = probe_work(&y, bytes)?;
         probes.push(Probe {
             name,
