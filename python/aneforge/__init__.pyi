@@ -528,6 +528,19 @@ class Model:
         """
     def output_view(self, name: str | None = None) -> npt.NDArray[np.float16] | npt.NDArray[np.uint8]:
         """Numpy view of an output port's buffer, rewritten in place by every execute(); the only output when name is None."""
+    def profile(
+        self, *args: npt.ArrayLike, repeat: int = 10, trace: str | None = None, **kwargs: npt.ArrayLike
+    ) -> dict[str, Any]:
+        """Time repeat calls on these inputs (given as to __call__; one warm-up call first).
+
+        Returns {device, runs, call_us (mean µs per call), table (text), rows}; one row per timed
+        span in call order: {kind ("op" on the reference executor, "stage" in segmented plans,
+        "program" for a whole program on the ANE), name, stage, depth, leaf, shape (first output),
+        bytes, flops, micros (mean per call), share (of the call)}. The leaf rows partition the
+        timed work. trace writes Chrome trace JSON (Perfetto). ANEFORGE_PROFILE=1 instead profiles
+        every call of every program and prints the table on stderr when the program is freed.
+        repeat outside 1..=100000 raises ValueError.
+        """
     def execute(self) -> None:
         """Run on what the input buffers hold now: no copies in or out (pair with input_view / output_view)."""
     def alias(self, output: str, input: str) -> None:
@@ -825,7 +838,11 @@ def affine(
     """Bilinear warp of x [B, C, H, W] by transform [B or 1, 6] = [a0, a1, a2, b0, b1, b2] in [-1, 1] coordinates, zero padding (A14+)."""
 
 def compile(outputs: Tensor | Sequence[Tensor] | Mapping[str, Tensor], **options: Unpack[_Options]) -> Model:
-    """Compile outputs into one program directory and load it; options as in CompileOptions."""
+    """Compile outputs into one program directory and load it; options as in CompileOptions.
+
+    Issues the cost model's PrecisionWarning (and DispatchFloorWarning on the ANE) as estimate
+    does; silenced by ANEFORGE_QUIET / ANEFORGE_NO_COST_WARNINGS or a warnings filter.
+    """
 
 def load_onnx(
     model: str | PathLike[str] | bytes,
@@ -1228,7 +1245,11 @@ class PrecisionWarning(UserWarning):
     """precision_risk found an fp16-narrow sum in the program."""
 
 class Estimate:
-    """Predicted µs per call with the floor, costed arch (None = host), provenance, per-op rows and warnings."""
+    """Predicted µs per call (floor + sum of op µs), the per-call floor, the costed arch (None = host
+    reference executor), where the constants come from, one dict per compute op (node, op, kind,
+    input_shapes, output_shapes, bytes, flops, micros) and the warnings. A graph with host ops is
+    costed as its segmented plan: regions dispatches (each paying floor_us) plus cut_us, the
+    hand-off of the values crossing cuts (their bytes over the machine's bandwidth)."""
 
     micros: float
     floor_us: float
@@ -1236,17 +1257,37 @@ class Estimate:
     provenance: str
     ops: list[dict[str, Any]]
     warnings: list[str]
+    regions: int
+    cut_us: float
 
 def estimate(
     y_or_net: Tensor | Sequence[Tensor] | Mapping[str, Tensor] | Model, target: str | None = None, warn: bool = True
 ) -> Estimate:
-    """Predicted µs per call on the host (target None, calibrated by `aneforge calibrate`) or an ANE arch/family, per op, with provenance; ValueError for unknown targets or graphs without ops."""
+    """Estimate a graph (Tensor, list or dict of Tensors) or a compiled Model per call.
+
+    target=None costs the host's reference executor with the constants stored by
+    `aneforge calibrate` (provenance "calibrated host", else "uncalibrated defaults"); an arch
+    string or family name costs that ANE analytically from the reference design's measured
+    anchors ("measured anchor", "scaled from", "projected from"). Warnings (dispatch floor,
+    precision) are issued as DispatchFloorWarning / PrecisionWarning unless warn=False or
+    ANEFORGE_QUIET / ANEFORGE_NO_COST_WARNINGS is set. Unknown targets and graphs without
+    compute ops raise ValueError.
+    """
 
 def project_peak(arch: str) -> dict[str, Any]:
     """{arch, tflops, rel_m1, cores, ghz, clock_recorded}: fp16 peak scaled from a 1.8 TFLOP/s M1 by cores x clock."""
 
 def cross_compile_check(outputs: Tensor | Sequence[Tensor] | Mapping[str, Tensor], target: str) -> dict[str, Any]:
-    """The static preflight for target's family plus compiled=None and compile_note (the e5rt compile-only step is not run)."""
+    """Check a graph for another ANE target (arch or family name; a family compiles its representative arch).
+
+    Returns the static preflight for the target's family (af.preflight: ok, native, decompose,
+    reject, oversize) plus target, arch, compiled, caches and compile_note. Where an e5rt library
+    is available (macOS) and the preflight passes, the graph is lowered for the target and
+    compiled with TargetArchitecture=<arch> without loading (compiled True, or False with the
+    compiler's error; one compiler cache per arch, "cache-<arch>"); elsewhere compiled is None and
+    compile_note says the compile step was not run and why. Unknown targets, pre-MIL families and
+    arches e5rt does not accept raise ValueError before anything is compiled.
+    """
 
 class Tuned:
     """A tuning result: the compiled model of the chosen variant, its name and options, the executor, atol, the measured table, from_cache."""
@@ -1268,7 +1309,15 @@ def tune(
     prune_factor: float = 1.5,
     **options: Unpack[_Options],
 ) -> Tuned:
-    """Measure up to budget compile variants ranked by estimate; accept within atol (NaN/inf rejected), lossy only if >= min_lossy_speedup faster; cached by structural hash."""
+    """Rank compile variants by estimate, measure up to budget of them, return the fastest accepted.
+
+    Variants: sum_via_matmul, int8 / int4 / blockwise weights, per-weight compression ("auto")
+    and combinations. They are measured on the executor options select with seeded inputs; a
+    variant is accepted only within atol (max-abs error / max|baseline|; NaN or inf rejected) and
+    a lossy one only if >= min_lossy_speedup x faster. The choice is cached in autotune.json in
+    the cache dir by a structural graph hash (a corrupt cache is ignored with a warning and
+    rewritten).
+    """
 
 def tune_precision(
     y: Tensor | Sequence[Tensor] | Mapping[str, Tensor], target_error: float, **options: Unpack[_Options]

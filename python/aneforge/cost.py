@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import platform
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,9 +21,7 @@ class PrecisionWarning(UserWarning):
 
 @dataclass(frozen=True)
 class Estimate:
-    """Predicted µs per call (floor + Σ op µs), the per-call floor, the costed arch (None = host
-    reference executor), where the constants come from, one dict per compute op (node, op, kind,
-    input_shapes, output_shapes, bytes, flops, micros) and the warnings."""
+    """Predicted cost of one call; fields documented in ``aneforge/__init__.pyi``."""
 
     micros: float
     floor_us: float
@@ -32,62 +29,54 @@ class Estimate:
     provenance: str
     ops: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    regions: int = 1
+    cut_us: float = 0.0
 
 
-def _quiet(warn: bool) -> bool:
-    return not warn or bool(os.environ.get("ANEFORGE_QUIET")) or bool(os.environ.get("ANEFORGE_NO_COST_WARNINGS"))
+def _issue(messages: list[str], stacklevel: int = 2) -> None:
+    """Issue cost warnings (dispatch floor, precision) unless ANEFORGE_QUIET or
+    ANEFORGE_NO_COST_WARNINGS is set (also called by ``compile``)."""
+    if os.environ.get("ANEFORGE_QUIET") or os.environ.get("ANEFORGE_NO_COST_WARNINGS"):
+        return
+    for w in messages:
+        if w.startswith("dispatch floor"):
+            category: type[UserWarning] = DispatchFloorWarning
+        elif w.startswith("precision"):
+            category = PrecisionWarning
+        else:
+            category = UserWarning
+        warnings.warn(w, category, stacklevel=stacklevel)
 
 
 def estimate(y_or_net: Any, target: str | None = None, warn: bool = True) -> Estimate:
-    """Estimate a graph (Tensor, list or dict of Tensors) or a compiled program (anything with a
-    ``program_dir``: ``Model``, ``Vision``) per call.
-
-    ``target=None`` costs the host's reference executor with the constants stored by
-    ``aneforge calibrate`` (provenance ``calibrated host``, else ``uncalibrated defaults``);
-    an arch string or family name costs that ANE analytically from the reference design's
-    measured anchors (``measured anchor``, ``scaled from``, ``projected from``). Warnings
-    (dispatch floor, precision) are issued as ``DispatchFloorWarning`` / ``PrecisionWarning``
-    unless ``warn=False`` or ``ANEFORGE_QUIET`` / ``ANEFORGE_NO_COST_WARNINGS`` is set.
-    Unknown targets and graphs without compute ops raise ValueError."""
+    """Thin wrapper over ``_core._estimate``; contract in ``aneforge/__init__.pyi``."""
     program_dir = getattr(y_or_net, "program_dir", None)
     if isinstance(program_dir, str):
         d = _core._estimate_dir(program_dir, target)
     else:
         d = _core._estimate(y_or_net, target)
     e = Estimate(**d)
-    if not _quiet(warn):
-        for w in e.warnings:
-            category = DispatchFloorWarning if w.startswith("dispatch floor") else PrecisionWarning
-            warnings.warn(w, category, stacklevel=2)
+    if warn:
+        _issue(e.warnings, stacklevel=3)
     return e
 
 
 def project_peak(arch: str) -> dict[str, Any]:
-    """Projected fp16 peak of an arch (or family name): ``{arch, tflops, rel_m1, cores, ghz,
-    clock_recorded}`` scaled from a 1.8 TFLOP/s M1 by cores × clock. Unknown names: ValueError."""
+    """Thin wrapper over ``_core.project_peak``; contract in ``aneforge/__init__.pyi``."""
     return _core.project_peak(arch)
 
 
 def cross_compile_check(outputs: Any, target: str) -> dict[str, Any]:
-    """Check a graph for another ANE target: the static preflight for the target's family
-    (``af.preflight``: ok, native/decompose/reject/oversize) plus ``compiled``: None with a
-    ``compile_note`` saying the e5rt compile-only step was not run (it needs macOS, and the
-    compile-only path is not implemented yet). Unknown or pre-MIL targets raise ValueError."""
+    """Static preflight plus ``_core._cross_compile``; contract in ``aneforge/__init__.pyi``."""
     report = dict(_core.preflight(outputs, target))
-    host = platform.system()
-    reason = "needs macOS" if host != "Darwin" else "the e5rt compile-only path is not implemented yet"
     report["target"] = target
-    report["compiled"] = None
-    report["compile_note"] = f"compile step not run ({reason}); the result is the static preflight only"
+    report.update(_core._cross_compile(outputs, target))
     return report
 
 
 @dataclass(frozen=True)
 class Tuned:
-    """A tuning result: the compiled ``model`` of the chosen variant, its name and compile
-    ``options``, the executor measured, the accuracy budget, the measured ``table`` (one dict
-    per variant: variant, lossy, estimate_us, measured_us, error, accepted, note) and whether
-    it came from the cache."""
+    """A tuning result; fields documented in ``aneforge/__init__.pyi``."""
 
     model: Any
     chosen: str
@@ -107,20 +96,14 @@ def tune(
     prune_factor: float = 1.5,
     **options: Any,
 ) -> Tuned:
-    """Rank compile variants (sum_via_matmul, int8 / int4 / blockwise weights) by ``estimate``,
-    measure up to ``budget`` on the executor ``options`` select with seeded inputs, accept a
-    variant only within ``atol`` (max-abs error / max|baseline|; NaN or inf rejected) and a lossy
-    one only if ≥ ``min_lossy_speedup`` × faster; cache the choice in ``autotune.json`` in the
-    cache dir by a structural graph hash. Returns the compiled fastest accepted variant."""
+    """Thin wrapper over ``_core._tune``; contract in ``aneforge/__init__.pyi``."""
     d = _core._tune(y, budget, atol, min_lossy_speedup, reps, prune_factor, **options)
     model = _core.compile(y, **{**options, **d["options"]})
     return Tuned(model=model, **d)
 
 
 def tune_precision(y: Any, target_error: float, **options: Any) -> Tuned:
-    """The cheapest (by estimate) of baseline, sum_via_matmul and int8+sum_via_matmul whose
-    error against the fp32 reference executor is ≤ ``target_error`` on the fp16 reference
-    executor; ValueError naming the best error when none meets it."""
+    """Thin wrapper over ``_core._tune_precision``; contract in ``aneforge/__init__.pyi``."""
     d = _core._tune_precision(y, target_error)
     model = _core.compile(y, **{**options, **d["options"]})
     return Tuned(model=model, from_cache=False, **d)

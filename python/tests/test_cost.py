@@ -45,6 +45,17 @@ def test_precision_warning_from_narrow_sums(monkeypatch):
         af.estimate(y, target="h17s")
 
 
+def test_compile_issues_the_precision_warning_unless_silenced(monkeypatch):
+    monkeypatch.delenv("ANEFORGE_QUIET", raising=False)
+    y = af.input([1, 1024]).sum(axes=[1], keepdims=True)
+    with pytest.warns(af.PrecisionWarning, match="1024"):
+        af.compile(y, device="reference")
+    monkeypatch.setenv("ANEFORGE_NO_COST_WARNINGS", "1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        af.compile(y, device="reference")
+
+
 def test_host_mode_reports_its_provenance(tmp_path, monkeypatch):
     monkeypatch.setenv("ANEFORGE_CACHE_DIR", str(tmp_path))
     e = af.estimate(_matmul(), warn=False)
@@ -94,7 +105,8 @@ def test_cross_compile_check_reports_static_result_and_skipped_compile():
     x = af.input([1, 8])
     r = af.cross_compile_check(x.sin(), "h13")
     assert r["family"] == "A13" and r["compiled"] is None
-    assert "compile step not run" in r["compile_note"]
+    assert "compile step not run" in r["compile_note"] and "macOS" in r["compile_note"]
+    assert r["arch"] == "h13" and r["caches"] == []
     assert [e["op"] for e in r["decompose"]] == ["sin"]
     with pytest.raises(ValueError, match="not a known ANE arch"):
         af.cross_compile_check(x.relu(), "h99")

@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use aneforge::cost::profile::ProfileReport;
 use aneforge::cost::{self, Estimate};
 use aneforge::tune::{self, TuneOptions, Tuned};
 use aneforge::{Graph, Program};
@@ -13,12 +14,14 @@ use crate::errors::IntoPy;
 use crate::model::parse_outputs;
 use crate::options::compile_options;
 
-/// `{micros, floor_us, target, provenance, warnings, ops: [{node, op, kind, input_shapes,
+/// `{micros, floor_us, regions, cut_us, target, provenance, warnings, ops: [{node, op, kind, input_shapes,
 /// output_shapes, bytes, flops, micros}]}`.
 fn estimate_dict<'py>(py: Python<'py>, e: &Estimate) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("micros", e.micros)?;
     d.set_item("floor_us", e.floor_us)?;
+    d.set_item("regions", e.regions)?;
+    d.set_item("cut_us", e.cut_us)?;
     d.set_item("target", e.target)?;
     d.set_item("provenance", &e.provenance)?;
     d.set_item("warnings", e.warnings.clone())?;
@@ -149,4 +152,83 @@ pub fn _tune_precision<'py>(
         .detach(|| tune::tune_precision(&outs, target_error))
         .py()?;
     tuned_dict(py, &tuned)
+}
+
+/// `{device, runs, call_us, table, rows: [{kind, name, stage, depth, leaf, shape, bytes,
+/// flops, micros, share}]}` of a profile.
+pub fn profile_dict<'py>(py: Python<'py>, r: &ProfileReport) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("device", r.device)?;
+    d.set_item("runs", r.runs)?;
+    d.set_item("call_us", r.call_us)?;
+    d.set_item("table", r.table())?;
+    let rows = PyList::empty(py);
+    for row in &r.rows {
+        let x = PyDict::new(py);
+        x.set_item("kind", row.kind.name())?;
+        x.set_item("name", &row.name)?;
+        x.set_item("stage", row.stage)?;
+        x.set_item("depth", row.depth)?;
+        x.set_item("leaf", row.leaf)?;
+        x.set_item("shape", row.shape.clone())?;
+        x.set_item("bytes", row.bytes)?;
+        x.set_item("flops", row.flops)?;
+        x.set_item("micros", row.micros)?;
+        x.set_item("share", row.share)?;
+        rows.append(x)?;
+    }
+    d.set_item("rows", rows)?;
+    Ok(d)
+}
+
+/// The compile step of `cross_compile_check`: `{arch, compiled (True / False / None = not
+/// run), caches, compile_note}`.
+#[pyfunction]
+pub fn _cross_compile<'py>(
+    py: Python<'py>,
+    outputs: &Bound<'py, PyAny>,
+    target: &str,
+) -> PyResult<Bound<'py, PyDict>> {
+    let (outs, _) = parse_outputs(outputs)?;
+    let c = py
+        .detach(|| aneforge::cost::cross::cross_compile(&outs, target))
+        .py()?;
+    let d = PyDict::new(py);
+    d.set_item("arch", c.arch)?;
+    d.set_item("compiled", c.compiled)?;
+    let caches: Vec<String> = c.caches.iter().map(|p| p.display().to_string()).collect();
+    d.set_item("caches", caches)?;
+    d.set_item("compile_note", c.note)?;
+    Ok(d)
+}
+
+/// Issue the cost warnings of a freshly compiled program through `aneforge.cost._issue` (which
+/// honours ANEFORGE_QUIET / ANEFORGE_NO_COST_WARNINGS): precision risks always, the dispatch
+/// floor when it runs on the ANE for a known target. A graph the cost model cannot estimate
+/// (no compute ops) draws no warning.
+pub fn warn_at_compile(
+    py: Python<'_>,
+    c: &aneforge::Compiled,
+    opts: &aneforge::CompileOptions,
+) -> PyResult<()> {
+    let target = match c.device() {
+        "ane" => aneforge::targets::compile_target(opts.target.as_deref())
+            .py()?
+            .map(|t| t.arch.unwrap_or(t.family.name()).to_string()),
+        _ => None,
+    };
+    let Ok(e) = cost::estimate(&c.program.graph, target.as_deref()) else {
+        return Ok(());
+    };
+    let found: Vec<&String> = e
+        .warnings
+        .iter()
+        .filter(|w| w.starts_with("dispatch floor") || w.starts_with("precision"))
+        .collect();
+    if found.is_empty() {
+        return Ok(());
+    }
+    py.import("aneforge.cost")?
+        .call_method1("_issue", (found,))?;
+    Ok(())
 }

@@ -520,6 +520,30 @@ impl Model {
         Self::view(slf, name, true)
     }
 
+    /// Profile `repeat` calls on these inputs (after one warm-up call): a dict (see
+    /// `aneforge.Model.profile` in the stubs); `trace` writes Chrome trace JSON there.
+    #[pyo3(signature = (*args, repeat=10, trace=None, **kwargs))]
+    fn profile<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, PyTuple>,
+        repeat: usize,
+        trace: Option<PathBuf>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        self.with(py, |c| {
+            self.call(py, c, args, kwargs)?;
+            let loaded = &mut c.loaded;
+            let report = py
+                .detach(|| aneforge::cost::profile::profile_calls(loaded.as_mut(), repeat))
+                .py()?;
+            if let Some(path) = &trace {
+                report.write_trace(path).py()?;
+            }
+            crate::cost::profile_dict(py, &report)
+        })
+    }
+
     /// Run the program on what the input buffers hold now (no copies in or out).
     fn execute(&self, py: Python<'_>) -> PyResult<()> {
         self.with(py, |c| {
@@ -721,6 +745,7 @@ pub fn compile(
     let opts = compile_options(options)?;
     let (outs, kind) = parse_outputs(outputs)?;
     let compiled = py.detach(|| aneforge::compile(&outs, &opts)).py()?;
+    crate::cost::warn_at_compile(py, &compiled, &opts)?;
     Ok(Model::new(compiled, kind))
 }
 

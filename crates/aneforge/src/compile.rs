@@ -266,6 +266,7 @@ fn load_exported(e: Exported, device: Device, precision: Precision) -> Result<Co
         Some(plan) => Box::new(PlanLoaded::load(plan, &e.dir, exec.as_ref(), precision)?),
         None => exec.load(&e.program, &e.dir, precision)?,
     };
+    let loaded = crate::cost::profile::wrap_from_env(loaded);
     Ok(Compiled {
         program: e.program,
         dir: e.dir,
@@ -319,6 +320,7 @@ pub fn load_dir(dir: &Path, device: Device, precision: Precision) -> Result<Comp
     }
     let program = Program::load_dir(dir)?;
     let loaded = executor(device, precision)?.load(&program, dir, precision)?;
+    let loaded = crate::cost::profile::wrap_from_env(loaded);
     Ok(Compiled {
         program,
         dir: dir.to_path_buf(),

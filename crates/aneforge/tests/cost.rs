@@ -1,8 +1,11 @@
 //! The cost model against hand-computed values: per-node bytes and flops, the host and analytic
 //! formulas, anchors and their scaling, `project_peak`, warnings, and the powermetrics parser.
 
-use aneforge::cost::{self, anchors, power, HostConstants, WorkKind};
-use aneforge::{constant, conv2d, conv_transpose2d, input, ConvOptions, Graph, HostArray, Tensor};
+use aneforge::cost::{self, anchors, power, HostConstants, OpOverhead, WorkKind};
+use aneforge::{
+    compile, constant, conv2d, conv_transpose2d, input, CompileOptions, Compress, ConvOptions,
+    Device, Graph, HostArray, Tensor,
+};
 
 fn graph(y: &Tensor) -> Graph {
     Graph::from_outputs(&[(None, y.clone())]).unwrap()
@@ -17,6 +20,26 @@ fn matmul_graph() -> Graph {
     )
 }
 
+/// The one node's work of conv2d (or conv_transpose2d) of an input of shape `x` with weights
+/// of shape `w` (all 0.1) and `groups`.
+fn conv_work(x: &[usize], w: &[usize], groups: usize, transpose: bool) -> cost::NodeWork {
+    let data = vec![0.1f32; w.iter().product()];
+    let weights = HostArray::f32(w, &data);
+    let x = input(x).unwrap();
+    let opts = ConvOptions {
+        groups,
+        ..ConvOptions::default()
+    };
+    let y = if transpose {
+        conv_transpose2d(&x, weights, None, opts)
+    } else {
+        conv2d(&x, weights, None, opts)
+    };
+    let mut w = cost::graph_work(&graph(&y.unwrap()));
+    assert_eq!(w.len(), 1);
+    w.remove(0)
+}
+
 #[test]
 fn gemm_and_conv_work_match_hand_counts() {
     // matmul [2,3,4]·[4,5] → [2,3,5]: 30 outputs × 4 multiply-adds × 2; bytes 2·(24+20+30).
@@ -28,44 +51,20 @@ fn gemm_and_conv_work_match_hand_counts() {
     );
 
     // conv x[1,2,5,5] w[4,2,3,3] valid → [1,4,3,3]: 36 outputs × 18 MACs × 2; bytes 2·(50+72+36).
-    let cw = vec![0.1f32; 72];
-    let x = input(&[1, 2, 5, 5]).unwrap();
-    let y = conv2d(
-        &x,
-        HostArray::f32(&[4, 2, 3, 3], &cw),
-        None,
-        ConvOptions::default(),
-    )
-    .unwrap();
-    let w = cost::graph_work(&graph(&y));
-    assert_eq!(
-        (w[0].kind, w[0].flops, w[0].bytes),
-        (WorkKind::Conv, 1296, 316)
-    );
-    assert_eq!(w[0].output_shapes, vec![vec![1, 4, 3, 3]]);
+    let w = conv_work(&[1, 2, 5, 5], &[4, 2, 3, 3], 1, false);
+    assert_eq!((w.kind, w.flops, w.bytes), (WorkKind::Conv, 1296, 316));
+    assert_eq!(w.output_shapes, vec![vec![1, 4, 3, 3]]);
 
     // grouped conv: groups 2, w[4,1,3,3] → each output 9 MACs.
-    let gw = vec![0.1f32; 36];
-    let opts = ConvOptions {
-        groups: 2,
-        ..ConvOptions::default()
-    };
-    let y = conv2d(&x, HostArray::f32(&[4, 1, 3, 3], &gw), None, opts).unwrap();
-    assert_eq!(cost::graph_work(&graph(&y))[0].flops, 2 * 36 * 9);
+    assert_eq!(
+        conv_work(&[1, 2, 5, 5], &[4, 1, 3, 3], 2, false).flops,
+        2 * 36 * 9
+    );
 
     // conv_transpose x[1,2,3,3] w[2,4,2,2] → [1,4,4,4]: 18 inputs × 16 MACs × 2.
-    let tw = vec![0.1f32; 32];
-    let x = input(&[1, 2, 3, 3]).unwrap();
-    let y = conv_transpose2d(
-        &x,
-        HostArray::f32(&[2, 4, 2, 2], &tw),
-        None,
-        ConvOptions::default(),
-    )
-    .unwrap();
-    let w = cost::graph_work(&graph(&y));
+    let w = conv_work(&[1, 2, 3, 3], &[2, 4, 2, 2], 1, true);
     assert_eq!(
-        (w[0].kind, w[0].flops, w[0].bytes),
+        (w.kind, w.flops, w.bytes),
         (WorkKind::Conv, 576, 2 * (18 + 32 + 64))
     );
 }
@@ -94,6 +93,7 @@ fn host_formula_is_floor_plus_work_over_rate() {
         gemm_flops_per_us: 1000.0,
         conv_flops_per_us: 1.0,
         elementwise_per_us: 1.0,
+        ..HostConstants::DEFAULTS
     };
     let e = cost::estimate_host(&matmul_graph(), &c, "calibrated host").unwrap();
     // gemm: 240 flops / 1000 per µs = 0.24 (bytes only cost data-movement nodes)
@@ -117,6 +117,118 @@ fn host_formula_is_floor_plus_work_over_rate() {
         err.contains("bytes_per_us must be finite and positive"),
         "{err}"
     );
+}
+
+#[test]
+fn host_formula_adds_per_op_overheads_and_costs_reductions_at_their_rate() {
+    // x [4, 8] → relu (32 elements) → softmax (32 elements) → transpose (2·(32+32) bytes).
+    let x = input(&[4, 8]).unwrap();
+    let y = x
+        .relu()
+        .unwrap()
+        .softmax(-1)
+        .unwrap()
+        .transpose(&[1, 0])
+        .unwrap();
+    let kinds: Vec<WorkKind> = cost::graph_work(&graph(&y))
+        .iter()
+        .map(|w| w.kind)
+        .collect();
+    assert_eq!(
+        kinds,
+        [WorkKind::Elementwise, WorkKind::Reduce, WorkKind::Data]
+    );
+    let c = HostConstants {
+        floor_us: 10.0,
+        bytes_per_us: 64.0,
+        elementwise_per_us: 8.0,
+        reduce_per_us: 4.0,
+        op_us: OpOverhead {
+            elementwise: 1.0,
+            reduce: 2.0,
+            data: 3.0,
+            ..OpOverhead::default()
+        },
+        ..HostConstants::DEFAULTS
+    };
+    // 10 + (1 + 32/8) + (2 + 32/4) + (3 + 128/64) = 30.
+    let e = cost::estimate_host(&graph(&y), &c, "x").unwrap();
+    assert!((e.micros - 30.0).abs() < 1e-9, "{}", e.micros);
+    // reduce_per_us 0 (files older than the field): reductions at the elementwise rate, 2 + 32/8.
+    let old = HostConstants {
+        reduce_per_us: 0.0,
+        ..c
+    };
+    let e = cost::estimate_host(&graph(&y), &old, "x").unwrap();
+    assert!((e.micros - 26.0).abs() < 1e-9, "{}", e.micros);
+    let bad = HostConstants {
+        op_us: OpOverhead {
+            conv: -1.0,
+            ..OpOverhead::default()
+        },
+        ..c
+    };
+    let err = cost::estimate_host(&graph(&y), &bad, "x")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("op_us.conv must be finite"), "{err}");
+}
+
+#[test]
+fn compressed_weights_are_read_at_their_encoded_size() {
+    // x [4, 256] · w [256, 256]: fp16 reads 2·(1024 + 65536) + writes 2·1024 bytes; int8 per
+    // output channel reads the 65536 int8 codes and 256 fp16 scales instead of the fp16 weight.
+    let w: Vec<f32> = (0..256 * 256)
+        .map(|i| ((i % 97) as f32 - 48.0) / 64.0)
+        .collect();
+    let x = input(&[4, 256]).unwrap();
+    let y = x
+        .matmul(&constant("w", HostArray::f32(&[256, 256], &w)).unwrap())
+        .unwrap();
+    let outs = [(None, y)];
+    let bytes = |compress: Option<Compress>| {
+        let opts = CompileOptions {
+            device: Device::Reference,
+            compress,
+            ..CompileOptions::default()
+        };
+        let net = compile(&outs, &opts).unwrap();
+        let w = cost::graph_work(&net.program.graph);
+        let mm: Vec<_> = w.iter().filter(|n| n.kind == WorkKind::Gemm).collect();
+        assert_eq!(mm.len(), 1);
+        mm[0].bytes
+    };
+    assert_eq!(bytes(None), 2 * (1024 + 65536 + 1024));
+    assert_eq!(
+        bytes(Some(Compress::Int8)),
+        2 * 1024 + 65536 + 2 * 256 + 2 * 1024
+    );
+}
+
+#[test]
+fn a_graph_with_host_ops_is_costed_as_its_plan_with_cuts() {
+    // x [2,5] · 2 (region) → topk k=2 (host) → values + 1 (region): 2 regions; the host stage
+    // reads [2,5] fp16 (20 B) and writes values [2,2] fp16 (8 B) and indices [2,2] int32 (16 B).
+    let x = input(&[2, 5]).unwrap();
+    let (vals, _) = x.mul_scalar(2.0).unwrap().topk(2, -1, true, true).unwrap();
+    let g = graph(&vals.add_scalar(1.0).unwrap());
+    let c = HostConstants {
+        floor_us: 10.0,
+        bytes_per_us: 4.0,
+        elementwise_per_us: 1.0,
+        ..HostConstants::DEFAULTS
+    };
+    let e = cost::estimate_host(&g, &c, "x").unwrap();
+    assert_eq!(e.regions, 2);
+    assert!((e.cut_us - 44.0 / 4.0).abs() < 1e-12, "{}", e.cut_us);
+    // 2 floors + mul 10 el + topk 10 el + add 4 el (1 el/µs) + 11 µs of hand-off.
+    assert!(
+        (e.micros - (20.0 + 24.0 + 11.0)).abs() < 1e-9,
+        "{}",
+        e.micros
+    );
+    let single = cost::estimate_host(&matmul_graph(), &c, "x").unwrap();
+    assert_eq!((single.regions, single.cut_us), (1, 0.0));
 }
 
 #[test]

@@ -26,6 +26,7 @@ fn calibration_round_trips_and_corrupt_files_are_refused() {
         gemm_flops_per_us: 2.0,
         conv_flops_per_us: 3.0,
         elementwise_per_us: 8.0,
+        ..HostConstants::DEFAULTS
     };
     let path = host::save(&c).unwrap();
     assert_eq!(host::load().unwrap(), Some(c));
@@ -42,15 +43,46 @@ fn calibration_round_trips_and_corrupt_files_are_refused() {
         assert!(e.warnings[0].contains("ignoring the host calibration"), "{:?}", e.warnings);
     }
 
-    let (measured, probes) = calibrate::calibrate(Duration::from_millis(20)).unwrap();
+    let (measured, probes) =
+        calibrate::calibrate(Duration::from_millis(20), calibrate::Clock::Cpu).unwrap();
+    let names: Vec<&str> = probes.iter().map(|p| p.name).collect();
     assert_eq!(
-        probes.iter().map(|p| p.name).collect::<Vec<_>>(),
-        ["floor", "data", "gemm", "conv", "elementwise"]
+        names,
+        [
+            "floor",
+            "data small",
+            "data",
+            "gemm small",
+            "gemm",
+            "conv small",
+            "conv",
+            "elementwise small",
+            "elementwise",
+            "reduce small",
+            "reduce"
+        ]
     );
-    // The probes' work from their shapes: transpose [1,512,1024] moves 2·2·2^19 bytes; matmul
-    // 256³·2 flops; conv 32·30·30 outputs × 288 MACs × 2; add + mul over 2^18 elements each.
+    // The probes' work from their shapes: transposes move 2·2·8192 and 2·2·2^19 bytes; matmuls
+    // 32·64·64·2 and 256·512·512·2 flops; 3×3 convs 8·16·16 outputs × 72 MACs × 2 and
+    // 64·56·56 × 576 × 2; x·x over 256 and 2^18 elements; softmax over 256 and 2^18 elements.
     let work: Vec<f64> = probes.iter().map(|p| p.work).collect();
-    assert_eq!(work, [0.0, 2097152.0, 33554432.0, 16588800.0, 524288.0]);
+    assert_eq!(
+        work,
+        [
+            0.0,
+            32768.0,
+            2097152.0,
+            262144.0,
+            134217728.0,
+            294912.0,
+            231211008.0,
+            256.0,
+            262144.0,
+            256.0,
+            262144.0
+        ]
+    );
+    measured.validate().unwrap();
     host::save(&measured).unwrap();
     // JSON floats round-trip to within an ulp.
     let back = host::load().unwrap().unwrap();

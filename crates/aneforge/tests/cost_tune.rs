@@ -42,6 +42,7 @@ fn tune_measures_gates_and_caches() {
     assert_eq!(
         sorted,
         [
+            "auto",
             "baseline",
             "blockwise",
             "int4",

@@ -1,5 +1,5 @@
-//! `aneforge calibrate`: measure the reference executor (per-call floor, bandwidth, gemm / conv
-//! flop rates, elementwise rate) and store the constants atomically in the cache dir, where
+//! `aneforge calibrate`: measure the reference executor (per-call floor; per-op overhead and
+//! rate for data, gemm, conv, elementwise and reduce ops) and store the constants atomically in the cache dir, where
 //! `af.estimate(y)` (host mode) reads them.
 
 use std::time::Duration;
@@ -9,23 +9,26 @@ use crate::cost::{calibrate, host};
 use crate::error::Result;
 
 /// Run the probes (`budget_ms` each), print them and the constants, and write the calibration file.
-pub(super) fn calibrate(budget_ms: u64) -> Result<()> {
+pub(super) fn calibrate(budget_ms: u64, clock: &str) -> Result<()> {
+    let clock = calibrate::Clock::parse(clock)?;
     if let Err(e) = host::load() {
         eprintln!(
             "aneforge: warning: ignoring the existing calibration ({e}); it is rewritten now"
         );
     }
-    let (c, probes) = calibrate::calibrate(Duration::from_millis(budget_ms.max(1)))?;
+    let (c, probes) = calibrate::calibrate(Duration::from_millis(budget_ms.max(1)), clock)?;
     let mut out = format!(
-        "reference executor, {} rayon thread(s)\nprobe        median µs  work\n",
+        "reference executor, {} rayon thread(s), {clock:?} clock\nprobe              median µs  work\n",
         rayon::current_num_threads()
     );
     for p in &probes {
-        out += &format!("{:<12} {:>9.1}  {:.3e}\n", p.name, p.median_us, p.work);
+        out += &format!("{:<18} {:>9.1}  {:.3e}\n", p.name, p.median_us, p.work);
     }
+    let o = &c.op_us;
     out += &format!(
-        "floor {:.1} µs, bandwidth {:.3e} B/µs, gemm {:.3e} flop/µs, conv {:.3e} flop/µs, elementwise {:.3e} /µs\n",
-        c.floor_us, c.bytes_per_us, c.gemm_flops_per_us, c.conv_flops_per_us, c.elementwise_per_us
+        "floor {:.1} µs; per op + rate: data {:.1} µs + {:.3e} B/µs, gemm {:.1} µs + {:.3e} flop/µs, conv {:.1} µs + {:.3e} flop/µs, elementwise {:.1} µs + {:.3e} /µs, reduce {:.1} µs + {:.3e} /µs\n",
+        c.floor_us, o.data, c.bytes_per_us, o.gemm, c.gemm_flops_per_us, o.conv, c.conv_flops_per_us,
+        o.elementwise, c.elementwise_per_us, o.reduce, c.reduce_per_us
     );
     let path = host::save(&c)?;
     out += &format!("wrote {}\n", path.display());

@@ -1,6 +1,6 @@
 //! The `aneforge` command line: `info` (version, platform, executors, cache), `run` (run a
 //! program directory on `.npy` inputs), `selfcheck` (verify the ANE executor on a Mac), `ops`
-//! (the op census), `compress`, `export` (Core ML package), `bench` (latency, energy on macOS),
+//! (the op census), `compress`, `export` (Core ML package), `bench` (latency, energy on macOS), `profile` (per-op time, Chrome trace),
 //! `calibrate` (host cost constants), `embed` (sentence embeddings) and
 //! `classify` (ResNet on an image). One entry point, [`run_cli`], serves both the Rust binary
 //! and the Python console script; failures print one message on stderr and exit 1.
@@ -20,6 +20,7 @@ pub mod npy;
 mod ops;
 mod options;
 mod plan;
+mod profile;
 mod run;
 mod selfcheck;
 
@@ -82,12 +83,34 @@ enum Command {
         #[command(flatten)]
         options: OptionFlags,
     },
+    /// Time N calls of a program directory on .npy inputs per op (reference executor), per
+    /// stage (segmented plans) or per program (ANE); print the table, optionally write a
+    /// Chrome trace (Perfetto, chrome://tracing).
+    Profile {
+        /// The program directory.
+        dir: PathBuf,
+        /// An input port and its data: NAME=FILE.npy (once per input port).
+        #[arg(short, long = "input", value_name = "NAME=FILE")]
+        inputs: Vec<String>,
+        /// Calls to profile (after one warm-up call).
+        #[arg(long, default_value_t = 10)]
+        repeat: usize,
+        /// Write Chrome trace JSON here.
+        #[arg(long, value_name = "OUT.json")]
+        trace: Option<PathBuf>,
+        #[command(flatten)]
+        options: OptionFlags,
+    },
     /// Measure the reference executor (per-call floor, bandwidth, gemm/conv/elementwise rates)
     /// and store the constants in the cache dir for `af.estimate` (host mode).
     Calibrate {
         /// Milliseconds spent per probe.
         #[arg(long, default_value_t = 400)]
         budget_ms: u64,
+        /// The clock probes read: wall, or cpu (process CPU time; for a machine shared with
+        /// other jobs, with RAYON_NUM_THREADS=1).
+        #[arg(long, default_value = "wall")]
+        clock: String,
     },
     /// Run tiny programs on the ANE, compare each with the reference executor and write a JSON
     /// report (exits 1 when a check fails or no ANE is present).
@@ -267,7 +290,20 @@ fn execute(command: Command) -> Result<bool> {
             power,
             options,
         } => bench::bench(&dir, n, power, &options.options(None, None)?),
-        Command::Calibrate { budget_ms } => calibrate::calibrate(budget_ms),
+        Command::Profile {
+            dir,
+            inputs,
+            repeat,
+            trace,
+            options,
+        } => profile::profile(
+            &dir,
+            &inputs,
+            repeat,
+            trace.as_deref(),
+            &options.options(None, None)?,
+        ),
+        Command::Calibrate { budget_ms, clock } => calibrate::calibrate(budget_ms, &clock),
         Command::Selfcheck { report, repeat } => return selfcheck::selfcheck(&report, repeat),
         Command::Ops {
             report,

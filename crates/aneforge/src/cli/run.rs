@@ -22,7 +22,7 @@ fn describe(ports: &[PortSpec]) -> String {
 }
 
 /// Read `NAME=FILE` arguments into one array per input port, in port order.
-fn read_inputs(ports: &[PortSpec], args: &[String]) -> Result<Vec<npy::Npy>> {
+pub(super) fn read_inputs(ports: &[PortSpec], args: &[String]) -> Result<Vec<npy::Npy>> {
     let expected = || format!("the program's inputs are: {}", describe(ports));
     let mut given: HashMap<&str, &Path> = HashMap::new();
     for arg in args {

@@ -10,7 +10,18 @@ use crate::error::{Error, Result};
 /// File name of the calibration in the cache root.
 pub const CALIBRATION_FILE: &str = "host_cost_model.json";
 
-/// Per-call floor and throughputs of the executor on this machine.
+/// Fixed µs of one compute op per kind (dispatch, allocation, the rounding pass), on top of its
+/// work / rate; 0 in calibration files written before it existed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct OpOverhead {
+    pub gemm: f64,
+    pub conv: f64,
+    pub elementwise: f64,
+    pub reduce: f64,
+    pub data: f64,
+}
+
+/// Per-call floor, throughputs and per-op overheads of the executor on this machine.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HostConstants {
     /// Fixed time of one call (feeding, dispatch, reading outputs) in µs.
@@ -23,27 +34,49 @@ pub struct HostConstants {
     pub conv_flops_per_us: f64,
     /// Elementwise rate, elements per µs.
     pub elementwise_per_us: f64,
+    /// Reduction / softmax / pooling / norm rate, elements per µs (0 = the elementwise rate).
+    #[serde(default)]
+    pub reduce_per_us: f64,
+    /// Fixed µs per compute op, per kind (all 0 = no per-op term).
+    #[serde(default)]
+    pub op_us: OpOverhead,
 }
 
 impl HostConstants {
     /// Uncalibrated defaults: the reference design's host-mode constants (floor 70 µs,
-    /// 1.1e5 bytes/µs, 1.45e7 flop/µs for every compute kind).
+    /// 1.1e5 bytes/µs, 1.45e7 flop/µs for every compute kind, no per-op term).
     pub const DEFAULTS: HostConstants = HostConstants {
         floor_us: 70.0,
         bytes_per_us: 1.1e5,
         gemm_flops_per_us: 1.45e7,
         conv_flops_per_us: 1.45e7,
         elementwise_per_us: 1.45e7,
+        reduce_per_us: 1.45e7,
+        op_us: OpOverhead {
+            gemm: 0.0,
+            conv: 0.0,
+            elementwise: 0.0,
+            reduce: 0.0,
+            data: 0.0,
+        },
     };
 
-    /// Every constant finite and positive (the floor may be 0), else a value error naming it.
+    /// Every rate finite and positive, the floor, per-op terms and `reduce_per_us` finite and
+    /// ≥ 0; else a value error naming the field.
     pub fn validate(&self) -> Result<()> {
+        let o = &self.op_us;
         let fields = [
             ("floor_us", self.floor_us, true),
             ("bytes_per_us", self.bytes_per_us, false),
             ("gemm_flops_per_us", self.gemm_flops_per_us, false),
             ("conv_flops_per_us", self.conv_flops_per_us, false),
             ("elementwise_per_us", self.elementwise_per_us, false),
+            ("reduce_per_us", self.reduce_per_us, true),
+            ("op_us.gemm", o.gemm, true),
+            ("op_us.conv", o.conv, true),
+            ("op_us.elementwise", o.elementwise, true),
+            ("op_us.reduce", o.reduce, true),
+            ("op_us.data", o.data, true),
         ];
         for (name, v, zero_ok) in fields {
             if !v.is_finite() || v < 0.0 || (v == 0.0 && !zero_ok) {

@@ -4,14 +4,17 @@
 
 pub mod anchors;
 pub mod calibrate;
+pub mod cross;
 pub mod host;
+pub mod plan_cost;
 pub mod power;
+pub mod profile;
 pub mod work;
 
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 pub use anchors::{project_peak, Machine, PeakProjection};
-pub use host::HostConstants;
+pub use host::{HostConstants, OpOverhead};
 pub use work::{graph_work, NodeWork, WorkKind};
 
 /// A program's work at or below this multiple of the per-call floor draws the dispatch-floor warning.
@@ -25,12 +28,17 @@ pub struct OpEstimate {
     pub micros: f64,
 }
 
-/// A whole program's predicted cost: one region = one dispatch.
+/// A whole program's predicted cost: one region = one dispatch; a graph with host ops is costed
+/// as its segmented plan (one floor per region plus the hand-off of the values crossing cuts).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Estimate {
-    /// Predicted µs per call: floor + Σ node µs.
+    /// Predicted µs per call: regions × floor + Σ node µs + cut µs.
     pub micros: f64,
     pub floor_us: f64,
+    /// Dispatches per call (1 for a single program).
+    pub regions: usize,
+    /// Hand-off µs of the values crossing cuts (0 for a single program).
+    pub cut_us: f64,
     /// Arch costed (`None` = the host's reference executor).
     pub target: Option<&'static str>,
     /// `measured anchor h14`, `scaled from ...`, `projected from ...`, `calibrated host`
@@ -50,14 +58,25 @@ impl Estimate {
     }
 }
 
-/// Host-mode time of one node: bytes / bandwidth for data-movement nodes, else work / the
-/// measured rate of its kind (each rate is measured end to end, memory traffic included).
+/// Host-mode time of one node: its kind's per-op overhead plus bytes / bandwidth for
+/// data-movement nodes, else work / the measured rate of its kind (each rate is measured end to
+/// end, memory traffic included; reductions fall back to the elementwise rate when it is 0).
 pub fn host_node_us(w: &NodeWork, c: &HostConstants) -> f64 {
+    let o = &c.op_us;
+    let flops = w.flops as f64;
     match w.kind {
-        WorkKind::Gemm => w.flops as f64 / c.gemm_flops_per_us,
-        WorkKind::Conv => w.flops as f64 / c.conv_flops_per_us,
-        WorkKind::Elementwise => w.flops as f64 / c.elementwise_per_us,
-        WorkKind::Data => w.bytes as f64 / c.bytes_per_us,
+        WorkKind::Gemm => o.gemm + flops / c.gemm_flops_per_us,
+        WorkKind::Conv => o.conv + flops / c.conv_flops_per_us,
+        WorkKind::Elementwise => o.elementwise + flops / c.elementwise_per_us,
+        WorkKind::Reduce => {
+            let rate = if c.reduce_per_us > 0.0 {
+                c.reduce_per_us
+            } else {
+                c.elementwise_per_us
+            };
+            o.reduce + flops / rate
+        }
+        WorkKind::Data => o.data + w.bytes as f64 / c.bytes_per_us,
     }
 }
 
@@ -78,7 +97,8 @@ pub fn analytic_node_us(w: &NodeWork, m: &Machine) -> f64 {
 /// Estimate `graph` on the host with explicit constants (`provenance` labels them).
 pub fn estimate_host(graph: &Graph, c: &HostConstants, provenance: &str) -> Result<Estimate> {
     c.validate()?;
-    finish(graph, c.floor_us, None, provenance.into(), |w| {
+    let machine = (c.floor_us, c.bytes_per_us);
+    finish(graph, machine, None, provenance.into(), |w| {
         host_node_us(w, c)
     })
 }
@@ -91,7 +111,8 @@ pub fn estimate(graph: &Graph, target: Option<&str>) -> Result<Estimate> {
     match target {
         Some(t) => {
             let m = anchors::machine(t)?;
-            finish(graph, m.floor_us, Some(m.arch), m.provenance.clone(), |w| {
+            let machine = (m.floor_us, m.bytes_per_us);
+            finish(graph, machine, Some(m.arch), m.provenance.clone(), |w| {
                 analytic_node_us(w, &m)
             })
         }
@@ -112,9 +133,11 @@ pub fn estimate(graph: &Graph, target: Option<&str>) -> Result<Estimate> {
     }
 }
 
+/// Cost every node, then the call: `(floor µs, bytes per µs)` of the machine for the floors
+/// and the cut hand-offs.
 fn finish(
     graph: &Graph,
-    floor_us: f64,
+    (floor_us, bytes_per_us): (f64, f64),
     target: Option<&'static str>,
     provenance: String,
     node_us: impl Fn(&NodeWork) -> f64,
@@ -133,10 +156,16 @@ fn finish(
             work: w,
         })
         .collect();
-    let micros = floor_us + ops.iter().map(|o| o.micros).sum::<f64>();
+    let (regions, cut_us) = match plan_cost::plan_cost(graph, bytes_per_us)? {
+        Some(p) => (p.regions, p.cut_us),
+        None => (1, 0.0),
+    };
+    let micros = regions as f64 * floor_us + ops.iter().map(|o| o.micros).sum::<f64>() + cut_us;
     let mut e = Estimate {
         micros,
         floor_us,
+        regions,
+        cut_us,
         target,
         provenance,
         ops,

@@ -11,8 +11,10 @@ pub enum WorkKind {
     Gemm,
     /// Convolutions (conv, conv_transpose): `flops` multiply-adds ×2.
     Conv,
-    /// Elementwise, reductions, normalisation, pooling: `flops` = elements touched.
+    /// Elementwise ops: `flops` = elements touched.
     Elementwise,
+    /// Reductions, softmax, pooling, batch/instance norm: `flops` = elements touched.
+    Reduce,
     /// Pure data movement (layout, rearrange, casts): no flops, bytes only.
     Data,
 }
@@ -24,6 +26,7 @@ impl WorkKind {
             WorkKind::Gemm => "gemm",
             WorkKind::Conv => "conv",
             WorkKind::Elementwise => "elementwise",
+            WorkKind::Reduce => "reduce",
             WorkKind::Data => "data",
         }
     }
@@ -36,9 +39,10 @@ pub struct NodeWork {
     pub op: &'static str,
     pub input_shapes: Vec<Vec<usize>>,
     pub output_shapes: Vec<Vec<usize>>,
-    /// Bytes read and written: every input (weights included) and output at its dtype's width.
+    /// Bytes read and written: every input and output at its dtype's width, a compressed weight
+    /// at its encoded payload size.
     pub bytes: u64,
-    /// 2 × multiply-adds for gemm/conv kinds; elements touched for elementwise; 0 for data.
+    /// 2 × multiply-adds for gemm/conv kinds; elements touched for elementwise/reduce; 0 for data.
     pub flops: u64,
     pub kind: WorkKind,
 }
@@ -55,16 +59,23 @@ pub fn graph_work(graph: &Graph) -> Vec<NodeWork> {
         .collect()
 }
 
-fn node_work(graph: &Graph, index: usize, node: &Node) -> NodeWork {
+/// The work of node `index` (`node` = `graph.nodes[index]`).
+pub fn node_work(graph: &Graph, index: usize, node: &Node) -> NodeWork {
     let inputs: Vec<_> = node.inputs.iter().map(|v| graph.ty(*v)).collect();
     let input_shapes: Vec<Vec<usize>> = inputs.iter().map(|t| t.shape.clone()).collect();
     let output_shapes: Vec<Vec<usize>> = node.outputs.iter().map(|t| t.shape.clone()).collect();
-    let bytes = inputs
+    let size = |t: &crate::ops::TensorType| (numel(&t.shape) * t.dtype.size()) as u64;
+    // A compressed weight is read as its encoded payload (int8/int4/sparse/blockwise bytes).
+    let read: u64 = node
+        .inputs
         .iter()
-        .copied()
-        .chain(node.outputs.iter())
-        .map(|t| (numel(&t.shape) * t.dtype.size()) as u64)
+        .zip(&inputs)
+        .map(|(v, t)| match &graph.nodes[v.node].op {
+            Op::Constexpr(c) => c.payload_bytes() as u64,
+            _ => size(t),
+        })
         .sum();
+    let bytes = read + node.outputs.iter().map(size).sum::<u64>();
     let out = output_shapes.first().map_or(0, |s| numel(s)) as u64;
     let first = input_shapes.first().map_or(0, |s| numel(s)) as u64;
     let dim = |i: usize, from_end: usize| -> u64 {
@@ -91,6 +102,9 @@ fn node_work(graph: &Graph, index: usize, node: &Node) -> NodeWork {
             (WorkKind::Conv, 2 * first * w / dim(1, 4).max(1))
         }
         Op::Layout(_) | Op::Rearrange(_) | Op::Cast(_) => (WorkKind::Data, 0),
+        Op::Reduce(_) | Op::Softmax(_) | Op::Pool(_) | Op::BatchNorm(_) | Op::InstanceNorm(_) => {
+            (WorkKind::Reduce, first.max(out))
+        }
         _ => (WorkKind::Elementwise, first.max(out)),
     };
     NodeWork {

@@ -2,6 +2,7 @@
 //! port data and zero-copy port views, and input validation shared by both.
 
 pub mod ane;
+pub mod profile;
 pub mod reference;
 
 use std::path::Path;
@@ -212,6 +213,15 @@ pub trait Loaded: Send {
     fn set_input(&mut self, index: usize, data: PortData) -> Result<()>;
     /// Run the program on the current inputs.
     fn execute(&mut self) -> Result<()>;
+    /// [`Loaded::execute`], recording spans into `profile`: per op on the reference executor,
+    /// per stage in plans; by default the whole program as one [`profile::SpanKind::Program`] span.
+    fn execute_profiled(&mut self, profile: &mut profile::Profile) -> Result<()> {
+        let span = profile.open();
+        let r = self.execute();
+        let name = format!("program ({})", self.device());
+        profile.close(span, name, profile::SpanKind::Program, None);
+        r
+    }
     /// Copy output `index` into `out` (length = the port's element count), as f32.
     fn read_output(&self, index: usize, out: &mut [f32]) -> Result<()>;
     /// Copy int32 output `index` into `out` exactly (length = the port's element count).

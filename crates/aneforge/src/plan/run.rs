@@ -20,6 +20,7 @@ use super::file::REGIONS;
 use super::{CutValue, Plan, Stage};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::exec::profile::{Profile, SpanKind};
 use crate::exec::{
     alias_ports, checked_input, checked_output, not_int32, Executor, Loaded, PortData, PortView,
     Precision,
@@ -97,6 +98,8 @@ pub struct PlanLoaded {
     executed: bool,
     /// fp32 plans: the f32 / int32 staging of a region-to-region hand-off.
     staging: (Vec<f32>, Vec<i32>),
+    /// Set only during `execute_profiled`: each stage becomes one span.
+    timing: Option<Profile>,
 }
 
 fn port(v: &CutValue) -> PortSpec {
@@ -243,6 +246,7 @@ impl PlanLoaded {
             aliases: Vec::new(),
             executed: false,
             staging: (Vec::new(), Vec::new()),
+            timing: None,
         })
     }
 
@@ -264,7 +268,10 @@ impl PlanLoaded {
                         }
                     }
                 }
-                loaded.execute()
+                match self.timing.as_mut() {
+                    Some(p) => loaded.execute_profiled(p),
+                    None => loaded.execute(),
+                }
             }
             Step::Host {
                 op,
@@ -484,13 +491,20 @@ impl Loaded for PlanLoaded {
 
     fn execute(&mut self) -> Result<()> {
         for k in 0..self.steps.len() {
-            self.run_step(k).map_err(|e| {
-                let what = match &self.steps[k] {
-                    Step::Region { .. } => "region",
-                    Step::Host { op, .. } => op.name(),
-                };
-                in_stage(e, k, what)
-            })?;
+            let what = match &self.steps[k] {
+                Step::Region { .. } => "region",
+                Step::Host { op, .. } => op.name(),
+            };
+            let span = self.timing.as_mut().map(|p| {
+                p.stage = Some(k);
+                p.open()
+            });
+            let r = self.run_step(k);
+            if let (Some(p), Some(o)) = (self.timing.as_mut(), span) {
+                p.close(o, format!("stage {k} ({what})"), SpanKind::Stage, None);
+                p.stage = None;
+            }
+            r.map_err(|e| in_stage(e, k, what))?;
         }
         for a in 0..self.aliases.len() {
             let (o, i) = self.aliases[a];
@@ -498,6 +512,13 @@ impl Loaded for PlanLoaded {
         }
         self.executed = true;
         Ok(())
+    }
+
+    fn execute_profiled(&mut self, profile: &mut Profile) -> Result<()> {
+        self.timing = Some(std::mem::take(profile));
+        let r = self.execute();
+        *profile = self.timing.take().unwrap_or_default();
+        r
     }
 
     fn read_output(&self, index: usize, out: &mut [f32]) -> Result<()> {

@@ -2,8 +2,9 @@
 //! available executor with seeded inputs, accept only variants within `atol` of the lossless
 //! baseline (NaN/inf rejected; lossy ones only when ≥ 1.10× faster), and cache the choice by a
 //! structural graph hash. `tune_precision`: the cheapest variant meeting an error target
-//! against the fp32 reference. Variants: sum_via_matmul and global weight compression; routes
-//! of selectable host ops, per-weight compression and attention query tiles are not variants yet.
+//! against the fp32 reference. Variants: sum_via_matmul, global and per-weight (`auto`) weight
+//! compression. Not variants yet: routes of selectable host ops (the `route` compile option is
+//! not on this branch) and attention query tiles (the graph has no tiled attention op).
 
 pub mod cache;
 pub mod gate;
@@ -43,13 +44,15 @@ const fn v(
     }
 }
 
-/// Every variant `tune` knows, baseline first.
-pub const VARIANTS: [Variant; 6] = [
+/// Every variant `tune` knows, baseline first (`auto` = per-weight compression: each weight
+/// gets the smallest encoding within the compile's error budget, see [`Compress::Auto`]).
+pub const VARIANTS: [Variant; 7] = [
     v("baseline", false, false, None),
     v("sum_via_matmul", false, true, None),
     v("int8", true, false, Some("int8")),
     v("int4", true, false, Some("int4")),
     v("blockwise", true, false, Some("blockwise")),
+    v("auto", true, false, Some("auto")),
     v("int8+sum_via_matmul", true, true, Some("int8")),
 ];
 

@@ -7,6 +7,7 @@
 //! process); a program is used by one thread at a time; do not fork after the first program
 //! is loaded (Espresso is not fork-safe).
 
+pub mod cross;
 pub mod e5rt;
 pub mod handles;
 pub mod program;

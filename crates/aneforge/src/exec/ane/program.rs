@@ -77,9 +77,10 @@ fn path_cstring(p: &Path) -> Result<CString> {
     )
 }
 
-/// Compile `dir/model.mil` with `opts` into a program library (the compiler objects are released on return).
-fn compile(ctx: Ctx, opts: &Ane, dir: &Path) -> Result<Handle> {
-    let cache = dir.join("cache");
+/// Compile `dir/model.mil` with `opts` into a program library (the compiler objects are released
+/// on return), caching in `cache` (`cache-<arch>` with a target).
+pub(super) fn compile(ctx: Ctx, opts: &Ane, dir: &Path) -> Result<Handle> {
+    let cache = super::cross::cache_dir(dir, opts.target.as_deref());
     std::fs::create_dir_all(&cache).map_err(|e| Error::io(&cache, e))?;
     let (cache, mil) = (path_cstring(&cache)?, path_cstring(&dir.join("model.mil"))?);
     let config = create!(ctx, out, e5rt_e5_compiler_config_options_create(out) => e5rt_e5_compiler_config_options_release)?;

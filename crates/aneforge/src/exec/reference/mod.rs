@@ -6,6 +6,7 @@ mod fp16_table;
 mod memory_plan;
 mod packed;
 pub mod threads;
+mod profile;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use std::sync::Arc;
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
+use super::profile::{OpLabel, Profile};
 use super::{
     alias_ports, checked_input, checked_output, not_int32, Executor, Loaded, PortData, PortView,
     Precision,
@@ -121,6 +123,8 @@ struct Step {
     table: Option<Arc<Fp16Table>>,
     /// A matmul over a compressed weight kept compressed (see `packed`).
     packed: Option<PackedWeight>,
+    /// What a profile reports for this step.
+    label: OpLabel,
 }
 
 /// A program loaded on the reference executor: one buffer per slot of its memory plan.
@@ -140,6 +144,8 @@ pub struct RefProgram {
     /// (output index, input index) pairs from `alias`.
     aliases: Vec<(usize, usize)>,
     executed: bool,
+    /// Set only during `execute_profiled`: each step becomes one op span.
+    timing: Option<Profile>,
 }
 
 /// Round every element to the nearest fp16 (ties to even; overflow to ±inf), on the rayon
@@ -263,6 +269,7 @@ impl RefProgram {
                 out_shapes: n.outputs.iter().map(|t| t.shape.clone()).collect(),
                 table: step_table(&n.op, &round, &mut tables),
                 packed: packed[i].take(),
+                label: profile::step_label(g, i),
                 round,
             })
         }
@@ -323,6 +330,7 @@ impl RefProgram {
             bufs,
             aliases: Vec::new(),
             executed: false,
+            timing: None,
         })
     }
 
@@ -347,15 +355,17 @@ impl RefProgram {
 }
 
 /// Run `steps` in order on the slot buffers `bufs`; each output slot takes its value's shape.
-fn run_steps(steps: &[Step], bufs: &mut [Buf]) -> Result<()> {
+fn run_steps(steps: &[Step], bufs: &mut [Buf], timing: &mut Option<Profile>) -> Result<()> {
     let mut outs: Vec<Buf> = Vec::new();
     for step in steps {
+        let span = profile::begin(timing);
         if let Some(t) = &step.table {
             let (i, o) = (step.ins[0], step.outs[0]);
             let mut y = std::mem::take(&mut bufs[o].data);
             t.eval(&bufs[i].data, &mut y);
             bufs[o].data = y;
             bufs[o].shape.clone_from(&step.out_shapes[0]);
+            profile::end(timing, span, &step.label);
             continue;
         }
         if let Some(w) = &step.packed {
@@ -368,6 +378,7 @@ fn run_steps(steps: &[Step], bufs: &mut [Buf]) -> Result<()> {
             bufs[o].data = y;
             bufs[o].shape.clone_from(&step.out_shapes[0]);
             r?;
+            profile::end(timing, span, &step.label);
             continue;
         }
         outs.clear();
@@ -391,6 +402,7 @@ fn run_steps(steps: &[Step], bufs: &mut [Buf]) -> Result<()> {
             }
         }
         r?;
+        profile::end(timing, span, &step.label);
     }
     Ok(())
 }
@@ -428,8 +440,8 @@ impl Loaded for RefProgram {
         for (port, &b) in self.in_ports.iter().zip(&self.input_bufs) {
             port.load_into(&mut self.bufs[b].data);
         }
-        let (steps, bufs) = (&self.steps, &mut self.bufs);
-        threads::run(self.work, || run_steps(steps, bufs))?;
+        let (steps, bufs, timing) = (&self.steps, &mut self.bufs, &mut self.timing);
+        threads::run(self.work, || run_steps(steps, bufs, timing))?;
         for (port, &b) in self.out_ports.iter_mut().zip(&self.output_bufs) {
             port.store_from(&self.bufs[b].data);
         }
@@ -451,6 +463,13 @@ impl Loaded for RefProgram {
         }
         self.executed = true;
         Ok(())
+    }
+
+    fn execute_profiled(&mut self, profile: &mut Profile) -> Result<()> {
+        self.timing = Some(std::mem::take(profile));
+        let r = self.execute();
+        *profile = self.timing.take().unwrap_or_default();
+        r
     }
 
     fn read_output(&self, index: usize, out: &mut [f32]) -> Result<()> {

@@ -1,0 +1,137 @@
+//! Profiling on the reference executor and on segmented plans: one op span per step per call,
+//! nested in its call, work labels against hand counts, shares of the call, the Chrome trace.
+
+use aneforge::cost::profile::{profile_calls, ProfileReport};
+use aneforge::exec::profile::SpanKind;
+use aneforge::{compile, constant, input, CompileOptions, Device, HostArray, PortData, Tensor};
+use serde_json::Value;
+
+fn compiled(outputs: &[(Option<String>, Tensor)]) -> aneforge::Compiled {
+    let opts = CompileOptions {
+        device: Device::Reference,
+        ..CompileOptions::default()
+    };
+    compile(outputs, &opts).unwrap()
+}
+
+/// Run once on a ramp (feeds the inputs), then profile `repeat` calls.
+fn profile(outputs: &[(Option<String>, Tensor)], repeat: usize) -> ProfileReport {
+    let mut net = compiled(outputs);
+    let data: Vec<Vec<f32>> = net
+        .inputs()
+        .iter()
+        .map(|p| (0..p.numel()).map(|i| (i % 7) as f32 / 8.0).collect())
+        .collect();
+    let ports: Vec<PortData> = data.iter().map(|d| PortData::F32(d)).collect();
+    net.run(&ports).unwrap();
+    profile_calls(net.loaded.as_mut(), repeat).unwrap()
+}
+
+/// Every event of the trace with its `cat`, as (cat, name, ts, dur, run).
+fn trace_events(r: &ProfileReport) -> Vec<(String, String, f64, f64, u64)> {
+    let text = serde_json::to_string(&r.chrome_trace()).unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            assert_eq!(e["ph"], "X");
+            (
+                e["cat"].as_str().unwrap().to_string(),
+                e["name"].as_str().unwrap().to_string(),
+                e["ts"].as_f64().unwrap(),
+                e["dur"].as_f64().unwrap(),
+                e["args"]["run"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn reference_rows_are_one_per_op_with_hand_counted_work() {
+    // x [64, 128] · w [128, 96] → relu → + 1: three ops.
+    let w = vec![0.01f32; 128 * 96];
+    let x = input(&[64, 128]).unwrap();
+    let y = x
+        .matmul(&constant("w", HostArray::f32(&[128, 96], &w)).unwrap())
+        .unwrap()
+        .relu()
+        .unwrap()
+        .add_scalar(1.0)
+        .unwrap();
+    let r = profile(&[(None, y)], 5);
+    assert_eq!((r.device, r.runs), ("reference", 5));
+    let ops: Vec<&str> = r.rows.iter().map(|row| row.name.as_str()).collect();
+    assert_eq!(ops.len(), 3, "{ops:?}");
+    assert_eq!(ops[0], "matmul");
+    let mm = &r.rows[0];
+    assert_eq!(mm.kind, SpanKind::Op);
+    assert_eq!(mm.shape, vec![64, 96]);
+    // 2 · 64·96 outputs · 128 MACs; bytes fp16: 2 · (64·128 + 128·96 + 64·96).
+    assert_eq!(mm.flops, 2 * 64 * 96 * 128);
+    assert_eq!(mm.bytes, 2 * (64 * 128 + 128 * 96 + 64 * 96));
+    assert!(r.rows.iter().all(|row| row.leaf && row.micros >= 0.0));
+    let share: f64 = r.rows.iter().map(|row| row.share).sum();
+    assert!(share > 0.5 && share <= 1.0 + 1e-9, "shares sum to {share}");
+    let total: f64 = r.rows.iter().map(|row| row.micros).sum();
+    assert!(total <= r.call_us * (1.0 + 1e-9), "{total} > {}", r.call_us);
+    assert!(r.table().contains("matmul"));
+}
+
+#[test]
+fn chrome_trace_has_one_complete_event_per_op_per_call_nested_in_the_call() {
+    let x = input(&[8, 16]).unwrap();
+    let y = x.relu().unwrap().mul_scalar(3.0).unwrap();
+    let r = profile(&[(None, y)], 4);
+    let ev = trace_events(&r);
+    let calls: Vec<_> = ev.iter().filter(|e| e.0 == "call").collect();
+    let ops: Vec<_> = ev.iter().filter(|e| e.0 == "op").collect();
+    assert_eq!((calls.len(), ops.len()), (4, 8));
+    for op in &ops {
+        assert!(op.3 >= 0.0);
+        let call = calls.iter().find(|c| c.4 == op.4).unwrap();
+        assert!(op.2 >= call.2 && op.2 + op.3 <= call.2 + call.3 + 1e-6);
+    }
+    for run in 0..4 {
+        assert_eq!(ops.iter().filter(|o| o.4 == run).count(), 2);
+    }
+}
+
+#[test]
+fn plan_stages_nest_their_region_ops() {
+    // x·2 (region) → topk (host) → values + 1 (region).
+    let x = input(&[2, 5]).unwrap();
+    let (vals, _) = x.mul_scalar(2.0).unwrap().topk(2, -1, true, true).unwrap();
+    let r = profile(&[(None, vals.add_scalar(1.0).unwrap())], 3);
+    let stages: Vec<_> = r
+        .rows
+        .iter()
+        .filter(|row| row.kind == SpanKind::Stage)
+        .collect();
+    assert_eq!(stages.len(), 3, "{:#?}", r.rows);
+    assert!(stages[1].name.contains("topk") && stages[1].leaf);
+    assert!(!stages[0].leaf && !stages[2].leaf);
+    let ops: Vec<_> = r
+        .rows
+        .iter()
+        .filter(|row| row.kind == SpanKind::Op)
+        .collect();
+    assert_eq!(ops.len(), 2);
+    assert_eq!((ops[0].stage, ops[1].stage), (Some(0), Some(2)));
+    assert!(ops.iter().all(|o| o.depth == 1));
+    let leaf: f64 = r
+        .rows
+        .iter()
+        .filter(|row| row.leaf)
+        .map(|row| row.share)
+        .sum();
+    assert!(leaf <= 1.0 + 1e-9);
+}
+
+#[test]
+fn repeat_out_of_range_is_a_value_error() {
+    let mut net = compiled(&[(None, input(&[2]).unwrap().relu().unwrap())]);
+    let e = profile_calls(net.loaded.as_mut(), 0).unwrap_err();
+    assert!(e.to_string().contains("repeat must be 1..="), "{e}");
+}

@@ -1,0 +1,78 @@
+"""Model.profile, `aneforge profile` and ANEFORGE_PROFILE=1: one row per op (reference executor)
+with work counted by hand, shares of the call, and a Chrome trace whose events nest per call."""
+
+import json
+import os
+import subprocess
+import sys
+
+import aneforge as af
+import numpy as np
+import pytest
+
+
+def _net():
+    x = af.input([128, 256], name="x")
+    w = np.linspace(-1, 1, 256 * 192, dtype=np.float32).reshape(256, 192)
+    return af.compile((x @ af.constant(w)).relu() + 1.0, device="reference")
+
+
+def _check_trace(path, runs, ops_per_run):
+    trace = json.loads(path.read_text())
+    events = trace["traceEvents"]
+    assert all(e["ph"] == "X" and e["dur"] >= 0 for e in events)
+    calls = [e for e in events if e["cat"] == "call"]
+    ops = [e for e in events if e["cat"] == "op"]
+    assert len(calls) == runs and len(ops) == runs * ops_per_run
+    for op in ops:
+        (call,) = [c for c in calls if c["args"]["run"] == op["args"]["run"]]
+        assert call["ts"] <= op["ts"] and op["ts"] + op["dur"] <= call["ts"] + call["dur"] + 1e-6
+
+
+def test_model_profile_rows_and_trace(tmp_path):
+    net = _net()
+    x = np.ones((128, 256), np.float32)
+    trace = tmp_path / "trace.json"
+    p = net.profile(x, repeat=4, trace=str(trace))
+    assert p["device"] == "reference" and p["runs"] == 4 and p["call_us"] > 0
+    names = [r["name"] for r in p["rows"]]
+    assert names[0] == "matmul" and len(names) == 3
+    mm = p["rows"][0]
+    # 128·192 outputs × 256 multiply-adds × 2; fp16 bytes 2·(128·256 + 256·192 + 128·192).
+    assert (mm["kind"], mm["shape"], mm["flops"]) == ("op", [128, 192], 2 * 128 * 192 * 256)
+    assert mm["bytes"] == 2 * (128 * 256 + 256 * 192 + 128 * 192)
+    total = sum(r["share"] for r in p["rows"])
+    assert 0.8 < total <= 1.0 + 1e-9, p["table"]
+    assert "matmul" in p["table"]
+    _check_trace(trace, 4, 3)
+    # The program still computes after profiling: relu(x·w) + 1 against NumPy float64.
+    w = np.linspace(-1, 1, 256 * 192).reshape(256, 192)
+    np.testing.assert_allclose(net(x), np.maximum(x.astype(np.float64) @ w, 0) + 1, rtol=2e-3, atol=5e-2)
+
+
+def test_profile_refuses_bad_repeat():
+    with pytest.raises(ValueError, match="repeat must be 1"):
+        _net().profile(np.ones((128, 256), np.float32), repeat=0)
+
+
+def test_cli_profile_prints_the_table_and_writes_the_trace(tmp_path, capsys):
+    net = _net()
+    np.save(tmp_path / "x.npy", np.ones((128, 256), np.float32))
+    trace = tmp_path / "cli.json"
+    args = ["aneforge", "profile", net.program_dir, "--input", f"x={tmp_path / 'x.npy'}"]
+    assert af._core.cli_main([*args, "--repeat", "3", "--trace", str(trace), "--device", "reference"]) == 0
+    _check_trace(trace, 3, 3)
+
+
+def test_env_profile_prints_a_table_when_the_program_is_freed():
+    code = (
+        "import numpy as np, aneforge as af\n"
+        "x = af.input([16, 16])\n"
+        "net = af.compile(x.relu() * 2.0, device='reference')\n"
+        "for _ in range(3): net(np.ones((16, 16), np.float32))\n"
+        "net.release()\n"
+    )
+    env = {**os.environ, "ANEFORGE_PROFILE": "1", "ANEFORGE_QUIET": "1"}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert "ANEFORGE_PROFILE" in r.stderr and "3 call(s)" in r.stderr, r.stderr
+    assert "relu" in r.stderr
