@@ -5,8 +5,8 @@
 mod fp16_table;
 mod memory_plan;
 mod packed;
-pub mod threads;
 mod profile;
+pub mod threads;
 
 use std::path::Path;
 use std::sync::Arc;
