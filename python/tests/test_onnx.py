@@ -230,6 +230,10 @@ def test_external_data_cannot_escape_the_model_folder(tmp_path):
     assert outs["y"].shape == (4,)
     with pytest.raises(ValueError, match=r"tensor 'w'.*needs 16 bytes at offset 8 but the file has 16"):
         af.onnx_to_graph(_external_model(model_dir, "w.bin", offset=8))
+    # A FIFO inside the folder is refused before it is opened (opening would block).
+    os.mkfifo(model_dir / "fifo.bin")
+    with pytest.raises(ValueError, match=r"tensor 'w': external data is not a regular file"):
+        af.onnx_to_graph(_external_model(model_dir, "fifo.bin"))
 
 
 def test_bad_files_name_the_value():

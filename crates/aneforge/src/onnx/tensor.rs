@@ -375,6 +375,14 @@ fn read_external(
             ),
         ));
     }
+    // A FIFO would block the open and a device never ends: regular files only.
+    if !std::fs::metadata(&real).map_err(io)?.is_file() {
+        return Err(Error::format(
+            &real,
+            None,
+            format!("{what}: external data is not a regular file"),
+        ));
+    }
     let mut f = std::fs::File::open(&real).map_err(io)?;
     let size = f.metadata().map_err(io)?.len();
     if offset.checked_add(need as u64).is_none_or(|end| end > size) {
