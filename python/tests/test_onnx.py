@@ -1,6 +1,8 @@
 """ONNX import: the schema subset against the `onnx` package's descriptors, the API
 (`af.load_onnx`, `af.onnx_to_graph`), initializer storage forms, folding, and bad input."""
 
+import os
+
 import numpy as np
 import pytest
 
