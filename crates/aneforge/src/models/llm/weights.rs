@@ -160,11 +160,11 @@ mod tests {
     fn scales_take_powers_of_two_exactly_and_refuse_the_rest() {
         let b = Int8Blocks {
             codes: vec![1; 32],
-            scales: vec![f16::from_f32(0.75)],
+            scales: vec![f16::from_f32(0.625)],
         };
         assert_eq!(
             scaled(b.clone(), 0.125).unwrap().scales,
-            [f16::from_f32(0.09375)]
+            [f16::from_f32(0.078125)]
         );
         assert!(scaled(b, 1.0 / 3.0).is_none());
     }
