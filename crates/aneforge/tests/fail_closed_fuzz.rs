@@ -117,3 +117,11 @@ fn fuzz_npy() {
     }
     fuzz("npy", &[f32_seed, i64_seed], &targets::npy);
 }
+
+#[test]
+fn fuzz_onnx() {
+    // A 2 KB opset-17 model: Conv, Relu, Reshape by an int64 initializer, Cast of an fp16
+    // weight, Gemm (transB, alpha), Gather with constant indices, Softmax.
+    let seed = include_bytes!("../fuzz/seeds/model.onnx").to_vec();
+    fuzz("onnx", &[seed], &targets::onnx);
+}

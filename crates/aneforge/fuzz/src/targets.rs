@@ -102,3 +102,13 @@ pub fn hf_config(data: &[u8]) {
 pub fn npy(data: &[u8]) {
     let _ = aneforge::cli::npy::parse(data, Path::new("x.npy"));
 }
+
+/// An ONNX ModelProto through the importer (protobuf, initializers, folding, op mapping), then
+/// lowered to a program when it imports.
+pub fn onnx(data: &[u8]) {
+    if let Ok(m) = aneforge::onnx::import_bytes(data, None, &[]) {
+        if let Ok(g) = aneforge::Graph::from_outputs(&m.named_outputs()) {
+            let _ = aneforge::Program::lower(g);
+        }
+    }
+}
