@@ -187,17 +187,16 @@ def test_bad_input_gives_clear_errors(tmp_path):
 
 def test_unsupported_ops_are_listed_at_once():
     nodes = [
-        helper.make_node("TopK", ["x", "k"], ["v", "i"], name="top"),
-        helper.make_node("Hardmax", ["v"], ["h"], name="hm"),
-        helper.make_node("Relu", ["h"], ["y"]),
+        helper.make_node("LpPool", ["x"], ["p"], kernel_shape=[2, 2], name="lp"),
+        helper.make_node("GridSample", ["p", "g"], ["gs"], name="grid"),
+        helper.make_node("Relu", ["gs"], ["y"]),
     ]
-    k = numpy_helper.from_array(np.array([2], np.int64), "k")
-    m = _model(nodes, [_vi("x", [1, 4])], [_vi("y", [1, 2])], [k])
+    m = _model(nodes, [_vi("x", [1, 1, 4, 4]), _vi("g", [1, 2, 2, 2])], [_vi("y", [1, 1, 2, 2])], [])
     with pytest.raises(NotImplementedError) as e:
         af.onnx_to_graph(m)
     msg = str(e.value)
-    assert "2 node(s)" in msg and "TopK node 'top' (opset 17)" in msg and "host ops (issue 12)" in msg
-    assert "Hardmax node 'hm'" in msg
+    assert "2 node(s)" in msg and "LpPool node 'lp' (opset 17)" in msg and "no mapping" in msg
+    assert "GridSample node 'grid' (opset 17)" in msg
 
 
 def _external_model(tmp_path, location, offset=None):
