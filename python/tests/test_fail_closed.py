@@ -110,15 +110,9 @@ def program_dir(tmp_path, sig, body, out):
     return d
 
 
-def test_loaded_tile_past_the_cap_is_a_memory_error_under_1_gb(tmp_path):
-    d = program_dir(
-        tmp_path,
-        "tensor<fp16, [2, 2]> x0",
-        '        tensor<int32, [2]> r = const()[name = string("r"), val = tensor<int32, [2]>([32768, 16384])];\n'
-        '        tensor<fp16, [65536, 32768]> y0 = tile(reps = r, x = x0)[name = string("y0")];',
-        "y0",
-    )
-    out, peak = peak_run(
+def load_peak(d) -> tuple[str, int]:
+    """af.load of program directory `d` in a fresh interpreter: (printed MemoryError, peak RSS)."""
+    return peak_run(
         f"""
         import aneforge as af
         try:
@@ -127,6 +121,17 @@ def test_loaded_tile_past_the_cap_is_a_memory_error_under_1_gb(tmp_path):
             print("MemoryError", e)
         """
     )
+
+
+def test_loaded_tile_past_the_cap_is_a_memory_error_under_1_gb(tmp_path):
+    d = program_dir(
+        tmp_path,
+        "tensor<fp16, [2, 2]> x0",
+        '        tensor<int32, [2]> r = const()[name = string("r"), val = tensor<int32, [2]>([32768, 16384])];\n'
+        '        tensor<fp16, [65536, 32768]> y0 = tile(reps = r, x = x0)[name = string("y0")];',
+        "y0",
+    )
+    out, peak = load_peak(d)
     assert out.startswith("MemoryError") and "tile" in out and "[65536, 32768]" in out, out
     assert peak < GB, peak
 
@@ -154,15 +159,7 @@ def test_loaded_input_of_2_48_elements_is_a_memory_error_under_1_gb(tmp_path):
         '        tensor<fp16, [65536, 65536, 65536]> y0 = relu(x = x0)[name = string("y0")];',
         "y0",
     )
-    out, peak = peak_run(
-        f"""
-        import aneforge as af
-        try:
-            af.load({str(d)!r}, device="reference")
-        except MemoryError as e:
-            print("MemoryError", e)
-        """
-    )
+    out, peak = load_peak(d)
     assert out.startswith("MemoryError") and "[65536, 65536, 65536]" in out, out
     assert peak < GB, peak
 
