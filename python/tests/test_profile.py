@@ -41,8 +41,10 @@ def test_model_profile_rows_and_trace(tmp_path):
     # 128·192 outputs × 256 multiply-adds × 2; fp16 bytes 2·(128·256 + 256·192 + 128·192).
     assert (mm["kind"], mm["shape"], mm["flops"]) == ("op", [128, 192], 2 * 128 * 192 * 256)
     assert mm["bytes"] == 2 * (128 * 256 + 256 * 192 + 128 * 192)
+    # Op spans nest inside the call, so their shares partition part of it (the rest is the
+    # call's own overhead; how much depends on the machine's load, so no lower bound).
     total = sum(r["share"] for r in p["rows"])
-    assert 0.8 < total <= 1.0 + 1e-9, p["table"]
+    assert all(r["share"] >= 0 for r in p["rows"]) and 0 < total <= 1.0 + 1e-9, p["table"]
     assert "matmul" in p["table"]
     _check_trace(trace, 4, 3)
     # The program still computes after profiling: relu(x·w) + 1 against NumPy float64.

