@@ -269,6 +269,7 @@ fn plan_inputs_round_to_fp16_and_host_values_reach_the_next_region_exactly() {
 }
 
 #[test]
+#[cfg(feature = "cli")]
 fn cli_run_writes_int32_outputs_as_int32_npy() {
     let (_, dir) = build(&chain(), "cli");
     let x = dir.join("x.npy");
