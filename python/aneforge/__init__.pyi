@@ -1312,7 +1312,9 @@ def tune(
     """Rank compile variants by estimate, measure up to budget of them, return the fastest accepted.
 
     Variants: sum_via_matmul, int8 / int4 / blockwise weights, per-weight compression ("auto")
-    and combinations. They are measured on the executor options select with seeded inputs; a
+    and combinations, and for a graph with a routable host op (minmax_norm, flatten, sdpa, take
+    with constant indices) its routes "route_fused" / "route_host" (options["route"] is then
+    "fused" / "host"; lossless, still gated by atol). They are measured on the executor options select with seeded inputs; a
     variant is accepted only within atol (max-abs error / max|baseline|; NaN or inf rejected) and
     a lossy one only if >= min_lossy_speedup x faster. The choice is cached in autotune.json in
     the cache dir by a structural graph hash (a corrupt cache is ignored with a warning and

@@ -67,11 +67,8 @@ def project_peak(arch: str) -> dict[str, Any]:
 
 
 def cross_compile_check(outputs: Any, target: str) -> dict[str, Any]:
-    """Static preflight plus ``_core._cross_compile``; contract in ``aneforge/__init__.pyi``."""
-    report = dict(_core.preflight(outputs, target))
-    report["target"] = target
-    report.update(_core._cross_compile(outputs, target))
-    return report
+    """Thin wrapper over ``_core._cross_compile_check``; contract in ``aneforge/__init__.pyi``."""
+    return _core._cross_compile_check(outputs, target)
 
 
 @dataclass(frozen=True)

@@ -81,7 +81,7 @@ pub fn project_peak<'py>(py: Python<'py>, arch: &str) -> PyResult<Bound<'py, PyD
     Ok(d)
 }
 
-/// `{chosen, executor, atol, options: {sum_via_matmul, compress}, table: [{variant, lossy,
+/// `{chosen, executor, atol, options: {sum_via_matmul, compress?, route?}, table: [{variant, lossy,
 /// estimate_us, measured_us, error, accepted, note}]}`.
 fn tuned_dict<'py>(py: Python<'py>, t: &Tuned) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
@@ -93,6 +93,9 @@ fn tuned_dict<'py>(py: Python<'py>, t: &Tuned) -> PyResult<Bound<'py, PyDict>> {
     o.set_item("sum_via_matmul", v.sum_via_matmul)?;
     if let Some(c) = v.compress {
         o.set_item("compress", c)?;
+    }
+    if let Some(r) = v.route {
+        o.set_item("route", r.name())?;
     }
     d.set_item("options", o)?;
     let table = PyList::empty(py);
@@ -181,19 +184,20 @@ pub fn profile_dict<'py>(py: Python<'py>, r: &ProfileReport) -> PyResult<Bound<'
     Ok(d)
 }
 
-/// The compile step of `cross_compile_check`: `{arch, compiled (True / False / None = not
-/// run), caches, compile_note}`.
+/// `cross_compile_check`: the static preflight dict of [`crate::targets::preflight`] plus the
+/// compile step's `{target, arch, compiled (True / False / None = not run), caches, compile_note}`.
 #[pyfunction]
-pub fn _cross_compile<'py>(
+pub fn _cross_compile_check<'py>(
     py: Python<'py>,
     outputs: &Bound<'py, PyAny>,
     target: &str,
 ) -> PyResult<Bound<'py, PyDict>> {
     let (outs, _) = parse_outputs(outputs)?;
+    let d = crate::targets::preflight_dict(py, &outs, target)?;
     let c = py
         .detach(|| aneforge::cost::cross::cross_compile(&outs, target))
         .py()?;
-    let d = PyDict::new(py);
+    d.set_item("target", target)?;
     d.set_item("arch", c.arch)?;
     d.set_item("compiled", c.compiled)?;
     let caches: Vec<String> = c.caches.iter().map(|p| p.display().to_string()).collect();

@@ -92,7 +92,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cost::project_peak, m)?)?;
     m.add_function(wrap_pyfunction!(cost::_tune, m)?)?;
     m.add_function(wrap_pyfunction!(cost::_tune_precision, m)?)?;
-    m.add_function(wrap_pyfunction!(cost::_cross_compile, m)?)?;
+    m.add_function(wrap_pyfunction!(cost::_cross_compile_check, m)?)?;
     m.add_function(wrap_pyfunction!(train::_backward, m)?)?;
     m.add_function(wrap_pyfunction!(train::_mse, m)?)?;
     m.add_function(wrap_pyfunction!(train::_softmax_cross_entropy, m)?)?;

@@ -1,7 +1,7 @@
 //! `af.preflight(outputs, target)`: the static capability gate as plain Python data.
 
 use aneforge::targets::{self, OpEntry, Oversize};
-use aneforge::Graph;
+use aneforge::{Graph, Tensor};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
@@ -17,9 +17,18 @@ pub fn preflight<'py>(
     target: &str,
 ) -> PyResult<Bound<'py, PyDict>> {
     let (outs, _) = parse_outputs(outputs)?;
+    preflight_dict(py, &outs, target)
+}
+
+/// The dict of [`preflight`] for already-parsed outputs (shared with `cross_compile_check`).
+pub fn preflight_dict<'py>(
+    py: Python<'py>,
+    outs: &[(Option<String>, Tensor)],
+    target: &str,
+) -> PyResult<Bound<'py, PyDict>> {
     let t = targets::parse_target(target).py()?;
     targets::require_mil(t.family, t.arch).py()?;
-    let p = targets::preflight(&Graph::from_outputs(&outs).py()?, t.family).py()?;
+    let p = targets::preflight(&Graph::from_outputs(outs).py()?, t.family).py()?;
     let d = PyDict::new(py);
     d.set_item("family", t.family.name())?;
     d.set_item("ok", p.ok())?;

@@ -79,10 +79,77 @@ fn elementwise_counts_elements_and_layout_moves_bytes() {
         (w[0].kind, w[0].flops, w[0].bytes),
         (WorkKind::Elementwise, 32, 128)
     );
+    // A transpose moving the last axis is a strided gather: elements as work, sized by them.
     assert_eq!(
-        (w[1].kind, w[1].flops, w[1].bytes),
-        (WorkKind::Data, 0, 128)
+        (w[1].kind, w[1].flops, w[1].bytes, w[1].size),
+        (WorkKind::Permute, 32, 128, 32)
     );
+    // Reshapes and transposes keeping the last axis are contiguous copies: bytes only.
+    let y = x
+        .reshape(&[2, 16])
+        .unwrap()
+        .reshape(&[2, 2, 8])
+        .unwrap()
+        .transpose(&[1, 0, 2])
+        .unwrap();
+    let w = cost::graph_work(&graph(&y));
+    assert_eq!(w.len(), 2, "{w:?}");
+    assert!(
+        w.iter()
+            .all(|n| (n.kind, n.flops, n.bytes, n.size) == (WorkKind::Data, 0, 128, 0)),
+        "{w:?}"
+    );
+}
+
+#[test]
+fn gemm_and_conv_sizes_are_the_thin_side() {
+    // matmul [2,3,4]·[4,5]: K = 4, N = 5 → 4.
+    assert_eq!(cost::graph_work(&matmul_graph())[0].size, 4);
+    // conv w[4,2,3,3]: K = 18 multiply-adds per output, Cout = 4 → 4; w[16,2,1,1]: K = 2.
+    assert_eq!(conv_work(&[1, 2, 5, 5], &[4, 2, 3, 3], 1, false).size, 4);
+    assert_eq!(conv_work(&[1, 2, 5, 5], &[16, 2, 1, 1], 1, false).size, 2);
+}
+
+#[test]
+fn rate_curves_interpolate_in_log_log_and_clamp() {
+    let c = cost::RateCurve::new(&[[8.0, 100.0], [512.0, 6400.0]]);
+    // log-log line through (8, 100) and (512, 6400): rate = 100 · (s/8); at 64 → 800.
+    assert!((c.rate(64.0).unwrap() - 800.0).abs() < 1e-9);
+    assert_eq!((c.rate(1.0), c.rate(1e6)), (Some(100.0), Some(6400.0)));
+    assert_eq!(cost::RateCurve::default().rate(5.0), None);
+    // matmul [2,3,4]·[4,5]: size 4 ≤ 8 → 100 flop/µs; 240 flops → 2.4 µs + 10 µs floor.
+    let k = HostConstants {
+        floor_us: 10.0,
+        gemm_curve: c,
+        ..HostConstants::DEFAULTS
+    };
+    let e = cost::estimate_host(&matmul_graph(), &k, "x").unwrap();
+    assert!((e.micros - 12.4).abs() < 1e-9, "{}", e.micros);
+    // Permutes at their curve's rate by elements: transpose of [4, 8] (32 el) at 16 el/µs;
+    // copies at the copy rate: reshape 128 B at 32 B/µs.
+    let x = input(&[4, 8]).unwrap();
+    let p = HostConstants {
+        floor_us: 0.0,
+        copy_bytes_per_us: 32.0,
+        permute_curve: cost::RateCurve::new(&[[32.0, 16.0]]),
+        ..HostConstants::DEFAULTS
+    };
+    let t = cost::estimate_host(&graph(&x.transpose(&[1, 0]).unwrap()), &p, "x").unwrap();
+    assert!((t.micros - 2.0).abs() < 1e-9, "{}", t.micros);
+    let r = cost::estimate_host(&graph(&x.reshape(&[8, 4]).unwrap()), &p, "x").unwrap();
+    assert!((r.micros - 4.0).abs() < 1e-9, "{}", r.micros);
+    for bad in [
+        [[8.0, 1.0], [4.0, 2.0], [0.0; 2], [0.0; 2]],
+        [[8.0, f64::NAN], [0.0; 2], [0.0; 2], [0.0; 2]],
+        [[8.0, 0.0], [0.0; 2], [0.0; 2], [0.0; 2]],
+    ] {
+        let k = HostConstants {
+            conv_curve: cost::RateCurve { points: bad },
+            ..HostConstants::DEFAULTS
+        };
+        let err = k.validate().unwrap_err().to_string();
+        assert!(err.contains("conv_curve: point"), "{err}");
+    }
 }
 
 #[test]
@@ -136,7 +203,7 @@ fn host_formula_adds_per_op_overheads_and_costs_reductions_at_their_rate() {
         .collect();
     assert_eq!(
         kinds,
-        [WorkKind::Elementwise, WorkKind::Reduce, WorkKind::Data]
+        [WorkKind::Elementwise, WorkKind::Reduce, WorkKind::Permute]
     );
     let c = HostConstants {
         floor_us: 10.0,
@@ -151,7 +218,8 @@ fn host_formula_adds_per_op_overheads_and_costs_reductions_at_their_rate() {
         },
         ..HostConstants::DEFAULTS
     };
-    // 10 + (1 + 32/8) + (2 + 32/4) + (3 + 128/64) = 30.
+    // 10 + (1 + 32/8) + (2 + 32/4) + (3 + 128/64) = 30 (no permute curve: the transpose's
+    // bytes at the bandwidth).
     let e = cost::estimate_host(&graph(&y), &c, "x").unwrap();
     assert!((e.micros - 30.0).abs() < 1e-9, "{}", e.micros);
     // reduce_per_us 0 (files older than the field): reductions at the elementwise rate, 2 + 32/8.
@@ -229,6 +297,15 @@ fn a_graph_with_host_ops_is_costed_as_its_plan_with_cuts() {
     );
     let single = cost::estimate_host(&matmul_graph(), &c, "x").unwrap();
     assert_eq!((single.regions, single.cut_us), (1, 0.0));
+    // A measured per-cut constant is paid once per host stage, on top of the bytes.
+    let cut = HostConstants { cut_us: 7.0, ..c };
+    let e = cost::estimate_host(&g, &cut, "x").unwrap();
+    assert!((e.cut_us - (7.0 + 11.0)).abs() < 1e-12, "{}", e.cut_us);
+    assert!(
+        (e.micros - (20.0 + 24.0 + 18.0)).abs() < 1e-9,
+        "{}",
+        e.micros
+    );
 }
 
 #[test]
@@ -397,6 +474,42 @@ fn powermetrics_text_parses_into_energy() {
         let e = power::parse_powermetrics(bad).unwrap_err().to_string();
         assert!(e.contains(msg), "{bad}: {e}");
     }
+    // Idle subtraction: the idle window (hand-written, same layout) draws 0.4·310 + 0.6·370 =
+    // 346 mW combined and 0.4·0 + 0.6·20 = 12 mW ANE on average; the busy window above
+    // (3096·0.50231 + 3140·0.49769) / 1.0 s and (1800·0.50231 + 2000·0.49769) / 1.0 s.
+    let idle = power::parse_powermetrics(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/powermetrics_idle.txt"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let busy_combined = 3096.0 * 0.50231 + 3140.0 * 0.49769;
+    let busy_ane = 1800.0 * 0.50231 + 2000.0 * 0.49769;
+    // 40 calls in 0.8 s: (P_busy − P_idle) mW × 0.8 s / 40.
+    let c = power::idle_subtracted(&idle, &s, 40, 0.8).unwrap();
+    assert!((c.idle_combined_mw - 346.0).abs() < 1e-9, "{c:?}");
+    assert!((c.idle_ane_mw - 12.0).abs() < 1e-9, "{c:?}");
+    assert!((c.combined_mj - (busy_combined - 346.0) * 0.8 / 40.0).abs() < 1e-9);
+    assert!((c.ane_mj - (busy_ane - 12.0) * 0.8 / 40.0).abs() < 1e-9);
+    // Busy below idle stays negative (reported, not clamped).
+    let quiet = power::idle_subtracted(&s, &idle, 1, 1.0).unwrap();
+    assert!((quiet.combined_mj - (346.0 - busy_combined)).abs() < 1e-9);
+    for (calls, secs, msg) in [
+        (0, 1.0, "need ≥ 1 call"),
+        (1, 0.0, "need ≥ 1 call"),
+        (1, f64::NAN, "need ≥ 1 call"),
+    ] {
+        let e = power::idle_subtracted(&idle, &s, calls, secs)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(msg), "{e}");
+    }
+    let e = power::idle_subtracted(&[], &s, 1, 1.0)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("idle window has no samples"), "{e}");
     if !cfg!(target_os = "macos") {
         let e = power::check_available().unwrap_err().to_string();
         assert!(e.contains("unavailable: needs macOS and root"), "{e}");

@@ -4,6 +4,8 @@
 
 mod fake_e5rt;
 
+use std::path::PathBuf;
+
 use aneforge::cost::cross::cross_compile;
 use aneforge::cost::profile::profile_calls;
 use aneforge::exec::ane::cross::compile_only;
@@ -12,6 +14,12 @@ use aneforge::{compile, input, CompileOptions, Device, Graph, PortData, Program,
 
 fn relu() -> Vec<(Option<String>, Tensor)> {
     vec![(None, input(&[1, 4]).unwrap().relu().unwrap())]
+}
+
+/// The relu program lowered and written to a fresh scratch directory `name`/prog.
+fn relu_program_dir(name: &str) -> PathBuf {
+    let p = Program::lower(Graph::from_outputs(&relu()).unwrap()).unwrap();
+    p.write_to(&fake_e5rt::scratch(name).join("prog")).unwrap()
 }
 
 fn compile_calls(log: &[String]) -> Vec<&String> {
@@ -25,10 +33,7 @@ fn compile_only_passes_the_arch_and_caches_per_arch() {
     let Some((_g, fake)) = fake_e5rt::fake() else {
         return;
     };
-    let p = Program::lower(Graph::from_outputs(&relu()).unwrap()).unwrap();
-    let dir = p
-        .write_to(&fake_e5rt::scratch("cross").join("prog"))
-        .unwrap();
+    let dir = relu_program_dir("cross");
     let h14 = compile_only(&dir, "h14").unwrap();
     let h16 = compile_only(&dir, "h16").unwrap();
     assert_eq!(h14, dir.join("cache-h14"));
@@ -61,10 +66,7 @@ fn unknown_arch_is_refused_before_compiling() {
     let Some((_g, fake)) = fake_e5rt::fake() else {
         return;
     };
-    let p = Program::lower(Graph::from_outputs(&relu()).unwrap()).unwrap();
-    let dir = p
-        .write_to(&fake_e5rt::scratch("cross-unknown").join("prog"))
-        .unwrap();
+    let dir = relu_program_dir("cross-unknown");
     let e = compile_only(&dir, "h99").unwrap_err().to_string();
     assert!(e.contains("unknown target 'h99' (known: h11, h12"), "{e}");
     assert!(fake.log().is_empty(), "{:#?}", fake.log());

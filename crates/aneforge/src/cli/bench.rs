@@ -1,10 +1,11 @@
 //! `aneforge bench DIR [-n N] [--power]`: the median latency of N calls of a program directory
-//! on seeded inputs, and with `--power` (macOS, root) the energy per call from `powermetrics`.
+//! on seeded inputs, and with `--power` (macOS, root) the idle-subtracted energy per call from
+//! `powermetrics`.
 
 use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::emit;
 use crate::compile::{load_dir_with, CompileOptions, Compiled};
@@ -55,6 +56,30 @@ fn time_calls(net: &mut Compiled, ports: &[PortData], n: usize) -> Result<(f64, 
     Ok((times[n / 2], total))
 }
 
+/// How long the idle draw is sampled before the calls.
+const IDLE_WINDOW: Duration = Duration::from_millis(1000);
+
+/// Run `work` while `powermetrics` samples the CPU, GPU and ANE rails every 100 ms: the parsed
+/// samples and `work`'s result (its error comes first).
+fn sample_power<T>(work: impl FnOnce() -> Result<T>) -> Result<(Vec<power::PowerSample>, T)> {
+    let mut child = Command::new("powermetrics")
+        .args(["--samplers", "cpu_power,gpu_power,ane_power", "-i", "100"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| Error::io("powermetrics", e))?;
+    let result = work();
+    let _ = child.kill();
+    let mut text = String::new();
+    if let Some(mut s) = child.stdout.take() {
+        s.read_to_string(&mut text)
+            .map_err(|e| Error::io("powermetrics", e))?;
+    }
+    let _ = child.wait();
+    let result = result?;
+    Ok((power::parse_powermetrics(&text)?, result))
+}
+
 /// Load `dir`, time `n` calls and print the median; with `power`, sample powermetrics around them.
 pub(super) fn bench(dir: &Path, n: usize, power_flag: bool, opts: &CompileOptions) -> Result<()> {
     if n == 0 {
@@ -74,29 +99,24 @@ pub(super) fn bench(dir: &Path, n: usize, power_flag: bool, opts: &CompileOption
         .collect();
     let mut out = format!("program: {}\ndevice: {}\n", dir.display(), net.device());
     let (median, _) = if power_flag {
-        let mut child = Command::new("powermetrics")
-            .args(["--samplers", "cpu_power,gpu_power,ane_power", "-i", "200"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| Error::io("powermetrics", e))?;
-        let timed = time_calls(&mut net, &ports, n);
-        let _ = child.kill();
-        let mut text = String::new();
-        if let Some(mut s) = child.stdout.take() {
-            s.read_to_string(&mut text)
-                .map_err(|e| Error::io("powermetrics", e))?;
-        }
-        let _ = child.wait();
-        let (median, total) = timed?;
-        let e = power::energy(&power::parse_powermetrics(&text)?);
-        let per_call = |mj: f64| mj / e.window_ms * total * 1e3 / n as f64;
+        // The idle draw first (nothing of ours running), then the calls.
+        let (idle, ()) = sample_power(|| {
+            std::thread::sleep(IDLE_WINDOW);
+            Ok(())
+        })?;
+        let (busy, timed) = sample_power(|| time_calls(&mut net, &ports, n))?;
+        let (median, total) = timed;
+        let e = power::idle_subtracted(&idle, &busy, n, total)?;
         out += &format!(
-            "energy: {:.3} mJ per call combined (CPU + GPU + ANE), {:.3} mJ ANE rail, from {} powermetrics samples over {:.0} ms (not idle-subtracted)\n",
-            per_call(e.combined_mj),
-            per_call(e.ane_mj),
-            e.samples,
-            e.window_ms
+            "energy: {:.3} mJ per call combined (CPU + GPU + ANE), {:.3} mJ ANE rail, idle-subtracted (idle {:.0} mW combined, {:.0} mW ANE over {} samples; busy {:.0} mW combined, {:.0} mW ANE over {} samples)\n",
+            e.combined_mj,
+            e.ane_mj,
+            e.idle_combined_mw,
+            e.idle_ane_mw,
+            idle.len(),
+            e.busy_combined_mw,
+            e.busy_ane_mw,
+            busy.len()
         );
         (median, total)
     } else {

@@ -1,6 +1,7 @@
 //! `aneforge calibrate`: measure the reference executor (per-call floor; per-op overhead and
-//! rate for data, gemm, conv, elementwise and reduce ops) and store the constants atomically in the cache dir, where
-//! `af.estimate(y)` (host mode) reads them.
+//! rate for copy, gemm, conv, elementwise and reduce ops; rate curves by shape for gemm, conv
+//! and permutes; the per-cut µs of a plan) and store the constants atomically in the cache dir,
+//! where `af.estimate(y)` (host mode) reads them.
 
 use std::time::Duration;
 
@@ -30,6 +31,19 @@ pub(super) fn calibrate(budget_ms: u64, clock: &str) -> Result<()> {
         c.floor_us, o.data, c.bytes_per_us, o.gemm, c.gemm_flops_per_us, o.conv, c.conv_flops_per_us,
         o.elementwise, c.elementwise_per_us, o.reduce, c.reduce_per_us
     );
+    let curve = |name: &str, k: &host::RateCurve| {
+        let pts: Vec<String> = k
+            .points
+            .iter()
+            .filter(|p| p[0] > 0.0)
+            .map(|p| format!("{:.0}: {:.3e}", p[0], p[1]))
+            .collect();
+        format!("{name} rate by size [{}]\n", pts.join(", "))
+    };
+    out += &curve("gemm (min(K, N))", &c.gemm_curve);
+    out += &curve("conv (min(K, Cout))", &c.conv_curve);
+    out += &curve("permute (elements)", &c.permute_curve);
+    out += &format!("cut: {:.1} µs per host stage\n", c.cut_us);
     let path = host::save(&c)?;
     out += &format!("wrote {}\n", path.display());
     emit(&out);

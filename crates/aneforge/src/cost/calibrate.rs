@@ -1,10 +1,12 @@
-//! `aneforge calibrate`: measure the reference executor on this machine (per-call floor, and per
-//! kind — data, gemm, conv, elementwise, reduce — a per-op overhead and a rate from a small and
-//! a large single-op probe).
+//! `aneforge calibrate`: measure the reference executor on this machine: the per-call floor; per
+//! kind (copy, gemm, conv, elementwise, reduce) a per-op overhead and a rate from a small and a
+//! large single-op probe; rate curves by shape for gemm (min(K, N)), conv (channels) and
+//! permutes (size: cache regime); and the fixed cost of a plan's region → host → region cut.
+//! Every constant is a measurement of the executor as it is now (probes, not constants).
 
 use std::time::{Duration, Instant};
 
-use super::host::{HostConstants, OpOverhead};
+use super::host::{HostConstants, OpOverhead, RateCurve, CURVE_POINTS};
 use super::work::graph_work;
 use crate::compile::{compile, CompileOptions, Device};
 use crate::error::{Error, Result};
@@ -18,7 +20,8 @@ use crate::{conv2d, input, ConvOptions};
 pub struct Probe {
     pub name: &'static str,
     pub median_us: f64,
-    /// Bytes (bandwidth probe) or flops / elements (rate probes) of its one compute node.
+    /// Bytes (copy probes) or flops / elements (rate probes) of its one compute node; for the
+    /// cut probe, the µs the model predicts for it without a cut term.
     pub work: f64,
 }
 
@@ -82,12 +85,26 @@ fn process_cpu_us() -> Result<f64> {
 /// Median µs per call of `outputs` on the reference executor by `clock`: warm up, then repeat
 /// until `budget` of wall time has passed (at least 5 calls).
 pub fn median_call_us(outputs: &[Tensor], budget: Duration, clock: Clock) -> Result<f64> {
-    let outs: Vec<(Option<String>, Tensor)> = outputs.iter().map(|t| (None, t.clone())).collect();
-    let opts = CompileOptions {
+    median_call_us_with(outputs, &reference(), budget, clock)
+}
+
+/// The reference executor's compile options.
+fn reference() -> CompileOptions {
+    CompileOptions {
         device: Device::Reference,
         ..CompileOptions::default()
-    };
-    let mut net = compile(&outs, &opts)?;
+    }
+}
+
+/// [`median_call_us`] of `outputs` compiled with `opts`.
+fn median_call_us_with(
+    outputs: &[Tensor],
+    opts: &CompileOptions,
+    budget: Duration,
+    clock: Clock,
+) -> Result<f64> {
+    let outs: Vec<(Option<String>, Tensor)> = outputs.iter().map(|t| (None, t.clone())).collect();
+    let mut net = compile(&outs, opts)?;
     let data: Vec<Vec<f32>> = net
         .inputs()
         .iter()
@@ -154,8 +171,64 @@ fn fit(small: (f64, f64), large: (f64, f64)) -> (f64, f64) {
     (0.0, wl / tl)
 }
 
-/// Measure every constant by `clock`; `budget` is the wall time spent per probe. The floor comes from a chain
-/// of 1 and 33 tiny ops (floor = t1 − per-op), each kind from a small and a large probe.
+/// Matrix-product probe sizes: K = N = s with M rows, about 2–30 Mflop each.
+const GEMM_SIZES: [usize; CURVE_POINTS] = [8, 32, 128, 512];
+/// Convolution probe channel counts (3×3, so min(K, Cout) = c).
+const CONV_CHANNELS: [usize; CURVE_POINTS] = [4, 16, 64, 256];
+/// Permute probe sizes: a `[r, c]` matrix transposed (1 Ki to 1 Mi elements).
+const PERMUTE_SHAPES: [[usize; 2]; CURVE_POINTS] = [[32, 32], [128, 128], [256, 512], [1024, 1024]];
+
+/// The probes of one calibration run: each measured by `clock` for `budget`, net of the floor.
+struct Prober {
+    budget: Duration,
+    clock: Clock,
+    floor: f64,
+    probes: Vec<Probe>,
+}
+
+impl Prober {
+    /// Median µs of `y` minus the floor (an error when not above it) and its work (bytes, or
+    /// flops / elements).
+    fn measure(&mut self, name: &'static str, y: Tensor, bytes: bool) -> Result<(f64, f64)> {
+        let median = median_call_us(std::slice::from_ref(&y), self.budget, self.clock)?;
+        let work = probe_work(&y, bytes)?;
+        self.probes.push(Probe {
+            name,
+            median_us: median,
+            work,
+        });
+        let net = median - self.floor;
+        if net <= 0.0 {
+            return Err(Error::Runtime {
+                op: "calibrate".into(),
+                msg: format!("probe {name} ran in {median:.1} µs, not above the {:.1} µs floor; rerun on an idle machine", self.floor),
+            });
+        }
+        Ok((work, net))
+    }
+
+    /// A rate curve from one probe per size: `(size, work / (net µs − overhead))`, the net time
+    /// kept at ≥ 1 % of the probe's so noise cannot make a rate infinite.
+    fn curve(
+        &mut self,
+        name: &'static str,
+        overhead: f64,
+        probes: Vec<(f64, Tensor)>,
+    ) -> Result<RateCurve> {
+        let mut points = Vec::with_capacity(probes.len());
+        for (size, y) in probes {
+            let (work, net) = self.measure(name, y, false)?;
+            points.push([size, work / (net - overhead).max(0.01 * net)]);
+        }
+        Ok(RateCurve::new(&points))
+    }
+}
+
+/// Measure every constant by `clock`; `budget` is the wall time spent per probe. The floor
+/// comes from a chain of 1 and 33 tiny ops (floor = t1 − per-op); each kind's per-op overhead
+/// and rate from a small and a large probe; the gemm, conv and permute rate curves from one
+/// probe per size (net of the kind's overhead); the per-cut µs from a region → host → region
+/// plan net of its modelled floors, ops and bytes.
 pub fn calibrate(budget: Duration, clock: Clock) -> Result<(HostConstants, Vec<Probe>)> {
     let tiny = |n: usize| -> Result<Tensor> {
         let mut y = input(&[1, 8])?;
@@ -167,71 +240,127 @@ pub fn calibrate(budget: Duration, clock: Clock) -> Result<(HostConstants, Vec<P
     let one = median_call_us(&[tiny(1)?], budget, clock)?;
     let chain = median_call_us(&[tiny(33)?], budget, clock)?;
     let floor = (one - (chain - one) / 32.0).max(0.0);
-    let mut probes = vec![Probe {
-        name: "floor",
-        median_us: floor,
-        work: 0.0,
-    }];
-    let mut measure = |name: &'static str, y: Tensor, bytes: bool| -> Result<(f64, f64)> {
-        let median = median_call_us(std::slice::from_ref(&y), budget, clock)?;
-        let work = probe_work(&y, bytes)?;
-        probes.push(Probe {
-            name,
-            median_us: median,
-            work,
-        });
-        let net = median - floor;
-        if net <= 0.0 {
-            return Err(Error::Runtime {
-                op: "calibrate".into(),
-                msg: format!("probe {name} ran in {median:.1} µs, not above the {floor:.1} µs floor; rerun on an idle machine"),
-            });
-        }
-        Ok((work, net))
+    let mut p = Prober {
+        budget,
+        clock,
+        floor,
+        probes: vec![Probe {
+            name: "floor",
+            median_us: floor,
+            work: 0.0,
+        }],
     };
+    let copy =
+        |rows: usize, cols: usize| input(&[1, rows, cols])?.reshape(&[rows as i64, cols as i64]);
     let data = fit(
-        measure(
-            "data small",
-            input(&[1, 64, 128])?.transpose(&[0, 2, 1])?,
-            true,
-        )?,
-        measure("data", input(&[1, 512, 1024])?.transpose(&[0, 2, 1])?, true)?,
+        p.measure("copy small", copy(8, 16)?, true)?,
+        p.measure("copy", copy(512, 1024)?, true)?,
     );
-    let gemm = fit(
-        measure("gemm small", gemm(32, 64, 64)?, false)?,
-        measure("gemm", gemm(256, 512, 512)?, false)?,
+    let permute = p.curve(
+        "permute",
+        data.0,
+        PERMUTE_SHAPES
+            .iter()
+            .map(|&[r, c]| Ok(((r * c) as f64, input(&[r, c])?.transpose(&[1, 0])?)))
+            .collect::<Result<_>>()?,
+    )?;
+    let gemm_fit = fit(
+        p.measure("gemm small", gemm(32, 64, 64)?, false)?,
+        p.measure("gemm", gemm(256, 512, 512)?, false)?,
     );
-    let conv = fit(
-        measure("conv small", conv(8, 18)?, false)?,
-        measure("conv", conv(64, 58)?, false)?,
+    let gemm_curve = p.curve(
+        "gemm curve",
+        gemm_fit.0,
+        GEMM_SIZES
+            .iter()
+            .map(|&s| {
+                Ok((
+                    s as f64,
+                    gemm(((1 << 21) / (s * s)).clamp(64, 16_384), s, s)?,
+                ))
+            })
+            .collect::<Result<_>>()?,
+    )?;
+    let conv_fit = fit(
+        p.measure("conv small", conv(8, 18)?, false)?,
+        p.measure("conv", conv(64, 58)?, false)?,
     );
+    let conv_curve = p.curve(
+        "conv curve",
+        conv_fit.0,
+        CONV_CHANNELS
+            .iter()
+            .map(|&c| {
+                // About 3e7 flops: 2·9·c²·h² with h in [10, 130].
+                let h = ((3e7 / (18.0 * (c * c) as f64)).sqrt() as usize).clamp(10, 130);
+                Ok((c as f64, conv(c, h)?))
+            })
+            .collect::<Result<_>>()?,
+    )?;
     let square = |n: usize| -> Result<Tensor> {
         let x = input(&[1, n, n])?;
         x.mul(&x)
     };
     let elementwise = fit(
-        measure("elementwise small", square(16)?, false)?,
-        measure("elementwise", square(512)?, false)?,
+        p.measure("elementwise small", square(16)?, false)?,
+        p.measure("elementwise", square(512)?, false)?,
     );
     let reduce = fit(
-        measure("reduce small", input(&[16, 16])?.softmax(-1)?, false)?,
-        measure("reduce", input(&[512, 512])?.softmax(-1)?, false)?,
+        p.measure("reduce small", input(&[16, 16])?.softmax(-1)?, false)?,
+        p.measure("reduce", input(&[512, 512])?.softmax(-1)?, false)?,
     );
-    let c = HostConstants {
+    let mut c = HostConstants {
         floor_us: floor,
         bytes_per_us: data.1,
-        gemm_flops_per_us: gemm.1,
-        conv_flops_per_us: conv.1,
+        gemm_flops_per_us: gemm_fit.1,
+        conv_flops_per_us: conv_fit.1,
         elementwise_per_us: elementwise.1,
         reduce_per_us: reduce.1,
         op_us: OpOverhead {
-            gemm: gemm.0,
-            conv: conv.0,
+            gemm: gemm_fit.0,
+            conv: conv_fit.0,
             elementwise: elementwise.0,
             reduce: reduce.0,
             data: data.0,
         },
+        copy_bytes_per_us: data.1,
+        gemm_curve,
+        conv_curve,
+        permute_curve: permute,
+        cut_us: 0.0,
     };
     c.validate()?;
-    Ok((c, probes))
+    c.cut_us = cut_probe(&c, &mut p)?;
+    c.validate()?;
+    Ok((c, p.probes))
+}
+
+/// The per-cut µs: a plan x → +1 (region) → flatten (host, `route="host"`) → +1 (region),
+/// measured, minus what `c` (cut term 0) predicts for it, over its host stages (≥ 0).
+fn cut_probe(c: &HostConstants, p: &mut Prober) -> Result<f64> {
+    let y = input(&[1, 4, 8, 8])?
+        .add_scalar(1.0)?
+        .flatten()?
+        .add_scalar(1.0)?;
+    let opts = CompileOptions {
+        route: crate::options::Route::Host,
+        ..reference()
+    };
+    let median = median_call_us_with(std::slice::from_ref(&y), &opts, p.budget, p.clock)?;
+    let g = Graph::from_outputs(&[(None, y)])?;
+    let modelled = super::estimate_host(&g, c, "probe")?;
+    let stages =
+        super::plan_cost::plan_cost(&g, c.bytes_per_us, 0.0)?.map_or(0, |pc| pc.host_stages);
+    if stages == 0 {
+        return Err(Error::Runtime {
+            op: "calibrate".into(),
+            msg: "the cut probe has no host stage (flatten was fused)".into(),
+        });
+    }
+    p.probes.push(Probe {
+        name: "cut",
+        median_us: median,
+        work: modelled.micros,
+    });
+    Ok(((median - modelled.micros) / stages as f64).max(0.0))
 }

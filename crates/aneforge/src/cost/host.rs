@@ -21,6 +21,63 @@ pub struct OpOverhead {
     pub data: f64,
 }
 
+/// Points the calibration can store on one rate curve.
+pub const CURVE_POINTS: usize = 4;
+
+/// A rate that depends on a shape measure ([`crate::cost::NodeWork::size`]): `(size, rate)`
+/// points in increasing size measured by probes (a point with size 0 is unused); between points
+/// the rate is interpolated linearly in log(size) and log(rate), beyond them it is the nearest
+/// point's. No point = no curve (the kind's scalar rate is used).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RateCurve {
+    pub points: [[f64; 2]; CURVE_POINTS],
+}
+
+impl RateCurve {
+    /// A curve through `points` (at most [`CURVE_POINTS`], increasing size).
+    pub fn new(points: &[[f64; 2]]) -> RateCurve {
+        let mut c = RateCurve::default();
+        for (slot, p) in c.points.iter_mut().zip(points) {
+            *slot = *p;
+        }
+        c
+    }
+
+    fn used(&self) -> impl Iterator<Item = [f64; 2]> + '_ {
+        self.points.iter().copied().filter(|p| p[0] > 0.0)
+    }
+
+    /// The rate at `size`, or `None` for an empty curve.
+    pub fn rate(&self, size: f64) -> Option<f64> {
+        let pts: Vec<[f64; 2]> = self.used().collect();
+        let (first, last) = (pts.first()?, pts.last()?);
+        if size <= first[0] {
+            return Some(first[1]);
+        }
+        if size >= last[0] {
+            return Some(last[1]);
+        }
+        let w = pts.windows(2).find(|w| size <= w[1][0])?;
+        let t = (size.ln() - w[0][0].ln()) / (w[1][0].ln() - w[0][0].ln());
+        Some((w[0][1].ln() + t * (w[1][1].ln() - w[0][1].ln())).exp())
+    }
+
+    /// Every used point has a finite size and a finite positive rate, sizes strictly increasing.
+    fn validate(&self, name: &str) -> Result<()> {
+        let mut prev = 0.0;
+        for [size, rate] in self.used() {
+            if !(size.is_finite() && size > prev && rate.is_finite() && rate > 0.0) {
+                return Err(Error::value(
+                    "calibration",
+                    format!("{name}: point ({size}, {rate}) must have a finite size above the previous one and a finite positive rate"),
+                ));
+            }
+            prev = size;
+        }
+        Ok(())
+    }
+}
+
 /// Per-call floor, throughputs and per-op overheads of the executor on this machine.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HostConstants {
@@ -40,6 +97,23 @@ pub struct HostConstants {
     /// Fixed µs per compute op, per kind (all 0 = no per-op term).
     #[serde(default)]
     pub op_us: OpOverhead,
+    /// Contiguous copy rate (reshape, slices, casts), bytes per µs (0 = `bytes_per_us`).
+    #[serde(default)]
+    pub copy_bytes_per_us: f64,
+    /// Matrix-product flops per µs by min(K, N) (empty = `gemm_flops_per_us`).
+    #[serde(default)]
+    pub gemm_curve: RateCurve,
+    /// Convolution flops per µs by min(K, Cout) (empty = `conv_flops_per_us`).
+    #[serde(default)]
+    pub conv_curve: RateCurve,
+    /// Strided-gather (permute) elements per µs by element count (empty = data bytes over
+    /// `bytes_per_us`).
+    #[serde(default)]
+    pub permute_curve: RateCurve,
+    /// Fixed µs of one host-stage hand-off in a segmented plan (region → host → region), on top
+    /// of the extra region's floor and the crossing bytes.
+    #[serde(default)]
+    pub cut_us: f64,
 }
 
 impl HostConstants {
@@ -59,10 +133,22 @@ impl HostConstants {
             reduce: 0.0,
             data: 0.0,
         },
+        copy_bytes_per_us: 0.0,
+        gemm_curve: RateCurve {
+            points: [[0.0; 2]; CURVE_POINTS],
+        },
+        conv_curve: RateCurve {
+            points: [[0.0; 2]; CURVE_POINTS],
+        },
+        permute_curve: RateCurve {
+            points: [[0.0; 2]; CURVE_POINTS],
+        },
+        cut_us: 0.0,
     };
 
-    /// Every rate finite and positive, the floor, per-op terms and `reduce_per_us` finite and
-    /// ≥ 0; else a value error naming the field.
+    /// Every rate finite and positive, the floor, per-op terms, `reduce_per_us`,
+    /// `copy_bytes_per_us` and `cut_us` finite and ≥ 0, the curves valid; else a value error
+    /// naming the field.
     pub fn validate(&self) -> Result<()> {
         let o = &self.op_us;
         let fields = [
@@ -77,6 +163,8 @@ impl HostConstants {
             ("op_us.elementwise", o.elementwise, true),
             ("op_us.reduce", o.reduce, true),
             ("op_us.data", o.data, true),
+            ("copy_bytes_per_us", self.copy_bytes_per_us, true),
+            ("cut_us", self.cut_us, true),
         ];
         for (name, v, zero_ok) in fields {
             if !v.is_finite() || v < 0.0 || (v == 0.0 && !zero_ok) {
@@ -86,7 +174,9 @@ impl HostConstants {
                 ));
             }
         }
-        Ok(())
+        self.gemm_curve.validate("gemm_curve")?;
+        self.conv_curve.validate("conv_curve")?;
+        self.permute_curve.validate("permute_curve")
     }
 }
 

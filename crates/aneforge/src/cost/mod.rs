@@ -14,7 +14,7 @@ pub mod work;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 pub use anchors::{project_peak, Machine, PeakProjection};
-pub use host::{HostConstants, OpOverhead};
+pub use host::{HostConstants, OpOverhead, RateCurve};
 pub use work::{graph_work, NodeWork, WorkKind};
 
 /// A program's work at or below this multiple of the per-call floor draws the dispatch-floor warning.
@@ -58,15 +58,21 @@ impl Estimate {
     }
 }
 
-/// Host-mode time of one node: its kind's per-op overhead plus bytes / bandwidth for
-/// data-movement nodes, else work / the measured rate of its kind (each rate is measured end to
-/// end, memory traffic included; reductions fall back to the elementwise rate when it is 0).
+/// Host-mode time of one node: its kind's per-op overhead plus its work over the measured rate
+/// of its kind (each rate is measured end to end, memory traffic included): gemm and conv flops
+/// at the rate of their curve at `w.size` (min(K, N): thin products run slower), copies' bytes
+/// at the copy rate, permutes' elements at the permute curve's rate for their size (cache
+/// regime). Missing terms (files older than them) fall back: curves to the kind's scalar rate,
+/// the copy rate to `bytes_per_us`, the permute curve to bytes / `bytes_per_us`, the reduce
+/// rate to the elementwise rate.
 pub fn host_node_us(w: &NodeWork, c: &HostConstants) -> f64 {
     let o = &c.op_us;
     let flops = w.flops as f64;
+    let size = w.size as f64;
+    let bytes = w.bytes as f64;
     match w.kind {
-        WorkKind::Gemm => o.gemm + flops / c.gemm_flops_per_us,
-        WorkKind::Conv => o.conv + flops / c.conv_flops_per_us,
+        WorkKind::Gemm => o.gemm + flops / c.gemm_curve.rate(size).unwrap_or(c.gemm_flops_per_us),
+        WorkKind::Conv => o.conv + flops / c.conv_curve.rate(size).unwrap_or(c.conv_flops_per_us),
         WorkKind::Elementwise => o.elementwise + flops / c.elementwise_per_us,
         WorkKind::Reduce => {
             let rate = if c.reduce_per_us > 0.0 {
@@ -76,7 +82,18 @@ pub fn host_node_us(w: &NodeWork, c: &HostConstants) -> f64 {
             };
             o.reduce + flops / rate
         }
-        WorkKind::Data => o.data + w.bytes as f64 / c.bytes_per_us,
+        WorkKind::Data => {
+            let rate = if c.copy_bytes_per_us > 0.0 {
+                c.copy_bytes_per_us
+            } else {
+                c.bytes_per_us
+            };
+            o.data + bytes / rate
+        }
+        WorkKind::Permute => match c.permute_curve.rate(size) {
+            Some(rate) => o.data + flops / rate,
+            None => o.data + bytes / c.bytes_per_us,
+        },
     }
 }
 
@@ -97,7 +114,7 @@ pub fn analytic_node_us(w: &NodeWork, m: &Machine) -> f64 {
 /// Estimate `graph` on the host with explicit constants (`provenance` labels them).
 pub fn estimate_host(graph: &Graph, c: &HostConstants, provenance: &str) -> Result<Estimate> {
     c.validate()?;
-    let machine = (c.floor_us, c.bytes_per_us);
+    let machine = (c.floor_us, c.bytes_per_us, c.cut_us);
     finish(graph, machine, None, provenance.into(), |w| {
         host_node_us(w, c)
     })
@@ -111,7 +128,8 @@ pub fn estimate(graph: &Graph, target: Option<&str>) -> Result<Estimate> {
     match target {
         Some(t) => {
             let m = anchors::machine(t)?;
-            let machine = (m.floor_us, m.bytes_per_us);
+            // No hand-off on a device has been measured: cuts cost their bytes only.
+            let machine = (m.floor_us, m.bytes_per_us, 0.0);
             finish(graph, machine, Some(m.arch), m.provenance.clone(), |w| {
                 analytic_node_us(w, &m)
             })
@@ -133,11 +151,11 @@ pub fn estimate(graph: &Graph, target: Option<&str>) -> Result<Estimate> {
     }
 }
 
-/// Cost every node, then the call: `(floor µs, bytes per µs)` of the machine for the floors
-/// and the cut hand-offs.
+/// Cost every node, then the call: `(floor µs, bytes per µs, µs per host stage)` of the machine
+/// for the floors and the cut hand-offs.
 fn finish(
     graph: &Graph,
-    (floor_us, bytes_per_us): (f64, f64),
+    (floor_us, bytes_per_us, stage_us): (f64, f64, f64),
     target: Option<&'static str>,
     provenance: String,
     node_us: impl Fn(&NodeWork) -> f64,
@@ -156,7 +174,7 @@ fn finish(
             work: w,
         })
         .collect();
-    let (regions, cut_us) = match plan_cost::plan_cost(graph, bytes_per_us)? {
+    let (regions, cut_us) = match plan_cost::plan_cost(graph, bytes_per_us, stage_us)? {
         Some(p) => (p.regions, p.cut_us),
         None => (1, 0.0),
     };

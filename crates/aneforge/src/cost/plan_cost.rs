@@ -1,6 +1,7 @@
 //! Segmented plans costed with their cuts: one call floor per region (each region is its own
-//! dispatch) and the hand-off of every value a host stage reads or writes (its bytes over the
-//! costed machine's bandwidth).
+//! dispatch) and the hand-off of every host stage: a fixed µs per stage (measured by
+//! `aneforge calibrate` on the host) plus the bytes of every value it reads or writes over the
+//! costed machine's bandwidth.
 
 use crate::error::Result;
 use crate::graph::Graph;
@@ -16,12 +17,13 @@ pub struct PlanCost {
     /// Values handed to or from a host stage (counted once per host-stage port).
     pub cut_values: usize,
     pub cut_bytes: u64,
-    /// `cut_bytes` / bandwidth.
+    /// `host_stages` × the per-stage µs + `cut_bytes` / bandwidth.
     pub cut_us: f64,
 }
 
-/// The cut cost of `graph` at `bytes_per_us`, or `None` when it has no host ops (one program).
-pub fn plan_cost(graph: &Graph, bytes_per_us: f64) -> Result<Option<PlanCost>> {
+/// The cut cost of `graph` at `bytes_per_us` and `stage_us` per host stage, or `None` when it
+/// has no host ops (one program).
+pub fn plan_cost(graph: &Graph, bytes_per_us: f64, stage_us: f64) -> Result<Option<PlanCost>> {
     let Some(seg) = segment(graph)? else {
         return Ok(None);
     };
@@ -52,6 +54,6 @@ pub fn plan_cost(graph: &Graph, bytes_per_us: f64) -> Result<Option<PlanCost>> {
             }
         }
     }
-    c.cut_us = c.cut_bytes as f64 / bytes_per_us;
+    c.cut_us = c.host_stages as f64 * stage_us + c.cut_bytes as f64 / bytes_per_us;
     Ok(Some(c))
 }

@@ -1,5 +1,6 @@
 //! Energy from macOS `powermetrics`: a parser for its text output (samplers `cpu_power`,
-//! `gpu_power`, `ane_power`) and the mJ-per-call arithmetic. Sampling itself needs macOS and root.
+//! `gpu_power`, `ane_power`) and the mJ-per-call arithmetic, idle-subtracted (an idle window
+//! sampled before the calls). Sampling itself needs macOS and root.
 
 use crate::error::{Error, Result};
 
@@ -132,6 +133,66 @@ pub fn energy(samples: &[PowerSample]) -> Energy {
         ane_mj: mj(|s| s.ane_mw),
         combined_mj: mj(|s| s.combined_mw),
     }
+}
+
+/// Energy per call with the idle draw subtracted: (mean busy power − mean idle power) × the
+/// calls' duration / calls, per rail.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallEnergy {
+    pub calls: usize,
+    /// Mean power of the idle window sampled before the calls, mW.
+    pub idle_ane_mw: f64,
+    pub idle_combined_mw: f64,
+    /// Mean power while the calls ran, mW.
+    pub busy_ane_mw: f64,
+    pub busy_combined_mw: f64,
+    /// Net mJ per call (negative when the calls drew less than idle: within the noise).
+    pub ane_mj: f64,
+    pub combined_mj: f64,
+}
+
+/// Mean power of `e` in mW per rail (`(ane, combined)`); an empty window is an error naming `what`.
+fn mean_mw(e: &Energy, what: &str) -> Result<(f64, f64)> {
+    if e.samples == 0 || e.window_ms <= 0.0 {
+        return Err(Error::value(
+            "powermetrics",
+            format!("the {what} window has no samples"),
+        ));
+    }
+    Ok((
+        e.ane_mj / e.window_ms * 1e3,
+        e.combined_mj / e.window_ms * 1e3,
+    ))
+}
+
+/// Idle-subtracted energy of `calls` calls that took `calls_s` seconds, from the samples of
+/// an idle window (before the calls) and of the busy window (around them). No samples in
+/// either window, `calls` = 0 or a non-positive / non-finite duration is a value error.
+pub fn idle_subtracted(
+    idle: &[PowerSample],
+    busy: &[PowerSample],
+    calls: usize,
+    calls_s: f64,
+) -> Result<CallEnergy> {
+    if calls == 0 || !(calls_s.is_finite() && calls_s > 0.0) {
+        return Err(Error::value(
+            "powermetrics",
+            format!("need ≥ 1 call over a positive duration, got {calls} calls in {calls_s} s"),
+        ));
+    }
+    let (idle_ane_mw, idle_combined_mw) = mean_mw(&energy(idle), "idle")?;
+    let (busy_ane_mw, busy_combined_mw) = mean_mw(&energy(busy), "busy")?;
+    // mW × s = mJ.
+    let per_call = |busy: f64, idle: f64| (busy - idle) * calls_s / calls as f64;
+    Ok(CallEnergy {
+        calls,
+        idle_ane_mw,
+        idle_combined_mw,
+        busy_ane_mw,
+        busy_combined_mw,
+        ane_mj: per_call(busy_ane_mw, idle_ane_mw),
+        combined_mj: per_call(busy_combined_mw, idle_combined_mw),
+    })
 }
 
 /// Whether `powermetrics` can be sampled here; else the "unavailable" error naming what is missing.

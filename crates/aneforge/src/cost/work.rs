@@ -1,6 +1,7 @@
 //! Per-node work from the graph's types alone: bytes moved and flops, classified by kind.
 
 use crate::graph::{Graph, Node};
+use crate::ops::layout::Layout;
 use crate::ops::Op;
 use crate::shape::numel;
 
@@ -15,8 +16,12 @@ pub enum WorkKind {
     Elementwise,
     /// Reductions, softmax, pooling, batch/instance norm: `flops` = elements touched.
     Reduce,
-    /// Pure data movement (layout, rearrange, casts): no flops, bytes only.
+    /// Contiguous data movement (reshape, slices, concat, casts, transposes that keep the last
+    /// axis): no flops, bytes only.
     Data,
+    /// Strided gathers (transposes that move the last axis): `flops` = elements moved, whose
+    /// rate depends on the size (in cache or not).
+    Permute,
 }
 
 impl WorkKind {
@@ -28,6 +33,7 @@ impl WorkKind {
             WorkKind::Elementwise => "elementwise",
             WorkKind::Reduce => "reduce",
             WorkKind::Data => "data",
+            WorkKind::Permute => "permute",
         }
     }
 }
@@ -42,9 +48,13 @@ pub struct NodeWork {
     /// Bytes read and written: every input and output at its dtype's width, a compressed weight
     /// at its encoded payload size.
     pub bytes: u64,
-    /// 2 × multiply-adds for gemm/conv kinds; elements touched for elementwise/reduce; 0 for data.
+    /// 2 × multiply-adds for gemm/conv kinds; elements touched for elementwise/reduce/permute;
+    /// 0 for data.
     pub flops: u64,
     pub kind: WorkKind,
+    /// The shape measure the kind's rate depends on: min(K, N) of a matrix product, min(K, Cout)
+    /// of a convolution (K = multiply-adds per output), elements of a permute; 0 otherwise.
+    pub size: u64,
 }
 
 /// The work of every compute node (inputs, constants and compressed constants are free: their
@@ -84,28 +94,40 @@ pub fn node_work(graph: &Graph, index: usize, node: &Node) -> NodeWork {
             .and_then(|s| s.len().checked_sub(from_end).map(|k| s[k]))
             .unwrap_or(1) as u64
     };
-    let (kind, flops) = match &node.op {
+    let out_last = output_shapes
+        .first()
+        .and_then(|s| s.last())
+        .copied()
+        .unwrap_or(1) as u64;
+    let (kind, flops, size) = match &node.op {
         Op::MatMul(m) => {
             let k = if m.transpose_x { dim(0, 2) } else { dim(0, 1) };
-            (WorkKind::Gemm, 2 * out * k)
+            (WorkKind::Gemm, 2 * out * k, k.min(out_last))
         }
         // x [.., W] contracted with y [.., W, .., U]: the last axis of x.
-        Op::Einsum(_) => (WorkKind::Gemm, 2 * out * dim(0, 1)),
+        Op::Einsum(_) => (WorkKind::Gemm, 2 * out * dim(0, 1), dim(0, 1).min(out_last)),
         // weight [Cout, Cin/groups, kh, kw]: each output element is numel(w)/Cout multiply-adds.
         Op::Conv(_) => {
             let w = input_shapes.get(1).map_or(0, |s| numel(s)) as u64;
-            (WorkKind::Conv, 2 * out * w / dim(1, 4).max(1))
+            let (cout, k) = (dim(1, 4).max(1), w / dim(1, 4).max(1));
+            (WorkKind::Conv, 2 * out * k, k.min(cout))
         }
         // weight [Cin, Cout/groups, kh, kw]: each input element scatters numel(w)/Cin multiply-adds.
         Op::ConvTranspose(_) => {
             let w = input_shapes.get(1).map_or(0, |s| numel(s)) as u64;
-            (WorkKind::Conv, 2 * first * w / dim(1, 4).max(1))
+            let k = w / dim(1, 4).max(1);
+            (WorkKind::Conv, 2 * first * k, k)
         }
-        Op::Layout(_) | Op::Rearrange(_) | Op::Cast(_) => (WorkKind::Data, 0),
+        Op::Layout(Layout::Transpose { perm })
+            if perm.last().is_some_and(|&l| l + 1 != perm.len()) =>
+        {
+            (WorkKind::Permute, out, out)
+        }
+        Op::Layout(_) | Op::Rearrange(_) | Op::Cast(_) => (WorkKind::Data, 0, 0),
         Op::Reduce(_) | Op::Softmax(_) | Op::Pool(_) | Op::BatchNorm(_) | Op::InstanceNorm(_) => {
-            (WorkKind::Reduce, first.max(out))
+            (WorkKind::Reduce, first.max(out), 0)
         }
-        _ => (WorkKind::Elementwise, first.max(out)),
+        _ => (WorkKind::Elementwise, first.max(out), 0),
     };
     NodeWork {
         node: index,
@@ -115,5 +137,6 @@ pub fn node_work(graph: &Graph, index: usize, node: &Node) -> NodeWork {
         bytes,
         flops,
         kind,
+        size,
     }
 }

@@ -3,8 +3,9 @@
 //! baseline (NaN/inf rejected; lossy ones only when ≥ 1.10× faster), and cache the choice by a
 //! structural graph hash. `tune_precision`: the cheapest variant meeting an error target
 //! against the fp32 reference. Variants: sum_via_matmul, global and per-weight (`auto`) weight
-//! compression. Not variants yet: routes of selectable host ops (the `route` compile option is
-//! not on this branch) and attention query tiles (the graph has no tiled attention op).
+//! compression, and the routes of selectable host ops (`route="fused"` / `"host"`, when the
+//! graph has a routable op). Not a variant: attention query tiles (the graph has no tiled
+//! attention op to vary).
 
 pub mod cache;
 pub mod gate;
@@ -17,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::exec::{PortData, Precision};
 use crate::graph::{Graph, Tensor};
 use crate::ops::Op;
+use crate::options::Route;
 pub use cache::{Row, Tuned};
 use gate::{judge, relative_error, Verdict};
 
@@ -28,6 +30,8 @@ pub struct Variant {
     pub sum_via_matmul: bool,
     /// The `compress=` mode name, if any.
     pub compress: Option<&'static str>,
+    /// The `route=` mode, if the variant sets one (else the base options' route).
+    pub route: Option<Route>,
 }
 
 const fn v(
@@ -41,14 +45,29 @@ const fn v(
         lossy,
         sum_via_matmul,
         compress,
+        route: None,
+    }
+}
+
+/// A lossless route variant (the fused decomposition is the same math, rounded between ops).
+const fn routed(name: &'static str, route: Route) -> Variant {
+    Variant {
+        name,
+        lossy: false,
+        sum_via_matmul: false,
+        compress: None,
+        route: Some(route),
     }
 }
 
 /// Every variant `tune` knows, baseline first (`auto` = per-weight compression: each weight
-/// gets the smallest encoding within the compile's error budget, see [`Compress::Auto`]).
-pub const VARIANTS: [Variant; 7] = [
+/// gets the smallest encoding within the compile's error budget, see [`Compress::Auto`];
+/// `route_*` = every routable host op fused / kept on the host, see [`crate::plan::route`]).
+pub const VARIANTS: [Variant; 9] = [
     v("baseline", false, false, None),
     v("sum_via_matmul", false, true, None),
+    routed("route_fused", Route::Fused),
+    routed("route_host", Route::Host),
     v("int8", true, false, Some("int8")),
     v("int4", true, false, Some("int4")),
     v("blockwise", true, false, Some("blockwise")),
@@ -76,14 +95,19 @@ impl Variant {
         let mut o = base.clone();
         o.sum_via_matmul = self.sum_via_matmul;
         o.compress = self.compress.map(Compress::parse).transpose()?;
+        if let Some(r) = self.route {
+            o.route = r;
+        }
         Ok(o)
     }
 
-    /// Whether it changes anything for `g` (a sum rewrite needs a reduction, compression a weight).
-    fn applies(&self, g: &Graph) -> bool {
+    /// Whether it changes anything for `g` (a sum rewrite needs a reduction, compression a
+    /// weight, a route a routable host op: `routable` says whether `g` has one).
+    fn applies(&self, g: &Graph, routable: bool) -> bool {
         let has = |f: fn(&Op) -> bool| g.nodes.iter().any(|n| f(&n.op));
         (!self.sum_via_matmul || has(|o| matches!(o, Op::Reduce(_))))
             && (self.compress.is_none() || has(|o| matches!(o, Op::Const(c) if c.shape.len() >= 2)))
+            && (self.route.is_none() || routable)
     }
 }
 
@@ -167,6 +191,11 @@ fn build(
     Ok((net, e.micros))
 }
 
+/// Whether `outs` holds a host op with a fused decomposition (one `route` can move).
+fn has_routable_op(outs: &[(Option<String>, Tensor)]) -> Result<bool> {
+    Ok(!crate::plan::route::route(outs, Route::Host)?.1.is_empty())
+}
+
 /// Tune `outs` compiled with `base` (its device is the executor measured). Returns the result
 /// and whether it came from the cache. A corrupt cache is reported on stderr, ignored and rewritten.
 pub fn tune(
@@ -206,7 +235,8 @@ pub fn tune(
     }
     let mut candidates: Vec<(Variant, Result<(Compiled, f64)>)> =
         vec![(VARIANTS[0], Ok((baseline, base_est)))];
-    for v in VARIANTS[1..].iter().filter(|v| v.applies(&g)) {
+    let routable = has_routable_op(outs)?;
+    for v in VARIANTS[1..].iter().filter(|v| v.applies(&g, routable)) {
         candidates.push((*v, build(outs, v, base)));
     }
     let best_est = candidates
@@ -307,7 +337,7 @@ pub fn tune_precision(outs: &[(Option<String>, Tensor)], target_error: f64) -> R
     let mut table = Vec::new();
     for name in ["baseline", "sum_via_matmul", "int8+sum_via_matmul"] {
         let v = variant(name)?;
-        if name != "baseline" && !v.applies(&g) {
+        if name != "baseline" && !v.applies(&g, false) {
             continue;
         }
         let (mut net, est) = build(outs, &v, &fp32)?;
