@@ -1245,11 +1245,14 @@ class PrecisionWarning(UserWarning):
     """precision_risk found an fp16-narrow sum in the program."""
 
 class Estimate:
-    """Predicted µs per call (floor + sum of op µs), the per-call floor, the costed arch (None = host
-    reference executor), where the constants come from, one dict per compute op (node, op, kind,
-    input_shapes, output_shapes, bytes, flops, micros) and the warnings. A graph with host ops is
-    costed as its segmented plan: regions dispatches (each paying floor_us) plus cut_us, the
-    hand-off of the values crossing cuts (their bytes over the machine's bandwidth)."""
+    """Predicted µs per call (floor + sum of op µs + cut_us + ports_us), the per-call floor, the
+    costed arch (None = host reference executor), where the constants come from, one dict per
+    compute op (node, op, kind — gemm, conv, elementwise, reduce, data, permute — input_shapes,
+    output_shapes, bytes, flops, micros) and the warnings. A graph with host ops is costed as its
+    segmented plan: regions dispatches (each paying floor_us) plus cut_us, the hand-off per host
+    stage (on the host a constant measured by `aneforge calibrate`, plus the crossing bytes over
+    the machine's bandwidth). ports_us (host mode) is the conversion of the program's inputs and
+    outputs at its ports."""
 
     micros: float
     floor_us: float
@@ -1259,6 +1262,7 @@ class Estimate:
     warnings: list[str]
     regions: int
     cut_us: float
+    ports_us: float
 
 def estimate(
     y_or_net: Tensor | Sequence[Tensor] | Mapping[str, Tensor] | Model, target: str | None = None, warn: bool = True

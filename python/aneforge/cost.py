@@ -31,6 +31,7 @@ class Estimate:
     warnings: list[str] = field(default_factory=list)
     regions: int = 1
     cut_us: float = 0.0
+    ports_us: float = 0.0
 
 
 def _issue(messages: list[str], stacklevel: int = 2) -> None:

@@ -14,7 +14,7 @@ use crate::errors::IntoPy;
 use crate::model::parse_outputs;
 use crate::options::compile_options;
 
-/// `{micros, floor_us, regions, cut_us, target, provenance, warnings, ops: [{node, op, kind, input_shapes,
+/// `{micros, floor_us, regions, cut_us, ports_us, target, provenance, warnings, ops: [{node, op, kind, input_shapes,
 /// output_shapes, bytes, flops, micros}]}`.
 fn estimate_dict<'py>(py: Python<'py>, e: &Estimate) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
@@ -22,6 +22,7 @@ fn estimate_dict<'py>(py: Python<'py>, e: &Estimate) -> PyResult<Bound<'py, PyDi
     d.set_item("floor_us", e.floor_us)?;
     d.set_item("regions", e.regions)?;
     d.set_item("cut_us", e.cut_us)?;
+    d.set_item("ports_us", e.ports_us)?;
     d.set_item("target", e.target)?;
     d.set_item("provenance", &e.provenance)?;
     d.set_item("warnings", e.warnings.clone())?;

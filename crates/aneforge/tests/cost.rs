@@ -93,7 +93,7 @@ fn elementwise_counts_elements_and_layout_moves_bytes() {
         .transpose(&[1, 0, 2])
         .unwrap();
     let w = cost::graph_work(&graph(&y));
-    assert_eq!(w.len(), 2, "{w:?}");
+    assert_eq!(w.len(), 3, "{w:?}");
     assert!(
         w.iter()
             .all(|n| (n.kind, n.flops, n.bytes, n.size) == (WorkKind::Data, 0, 128, 0)),
@@ -125,6 +125,27 @@ fn rate_curves_interpolate_in_log_log_and_clamp() {
     };
     let e = cost::estimate_host(&matmul_graph(), &k, "x").unwrap();
     assert!((e.micros - 12.4).abs() < 1e-9, "{}", e.micros);
+    // The port term: input [2,3,4] (24 el) + output [2,3,5] (30 el) at 27 el/µs = 2 µs.
+    let ported = HostConstants {
+        port_elems_per_us: 27.0,
+        ..k
+    };
+    let e = cost::estimate_host(&matmul_graph(), &ported, "x").unwrap();
+    assert!((e.ports_us - 2.0).abs() < 1e-12, "{}", e.ports_us);
+    assert!((e.micros - 14.4).abs() < 1e-9, "{}", e.micros);
+    // Elementwise at its curve's rate for its element count: relu over 32 elements, curve
+    // (16, 4), (64, 16) → 8 el/µs at 32 → 4 µs; softmax's reduce curve (32, 2) → 16 µs.
+    let x = input(&[4, 8]).unwrap();
+    let el = HostConstants {
+        floor_us: 0.0,
+        elementwise_curve: cost::RateCurve::new(&[[16.0, 4.0], [64.0, 16.0]]),
+        reduce_curve: cost::RateCurve::new(&[[32.0, 2.0]]),
+        ..HostConstants::DEFAULTS
+    };
+    let r = cost::estimate_host(&graph(&x.relu().unwrap()), &el, "x").unwrap();
+    assert!((r.micros - 4.0).abs() < 1e-9, "{}", r.micros);
+    let r = cost::estimate_host(&graph(&x.softmax(-1).unwrap()), &el, "x").unwrap();
+    assert!((r.micros - 16.0).abs() < 1e-9, "{}", r.micros);
     // Permutes at their curve's rate by elements: transpose of [4, 8] (32 el) at 16 el/µs;
     // copies at the copy rate: reshape 128 B at 32 B/µs.
     let x = input(&[4, 8]).unwrap();

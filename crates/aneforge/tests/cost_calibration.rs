@@ -46,79 +46,44 @@ fn calibration_round_trips_and_corrupt_files_are_refused() {
     let (measured, probes) =
         calibrate::calibrate(Duration::from_millis(20), calibrate::Clock::Cpu).unwrap();
     let names: Vec<&str> = probes.iter().map(|p| p.name).collect();
-    assert_eq!(
-        names,
-        [
-            "floor",
-            "copy small",
-            "copy",
-            "permute",
-            "permute",
-            "permute",
-            "permute",
-            "gemm small",
-            "gemm",
-            "gemm curve",
-            "gemm curve",
-            "gemm curve",
-            "gemm curve",
-            "conv small",
-            "conv",
-            "conv curve",
-            "conv curve",
-            "conv curve",
-            "conv curve",
-            "elementwise small",
-            "elementwise",
-            "reduce small",
-            "reduce",
-            "cut"
-        ]
-    );
-    // The probes' work from their shapes: reshapes copy 2·2·128 and 2·2·2^19 bytes; transposes
-    // of 32², 128², 256·512 and 1024² elements; matmuls 32·64·64·2 and 256·512·512·2 flops, then
-    // K = N = s with M = clamp(2^21 / s², 64, 16384): 2·16384·8², 2·2048·32², 2·128·128², 2·64·512²;
-    // 3×3 convs 8·16·16 outputs × 72 MACs × 2 and 64·56·56 × 576 × 2, then c channels on
-    // h = clamp(⌊√(3e7 / 18c²)⌋, 10, 130): 2·4·128²·36, 2·16·78²·144, 2·64·18²·576, 2·256·8²·2304;
-    // x·x over 256 and 2^18 elements; softmax over 256 and 2^18 elements.
+    let mut want = vec!["floor"];
+    for kind in ["copy", "permute", "elementwise", "reduce", "gemm", "conv"] {
+        want.extend([kind; 4]);
+    }
+    want.extend(["ports", "cut"]);
+    assert_eq!(names, want);
+    // The probes' work from their shapes ([n, n] for n = 16, 64, 256, 1024): reshapes copy
+    // 2·2·n² bytes; transposes, x·x and softmax touch n² elements; matmuls K = N = s with
+    // M = clamp(2^19 / s², 64, 4096): 2·4096·8², 2·512·32², 2·64·128², 2·64·512²; padded 3×3
+    // convs of c channels on h = clamp(⌊√(3e7 / 18c²)⌋, 10, 64): 2·4·64²·36, 2·16·64²·144,
+    // 2·64·20²·576, 2·256·10²·2304; the port probe is x·x on 1024².
     let work: Vec<f64> = probes.iter().map(|p| p.work).collect();
-    assert_eq!(
-        work[..23],
-        [
-            0.0,
-            512.0,
-            2097152.0,
-            1024.0,
-            16384.0,
-            131072.0,
-            1048576.0,
-            262144.0,
-            134217728.0,
-            2097152.0,
-            4194304.0,
-            4194304.0,
-            33554432.0,
-            294912.0,
-            231211008.0,
-            4718592.0,
-            28035072.0,
-            23887872.0,
-            75497472.0,
-            256.0,
-            262144.0,
-            256.0,
-            262144.0
-        ]
-    );
+    let mut expected = vec![0.0];
+    for n in [16.0f64, 64.0, 256.0, 1024.0] {
+        expected.push(4.0 * n * n);
+    }
+    for _ in 0..3 {
+        expected.extend([256.0, 4096.0, 65536.0, 1048576.0]);
+    }
+    expected.extend([524288.0, 1048576.0, 2097152.0, 33554432.0]);
+    expected.extend([1179648.0, 18874368.0, 29491200.0, 117964800.0, 1048576.0]);
+    assert_eq!(work[..work.len() - 1], expected[..]);
     // The curves hold one point per probe size, in increasing size.
     let sizes = |k: &cost::RateCurve| k.points.map(|p| p[0]);
     assert_eq!(sizes(&measured.gemm_curve), [8.0, 32.0, 128.0, 512.0]);
     assert_eq!(sizes(&measured.conv_curve), [4.0, 16.0, 64.0, 256.0]);
+    for k in [
+        &measured.permute_curve,
+        &measured.elementwise_curve,
+        &measured.reduce_curve,
+    ] {
+        assert_eq!(sizes(k), [256.0, 4096.0, 65536.0, 1048576.0]);
+    }
     assert_eq!(
-        sizes(&measured.permute_curve),
-        [1024.0, 16384.0, 131072.0, 1048576.0]
+        sizes(&measured.copy_curve),
+        [1024.0, 16384.0, 262144.0, 4194304.0]
     );
-    assert!(measured.cut_us >= 0.0 && measured.copy_bytes_per_us > 0.0);
+    assert!(measured.cut_us >= 0.0 && measured.port_elems_per_us >= 0.0);
     measured.validate().unwrap();
     host::save(&measured).unwrap();
     // JSON floats round-trip to within an ulp.

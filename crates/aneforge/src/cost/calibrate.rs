@@ -139,194 +139,199 @@ fn probe_work(y: &Tensor, bytes: bool) -> Result<f64> {
         .sum())
 }
 
-/// `x [m, k] · w [k, n]` with a ramp weight.
-fn gemm(m: usize, k: usize, n: usize) -> Result<Tensor> {
-    let w = ramp(k * n);
-    input(&[m, k])?.matmul(&crate::constant("calibrate", HostArray::f32(&[k, n], &w))?)
-}
-
-/// A 3×3 convolution of `c` channels on an `h`×`h` image (valid padding).
-fn conv(c: usize, h: usize) -> Result<Tensor> {
-    let w = ramp(c * c * 9);
-    conv2d(
-        &input(&[1, c, h, h])?,
-        HostArray::f32(&[c, c, 3, 3], &w),
-        None,
-        ConvOptions::default(),
-    )
-}
-
-/// Per-op overhead and rate of one kind from a small and a large single-op probe (net of the
-/// call floor): the line through both points; a negative intercept (noise) falls back to the
-/// large probe's rate with no overhead.
-fn fit(small: (f64, f64), large: (f64, f64)) -> (f64, f64) {
-    let ((ws, ts), (wl, tl)) = (small, large);
-    if tl > ts && wl > ws {
-        let rate = (wl - ws) / (tl - ts);
-        let op = ts - ws / rate;
-        if op >= 0.0 {
-            return (op, rate);
-        }
-    }
-    (0.0, wl / tl)
-}
-
-/// Matrix-product probe sizes: K = N = s with M rows, about 2–30 Mflop each.
+/// Ops a chain probe adds to its one-op twin (per-op µs = the difference / this).
+const CHAIN: usize = 4;
+/// Elementwise, reduce, copy and permute probe sizes: `[n, n]` for these n (256 to 1 Mi elements).
+const SIDES: [usize; CURVE_POINTS] = [16, 64, 256, 1024];
+/// Matrix-product probe sizes: K = N = s with M = clamp(2^19 / s², 64, 4096) rows.
 const GEMM_SIZES: [usize; CURVE_POINTS] = [8, 32, 128, 512];
-/// Convolution probe channel counts (3×3, so min(K, Cout) = c).
+/// Convolution probe channel counts (3×3, padded to keep the size, so min(K, Cout) = c).
 const CONV_CHANNELS: [usize; CURVE_POINTS] = [4, 16, 64, 256];
-/// Permute probe sizes: a `[r, c]` matrix transposed (1 Ki to 1 Mi elements).
-const PERMUTE_SHAPES: [[usize; 2]; CURVE_POINTS] = [[32, 32], [128, 128], [256, 512], [1024, 1024]];
 
-/// The probes of one calibration run: each measured by `clock` for `budget`, net of the floor.
+/// `n` ops `op` applied one after another to a fresh input of `shape`.
+fn chain(
+    shape: &[usize],
+    n: usize,
+    op: &dyn Fn(&Tensor, usize) -> Result<Tensor>,
+) -> Result<Tensor> {
+    let mut y = input(shape)?;
+    for i in 0..n {
+        y = op(&y, i)?;
+    }
+    Ok(y)
+}
+
+/// The probes of one calibration run, each measured by `clock` for `budget`.
 struct Prober {
     budget: Duration,
     clock: Clock,
-    floor: f64,
     probes: Vec<Probe>,
 }
 
 impl Prober {
-    /// Median µs of `y` minus the floor (an error when not above it) and its work (bytes, or
-    /// flops / elements).
-    fn measure(&mut self, name: &'static str, y: Tensor, bytes: bool) -> Result<(f64, f64)> {
-        let median = median_call_us(std::slice::from_ref(&y), self.budget, self.clock)?;
-        let work = probe_work(&y, bytes)?;
+    /// µs of one `op` at `shape`: the median of a chain of 1 + [`CHAIN`] ops minus that of one
+    /// op, over [`CHAIN`] (the call floor and the port conversion cancel). Also returns the
+    /// one-op call's median. Not above 0 (noise) is an error asking for an idle machine.
+    fn per_op(
+        &mut self,
+        name: &'static str,
+        shape: &[usize],
+        op: &dyn Fn(&Tensor, usize) -> Result<Tensor>,
+        bytes: bool,
+    ) -> Result<(f64, f64, f64)> {
+        let one = chain(shape, 1, op)?;
+        let t1 = median_call_us(std::slice::from_ref(&one), self.budget, self.clock)?;
+        let tn = median_call_us(&[chain(shape, 1 + CHAIN, op)?], self.budget, self.clock)?;
+        let us = (tn - t1) / CHAIN as f64;
+        let work = probe_work(&one, bytes)?;
         self.probes.push(Probe {
             name,
-            median_us: median,
+            median_us: us,
             work,
         });
-        let net = median - self.floor;
-        if net <= 0.0 {
+        if us <= 0.0 {
             return Err(Error::Runtime {
                 op: "calibrate".into(),
-                msg: format!("probe {name} ran in {median:.1} µs, not above the {:.1} µs floor; rerun on an idle machine", self.floor),
+                msg: format!("probe {name}: {} more ops did not take longer ({t1:.1} vs {tn:.1} µs); rerun on an idle machine", CHAIN),
             });
         }
-        Ok((work, net))
+        Ok((work, us, t1))
     }
 
-    /// A rate curve from one probe per size: `(size, work / (net µs − overhead))`, the net time
-    /// kept at ≥ 1 % of the probe's so noise cannot make a rate infinite.
+    /// A rate curve, one chain probe per `(size, shape, op)`: `(size, work / per-op µs)`.
     fn curve(
         &mut self,
         name: &'static str,
-        overhead: f64,
-        probes: Vec<(f64, Tensor)>,
+        probes: Vec<ChainProbe>,
+        bytes: bool,
     ) -> Result<RateCurve> {
         let mut points = Vec::with_capacity(probes.len());
-        for (size, y) in probes {
-            let (work, net) = self.measure(name, y, false)?;
-            points.push([size, work / (net - overhead).max(0.01 * net)]);
+        for (size, shape, op) in probes {
+            let (work, us, _) = self.per_op(name, &shape, op.as_ref(), bytes)?;
+            points.push([size, work / us]);
         }
         Ok(RateCurve::new(&points))
     }
 }
 
-/// Measure every constant by `clock`; `budget` is the wall time spent per probe. The floor
-/// comes from a chain of 1 and 33 tiny ops (floor = t1 − per-op); each kind's per-op overhead
-/// and rate from a small and a large probe; the gemm, conv and permute rate curves from one
-/// probe per size (net of the kind's overhead); the per-cut µs from a region → host → region
-/// plan net of its modelled floors, ops and bytes.
-pub fn calibrate(budget: Duration, clock: Clock) -> Result<(HostConstants, Vec<Probe>)> {
-    let tiny = |n: usize| -> Result<Tensor> {
-        let mut y = input(&[1, 8])?;
-        for _ in 0..n {
-            y = y.add_scalar(1.0)?;
-        }
-        Ok(y)
+/// One op of a chain probe (the chain index is its argument).
+type ChainOp = Box<dyn Fn(&Tensor, usize) -> Result<Tensor>>;
+
+/// `(n², [n, n], op)` for every side in [`SIDES`].
+type ChainProbe = (f64, Vec<usize>, ChainOp);
+
+fn squares(op: fn(&Tensor, usize) -> Result<Tensor>) -> Vec<ChainProbe> {
+    SIDES
+        .iter()
+        .map(|&n| ((n * n) as f64, vec![n, n], Box::new(op) as ChainOp))
+        .collect()
+}
+
+/// `y · w` with a ramp `[s, s]` weight (shared by the chain).
+fn gemm_probe(s: usize) -> Result<ChainProbe> {
+    let w = crate::constant("calibrate", HostArray::f32(&[s, s], &ramp(s * s)))?;
+    let m = ((1 << 19) / (s * s)).clamp(64, 4096);
+    Ok((
+        s as f64,
+        vec![m, s],
+        Box::new(move |y: &Tensor, _: usize| y.matmul(&w)) as ChainOp,
+    ))
+}
+
+/// A padded 3×3 convolution of `c` channels on an `h`×`h` image, h = clamp(⌊√(3e7 / 18c²)⌋, 10, 64).
+fn conv_probe(c: usize) -> ChainProbe {
+    let h = ((3e7 / (18.0 * (c * c) as f64)).sqrt() as usize).clamp(10, 64);
+    let w = ramp(c * c * 9);
+    let op = move |y: &Tensor, _: usize| {
+        let opts = ConvOptions {
+            pad: [1; 4],
+            ..ConvOptions::default()
+        };
+        conv2d(y, HostArray::f32(&[c, c, 3, 3], &w), None, opts)
     };
+    (c as f64, vec![1, c, h, h], Box::new(op) as ChainOp)
+}
+
+/// Measure every constant by `clock`; `budget` is the wall time spent per probe call. The floor
+/// comes from a chain of 1 and 33 tiny ops (floor = t1 − per-op). Each kind's rate curve (copy
+/// by bytes, permute, elementwise and reduce by elements, gemm by min(K, N), conv by channels)
+/// comes from chain probes, so the floor and the port conversion cancel; the port conversion
+/// is measured from the largest elementwise probe's one-op call (minus floor and op); the
+/// per-cut µs from a region → host → region plan net of everything else the model predicts.
+pub fn calibrate(budget: Duration, clock: Clock) -> Result<(HostConstants, Vec<Probe>)> {
+    let tiny = |n: usize| chain(&[1, 8], n, &|y: &Tensor, _: usize| y.add_scalar(1.0));
     let one = median_call_us(&[tiny(1)?], budget, clock)?;
-    let chain = median_call_us(&[tiny(33)?], budget, clock)?;
-    let floor = (one - (chain - one) / 32.0).max(0.0);
+    let chain33 = median_call_us(&[tiny(33)?], budget, clock)?;
+    let floor = (one - (chain33 - one) / 32.0).max(0.0);
     let mut p = Prober {
         budget,
         clock,
-        floor,
         probes: vec![Probe {
             name: "floor",
             median_us: floor,
             work: 0.0,
         }],
     };
-    let copy =
-        |rows: usize, cols: usize| input(&[1, rows, cols])?.reshape(&[rows as i64, cols as i64]);
-    let data = fit(
-        p.measure("copy small", copy(8, 16)?, true)?,
-        p.measure("copy", copy(512, 1024)?, true)?,
-    );
-    let permute = p.curve(
-        "permute",
-        data.0,
-        PERMUTE_SHAPES
+    // Reshapes alternate [n, n] ↔ [n/2, 2n] (a contiguous copy each).
+    let copy = p.curve(
+        "copy",
+        SIDES
             .iter()
-            .map(|&[r, c]| Ok(((r * c) as f64, input(&[r, c])?.transpose(&[1, 0])?)))
-            .collect::<Result<_>>()?,
+            .map(|&n| {
+                let op = move |y: &Tensor, i: usize| {
+                    let s = if i % 2 == 0 {
+                        [n as i64 / 2, 2 * n as i64]
+                    } else {
+                        [n as i64, n as i64]
+                    };
+                    y.reshape(&s)
+                };
+                (4.0 * (n * n) as f64, vec![n, n], Box::new(op) as ChainOp)
+            })
+            .collect(),
+        true,
     )?;
-    let gemm_fit = fit(
-        p.measure("gemm small", gemm(32, 64, 64)?, false)?,
-        p.measure("gemm", gemm(256, 512, 512)?, false)?,
-    );
-    let gemm_curve = p.curve(
-        "gemm curve",
-        gemm_fit.0,
+    let permute = p.curve("permute", squares(|y, _| y.transpose(&[1, 0])), false)?;
+    let elementwise = p.curve("elementwise", squares(|y, _| y.mul(y)), false)?;
+    let reduce = p.curve("reduce", squares(|y, _| y.softmax(-1)), false)?;
+    let gemm = p.curve(
+        "gemm",
         GEMM_SIZES
             .iter()
-            .map(|&s| {
-                Ok((
-                    s as f64,
-                    gemm(((1 << 21) / (s * s)).clamp(64, 16_384), s, s)?,
-                ))
-            })
+            .map(|&s| gemm_probe(s))
             .collect::<Result<_>>()?,
+        false,
     )?;
-    let conv_fit = fit(
-        p.measure("conv small", conv(8, 18)?, false)?,
-        p.measure("conv", conv(64, 58)?, false)?,
-    );
-    let conv_curve = p.curve(
-        "conv curve",
-        conv_fit.0,
-        CONV_CHANNELS
-            .iter()
-            .map(|&c| {
-                // About 3e7 flops: 2·9·c²·h² with h in [10, 130].
-                let h = ((3e7 / (18.0 * (c * c) as f64)).sqrt() as usize).clamp(10, 130);
-                Ok((c as f64, conv(c, h)?))
-            })
-            .collect::<Result<_>>()?,
+    let conv = p.curve(
+        "conv",
+        CONV_CHANNELS.iter().map(|&c| conv_probe(c)).collect(),
+        false,
     )?;
-    let square = |n: usize| -> Result<Tensor> {
-        let x = input(&[1, n, n])?;
-        x.mul(&x)
-    };
-    let elementwise = fit(
-        p.measure("elementwise small", square(16)?, false)?,
-        p.measure("elementwise", square(512)?, false)?,
-    );
-    let reduce = fit(
-        p.measure("reduce small", input(&[16, 16])?.softmax(-1)?, false)?,
-        p.measure("reduce", input(&[512, 512])?.softmax(-1)?, false)?,
-    );
+    // The port term: the largest elementwise one-op call minus floor and op, for 2n² elements.
+    let n = SIDES[CURVE_POINTS - 1];
+    let (_, op_us, t1) = p.per_op("ports", &[n, n], &|y: &Tensor, _: usize| y.mul(y), false)?;
+    let ports = t1 - floor - op_us;
+    let last = |k: &RateCurve| k.points[CURVE_POINTS - 1][1];
     let mut c = HostConstants {
         floor_us: floor,
-        bytes_per_us: data.1,
-        gemm_flops_per_us: gemm_fit.1,
-        conv_flops_per_us: conv_fit.1,
-        elementwise_per_us: elementwise.1,
-        reduce_per_us: reduce.1,
-        op_us: OpOverhead {
-            gemm: gemm_fit.0,
-            conv: conv_fit.0,
-            elementwise: elementwise.0,
-            reduce: reduce.0,
-            data: data.0,
-        },
-        copy_bytes_per_us: data.1,
-        gemm_curve,
-        conv_curve,
+        bytes_per_us: last(&copy),
+        gemm_flops_per_us: last(&gemm),
+        conv_flops_per_us: last(&conv),
+        elementwise_per_us: last(&elementwise),
+        reduce_per_us: last(&reduce),
+        op_us: OpOverhead::default(),
+        copy_bytes_per_us: last(&copy),
+        gemm_curve: gemm,
+        conv_curve: conv,
         permute_curve: permute,
+        elementwise_curve: elementwise,
+        reduce_curve: reduce,
+        copy_curve: copy,
+        port_elems_per_us: if ports > 0.0 {
+            (2 * n * n) as f64 / ports
+        } else {
+            0.0
+        },
         cut_us: 0.0,
     };
     c.validate()?;

@@ -34,6 +34,11 @@ pub struct RateCurve {
 }
 
 impl RateCurve {
+    /// No point: the kind's scalar rate is used.
+    pub const EMPTY: RateCurve = RateCurve {
+        points: [[0.0; 2]; CURVE_POINTS],
+    };
+
     /// A curve through `points` (at most [`CURVE_POINTS`], increasing size).
     pub fn new(points: &[[f64; 2]]) -> RateCurve {
         let mut c = RateCurve::default();
@@ -110,6 +115,18 @@ pub struct HostConstants {
     /// `bytes_per_us`).
     #[serde(default)]
     pub permute_curve: RateCurve,
+    /// Elementwise elements per µs by elements (empty = `elementwise_per_us`).
+    #[serde(default)]
+    pub elementwise_curve: RateCurve,
+    /// Reduction elements per µs by elements (empty = `reduce_per_us`).
+    #[serde(default)]
+    pub reduce_curve: RateCurve,
+    /// Contiguous copy bytes per µs by bytes (empty = `copy_bytes_per_us`).
+    #[serde(default)]
+    pub copy_curve: RateCurve,
+    /// Program input and output elements converted per µs at the call's ports (0 = no port term).
+    #[serde(default)]
+    pub port_elems_per_us: f64,
     /// Fixed µs of one host-stage hand-off in a segmented plan (region → host → region), on top
     /// of the extra region's floor and the crossing bytes.
     #[serde(default)]
@@ -134,15 +151,13 @@ impl HostConstants {
             data: 0.0,
         },
         copy_bytes_per_us: 0.0,
-        gemm_curve: RateCurve {
-            points: [[0.0; 2]; CURVE_POINTS],
-        },
-        conv_curve: RateCurve {
-            points: [[0.0; 2]; CURVE_POINTS],
-        },
-        permute_curve: RateCurve {
-            points: [[0.0; 2]; CURVE_POINTS],
-        },
+        gemm_curve: RateCurve::EMPTY,
+        conv_curve: RateCurve::EMPTY,
+        permute_curve: RateCurve::EMPTY,
+        elementwise_curve: RateCurve::EMPTY,
+        reduce_curve: RateCurve::EMPTY,
+        copy_curve: RateCurve::EMPTY,
+        port_elems_per_us: 0.0,
         cut_us: 0.0,
     };
 
@@ -165,6 +180,7 @@ impl HostConstants {
             ("op_us.data", o.data, true),
             ("copy_bytes_per_us", self.copy_bytes_per_us, true),
             ("cut_us", self.cut_us, true),
+            ("port_elems_per_us", self.port_elems_per_us, true),
         ];
         for (name, v, zero_ok) in fields {
             if !v.is_finite() || v < 0.0 || (v == 0.0 && !zero_ok) {
@@ -176,7 +192,10 @@ impl HostConstants {
         }
         self.gemm_curve.validate("gemm_curve")?;
         self.conv_curve.validate("conv_curve")?;
-        self.permute_curve.validate("permute_curve")
+        self.permute_curve.validate("permute_curve")?;
+        self.elementwise_curve.validate("elementwise_curve")?;
+        self.reduce_curve.validate("reduce_curve")?;
+        self.copy_curve.validate("copy_curve")
     }
 }
 

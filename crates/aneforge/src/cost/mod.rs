@@ -13,6 +13,7 @@ pub mod work;
 
 use crate::error::{Error, Result};
 use crate::graph::Graph;
+use crate::shape::numel;
 pub use anchors::{project_peak, Machine, PeakProjection};
 pub use host::{HostConstants, OpOverhead, RateCurve};
 pub use work::{graph_work, NodeWork, WorkKind};
@@ -32,13 +33,15 @@ pub struct OpEstimate {
 /// as its segmented plan (one floor per region plus the hand-off of the values crossing cuts).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Estimate {
-    /// Predicted µs per call: regions × floor + Σ node µs + cut µs.
+    /// Predicted µs per call: regions × floor + Σ node µs + cut µs + ports µs.
     pub micros: f64,
     pub floor_us: f64,
     /// Dispatches per call (1 for a single program).
     pub regions: usize,
     /// Hand-off µs of the values crossing cuts (0 for a single program).
     pub cut_us: f64,
+    /// Host mode: µs converting the program's inputs and outputs at its ports (else 0).
+    pub ports_us: f64,
     /// Arch costed (`None` = the host's reference executor).
     pub target: Option<&'static str>,
     /// `measured anchor h14`, `scaled from ...`, `projected from ...`, `calibrated host`
@@ -59,12 +62,13 @@ impl Estimate {
 }
 
 /// Host-mode time of one node: its kind's per-op overhead plus its work over the measured rate
-/// of its kind (each rate is measured end to end, memory traffic included): gemm and conv flops
-/// at the rate of their curve at `w.size` (min(K, N): thin products run slower), copies' bytes
-/// at the copy rate, permutes' elements at the permute curve's rate for their size (cache
-/// regime). Missing terms (files older than them) fall back: curves to the kind's scalar rate,
-/// the copy rate to `bytes_per_us`, the permute curve to bytes / `bytes_per_us`, the reduce
-/// rate to the elementwise rate.
+/// of its kind at its size (each rate is measured end to end, memory traffic included, so the
+/// cache regime is in the curve): gemm and conv flops at their curve's rate for `w.size`
+/// (min(K, N) / min(K, Cout): thin products run slower), permutes' elements at the permute
+/// curve's rate for their count, elementwise and reduce elements and copies' bytes at their
+/// curve's rate for that work. Missing terms (files older than them) fall back: curves to the
+/// kind's scalar rate (permutes to bytes / `bytes_per_us`), the copy rate to `bytes_per_us`,
+/// the reduce rate to the elementwise rate.
 pub fn host_node_us(w: &NodeWork, c: &HostConstants) -> f64 {
     let o = &c.op_us;
     let flops = w.flops as f64;
@@ -73,28 +77,55 @@ pub fn host_node_us(w: &NodeWork, c: &HostConstants) -> f64 {
     match w.kind {
         WorkKind::Gemm => o.gemm + flops / c.gemm_curve.rate(size).unwrap_or(c.gemm_flops_per_us),
         WorkKind::Conv => o.conv + flops / c.conv_curve.rate(size).unwrap_or(c.conv_flops_per_us),
-        WorkKind::Elementwise => o.elementwise + flops / c.elementwise_per_us,
+        WorkKind::Elementwise => {
+            let rate = c
+                .elementwise_curve
+                .rate(flops)
+                .unwrap_or(c.elementwise_per_us);
+            o.elementwise + flops / rate
+        }
         WorkKind::Reduce => {
-            let rate = if c.reduce_per_us > 0.0 {
-                c.reduce_per_us
-            } else {
-                c.elementwise_per_us
-            };
-            o.reduce + flops / rate
+            let scalar = positive_or(c.reduce_per_us, c.elementwise_per_us);
+            o.reduce + flops / c.reduce_curve.rate(flops).unwrap_or(scalar)
         }
         WorkKind::Data => {
-            let rate = if c.copy_bytes_per_us > 0.0 {
-                c.copy_bytes_per_us
-            } else {
-                c.bytes_per_us
-            };
-            o.data + bytes / rate
+            let scalar = positive_or(c.copy_bytes_per_us, c.bytes_per_us);
+            o.data + bytes / c.copy_curve.rate(bytes).unwrap_or(scalar)
         }
         WorkKind::Permute => match c.permute_curve.rate(size) {
             Some(rate) => o.data + flops / rate,
             None => o.data + bytes / c.bytes_per_us,
         },
     }
+}
+
+/// `rate` when it is set (> 0), else `fallback` (a field older calibration files lack).
+fn positive_or(rate: f64, fallback: f64) -> f64 {
+    if rate > 0.0 {
+        rate
+    } else {
+        fallback
+    }
+}
+
+/// Host-mode µs of converting the program's input and output elements at its ports (0 when
+/// the calibration has no port term).
+fn host_ports_us(graph: &Graph, c: &HostConstants) -> f64 {
+    if c.port_elems_per_us <= 0.0 {
+        return 0.0;
+    }
+    let ins = graph.inputs.iter().map(|id| {
+        graph.nodes[*id]
+            .outputs
+            .iter()
+            .map(|t| numel(&t.shape))
+            .sum::<usize>()
+    });
+    let outs = graph
+        .outputs
+        .iter()
+        .map(|(_, v)| numel(&graph.ty(*v).shape));
+    ins.chain(outs).sum::<usize>() as f64 / c.port_elems_per_us
 }
 
 /// Analytic time of one node on `m`: max(bytes / bandwidth, flops / effective peak) with
@@ -115,9 +146,12 @@ pub fn analytic_node_us(w: &NodeWork, m: &Machine) -> f64 {
 pub fn estimate_host(graph: &Graph, c: &HostConstants, provenance: &str) -> Result<Estimate> {
     c.validate()?;
     let machine = (c.floor_us, c.bytes_per_us, c.cut_us);
-    finish(graph, machine, None, provenance.into(), |w| {
+    let mut e = finish(graph, machine, None, provenance.into(), |w| {
         host_node_us(w, c)
-    })
+    })?;
+    e.ports_us = host_ports_us(graph, c);
+    e.micros += e.ports_us;
+    Ok(e)
 }
 
 /// Estimate `graph` for `target`: `None` = the host's reference executor with the stored
@@ -184,6 +218,7 @@ fn finish(
         floor_us,
         regions,
         cut_us,
+        ports_us: 0.0,
         target,
         provenance,
         ops,
