@@ -155,7 +155,11 @@ def main():
         f"provenance `{e.provenance}`; `python bench/cost_model.py`: `aneforge calibrate --clock cpu` "
         "(1 thread), then `af.estimate(net)` against the median of 15 calls `net(x)` after 2 warm-ups, "
         "both timed in process CPU time (the machine is shared by other jobs, which inflate wall time "
-        "of long calls several-fold; with one thread CPU time is the call's time on an idle machine).",
+        "of long calls several-fold; with one thread CPU time is the call's time on an idle machine). "
+        "The host model: per kind a rate curve by size measured with chain probes (1 vs 5 identical ops, "
+        "so the call floor and the port conversion cancel): copies by bytes, permutes, elementwise and "
+        "reductions by elements (cache regime), gemm by min(K, N) and conv by channels (thin products "
+        "run slower); plus the measured floor, a port-conversion term and, for plans, a per-cut constant.",
         "",
         "| Program | ops | estimated µs | measured µs | error |",
         "| --- | --- | --- | --- | --- |",
@@ -165,7 +169,9 @@ def main():
         f"max {a.max() * 100:.1f} %; within ±25 %: {int((a <= 0.25).sum())}/{len(a)}.",
         "",
         "Per work kind over the 22 programs (the per-op profiler's mean of 5 profiled calls, wall time, "
-        "against the estimate's per-op µs; the per-call floor is not in these rows):",
+        "against the estimate's per-op µs; the per-call floor is not in these rows). The profiler reads "
+        "wall time, which the shared machine inflates, so the absolute ratio is not the model's error; "
+        "what matters is that it is about the same for every kind (no kind mis-modelled against the others):",
         "",
         "| kind | ops | estimated µs | profiled µs | ratio |",
         "| --- | --- | --- | --- | --- |",
