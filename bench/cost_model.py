@@ -109,6 +109,8 @@ def per_kind(net, e, agg):
         a[2] += 1
 
 
+ROUNDS = 3
+
 TITLE = "## Cost model: host estimate vs measured (reference executor, 1 thread)"
 
 
@@ -125,10 +127,13 @@ def main():
     cases.append(("MiniLM-shaped encoder, seq 128", minilm_shaped(rng)))
     cases += [(f"random graph {i}", random_graph(rng)) for i in range(20)]
     rows, errors, kinds = [], [], {}
-    for name, y in cases:
-        net = af.compile(y, device="reference")
+    nets = [af.compile(y, device="reference") for _, y in cases]
+    # ROUNDS alternating rounds over all programs; each program's time is the median of its
+    # round medians (a burst of load from other jobs hits one round, not every one).
+    rounds = [[measured_us(net) for net in nets] for _ in range(ROUNDS)]
+    for i, ((name, _), net) in enumerate(zip(cases, nets)):
         e = af.estimate(net, warn=False)
-        m = measured_us(net)
+        m = float(np.median([r[i] for r in rounds]))
         per_kind(net, e, kinds)
         err = e.micros / m - 1
         errors.append(err)
@@ -153,7 +158,7 @@ def main():
         "",
         f"{platform.machine()} {platform.system()}, {os.cpu_count()} cores (shared, loaded machine), {date.today()}, "
         f"provenance `{e.provenance}`; `python bench/cost_model.py`: `aneforge calibrate --clock cpu` "
-        "(1 thread), then `af.estimate(net)` against the median of 15 calls `net(x)` after 2 warm-ups, "
+        "(1 thread), then `af.estimate(net)` against the median over 3 alternating rounds of each round's median of 15 calls `net(x)` after 2 warm-ups, "
         "both timed in process CPU time (the machine is shared by other jobs, which inflate wall time "
         "of long calls several-fold; with one thread CPU time is the call's time on an idle machine). "
         "The host model: per kind a rate curve by size measured with chain probes (1 vs 5 identical ops, "
