@@ -175,8 +175,8 @@ def main():
         "",
         "Per work kind over the 22 programs (the per-op profiler's mean of 5 profiled calls, wall time, "
         "against the estimate's per-op µs; the per-call floor is not in these rows). The profiler reads "
-        "wall time, which the shared machine inflates, so the absolute ratio is not the model's error; "
-        "what matters is that it is about the same for every kind (no kind mis-modelled against the others):",
+        "wall time, which the shared machine inflates, long ops (preempted mid-call) far more than short ones, "
+        "so these ratios are not the model's error (the CPU-time errors above are); they show where the time goes:",
         "",
         "| kind | ops | estimated µs | profiled µs | ratio |",
         "| --- | --- | --- | --- | --- |",
