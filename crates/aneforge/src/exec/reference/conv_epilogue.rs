@@ -396,8 +396,9 @@ mod tests {
             groups,
             ..Default::default()
         };
-        let bias = HostArray::f32(&[cout], &b);
-        conv2d(x, HostArray::f32(&[cout, cin, k, k], &w), Some(bias), opts).unwrap()
+        let (bs, ws) = ([cout], [cout, cin, k, k]);
+        let bias = HostArray::f32(&bs, &b);
+        conv2d(x, HostArray::f32(&ws, &w), Some(bias), opts).unwrap()
     }
 
     fn bn(x: &Tensor, seed: u64) -> Tensor {
@@ -405,8 +406,9 @@ mod tests {
         let r = rand_vec(4 * c, seed);
         let s: Vec<Vec<f32>> = (0..4).map(|j| r[j * c..(j + 1) * c].to_vec()).collect();
         let var: Vec<f32> = s[1].iter().map(|v| 1.0 + 0.5 * v).collect();
-        let a = |v: &[f32]| HostArray::f32(&[c], v);
-        batch_norm(x, a(&s[0]), a(&var), Some(a(&s[2])), Some(a(&s[3])), 1e-3).unwrap()
+        let cs = [c];
+        let [m, g, b] = [0, 2, 3].map(|j| HostArray::f32(&cs, &s[j]));
+        batch_norm(x, m, HostArray::f32(&cs, &var), Some(g), Some(b), 1e-3).unwrap()
     }
 
     /// Residual, batch_norm, relu, hardswish (a gate), relu6 and a depthwise conv, fused and
