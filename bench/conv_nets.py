@@ -85,9 +85,7 @@ def section(runs, rounds, base=None):
         for b, d in builds:
             for t in (1, 2):
                 per.setdefault((b, t), []).append(child_json(["--worker", str(t), "--runs", str(runs)], t, d))
-    res = {
-        k: {m: [median([r[m][i] for r in v]) for i in (0, 1)] for m in MODELS} for k, v in per.items()
-    }
+    res = {k: {m: [median([r[m][i] for r in v]) for i in (0, 1)] for m in MODELS} for k, v in per.items()}
     rows = [
         "| model | build | threads | aneforge | ONNX Runtime | aneforge / ORT |",
         "| --- | --- | --- | --- | --- | --- |",

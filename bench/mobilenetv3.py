@@ -57,7 +57,12 @@ def onnx_model(seed=0):
 
     def conv_bn(x, cin, cout, k, stride=1, groups=1, act=None):
         y = conv(x, cin, cout, k, stride, groups)
-        stats = [rng.uniform(0.5, 1.5, cout), rng.normal(0, 0.1, cout), rng.normal(0, 0.1, cout), rng.uniform(0.5, 1.5, cout)]
+        stats = [
+            rng.uniform(0.5, 1.5, cout),
+            rng.normal(0, 0.1, cout),
+            rng.normal(0, 0.1, cout),
+            rng.uniform(0.5, 1.5, cout),
+        ]
         y = node("BatchNormalization", [y, *map(init, stats)], epsilon=1e-3)
         return node(act, [y]) if act else y
 
@@ -78,8 +83,16 @@ def onnx_model(seed=0):
         cin = cout
     x = conv_bn(x, cin, 576, 1, act="HardSwish")
     x = node("Flatten", [node("GlobalAveragePool", [x])])
-    x = node("HardSwish", [node("Gemm", [x, init(rng.standard_normal((1024, 576)) / 24), init(np.zeros(1024))], transB=1)])
-    nodes.append(helper.make_node("Gemm", [x, init(rng.standard_normal((1000, 1024)) / 32), init(np.zeros(1000))], ["y"], transB=1))
-    io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in (("x", [1, 3, 224, 224]), ("y", [1, 1000]))]
+    x = node(
+        "HardSwish", [node("Gemm", [x, init(rng.standard_normal((1024, 576)) / 24), init(np.zeros(1024))], transB=1)]
+    )
+    nodes.append(
+        helper.make_node(
+            "Gemm", [x, init(rng.standard_normal((1000, 1024)) / 32), init(np.zeros(1000))], ["y"], transB=1
+        )
+    )
+    io = [
+        helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in (("x", [1, 3, 224, 224]), ("y", [1, 1000]))
+    ]
     graph = helper.make_graph(nodes, "mobilenet_v3_small", io[:1], io[1:], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
