@@ -4,6 +4,7 @@
 
 use rayon::prelude::*;
 
+use super::conv_depthwise::Depthwise;
 use super::gemm::sgemm;
 use super::io::expect_fp16;
 use super::kernel::PAR_MIN_ELEMS;
@@ -139,6 +140,40 @@ pub fn take_custom_pad(args: &mut MilArgs) -> Result<()> {
     }
 }
 
+/// Fill `dst` (one output row) with input row `src` read at column ox·`stride` + `offset` −
+/// `pad_lo` for each output column ox, and `fill` where that column falls outside the row.
+pub fn window_row(src: &[f32], [offset, stride, pad_lo]: [usize; 3], fill: f32, dst: &mut [f32]) {
+    let (w, ow) = (src.len(), dst.len());
+    // Output columns ox whose input column lies inside [0, W).
+    let shift = offset as isize - pad_lo as isize;
+    let lo = if shift >= 0 {
+        0
+    } else {
+        (-shift as usize).div_ceil(stride)
+    }
+    .min(ow);
+    let hi = if shift >= w as isize {
+        0
+    } else {
+        (w as isize - shift) as usize
+    }
+    .div_ceil(stride)
+    .clamp(lo, ow);
+    dst[..lo].fill(fill);
+    dst[hi..].fill(fill);
+    if lo == hi {
+        return; // this tap reads only padding along W (e.g. wide dilation or pad)
+    }
+    let first = (lo as isize * stride as isize + shift) as usize;
+    if stride == 1 {
+        dst[lo..hi].copy_from_slice(&src[first..first + hi - lo]);
+    } else {
+        for (v, ix) in dst[lo..hi].iter_mut().zip((first..).step_by(stride)) {
+            *v = src[ix];
+        }
+    }
+}
+
 /// Validated conv geometry.
 struct Geom {
     n: usize,
@@ -211,39 +246,15 @@ impl Conv {
         let fill = |(r, row): (usize, &mut [f32])| {
             let (c, ky, kx) = (r / (g.kh * g.kw), r / g.kw % g.kh, r % g.kw);
             let plane = &xs[c * g.h * g.w..(c + 1) * g.h * g.w];
-            // Output columns ox whose input column ox·sw + kx·dw − pl lies inside [0, W).
-            let shift = (kx * dw) as isize - pl as isize;
-            let lo = if shift >= 0 {
-                0
-            } else {
-                (-shift as usize).div_ceil(sw)
-            }
-            .min(g.ow);
-            let hi = if shift >= g.w as isize {
-                0
-            } else {
-                (g.w as isize - shift) as usize
-            }
-            .div_ceil(sw)
-            .clamp(lo, g.ow);
             for (oy, orow) in row.chunks_mut(g.ow).enumerate() {
-                let Some(iy) = tap(oy, ky, sh, dh, pt, g.h) else {
-                    orow.fill(0.0);
-                    continue;
-                };
-                let src = &plane[iy * g.w..(iy + 1) * g.w];
-                orow[..lo].fill(0.0);
-                orow[hi..].fill(0.0);
-                if lo == hi {
-                    continue; // this tap reads only padding along W (e.g. wide dilation or pad)
-                }
-                let first = (lo as isize * sw as isize + shift) as usize;
-                if sw == 1 {
-                    orow[lo..hi].copy_from_slice(&src[first..first + hi - lo]);
-                } else {
-                    for (v, ix) in orow[lo..hi].iter_mut().zip((first..).step_by(sw)) {
-                        *v = src[ix];
-                    }
+                match tap(oy, ky, sh, dh, pt, g.h) {
+                    Some(iy) => window_row(
+                        &plane[iy * g.w..(iy + 1) * g.w],
+                        [kx * dw, sw, pl],
+                        0.0,
+                        orow,
+                    ),
+                    None => orow.fill(0.0),
                 }
             }
         };
@@ -293,6 +304,28 @@ impl Family for Conv {
         )
     }
     fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
+        let g = self.geometry(&ins[0].shape, &ins[1].shape)?;
+        let dw = Depthwise {
+            input: [g.h, g.w],
+            kernel: [g.kh, g.kw],
+            output: [g.oh, g.ow],
+            strides: self.strides,
+            dilations: self.dilations,
+            pad: self.pad,
+        };
+        if self.groups == g.cin && g.cout == g.cin && dw.matches_gemv() {
+            let bias = ins.get(2).map(|b| &b.data[..]);
+            dw.run(&ins[0].data, &ins[1].data, bias, &mut out[0].data);
+            return Ok(());
+        }
+        self.eval_im2col(ins, out)
+    }
+}
+
+impl Conv {
+    /// [`Family::eval`] through im2col + one GEMM per (batch, group); every conv but the
+    /// depthwise ones that [`Depthwise`] computes directly (with the same bits).
+    pub(crate) fn eval_im2col(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
         let (x, w) = (ins[0], ins[1]);
         let g = self.geometry(&x.shape, &w.shape)?;
         let (p, kk) = (g.oh * g.ow, g.cin / self.groups * g.kh * g.kw);

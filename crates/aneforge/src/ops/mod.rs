@@ -7,6 +7,7 @@ pub mod affine;
 pub mod channel;
 pub mod constexpr;
 pub mod conv;
+pub mod conv_depthwise;
 pub mod conv_transpose;
 pub mod einsum;
 pub mod elementwise;

@@ -1,6 +1,6 @@
 //! Max and average pooling over the last two axes of NCHW tensors.
 
-use super::conv::{ints, take_custom_pad, take_sizes, tap, window_output};
+use super::conv::{ints, take_custom_pad, take_sizes, tap, window_output, window_row};
 use super::io::{expect_fp16, expect_inputs};
 use super::kernel::for_chunks;
 use super::table::mil_kinds;
@@ -71,8 +71,33 @@ impl Pool {
         Ok(out)
     }
 
+    /// Max-pool one [H, W] plane into `out` [H', W'], one output row at a time over the taps in
+    /// (ky, kx) order: the same max chain per element as [`Pool::plane`], since a tap in the
+    /// padding reads −inf and max(a, −inf) = a.
+    fn max_plane(&self, x: &[f32], [h, w]: [usize; 2], out: &mut [f32], ow: usize) {
+        let ([kh, kw], [sh, sw], [pt, _, pl, _]) = (self.kernel, self.strides, self.pad);
+        let mut row = vec![0f32; ow];
+        for (oy, acc) in out.chunks_mut(ow).enumerate() {
+            acc.fill(f32::NEG_INFINITY);
+            for iy in (0..kh).filter_map(|ky| tap(oy, ky, sh, 1, pt, h)) {
+                for kx in 0..kw {
+                    window_row(
+                        &x[iy * w..(iy + 1) * w],
+                        [kx, sw, pl],
+                        f32::NEG_INFINITY,
+                        &mut row,
+                    );
+                    acc.iter_mut().zip(&row).for_each(|(a, &e)| *a = a.max(e));
+                }
+            }
+        }
+    }
+
     /// Pool one [H, W] plane into `out` [H', W'].
     fn plane(&self, x: &[f32], [h, w]: [usize; 2], out: &mut [f32], ow: usize) {
+        if self.kind == PoolKind::Max && ow > 0 {
+            return self.max_plane(x, [h, w], out, ow);
+        }
         let ([kh, kw], [sh, sw], [pt, _, pl, _]) = (self.kernel, self.strides, self.pad);
         for (o, v) in out.iter_mut().enumerate() {
             let (oy, ox) = (o / ow, o % ow);

@@ -2,6 +2,7 @@
 //! (every fp16 op output rounded to fp16, round-to-nearest-even; f32 inside ops). In fp16 mode
 //! the ports are fp16 / uint8 buffers, like the device's, so views and aliasing behave the same.
 
+mod conv_epilogue;
 mod fp16_table;
 mod memory_plan;
 mod packed;
@@ -24,6 +25,7 @@ use crate::error::{Error, Result};
 use crate::ops::kernel::PAR_MIN_ELEMS;
 use crate::ops::{Buf, Op};
 use crate::program::{PortSpec, Program};
+use conv_epilogue::Epilogue;
 use fp16_table::Fp16Table;
 pub use memory_plan::MemoryReport;
 use memory_plan::{plan_slots, PlanStep};
@@ -123,6 +125,8 @@ struct Step {
     table: Option<Arc<Fp16Table>>,
     /// A matmul over a compressed weight kept compressed (see `packed`).
     packed: Option<PackedWeight>,
+    /// A conv whose following elementwise ops run in its output pass (see `conv_epilogue`).
+    epilogue: Option<Epilogue>,
     /// What a profile reports for this step.
     label: OpLabel,
 }
@@ -212,17 +216,19 @@ impl RefProgram {
         for &v in inputs_v.iter().chain(&outputs_v).chain(&consts_v) {
             pinned[v] = true;
         }
+        let (mut chains, absorbed) = conv_epilogue::find_chains(g);
         let ops: Vec<usize> = (0..g.nodes.len())
-            .filter(|&i| !is_const(i) && !matches!(g.nodes[i].op, Op::Input(_)))
+            .filter(|&i| !is_const(i) && !absorbed[i] && !matches!(g.nodes[i].op, Op::Input(_)))
             .collect();
         let step_ins: Vec<Vec<usize>> = ops
             .iter()
-            .map(|&i| {
-                g.nodes[i]
+            .map(|&i| match &chains[i] {
+                Some(c) => c.inputs(g).iter().map(|v| value[v.node][v.port]).collect(),
+                None => g.nodes[i]
                     .inputs
                     .iter()
                     .map(|v| value[v.node][v.port])
-                    .collect()
+                    .collect(),
             })
             .collect();
         let plan_steps: Vec<PlanStep> = ops
@@ -251,25 +257,38 @@ impl RefProgram {
         let mut steps = Vec::new();
         let mut tables = Vec::new();
         let mut work = 0usize;
-        for (&i, ins) in ops.iter().zip(&step_ins) {
-            let n = &g.nodes[i];
-            let round: Vec<bool> = n
+        let rounds = |i: usize| -> Vec<bool> {
+            g.nodes[i]
                 .outputs
                 .iter()
                 .map(|t| precision == Precision::Fp16 && t.dtype == DType::Fp16)
-                .collect();
+                .collect()
+        };
+        for (&i, ins) in ops.iter().zip(&step_ins) {
+            let n = &g.nodes[i];
+            let round = rounds(i);
             work = ins
                 .iter()
                 .chain(&value[i])
                 .fold(work, |w, &v| w.saturating_add(numel[v]));
+            let chain = chains[i].take();
+            let epilogue = chain.as_ref().map(|c| {
+                c.epilogue(
+                    g,
+                    |j| rounds(j) == [true],
+                    |op| step_table(op, &[true], &mut tables),
+                )
+            });
+            let run = chain.as_ref().map_or(i, |c| c.conv);
             steps.push(Step {
-                op: n.op.clone(),
+                op: g.nodes[run].op.clone(),
                 ins: ins.iter().map(|&v| slot(v)).collect(),
                 outs: value[i].iter().map(|&v| slot(v)).collect(),
                 out_shapes: n.outputs.iter().map(|t| t.shape.clone()).collect(),
-                table: step_table(&n.op, &round, &mut tables),
+                table: step_table(&n.op, &round, &mut tables).filter(|_| epilogue.is_none()),
                 packed: packed[i].take(),
-                label: profile::step_label(g, i),
+                epilogue,
+                label: profile::step_label(g, run),
                 round,
             })
         }
@@ -306,7 +325,12 @@ impl RefProgram {
                 .chain(&out_ports)
                 .map(PortBuf::bytes)
                 .sum::<u64>();
-        let mut planned: Vec<usize> = (0..numel.len()).filter(|&v| !pinned[v]).map(slot).collect();
+        // Values folded into a conv epilogue have no slot.
+        let mut planned: Vec<usize> = (0..numel.len())
+            .filter(|&v| !pinned[v])
+            .map(slot)
+            .filter(|&s| s != usize::MAX)
+            .collect();
         planned.sort_unstable();
         planned.dedup();
         let activation_bytes = planned.iter().map(|&s| 4 * plan.slot_len[s] as u64).sum();
@@ -394,10 +418,17 @@ fn run_steps(steps: &[Step], bufs: &mut [Buf], timing: &mut Option<Profile>) -> 
             b
         }));
         let ins: Vec<&Buf> = step.ins.iter().map(|&i| &bufs[i]).collect();
-        let r = step.op.family().eval(&ins, &mut outs);
+        let own = step
+            .epilogue
+            .as_ref()
+            .map_or(ins.len(), Epilogue::conv_inputs);
+        let r = step.op.family().eval(&ins[..own], &mut outs);
+        if let (Some(e), true) = (&step.epilogue, r.is_ok()) {
+            e.apply(&ins[own..], &mut outs[0]);
+        }
         for ((o, b), &round) in step.outs.iter().zip(outs.drain(..)).zip(&step.round) {
             bufs[*o] = b;
-            if round {
+            if round && step.epilogue.is_none() {
                 round_to_fp16(&mut bufs[*o].data);
             }
         }

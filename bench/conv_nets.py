@@ -1,0 +1,134 @@
+"""Convolution networks on the reference executor vs ONNX Runtime at 1 and 2 threads (issue 15), printed as a Markdown section:
+ResNet-18 and ResNet-50 (bench/resnet18.py: `aneforge_graph` vs `onnx_model`, same seeded
+weights) and MobileNetV3-small (bench/mobilenetv3.py: one onnx.helper model, imported by
+`af.load_onnx` and run by ONNX Runtime from the same bytes), 224x224, batch 1.
+
+Each (build, threads) pair runs in its own subprocess (RAYON_NUM_THREADS=n and
+af.set_num_threads(n); ORT intra_op_num_threads=n), calls alternating with ONNX Runtime, so each
+ratio comes from one process; the row is the median over rounds. `--base DIR` also times the aneforge package found in
+DIR (e.g. main's `python/aneforge` with its built `_core`) for before/after.
+
+Usage: python bench/conv_nets.py [--base DIR] [--runs N] [--out BENCHMARKS.md (appended)]
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+MODELS = {
+    "resnet18": "ResNet-18 224×224 b1",
+    "resnet50": "ResNet-50 224×224 b1",
+    "mobilenetv3": "MobileNetV3-small 224×224 b1",
+}
+
+
+def worker(threads, runs):
+    """Time every model at `threads` threads; print one JSON object {model: [aneforge s, ORT s]}."""
+    sys.path.insert(0, str(HERE))
+    import models  # sets RAYON_NUM_THREADS=1 on import; the pool reads it on first use
+
+    os.environ["RAYON_NUM_THREADS"] = str(threads)
+    import aneforge as af
+    import mobilenetv3
+    import numpy as np
+    import onnxruntime as ort
+    import resnet18
+
+    def session(model):
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
+        return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+
+    if hasattr(af, "set_num_threads"):
+        af.set_num_threads(threads)
+    out = {}
+    x = np.random.default_rng(1).standard_normal((1, 3, 224, 224)).astype(np.float16).astype(np.float32)
+    with tempfile.TemporaryDirectory(prefix="aneforge-bench-conv-") as tmp:
+        os.environ["ANEFORGE_CACHE_DIR"] = tmp
+        for depth in (18, 50):
+            w = resnet18.weights(depth=depth)
+            net = af.compile(resnet18.aneforge_graph(af, w, depth), device="reference")
+            sess = session(resnet18.onnx_model(w, depth))
+            out[f"resnet{depth}"] = models.alternate(lambda n=net: n(x), lambda s=sess: s.run(None, {"x": x}), runs)
+        m = mobilenetv3.onnx_model()
+        net = af.load_onnx(m.SerializeToString(), device="reference")
+        sess = session(m)
+        out["mobilenetv3"] = models.alternate(lambda: net(x), lambda: sess.run(None, {"x": x}), runs)
+    print(json.dumps(out))
+
+
+def child_json(args, threads, base=None):
+    """Run this script with `args` in a fresh process at `threads` threads (`base` prepended to
+    PYTHONPATH); its last stdout line parsed as JSON."""
+    env = dict(os.environ, RAYON_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads), ANEFORGE_QUIET="1")
+    if base:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in [str(base), env.get("PYTHONPATH", "")] if p)
+    res = subprocess.run([sys.executable, __file__, *args], env=env, capture_output=True, text=True, check=True)
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def median(values):
+    s = sorted(values)
+    return s[len(s) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2
+
+
+def section(runs, rounds, base=None):
+    builds = [("this build", None)] + ([("before (base)", base)] if base else [])
+    load = os.getloadavg()[0]
+    per = {}  # (build, threads) -> list of per-round results
+    for _ in range(rounds):
+        for b, d in builds:
+            for t in (1, 2):
+                per.setdefault((b, t), []).append(child_json(["--worker", str(t), "--runs", str(runs)], t, d))
+    res = {k: {m: [median([r[m][i] for r in v]) for i in (0, 1)] for m in MODELS} for k, v in per.items()}
+    rows = [
+        "| model | build | threads | aneforge | ONNX Runtime | aneforge / ORT |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for key, label in MODELS.items():
+        for b, _ in builds:
+            for t in (1, 2):
+                a, o = res[(b, t)][key]
+                rows.append(f"| {label} | {b} | {t} | {a * 1e3:.2f} ms | {o * 1e3:.2f} ms | {a / o:.2f}× |")
+    speed = [f"{MODELS[k]} {res[('this build', 1)][k][0] / res[('this build', 2)][k][0]:.2f}×" for k in MODELS]
+    ort_speed = [f"{MODELS[k]} {res[('this build', 1)][k][1] / res[('this build', 2)][k][1]:.2f}×" for k in MODELS]
+    return "\n".join(
+        [
+            "## Convolution networks vs ONNX Runtime (bench/conv_nets.py)",
+            "",
+            *rows,
+            "",
+            f"- Each cell: median over {rounds} rounds (builds and thread counts alternating, each in its own process) "
+            f"of the median of {runs} calls alternating aneforge / ONNX Runtime.",
+            f"- 2-thread speed-up of this build (1-thread / 2-thread): {', '.join(speed)}; ONNX Runtime: {', '.join(ort_speed)}.",
+            f"- Load average when the run started: {load:.1f} on {os.cpu_count()} cores (other engineers' builds share the machine).",
+            "",
+        ]
+    )
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--worker", type=int)
+    ap.add_argument("--runs", type=int, default=9)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--base")
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    if args.worker:
+        worker(args.worker, args.runs)
+        return
+    text = section(args.runs, args.rounds, args.base)
+    print(text)
+    if args.out:
+        with open(args.out, "a") as f:
+            f.write("\n" + text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,457 @@
+//! Conv epilogues of the reference executor: the elementwise ops that directly follow a `conv`
+//! (batch_norm, a same-shape add such as a residual, unary activations) run inside the conv's
+//! step as one pass over its output instead of one pass (plus one rounding pass) per op.
+//!
+//! The fp16 contract is kept bit for bit: the pass applies the same scalar formulas in graph
+//! order and rounds to fp16 after each op exactly where the unfused ops would, so only the
+//! number of passes over memory changes. An op joins a chain only when it is the sole reader
+//! of the chain's value, which is not a graph output, and has the conv's output shape; the one
+//! exception is a gate `x · u(x)` (hardswish is `x · sigmoid_hard(x)`), whose unary op and mul
+//! are the only readers of x and the mul the only reader of u(x).
+
+use std::sync::Arc;
+
+use half::f16;
+use half::slice::HalfFloatSliceExt;
+use rayon::prelude::*;
+
+use super::fp16_table::Fp16Table;
+use crate::dtype::DType;
+use crate::graph::{Graph, Value};
+use crate::ops::elementwise::Binary;
+use crate::ops::kernel::PAR_MIN_ELEMS;
+use crate::ops::unary::Unary;
+use crate::ops::{Buf, Op};
+
+/// One op folded into a conv's output pass.
+enum Stage {
+    /// `batch_norm` with this eps; reads 4 extra inputs (mean, variance, gamma, beta).
+    BatchNorm(f32),
+    /// `add` of a same-shape value; reads 1 extra input.
+    Add,
+    /// A unary op, with its fp16 table when it is a costly one (see `fp16_table`).
+    Unary(Unary, Option<Arc<Fp16Table>>),
+    /// `mul(x, u(x))`: the unary op (table, whether u(x) is rounded), then the product.
+    Gate(Unary, Option<Arc<Fp16Table>>, bool),
+}
+
+/// The ops after a conv run in its output pass: each with whether its output is rounded to fp16.
+pub(super) struct Epilogue {
+    /// Inputs of the conv itself (2 or 3); the stages' extra inputs follow them in step order.
+    conv_inputs: usize,
+    conv_round: bool,
+    stages: Vec<(Stage, bool)>,
+}
+
+/// A conv node and the ops folded into its step, in graph order (the last one's value is the
+/// step's output).
+#[derive(Debug)]
+pub(super) struct Chain {
+    pub conv: usize,
+    links: Vec<Link>,
+}
+
+/// One folded op of a [`Chain`]: the node(s) and the value (node) it reads from the chain.
+#[derive(Clone, Copy, Debug)]
+enum Link {
+    /// batch_norm, add or a unary op (node), reading node `from`.
+    Op { node: usize, from: usize },
+    /// The gate `mul(x, u(x))` on the chain's value: the unary node (op `op`) and the mul node.
+    Gate { unary: usize, op: Unary, mul: usize },
+}
+
+impl Link {
+    /// The node whose value the link produces.
+    fn last(&self) -> usize {
+        match *self {
+            Link::Op { node, .. } | Link::Gate { mul: node, .. } => node,
+        }
+    }
+}
+
+/// The fused chains of `g`, keyed by the node whose position the fused step takes (the chain's
+/// last node, so every extra input is computed before it), and `absorbed[i]` for every node
+/// that runs inside another node's step. A conv with nothing to fold gets no chain.
+pub(super) fn find_chains(g: &Graph) -> (Vec<Option<Chain>>, Vec<bool>) {
+    let n = g.nodes.len();
+    // Reading nodes of each node's port 0, one entry per read; a graph output reads twice
+    // (with no node), so an output never joins a chain.
+    let mut readers: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (j, node) in g.nodes.iter().enumerate() {
+        for v in node.inputs.iter().filter(|v| v.port == 0) {
+            readers[v.node].push(j);
+        }
+    }
+    for (_, v) in &g.outputs {
+        readers[v.node].extend([usize::MAX, usize::MAX]);
+    }
+    let mut chains: Vec<Option<Chain>> = (0..n).map(|_| None).collect();
+    let mut absorbed = vec![false; n];
+    for c in (0..n).filter(|&i| matches!(g.nodes[i].op, Op::Conv(_))) {
+        let out = &g.nodes[c].outputs;
+        if out.len() != 1 || out[0].dtype != DType::Fp16 || out[0].shape.len() != 4 {
+            continue;
+        }
+        let mut links = Vec::new();
+        let mut cur = c;
+        while let Some(link) = next_link(g, &readers, cur, c).filter(|l| !absorbed[l.last()]) {
+            cur = link.last();
+            links.push(link);
+        }
+        let Some(last) = links.last().map(Link::last) else {
+            continue;
+        };
+        absorbed[c] = true;
+        for l in &links {
+            if let Link::Gate { unary, .. } = *l {
+                absorbed[unary] = true;
+            }
+            absorbed[l.last()] = l.last() != last;
+        }
+        chains[last] = Some(Chain { conv: c, links });
+    }
+    (chains, absorbed)
+}
+
+/// The op that can run next in the output pass of conv `c`, reading node `cur`, if any.
+fn next_link(g: &Graph, readers: &[Vec<usize>], cur: usize, c: usize) -> Option<Link> {
+    let kept =
+        |j: usize| g.nodes[j].outputs.len() == 1 && g.nodes[j].outputs[0] == g.nodes[c].outputs[0];
+    let reads = |j: usize, k: usize| {
+        g.nodes[j]
+            .inputs
+            .get(k)
+            .is_some_and(|v| v.node == cur && v.port == 0)
+    };
+    match readers[cur][..] {
+        [j] if kept(j) => {
+            let node = &g.nodes[j];
+            let ok = match &node.op {
+                Op::BatchNorm(_) | Op::Unary(_) => reads(j, 0),
+                Op::Binary(Binary::Add) => {
+                    let same =
+                        |v: &Value| v.port == 0 && g.nodes[v.node].outputs[0] == node.outputs[0];
+                    node.inputs.len() == 2 && node.inputs.iter().all(same)
+                }
+                _ => false,
+            };
+            ok.then_some(Link::Op { node: j, from: cur })
+        }
+        [a, b] if a != b && kept(a) && kept(b) => {
+            let (u, m) = if matches!(g.nodes[a].op, Op::Unary(_)) {
+                (a, b)
+            } else {
+                (b, a)
+            };
+            let Op::Unary(op) = g.nodes[u].op else {
+                return None;
+            };
+            let gate = reads(u, 0)
+                && matches!(g.nodes[m].op, Op::Binary(Binary::Mul))
+                && readers[u][..] == [m]
+                && g.nodes[m]
+                    .inputs
+                    .iter()
+                    .all(|v| v.port == 0 && (v.node == cur || v.node == u));
+            gate.then_some(Link::Gate {
+                unary: u,
+                op,
+                mul: m,
+            })
+        }
+        _ => None,
+    }
+}
+
+impl Chain {
+    /// The step's input values: the conv's, then each folded op's inputs other than the chain.
+    pub fn inputs<'a>(&self, g: &'a Graph) -> Vec<&'a Value> {
+        let mut ins: Vec<&Value> = g.nodes[self.conv].inputs.iter().collect();
+        for l in &self.links {
+            if let Link::Op { node, from } = *l {
+                ins.extend(g.nodes[node].inputs.iter().filter(|v| v.node != from));
+            }
+        }
+        ins
+    }
+
+    /// The epilogue of this chain; `round(node)` says whether a node's output is rounded to
+    /// fp16, `table(op)` gives a costly unary op's table.
+    pub fn epilogue(
+        &self,
+        g: &Graph,
+        round: impl Fn(usize) -> bool,
+        mut table: impl FnMut(&Op) -> Option<Arc<Fp16Table>>,
+    ) -> Epilogue {
+        let stages = self
+            .links
+            .iter()
+            .map(|l| {
+                let stage = match (*l, &g.nodes[l.last()].op) {
+                    (Link::Gate { unary, op, .. }, _) => {
+                        Stage::Gate(op, table(&g.nodes[unary].op), round(unary))
+                    }
+                    (_, Op::BatchNorm(b)) => Stage::BatchNorm(b.eps),
+                    (_, op @ Op::Unary(u)) => Stage::Unary(*u, table(op)),
+                    _ => Stage::Add,
+                };
+                (stage, round(l.last()))
+            })
+            .collect();
+        Epilogue {
+            conv_inputs: g.nodes[self.conv].inputs.len(),
+            conv_round: round(self.conv),
+            stages,
+        }
+    }
+}
+
+/// Per-call parameters of one stage: batch_norm's per-channel (mean, scale, beta), the added
+/// value, or a unary op (with its table, and for a gate whether u(x) is rounded).
+enum Params<'a> {
+    BatchNorm {
+        mean: &'a [f32],
+        scale: Vec<f32>,
+        beta: &'a [f32],
+    },
+    Add(&'a [f32]),
+    Unary(Unary, Option<&'a Fp16Table>),
+    Gate(Unary, Option<&'a Fp16Table>, bool),
+}
+
+/// Scratch of one 256-element piece: fp16 bits for rounding and one f32 buffer.
+struct Scratch {
+    bits: [f16; PIECE],
+    values: [f32; PIECE],
+}
+
+/// Elements processed by all stages before the next piece (stays in L1).
+const PIECE: usize = 256;
+
+impl Epilogue {
+    /// How many of the step's inputs belong to the conv itself.
+    pub fn conv_inputs(&self) -> usize {
+        self.conv_inputs
+    }
+
+    /// Apply the folded ops to `out` (the conv's output [N, C, H, W], not yet rounded) in place;
+    /// `extra` are the step's inputs after the conv's own.
+    pub fn apply(&self, extra: &[&Buf], out: &mut Buf) {
+        let mut rest = extra;
+        let params: Vec<(Params, bool)> = self
+            .stages
+            .iter()
+            .map(|(s, round)| {
+                let p = match s {
+                    Stage::BatchNorm(eps) => {
+                        let [mean, var, gamma, beta] = [0, 1, 2, 3].map(|i| &rest[i].data[..]);
+                        rest = &rest[4..];
+                        // The same expression as `BatchNorm::eval`, so the same bits.
+                        let scale = gamma
+                            .iter()
+                            .zip(var)
+                            .map(|(g, v)| g / (v + eps).sqrt())
+                            .collect();
+                        Params::BatchNorm { mean, scale, beta }
+                    }
+                    Stage::Add => {
+                        let other = &rest[0].data[..];
+                        rest = &rest[1..];
+                        Params::Add(other)
+                    }
+                    Stage::Unary(u, t) => Params::Unary(*u, t.as_deref()),
+                    Stage::Gate(u, t, r) => Params::Gate(*u, t.as_deref(), *r),
+                };
+                (p, *round)
+            })
+            .collect();
+        let (c, plane) = (out.shape[1], out.shape[2] * out.shape[3]);
+        if plane == 0 {
+            return;
+        }
+        let run = |(i, p): (usize, &mut [f32])| self.plane(&params, i, i % c, p);
+        if out.data.len() >= PAR_MIN_ELEMS {
+            out.data.par_chunks_mut(plane).enumerate().for_each(run);
+        } else {
+            out.data.chunks_mut(plane).enumerate().for_each(run);
+        }
+    }
+
+    /// Run every stage over plane `i` (channel `k`), one piece at a time.
+    fn plane(&self, params: &[(Params, bool)], i: usize, k: usize, p: &mut [f32]) {
+        let mut s = Scratch {
+            bits: [f16::ZERO; PIECE],
+            values: [0.0; PIECE],
+        };
+        let base = i * p.len();
+        for (ci, chunk) in p.chunks_mut(PIECE).enumerate() {
+            let at = base + ci * PIECE;
+            let (bits, values) = (&mut s.bits[..chunk.len()], &mut s.values[..chunk.len()]);
+            if self.conv_round {
+                round_chunk(chunk, bits);
+            }
+            for (param, round) in params {
+                match *param {
+                    Params::BatchNorm {
+                        mean,
+                        ref scale,
+                        beta,
+                    } => {
+                        let (m, s, b) = (mean[k], scale[k], beta[k]);
+                        chunk.iter_mut().for_each(|v| *v = (*v - m) * s + b);
+                    }
+                    Params::Add(other) => {
+                        let o = &other[at..at + chunk.len()];
+                        chunk.iter_mut().zip(o).for_each(|(v, &w)| *v += w);
+                    }
+                    Params::Unary(u, t) => {
+                        values.copy_from_slice(chunk);
+                        unary(u, t, *round, values, chunk, bits);
+                        continue; // rounded (or not) by `unary`
+                    }
+                    Params::Gate(u, t, r) => {
+                        unary(u, t, r, chunk, values, bits);
+                        chunk.iter_mut().zip(&*values).for_each(|(v, &g)| *v *= g);
+                    }
+                }
+                if *round {
+                    round_chunk(chunk, bits);
+                }
+            }
+        }
+    }
+}
+
+/// y = u(x), rounded to fp16 when `round` (through the op's table when it has one), as the
+/// unary op's step computes it.
+fn unary(
+    u: Unary,
+    table: Option<&Fp16Table>,
+    round: bool,
+    x: &[f32],
+    y: &mut [f32],
+    bits: &mut [f16],
+) {
+    match (table, u) {
+        (Some(t), _) if round => return t.eval(x, y),
+        // `Unary::apply`'s relu, inlined so the loop vectorises.
+        (_, Unary::Relu) => y.iter_mut().zip(x).for_each(|(o, &v)| *o = v.max(0.0)),
+        _ => y.iter_mut().zip(x).for_each(|(o, &v)| *o = u.apply(v)),
+    }
+    if round {
+        round_chunk(y, bits);
+    }
+}
+
+/// Round `chunk` to fp16 in place through `bits` (same length).
+fn round_chunk(chunk: &mut [f32], bits: &mut [f16]) {
+    bits.convert_from_f32_slice(chunk);
+    bits.convert_to_f32_slice(chunk);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compile::{compile, CompileOptions, Device};
+    use crate::exec::reference::round_to_fp16;
+    use crate::exec::{PortData, Precision};
+    use crate::graph::build::conv::conv2d;
+    use crate::graph::build::io::input;
+    use crate::graph::build::norm::batch_norm;
+    use crate::graph::Tensor;
+    use crate::ops::conv::ConvOptions;
+    use crate::ops::gemm::tests::rand_vec;
+    use crate::ops::io::HostArray;
+
+    /// The executor before fusion: every node's kernel, then fp16 rounding of its output (in
+    /// fp16 precision), one node at a time.
+    fn node_by_node(g: &Graph, x: &[f32], precision: Precision) -> Vec<f32> {
+        let mut vals: Vec<Vec<Buf>> = Vec::new();
+        for node in &g.nodes {
+            let mut outs: Vec<Buf> = node.outputs.iter().map(|t| Buf::zeros(&t.shape)).collect();
+            if let Op::Input(_) = node.op {
+                outs[0].data.copy_from_slice(x);
+            } else {
+                let ins: Vec<&Buf> = node.inputs.iter().map(|v| &vals[v.node][v.port]).collect();
+                node.op.family().eval(&ins, &mut outs).unwrap();
+            }
+            if precision == Precision::Fp16 {
+                outs.iter_mut().for_each(|b| round_to_fp16(&mut b.data));
+            }
+            vals.push(outs);
+        }
+        let (_, v) = &g.outputs[0];
+        vals[v.node][v.port].data.clone()
+    }
+
+    fn conv(x: &Tensor, cout: usize, k: usize, groups: usize, seed: u64) -> Tensor {
+        let cin = x.shape()[1] / groups;
+        let w: Vec<f32> = rand_vec(cout * cin * k * k, seed)
+            .iter()
+            .map(|v| v * 0.5)
+            .collect();
+        let b = rand_vec(cout, seed + 1);
+        let opts = ConvOptions {
+            pad: [k / 2; 4],
+            groups,
+            ..Default::default()
+        };
+        let (bs, ws) = ([cout], [cout, cin, k, k]);
+        let bias = HostArray::f32(&bs, &b);
+        conv2d(x, HostArray::f32(&ws, &w), Some(bias), opts).unwrap()
+    }
+
+    fn bn(x: &Tensor, seed: u64) -> Tensor {
+        let c = x.shape()[1];
+        let r = rand_vec(4 * c, seed);
+        let s: Vec<Vec<f32>> = (0..4).map(|j| r[j * c..(j + 1) * c].to_vec()).collect();
+        let var: Vec<f32> = s[1].iter().map(|v| 1.0 + 0.5 * v).collect();
+        let cs = [c];
+        let [m, g, b] = [0, 2, 3].map(|j| HostArray::f32(&cs, &s[j]));
+        batch_norm(x, m, HostArray::f32(&cs, &var), Some(g), Some(b), 1e-3).unwrap()
+    }
+
+    /// Residual, batch_norm, relu, hardswish (a gate), relu6 and a depthwise conv, fused and
+    /// run by the executor, against node-by-node evaluation: every bit equal, in fp16 and fp32
+    /// precision, with a value read twice (not folded) and the add's other input computed
+    /// after the conv it follows.
+    #[test]
+    fn fused_epilogues_keep_every_bit() {
+        let x = input(&[1, 8, 12, 12]).unwrap();
+        let a = bn(&conv(&x, 16, 3, 1, 1), 2).hardswish().unwrap();
+        let d = conv(&a, 16, 3, 16, 3).relu6().unwrap();
+        let h = bn(&conv(&d, 16, 1, 1, 4), 5);
+        let skip = conv(&a, 16, 1, 1, 6);
+        let y = h.add(&skip).unwrap().relu().unwrap().add(&a).unwrap();
+        let xs: Vec<f32> = rand_vec(8 * 144, 9).iter().map(|v| v * 3.0).collect();
+        for precision in [Precision::Fp16, Precision::Fp32] {
+            let dir = std::env::temp_dir().join(format!(
+                "aneforge-conv-epilogue-{}-{precision:?}",
+                std::process::id()
+            ));
+            let opts = CompileOptions {
+                device: Device::Reference,
+                precision,
+                build_dir: Some(dir.clone()),
+                ..Default::default()
+            };
+            let mut c = compile(&[(None, y.clone())], &opts).unwrap();
+            let (chains, absorbed) = find_chains(&c.program.graph);
+            // conv→bn→gate; depthwise→relu6; conv→bn→add→relu→add (the skip conv's add is
+            // taken): 3 chains, 8 nodes run inside another node's step.
+            assert_eq!(chains.iter().flatten().count(), 3, "{chains:?}");
+            assert_eq!(absorbed.iter().filter(|&&a| a).count(), 8);
+            let mut fed = xs.clone();
+            if precision == Precision::Fp16 {
+                round_to_fp16(&mut fed);
+            }
+            let want = node_by_node(&c.program.graph, &fed, precision);
+            for _ in 0..2 {
+                let got = c.run(&[PortData::F32(&xs)]).unwrap().remove(0);
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "{precision:?}");
+            }
+            std::fs::remove_dir_all(dir).unwrap();
+        }
+    }
+}
