@@ -36,8 +36,7 @@ def corpus():
 
     rng = random.Random(0)
     return [
-        " ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 60))).capitalize() + "."
-        for _ in range(N_SENTENCES)
+        " ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 60))).capitalize() + "." for _ in range(N_SENTENCES)
     ]
 
 
@@ -63,7 +62,7 @@ def serve(engine, threads, model_dir):
     for f in runs.values():  # warm-up: compiles every bucket / fills caches
         f()
     print(json.dumps({"ready": list(runs)}), flush=True)
-    for line in sys.stdin:
+    for _line in sys.stdin:
         out = {}
         for name, f in runs.items():
             t = time.perf_counter()
@@ -73,9 +72,7 @@ def serve(engine, threads, model_dir):
 
 
 def start(python, engine, threads, model_dir):
-    env = dict(
-        os.environ, RAYON_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads), ANEFORGE_QUIET="1"
-    )
+    env = dict(os.environ, RAYON_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads), ANEFORGE_QUIET="1")
     cmd = [str(python), __file__, "--serve", engine, "--threads", str(threads), "--model", model_dir]
     p = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     json.loads(p.stdout.readline())

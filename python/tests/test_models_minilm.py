@@ -208,8 +208,6 @@ def test_batched_encode_equals_one_by_one_and_the_float64_oracle(enc, weights, r
     # A partial last batch (5 = 4 + 1) is padded to the batch bucket and still in input order.
     np.testing.assert_allclose(enc(ref_ids[:5], batch_size=4), one_by_one[:5], atol=5e-4)
     cls = af.load(MODEL_DIR, device="reference", pooling="cls", normalize=False)
-    np.testing.assert_allclose(
-        cls(ref_ids[:3], batch_size=3), cls(ref_ids[:3], batch_size=1), rtol=0, atol=2e-2
-    )
+    np.testing.assert_allclose(cls(ref_ids[:3], batch_size=3), cls(ref_ids[:3], batch_size=1), rtol=0, atol=2e-2)
     with pytest.raises(ValueError, match="batch_size"):
         enc(SENTENCES[:2], batch_size=0)
