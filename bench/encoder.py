@@ -2,7 +2,7 @@
 reference executor (`enc.encode(texts, batch_size=32)`, and one call per sentence) against
 sentence-transformers on PyTorch (`model.encode(texts, batch_size=32)`), at 1 and 2 threads.
 
-The corpus is 256 seeded sentences of 4..60 words. Each engine lives in its own worker process
+The corpus is 256 seeded sentences of 4..60 words (ANEFORGE_ENCODER_SENTENCES sets another size). Each engine lives in its own worker process
 (sentence-transformers in /work/benchvenv, which has torch; aneforge in this venv), set to n threads
 (RAYON_NUM_THREADS / af.set_num_threads, torch.set_num_threads), and the parent alternates rounds
 between the workers so both see the same machine load; the figure is the median round.
