@@ -54,6 +54,7 @@ bench: install
 	$(PY) bench/train_step.py --out BENCHMARKS.md
 	$(PY) bench/threads.py --out BENCHMARKS.md
 	$(PY) bench/conv_nets.py --out BENCHMARKS.md
+	$(PY) bench/encoder.py --out BENCHMARKS.md
 	$(PY) bench/plan_cuts.py --out BENCHMARKS.md
 	$(PY) bench/host_ops.py --out BENCHMARKS.md
 	$(PY) bench/onnx_import.py --out BENCHMARKS.md

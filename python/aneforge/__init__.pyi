@@ -1120,9 +1120,17 @@ class Encoder:
     """A BERT-family sentence encoder: host tokenisation and word-embedding lookup, then one program per sequence-length bucket."""
 
     def __call__(
-        self, inputs: str | Sequence[str] | Sequence[Sequence[int]] | npt.NDArray[np.integer]
+        self,
+        inputs: str | Sequence[str] | Sequence[Sequence[int]] | npt.NDArray[np.integer],
+        batch_size: int = 32,
     ) -> npt.NDArray[np.float32]:
-        """Embeddings [N, D] of a string, a list of strings or token-id sequences."""
+        """Embeddings [N, D] (input order) of a string, a list of strings or token-id sequences, run sorted by length ``batch_size`` at a time, each batch padded to a bucketed (batch, length) with padded keys masked (ValueError if batch_size is 0)."""
+    def encode(
+        self,
+        inputs: str | Sequence[str] | Sequence[Sequence[int]] | npt.NDArray[np.integer],
+        batch_size: int = 32,
+    ) -> npt.NDArray[np.float32]:
+        """Same as calling the encoder (sentence-transformers' ``encode(texts, batch_size=32)``)."""
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids per text (special tokens added, truncated to max_len, no padding)."""
     @property

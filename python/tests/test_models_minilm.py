@@ -192,3 +192,22 @@ def test_encoder_honours_block_size():
     # 384 is not a multiple of 7: the blockwise encoder must refuse it, not fall back to 32.
     with pytest.raises(ValueError, match="7"):
         af.load(MODEL_DIR, device="reference", compress="blockwise", block_size=7)(SENTENCES[:1])
+
+
+def test_batched_encode_equals_one_by_one_and_the_float64_oracle(enc, weights, ref_ids):
+    # 24 sentences of 4..~50 tokens, batch 8: three length-sorted batches padded to (8, bucket).
+    one_by_one = enc(SENTENCES, batch_size=1)
+    batched = enc.encode(SENTENCES, batch_size=8)
+    assert batched.shape == (len(SENTENCES), 384)
+    diff = float(np.abs(batched - one_by_one).max())
+    print(f"MiniLM batch 8 vs one by one: max abs diff {diff:.2e}")
+    # Unit vectors with fp16 activations: within a few fp16 ulps of 0.1 (2**-14 each).
+    assert diff <= 5e-4, diff
+    for ids, g in zip(ref_ids, batched):
+        assert _cos(g, _unit(bert_states(weights, ids).mean(0))) >= 0.9999
+    # A partial last batch (5 = 4 + 1) is padded to the batch bucket and still in input order.
+    np.testing.assert_allclose(enc(ref_ids[:5], batch_size=4), one_by_one[:5], atol=5e-4)
+    cls = af.load(MODEL_DIR, device="reference", pooling="cls", normalize=False)
+    np.testing.assert_allclose(cls(ref_ids[:3], batch_size=3), cls(ref_ids[:3], batch_size=1), rtol=0, atol=2e-2)
+    with pytest.raises(ValueError, match="batch_size"):
+        enc(SENTENCES[:2], batch_size=0)

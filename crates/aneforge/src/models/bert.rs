@@ -28,6 +28,9 @@ use crate::graph::Tensor;
 use crate::input_port;
 use crate::DType;
 
+/// Sequences per program call when the caller does not say (sentence-transformers' default).
+pub const DEFAULT_BATCH_SIZE: usize = 32;
+
 /// How token states become one sentence vector.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pooling {
@@ -152,7 +155,8 @@ pub fn is_encoder_dir(dir: &Path) -> bool {
 }
 
 /// A loaded sentence encoder: call [`Encoder::encode`] with texts or [`Encoder::encode_ids`]
-/// with token ids; programs are compiled per sequence-length bucket on first use and kept.
+/// with token ids; programs are compiled per (batch, sequence-length) bucket on first use and
+/// kept.
 pub struct Encoder {
     /// The model's config.json.
     pub config: BertConfig,
@@ -167,7 +171,7 @@ pub struct Encoder {
     word_embeddings: Vec<f32>,
     tokenizer: Option<tokenizers::Tokenizer>,
     opts: CompileOptions,
-    programs: HashMap<usize, Compiled>,
+    programs: HashMap<(usize, usize), Compiled>,
 }
 
 impl Encoder {
@@ -249,21 +253,37 @@ impl Encoder {
             .collect()
     }
 
-    /// Embeddings ([D] each) of `texts`.
-    pub fn encode(&mut self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+    /// Embeddings ([D] each) of `texts`, run `batch_size` at a time (see [`Encoder::encode_ids`]).
+    pub fn encode(&mut self, texts: &[&str], batch_size: usize) -> Result<Vec<Vec<f32>>> {
         let ids = self.tokenize(texts)?;
-        self.encode_ids(&ids)
+        self.encode_ids(&ids, batch_size)
     }
 
-    /// Embeddings ([D] each) of token-id sequences (1..=max_len ids below the vocabulary size).
-    pub fn encode_ids(&mut self, ids: &[Vec<u32>]) -> Result<Vec<Vec<f32>>> {
-        ids.iter().map(|seq| self.encode_one(seq)).collect()
+    /// Embeddings ([D] each, in input order) of token-id sequences (1..=max_len ids below the
+    /// vocabulary size). Like sentence-transformers, sequences are sorted by length and run
+    /// `batch_size` at a time (1 = one program call per sequence); each batch is padded to a
+    /// bucketed (batch, length) with padded keys masked out. `batch_size` 0 is a value error.
+    pub fn encode_ids(&mut self, ids: &[Vec<u32>], batch_size: usize) -> Result<Vec<Vec<f32>>> {
+        if batch_size == 0 {
+            return Err(Error::value("bert", "batch_size must be at least 1, got 0"));
+        }
+        let mut order: Vec<usize> = (0..ids.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(ids[i].len()));
+        let mut out = vec![Vec::new(); ids.len()];
+        for chunk in order.chunks(batch_size) {
+            let seqs: Vec<&[u32]> = chunk.iter().map(|&i| ids[i].as_slice()).collect();
+            let b = chunk.len().next_power_of_two().min(batch_size);
+            for (&i, e) in chunk.iter().zip(self.encode_batch(&seqs, b)?) {
+                out[i] = e;
+            }
+        }
+        Ok(out)
     }
 
     /// Which executor runs the programs (compiles the smallest bucket if none exists yet).
     pub fn device(&mut self) -> Result<&'static str> {
         let s = self.bucket(1)?;
-        Ok(self.program(s)?.device())
+        Ok(self.program(1, s)?.device())
     }
 
     /// The bucket length for `n` tokens: the next power of two ≥ 8, capped at `max_len`.
@@ -277,61 +297,85 @@ impl Encoder {
         Ok(n.next_power_of_two().max(8).min(self.max_len))
     }
 
-    fn encode_one(&mut self, seq: &[u32]) -> Result<Vec<f32>> {
-        let s = self.bucket(seq.len())?;
+    /// Embeddings of `seqs` (at most `b`) through the (b, length-bucket) program; rows past
+    /// `seqs.len()` are zero padding whose outputs are dropped.
+    fn encode_batch(&mut self, seqs: &[&[u32]], b: usize) -> Result<Vec<Vec<f32>>> {
+        let longest = seqs.iter().map(|q| q.len()).max().unwrap_or(0);
+        let s = seqs.iter().try_fold(self.bucket(longest.max(1))?, |s, q| {
+            self.bucket(q.len()).map(|_| s)
+        })?;
         let d = self.config.hidden;
-        let mut tokens = vec![0f32; s * d];
-        for (i, &id) in seq.iter().enumerate() {
-            let id = id as usize;
-            if id >= self.config.vocab {
-                return Err(Error::value(
-                    "bert",
-                    format!(
-                        "token id {id} at position {i} is outside the vocabulary (size {})",
-                        self.config.vocab
-                    ),
-                ));
+        let mut tokens = vec![0f32; b * s * d];
+        let mut mask = vec![CAUSAL_MASK; b * s];
+        let mut pool = vec![0f32; b * s];
+        for (r, seq) in seqs.iter().enumerate() {
+            for (i, &id) in seq.iter().enumerate() {
+                let id = id as usize;
+                if id >= self.config.vocab {
+                    return Err(Error::value(
+                        "bert",
+                        format!(
+                            "token id {id} at position {i} is outside the vocabulary (size {})",
+                            self.config.vocab
+                        ),
+                    ));
+                }
+                let row = (r * s + i) * d;
+                tokens[row..row + d].copy_from_slice(&self.word_embeddings[id * d..(id + 1) * d]);
             }
-            tokens[i * d..(i + 1) * d].copy_from_slice(&self.word_embeddings[id * d..(id + 1) * d]);
+            let n = seq.len();
+            mask[r * s..r * s + n].fill(0.0);
+            match self.pooling {
+                Pooling::Mean => pool[r * s..r * s + n].fill(1.0 / n as f32),
+                Pooling::Cls => pool[r * s] = 1.0,
+            }
         }
-        let n = seq.len();
-        let mask: Vec<f32> = (0..s)
-            .map(|i| if i < n { 0.0 } else { CAUSAL_MASK })
-            .collect();
-        let pool: Vec<f32> = match self.pooling {
-            Pooling::Mean => (0..s)
-                .map(|i| if i < n { 1.0 / n as f32 } else { 0.0 })
-                .collect(),
-            Pooling::Cls => (0..s).map(|i| f32::from(u8::from(i == 0))).collect(),
-        };
-        let out = self.program(s)?.run(&[
+        let out = self.program(b, s)?.run(&[
             PortData::F32(&tokens),
             PortData::F32(&mask),
             PortData::F32(&pool),
         ])?;
-        Ok(out.into_iter().next().unwrap_or_default())
+        let flat = out.into_iter().next().unwrap_or_default();
+        Ok(flat
+            .chunks(d)
+            .take(seqs.len())
+            .map(<[f32]>::to_vec)
+            .collect())
     }
 
-    /// The compiled program of bucket `s` (built on first use).
-    fn program(&mut self, s: usize) -> Result<&mut Compiled> {
-        if !self.programs.contains_key(&s) {
-            let out = self.graph(s)?;
+    /// The compiled program of bucket (`b` sequences, length `s`), built on first use.
+    fn program(&mut self, b: usize, s: usize) -> Result<&mut Compiled> {
+        if !self.programs.contains_key(&(b, s)) {
+            let out = self.graph(b, s)?;
             let mut opts = self.opts.clone();
-            opts.build_dir = opts.build_dir.map(|d: PathBuf| d.join(format!("seq{s}")));
+            let name = if b == 1 {
+                format!("seq{s}")
+            } else {
+                format!("b{b}_seq{s}")
+            };
+            opts.build_dir = opts.build_dir.map(|d: PathBuf| d.join(name));
             let c = compile(&[(Some("embedding".into()), out)], &opts)?;
-            self.programs.insert(s, c);
+            self.programs.insert((b, s), c);
         }
-        Ok(self.programs.get_mut(&s).expect("inserted above"))
+        Ok(self.programs.get_mut(&(b, s)).expect("inserted above"))
     }
 
-    /// The bucket-`s` graph: inputs `tokens` [S, D], `mask` [1, 1, S] (0 or −1e4 per key),
-    /// `pool` [1, S] (pooling weights); output [1, D].
-    fn graph(&self, s: usize) -> Result<Tensor> {
+    /// The bucket graph for `b` sequences of length `s`: inputs `tokens` [b·S, D], `mask`
+    /// (0 or −1e4 per key; [1, 1, S] for one sequence, else [b, 1, 1, S]), `pool` (pooling
+    /// weights; [1, S], else [b, 1, S]); output [b, D].
+    fn graph(&self, b: usize, s: usize) -> Result<Tensor> {
         let c = &self.config;
         let (d, w, p) = (c.hidden, &self.weights, self.prefix.as_str());
-        let tokens = input_port(&[s, d], DType::Fp16, Some("tokens"))?;
-        let mask = input_port(&[1, 1, s], DType::Fp16, Some("mask"))?;
-        let pool = input_port(&[1, s], DType::Fp16, Some("pool"))?;
+        let batched = |shape: &[usize]| -> Vec<usize> {
+            if b == 1 {
+                shape.to_vec()
+            } else {
+                [b].iter().chain(shape).copied().collect()
+            }
+        };
+        let tokens = input_port(&[b * s, d], DType::Fp16, Some("tokens"))?;
+        let mask = input_port(&batched(&[1, 1, s]), DType::Fp16, Some("mask"))?;
+        let pool = input_port(&batched(&[1, s]), DType::Fp16, Some("pool"))?;
         let pos = w.get(
             &format!("{p}embeddings.position_embeddings.weight"),
             &[c.max_positions, d],
@@ -341,15 +385,26 @@ impl Encoder {
             &[c.type_vocab, d],
         )?;
         let added: Vec<f32> = (0..s * d).map(|i| pos[i] + typ[i % d]).collect();
-        let mut x = tokens.add(&crate::constant(
-            "bert",
-            crate::ops::io::HostArray::f32(&[s, d], &added),
-        )?)?;
+        let added = crate::constant("bert", crate::ops::io::HostArray::f32(&[s, d], &added))?;
+        let mut x = if b == 1 {
+            tokens.add(&added)?
+        } else {
+            let rows = [(b * s) as i64, d as i64];
+            tokens
+                .reshape(&[b as i64, s as i64, d as i64])?
+                .add(&added)?
+                .reshape(&rows)?
+        };
         x = self.layer_norm(&x, &format!("{p}embeddings.LayerNorm"))?;
         for l in 0..c.layers {
-            x = self.layer(&x, &mask, &format!("{p}encoder.layer.{l}"))?;
+            x = self.layer(&x, &mask, &format!("{p}encoder.layer.{l}"), b)?;
         }
-        let pooled = pool.matmul(&x)?;
+        let pooled = if b == 1 {
+            pool.matmul(&x)?
+        } else {
+            pool.matmul(&x.reshape(&[b as i64, s as i64, d as i64])?)?
+                .reshape(&[b as i64, d as i64])?
+        };
         if self.normalize {
             pooled.l2_norm(-1, 1e-6)
         } else {
@@ -368,8 +423,8 @@ impl Encoder {
         )
     }
 
-    /// One post-norm encoder layer on x [S, D].
-    fn layer(&self, x: &Tensor, mask: &Tensor, name: &str) -> Result<Tensor> {
+    /// One post-norm encoder layer on x [b·S, D] (`b` sequences).
+    fn layer(&self, x: &Tensor, mask: &Tensor, name: &str, b: usize) -> Result<Tensor> {
         let c = &self.config;
         let a = self_attention(
             &self.weights,
@@ -378,6 +433,7 @@ impl Encoder {
             &format!("{name}.attention.output.dense"),
             c.heads,
             Some(mask),
+            b,
         )?;
         let x = self.layer_norm(&x.add(&a)?, &format!("{name}.attention.output.LayerNorm"))?;
         let m = gelu_mlp(&self.weights, &x, name, c.hidden, c.intermediate)?;

@@ -25,7 +25,7 @@ use crate::error::{Error, Result};
 use crate::graph::Tensor;
 use crate::ops::io::HostArray;
 #[cfg(feature = "tokenizers")]
-pub use bert::{BertConfig, Encoder, Pooling};
+pub use bert::{BertConfig, Encoder, Pooling, DEFAULT_BATCH_SIZE};
 pub use espcn::Espcn;
 #[cfg(feature = "tokenizers")]
 pub use gpt2::Gpt2;
@@ -171,9 +171,10 @@ pub fn layer_norm(w: &Weights, x: &Tensor, name: &str, d: usize, eps: f32) -> Re
     x.layer_norm(Some(&g), Some(&b), eps)
 }
 
-/// Multi-head self-attention on x [S, D] with `heads` heads: projections `{qkv}.query`,
-/// `{qkv}.key`, `{qkv}.value` and `{out}` (PyTorch linear layout), 1/√dh folded into the query
-/// projection, and an optional additive mask broadcast against the scores [H, S, S].
+/// Multi-head self-attention on x [S, D] (or `batch` sequences stacked as [batch·S, D]) with
+/// `heads` heads: projections `{qkv}.query`, `{qkv}.key`, `{qkv}.value` and `{out}` (PyTorch
+/// linear layout), 1/√dh folded into the query projection, and an optional additive mask
+/// broadcast against the scores [H, S, S] ([batch, H, S, S] when `batch` > 1).
 pub fn self_attention(
     w: &Weights,
     x: &Tensor,
@@ -181,12 +182,29 @@ pub fn self_attention(
     out: &str,
     heads: usize,
     mask: Option<&Tensor>,
+    batch: usize,
 ) -> Result<Tensor> {
-    let (s, d) = (x.shape()[0], x.shape()[1]);
-    let dh = d / heads;
+    let (rows, d) = (x.shape()[0], x.shape()[1]);
+    let (s, dh) = (rows / batch.max(1), d / heads);
+    // One sequence keeps rank-3 [H, S, dh] heads; a batch adds a leading axis.
+    let lead: Vec<i64> = if batch > 1 {
+        vec![batch as i64]
+    } else {
+        vec![]
+    };
+    let o = lead.len();
+    let perm = |tail: [usize; 3]| -> Vec<i64> {
+        (0..o as i64)
+            .chain(tail.iter().map(|&a| (a + o) as i64))
+            .collect()
+    };
     let split = |t: Tensor| {
-        t.reshape(&[s as i64, heads as i64, dh as i64])?
-            .transpose(&[1, 0, 2])
+        let shape: Vec<i64> = lead
+            .iter()
+            .copied()
+            .chain([s as i64, heads as i64, dh as i64])
+            .collect();
+        t.reshape(&shape)?.transpose(&perm([1, 0, 2]))
     };
     let q = split(lin(
         w,
@@ -198,15 +216,15 @@ pub fn self_attention(
     )?)?;
     let k = split(lin(w, x, &format!("{qkv}.key"), d, d, 1.0)?)?;
     let v = split(lin(w, x, &format!("{qkv}.value"), d, d, 1.0)?)?;
-    let mut scores = q.matmul(&k.transpose(&[0, 2, 1])?)?;
+    let mut scores = q.matmul(&k.transpose(&perm([0, 2, 1]))?)?;
     if let Some(m) = mask {
         scores = scores.add(m)?;
     }
     let ctx = scores
         .softmax(-1)?
         .matmul(&v)?
-        .transpose(&[1, 0, 2])?
-        .reshape(&[s as i64, d as i64])?;
+        .transpose(&perm([1, 0, 2]))?
+        .reshape(&[rows as i64, d as i64])?;
     lin(w, &ctx, out, d, d, 1.0)
 }
 

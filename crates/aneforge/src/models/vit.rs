@@ -126,6 +126,7 @@ impl Vit {
                 &format!("{name}.attention.output.dense"),
                 c.heads,
                 None,
+                1,
             )?)?;
             let m = layer_norm(
                 &w,
