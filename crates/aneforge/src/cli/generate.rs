@@ -104,8 +104,8 @@ pub(super) fn speed(s: &Session) -> String {
     let decoded = s.tokens.len().saturating_sub(1);
     format!(
         "prefill: {} tokens, {:.1} tok/s; decode: {} tokens, {:.1} tok/s",
-        s.prompt_tokens,
-        rate(s.prompt_tokens, s.prefill_seconds),
+        s.prefilled_tokens,
+        rate(s.prefilled_tokens, s.prefill_seconds),
         decoded,
         rate(decoded, s.decode_seconds)
     )

@@ -15,6 +15,8 @@
 
 pub mod blocks;
 pub mod config;
+pub mod kv_reuse;
+pub mod report;
 pub mod runtime;
 pub mod sample;
 pub mod source;

@@ -34,17 +34,19 @@ pub struct Llm {
     pub max_context: usize,
     /// Tokens in the KV cache since the last prefill.
     pub position: usize,
-    src: Source,
+    pub(super) src: Source,
     opts: CompileOptions,
     chunks: Vec<Chunk>,
     tile: usize,
     /// Hugging Face folders: the embedding table (GGUF rows come from the memory map).
     embed: Option<Vec<f16>>,
     embed_scale: f32,
-    decode: Vec<Compiled>,
+    pub(super) decode: Vec<Compiled>,
     prefill: HashMap<usize, Vec<Compiled>>,
     pub(super) tokenizer: Option<tokenizers::Tokenizer>,
     pub(super) info: TextInfo,
+    /// KV reuse (kv_reuse.rs): the ids whose keys/values the decode caches hold, in order.
+    pub(super) resident: Vec<u32>,
 }
 
 /// Generation settings: length, sampling and stop conditions.
@@ -56,6 +58,8 @@ pub struct GenerateOptions {
     pub stop_at_eos: bool,
     /// Stop when the text contains one of these (the text is cut before it).
     pub stop: Vec<String>,
+    /// Keep the resident KV when the prompt extends the tokens it holds (see kv_reuse.rs).
+    pub reuse_kv: bool,
 }
 
 impl Default for GenerateOptions {
@@ -65,6 +69,7 @@ impl Default for GenerateOptions {
             sample: SampleOptions::default(),
             stop_at_eos: true,
             stop: Vec::new(),
+            reuse_kv: false,
         }
     }
 }
@@ -80,6 +85,8 @@ pub struct Session {
     pub tokens: Vec<u32>,
     /// Prompt length in tokens.
     pub prompt_tokens: usize,
+    /// Prompt tokens actually run (fewer than prompt_tokens when the KV was reused).
+    pub prefilled_tokens: usize,
     /// Seconds spent in prefill and in decode steps.
     pub prefill_seconds: f64,
     pub decode_seconds: f64,
@@ -119,6 +126,8 @@ impl Llm {
                 .transpose()?;
             (cfg.clone(), Source::gguf(file, cfg.family), tok)
         };
+        let mut src = src;
+        src.hf_fp16 &= opts.compress.is_none();
         let m = max_context.unwrap_or(config.max_positions.min(DEFAULT_MAX_CONTEXT));
         if m == 0 || m > config.max_positions {
             return Err(Error::value(
@@ -155,6 +164,7 @@ impl Llm {
             prefill: HashMap::new(),
             tokenizer,
             info,
+            resident: Vec::new(),
         };
         llm.decode = llm.compile_mode(Mode::Decode { context: m })?;
         llm.src.release_pages();
@@ -344,6 +354,7 @@ impl Llm {
             }
         }
         self.position = n;
+        self.resident = ids.to_vec();
         Ok(logits)
     }
 
@@ -370,6 +381,7 @@ impl Llm {
         ];
         let logits = Self::run_chunks(&mut self.decode, x, &feeds)?;
         self.position += 1;
+        self.resident.push(id);
         Ok(logits)
     }
 
@@ -395,7 +407,10 @@ impl Llm {
             ));
         }
         let t0 = Instant::now();
-        let logits = self.prefill(ids)?;
+        let (logits, prefilled_tokens) = match opts.reuse_kv {
+            true => self.extend_or_prefill(ids)?,
+            false => (self.prefill(ids)?, ids.len()),
+        };
         Ok(Session {
             sampler: Sampler::new(opts.sample.clone(), ids)?,
             logits,
@@ -408,6 +423,7 @@ impl Llm {
             done: false,
             tokens: Vec::new(),
             prompt_tokens: ids.len(),
+            prefilled_tokens,
             prefill_seconds: t0.elapsed().as_secs_f64(),
             decode_seconds: 0.0,
         })
