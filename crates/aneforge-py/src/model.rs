@@ -783,15 +783,15 @@ pub(crate) fn report_dicts<'py>(
     rows: &[aneforge::compress::CompressionEntry],
 ) -> PyResult<Bound<'py, PyList>> {
     let rows = rows.iter().map(|e| {
-            let d = PyDict::new(py);
-            d.set_item("name", &e.name)?;
-            d.set_item("site", e.site)?;
-            d.set_item("shape", PyTuple::new(py, &e.shape)?)?;
-            d.set_item("encoding", e.encoding.name())?;
-            d.set_item("bytes_fp16", e.bytes_fp16)?;
-            d.set_item("bytes_encoded", e.bytes_encoded)?;
-            d.set_item("rel_error", e.rel_error)?;
-            Ok(d)
-        });
-        PyList::new(py, rows.collect::<PyResult<Vec<_>>>()?)
+        let d = PyDict::new(py);
+        d.set_item("name", &e.name)?;
+        d.set_item("site", e.site)?;
+        d.set_item("shape", PyTuple::new(py, &e.shape)?)?;
+        d.set_item("encoding", e.encoding.name())?;
+        d.set_item("bytes_fp16", e.bytes_fp16)?;
+        d.set_item("bytes_encoded", e.bytes_encoded)?;
+        d.set_item("rel_error", e.rel_error)?;
+        Ok(d)
+    });
+    PyList::new(py, rows.collect::<PyResult<Vec<_>>>()?)
 }

@@ -18,6 +18,7 @@ use crate::ops::io::HostArray;
 use crate::{concat, constant, input_port, DType};
 
 use super::config::LlmConfig;
+use super::progress::LoadProgress;
 use super::source::{Role, Source};
 
 /// What one program computes.
@@ -49,6 +50,8 @@ struct Inputs {
 pub struct Builder<'a> {
     pub cfg: &'a LlmConfig,
     pub src: &'a Source,
+    /// Counts the projection weights as they are made (the load progress), when set.
+    pub progress: Option<&'a LoadProgress<'a>>,
 }
 
 impl Builder<'_> {
@@ -85,6 +88,9 @@ impl Builder<'_> {
         scale: f32,
     ) -> Result<Tensor> {
         let inp = x.shape()[1];
+        if let Some(p) = self.progress {
+            p.add(out * inp);
+        }
         let mut b = bias.map(|r| self.weight(r, &[out])).transpose()?;
         b.iter_mut().flatten().for_each(|v| *v *= scale);
         if let Some(w) = self.src.encoded(role, out, inp, 0..out, self.cfg, scale)? {
@@ -262,6 +268,9 @@ impl Builder<'_> {
         let x = self.rms_norm(x, Role::FinalNorm, 1.0)?;
         let tiles = 0..v.div_ceil(tile);
         let rows_of = |i: usize| i * tile..((i + 1) * tile).min(v);
+        if let Some(p) = self.progress {
+            p.add(v * d);
+        }
         let encoded = tiles
             .clone()
             .map(|i| (self.src).encoded(Role::LmHead, v, d, rows_of(i), self.cfg, 1.0))

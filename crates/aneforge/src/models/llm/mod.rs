@@ -16,6 +16,7 @@
 pub mod blocks;
 pub mod config;
 pub mod kv_reuse;
+pub mod progress;
 pub mod report;
 pub mod runtime;
 pub mod sample;

@@ -16,6 +16,7 @@ use crate::targets::{self, Limit};
 
 use super::blocks::{chunks, Builder, Chunk, Mode};
 use super::config::LlmConfig;
+use super::progress::{LoadProgress, ProgressFn};
 use super::sample::{SampleOptions, Sampler};
 use super::source::{Role, Source};
 use super::tokenizer::{self, TextInfo};
@@ -108,6 +109,17 @@ impl Llm {
     /// 1024)); `opts` carries device, compress, target, ... Unknown architectures, bad files
     /// and missing tensors are errors naming the file, key or tensor.
     pub fn load(path: &Path, max_context: Option<usize>, opts: &CompileOptions) -> Result<Llm> {
+        Self::load_with_progress(path, max_context, opts, None)
+    }
+
+    /// [`Llm::load`], reporting (weight bytes made, total) to `progress` as the decode
+    /// programs are built (see `progress.rs`).
+    pub fn load_with_progress(
+        path: &Path,
+        max_context: Option<usize>,
+        opts: &CompileOptions,
+        progress: Option<ProgressFn>,
+    ) -> Result<Llm> {
         let (config, src, tok) = if path.is_dir() {
             let (cfg, tied) = LlmConfig::from_hf(&path.join("config.json"))?;
             let src = Source::hf(path, cfg.family, tied)?;
@@ -166,16 +178,19 @@ impl Llm {
             info,
             resident: Vec::new(),
         };
-        llm.decode = llm.compile_mode(Mode::Decode { context: m })?;
+        let counter = progress.map(|sink| LoadProgress::new(&llm.config, sink));
+        llm.decode = llm.compile_mode(Mode::Decode { context: m }, counter.as_ref())?;
         llm.src.release_pages();
         Ok(llm)
     }
 
-    /// Compile one program per chunk for `mode` (decode caches aliased to their outputs).
-    fn compile_mode(&self, mode: Mode) -> Result<Vec<Compiled>> {
+    /// Compile one program per chunk for `mode` (decode caches aliased to their outputs),
+    /// counting the weights on `progress` when given.
+    fn compile_mode(&self, mode: Mode, progress: Option<&LoadProgress>) -> Result<Vec<Compiled>> {
         let b = Builder {
             cfg: &self.config,
             src: &self.src,
+            progress,
         };
         self.chunks
             .iter()
@@ -315,7 +330,7 @@ impl Llm {
         }
         let s = self.bucket(n);
         if !self.prefill.contains_key(&s) {
-            let programs = self.compile_mode(Mode::Prefill { seq: s })?;
+            let programs = self.compile_mode(Mode::Prefill { seq: s }, None)?;
             self.prefill.insert(s, programs);
             self.src.release_pages();
         }
