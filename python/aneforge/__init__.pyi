@@ -1191,20 +1191,7 @@ class LLM:
         stop_at_eos: bool = True,
     ) -> Any:
         """New text for a str prompt, new ids for an id prompt; a generator of pieces with stream=True (never part of a stop string)."""
-    def chat(
-        self,
-        messages: Sequence[dict[str, str]],
-        max_new_tokens: int = 64,
-        temperature: float = 0.0,
-        top_k: int = 0,
-        top_p: float = 1.0,
-        seed: int = 0,
-        stream: bool = False,
-        repetition_penalty: float = 1.0,
-        stop: Sequence[str] | None = None,
-        stop_at_eos: bool = True,
-        reuse_kv: bool = True,
-    ) -> Any:
+    def chat(self, messages: Sequence[dict[str, str]], reuse_kv: bool = True, **options: Any) -> Any:
         """Answer messages through the chat template (keywords as in generate); with reuse_kv only the tokens beyond the previous turn's resident KV run when the conversation extends them."""
     def stats(self) -> dict[str, float]:
         """Last generation: prompt_tokens, new_tokens, prefill_seconds, decode_seconds, prefilled_tokens (prompt tokens actually run)."""

@@ -54,9 +54,23 @@ class LLM:
         """The model's Jinja chat template rendered over ``messages`` (dicts with role and content)."""
         return self._core.apply_chat_template(list(messages), add_generation_prompt)
 
-    def generate(
+    def generate(self, prompt_or_ids, **options):
+        """Continue a text prompt (returns the new text) or a list of token ids (returns the new
+        ids). Keywords: ``max_new_tokens=64``, ``temperature=0.0`` (greedy; else softmax
+        sampling over ``top_k=0`` (all) and the ``top_p=1.0`` nucleus with
+        ``repetition_penalty=1.0``, seeded by ``seed=0``), ``stop=None`` strings,
+        ``stop_at_eos=True``, ``stream=False``. ``stream=True`` returns a generator of text
+        pieces (ids for an id prompt); text that could begin a stop string is held back until it
+        cannot, so no part of a stop string is ever yielded. Prompt + max_new_tokens must fit
+        max_context. A text prompt gets the model's BOS when it adds one."""
+        text = isinstance(prompt_or_ids, str)
+        ids = self.encode(prompt_or_ids, True) if text else [int(i) for i in prompt_or_ids]
+        return self._run(ids, text, **options)
+
+    def _run(
         self,
-        prompt_or_ids,
+        ids,
+        text,
         max_new_tokens=64,
         temperature=0.0,
         top_k=0,
@@ -66,45 +80,7 @@ class LLM:
         repetition_penalty=1.0,
         stop=None,
         stop_at_eos=True,
-    ):
-        """Continue a text prompt (returns the new text) or a list of token ids (returns the new
-        ids). Greedy when ``temperature`` is 0, else softmax sampling over ``top_k`` (0 = all)
-        and the ``top_p`` nucleus with ``repetition_penalty``, seeded by ``seed``. Stops after
-        ``max_new_tokens``, at EOS, or at a ``stop`` string. ``stream=True`` returns a generator
-        of text pieces (ids for an id prompt); text that could begin a stop string is held back
-        until it cannot, so no part of a stop string is ever yielded. Prompt + max_new_tokens
-        must fit max_context. A text prompt gets the model's BOS when it adds one."""
-        text = isinstance(prompt_or_ids, str)
-        ids = self.encode(prompt_or_ids, True) if text else [int(i) for i in prompt_or_ids]
-        return self._run(
-            ids,
-            text,
-            stream,
-            max_new_tokens,
-            temperature,
-            top_k,
-            top_p,
-            seed,
-            repetition_penalty,
-            stop,
-            stop_at_eos,
-            False,
-        )
-
-    def _run(
-        self,
-        ids,
-        text,
-        stream,
-        max_new_tokens,
-        temperature,
-        top_k,
-        top_p,
-        seed,
-        repetition_penalty,
-        stop,
-        stop_at_eos,
-        reuse_kv,
+        reuse_kv=False,
     ):
         self._core.start(
             ids,
@@ -134,41 +110,15 @@ class LLM:
         if text and (rest := self._core.finish()):
             yield rest
 
-    def chat(
-        self,
-        messages,
-        max_new_tokens=64,
-        temperature=0.0,
-        top_k=0,
-        top_p=1.0,
-        seed=0,
-        stream=False,
-        repetition_penalty=1.0,
-        stop=None,
-        stop_at_eos=True,
-        reuse_kv=True,
-    ):
+    def chat(self, messages, reuse_kv=True, **options):
         """Answer ``messages`` (dicts with role and content) with the chat template (rendered
         text tokenized without extra special tokens); keywords as in ``generate`` (returns the
         answer text, or a generator with ``stream=True``). With ``reuse_kv`` the keys/values of
-        the previous turn stay resident and only the tokens beyond them run when the rendered
-        conversation extends them token for token (else the whole prompt is prefilled);
-        ``stats()["prefilled_tokens"]`` counts the tokens run."""
+        the previous turn stay resident and only the tokens beyond them run (extend programs)
+        when the rendered conversation extends them token for token (else the whole prompt is
+        prefilled); ``stats()["prefilled_tokens"]`` counts the tokens run."""
         ids = self.encode(self.apply_chat_template(messages), False)
-        return self._run(
-            ids,
-            True,
-            stream,
-            max_new_tokens,
-            temperature,
-            top_k,
-            top_p,
-            seed,
-            repetition_penalty,
-            stop,
-            stop_at_eos,
-            reuse_kv,
-        )
+        return self._run(ids, True, reuse_kv=reuse_kv, **options)
 
     def stats(self):
         """Last generation: dict with prompt_tokens, new_tokens, prefill_seconds,

@@ -4,13 +4,11 @@
 
 from __future__ import annotations
 
-import json
-
 import aneforge as af
 import numpy as np
 import pytest
-from llm_oracle import Oracle
-from test_llm import random_weights, spec_for, word_tokenizer, write_gguf, write_hf
+from test_llm import random_weights, spec_for, write_gguf, write_hf
+from test_llm_cli import chat_folder
 
 # User turns are "w1 ... w2", assistant turns "w3 ... w4"; the generation prompt is "w3", so a
 # rendered conversation extends the previous turn's prompt plus its answer token for token.
@@ -23,12 +21,7 @@ TEMPLATE = (
 
 @pytest.fixture
 def chat_model(tmp_path):
-    spec = spec_for("llama")
-    W = random_weights(spec, seed=21)
-    write_hf(tmp_path, "llama", spec, W)
-    (tmp_path / "tokenizer.json").write_text(word_tokenizer(spec.vocab))
-    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"chat_template": TEMPLATE}))
-    oracle = Oracle(spec, {k: v.astype(np.float64) for k, v in W.items()})
+    oracle = chat_folder(tmp_path, TEMPLATE, seed=21)
     return af.load_llm(tmp_path, max_context=64, device="reference"), oracle
 
 
