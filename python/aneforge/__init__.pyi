@@ -1177,7 +1177,7 @@ class LLM:
     @property
     def eos_token_id(self) -> int | None:
         """End-of-sequence token id, if known."""
-    def encode(self, text: str) -> list[int]:
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         """Token ids of text (special-token spellings become their ids)."""
     def decode(self, ids: Sequence[int]) -> str:
         """Text of ids (special tokens skipped)."""
@@ -1199,10 +1199,12 @@ class LLM:
         stop_at_eos: bool = True,
     ) -> Any:
         """New text for a str prompt, new ids for an id prompt; a generator of pieces with stream=True (never part of a stop string)."""
-    def chat(self, messages: Sequence[dict[str, str]], **kwargs: Any) -> Any:
-        """Answer messages through the chat template (keywords as in generate); each call prefills the whole conversation."""
+    def chat(self, messages: Sequence[dict[str, str]], reuse_kv: bool = True, **options: Any) -> Any:
+        """Answer messages through the chat template (keywords as in generate); with reuse_kv only the tokens beyond the previous turn's resident KV run when the conversation extends them."""
     def stats(self) -> dict[str, float]:
-        """Last generation: prompt_tokens, new_tokens, prefill_seconds, decode_seconds."""
+        """Last generation: prompt_tokens, new_tokens, prefill_seconds, decode_seconds, prefilled_tokens (prompt tokens actually run)."""
+    def compression_report(self) -> list[dict[str, Any]]:
+        """One dict per weight constant: name, site, shape, encoding, bytes_fp16, bytes_encoded, rel_error (||W - decoded W|| / ||W||)."""
 
 @final
 class Gpt2:

@@ -35,9 +35,10 @@ class LLM:
         """End-of-sequence token id (None if unknown)."""
         return self._core.eos_token_id
 
-    def encode(self, text):
-        """Token ids of ``text``."""
-        return self._core.encode(text)
+    def encode(self, text, add_special_tokens=False):
+        """Token ids of ``text``; ``add_special_tokens=True`` applies the model's rule for raw
+        prompts (BOS first when ``add_bos_token`` says so), as Hugging Face's ``encode`` does."""
+        return self._core.encode(text, add_special_tokens)
 
     def decode(self, ids):
         """Text of ``ids`` (special tokens skipped)."""
@@ -53,9 +54,23 @@ class LLM:
         """The model's Jinja chat template rendered over ``messages`` (dicts with role and content)."""
         return self._core.apply_chat_template(list(messages), add_generation_prompt)
 
-    def generate(
+    def generate(self, prompt_or_ids, **options):
+        """Continue a text prompt (returns the new text) or a list of token ids (returns the new
+        ids). Keywords: ``max_new_tokens=64``, ``temperature=0.0`` (greedy; else softmax
+        sampling over ``top_k=0`` (all) and the ``top_p=1.0`` nucleus with
+        ``repetition_penalty=1.0``, seeded by ``seed=0``), ``stop=None`` strings,
+        ``stop_at_eos=True``, ``stream=False``. ``stream=True`` returns a generator of text
+        pieces (ids for an id prompt); text that could begin a stop string is held back until it
+        cannot, so no part of a stop string is ever yielded. Prompt + max_new_tokens must fit
+        max_context. A text prompt gets the model's BOS when it adds one."""
+        text = isinstance(prompt_or_ids, str)
+        ids = self.encode(prompt_or_ids, True) if text else [int(i) for i in prompt_or_ids]
+        return self._run(ids, text, **options)
+
+    def _run(
         self,
-        prompt_or_ids,
+        ids,
+        text,
         max_new_tokens=64,
         temperature=0.0,
         top_k=0,
@@ -65,16 +80,8 @@ class LLM:
         repetition_penalty=1.0,
         stop=None,
         stop_at_eos=True,
+        reuse_kv=False,
     ):
-        """Continue a text prompt (returns the new text) or a list of token ids (returns the new
-        ids). Greedy when ``temperature`` is 0, else softmax sampling over ``top_k`` (0 = all)
-        and the ``top_p`` nucleus with ``repetition_penalty``, seeded by ``seed``. Stops after
-        ``max_new_tokens``, at EOS, or at a ``stop`` string. ``stream=True`` returns a generator
-        of text pieces (ids for an id prompt); text that could begin a stop string is held back
-        until it cannot, so no part of a stop string is ever yielded. Prompt + max_new_tokens
-        must fit max_context."""
-        text = isinstance(prompt_or_ids, str)
-        ids = self.encode(prompt_or_ids) if text else [int(i) for i in prompt_or_ids]
         self._core.start(
             ids,
             max_new_tokens,
@@ -85,6 +92,7 @@ class LLM:
             seed,
             list(stop or []),
             stop_at_eos,
+            reuse_kv,
         )
         pieces = self._pieces(text)
         if stream:
@@ -102,16 +110,27 @@ class LLM:
         if text and (rest := self._core.finish()):
             yield rest
 
-    def chat(self, messages, **kwargs):
-        """Answer ``messages`` (dicts with role and content) with the chat template; keywords
-        as in ``generate`` (returns the answer text, or a generator with ``stream=True``). Each
-        call prefills the whole rendered conversation (no KV reuse across turns)."""
-        return self.generate(self.apply_chat_template(messages), **kwargs)
+    def chat(self, messages, reuse_kv=True, **options):
+        """Answer ``messages`` (dicts with role and content) with the chat template (rendered
+        text tokenized without extra special tokens); keywords as in ``generate`` (returns the
+        answer text, or a generator with ``stream=True``). With ``reuse_kv`` the keys/values of
+        the previous turn stay resident and only the tokens beyond them run (extend programs)
+        when the rendered conversation extends them token for token (else the whole prompt is
+        prefilled); ``stats()["prefilled_tokens"]`` counts the tokens run."""
+        ids = self.encode(self.apply_chat_template(messages), False)
+        return self._run(ids, True, reuse_kv=reuse_kv, **options)
 
     def stats(self):
-        """Last generation: dict with prompt_tokens, new_tokens, prefill_seconds, decode_seconds."""
-        keys = ("prompt_tokens", "new_tokens", "prefill_seconds", "decode_seconds")
+        """Last generation: dict with prompt_tokens, new_tokens, prefill_seconds,
+        decode_seconds and prefilled_tokens (prompt tokens actually run)."""
+        keys = ("prompt_tokens", "new_tokens", "prefill_seconds", "decode_seconds", "prefilled_tokens")
         return dict(zip(keys, self._core.stats()))
+
+    def compression_report(self):
+        """One dict per weight constant (name, site, shape, encoding, bytes_fp16, bytes_encoded,
+        rel_error = ||W - decoded W|| / ||W||), sorted by name: GGUF weights as held (exact int8
+        blocks or fp16), Hugging Face weights as fp16, or as ``compress=`` encoded them."""
+        return self._core.compression_report()
 
 
 def load_llm(path, max_context=None, **options):

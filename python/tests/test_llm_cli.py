@@ -32,13 +32,18 @@ def run_cli(args, stdin, env=None):
     )
 
 
-def test_cli_chat_answers_two_turns_from_the_whole_conversation_and_exits_on_eof(tmp_path):
+def chat_folder(folder, template, seed):
+    """A tiny llama folder with a word-level tokenizer and chat `template`; returns its oracle."""
     spec = spec_for("llama")
-    W = random_weights(spec, seed=21)
-    write_hf(tmp_path, "llama", spec, W)
-    (tmp_path / "tokenizer.json").write_text(word_tokenizer(spec.vocab))
-    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"chat_template": TEMPLATE}))
-    oracle = Oracle(spec, {k: v.astype(np.float64) for k, v in W.items()})
+    W = random_weights(spec, seed=seed)
+    write_hf(folder, "llama", spec, W)
+    (folder / "tokenizer.json").write_text(word_tokenizer(spec.vocab))
+    (folder / "tokenizer_config.json").write_text(json.dumps({"chat_template": template}))
+    return Oracle(spec, {k: v.astype(np.float64) for k, v in W.items()})
+
+
+def test_cli_chat_answers_two_turns_from_the_whole_conversation_and_exits_on_eof(tmp_path):
+    oracle = chat_folder(tmp_path, TEMPLATE, seed=21)
     first, second = [3, 17, 42, 5], [9, 60, 1]
     answer1 = oracle.greedy(first, 4)
     answer2 = oracle.greedy(first + answer1 + second, 4)

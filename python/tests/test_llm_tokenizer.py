@@ -63,8 +63,9 @@ def token_type(sp, i):
     return NORMAL
 
 
-def gguf_with_vocab(path, sp, add_space_prefix, drop_scores=0):
-    """A tiny llama GGUF carrying `sp`'s vocabulary (the last `drop_scores` scores left out)."""
+def gguf_with_vocab(path, sp, add_space_prefix, drop_scores=0, **scalars):
+    """A tiny llama GGUF carrying `sp`'s vocabulary (the last `drop_scores` scores left out) and
+    further GGUFWriter `add_<name>` `scalars`."""
     n = sp.get_piece_size()
     spec = spec_for("llama", layers=1, vocab=n)
     vocab = {
@@ -76,6 +77,7 @@ def gguf_with_vocab(path, sp, add_space_prefix, drop_scores=0):
         "eos_token_id": sp.eos_id(),
         "unk_token_id": sp.unk_id(),
         "add_space_prefix": add_space_prefix,
+        **scalars,
     }
     write_gguf(path, "llama", spec, random_weights(spec, seed=5), scalars=vocab)
 
@@ -102,3 +104,20 @@ def test_sentencepiece_scores_must_match_the_vocabulary(tmp_path):
     gguf_with_vocab(path, sp, True, drop_scores=3)
     with pytest.raises(ValueError, match=r"bad\.gguf.*tokenizer\.ggml\.scores must be 420"):
         af.load_llm(path, max_context=32, device="reference")
+
+
+@pytest.mark.parametrize("add_bos", [True, False, None])
+def test_raw_prompts_start_with_bos_as_the_metadata_says(tmp_path, add_bos):
+    # HF rule (add_special_tokens=True): BOS first when add_bos_token; llama.cpp's default for
+    # a SentencePiece ("llama") vocabulary without the key is to add it.
+    sp = trained(add_dummy_prefix=True)
+    path = tmp_path / "bos.gguf"
+    extra = {} if add_bos is None else {"add_bos_token": add_bos}
+    gguf_with_vocab(path, sp, True, **extra)
+    model = af.load_llm(path, max_context=64, device="reference")
+    bos = [sp.bos_id()] if add_bos in (True, None) else []
+    for text in CORPUS[:4]:
+        assert model.encode(text, add_special_tokens=True) == bos + sp.encode(text), text
+        assert model.encode(text) == sp.encode(text), text  # chat-rendered text: nothing added
+    model.generate(CORPUS[1], max_new_tokens=1, stop_at_eos=False)
+    assert model.stats()["prompt_tokens"] == len(bos) + len(sp.encode(CORPUS[1]))

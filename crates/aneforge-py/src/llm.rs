@@ -9,7 +9,7 @@ use aneforge::models::llm::{GenerateOptions, Llm, Message, SampleOptions, Sessio
 use numpy::PyArray1;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyList};
 
 /// The decoder and the generation in progress, if any.
 struct State {
@@ -45,9 +45,14 @@ impl PyLlm {
         Ok(PyArray1::from_vec(py, l))
     }
 
-    /// Token ids of `text` (special-token spellings become their ids).
-    fn encode(&self, py: Python<'_>, text: String) -> PyResult<Vec<u32>> {
-        self.with(py, |s| s.llm.encode(&text))
+    /// Token ids of `text` (special-token spellings become their ids); with
+    /// `add_special_tokens` the model's post-processor runs too (BOS first when it adds one).
+    #[pyo3(signature = (text, add_special_tokens=false))]
+    fn encode(&self, py: Python<'_>, text: String, add_special_tokens: bool) -> PyResult<Vec<u32>> {
+        self.with(py, |s| match add_special_tokens {
+            true => s.llm.encode_prompt(&text),
+            false => s.llm.encode(&text),
+        })
     }
 
     /// Text of `ids` (special tokens skipped).
@@ -86,7 +91,7 @@ impl PyLlm {
 
     /// Prefill `ids` and start a generation (see `advance`); parameters as in `generate`.
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (ids, max_new_tokens, temperature, top_k, top_p, repetition_penalty, seed, stop, stop_at_eos))]
+    #[pyo3(signature = (ids, max_new_tokens, temperature, top_k, top_p, repetition_penalty, seed, stop, stop_at_eos, reuse_kv=false))]
     fn start(
         &self,
         py: Python<'_>,
@@ -99,6 +104,7 @@ impl PyLlm {
         seed: u64,
         stop: Vec<String>,
         stop_at_eos: bool,
+        reuse_kv: bool,
     ) -> PyResult<()> {
         let opts = GenerateOptions {
             max_new_tokens,
@@ -111,6 +117,7 @@ impl PyLlm {
             },
             stop_at_eos,
             stop,
+            reuse_kv,
         };
         self.with(py, |s| {
             let session = s.llm.start(&ids, &opts)?;
@@ -156,18 +163,27 @@ impl PyLlm {
         })
     }
 
-    /// Statistics of the last generation: prompt tokens, new tokens, prefill and decode seconds.
-    fn stats(&self, py: Python<'_>) -> PyResult<(usize, usize, f64, f64)> {
+    /// Statistics of the last generation: prompt tokens, new tokens, prefill and decode
+    /// seconds, prompt tokens actually run (fewer when the resident KV was reused).
+    fn stats(&self, py: Python<'_>) -> PyResult<(usize, usize, f64, f64, usize)> {
         self.with(py, |s| {
-            Ok(s.run.as_ref().map_or((0, 0, 0.0, 0.0), |(r, _)| {
+            Ok(s.run.as_ref().map_or((0, 0, 0.0, 0.0, 0), |(r, _)| {
                 (
                     r.prompt_tokens,
                     r.tokens.len(),
                     r.prefill_seconds,
                     r.decode_seconds,
+                    r.prefilled_tokens,
                 )
             }))
         })
+    }
+
+    /// One dict per weight constant (name, site, shape, encoding, bytes_fp16, bytes_encoded,
+    /// rel_error), sorted by name.
+    fn compression_report<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let rows = self.with(py, |s| Ok(s.llm.compression_report()))?;
+        crate::model::report_dicts(py, &rows)
     }
 
     /// Vocabulary size.

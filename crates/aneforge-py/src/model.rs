@@ -652,18 +652,7 @@ impl Model {
     /// bytes_fp16, bytes_encoded, rel_error (||W − dequant(W)|| / ||W||); else an empty list.
     fn compression_report<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let rows = self.with(py, |c| Ok(c.report.clone()))?;
-        let rows = rows.iter().map(|e| {
-            let d = PyDict::new(py);
-            d.set_item("name", &e.name)?;
-            d.set_item("site", e.site)?;
-            d.set_item("shape", PyTuple::new(py, &e.shape)?)?;
-            d.set_item("encoding", e.encoding.name())?;
-            d.set_item("bytes_fp16", e.bytes_fp16)?;
-            d.set_item("bytes_encoded", e.bytes_encoded)?;
-            d.set_item("rel_error", e.rel_error)?;
-            Ok(d)
-        });
-        PyList::new(py, rows.collect::<PyResult<Vec<_>>>()?)
+        report_dicts(py, &rows)
     }
 
     /// Write the program as a Core ML .mlpackage at `path` (must end in .mlpackage and not
@@ -785,4 +774,24 @@ pub fn load(
         OutKind::Dict
     };
     Ok(Model::new(compiled, kind))
+}
+
+/// A compression report as a list of dicts: name, site, shape, encoding, bytes_fp16,
+/// bytes_encoded, rel_error.
+pub(crate) fn report_dicts<'py>(
+    py: Python<'py>,
+    rows: &[aneforge::compress::CompressionEntry],
+) -> PyResult<Bound<'py, PyList>> {
+    let rows = rows.iter().map(|e| {
+        let d = PyDict::new(py);
+        d.set_item("name", &e.name)?;
+        d.set_item("site", e.site)?;
+        d.set_item("shape", PyTuple::new(py, &e.shape)?)?;
+        d.set_item("encoding", e.encoding.name())?;
+        d.set_item("bytes_fp16", e.bytes_fp16)?;
+        d.set_item("bytes_encoded", e.bytes_encoded)?;
+        d.set_item("rel_error", e.rel_error)?;
+        Ok(d)
+    });
+    PyList::new(py, rows.collect::<PyResult<Vec<_>>>()?)
 }

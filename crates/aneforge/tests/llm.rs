@@ -208,3 +208,80 @@ fn missing_gguf_is_an_io_error_naming_the_file() {
     .unwrap();
     assert!(e.to_string().contains("/nonexistent/model.gguf"), "{e}");
 }
+
+/// A tiny Hugging Face llama folder (config.json + model.safetensors, weights 0.01·k) in a
+/// fresh directory under the target's temp dir.
+fn tiny_hf_folder(name: &str, cfg: &LlmConfig) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("aneforge-llm-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = serde_json::json!({
+        "model_type": "llama", "hidden_size": cfg.width, "num_hidden_layers": cfg.layers,
+        "num_attention_heads": cfg.heads, "num_key_value_heads": cfg.kv_heads,
+        "intermediate_size": cfg.ffn, "vocab_size": cfg.vocab, "max_position_embeddings": 32,
+    });
+    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    let (d, f, q, kv) = (
+        cfg.width,
+        cfg.ffn,
+        cfg.heads * cfg.head_dim,
+        cfg.kv_heads * cfg.head_dim,
+    );
+    let mut shapes: Vec<(String, Vec<usize>)> = vec![
+        ("model.embed_tokens.weight".into(), vec![cfg.vocab, d]),
+        ("model.norm.weight".into(), vec![d]),
+        ("lm_head.weight".into(), vec![cfg.vocab, d]),
+    ];
+    for l in 0..cfg.layers {
+        let p = |s: &str| format!("model.layers.{l}.{s}");
+        shapes.extend([
+            (p("input_layernorm.weight"), vec![d]),
+            (p("post_attention_layernorm.weight"), vec![d]),
+            (p("self_attn.q_proj.weight"), vec![q, d]),
+            (p("self_attn.k_proj.weight"), vec![kv, d]),
+            (p("self_attn.v_proj.weight"), vec![kv, d]),
+            (p("self_attn.o_proj.weight"), vec![d, q]),
+            (p("mlp.gate_proj.weight"), vec![f, d]),
+            (p("mlp.up_proj.weight"), vec![f, d]),
+            (p("mlp.down_proj.weight"), vec![d, f]),
+        ]);
+    }
+    let bytes: Vec<(String, Vec<usize>, Vec<u8>)> = shapes
+        .into_iter()
+        .map(|(n, s)| {
+            let data = (0..s.iter().product::<usize>())
+                .flat_map(|k| (0.01 * (k % 7) as f32).to_le_bytes())
+                .collect();
+            (n, s, data)
+        })
+        .collect();
+    let views: Vec<(String, safetensors::tensor::TensorView)> = bytes
+        .iter()
+        .map(|(n, s, b)| {
+            let v = safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), b);
+            (n.clone(), v.unwrap())
+        })
+        .collect();
+    safetensors::serialize_to_file(views, None, &dir.join("model.safetensors")).unwrap();
+    dir
+}
+
+#[test]
+fn load_progress_counts_every_weight_byte_up_to_the_total() {
+    let cfg = config(2, 32, 48, 40);
+    let dir = tiny_hf_folder("progress", &cfg);
+    let seen = std::cell::RefCell::new(Vec::new());
+    let record = |done: u64, total: u64| seen.borrow_mut().push((done, total));
+    let opts = aneforge::CompileOptions {
+        device: aneforge::Device::Reference,
+        ..Default::default()
+    };
+    aneforge::models::llm::Llm::load_with_progress(&dir, Some(16), &opts, Some(&record)).unwrap();
+    let seen = seen.into_inner();
+    // fp16 bytes: per layer q, k, v, o (32·8·(2·4 + 2·2)) + gate, up, down (3·32·48), and lm_head.
+    let total = 2 * (2 * (32 * 8 * 12 + 3 * 32 * 48) + 40 * 32) as u64;
+    assert!(seen.iter().all(|&(_, t)| t == total));
+    assert!(seen.windows(2).all(|w| w[0].0 < w[1].0));
+    assert_eq!(seen.last().unwrap().0, total);
+    assert_eq!(seen.len(), 2 * 7 + 1); // seven projections per layer, one lm_head tile
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,5 +1,6 @@
 //! `aneforge chat MODEL`: an interactive loop over stdin using the model's chat template; each
-//! answer streams to stdout and joins the conversation.
+//! answer streams to stdout and joins the conversation; each turn runs only the new tokens
+//! when the rendered conversation extends what the resident KV holds.
 
 use std::io::BufRead;
 use std::path::Path;
@@ -8,9 +9,10 @@ use super::emit;
 use super::generate::{load, speed, stream_piece, GenerateFlags};
 use crate::compile::CompileOptions;
 use crate::error::{Error, Result};
-use crate::models::llm::Message;
+use crate::models::llm::{GenerateOptions, Message};
 
-/// Read a line per user turn until EOF or an empty line; answer each with the whole history.
+/// Read a line per user turn until EOF or an empty line; answer each with the whole history,
+/// running only the tokens the resident KV does not hold yet.
 pub(super) fn chat(
     model: &Path,
     system: Option<&str>,
@@ -35,7 +37,11 @@ pub(super) fn chat(
             role: "user".into(),
             content: line,
         });
-        let (session, answer) = llm.chat(&history, &flags.options(), &mut stream_piece)?;
+        let opts = GenerateOptions {
+            reuse_kv: true,
+            ..flags.options()
+        };
+        let (session, answer) = llm.chat(&history, &opts, &mut stream_piece)?;
         emit("\n");
         eprintln!("[{}]", speed(&session));
         history.push(Message {

@@ -52,30 +52,30 @@ impl GenerateFlags {
     }
 }
 
-/// A spinner with the elapsed time on stderr while `what` runs; hidden when stderr is not a
-/// terminal or `ANEFORGE_QUIET` is set.
-pub(super) fn spinner(what: String) -> indicatif::ProgressBar {
-    let quiet = std::env::var_os("ANEFORGE_QUIET").is_some();
-    let bar = if quiet {
-        indicatif::ProgressBar::hidden()
-    } else {
-        indicatif::ProgressBar::new_spinner()
-            .with_style(
-                indicatif::ProgressStyle::with_template("{spinner} {msg} {elapsed}")
-                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
-            )
-            .with_message(what)
-    };
-    bar.enable_steady_tick(std::time::Duration::from_millis(120));
-    bar
+/// A load bar on stderr (weights made, as a percentage, and the elapsed time); hidden when
+/// stderr is not a terminal or `ANEFORGE_QUIET` is set.
+fn load_bar(what: String) -> indicatif::ProgressBar {
+    if std::env::var_os("ANEFORGE_QUIET").is_some() {
+        return indicatif::ProgressBar::hidden();
+    }
+    indicatif::ProgressBar::new(1)
+        .with_style(
+            indicatif::ProgressStyle::with_template("{msg} {percent:>3}% [{bar:30}] {elapsed}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        )
+        .with_message(what)
 }
 
-/// Load `model` (weights and program compilation) with a spinner on stderr, then a summary
-/// line unless `ANEFORGE_QUIET` is set.
+/// Load `model` (weights and program compilation) with a percentage bar on stderr, then a
+/// summary line unless `ANEFORGE_QUIET` is set.
 pub(super) fn load(model: &Path, flags: &GenerateFlags, opts: &CompileOptions) -> Result<Llm> {
-    let bar = spinner(format!("loading {} ...", model.display()));
+    let bar = load_bar(format!("loading {}", model.display()));
     let t = std::time::Instant::now();
-    let llm = Llm::load(model, flags.max_context, opts);
+    let show = |done: u64, total: u64| {
+        bar.set_length(total);
+        bar.set_position(done);
+    };
+    let llm = Llm::load_with_progress(model, flags.max_context, opts, Some(&show));
     bar.finish_and_clear();
     let llm = llm?;
     if std::env::var_os("ANEFORGE_QUIET").is_none() {
@@ -104,8 +104,8 @@ pub(super) fn speed(s: &Session) -> String {
     let decoded = s.tokens.len().saturating_sub(1);
     format!(
         "prefill: {} tokens, {:.1} tok/s; decode: {} tokens, {:.1} tok/s",
-        s.prompt_tokens,
-        rate(s.prompt_tokens, s.prefill_seconds),
+        s.prefilled_tokens,
+        rate(s.prefilled_tokens, s.prefill_seconds),
         decoded,
         rate(decoded, s.decode_seconds)
     )

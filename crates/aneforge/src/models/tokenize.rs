@@ -20,8 +20,19 @@ pub fn require<'a>(
 /// Token ids of `text`, nothing added (special-token spellings such as `<|im_start|>` become
 /// their ids); a tokenizer failure is a Value error quoting the text.
 pub fn encode(tok: &tokenizers::Tokenizer, text: &str) -> Result<Vec<u32>> {
+    encode_with(tok, text, false)
+}
+
+/// Token ids of a raw prompt `text` with the tokenizer's post-processor applied (e.g. BOS
+/// first when the model adds it, HF's `add_special_tokens=True`); errors as in [`encode`].
+pub fn encode_prompt(tok: &tokenizers::Tokenizer, text: &str) -> Result<Vec<u32>> {
+    encode_with(tok, text, true)
+}
+
+/// Token ids of `text`, with the post-processor's special tokens when `add_special`.
+fn encode_with(tok: &tokenizers::Tokenizer, text: &str, add_special: bool) -> Result<Vec<u32>> {
     let e = tok
-        .encode(text, false)
+        .encode(text, add_special)
         .map_err(|e| Error::value("tokenizer", format!("cannot encode {text:?}: {e}")))?;
     Ok(e.get_ids().to_vec())
 }

@@ -6,9 +6,11 @@
 //! (RoPE of each row's position), `mask` [G·S, T] (additive, 0 or −1e4; rows repeat per query
 //! head of a group); prefill with the head adds `last` [1, S] (one-hot of the row whose logits
 //! are wanted); decode adds `pos` [M, 1] (one-hot of the position written) and per layer the
-//! caches `k{l}`/`v{l}` [Hkv, M, dh]. Outputs: `x_out` [S, D] (chunks before the head) or
-//! `logits{i}` [1, tile] (the head, one port per vocabulary tile); prefill `k{l}_new`/`v{l}_new`
-//! [Hkv, S, dh]; decode `k{l}_next`/`v{l}_next` [Hkv, M, dh], aliased to the caches.
+//! caches `k{l}`/`v{l}` [Hkv, M, dh]; extend (KV reuse) has decode's caches, `last` with the
+//! head, and `place` [M, S] (one-hot: row p takes new row r) with `keep` [M, 1]. Outputs:
+//! `x_out` [S, D] (chunks before the head) or `logits{i}` [1, tile] (the head, one port per
+//! vocabulary tile); prefill `k{l}_new`/`v{l}_new` [Hkv, S, dh]; decode and extend
+//! `k{l}_next`/`v{l}_next` [Hkv, M, dh] (aliased to the caches in decode).
 
 use std::ops::Range;
 
@@ -18,6 +20,7 @@ use crate::ops::io::HostArray;
 use crate::{concat, constant, input_port, DType};
 
 use super::config::LlmConfig;
+use super::progress::LoadProgress;
 use super::source::{Role, Source};
 
 /// What one program computes.
@@ -27,6 +30,9 @@ pub enum Mode {
     Prefill { seq: usize },
     /// One token at a one-hot position; keys are the resident caches of `context` rows.
     Decode { context: usize },
+    /// `seq` rows after the resident ones (KV reuse): the one-hot `place` [context, seq]
+    /// scatters their keys/values into the caches, which are the keys.
+    Extend { seq: usize, context: usize },
 }
 
 /// A contiguous run of layers, plus the final norm and lm_head when `head` is set.
@@ -41,14 +47,18 @@ struct Inputs {
     cos: Tensor,
     sin: Tensor,
     mask: Tensor,
-    /// Decode: one-hot position [M, 1] and its complement.
+    /// Decode: one-hot position [M, 1] and its complement; extend: `place` [M, S] and `keep`.
     pos: Option<(Tensor, Tensor)>,
+    /// Whether `pos` is a [M, S] placement (a matmul) rather than a [M, 1] one-hot (a product).
+    placed: bool,
 }
 
 /// A builder over one weight store.
 pub struct Builder<'a> {
     pub cfg: &'a LlmConfig,
     pub src: &'a Source,
+    /// Counts the projection weights as they are made (the load progress), when set.
+    pub progress: Option<&'a LoadProgress<'a>>,
 }
 
 impl Builder<'_> {
@@ -85,6 +95,9 @@ impl Builder<'_> {
         scale: f32,
     ) -> Result<Tensor> {
         let inp = x.shape()[1];
+        if let Some(p) = self.progress {
+            p.add(out * inp);
+        }
         let mut b = bias.map(|r| self.weight(r, &[out])).transpose()?;
         b.iter_mut().flatten().for_each(|v| *v *= scale);
         if let Some(w) = self.src.encoded(role, out, inp, 0..out, self.cfg, scale)? {
@@ -158,10 +171,10 @@ impl Builder<'_> {
         let q = self.rope(&q, io)?;
         let k = self.rope(&k, io)?;
         let (k, v) = match (cache, &io.pos) {
-            (Some((kc, vc)), Some((pos, keep))) => (
-                kc.mul(keep)?.add(&k.mul(pos)?)?,
-                vc.mul(keep)?.add(&v.mul(pos)?)?,
-            ),
+            (Some((kc, vc)), Some((pos, keep))) => {
+                let put = |t: &Tensor| if io.placed { pos.matmul(t) } else { t.mul(pos) };
+                (kc.mul(keep)?.add(&put(&k)?)?, vc.mul(keep)?.add(&put(&v)?)?)
+            }
             _ => (k, v),
         };
         let g = c.group() as i64;
@@ -201,6 +214,7 @@ impl Builder<'_> {
         let (s, t) = match mode {
             Mode::Prefill { seq } => (seq, seq),
             Mode::Decode { context } => (1, context),
+            Mode::Extend { seq, context } => (seq, context),
         };
         let fp16 = |shape: &[usize], name: &str| input_port(shape, DType::Fp16, Some(name));
         let mut x = fp16(&[s, c.width], "x")?;
@@ -210,6 +224,10 @@ impl Builder<'_> {
                 let keep = p.rsub_scalar(1.0)?;
                 Some((p, keep))
             }
+            Mode::Extend { seq, context } => Some((
+                fp16(&[context, seq], "place")?,
+                fp16(&[context, 1], "keep")?,
+            )),
             Mode::Prefill { .. } => None,
         };
         let io = Inputs {
@@ -217,15 +235,18 @@ impl Builder<'_> {
             sin: fp16(&[s, c.head_dim], "sin")?,
             mask: fp16(&[c.group() * s, t], "mask")?,
             pos,
+            placed: matches!(mode, Mode::Extend { .. }),
         };
         let last = match mode {
-            Mode::Prefill { seq } if chunk.head => Some(fp16(&[1, seq], "last")?),
+            Mode::Prefill { seq } | Mode::Extend { seq, .. } if chunk.head => {
+                Some(fp16(&[1, seq], "last")?)
+            }
             _ => None,
         };
         let mut kv_outputs = Vec::new();
         for l in chunk.layers.clone() {
             let caches = match mode {
-                Mode::Decode { context } => {
+                Mode::Decode { context } | Mode::Extend { context, .. } => {
                     let shape = [c.kv_heads, context, c.head_dim];
                     Some((
                         fp16(&shape, &format!("k{l}"))?,
@@ -262,6 +283,9 @@ impl Builder<'_> {
         let x = self.rms_norm(x, Role::FinalNorm, 1.0)?;
         let tiles = 0..v.div_ceil(tile);
         let rows_of = |i: usize| i * tile..((i + 1) * tile).min(v);
+        if let Some(p) = self.progress {
+            p.add(v * d);
+        }
         let encoded = tiles
             .clone()
             .map(|i| (self.src).encoded(Role::LmHead, v, d, rows_of(i), self.cfg, 1.0))

@@ -15,6 +15,9 @@
 
 pub mod blocks;
 pub mod config;
+pub mod kv_reuse;
+pub mod progress;
+pub mod report;
 pub mod runtime;
 pub mod sample;
 pub mod source;

@@ -16,6 +16,7 @@ use crate::targets::{self, Limit};
 
 use super::blocks::{chunks, Builder, Chunk, Mode};
 use super::config::LlmConfig;
+use super::progress::{LoadProgress, ProgressFn};
 use super::sample::{SampleOptions, Sampler};
 use super::source::{Role, Source};
 use super::tokenizer::{self, TextInfo};
@@ -34,17 +35,21 @@ pub struct Llm {
     pub max_context: usize,
     /// Tokens in the KV cache since the last prefill.
     pub position: usize,
-    src: Source,
+    pub(super) src: Source,
     opts: CompileOptions,
     chunks: Vec<Chunk>,
     tile: usize,
     /// Hugging Face folders: the embedding table (GGUF rows come from the memory map).
     embed: Option<Vec<f16>>,
     embed_scale: f32,
-    decode: Vec<Compiled>,
+    pub(super) decode: Vec<Compiled>,
     prefill: HashMap<usize, Vec<Compiled>>,
+    /// KV reuse (kv_reuse.rs): programs running rows after the resident ones, per bucket.
+    pub(super) extend: HashMap<usize, Vec<Compiled>>,
     pub(super) tokenizer: Option<tokenizers::Tokenizer>,
     pub(super) info: TextInfo,
+    /// KV reuse (kv_reuse.rs): the ids whose keys/values the decode caches hold, in order.
+    pub(super) resident: Vec<u32>,
 }
 
 /// Generation settings: length, sampling and stop conditions.
@@ -56,6 +61,8 @@ pub struct GenerateOptions {
     pub stop_at_eos: bool,
     /// Stop when the text contains one of these (the text is cut before it).
     pub stop: Vec<String>,
+    /// Keep the resident KV when the prompt extends the tokens it holds (see kv_reuse.rs).
+    pub reuse_kv: bool,
 }
 
 impl Default for GenerateOptions {
@@ -65,6 +72,7 @@ impl Default for GenerateOptions {
             sample: SampleOptions::default(),
             stop_at_eos: true,
             stop: Vec::new(),
+            reuse_kv: false,
         }
     }
 }
@@ -80,18 +88,20 @@ pub struct Session {
     pub tokens: Vec<u32>,
     /// Prompt length in tokens.
     pub prompt_tokens: usize,
+    /// Prompt tokens actually run (fewer than prompt_tokens when the KV was reused).
+    pub prefilled_tokens: usize,
     /// Seconds spent in prefill and in decode steps.
     pub prefill_seconds: f64,
     pub decode_seconds: f64,
 }
 
 /// The input port called `name`, if the program has one.
-fn port(c: &Compiled, name: &str) -> Option<usize> {
+pub(super) fn port(c: &Compiled, name: &str) -> Option<usize> {
     c.inputs().iter().position(|p| p.name == name)
 }
 
 /// The output port called `name`, if the program has one.
-fn out_port(c: &Compiled, name: &str) -> Option<usize> {
+pub(super) fn out_port(c: &Compiled, name: &str) -> Option<usize> {
     c.outputs().iter().position(|p| p.name == name)
 }
 
@@ -101,6 +111,17 @@ impl Llm {
     /// 1024)); `opts` carries device, compress, target, ... Unknown architectures, bad files
     /// and missing tensors are errors naming the file, key or tensor.
     pub fn load(path: &Path, max_context: Option<usize>, opts: &CompileOptions) -> Result<Llm> {
+        Self::load_with_progress(path, max_context, opts, None)
+    }
+
+    /// [`Llm::load`], reporting (weight bytes made, total) to `progress` as the decode
+    /// programs are built (see `progress.rs`).
+    pub fn load_with_progress(
+        path: &Path,
+        max_context: Option<usize>,
+        opts: &CompileOptions,
+        progress: Option<ProgressFn>,
+    ) -> Result<Llm> {
         let (config, src, tok) = if path.is_dir() {
             let (cfg, tied) = LlmConfig::from_hf(&path.join("config.json"))?;
             let src = Source::hf(path, cfg.family, tied)?;
@@ -119,6 +140,8 @@ impl Llm {
                 .transpose()?;
             (cfg.clone(), Source::gguf(file, cfg.family), tok)
         };
+        let mut src = src;
+        src.hf_fp16 &= opts.compress.is_none();
         let m = max_context.unwrap_or(config.max_positions.min(DEFAULT_MAX_CONTEXT));
         if m == 0 || m > config.max_positions {
             return Err(Error::value(
@@ -153,19 +176,28 @@ impl Llm {
             opts: opts.clone(),
             decode: Vec::new(),
             prefill: HashMap::new(),
+            extend: HashMap::new(),
             tokenizer,
             info,
+            resident: Vec::new(),
         };
-        llm.decode = llm.compile_mode(Mode::Decode { context: m })?;
+        let counter = progress.map(|sink| LoadProgress::new(&llm.config, sink));
+        llm.decode = llm.compile_mode(Mode::Decode { context: m }, counter.as_ref())?;
         llm.src.release_pages();
         Ok(llm)
     }
 
-    /// Compile one program per chunk for `mode` (decode caches aliased to their outputs).
-    fn compile_mode(&self, mode: Mode) -> Result<Vec<Compiled>> {
+    /// Compile one program per chunk for `mode` (decode caches aliased to their outputs),
+    /// counting the weights on `progress` when given.
+    pub(super) fn compile_mode(
+        &self,
+        mode: Mode,
+        progress: Option<&LoadProgress>,
+    ) -> Result<Vec<Compiled>> {
         let b = Builder {
             cfg: &self.config,
             src: &self.src,
+            progress,
         };
         self.chunks
             .iter()
@@ -185,7 +217,7 @@ impl Llm {
     }
 
     /// The embedding rows of `ids`, zero-padded to `rows` rows ([rows, D], host lookup).
-    fn embed_rows(&self, ids: &[u32], rows: usize) -> Result<Vec<f32>> {
+    pub(super) fn embed_rows(&self, ids: &[u32], rows: usize) -> Result<Vec<f32>> {
         let d = self.config.width;
         let mut x = vec![0f32; rows * d];
         for (i, &id) in ids.iter().enumerate() {
@@ -214,7 +246,7 @@ impl Llm {
     }
 
     /// RoPE tables cos, sin [rows, dh] for positions first.. (rotate-half layout).
-    fn rope_rows(&self, first: usize, rows: usize) -> (Vec<f32>, Vec<f32>) {
+    pub(super) fn rope_rows(&self, first: usize, rows: usize) -> (Vec<f32>, Vec<f32>) {
         let dh = self.config.head_dim;
         let half = dh / 2;
         let inv_freq = self.config.rope_inv_freq();
@@ -232,7 +264,7 @@ impl Llm {
 
     /// Additive mask [G·rows, keys]: query row r at position first + r sees key t when
     /// t ≤ first + r (and within the sliding window).
-    fn mask(&self, first: usize, rows: usize, keys: usize) -> Vec<f32> {
+    pub(super) fn mask(&self, first: usize, rows: usize, keys: usize) -> Vec<f32> {
         let window = self.config.sliding_window.unwrap_or(usize::MAX);
         let row: Vec<Vec<f32>> = (0..rows)
             .map(|r| {
@@ -255,7 +287,7 @@ impl Llm {
 
     /// Run `programs` in order on x, feeding the named inputs each one has; returns the
     /// logits [vocab] of the head chunk.
-    fn run_chunks(
+    pub(super) fn run_chunks(
         programs: &mut [Compiled],
         mut x: Vec<f32>,
         feeds: &[(&str, &[f32])],
@@ -286,7 +318,7 @@ impl Llm {
     }
 
     /// The prefill bucket for a prompt of `n` tokens (a power of two ≥ 16, at most max_context).
-    fn bucket(&self, n: usize) -> usize {
+    pub(super) fn bucket(&self, n: usize) -> usize {
         n.max(MIN_BUCKET).next_power_of_two().min(self.max_context)
     }
 
@@ -305,7 +337,7 @@ impl Llm {
         }
         let s = self.bucket(n);
         if !self.prefill.contains_key(&s) {
-            let programs = self.compile_mode(Mode::Prefill { seq: s })?;
+            let programs = self.compile_mode(Mode::Prefill { seq: s }, None)?;
             self.prefill.insert(s, programs);
             self.src.release_pages();
         }
@@ -344,6 +376,7 @@ impl Llm {
             }
         }
         self.position = n;
+        self.resident = ids.to_vec();
         Ok(logits)
     }
 
@@ -370,6 +403,7 @@ impl Llm {
         ];
         let logits = Self::run_chunks(&mut self.decode, x, &feeds)?;
         self.position += 1;
+        self.resident.push(id);
         Ok(logits)
     }
 
@@ -395,7 +429,10 @@ impl Llm {
             ));
         }
         let t0 = Instant::now();
-        let logits = self.prefill(ids)?;
+        let (logits, prefilled_tokens) = match opts.reuse_kv {
+            true => self.extend_or_prefill(ids)?,
+            false => (self.prefill(ids)?, ids.len()),
+        };
         Ok(Session {
             sampler: Sampler::new(opts.sample.clone(), ids)?,
             logits,
@@ -408,6 +445,7 @@ impl Llm {
             done: false,
             tokens: Vec::new(),
             prompt_tokens: ids.len(),
+            prefilled_tokens,
             prefill_seconds: t0.elapsed().as_secs_f64(),
             decode_seconds: 0.0,
         })
@@ -441,7 +479,7 @@ impl Llm {
 }
 
 /// The layers whose caches decode program `c` holds (from its `k{l}` input ports).
-fn dec_layers(c: &Compiled) -> Vec<usize> {
+pub(super) fn dec_layers(c: &Compiled) -> Vec<usize> {
     c.inputs()
         .iter()
         .filter_map(|p| p.name.strip_prefix('k')?.parse().ok())
@@ -449,7 +487,7 @@ fn dec_layers(c: &Compiled) -> Vec<usize> {
 }
 
 /// A Runtime error for a missing cache port (a program/chunk mismatch).
-fn missing(kv: &str, l: usize) -> Error {
+pub(super) fn missing(kv: &str, l: usize) -> Error {
     Error::Runtime {
         op: "llm".into(),
         msg: format!("no port for the {kv} cache of layer {l}"),

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use aneforge_gguf::GgufFile;
+use half::f16;
 use serde_json::Value;
 
 use crate::compress::CompressionEntry;
@@ -118,6 +119,9 @@ pub struct Source {
     /// GGUF projections already encoded, by (tensor, rows, scale bits): every program gets
     /// the same payloads; and the compression report of each.
     encoded: Mutex<EncodedCache>,
+    /// Hugging Face folders: hand projections out as shared fp16 constants (false when
+    /// `compress` asks the compiler to encode the dense weights instead).
+    pub hf_fp16: bool,
 }
 
 /// Encoded GGUF weights keyed by (tensor name, first row, end row, scale bits).
@@ -138,6 +142,7 @@ impl Source {
             family,
             tied,
             encoded: Mutex::new(HashMap::new()),
+            hf_fp16: false,
         }
     }
 
@@ -196,6 +201,7 @@ impl Source {
             family,
             tied,
             encoded: Mutex::new(HashMap::new()),
+            hf_fp16: true,
         })
     }
 
@@ -266,7 +272,7 @@ impl Source {
         scale: f32,
     ) -> Result<Option<Weight>> {
         let Kind::Gguf(file) = &self.kind else {
-            return Ok(None);
+            return self.hf_fp16_rows(role, [out, cols], rows, cfg, scale);
         };
         let role = if role == Role::LmHead && self.tied {
             Role::Embed
@@ -296,6 +302,56 @@ impl Source {
         let (c, entry) = weights::encode(&self.path, &t, &req)?;
         cache.insert(key, (c.clone(), entry));
         Ok(Some(c))
+    }
+
+    /// Hugging Face folders: rows `rows` of projection `role` ([out, cols]) times `scale` as one
+    /// shared fp16 constant (made once), its report row carrying the fp16 rounding error; None
+    /// when `hf_fp16` is off.
+    fn hf_fp16_rows(
+        &self,
+        role: Role,
+        shape: [usize; 2],
+        rows: Range<usize>,
+        cfg: &LlmConfig,
+        scale: f32,
+    ) -> Result<Option<Weight>> {
+        if !self.hf_fp16 {
+            return Ok(None);
+        }
+        let key = (role.hf_name(), rows.start, rows.end, scale.to_bits());
+        if let Some((c, _)) = self.lock_encoded().get(&key) {
+            return Ok(Some(c.clone()));
+        }
+        let dense = self.get(role, &shape, cfg)?;
+        let dense = &dense[rows.start * shape[1]..rows.end * shape[1]];
+        let values: Vec<f16> = dense.iter().map(|&v| f16::from_f32(v * scale)).collect();
+        let (mut err, mut norm) = (0f64, 0f64);
+        for (&v, h) in dense.iter().zip(&values) {
+            let want = f64::from(v * scale);
+            err += (want - f64::from(h.to_f32())).powi(2);
+            norm += want * want;
+        }
+        let shape = vec![rows.len(), shape[1]];
+        let entry = CompressionEntry {
+            name: key.0.clone(),
+            site: "matmul",
+            shape: shape.clone(),
+            encoding: crate::ops::constexpr::Encoding::Fp16,
+            bytes_fp16: 2 * values.len(),
+            bytes_encoded: 2 * values.len(),
+            rel_error: if norm > 0.0 { (err / norm).sqrt() } else { 0.0 },
+        };
+        let c = Weight::Fp16(crate::ops::io::Const {
+            shape,
+            values: std::sync::Arc::new(values),
+        });
+        self.lock_encoded().insert(key, (c.clone(), entry));
+        Ok(Some(c))
+    }
+
+    /// The encoded-weight cache (a poisoned lock still holds valid entries).
+    fn lock_encoded(&self) -> std::sync::MutexGuard<'_, EncodedCache> {
+        self.encoded.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The compression report of the GGUF weights encoded so far (one row per constant).

@@ -1,8 +1,8 @@
 //! The text side of a decoder: tokenizer access, the chat template, incremental detokenisation
 //! with stop strings ([`TextStream`]) and text generation / chat on top of the token runtime.
 //!
-//! Chat turns re-prefill the whole rendered conversation each time (the prefill programs run
-//! the prompt in one pass per layer chunk); the KV cache is not reused across turns.
+//! Chat turns with `reuse_kv` run only the tokens the resident KV does not hold yet when the
+//! rendered conversation extends them (kv_reuse.rs); otherwise the whole prompt is prefilled.
 
 use crate::error::Result;
 use crate::models::tokenize;
@@ -20,6 +20,12 @@ impl Llm {
     /// Token ids of `text` (special-token spellings such as `<|im_start|>` become their ids).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
         tokenize::encode(self.tokenizer()?, text)
+    }
+
+    /// Token ids of a raw (not chat-rendered) prompt: BOS first when the model adds it
+    /// (`add_bos_token` of the GGUF metadata or the folder's tokenizer post-processor).
+    pub fn encode_prompt(&self, text: &str) -> Result<Vec<u32>> {
+        tokenize::encode_prompt(self.tokenizer()?, text)
     }
 
     /// The text of `ids` (special tokens skipped).
@@ -153,16 +159,27 @@ impl TextStream {
 
 /// Text generation and chat.
 impl Llm {
-    /// Generate text from `prompt`, calling `on_piece` with each new piece of text as it is
-    /// produced; returns the session (tokens, timings) and the whole text.
+    /// Generate text from the raw prompt `prompt` (BOS added as the model asks), calling
+    /// `on_piece` with each new piece of text as it is produced; returns the session (tokens,
+    /// timings) and the whole text.
     pub fn generate_text(
         &mut self,
         prompt: &str,
         opts: &GenerateOptions,
         on_piece: &mut dyn FnMut(&str) -> Result<()>,
     ) -> Result<(Session, String)> {
-        let ids = self.encode(prompt)?;
-        let mut session = self.start(&ids, opts)?;
+        let ids = self.encode_prompt(prompt)?;
+        self.generate_streamed(&ids, opts, on_piece)
+    }
+
+    /// Generate from the prompt `ids`, streaming text pieces to `on_piece`.
+    fn generate_streamed(
+        &mut self,
+        ids: &[u32],
+        opts: &GenerateOptions,
+        on_piece: &mut dyn FnMut(&str) -> Result<()>,
+    ) -> Result<(Session, String)> {
+        let mut session = self.start(ids, opts)?;
         let mut stream = TextStream::new(&opts.stop);
         while let Some(id) = self.advance(&mut session)? {
             let piece = stream.push(self, id)?;
@@ -181,7 +198,7 @@ impl Llm {
     }
 
     /// Render `messages` with the chat template (plus the generation prompt) and generate the
-    /// assistant's answer (the whole conversation is prefilled each turn).
+    /// assistant's answer (with `opts.reuse_kv`, only the tokens beyond the resident KV run).
     pub fn chat(
         &mut self,
         messages: &[Message],
@@ -189,7 +206,8 @@ impl Llm {
         on_piece: &mut dyn FnMut(&str) -> Result<()>,
     ) -> Result<(Session, String)> {
         let prompt = self.apply_chat_template(messages, true)?;
-        self.generate_text(&prompt, opts, on_piece)
+        let ids = self.encode(&prompt)?;
+        self.generate_streamed(&ids, opts, on_piece)
     }
 }
 

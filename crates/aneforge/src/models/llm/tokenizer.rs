@@ -85,7 +85,8 @@ pub fn from_gguf(file: &GgufFile) -> Result<(tokenizers::Tokenizer, TextInfo)> {
     };
     spec["version"] = json!("1.0");
     spec["added_tokens"] = json!(added);
-    spec["post_processor"] = Value::Null;
+    let bos = md.get_u32("tokenizer.ggml.bos_token_id").ok();
+    spec["post_processor"] = bos_processor(add_bos(file, model)?.then_some(bos).flatten(), &tokens);
     let tok: tokenizers::Tokenizer = spec
         .to_string()
         .parse()
@@ -100,6 +101,32 @@ pub fn from_gguf(file: &GgufFile) -> Result<(tokenizers::Tokenizer, TextInfo)> {
             .map(str::to_string),
     };
     Ok((tok, info))
+}
+
+/// Whether raw prompts start with BOS: `tokenizer.ggml.add_bos_token` when present, else
+/// llama.cpp's default (SentencePiece `llama` vocabularies yes, `gpt2` BPE no).
+fn add_bos(file: &GgufFile, model: &str) -> Result<bool> {
+    let key = "tokenizer.ggml.add_bos_token";
+    match file.metadata().get(key) {
+        Some(_) => file
+            .metadata()
+            .get_bool(key)
+            .map_err(super::config::gguf_error),
+        None => Ok(model == "llama"),
+    }
+}
+
+/// The `tokenizers` post-processor that puts token `bos` (an id into `tokens`) before a
+/// prompt encoded with special tokens (HF's rule for `add_bos_token`); null without one.
+fn bos_processor(bos: Option<u32>, tokens: &[&str]) -> Value {
+    let Some((id, name)) = bos.and_then(|i| Some((i, *tokens.get(i as usize)?))) else {
+        return Value::Null;
+    };
+    let special = json!({"SpecialToken": {"id": name, "type_id": 0}});
+    let seq = |s: &str, t: u32| json!({"Sequence": {"id": s, "type_id": t}});
+    json!({"type": "TemplateProcessing", "single": [special, seq("A", 0)],
+           "pair": [special, seq("A", 0), seq("B", 1)],
+           "special_tokens": {name: {"id": name, "ids": [id], "tokens": [name]}}})
 }
 
 /// The vocabulary as a token → id map.
