@@ -15,8 +15,8 @@ use crate::ops::elementwise::Compare;
 use crate::ops::host::bridge::{
     CostVolume, DynamicSlice, DynamicSliceAdd, InputView, MinmaxNorm, ScaledElementwise, Sdpa,
 };
-use crate::ops::host::HostOp;
 use crate::ops::host::normalize::ScaledOp;
+use crate::ops::host::HostOp;
 
 /// dx of `y = (x − lo) / (hi − lo + eps)` per lane: `g/D + [x = lo](t − s/D) − [x = hi] t`
 /// with `s = Σ g`, `t = Σ g·y / D`.

@@ -18,10 +18,10 @@ use std::path::Path;
 
 use super::route::RouteChoice;
 use super::{CutValue, Plan, Stage};
-use crate::options::Route;
 use crate::error::{Error, Result};
 use crate::ops::host::HostOp;
 use crate::ops::{Family, TensorType};
+use crate::options::Route;
 use crate::program::{files, PortSpec, Program, KEY_LEN};
 
 /// `format` value of the plan file.
@@ -154,7 +154,8 @@ pub fn read(dir: &Path) -> Result<Plan> {
         .routes
         .iter()
         .map(|r| {
-            let mode = Route::parse(&r.mode).map_err(|e| bad(format!("route of '{}': {e}", r.op)))?;
+            let mode =
+                Route::parse(&r.mode).map_err(|e| bad(format!("route of '{}': {e}", r.op)))?;
             Ok(RouteChoice {
                 op: r.op.clone(),
                 fused: r.fused,

@@ -12,12 +12,12 @@
 use std::collections::HashSet;
 use std::fmt;
 
+use crate::dtype::DType;
 use crate::error::Result;
 use crate::graph::build::bridge::sdpa_fused;
-use crate::graph::{Graph, Tensor};
-use crate::dtype::DType;
 use crate::graph::build::elementwise::select;
 use crate::graph::build::io::constant;
+use crate::graph::{Graph, Tensor};
 use crate::ops::elementwise::Compare;
 use crate::ops::host::argreduce::ArgReduce;
 use crate::ops::host::HostOp;

@@ -4,7 +4,7 @@
 //! region's own output buffer and is never copied into a host slot: a later region reading it
 //! is bound to that buffer at load when the executor can ([`Loaded::bind_input`]: the ANE's
 //! port buffers); on the reference executor it is handed over as the f32 value buffer of the
-//! producer (fp16-exact numbers, [`handoff`]: no fp16 store or load pass), else one
+//! producer (fp16-exact numbers, [`crate::exec::reference::handoff`]: no fp16 store or load pass), else one
 //! buffer-to-buffer copy of the port elements per call; a host stage reads it as f32 straight
 //! from the producer. Plan inputs live in fp16 slots (int32 exact). Host-stage fp16 outputs
 //! live in f32 slots holding fp16-exact numbers: storing a kernel result rounds it to fp16
@@ -23,7 +23,7 @@ use super::{CutValue, Plan, Stage};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::exec::profile::{Profile, SpanKind};
-use crate::exec::reference::handoff::{self, ref_program};
+use crate::exec::reference::handoff::ref_program;
 use crate::exec::reference::round_to_fp16;
 use crate::exec::{
     alias_ports, checked_input, checked_output, not_int32, Executor, Loaded, PortData, PortView,
@@ -103,7 +103,6 @@ pub struct PlanLoaded {
     input_slots: Vec<usize>,
     outputs: Vec<PortSpec>,
     output_homes: Vec<Home>,
-    round: bool,
     aliases: Vec<(usize, usize)>,
     executed: bool,
     /// Set only during `execute_profiled`: each stage becomes one span.
@@ -254,7 +253,6 @@ impl PlanLoaded {
             input_slots,
             outputs: plan.outputs.iter().map(port).collect(),
             output_homes,
-            round,
             aliases: Vec::new(),
             executed: false,
             timing: None,
@@ -382,6 +380,7 @@ fn moves_values(op: &HostOp) -> bool {
         | HostOp::Flatten(_)
         | HostOp::InputView(_)
         | HostOp::DynamicSlice(_)
+        | HostOp::DynamicSliceAdd(_)
         | HostOp::BlockRearrange(_)
         | HostOp::IntReshape(_) => true,
         HostOp::Scatter(s) => s.reduce == ScatterReduce::Replace,
@@ -431,7 +430,7 @@ fn feed_slot(loaded: &mut dyn Loaded, j: usize, held: &Held) -> Result<()> {
 }
 
 /// Pass output `port` of `src` to input `j` of `dst`: between reference regions an fp16 value
-/// is handed over f32 buffer to f32 buffer (see [`handoff`]); anything else is copied buffer to
+/// is handed over f32 buffer to f32 buffer (see [`crate::exec::reference::handoff`]); anything else is copied buffer to
 /// buffer in the ports' dtype.
 fn pass_port(src: &mut dyn Loaded, port: usize, dst: &mut dyn Loaded, j: usize) -> Result<()> {
     let fp16 = src.outputs()[port].dtype == DType::Fp16;
@@ -508,6 +507,7 @@ impl Loaded for PlanLoaded {
             Held::F16(d) => PortView::F16(d).write(data),
             Held::I32(d) => PortView::I32(d).write(data),
             Held::U8(d) => PortView::U8(d).write(data),
+            Held::R32(_) => unreachable!("plan inputs are never host-stage slots"),
             Held::F32(d) => match data {
                 PortData::F32(x) => d.copy_from_slice(x),
                 PortData::F64(x) => d.iter_mut().zip(x).for_each(|(d, &v)| *d = v as f32),

@@ -204,15 +204,6 @@ pub fn segment(g: &Graph) -> Result<Option<Segmented>> {
             let Op::Host(op) = &g.nodes[i].op else {
                 continue;
             };
-            if let Some(v) = g.nodes[i].inputs.iter().find(|&&v| g.ty(v).dtype == DType::Bool) {
-                return Err(crate::Error::dtype(
-                    op.name(),
-                    format!(
-                        "reads a bool {:?} value (node {}); bool values cannot cross a cut, cast it to fp16 first",
-                        g.ty(*v).shape, v.node
-                    ),
-                ));
-            }
             let inputs = g.nodes[i].inputs.iter().map(|&v| names.of(v)).collect();
             let outputs = (0..g.nodes[i].outputs.len())
                 .map(|port| names.of(Value { node: i, port }))

@@ -74,7 +74,12 @@ impl RefProgram {
     /// The f32 values of output `index` (fp16-exact in fp16 mode), straight from the value
     /// buffer; an fp16 or fp32-mode port only (int32 / uint8 ports are a dtype error).
     pub fn handoff_output(&self, index: usize) -> Result<&[f32]> {
-        check_port("handoff_output", &self.outputs, index, self.out_ports.get(index))?;
+        check_port(
+            "handoff_output",
+            &self.outputs,
+            index,
+            self.out_ports.get(index),
+        )?;
         Ok(&self.bufs[self.output_bufs[index]].data)
     }
 
@@ -82,7 +87,12 @@ impl RefProgram {
     /// (its port buffer is not loaded). The caller writes every element, fp16-exact in fp16
     /// mode; an fp16 or fp32-mode port only.
     pub fn handoff_input(&mut self, index: usize) -> Result<&mut [f32]> {
-        check_port("handoff_input", &self.inputs, index, self.in_ports.get(index))?;
+        check_port(
+            "handoff_input",
+            &self.inputs,
+            index,
+            self.in_ports.get(index),
+        )?;
         if let Some(f) = self.handoff.fed.get_mut(index) {
             *f = true;
         }

@@ -315,6 +315,7 @@ impl RefProgram {
         let activation_bytes = planned.iter().map(|&s| 4 * plan.slot_len[s] as u64).sum();
         let unplanned_activation_bytes = bytes(&mut (0..numel.len()).filter(|&v| !pinned[v]));
         Ok(RefProgram {
+            handoff: handoff::Handoff::new(inputs.len(), outputs.len()),
             steps,
             work,
             memory: MemoryReport {
@@ -334,7 +335,6 @@ impl RefProgram {
             aliases: Vec::new(),
             executed: false,
             timing: None,
-            handoff: handoff::Handoff::new(inputs.len(), outputs.len()),
         })
     }
 
