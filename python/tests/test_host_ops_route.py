@@ -98,7 +98,7 @@ def test_argmax_routes_fused_up_to_2048_with_ties_nan_and_signed_zero(largest):
     op = af.argmax if largest else af.argmin
     name = "argmax" if largest else "argmin"
     for axis, keep in [(1, False), (0, True)]:
-        net = af.compile(op(af.input(xv.shape), axis=axis, keepdims=keep) , device="reference")
+        net = af.compile(op(af.input(xv.shape), axis=axis, keepdims=keep), device="reference")
         assert kinds(net) == ["region"] and net.routes == [f"routed fused: {name} (removes 1 cut)"]
         want = argmax_oracle(xv, axis, largest)
         got = net(xv)
