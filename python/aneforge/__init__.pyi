@@ -133,7 +133,7 @@ class CompileOptions:
       compressed weights whose constexpr op the opset lacks are folded back to fp16.
     - sum_via_matmul: False; True rewrites sum-like reductions as matmuls with ones.
     - route: "auto" (host ops with a fused decomposition - minmax_norm, flatten, sdpa, take with constant
-      indices - become fused ops when that removes a cut), "fused" (always) or "host" (never); Model.routes
+      indices, argmax/argmin along an axis of at most 2048 - become fused ops when that removes a cut), "fused" (always) or "host" (never); Model.routes
       reports each decision.
     - opt: not implemented yet (only 0 or None).
 
@@ -501,7 +501,8 @@ class Model:
         """The stages in execution order: kind ("region" on device, "host" in-process), ops, executor, inputs, outputs."""
     @property
     def routes(self) -> list[str]:
-        """One line per routable host op, e.g. "routed fused: minmax_norm (removes 1 cut)"; empty when loaded from a directory."""
+        """One line per routable host op, e.g. "routed fused: minmax_norm (removes 1 cut)"; a loaded plan directory reports the saved
+        decisions (plan.json format 2; format-1 plans and single programs report none)."""
     @property
     def n_ops(self) -> int:
         """Number of compute ops in the program."""
@@ -699,7 +700,7 @@ def input_view(x: Tensor, offset: int, size: int) -> Tensor:
 
 def dynamic_slice(x: Tensor, start: Tensor, sizes: int | Sequence[int]) -> Tensor:
     """The box start[d] .. start[d] + sizes[d] of fp16 x with an int32 start [rank] read at run time (never clamped:
-    a box leaving x -> ValueError at run time naming axis and value). No gradient yet (NotImplementedError)."""
+    a box leaving x -> ValueError at run time naming axis and value). Gradient: zeros with the incoming gradient in the box."""
 
 def geglu(x: Tensor, weight: _ArrayLike, bias: _ArrayLike | None = None) -> Tensor:
     """GEGLU: weight [2*Dff, D] (bias [2*Dff]) split into value and gate halves; linear(value) * gelu(linear(gate))."""

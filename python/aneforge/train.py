@@ -271,7 +271,9 @@ class Trainer:
         return self._tr.device
 
     def step(self, *arrays) -> float:
-        """One training step on a batch: the data inputs' arrays in creation order. Returns the loss."""
+        """One training step on a batch: the data inputs' arrays in creation order (an int32 input such
+        as token ids takes integers within +-2**24, fed as int32; a non-integer is a ValueError).
+        Returns the loss."""
         loss, skipped = self._tr.step(list(arrays))
         if skipped is not None:
             _warn_skip(skipped)

@@ -52,7 +52,7 @@ def test_memory_counts_weights_once():
 
 
 def test_memory_of_a_segmented_plan_is_not_implemented():
-    net = af.compile(af.argmax(af.input([1, 8]).relu(), axis=-1), device="reference")
+    net = af.compile(af.argmax(af.input([1, 8]).relu(), axis=-1), device="reference", route="host")
     with pytest.raises(NotImplementedError, match="memory plan"):
         net.memory()
 

@@ -71,14 +71,67 @@ def test_sdpa_with_a_runtime_mask_routes_to_fused_ops():
 def test_auto_keeps_an_op_on_the_host_when_no_cut_goes_away():
     x = af.input((1, 1, 2, 4))
     net = af.compile(
-        [af.minmax_norm(x, "width"), af.argmax(x, axis=3)],
+        [af.minmax_norm(x, "width"), af.sort(x, axis=3)],
         device="reference",
         route="auto",
     )
     assert net.routes == ["kept on host: minmax_norm (removes no cut)"]
-    assert sorted(op for s in net.stages if s["kind"] == "host" for op in s["ops"]) == ["argmax", "minmax_norm"]
-    fused = af.compile([af.minmax_norm(x, "width"), af.argmax(x, axis=3)], device="reference", route="fused")
+    assert sorted(op for s in net.stages if s["kind"] == "host" for op in s["ops"]) == ["minmax_norm", "sort"]
+    fused = af.compile([af.minmax_norm(x, "width"), af.sort(x, axis=3)], device="reference", route="fused")
     assert fused.routes == ["routed fused: minmax_norm (removes 0 cuts)"]
+
+
+def argmax_oracle(xv, axis, largest):
+    """NumPy's rule: the first extreme, NaN counting as the extreme (np.argmax/np.argmin)."""
+    return np.argmax(xv, axis=axis) if largest else np.argmin(xv, axis=axis)
+
+
+@pytest.mark.parametrize("largest", [True, False])
+def test_argmax_routes_fused_up_to_2048_with_ties_nan_and_signed_zero(largest):
+    rng = np.random.default_rng(7)
+    xv = np.round(rng.normal(size=(6, 2048)) * 2).astype(np.float32)  # many ties
+    xv[2] = 0.0
+    xv[2, 3] = -0.0
+    xv[3, 2047] = 1000.0 if largest else -1000.0
+    # Inputs must be finite: NaN and +-inf are made in the graph, from 0/1 masks (fp16 overflow).
+    nan_at, inf_at = np.zeros_like(xv), np.zeros_like(xv)
+    nan_at[1, [5, 900]] = 1.0
+    inf_at[4, [7, 8]] = 1.0
+    sign = 1.0 if largest else -1.0
+    want_x = xv + np.where(nan_at > 0, np.nan, 0.0) + np.where(inf_at > 0, sign * np.inf, 0.0)
+    op = af.argmax if largest else af.argmin
+    name = "argmax" if largest else "argmin"
+
+    def graph(axis, keep):
+        x, m, k = (af.input(xv.shape) for _ in range(3))
+        big = m * 60000.0 * 2.0
+        y = x + (big - big) + k * (60000.0 * sign) * 2.0
+        return op(y, axis=axis, keepdims=keep)
+
+    for axis, keep in [(1, False), (0, True)]:
+        want = np.argmax(want_x, axis=axis) if largest else np.argmin(want_x, axis=axis)
+        net = af.compile(graph(axis, keep), device="reference")
+        assert kinds(net) == ["region"] and net.routes == [f"routed fused: {name} (removes 1 cut)"]
+        got = net(xv, nan_at, inf_at)
+        assert got.dtype == np.int32
+        np.testing.assert_array_equal(got.reshape(want.shape), want)
+        host = af.compile(graph(axis, keep), device="reference", route="host")
+        np.testing.assert_array_equal(host(xv, nan_at, inf_at).reshape(want.shape), want)
+
+
+def test_argmax_over_more_than_2048_stays_on_the_host():
+    xv = np.zeros((1, 2049), np.float32)
+    xv[0, 2048] = 1.0
+    net = af.compile(af.argmax(af.input(xv.shape), axis=1), device="reference")
+    assert kinds(net) == ["host"] and net.routes == []
+    np.testing.assert_array_equal(net(xv), [2048])
+
+
+def test_routes_survive_a_reload_of_the_plan_directory(tmp_path):
+    x = af.input((2, 8))
+    net = af.compile([af.flatten(x), af.sort(x, axis=1)], device="reference", route="host", build_dir=str(tmp_path))
+    assert net.routes == ['kept on host: flatten (route="host")']
+    assert af.load(str(tmp_path), device="reference").routes == net.routes
 
 
 def test_route_option_values_are_checked():

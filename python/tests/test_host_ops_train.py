@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import aneforge as af
 import numpy as np
+import pytest
 
 VOCAB, LENGTH, DIM, CLASSES, BATCH = 16, 6, 8, 2, 32
 SIGNAL = 4  # tokens 0..3 mark class 1; the rest are noise
@@ -40,11 +41,11 @@ def test_bag_of_embeddings_classifier_trains_through_embedding_and_topk():
     table = af.parameter(rng.normal(size=(VOCAB, DIM)) * 0.5, name="table")
     weight = af.parameter(rng.normal(size=(DIM, CLASSES)) * 0.5, name="weight")
     bias = af.parameter(np.zeros(CLASSES), name="bias")
-    # The Trainer feeds float32 batches: token ids arrive as fp16 (exact below 2048) and are
-    # cast to int32 in the first region, so the ids cross a cut into the embedding lookup.
-    ids = af.input((BATCH, LENGTH))
+    # Token ids go straight to an int32 port (no in-graph cast): the Trainer feeds int32 data
+    # inputs as int32.
+    ids = af.input((BATCH, LENGTH), dtype="int32")
     target = af.input((BATCH, CLASSES))
-    logits = logits_graph(table, weight, bias, af.cast(ids, "int32"))
+    logits = logits_graph(table, weight, bias, ids)
     tr = af.Trainer(
         loss=af.softmax_cross_entropy(logits, target),
         params=[table, weight, bias],
@@ -58,7 +59,7 @@ def test_bag_of_embeddings_classifier_trains_through_embedding_and_topk():
         order = np.random.default_rng(epoch).permutation(len(x))
         for b in range(0, len(x), BATCH):
             sel = order[b : b + BATCH]
-            losses.append(tr.step(x[sel].astype(np.float32), np.eye(CLASSES)[y[sel]]))
+            losses.append(tr.step(x[sel], np.eye(CLASSES)[y[sel]]))
     tr.sync()
     first, last = np.mean(losses[:16]), np.mean(losses[-16:])
     assert last < 0.5 * first, (first, last)
@@ -94,3 +95,19 @@ def test_gradients_through_the_cuts_match_finite_differences():
             minus[k].flat[i] -= 1e-4
             fd.flat[i] = (f(*plus) - f(*minus)) / 2e-4
         np.testing.assert_allclose(got[k], fd, rtol=1e-3, atol=1e-3)
+
+
+def test_int32_data_inputs_take_integer_ids_only():
+    table = af.parameter(np.ones((VOCAB, DIM)), name="table")
+    ids = af.input((2, LENGTH), dtype="int32")
+    tr = af.Trainer(loss=af.embedding(ids, table).sum(), params=[table], lr=0.1, device="reference", precision="fp32")
+    # d loss / d table = count of each token: one step of plain SGD lowers each row by 0.1 * count.
+    good = np.array([[0, 1, 1, 2, 2, 2], [3, 3, 3, 3, 0, 0]], np.int32)
+    tr.step(good)
+    tr.sync()
+    counts = np.bincount(good.ravel(), minlength=VOCAB)[:, None]
+    np.testing.assert_allclose(af.value(table), 1.0 - 0.1 * counts * np.ones((1, DIM)), rtol=1e-6)
+    with pytest.raises(ValueError, match=r"int32 input '.*': element 1 = 0.5 is not an integer"):
+        tr.step(np.array([[0, 0.5, 0, 0, 0, 0], [0] * 6]))
+    with pytest.raises(ValueError, match="index 16 out of range|16"):
+        tr.step(np.full((2, LENGTH), VOCAB, np.int32))

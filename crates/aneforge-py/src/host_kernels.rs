@@ -1,5 +1,5 @@
 //! Private entry points to the host kernels on plain arrays (`_core._kernel_topk`, `_sort`,
-//! `_take`), for `bench/host_ops.py` to time the kernels the plan's host stages run against
+//! `_sort_values`, `_take`), for `bench/host_ops.py` to time the kernels the plan's host stages run against
 //! NumPy. Not public API.
 
 use numpy::{PyArray1, PyArrayDyn, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
@@ -63,6 +63,22 @@ pub fn _kernel_sort<'py>(
     let plan = select(rows, n, n, descending);
     let (v, i) = plan.collect("sort", contiguous(&x)?).py()?;
     Ok((shaped(py, v, [rows, n])?, shaped(py, i, [rows, n])?))
+}
+
+/// Sorted values only (no permutation) along the last axis of a 2-D float32 array.
+#[pyfunction]
+pub fn _kernel_sort_values<'py>(
+    py: Python<'py>,
+    x: PyReadonlyArray2<'py, f32>,
+    descending: bool,
+) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+    let [rows, n] = [x.shape()[0], x.shape()[1]];
+    let mut v = vec![0.0f32; rows * n];
+    let data = contiguous(&x)?;
+    select(rows, n, n, descending)
+        .sort_values("sort", data, &mut v)
+        .py()?;
+    shaped(py, v, [rows, n])
 }
 
 /// NumPy `take(x, indices, axis=1)` on a 2-D float32 array with int32 indices.

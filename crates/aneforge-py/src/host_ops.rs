@@ -9,6 +9,21 @@ use crate::tensor::{wrap, PyTensor};
 
 type R = PyResult<PyTensor>;
 
+/// The Tensors of a host-op builder's named arguments (`(object, argument name)`), in order; a
+/// TypeError naming `op` and the argument when one is not a Tensor.
+pub fn tensors<const N: usize>(
+    op: &str,
+    args: [(&Bound<'_, PyAny>, &str); N],
+) -> PyResult<[aneforge::Tensor; N]> {
+    let mut out = Vec::with_capacity(N);
+    for (obj, what) in args {
+        out.push(tensor(obj, op, what)?);
+    }
+    Ok(out
+        .try_into()
+        .unwrap_or_else(|_| unreachable!("N tensors collected")))
+}
+
 /// int32 index of the first largest element along `axis` (NumPy argmax; NaN counts as largest).
 #[pyfunction]
 #[pyo3(signature = (x, axis=-1, keepdims=false))]

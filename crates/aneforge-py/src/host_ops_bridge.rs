@@ -5,6 +5,7 @@
 use pyo3::prelude::*;
 
 use crate::convert::{ints, tensor};
+use crate::host_ops::tensors;
 use crate::tensor::{wrap, PyTensor};
 use aneforge::graph::build::bridge;
 
@@ -13,21 +14,15 @@ type R = PyResult<PyTensor>;
 /// a x b per 3-vector on the last axis (same shapes [..., 3]).
 #[pyfunction]
 pub fn cross_product(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> R {
-    let op = "cross_product";
-    wrap(bridge::cross_product(
-        &tensor(a, op, "a")?,
-        &tensor(b, op, "b")?,
-    ))
+    let [a, b] = tensors("cross_product", [(a, "a"), (b, "b")])?;
+    wrap(bridge::cross_product(&a, &b))
 }
 
 /// Valid, unflipped 2-D correlation of x [H, W] with template [Th, Tw].
 #[pyfunction]
 pub fn cross_correlation(x: &Bound<'_, PyAny>, template: &Bound<'_, PyAny>) -> R {
-    let op = "cross_correlation";
-    wrap(bridge::cross_correlation(
-        &tensor(x, op, "x")?,
-        &tensor(template, op, "template")?,
-    ))
+    let [x, t] = tensors("cross_correlation", [(x, "x"), (template, "template")])?;
+    wrap(bridge::cross_correlation(&x, &t))
 }
 
 /// |aux[x] - reference[x + d]| for d in 0..=disparity_range: [R + 1, Wa].
@@ -37,12 +32,8 @@ pub fn cost_volume(
     reference: &Bound<'_, PyAny>,
     disparity_range: i64,
 ) -> R {
-    let op = "cost_volume";
-    wrap(bridge::cost_volume(
-        &tensor(aux, op, "aux")?,
-        &tensor(reference, op, "reference")?,
-        disparity_range,
-    ))
+    let [a, r] = tensors("cost_volume", [(aux, "aux"), (reference, "reference")])?;
+    wrap(bridge::cost_volume(&a, &r, disparity_range))
 }
 
 /// Greedy farthest point sampling of points [N, 3] from point 0: [k, 3].
@@ -54,12 +45,11 @@ pub fn fps(points: &Bound<'_, PyAny>, k: i64) -> R {
 /// 0/1 membership [N, M] of points [N, 3] within radius of centroids [M, 3].
 #[pyfunction]
 pub fn radius_search(points: &Bound<'_, PyAny>, centroids: &Bound<'_, PyAny>, radius: f64) -> R {
-    let op = "radius_search";
-    wrap(bridge::radius_search(
-        &tensor(points, op, "points")?,
-        &tensor(centroids, op, "centroids")?,
-        radius,
-    ))
+    let [p, c] = tensors(
+        "radius_search",
+        [(points, "points"), (centroids, "centroids")],
+    )?;
+    wrap(bridge::radius_search(&p, &c, radius))
 }
 
 /// (x - min) / (max - min + eps) along "width" or "height" of x [N, C, H, W].
@@ -73,13 +63,8 @@ pub fn minmax_norm(x: &Bound<'_, PyAny>, dimension: &str, eps: f32) -> R {
 #[pyfunction]
 #[pyo3(signature = (x, z, op="add", scale=1.0))]
 pub fn scaled_elementwise(x: &Bound<'_, PyAny>, z: &Bound<'_, PyAny>, op: &str, scale: f32) -> R {
-    let name = "scaled_elementwise";
-    wrap(bridge::scaled_elementwise(
-        &tensor(x, name, "x")?,
-        &tensor(z, name, "z")?,
-        op,
-        scale,
-    ))
+    let [x, z] = tensors("scaled_elementwise", [(x, "x"), (z, "z")])?;
+    wrap(bridge::scaled_elementwise(&x, &z, op, scale))
 }
 
 /// [N, C, H, W] -> [N*bh*bw, C, H/bh, W/bw] (TensorFlow order).
@@ -129,9 +114,8 @@ pub fn dynamic_slice(
     start: &Bound<'_, PyAny>,
     sizes: &Bound<'_, PyAny>,
 ) -> R {
-    let op = "dynamic_slice";
-    let (start, sizes) = (tensor(start, op, "start")?, ints(sizes, op, "sizes")?);
-    wrap(tensor(x, op, "x")?.dynamic_slice(&start, &sizes))
+    let [x, start] = tensors("dynamic_slice", [(x, "x"), (start, "start")])?;
+    wrap(x.dynamic_slice(&start, &ints(sizes, "dynamic_slice", "sizes")?))
 }
 
 /// The host attention over the last two axes with an optional runtime additive mask Tensor.

@@ -4,6 +4,7 @@
 use pyo3::prelude::*;
 
 use crate::convert::tensor;
+use crate::host_ops::tensors;
 use crate::tensor::{wrap, PyTensor};
 use aneforge::graph::build::indexing;
 
@@ -19,19 +20,17 @@ pub fn scatter(
     axis: i64,
     reduce: Option<&str>,
 ) -> R {
-    let (idx, upd) = (
-        tensor(indices, "scatter", "indices")?,
-        tensor(updates, "scatter", "updates")?,
-    );
-    wrap(tensor(x, "scatter", "x")?.scatter(&idx, &upd, axis, reduce))
+    let args = [(x, "x"), (indices, "indices"), (updates, "updates")];
+    let [x, idx, upd] = tensors("scatter", args)?;
+    wrap(x.scatter(&idx, &upd, axis, reduce))
 }
 
 /// NumPy take_along_axis(x, indices, axis) with int32 indices read at run time.
 #[pyfunction]
 #[pyo3(signature = (x, indices, axis=0))]
 pub fn take_along_axis(x: &Bound<'_, PyAny>, indices: &Bound<'_, PyAny>, axis: i64) -> R {
-    let idx = tensor(indices, "take_along_axis", "indices")?;
-    wrap(tensor(x, "take_along_axis", "x")?.take_along_axis(&idx, axis))
+    let [x, idx] = tensors("take_along_axis", [(x, "x"), (indices, "indices")])?;
+    wrap(x.take_along_axis(&idx, axis))
 }
 
 /// Copy of `x` with rows[.., k, ..] written at int32 row_index[k] along `axis`.
@@ -43,11 +42,9 @@ pub fn index_put(
     rows: &Bound<'_, PyAny>,
     axis: i64,
 ) -> R {
-    let (idx, rows) = (
-        tensor(row_index, "index_put", "row_index")?,
-        tensor(rows, "index_put", "rows")?,
-    );
-    wrap(tensor(x, "index_put", "x")?.index_put(&idx, &rows, axis))
+    let args = [(x, "x"), (row_index, "row_index"), (rows, "rows")];
+    let [x, idx, rows] = tensors("index_put", args)?;
+    wrap(x.index_put(&idx, &rows, axis))
 }
 
 /// Running sum along any axis (exclusive / reverse), f64 accumulation rounded once.

@@ -86,6 +86,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(targets::preflight, m)?)?;
     m.add_function(wrap_pyfunction!(host_kernels::_kernel_topk, m)?)?;
     m.add_function(wrap_pyfunction!(host_kernels::_kernel_sort, m)?)?;
+    m.add_function(wrap_pyfunction!(host_kernels::_kernel_sort_values, m)?)?;
     m.add_function(wrap_pyfunction!(host_kernels::_kernel_take, m)?)?;
     m.add_function(wrap_pyfunction!(cost::_estimate, m)?)?;
     m.add_function(wrap_pyfunction!(cost::_estimate_dir, m)?)?;

@@ -25,7 +25,7 @@ pub struct Compiled {
     pub report: Vec<CompressionEntry>,
     /// The stages when the graph holds host ops (see [`crate::plan`]), else `None`.
     pub plan: Option<Plan>,
-    /// The routing decision per routable host op (see [`crate::plan::route`]); empty when loaded from a directory.
+    /// The routing decision per routable host op (see [`crate::plan::route`]); from `plan.json` when loaded from a plan directory.
     pub routes: Vec<RouteChoice>,
 }
 
@@ -103,20 +103,20 @@ pub fn export(outputs: &[(Option<String>, Tensor)], opts: &CompileOptions) -> Re
             .into_iter()
             .zip(passes::reduce_sum_to_matmul(&ts)?)
             .collect();
-        write_graph(Graph::from_outputs(&rewritten)?, opts)?
+        write_graph(Graph::from_outputs(&rewritten)?, opts, &routes)?
     } else {
-        write_graph(Graph::from_outputs(&outputs)?, opts)?
+        write_graph(Graph::from_outputs(&outputs)?, opts, &routes)?
     };
     e.routes = routes;
     Ok(e)
 }
 
-/// Write `graph` as one program, or as a plan when it holds host ops.
-fn write_graph(graph: Graph, opts: &CompileOptions) -> Result<Exported> {
+/// Write `graph` as one program, or as a plan (recording `routes`) when it holds host ops.
+fn write_graph(graph: Graph, opts: &CompileOptions, routes: &[RouteChoice]) -> Result<Exported> {
     opts.validate()?;
     match segment::segment(&graph)? {
         None => write_program(graph, opts),
-        Some(seg) => write_plan(graph, seg, opts),
+        Some(seg) => write_plan(graph, seg, opts, routes),
     }
 }
 
@@ -164,7 +164,12 @@ fn write_program(graph: Graph, opts: &CompileOptions) -> Result<Exported> {
 
 /// Lower every region of `seg`, write them under `<dir>/regions/` and `plan.json` last; `dir`
 /// is `opts.build_dir`, else `<cache>/<first 32 hex digits of SHA-256(plan.json)>`.
-fn write_plan(graph: Graph, seg: segment::Segmented, opts: &CompileOptions) -> Result<Exported> {
+fn write_plan(
+    graph: Graph,
+    seg: segment::Segmented,
+    opts: &CompileOptions,
+    routes: &[RouteChoice],
+) -> Result<Exported> {
     let mut report = Vec::new();
     let mut stages = Vec::with_capacity(seg.stages.len());
     for s in seg.stages {
@@ -191,6 +196,7 @@ fn write_plan(graph: Graph, seg: segment::Segmented, opts: &CompileOptions) -> R
         outputs: seg.outputs,
         stages,
         values: seg.values,
+        routes: routes.to_vec(),
     };
     let json = plan_file::to_json(&plan);
     let summary = summary_program(graph, &plan, &json);
@@ -313,8 +319,8 @@ pub fn load_dir(dir: &Path, device: Device, precision: Precision) -> Result<Comp
             program: summary_program(plan_graph(&plan), &plan, &json),
             dir: dir.to_path_buf(),
             report: Vec::new(),
+            routes: plan.routes.clone(),
             plan: Some(plan),
-            routes: Vec::new(),
         };
         return load_exported(e, device, precision);
     }

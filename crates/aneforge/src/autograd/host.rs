@@ -71,11 +71,8 @@ impl Differentiable for HostOp {
             HostOp::CostVolume(op) => bridge::cost_volume(op, a),
             HostOp::InputView(op) => bridge::input_view(op, a),
             HostOp::ScaledElementwise(op) => bridge::scaled_elementwise(op, a),
-            HostOp::DynamicSlice(_) => Err(crate::Error::NotImplemented(
-                "backward: dynamic_slice has no gradient yet (its start is a run-time int32 value); \
-                 detach it with stop= or keep it off the path from the parameters to the loss"
-                    .into(),
-            )),
+            HostOp::DynamicSlice(_) => bridge::dynamic_slice(a),
+            HostOp::DynamicSliceAdd(_) => bridge::dynamic_slice_add(a),
             HostOp::ArgReduce(_)
             | HostOp::AlongAdd(_)
             | HostOp::OneHot(_)

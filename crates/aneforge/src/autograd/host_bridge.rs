@@ -2,16 +2,21 @@
 //! `minmax_norm` (through the lane's min and max), `sdpa` (the softmax attention backward,
 //! recomputing the probabilities in fused ops), `cross_correlation` (correlations with the
 //! padded gradient and the flipped template), `cost_volume` (signs of the differences),
-//! `input_view` (the gradient padded back into place) and `scaled_elementwise`.
-//! `dynamic_slice` has none yet (its start is only known at run time): NotImplemented.
+//! `input_view` (the gradient padded back into place), `dynamic_slice` (the gradient placed
+//! into zeros at the run-time start by the `dynamic_slice_add` host op, whose own gradient is
+//! the slice again) and `scaled_elementwise`.
 
 use super::{mask, pad_axis, reshape_to, unbroadcast, Grads, Vjp};
 use crate::error::Result;
 use crate::graph::build::bridge;
+use crate::graph::build::host::host;
 use crate::graph::Tensor;
 use crate::ops::elementwise::Compare;
-use crate::ops::host::bridge::{CostVolume, InputView, MinmaxNorm, ScaledElementwise, Sdpa};
+use crate::ops::host::bridge::{
+    CostVolume, DynamicSlice, DynamicSliceAdd, InputView, MinmaxNorm, ScaledElementwise, Sdpa,
+};
 use crate::ops::host::normalize::ScaledOp;
+use crate::ops::host::HostOp;
 
 /// dx of `y = (x − lo) / (hi − lo + eps)` per lane: `g/D + [x = lo](t − s/D) − [x = hi] t`
 /// with `s = Σ g`, `t = Σ g·y / D`.
@@ -91,6 +96,22 @@ pub fn input_view(op: &InputView, a: &Vjp) -> Result<Grads> {
     let n = crate::shape::numel(x.shape());
     let flat = pad_axis(g, 0, op.offset, n - op.offset - op.size)?;
     Ok(vec![Some(reshape_to(&flat, x.shape())?)])
+}
+
+/// `dynamic_slice(x, start)`: dx = zeros like x with g in the box at `start`; start has none.
+pub fn dynamic_slice(a: &Vjp) -> Result<Grads> {
+    let shape = a.x[0].shape().to_vec();
+    let op = HostOp::DynamicSliceAdd(DynamicSliceAdd { shape });
+    let dx = host(op, vec![a.g0().clone(), a.x[1].clone()])?.remove(0);
+    Ok(vec![Some(dx), None])
+}
+
+/// `dynamic_slice_add(g, start)`: dg = the slice of the incoming gradient at `start`.
+pub fn dynamic_slice_add(a: &Vjp) -> Result<Grads> {
+    let sizes = a.x[0].shape().to_vec();
+    let op = HostOp::DynamicSlice(DynamicSlice { sizes });
+    let dg = host(op, vec![a.g0().clone(), a.x[1].clone()])?.remove(0);
+    Ok(vec![Some(dg), None])
 }
 
 /// `scale · (x OP z)`: add/sub/mul by the usual rules, min/max routed by x ≤ z / x ≥ z.

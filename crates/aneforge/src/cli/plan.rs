@@ -1,5 +1,6 @@
 //! `aneforge plan DIR`: the stages of a segmented program directory (checked as `run` would):
-//! per stage its kind, ops, executor and the values it reads and writes.
+//! per stage its kind, ops, executor and the values it reads and writes, then the routing
+//! decisions and the values table.
 
 use std::path::Path;
 
@@ -47,6 +48,9 @@ pub(super) fn plan(dir: &Path) -> Result<()> {
             ),
         };
         out += &format!("  stage {k}: {what}: {ins:?} -> {outs:?}\n");
+    }
+    for r in &plan.routes {
+        out += &format!("  route: {r}\n");
     }
     for v in &plan.values {
         out += &format!("  value {}: {} {:?}\n", v.name, v.ty.dtype, v.ty.shape);

@@ -57,7 +57,8 @@ pub fn check_name(op: &str, name: &str) -> Result<()> {
 impl Graph {
     /// Collect the DAG under `outputs` (name `None` = automatic), order it, and name the ports.
     /// Inputs are ordered by creation; an output that is an input or repeats an earlier output
-    /// is copied through `x * 1.0` (an empty program body crashes the ANE compiler). Errors if the
+    /// is copied through `x * 1.0` (an empty program body crashes the ANE compiler), or for
+    /// int32 through an exact host copy (`int_reshape` to the same shape). Errors if the
     /// program's buffers and weights exceed the byte cap of [`crate::limits`].
     pub fn from_outputs(outputs: &[(Option<String>, Tensor)]) -> Result<Graph> {
         if outputs.is_empty() {
@@ -73,7 +74,11 @@ impl Graph {
             let copy = matches!(t.op(), Op::Input(_)) || repeated;
             let t = match t.dtype() {
                 crate::DType::Fp16 if copy => t.mul_scalar(1.0)?,
-                crate::DType::Int32 if copy => return Err(Error::value("compile", format!("output {} is an int32 input or repeats an output; int32 values are not copied (return it once, from an op)", outs.len()))),
+                // int32 has no fused copy: an exact host copy (the output becomes a plan stage).
+                crate::DType::Int32 if copy => Tensor::apply1(
+                    Op::Host(crate::ops::host::HostOp::IntReshape(crate::ops::host_int::IntReshape { shape: t.shape().to_vec() })),
+                    vec![t.clone()],
+                )?,
                 crate::DType::Fp16 | crate::DType::Int32 => t.clone(),
                 d => return Err(Error::dtype("compile", format!("output {} is {d} {:?}; program outputs must be fp16 or int32 (compare results are internal, feed them to select)", outs.len(), t.shape()))),
             };

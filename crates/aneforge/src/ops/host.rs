@@ -180,6 +180,8 @@ host_ops! {
     InputView(bridge::InputView) = "input_view",
     /// `dynamic_slice(x, start, sizes)` with a runtime int32 start.
     DynamicSlice(bridge::DynamicSlice) = "dynamic_slice",
+    /// Gradient of `dynamic_slice`: `g` placed into zeros at the runtime start.
+    DynamicSliceAdd(bridge::DynamicSliceAdd) = "dynamic_slice_add",
     /// `sdpa(q, k, v[, mask])` with an optional runtime additive mask.
     Sdpa(bridge::Sdpa) = "sdpa",
     /// Exact integer/bool elementwise ops (ONNX int tensors as int32), wrapping to their type.

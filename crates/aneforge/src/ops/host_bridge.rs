@@ -333,6 +333,39 @@ impl HostKernel for DynamicSlice {
     }
 }
 
+/// The gradient of `dynamic_slice`: fp16 `g` (shape `sizes`), int32 `start [rank]` → fp16
+/// zeros of `shape` holding `g` in the box at `start`.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct DynamicSliceAdd {
+    pub shape: Vec<usize>,
+}
+
+/// Op name of the `dynamic_slice` gradient.
+pub const DYNAMIC_SLICE_ADD: &str = "dynamic_slice_add";
+
+impl HostKernel for DynamicSliceAdd {
+    fn name(&self) -> &'static str {
+        DYNAMIC_SLICE_ADD
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        expect_dtypes(DYNAMIC_SLICE_ADD, inputs, &[DType::Fp16, DType::Int32])?;
+        crate::shape::check(DYNAMIC_SLICE_ADD, &self.shape)?;
+        let sizes: Vec<i64> = inputs[0].shape.iter().map(|&s| s as i64).collect();
+        view::dynamic_slice_shape(&self.shape, &inputs[1].shape, &sizes)?;
+        Ok(vec![TensorType::fp16(self.shape.clone())])
+    }
+    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+        let g = inputs[0];
+        view::dynamic_slice_add(
+            g.f32s(DYNAMIC_SLICE_ADD)?,
+            &g.shape,
+            inputs[1].i32s(DYNAMIC_SLICE_ADD)?,
+            &self.shape,
+            outputs[0].f32s_mut(DYNAMIC_SLICE_ADD)?,
+        )
+    }
+}
+
 /// `sdpa(q, k, v[, mask], scale)`: `softmax(q kᵀ · scale + mask) v` over the last two axes;
 /// `masked` says whether a fourth (additive mask) input is present.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]

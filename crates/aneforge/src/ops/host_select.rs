@@ -35,6 +35,57 @@ fn key(bits: u16, descending: bool) -> u16 {
     }
 }
 
+/// Order-preserving 16-bit key of fp16 `bits` for a values-only sort: like [`key`] but −0
+/// keeps its sign (it sorts just below +0, which it equals), so [`key_bits`] restores it.
+fn value_key(bits: u16, descending: bool) -> u16 {
+    let bits = if bits & 0x7FFF > 0x7C00 { 0x7E00 } else { bits };
+    let k = bits ^ ((((bits as i16) >> 15) as u16) | 0x8000);
+    if descending {
+        !k
+    } else {
+        k
+    }
+}
+
+/// The fp16 bits of [`value_key`] `k`.
+fn key_bits(k: u16, descending: bool) -> u16 {
+    let k = if descending { !k } else { k };
+    if k & 0x8000 != 0 {
+        k ^ 0x8000
+    } else {
+        !k
+    }
+}
+
+/// Stable LSD radix sort of 16-bit keys (a pass whose byte is the same everywhere is skipped).
+fn radix_sort_u16(keys: &mut Vec<u16>, scratch: &mut Vec<u16>) {
+    let mut counts = [[0u32; 256]; 2];
+    for &k in keys.iter() {
+        counts[0][(k & 0xFF) as usize] += 1;
+        counts[1][(k >> 8) as usize] += 1;
+    }
+    for (pass, count) in counts.iter_mut().enumerate() {
+        if count.contains(&(keys.len() as u32)) {
+            continue;
+        }
+        let mut at = 0;
+        for c in count.iter_mut() {
+            let here = *c;
+            *c = at;
+            at += here;
+        }
+        scratch.clear();
+        scratch.resize(keys.len(), 0);
+        let shift = 8 * pass;
+        for &k in keys.iter() {
+            let slot = &mut count[(k >> shift & 0xFF) as usize];
+            scratch[*slot as usize] = k;
+            *slot += 1;
+        }
+        std::mem::swap(keys, scratch);
+    }
+}
+
 /// Total order "by value (NaN last, −0 = +0), then by position", for the fallback path.
 fn compare(a: (f32, u32), b: (f32, u32), descending: bool) -> std::cmp::Ordering {
     let canon = |v: f32| if v == 0.0 { 0.0 } else { v };
@@ -88,23 +139,61 @@ struct Lanes {
     words: Vec<u32>,
     scratch: Vec<u32>,
     order: Vec<u32>,
+    keys: Vec<u16>,
+    key_scratch: Vec<u16>,
 }
 
 impl Lanes {
-    /// The order of `lane`: its `k` best positions, best first (all when `k == len`), left in
-    /// `self.order`; in position order instead when not `sorted`.
-    fn order(&mut self, lane: &[f32], k: usize, descending: bool, sorted: bool) {
+    /// `lane` widened to fp16 bits in `self.bits`; whether every value is exactly an fp16
+    /// number (NaN included).
+    fn fp16_exact(&mut self, lane: &[f32]) -> bool {
         let n = lane.len();
         self.bits.resize(n, f16::ZERO);
         self.bits.convert_from_f32_slice(lane);
         self.back.resize(n, 0.0);
         self.bits.convert_to_f32_slice(&mut self.back);
-        let exact = n <= 1 << 16
-            && self
-                .back
-                .iter()
-                .zip(lane)
-                .all(|(b, v)| b == v || v.is_nan());
+        self.back
+            .iter()
+            .zip(lane)
+            .all(|(b, v)| b == v || v.is_nan())
+    }
+
+    /// The sorted values of `lane` into `out` (same length; no permutation): a 16-bit radix
+    /// sort of the fp16 keys, or a comparison sort when a value is not an fp16 number.
+    fn sorted_values(&mut self, lane: &[f32], descending: bool, out: &mut [f32]) {
+        if !self.fp16_exact(lane) {
+            out.copy_from_slice(lane);
+            let rank = |v: &f32| (v.is_nan(), if v.is_nan() { 0.0 } else { *v });
+            out.sort_unstable_by(|a, b| {
+                let (ka, kb) = (rank(a), rank(b));
+                let by = ka.0.cmp(&kb.0).then(ka.1.total_cmp(&kb.1));
+                if descending {
+                    by.reverse()
+                } else {
+                    by
+                }
+            });
+            return;
+        }
+        self.keys.clear();
+        self.keys
+            .extend(self.bits.iter().map(|b| value_key(b.to_bits(), descending)));
+        if lane.len() < RADIX_MIN {
+            self.keys.sort_unstable();
+        } else {
+            radix_sort_u16(&mut self.keys, &mut self.key_scratch);
+        }
+        for (b, &k) in self.bits.iter_mut().zip(&self.keys) {
+            *b = f16::from_bits(key_bits(k, descending));
+        }
+        self.bits.convert_to_f32_slice(out);
+    }
+
+    /// The order of `lane`: its `k` best positions, best first (all when `k == len`), left in
+    /// `self.order`; in position order instead when not `sorted`.
+    fn order(&mut self, lane: &[f32], k: usize, descending: bool, sorted: bool) {
+        let n = lane.len();
+        let exact = n <= 1 << 16 && self.fp16_exact(lane);
         self.order.clear();
         if !exact {
             self.order.extend(0..n as u32);
@@ -223,6 +312,48 @@ impl Select {
         Ok(())
     }
 
+    /// Values only of a full sort (`k == n`, `sorted`) into `values` (layout `outer × n ×
+    /// inner`), with the order of [`Select::run`] up to the placement of −0 beside +0 and of
+    /// NaN payloads; no permutation is computed. Errors name `op`.
+    pub fn sort_values(&self, op: &str, x: &[f32], values: &mut [f32]) -> Result<()> {
+        let Select {
+            outer, n, inner, ..
+        } = *self;
+        check_lanes(op, x, outer, n, inner, n)?;
+        if values.len() != x.len() {
+            return Err(Error::shape(
+                op,
+                format!(
+                    "output holds {} elements; {} expected",
+                    values.len(),
+                    x.len()
+                ),
+            ));
+        }
+        let mut lanes = Lanes::default();
+        let (mut lane, mut sorted) = (Vec::new(), vec![0.0f32; n]);
+        for o in 0..outer {
+            for i in 0..inner {
+                let base = o * n * inner + i;
+                if inner == 1 {
+                    lanes.sorted_values(
+                        &x[base..base + n],
+                        self.largest,
+                        &mut values[base..base + n],
+                    );
+                    continue;
+                }
+                lane.clear();
+                lane.extend((0..n).map(|j| x[base + j * inner]));
+                lanes.sorted_values(&lane, self.largest, &mut sorted);
+                for (j, &v) in sorted.iter().enumerate() {
+                    values[base + j * inner] = v;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// [`Select::run`] into freshly allocated (values, indices).
     pub fn collect(&self, op: &str, x: &[f32]) -> Result<(Vec<f32>, Vec<i32>)> {
         let m = self.outer * self.k.min(self.n) * self.inner;
@@ -328,6 +459,36 @@ mod tests {
         let want = reference(&x, false);
         assert_eq!(i, want.iter().map(|&p| p as i32).collect::<Vec<_>>());
         assert!(v.windows(2).all(|w| w[0] <= w[1]));
+    }
+
+    #[test]
+    fn values_only_sort_matches_the_full_sort_on_both_paths_and_layouts() {
+        let mut x = lane(3 * 300 * 2, 4);
+        x[7] = f32::NAN;
+        x[9] = -0.0;
+        x[11] = f32::INFINITY;
+        let inexact: Vec<f32> = x.iter().map(|v| v * 1.0001).collect();
+        for data in [&x, &inexact] {
+            for desc in [false, true] {
+                for (outer, n, inner) in [(1, 1800, 1), (6, 300, 1), (3, 300, 2), (60, 30, 1)] {
+                    let s = select(outer, n, inner, n, desc);
+                    let (want, _) = s.collect("sort", data).unwrap();
+                    let mut got = vec![0.0; data.len()];
+                    s.sort_values("sort", data, &mut got).unwrap();
+                    // Equal as numbers (−0 == +0), NaN in the same places.
+                    assert!(
+                        got.iter()
+                            .zip(&want)
+                            .all(|(a, b)| a == b || (a.is_nan() && b.is_nan())),
+                        "{outer}x{n}x{inner} desc={desc}"
+                    );
+                }
+            }
+        }
+        let mut short = vec![0.0; 4];
+        assert!(select(1, 4, 1, 4, false)
+            .sort_values("sort", &[1.0; 5], &mut short)
+            .is_err());
     }
 
     #[test]

@@ -50,15 +50,10 @@ pub fn dynamic_slice_shape(x: &[usize], start: &[usize], sizes: &[i64]) -> Resul
     Ok(sizes.iter().map(|&s| s as usize).collect())
 }
 
-/// `x[start[0]..start[0] + sizes[0], ...]`; a start outside `0..=x[d] - sizes[d]` is a value
-/// error naming the axis and value (never clamped).
-pub fn dynamic_slice(
-    x: &[f32],
-    x_shape: &[usize],
-    start: &[i32],
-    sizes: &[usize],
-) -> Result<Vec<f32>> {
-    check_len(DYNAMIC_SLICE, "x", x.len(), x_shape)?;
+/// Flat offsets of the rows (last-axis runs of `sizes[last]` elements) of the box `start`,
+/// `sizes` inside `x_shape`, in row-major order; a start outside `0..=x[d] - sizes[d]` is a
+/// value error naming the axis and value (never clamped).
+fn box_rows(x_shape: &[usize], start: &[i32], sizes: &[usize]) -> Result<Vec<usize>> {
     check_len(DYNAMIC_SLICE, "start", start.len(), &[x_shape.len()])?;
     for d in 0..x_shape.len() {
         let s = start[d] as i64;
@@ -73,16 +68,16 @@ pub fn dynamic_slice(
         }
     }
     let strides = shape::strides(x_shape);
-    let n = shape::numel(sizes);
-    let mut out = Vec::with_capacity(n);
-    let mut coord = vec![0usize; sizes.len()];
     let inner = *sizes.last().unwrap_or(&1);
     let last = sizes.len() - 1;
-    for _ in 0..n / inner {
-        let base: usize = (0..sizes.len())
-            .map(|d| (coord[d] + start[d] as usize) * strides[d])
-            .sum();
-        out.extend_from_slice(&x[base..base + inner]);
+    let mut coord = vec![0usize; sizes.len()];
+    let mut rows = Vec::with_capacity(shape::numel(sizes) / inner);
+    for _ in 0..shape::numel(sizes) / inner {
+        rows.push(
+            (0..sizes.len())
+                .map(|d| (coord[d] + start[d] as usize) * strides[d])
+                .sum(),
+        );
         for d in (0..last).rev() {
             coord[d] += 1;
             if coord[d] < sizes[d] {
@@ -91,7 +86,43 @@ pub fn dynamic_slice(
             coord[d] = 0;
         }
     }
+    Ok(rows)
+}
+
+/// `x[start[0]..start[0] + sizes[0], ...]`; a start outside `0..=x[d] - sizes[d]` is a value
+/// error naming the axis and value (never clamped).
+pub fn dynamic_slice(
+    x: &[f32],
+    x_shape: &[usize],
+    start: &[i32],
+    sizes: &[usize],
+) -> Result<Vec<f32>> {
+    check_len(DYNAMIC_SLICE, "x", x.len(), x_shape)?;
+    let inner = *sizes.last().unwrap_or(&1);
+    let mut out = Vec::with_capacity(shape::numel(sizes));
+    for base in box_rows(x_shape, start, sizes)? {
+        out.extend_from_slice(&x[base..base + inner]);
+    }
     Ok(out)
+}
+
+/// The gradient of `dynamic_slice`: zeros of `x_shape` with `g` (shape `sizes`) written into
+/// the box at `start` (same start checks as [`dynamic_slice`]), into `out`.
+pub fn dynamic_slice_add(
+    g: &[f32],
+    sizes: &[usize],
+    start: &[i32],
+    x_shape: &[usize],
+    out: &mut [f32],
+) -> Result<()> {
+    check_len(DYNAMIC_SLICE, "g", g.len(), sizes)?;
+    check_len(DYNAMIC_SLICE, "out", out.len(), x_shape)?;
+    let inner = *sizes.last().unwrap_or(&1);
+    out.fill(0.0);
+    for (row, base) in box_rows(x_shape, start, sizes)?.into_iter().enumerate() {
+        out[base..base + inner].copy_from_slice(&g[row * inner..(row + 1) * inner]);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -119,5 +150,15 @@ mod tests {
         assert!(dynamic_slice(&x, &[3, 4], &[-1, 0], &[1, 1]).is_err());
         assert!(dynamic_slice_shape(&[3, 4], &[2], &[1, 5]).is_err());
         assert_eq!(dynamic_slice_shape(&[3, 4], &[2], &[1, 4]).unwrap(), [1, 4]);
+    }
+
+    #[test]
+    fn dynamic_slice_add_places_the_gradient_in_the_box() {
+        let mut out = vec![7.0f32; 12];
+        dynamic_slice_add(&[1.0, 2.0, 3.0, 4.0], &[2, 2], &[1, 2], &[3, 4], &mut out).unwrap();
+        let want = [0., 0., 0., 0., 0., 0., 1., 2., 0., 0., 3., 4.];
+        assert_eq!(out, want);
+        let e = dynamic_slice_add(&[1.0; 4], &[2, 2], &[0, 3], &[3, 4], &mut out).unwrap_err();
+        assert!(e.to_string().contains("start[1] = 3"), "{e}");
     }
 }

@@ -3,25 +3,31 @@
 //! and that each stage reads only values defined before it — before anything runs.
 //!
 //! ```text
-//! <dir>/plan.json              {"format": "aneforge-plan-1", "aneforge_version", "inputs",
-//!                               "outputs", "values": [{name, dtype, shape}], "stages": [...]}
+//! <dir>/plan.json              {"format": "aneforge-plan-2", "aneforge_version", "inputs",
+//!                               "outputs", "values": [{name, dtype, shape}], "stages": [...],
+//!                               "routes": [{op, fused, cuts_removed, mode}]}
 //! <dir>/regions/<key>/         one ordinary program directory per fused region
 //! ```
 //! A region stage is `{"kind": "region", "program": "<key>", "ops": [...], "inputs": [...],
 //! "outputs": [...]}` (its port names are plan value names); a host stage is `{"kind": "host",
-//! "op": {"op": "<host op>", <fields>}, "inputs": [...], "outputs": [...]}`.
+//! "op": {"op": "<host op>", <fields>}, "inputs": [...], "outputs": [...]}`. `routes` records the
+//! routing decision per routable host op (`net.routes`); format 1 (no `routes`) still loads.
 
 use std::collections::HashSet;
 use std::path::Path;
 
+use super::route::RouteChoice;
 use super::{CutValue, Plan, Stage};
 use crate::error::{Error, Result};
 use crate::ops::host::HostOp;
 use crate::ops::{Family, TensorType};
+use crate::options::Route;
 use crate::program::{files, PortSpec, Program, KEY_LEN};
 
 /// `format` value of the plan file.
-pub const FORMAT: &str = "aneforge-plan-1";
+pub const FORMAT: &str = "aneforge-plan-2";
+/// The previous format (no `routes`), still read.
+pub const FORMAT_1: &str = "aneforge-plan-1";
 /// File name of the plan inside its directory.
 pub const PLAN_FILE: &str = "plan.json";
 /// Subdirectory holding the regions' program directories.
@@ -36,6 +42,18 @@ struct PlanFile {
     outputs: Vec<PortSpec>,
     values: Vec<PortSpec>,
     stages: Vec<StageEntry>,
+    #[serde(default)]
+    routes: Vec<RouteEntry>,
+}
+
+/// One routing decision as stored (`mode` is the option spelling).
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RouteEntry {
+    op: String,
+    fused: bool,
+    cuts_removed: usize,
+    mode: String,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -96,6 +114,16 @@ pub fn to_json(plan: &Plan) -> String {
         outputs: plan.outputs.iter().map(spec).collect(),
         values: plan.values.iter().map(spec).collect(),
         stages,
+        routes: plan
+            .routes
+            .iter()
+            .map(|r| RouteEntry {
+                op: r.op.clone(),
+                fused: r.fused,
+                cuts_removed: r.cuts_removed,
+                mode: r.mode.name().into(),
+            })
+            .collect(),
     };
     serde_json::to_string_pretty(&file).expect("plan serialises")
 }
@@ -113,9 +141,29 @@ pub fn read(dir: &Path) -> Result<Plan> {
     let bad = |msg: String| Error::format(&path, None, msg);
     let file: PlanFile =
         serde_json::from_str(&text).map_err(|e| bad(format!("not a valid plan: {e}")))?;
-    if file.format != FORMAT {
-        return Err(bad(format!("format '{}' is not '{FORMAT}'", file.format)));
+    if file.format != FORMAT && file.format != FORMAT_1 {
+        return Err(bad(format!(
+            "format '{}' is not '{FORMAT}' (or '{FORMAT_1}')",
+            file.format
+        )));
     }
+    if file.format == FORMAT_1 && !file.routes.is_empty() {
+        return Err(bad(format!("format '{FORMAT_1}' has no routes")));
+    }
+    let routes = file
+        .routes
+        .iter()
+        .map(|r| {
+            let mode =
+                Route::parse(&r.mode).map_err(|e| bad(format!("route of '{}': {e}", r.op)))?;
+            Ok(RouteChoice {
+                op: r.op.clone(),
+                fused: r.fused,
+                cuts_removed: r.cuts_removed,
+                mode,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
     let mut values: Vec<CutValue> = Vec::with_capacity(file.values.len());
     for p in &file.values {
         crate::shape::check(&p.name, &p.shape)
@@ -223,6 +271,7 @@ pub fn read(dir: &Path) -> Result<Plan> {
         outputs,
         stages,
         values,
+        routes,
     })
 }
 

@@ -54,6 +54,8 @@ pub struct Plan {
     pub stages: Vec<Stage>,
     /// Every value a stage reads or writes (plan ports included), by name.
     pub values: Vec<CutValue>,
+    /// The routing decision per routable host op (saved in the plan file).
+    pub routes: Vec<route::RouteChoice>,
 }
 
 impl Plan {

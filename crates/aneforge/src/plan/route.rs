@@ -1,19 +1,27 @@
 //! Routing: host ops that have a lossless fused decomposition run as fused ops when that removes
 //! a cut (`route="auto"`), always (`"fused"`) or never (`"host"`). Routable: `minmax_norm`
-//! (reduce_min/max, sub, div), `flatten` (reshape), `sdpa` (matmul, softmax, matmul) and
-//! `gather`/`take` whose indices are a constant cast to int32 (static slices joined by concat).
-//! `lrn` is always fused already (`local_response_norm`); `argmax` stays on the host (a fused
-//! form would compute indices in fp16, exact only below 2048, and ties need the first index).
+//! (reduce_min/max, sub, div), `flatten` (reshape), `sdpa` (matmul, softmax, matmul),
+//! `gather`/`take` whose indices are a constant cast to int32 (static slices joined by concat)
+//! and `argmax`/`argmin` along an axis of at most [`ARG_FUSED_MAX`] elements (the first index
+//! equal to the lane's extreme, or the first NaN, by `reduce_min` over fp16 index numbers,
+//! which are exact integers only up to 2048; longer axes stay on the host). `lrn` is always
+//! fused already (`local_response_norm`).
 //! "Lossless" means the same math; the fused form rounds between ops under the fp16 contract
 //! where the host kernel rounds once.
 
 use std::collections::HashSet;
 use std::fmt;
 
+use crate::dtype::DType;
 use crate::error::Result;
 use crate::graph::build::bridge::sdpa_fused;
+use crate::graph::build::elementwise::select;
+use crate::graph::build::io::constant;
 use crate::graph::{Graph, Tensor};
+use crate::ops::elementwise::Compare;
+use crate::ops::host::argreduce::ArgReduce;
 use crate::ops::host::HostOp;
+use crate::ops::io::HostArray;
 use crate::ops::Op;
 use crate::options::Route;
 
@@ -71,11 +79,41 @@ fn const_indices(g: &Graph, i: usize, axis: usize) -> Option<Vec<i64>> {
         .collect()
 }
 
+/// The longest axis whose `argmax`/`argmin` routes fused: fp16 holds every integer up to 2048.
+pub const ARG_FUSED_MAX: usize = 2048;
+
+/// `argmax`/`argmin` by reductions: the first index whose value is NaN (NaN counts as the
+/// extreme, NumPy's rule), else the first equal to the lane's max (min), cast to int32.
+fn arg_reduce_fused(x: &Tensor, op: &ArgReduce) -> Result<Tensor> {
+    let n = x.shape()[op.axis];
+    let mut lane = vec![1; x.rank()];
+    lane[op.axis] = n;
+    let positions: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let name = crate::ops::host::HostKernel::name(op);
+    let index = constant(name, HostArray::f32(&lane, &positions))?;
+    let none = constant(name, HostArray::f32(&[1], &[n as f32]))?;
+    let ax = [op.axis as i64];
+    let first = |hit: &Tensor| select(hit, &index, &none)?.amin(&ax, op.keepdims);
+    let extreme = if op.max {
+        x.amax(&ax, true)?
+    } else {
+        x.amin(&ax, true)?
+    };
+    let at_nan = first(&x.compare(Compare::NotEqual, x)?)?;
+    let at_extreme = first(&x.compare(Compare::Equal, &extreme)?)?;
+    let has_nan = at_nan.compare_scalar(Compare::Less, n as f32)?;
+    select(&has_nan, &at_nan, &at_extreme)?.cast(DType::Int32)
+}
+
 /// Whether node `i` of `g` is a host op with a fused decomposition.
 fn routable(g: &Graph, i: usize) -> bool {
     match &g.nodes[i].op {
         Op::Host(HostOp::MinmaxNorm(_) | HostOp::Flatten(_) | HostOp::Sdpa(_)) => true,
         Op::Host(HostOp::Take(op)) => const_indices(g, i, op.axis).is_some(),
+        Op::Host(HostOp::ArgReduce(op)) => {
+            let x = g.nodes[i].inputs[0];
+            g.ty(x).shape[op.axis] <= ARG_FUSED_MAX
+        }
         _ => false,
     }
 }
@@ -93,6 +131,7 @@ fn decompose(g: &Graph, i: usize, srcs: &[Tensor]) -> Result<Tensor> {
             let d = srcs[0].amax(&ax, true)?.sub(&lo)?.add_scalar(m.eps)?;
             srcs[0].sub(&lo)?.div(&d)
         }
+        HostOp::ArgReduce(a) => arg_reduce_fused(&srcs[0], a),
         HostOp::Sdpa(s) => sdpa_fused(&srcs[0], &srcs[1], &srcs[2], srcs.get(3), s.scale),
         HostOp::Take(t) => {
             let idx = const_indices(g, i, t.axis).ok_or_else(|| not_routable(&g.nodes[i].op))?;

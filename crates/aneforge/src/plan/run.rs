@@ -1,14 +1,16 @@
 //! Running a plan: each region loaded on the chosen executor, host stages in-process.
 //!
 //! Values crossing a cut stay in their producer's form. A region's output lives in that
-//! region's own output port buffer (fp16 / int32 / uint8) and is never copied into a host slot:
-//! a later region reading it is bound to that buffer at load when the executor can
-//! ([`Loaded::bind_input`]: the ANE's port buffers), else gets one buffer-to-buffer copy of the
-//! fp16 / int32 elements per call; a host stage reads it widened to f32 straight from the port.
-//! Host-stage outputs and plan inputs live in host slots stored as fp16 (int32 exact), so
-//! storing a host kernel's f32 result is the fp16 rounding itself, and feeding it to a region
-//! is one copy into the region's input buffer with no conversion and no check. With
-//! `precision="fp32"` slots and hand-offs stay f32 (no rounding anywhere).
+//! region's own output buffer and is never copied into a host slot: a later region reading it
+//! is bound to that buffer at load when the executor can ([`Loaded::bind_input`]: the ANE's
+//! port buffers); on the reference executor it is handed over as the f32 value buffer of the
+//! producer (fp16-exact numbers, [`crate::exec::reference::handoff`]: no fp16 store or load pass), else one
+//! buffer-to-buffer copy of the port elements per call; a host stage reads it as f32 straight
+//! from the producer. Plan inputs live in fp16 slots (int32 exact). Host-stage fp16 outputs
+//! live in f32 slots holding fp16-exact numbers: storing a kernel result rounds it to fp16
+//! (skipped for ops that only move their input values), and a reference region reads the slot
+//! by one copy into its value buffer. With `precision="fp32"` slots and hand-offs stay f32 (no
+//! rounding anywhere).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -21,6 +23,8 @@ use super::{CutValue, Plan, Stage};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::exec::profile::{Profile, SpanKind};
+use crate::exec::reference::handoff::ref_program;
+use crate::exec::reference::round_to_fp16;
 use crate::exec::{
     alias_ports, checked_input, checked_output, not_int32, Executor, Loaded, PortData, PortView,
     Precision,
@@ -34,14 +38,18 @@ enum Held {
     F16(Vec<f16>),
     /// fp16 values of a `precision="fp32"` plan (not rounded).
     F32(Vec<f32>),
+    /// Host-stage fp16 outputs of an fp16 plan: fp16-exact numbers stored as f32.
+    R32(Vec<f32>),
     I32(Vec<i32>),
     U8(Vec<u8>),
 }
 
 impl Held {
-    fn zeros(v: &CutValue, round: bool) -> Result<Held> {
+    /// A zeroed slot for `v`: a plan input (`host_output` false) or a host-stage output.
+    fn zeros(v: &CutValue, round: bool, host_output: bool) -> Result<Held> {
         let n = crate::shape::numel(&v.ty.shape);
         Ok(match v.ty.dtype {
+            DType::Fp16 if round && host_output => Held::R32(vec![0.0; n]),
             DType::Fp16 if round => Held::F16(vec![f16::ZERO; n]),
             DType::Fp16 => Held::F32(vec![0.0; n]),
             DType::Int32 => Held::I32(vec![0; n]),
@@ -78,6 +86,8 @@ enum Step {
         op: HostOp,
         ins: Vec<Home>,
         outs: Vec<usize>,
+        /// The op only moves input values (its fp16 results need no rounding).
+        moves_values: bool,
         /// The kernel's f32 / int32 arguments and results, allocated once at load.
         args: Vec<HostTensor>,
         results: Vec<HostTensor>,
@@ -93,11 +103,8 @@ pub struct PlanLoaded {
     input_slots: Vec<usize>,
     outputs: Vec<PortSpec>,
     output_homes: Vec<Home>,
-    round: bool,
     aliases: Vec<(usize, usize)>,
     executed: bool,
-    /// fp32 plans: the f32 / int32 staging of a region-to-region hand-off.
-    staging: (Vec<f32>, Vec<i32>),
     /// Set only during `execute_profiled`: each stage becomes one span.
     timing: Option<Profile>,
 }
@@ -141,12 +148,12 @@ impl PlanLoaded {
         };
         let mut homes: HashMap<&str, Home> = HashMap::new();
         let mut slots = Vec::new();
-        let mut new_slot = |v: &CutValue| -> Result<Home> {
-            slots.push(Held::zeros(v, round)?);
+        let mut new_slot = |v: &CutValue, host_output: bool| -> Result<Home> {
+            slots.push(Held::zeros(v, round, host_output)?);
             Ok(Home::Slot(slots.len() - 1))
         };
         for v in &plan.inputs {
-            homes.insert(&v.name, new_slot(v)?);
+            homes.insert(&v.name, new_slot(v, false)?);
         }
         let home = |homes: &HashMap<&str, Home>, name: &str| -> Result<Home> {
             homes.get(name).copied().ok_or_else(|| {
@@ -162,6 +169,9 @@ impl PlanLoaded {
                 Stage::Region { program, .. } => {
                     let rdir = dir.join(REGIONS).join(&program.sha256[..KEY_LEN]);
                     let mut loaded = executor.load(program, &rdir, precision)?;
+                    if let Some(r) = ref_program(loaded.as_mut()) {
+                        (0..program.outputs().len()).for_each(|q| r.lazy_output(q));
+                    }
                     let mut feeds = Vec::new();
                     for j in 0..loaded.inputs().len() {
                         let from = home(&homes, &loaded.inputs()[j].name)?;
@@ -204,7 +214,7 @@ impl PlanLoaded {
                     let mut outs = Vec::with_capacity(outputs.len());
                     for n in outputs {
                         let v = &plan.values[value_index(plan, n)?];
-                        let Home::Slot(s) = new_slot(v)? else {
+                        let Home::Slot(s) = new_slot(v, true)? else {
                             unreachable!("new_slot makes slots")
                         };
                         homes.insert(&v.name, Home::Slot(s));
@@ -214,6 +224,7 @@ impl PlanLoaded {
                         op: op.clone(),
                         ins,
                         outs,
+                        moves_values: moves_values(op),
                         args,
                         results,
                     }
@@ -242,10 +253,8 @@ impl PlanLoaded {
             input_slots,
             outputs: plan.outputs.iter().map(port).collect(),
             output_homes,
-            round,
             aliases: Vec::new(),
             executed: false,
-            staging: (Vec::new(), Vec::new()),
             timing: None,
         })
     }
@@ -259,12 +268,7 @@ impl PlanLoaded {
                     match from {
                         Home::Slot(s) => feed_slot(loaded.as_mut(), j, &self.slots[s])?,
                         Home::Port { step, port } => {
-                            let src = region(&mut done[step]);
-                            if self.round {
-                                copy_port(src, port, loaded.as_mut(), j)?;
-                            } else {
-                                stage_port(src, port, loaded.as_mut(), j, &mut self.staging)?;
-                            }
+                            pass_port(region(&mut done[step]), port, loaded.as_mut(), j)?
                         }
                     }
                 }
@@ -277,6 +281,7 @@ impl PlanLoaded {
                 op,
                 ins,
                 outs,
+                moves_values,
                 args,
                 results,
             } => {
@@ -295,7 +300,7 @@ impl PlanLoaded {
                 let refs: Vec<&HostTensor> = args.iter().collect();
                 op.kernel().run(&refs, results)?;
                 for (r, &s) in results.iter().zip(outs.iter()) {
-                    store_slot(r, &mut self.slots[s]);
+                    store_slot(r, &mut self.slots[s], *moves_values);
                 }
                 Ok(())
             }
@@ -325,6 +330,7 @@ impl PlanLoaded {
                 match (src, d) {
                     (Held::F16(s), Held::F16(d)) => d.copy_from_slice(s),
                     (Held::F32(s), Held::F32(d)) => d.copy_from_slice(s),
+                    (Held::R32(s), Held::F16(d)) => d.convert_from_f32_slice(s),
                     (Held::I32(s), Held::I32(d)) => d.copy_from_slice(s),
                     (Held::U8(s), Held::U8(d)) => d.copy_from_slice(s),
                     _ => unreachable!("alias checked that the dtypes match"),
@@ -360,6 +366,28 @@ impl Drop for PlanLoaded {
     }
 }
 
+/// Whether `op`'s fp16 outputs are only copies of its fp16 inputs (or exact 0/1), so they are
+/// fp16-exact without rounding.
+fn moves_values(op: &HostOp) -> bool {
+    use crate::ops::host::scatter::ScatterReduce;
+    match op {
+        HostOp::Take(_)
+        | HostOp::TopK(_)
+        | HostOp::Sort(_)
+        | HostOp::TakeAlong(_)
+        | HostOp::IndexPut(_)
+        | HostOp::OneHot(_)
+        | HostOp::Flatten(_)
+        | HostOp::InputView(_)
+        | HostOp::DynamicSlice(_)
+        | HostOp::DynamicSliceAdd(_)
+        | HostOp::BlockRearrange(_)
+        | HostOp::IntReshape(_) => true,
+        HostOp::Scatter(s) => s.reduce == ScatterReduce::Replace,
+        _ => false,
+    }
+}
+
 /// Position of value `name` in the plan's values table.
 fn value_index(plan: &Plan, name: &str) -> Result<usize> {
     plan.values
@@ -377,12 +405,21 @@ fn region(step: &mut Step) -> &mut dyn Loaded {
 }
 
 /// Write a host slot into input `j` of a region: fp16 and int32 elements copied into its buffer
-/// as they are (no conversion, no check: they are already fp16 / int32); f32 slots of an fp32
-/// plan through `set_input`.
+/// as they are (no conversion, no check: they are already fp16 / int32); f32 slots (fp16-exact,
+/// or an fp32 plan's) by hand-off into a reference region's value buffer, else converted into
+/// its fp16 port buffer (fp16 plans) or through `set_input` (fp32 plans).
 fn feed_slot(loaded: &mut dyn Loaded, j: usize, held: &Held) -> Result<()> {
     match held {
         Held::F16(v) => match loaded.input_view(j)? {
             PortView::F16(d) => d.copy_from_slice(v),
+            _ => return Err(port_mismatch(loaded.inputs(), j, "fp16")),
+        },
+        Held::F32(v) | Held::R32(v) if ref_program(loaded).is_some() => {
+            let r = ref_program(loaded).expect("checked just above");
+            r.handoff_input(j)?.copy_from_slice(v)
+        }
+        Held::R32(v) => match loaded.input_view(j)? {
+            PortView::F16(d) => d.convert_from_f32_slice(v),
             _ => return Err(port_mismatch(loaded.inputs(), j, "fp16")),
         },
         Held::F32(v) => loaded.set_input(j, PortData::F32(v))?,
@@ -392,8 +429,15 @@ fn feed_slot(loaded: &mut dyn Loaded, j: usize, held: &Held) -> Result<()> {
     Ok(())
 }
 
-/// Copy output `port` of `src` into input `j` of `dst`, buffer to buffer in the ports' dtype.
-fn copy_port(src: &mut dyn Loaded, port: usize, dst: &mut dyn Loaded, j: usize) -> Result<()> {
+/// Pass output `port` of `src` to input `j` of `dst`: between reference regions an fp16 value
+/// is handed over f32 buffer to f32 buffer (see [`crate::exec::reference::handoff`]); anything else is copied buffer to
+/// buffer in the ports' dtype.
+fn pass_port(src: &mut dyn Loaded, port: usize, dst: &mut dyn Loaded, j: usize) -> Result<()> {
+    let fp16 = src.outputs()[port].dtype == DType::Fp16;
+    if let (true, Some(s), Some(d)) = (fp16, ref_program(src), ref_program(dst)) {
+        d.handoff_input(j)?.copy_from_slice(s.handoff_output(port)?);
+        return Ok(());
+    }
     match (src.output_view(port)?, dst.input_view(j)?) {
         (PortView::F16(s), PortView::F16(d)) => d.copy_from_slice(s),
         (PortView::I32(s), PortView::I32(d)) => d.copy_from_slice(s),
@@ -401,27 +445,6 @@ fn copy_port(src: &mut dyn Loaded, port: usize, dst: &mut dyn Loaded, j: usize) 
         _ => return Err(port_mismatch(dst.inputs(), j, "its producer's dtype")),
     }
     Ok(())
-}
-
-/// fp32 plans (no port buffers on the reference executor): output `port` of `src` into input
-/// `j` of `dst` through the f32 / int32 staging vectors.
-fn stage_port(
-    src: &mut dyn Loaded,
-    port: usize,
-    dst: &mut dyn Loaded,
-    j: usize,
-    (f, i): &mut (Vec<f32>, Vec<i32>),
-) -> Result<()> {
-    let n = src.outputs()[port].numel();
-    if src.outputs()[port].dtype == DType::Int32 {
-        i.resize(n, 0);
-        src.read_output_i32(port, i)?;
-        dst.set_input(j, PortData::I32(i))
-    } else {
-        f.resize(n, 0.0);
-        src.read_output(port, f)?;
-        dst.set_input(j, PortData::F32(f))
-    }
 }
 
 fn port_mismatch(ports: &[PortSpec], j: usize, want: &str) -> Error {
@@ -439,7 +462,7 @@ fn port_mismatch(ports: &[PortSpec], j: usize, want: &str) -> Error {
 fn widen_slot(held: &Held, arg: &mut HostTensor) -> Result<()> {
     match (held, &mut arg.data) {
         (Held::F16(v), Elems::F32(d)) => v.convert_to_f32_slice(d),
-        (Held::F32(v), Elems::F32(d)) => d.copy_from_slice(v),
+        (Held::F32(v) | Held::R32(v), Elems::F32(d)) => d.copy_from_slice(v),
         (Held::I32(v), Elems::I32(d)) => d.copy_from_slice(v),
         _ => {
             return Err(Error::dtype(
@@ -451,11 +474,16 @@ fn widen_slot(held: &Held, arg: &mut HostTensor) -> Result<()> {
     Ok(())
 }
 
-/// A kernel result into its slot: f32 → fp16 is the round to fp16 (ties to even); fp32 plans
-/// keep f32; int32 as is.
-fn store_slot(result: &HostTensor, held: &mut Held) {
+/// A kernel result into its slot: rounded to fp16 (ties to even) in an fp16 plan unless the op
+/// only moved fp16-exact input values (`moves_values`); fp32 plans keep f32; int32 as is.
+fn store_slot(result: &HostTensor, held: &mut Held, moves_values: bool) {
     match (&result.data, held) {
-        (Elems::F32(v), Held::F16(d)) => d.convert_from_f32_slice(v),
+        (Elems::F32(v), Held::R32(d)) => {
+            d.copy_from_slice(v);
+            if !moves_values {
+                round_to_fp16(d);
+            }
+        }
         (Elems::F32(v), Held::F32(d)) => d.copy_from_slice(v),
         (Elems::I32(v), Held::I32(d)) => d.copy_from_slice(v),
         _ => unreachable!("slots are made from the results' types"),
@@ -479,6 +507,7 @@ impl Loaded for PlanLoaded {
             Held::F16(d) => PortView::F16(d).write(data),
             Held::I32(d) => PortView::I32(d).write(data),
             Held::U8(d) => PortView::U8(d).write(data),
+            Held::R32(_) => unreachable!("plan inputs are never host-stage slots"),
             Held::F32(d) => match data {
                 PortData::F32(x) => d.copy_from_slice(x),
                 PortData::F64(x) => d.iter_mut().zip(x).for_each(|(d, &v)| *d = v as f32),
@@ -527,7 +556,7 @@ impl Loaded for PlanLoaded {
             Home::Port { step, port } => self.region_at(step).read_output(port, out)?,
             Home::Slot(s) => match &self.slots[s] {
                 Held::F16(v) => v.convert_to_f32_slice(out),
-                Held::F32(v) => out.copy_from_slice(v),
+                Held::F32(v) | Held::R32(v) => out.copy_from_slice(v),
                 Held::I32(v) => out.iter_mut().zip(v).for_each(|(o, &x)| *o = x as f32),
                 Held::U8(v) => out.iter_mut().zip(v).for_each(|(o, &x)| *o = x as f32),
             },

@@ -12,7 +12,6 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::graph::build::io::input_port;
 use crate::graph::{Graph, Tensor, Value};
-use crate::ops::elementwise::Compare;
 use crate::ops::host::HostOp;
 use crate::ops::Op;
 
@@ -71,13 +70,9 @@ impl<'g> Names<'g> {
 
     fn bind(&mut self, v: Value, name: String) {
         self.taken.insert(name.clone());
-        let mut ty = self.g.ty(v).clone();
-        if ty.dtype == DType::Bool {
-            ty.dtype = DType::Fp16; // bool crosses a cut as fp16 0/1 (see `region`)
-        }
         self.values.push(CutValue {
             name: name.clone(),
-            ty,
+            ty: self.g.ty(v).clone(),
         });
         self.names.insert(v, name);
     }
@@ -131,6 +126,20 @@ fn sink_bool_nodes(g: &Graph, consumers: &[Vec<usize>], level: &mut [usize]) {
     }
 }
 
+/// For each bool node, the highest level that reads it (through chains of bool nodes): the
+/// regions that recompute it (see [`RegionBuilder::source`]) need its non-bool inputs.
+fn bool_reach(g: &Graph, consumers: &[Vec<usize>], level: &[usize]) -> Vec<usize> {
+    let mut reach = level.to_vec();
+    for i in (0..g.nodes.len()).rev() {
+        if g.nodes[i].outputs.iter().any(|t| t.dtype == DType::Bool) {
+            for &c in &consumers[i] {
+                reach[i] = reach[i].max(reach[c]);
+            }
+        }
+    }
+    reach
+}
+
 /// Cut `g` at its host ops; `None` when it has none (it compiles to one program as before).
 pub fn segment(g: &Graph) -> Result<Option<Segmented>> {
     if !g.nodes.iter().any(|n| is_host(&n.op)) {
@@ -146,6 +155,7 @@ pub fn segment(g: &Graph) -> Result<Option<Segmented>> {
         }
     }
     sink_bool_nodes(g, &consumers, &mut level);
+    let reach = bool_reach(g, &consumers, &level);
     let plan_outputs: HashSet<Value> = g.outputs.iter().map(|(_, v)| *v).collect();
     let mut names = Names::new(g);
     let top = (0..n).map(|i| level[i]).max().unwrap_or(0);
@@ -170,14 +180,24 @@ pub fn segment(g: &Graph) -> Result<Option<Segmented>> {
             Vec::new()
         };
         if !members.is_empty() || !exported_consts.is_empty() {
-            stages.push(Segment::Region(region(
+            let mut builder = RegionBuilder {
                 g,
+                built: HashMap::new(),
+                names: &mut names,
+            };
+            let leaves = |v: Value| {
+                let i = v.node;
+                plan_outputs.contains(&v)
+                    || consumers[i].iter().any(|&c| {
+                        g.nodes[c].inputs.contains(&v)
+                            && ((!is_member(&members, c) && level[c] >= level[i])
+                                || reach[c] > level[i])
+                    })
+            };
+            stages.push(Segment::Region(builder.region(
                 &members,
                 &exported_consts,
-                &level,
-                &consumers,
-                &plan_outputs,
-                &mut names,
+                leaves,
             )?));
         }
         for i in (0..n).filter(|&i| level[i] == r && is_host(&g.nodes[i].op)) {
@@ -217,71 +237,74 @@ pub fn segment(g: &Graph) -> Result<Option<Segmented>> {
     }))
 }
 
-/// Build region `members` (plus `exported_consts`) as its own graph: values from other stages
-/// become input ports, values other stages read (or the plan returns) become output ports.
-fn region(
-    g: &Graph,
-    members: &[usize],
-    exported_consts: &[usize],
-    level: &[usize],
-    consumers: &[Vec<usize>],
-    plan_outputs: &HashSet<Value>,
-    names: &mut Names,
-) -> Result<Graph> {
-    let inside: HashSet<usize> = members.iter().copied().collect();
-    let mut built: HashMap<Value, Tensor> = HashMap::new();
-    let mut outs: Vec<(Option<String>, Tensor)> = Vec::new();
-    let constant = |i: usize, built: &mut HashMap<Value, Tensor>| -> Result<Tensor> {
-        let v = Value { node: i, port: 0 };
-        if let Some(t) = built.get(&v) {
+/// Whether node `c` is one of a region's `members` (sorted node indices).
+fn is_member(members: &[usize], c: usize) -> bool {
+    members.binary_search(&c).is_ok()
+}
+
+/// Builds one region's graph from the whole graph's nodes.
+struct RegionBuilder<'g, 'n> {
+    g: &'g Graph,
+    built: HashMap<Value, Tensor>,
+    names: &'n mut Names<'g>,
+}
+
+impl RegionBuilder<'_, '_> {
+    /// The region's tensor for `v`: built here, a constant copied in, a bool value recomputed
+    /// here from its sources (bool values never cross a cut), else an input port named after
+    /// the value.
+    fn source(&mut self, v: Value) -> Result<Tensor> {
+        if let Some(t) = self.built.get(&v) {
             return Ok(t.clone());
         }
-        let t = Tensor::apply1(g.nodes[i].op.clone(), vec![])?;
-        built.insert(v, t.clone());
+        let (g, node) = (self.g, &self.g.nodes[v.node]);
+        let ty = g.ty(v);
+        let t = if is_const(&node.op) {
+            Tensor::apply1(node.op.clone(), vec![])?
+        } else if ty.dtype == DType::Bool && !is_host(&node.op) {
+            let srcs = node
+                .inputs
+                .iter()
+                .map(|&u| self.source(u))
+                .collect::<Result<Vec<_>>>()?;
+            Tensor::apply(node.op.clone(), srcs)?.swap_remove(v.port)
+        } else {
+            input_port(&ty.shape, ty.dtype, Some(&self.names.of(v)))?
+        };
+        self.built.insert(v, t.clone());
         Ok(t)
-    };
-    for &i in members {
-        let node = &g.nodes[i];
-        let mut srcs = Vec::with_capacity(node.inputs.len());
-        for &v in &node.inputs {
-            let producer = &g.nodes[v.node].op;
-            let t = if inside.contains(&v.node) {
-                built[&v].clone()
-            } else if is_const(producer) {
-                constant(v.node, &mut built)?
-            } else if let Some(t) = built.get(&v) {
-                t.clone()
-            } else {
-                let ty = g.ty(v);
-                let p = if ty.dtype == DType::Bool {
-                    input_port(&ty.shape, DType::Fp16, Some(&names.of(v)))?
-                        .compare_scalar(Compare::NotEqual, 0.0)?
-                } else {
-                    input_port(&ty.shape, ty.dtype, Some(&names.of(v)))?
-                };
-                built.insert(v, p.clone());
-                p
-            };
-            srcs.push(t);
-        }
-        let ts = Tensor::apply(node.op.clone(), srcs)?;
-        for (port, t) in ts.into_iter().enumerate() {
-            let v = Value { node: i, port };
-            let leaves = plan_outputs.contains(&v)
-                || consumers[i].iter().any(|&c| {
-                    !inside.contains(&c) && g.nodes[c].inputs.contains(&v) && level[c] >= level[i]
-                });
-            if leaves && t.dtype() == DType::Bool {
-                outs.push((Some(names.of(v)), t.cast(DType::Fp16)?));
-            } else if leaves {
-                outs.push((Some(names.of(v)), t.clone()));
+    }
+
+    /// Build region `members` (plus `exported_consts`) as its own graph: values from other
+    /// stages become input ports, values for which `leaves` holds become output ports (bool
+    /// values never do: later regions recompute them).
+    fn region(
+        &mut self,
+        members: &[usize],
+        exported_consts: &[usize],
+        leaves: impl Fn(Value) -> bool,
+    ) -> Result<Graph> {
+        let mut outs: Vec<(Option<String>, Tensor)> = Vec::new();
+        for &i in members {
+            let node = &self.g.nodes[i];
+            let srcs = node
+                .inputs
+                .iter()
+                .map(|&v| self.source(v))
+                .collect::<Result<Vec<_>>>()?;
+            let ts = Tensor::apply(node.op.clone(), srcs)?;
+            for (port, t) in ts.into_iter().enumerate() {
+                let v = Value { node: i, port };
+                if t.dtype() != DType::Bool && leaves(v) {
+                    outs.push((Some(self.names.of(v)), t.clone()));
+                }
+                self.built.insert(v, t);
             }
-            built.insert(v, t);
         }
+        for &i in exported_consts {
+            let t = self.source(Value { node: i, port: 0 })?.mul_scalar(1.0)?;
+            outs.push((Some(self.names.of(Value { node: i, port: 0 })), t));
+        }
+        Graph::from_outputs(&outs)
     }
-    for &i in exported_consts {
-        let t = constant(i, &mut built)?.mul_scalar(1.0)?;
-        outs.push((Some(names.of(Value { node: i, port: 0 })), t));
-    }
-    Graph::from_outputs(&outs)
 }

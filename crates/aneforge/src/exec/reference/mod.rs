@@ -4,6 +4,7 @@
 
 mod conv_epilogue;
 mod fp16_table;
+pub mod handoff;
 mod memory_plan;
 mod packed;
 mod profile;
@@ -150,6 +151,8 @@ pub struct RefProgram {
     executed: bool,
     /// Set only during `execute_profiled`: each step becomes one op span.
     timing: Option<Profile>,
+    /// Plan hand-offs that bypass the port buffers (see [`handoff`]).
+    handoff: handoff::Handoff,
 }
 
 /// Round every element to the nearest fp16 (ties to even; overflow to ±inf), on the rayon
@@ -336,6 +339,7 @@ impl RefProgram {
         let activation_bytes = planned.iter().map(|&s| 4 * plan.slot_len[s] as u64).sum();
         let unplanned_activation_bytes = bytes(&mut (0..numel.len()).filter(|&v| !pinned[v]));
         Ok(RefProgram {
+            handoff: handoff::Handoff::new(inputs.len(), outputs.len()),
             steps,
             work,
             memory: MemoryReport {
@@ -451,6 +455,7 @@ impl Loaded for RefProgram {
 
     fn set_input(&mut self, index: usize, data: PortData) -> Result<()> {
         checked_input(&self.inputs, index, &data)?;
+        self.handoff.unfeed(index);
         match self.in_ports.get_mut(index) {
             Some(p) => p.view().write(data),
             None => {
@@ -468,15 +473,12 @@ impl Loaded for RefProgram {
     }
 
     fn execute(&mut self) -> Result<()> {
-        for (port, &b) in self.in_ports.iter().zip(&self.input_bufs) {
-            port.load_into(&mut self.bufs[b].data);
-        }
+        self.load_input_ports();
         let (steps, bufs, timing) = (&self.steps, &mut self.bufs, &mut self.timing);
         threads::run(self.work, || run_steps(steps, bufs, timing))?;
-        for (port, &b) in self.out_ports.iter_mut().zip(&self.output_bufs) {
-            port.store_from(&self.bufs[b].data);
-        }
-        for &(o, i) in &self.aliases {
+        self.store_output_ports();
+        for a in 0..self.aliases.len() {
+            let (o, i) = self.aliases[a];
             if self.in_ports.is_empty() {
                 let (src, dst) = (self.output_bufs[o], self.input_bufs[i]);
                 if src != dst {
@@ -489,6 +491,7 @@ impl Loaded for RefProgram {
                     d.data.copy_from_slice(&s.data);
                 }
             } else {
+                self.sync_output_port(o);
                 self.in_ports[i].copy_from(&self.out_ports[o]);
             }
         }
@@ -506,8 +509,8 @@ impl Loaded for RefProgram {
     fn read_output(&self, index: usize, out: &mut [f32]) -> Result<()> {
         checked_output(&self.outputs, index, out.len())?;
         match self.out_ports.get(index) {
-            Some(p) => p.load_into(out),
-            None => out.copy_from_slice(&self.bufs[self.output_bufs[index]].data),
+            Some(p) if !self.handoff.lazy(index) => p.load_into(out),
+            _ => out.copy_from_slice(&self.bufs[self.output_bufs[index]].data),
         }
         Ok(())
     }
@@ -535,11 +538,17 @@ impl Loaded for RefProgram {
         Some(self.memory)
     }
 
+    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+        Some(self)
+    }
+
     fn input_view(&mut self, index: usize) -> Result<PortView<'_>> {
+        self.handoff.unfeed(index);
         Self::view(&mut self.in_ports, index, self.inputs.len(), "input_view")
     }
 
     fn output_view(&mut self, index: usize) -> Result<PortView<'_>> {
+        self.sync_output_port(index);
         Self::view(
             &mut self.out_ports,
             index,

@@ -70,6 +70,36 @@ pub(super) fn fit_all(ports: &[DataPort], batch: &[Batch]) -> Result<Vec<Vec<f32
     ports.iter().zip(batch).map(|(p, b)| fit(p, b)).collect()
 }
 
+/// The int32 values of each int32 data input (`None` for the others). Batches reach the
+/// trainer as f32, so an id must be an integer of magnitude ≤ 2^24 (exact in f32); anything
+/// else is a value error naming the input, the element and the value.
+pub(super) fn int32_feeds(ports: &[DataPort], data: &[Vec<f32>]) -> Result<Vec<Option<Vec<i32>>>> {
+    const EXACT: f32 = (1u32 << 24) as f32;
+    ports
+        .iter()
+        .zip(data)
+        .map(|(p, v)| {
+            if !p.int32 {
+                return Ok(None);
+            }
+            v.iter()
+                .enumerate()
+                .map(|(k, &x)| {
+                    if x.fract() == 0.0 && x.abs() <= EXACT {
+                        Ok(x as i32)
+                    } else {
+                        Err(Error::value(
+                            "Trainer.step",
+                            format!("int32 input '{}': element {k} = {x} is not an integer within ±2^24", p.name),
+                        ))
+                    }
+                })
+                .collect::<Result<Vec<i32>>>()
+                .map(Some)
+        })
+        .collect()
+}
+
 /// `b` as input `port`'s values: as is when the shapes match; integer class indices [N] become
 /// one-hot rows for an [N, K] input; any array with N leading examples and the right element
 /// count is reshaped. Value errors name the input, the shapes, or an index outside 0..K.

@@ -56,12 +56,14 @@ struct Programs {
     eval: Option<eval::EvalProgram>,
 }
 
-/// A data input of the training program: name, shape and port index.
+/// A data input of the training program: name, shape, port index and whether it is an int32
+/// port (token ids fed as int32, not cast in-graph).
 #[derive(Clone, Debug)]
 struct DataPort {
     name: String,
     shape: Vec<usize>,
     index: usize,
+    int32: bool,
 }
 
 /// A compiled training step over parameters (see the module docs for the modes).
@@ -176,6 +178,7 @@ impl Trainer {
                 name: p.name.clone(),
                 shape: p.shape.clone(),
                 index,
+                int32: p.dtype == crate::DType::Int32,
             })
             .collect();
         let mut trainer = Trainer {
@@ -311,6 +314,11 @@ impl Trainer {
     /// naming the input, a released trainer (Runtime), executor errors.
     pub fn step(&mut self, batch: &[Batch]) -> Result<StepReport> {
         let data = feed::fit_all(&self.data, batch)?;
+        let ints = feed::int32_feeds(&self.data, &data)?;
+        let fed = |k: usize| match &ints[k] {
+            Some(v) => PortData::I32(v),
+            None => PortData::F32(&data[k]),
+        };
         let (mode, config) = (self.mode, self.config);
         let names: Vec<String> = self.params.iter().map(|p| p.name().to_string()).collect();
         let progs = self.programs.as_mut().ok_or_else(released)?;
@@ -318,8 +326,8 @@ impl Trainer {
         let mut skipped = None;
         if mode == Mode::Resident {
             let net = &mut progs.net;
-            for (d, v) in self.data.iter().zip(&data) {
-                net.loaded.set_input(d.index, PortData::F32(v))?;
+            for (k, d) in self.data.iter().enumerate() {
+                net.loaded.set_input(d.index, fed(k))?;
             }
             self.t += 1;
             write_input(net, "lr_t", &[config.device_lr(self.t) as f32])?;
@@ -350,8 +358,8 @@ impl Trainer {
             };
             let net = &mut progs.net;
             let mut feeds: Vec<Option<PortData>> = vec![None; net.inputs().len()];
-            for (d, v) in self.data.iter().zip(&data) {
-                feeds[d.index] = Some(PortData::F32(v));
+            for (k, d) in self.data.iter().enumerate() {
+                feeds[d.index] = Some(fed(k));
             }
             for (k, n) in names.iter().enumerate() {
                 feeds[port(net, n, true)?] = Some(match weights.get(k) {

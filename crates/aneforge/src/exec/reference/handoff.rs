@@ -1,0 +1,137 @@
+//! Hand-offs between programs of one segmented plan without conversion passes. In fp16 mode a
+//! program's port buffers are fp16 while its value buffers are f32 holding fp16-exact numbers;
+//! a plan that moves a value from one region to the next (or to and from a host stage) can read
+//! and write those f32 value buffers directly: no f32 → fp16 store after the producer, no
+//! fp16 → f32 load before the consumer, and the numbers are the same bits either way.
+//!
+//! The contract: [`RefProgram::handoff_input`] marks input `j` as fed for the next execute (its
+//! port buffer is skipped once); the caller writes fp16-exact values (in fp16 mode). An output
+//! marked with [`RefProgram::lazy_output`] is not stored into its fp16 port buffer by execute;
+//! `read_output` reads the value buffer and `output_view` / `alias` store the port on demand, so
+//! every reader still sees the same numbers.
+
+use super::{PortBuf, RefProgram};
+use crate::error::{Error, Result};
+use crate::exec::Loaded;
+use crate::program::PortSpec;
+
+/// Per-port hand-off state of one loaded program.
+#[derive(Debug, Default)]
+pub(super) struct Handoff {
+    /// Inputs written through `handoff_input` since the last execute.
+    fed: Vec<bool>,
+    /// fp16 outputs whose port buffer is stored only on demand.
+    lazy: Vec<bool>,
+}
+
+impl Handoff {
+    pub(super) fn new(n_inputs: usize, n_outputs: usize) -> Handoff {
+        Handoff {
+            fed: vec![false; n_inputs],
+            lazy: vec![false; n_outputs],
+        }
+    }
+
+    /// Whether output `o` skips its port store.
+    pub(super) fn lazy(&self, o: usize) -> bool {
+        self.lazy[o]
+    }
+
+    /// Input `j` is written through its port again (`set_input`, `input_view`).
+    pub(super) fn unfeed(&mut self, j: usize) {
+        if let Some(f) = self.fed.get_mut(j) {
+            *f = false;
+        }
+    }
+}
+
+/// The reference program behind `loaded`, when it is one.
+pub fn ref_program(loaded: &mut dyn Loaded) -> Option<&mut RefProgram> {
+    loaded.as_any_mut()?.downcast_mut::<RefProgram>()
+}
+
+/// Port `index` of `specs` exists and is fp16 (an fp16 port buffer, or none in fp32 mode).
+fn check_port(op: &str, specs: &[PortSpec], index: usize, port: Option<&PortBuf>) -> Result<()> {
+    let Some(spec) = specs.get(index) else {
+        return Err(Error::value(
+            op,
+            format!("port index {index} out of range ({} ports)", specs.len()),
+        ));
+    };
+    match port {
+        None | Some(PortBuf::F16(_)) if spec.dtype == crate::DType::Fp16 => Ok(()),
+        _ => Err(Error::dtype(
+            op,
+            format!(
+                "port '{}' is {} {:?}; hand-offs are fp16 values only",
+                spec.name, spec.dtype, spec.shape
+            ),
+        )),
+    }
+}
+
+impl RefProgram {
+    /// The f32 values of output `index` (fp16-exact in fp16 mode), straight from the value
+    /// buffer; an fp16 or fp32-mode port only (int32 / uint8 ports are a dtype error).
+    pub fn handoff_output(&self, index: usize) -> Result<&[f32]> {
+        check_port(
+            "handoff_output",
+            &self.outputs,
+            index,
+            self.out_ports.get(index),
+        )?;
+        Ok(&self.bufs[self.output_bufs[index]].data)
+    }
+
+    /// The f32 value buffer input `index` is executed from, marked as fed for the next execute
+    /// (its port buffer is not loaded). The caller writes every element, fp16-exact in fp16
+    /// mode; an fp16 or fp32-mode port only.
+    pub fn handoff_input(&mut self, index: usize) -> Result<&mut [f32]> {
+        check_port(
+            "handoff_input",
+            &self.inputs,
+            index,
+            self.in_ports.get(index),
+        )?;
+        if let Some(f) = self.handoff.fed.get_mut(index) {
+            *f = true;
+        }
+        Ok(&mut self.bufs[self.input_bufs[index]].data)
+    }
+
+    /// Store fp16 output `index` only on demand from now on (a plan reads it through
+    /// [`RefProgram::handoff_output`] or `read_output`); other ports are left as they are.
+    pub fn lazy_output(&mut self, index: usize) {
+        if let (Some(PortBuf::F16(_)), Some(l)) =
+            (self.out_ports.get(index), self.handoff.lazy.get_mut(index))
+        {
+            *l = true;
+        }
+    }
+
+    /// Load the input port buffers into the value buffers, except inputs fed by hand-off
+    /// (whose flags are cleared for the next execute).
+    pub(super) fn load_input_ports(&mut self) {
+        for (j, (port, &b)) in self.in_ports.iter().zip(&self.input_bufs).enumerate() {
+            if !std::mem::take(&mut self.handoff.fed[j]) {
+                port.load_into(&mut self.bufs[b].data);
+            }
+        }
+    }
+
+    /// Store the value buffers into the output port buffers, except lazy outputs.
+    pub(super) fn store_output_ports(&mut self) {
+        for (o, (port, &b)) in self.out_ports.iter_mut().zip(&self.output_bufs).enumerate() {
+            if !self.handoff.lazy[o] {
+                port.store_from(&self.bufs[b].data);
+            }
+        }
+    }
+
+    /// Store lazy output `o` into its port buffer (before a view or an alias reads the port).
+    pub(super) fn sync_output_port(&mut self, o: usize) {
+        if self.handoff.lazy.get(o) == Some(&true) {
+            self.out_ports[o].store_from(&self.bufs[self.output_bufs[o]].data);
+        }
+    }
+}

@@ -1,0 +1,288 @@
+//! Segmented plans, round 3: the reference hand-off (values pass between regions and host
+//! stages as f32 value buffers, with the fp16 rounding kept where a host op computes), bool
+//! values read by regions of two levels, int32 inputs returned as outputs, and the routes saved
+//! in `plan.json`. Oracles are hand-computed values and plain loops over the test's data.
+
+use std::path::{Path, PathBuf};
+
+use aneforge::exec::reference::handoff::ref_program;
+use aneforge::graph::build::indexing::cumsum;
+use aneforge::ops::elementwise::Compare;
+use aneforge::options::Route;
+use aneforge::plan::file::PLAN_FILE;
+use aneforge::{
+    compile, input, input_port, load_dir, select, CompileOptions, Compiled, DType, Device,
+    PortData, Precision, Tensor,
+};
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("aneforge-seg3-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn build(outs: &[(&str, Tensor)], name: &str, route: Route, precision: Precision) -> Compiled {
+    let named: Vec<(Option<String>, Tensor)> = outs
+        .iter()
+        .map(|(n, t)| (Some(n.to_string()), t.clone()))
+        .collect();
+    let opts = CompileOptions {
+        device: Device::Reference,
+        build_dir: Some(tmp(name)),
+        route,
+        precision,
+        ..Default::default()
+    };
+    compile(&named, &opts).unwrap()
+}
+
+fn f16(v: f32) -> f32 {
+    half::f16::from_f32(v).to_f32()
+}
+
+#[test]
+fn a_host_result_is_rounded_to_fp16_before_the_next_region() {
+    // cumsum([1, 2^-11]) = [1, 1 + 2^-11]; 1 + 2^-11 is halfway between fp16 1 and 1 + 2^-10
+    // and rounds to even (1). Unrounded, (y - 1) would keep 2^-11.
+    let x = input(&[1, 2]).unwrap();
+    let y = cumsum(&x.mul_scalar(1.0).unwrap(), 1, false, false)
+        .unwrap()
+        .add_scalar(-1.0)
+        .unwrap();
+    let tiny = 2f32.powi(-11);
+    for (precision, want) in [(Precision::Fp16, 0.0), (Precision::Fp32, tiny)] {
+        let mut c = build(&[("y", y.clone())], "round", Route::Auto, precision);
+        let got = c.run(&[PortData::F32(&[1.0, tiny])]).unwrap();
+        assert_eq!(got[0], [0.0, want], "{precision:?}");
+    }
+}
+
+#[test]
+fn region_to_region_and_moved_values_match_the_single_program_bit_for_bit() {
+    // relu(0.5 x) + 1 three times, with and without identity takes between the blocks: takes
+    // only move fp16 values, so the plan and the one program agree exactly.
+    let n = 4096;
+    let xv: Vec<f32> = (0..n)
+        .map(|i| ((i * 37 % 1001) as f32 - 500.0) / 7.0)
+        .collect();
+    let idv: Vec<i32> = (0..n as i32).collect();
+    for precision in [Precision::Fp16, Precision::Fp32] {
+        let chain = |with_take: bool| {
+            let x = input(&[1, n]).unwrap();
+            let ids = input_port(&[n], DType::Int32, None).unwrap();
+            let mut y = x.clone();
+            for _ in 0..3 {
+                y = y
+                    .mul_scalar(0.5)
+                    .unwrap()
+                    .relu()
+                    .unwrap()
+                    .add_scalar(1.0)
+                    .unwrap();
+                if with_take {
+                    y = y.take(&ids, 1).unwrap();
+                }
+            }
+            (y.mul_scalar(1.0).unwrap(), ids)
+        };
+        let (plain, _) = chain(false);
+        let (cut, _) = chain(true);
+        let mut single = build(&[("y", plain)], "single", Route::Auto, precision);
+        let mut plan = build(&[("y", cut)], "plan", Route::Auto, precision);
+        assert_eq!(plan.plan.as_ref().unwrap().stages.len(), 7);
+        let want = single.run(&[PortData::F32(&xv)]).unwrap();
+        for _ in 0..2 {
+            let got = plan
+                .run(&[PortData::F32(&xv), PortData::I32(&idv)])
+                .unwrap();
+            assert_eq!(got, want, "{precision:?}");
+        }
+        // The oracle: the same three blocks in a loop, rounded per op in fp16 mode.
+        let r = |v: f32| {
+            if precision == Precision::Fp16 {
+                f16(v)
+            } else {
+                v
+            }
+        };
+        let mut v: Vec<f32> = xv.iter().map(|&a| r(a)).collect();
+        for _ in 0..3 {
+            v = v.iter().map(|&a| r(r(r(a * 0.5).max(0.0)) + 1.0)).collect();
+        }
+        assert_eq!(want[0], v);
+    }
+}
+
+#[test]
+fn the_hand_off_api_feeds_value_buffers_and_lazy_outputs_read_the_same() {
+    let x = input(&[4]).unwrap();
+    let mut c = build(
+        &[("y", x.mul_scalar(3.0).unwrap())],
+        "api",
+        Route::Auto,
+        Precision::Fp16,
+    );
+    let r = ref_program(c.loaded.as_mut()).expect("a reference program");
+    r.lazy_output(0);
+    r.handoff_input(0)
+        .unwrap()
+        .copy_from_slice(&[1.0, 0.5, -2.0, 0.25]);
+    aneforge::Loaded::execute(r).unwrap();
+    let want = [3.0f32, 1.5, -6.0, 0.75];
+    assert_eq!(c.loaded.read_outputs().unwrap()[0], want);
+    assert_eq!(
+        ref_program(c.loaded.as_mut())
+            .unwrap()
+            .handoff_output(0)
+            .unwrap(),
+        want
+    );
+    match c.loaded.output_view(0).unwrap() {
+        aneforge::exec::PortView::F16(v) => {
+            assert_eq!(v.iter().map(|h| h.to_f32()).collect::<Vec<_>>(), want)
+        }
+        _ => panic!("fp16 port"),
+    }
+    // A later set_input goes through the port again (the hand-off flag lasts one execute).
+    c.loaded
+        .set_input(0, PortData::F32(&[1.0, 1.0, 1.0, 1.0]))
+        .unwrap();
+    c.loaded.execute().unwrap();
+    assert_eq!(c.loaded.read_outputs().unwrap()[0], [3.0; 4]);
+    // int32 ports have no hand-off.
+    let ids = input_port(&[3], DType::Int32, None).unwrap();
+    let mut ci = build(
+        &[("y", ids.cast(DType::Fp16).unwrap())],
+        "api32",
+        Route::Auto,
+        Precision::Fp16,
+    );
+    let e = ref_program(ci.loaded.as_mut())
+        .unwrap()
+        .handoff_input(0)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("hand-offs are fp16 values only"), "{e}");
+}
+
+#[test]
+fn a_mask_read_at_two_levels_is_recomputed_and_never_crosses() {
+    // m = x > 0 selects after the first sort (level 1) and after the second (level 2).
+    let x = input(&[1, 4]).unwrap();
+    let m = x.compare_scalar(Compare::Greater, 0.0).unwrap();
+    let a = select(&m, &x.sort(1, true).unwrap(), &x).unwrap();
+    let b = select(&m, &a.sort(1, false).unwrap(), &a).unwrap();
+    let mut c = build(&[("y", b)], "mask", Route::Auto, Precision::Fp16);
+    let plan = c.plan.as_ref().unwrap();
+    assert!(plan.values.iter().all(|v| v.ty.dtype != DType::Bool));
+    let kinds: Vec<&str> = plan.stages.iter().map(|s| s.kind()).collect();
+    assert_eq!(kinds, ["host", "region", "host", "region"]);
+    // x = [2, -1, 3, -4]: sort desc [3, 2, -1, -4] → a = [3, -1, -1, -4];
+    // sort asc of a [-4, -1, -1, 3] → b = [-4, -1, -1, -4].
+    let got = c.run(&[PortData::F32(&[2.0, -1.0, 3.0, -4.0])]).unwrap();
+    assert_eq!(got[0], [-4.0, -1.0, -1.0, -4.0]);
+}
+
+#[test]
+fn an_int32_input_is_returned_as_an_output() {
+    let x = input(&[3]).unwrap();
+    let ids = input_port(&[3], DType::Int32, Some("ids")).unwrap();
+    let mut c = build(
+        &[("ids_out", ids.clone()), ("y", x.mul_scalar(2.0).unwrap())],
+        "ints",
+        Route::Auto,
+        Precision::Fp16,
+    );
+    let idv = [7, -3, 123456];
+    c.run(&[PortData::F32(&[1.0, 2.0, 3.0]), PortData::I32(&idv)])
+        .unwrap();
+    let mut got = vec![0; 3];
+    c.loaded.read_output_i32(0, &mut got).unwrap();
+    assert_eq!(got, idv);
+    assert_eq!(c.loaded.read_outputs().unwrap()[1], [2.0, 4.0, 6.0]);
+    // Returned twice: each output is its own exact copy.
+    let mut twice = build(
+        &[("a", ids.clone()), ("b", ids)],
+        "ints2",
+        Route::Auto,
+        Precision::Fp16,
+    );
+    twice.run(&[PortData::I32(&idv)]).unwrap();
+    for k in 0..2 {
+        twice.loaded.read_output_i32(k, &mut got).unwrap();
+        assert_eq!(got, idv);
+    }
+}
+
+fn rewrite(path: &Path, f: impl Fn(String) -> String) {
+    let text = std::fs::read_to_string(path).unwrap();
+    std::fs::write(path, f(text)).unwrap();
+}
+
+#[test]
+fn routes_are_saved_in_the_plan_and_format_1_still_loads() {
+    let x = input(&[2, 8]).unwrap();
+    let outs = [
+        ("m", x.flatten().unwrap()),
+        ("s", x.sort(1, false).unwrap()),
+    ];
+    let c = build(&outs, "routes", Route::Host, Precision::Fp16);
+    let want: Vec<String> = c.routes.iter().map(|r| r.to_string()).collect();
+    assert_eq!(want, ["kept on host: flatten (route=\"host\")"]);
+    let dir = c.dir.clone();
+    let text = std::fs::read_to_string(dir.join(PLAN_FILE)).unwrap();
+    assert!(text.contains("\"format\": \"aneforge-plan-2\""), "{text}");
+    let back = load_dir(&dir, Device::Reference, Precision::Fp16).unwrap();
+    let got: Vec<String> = back.routes.iter().map(|r| r.to_string()).collect();
+    assert_eq!(got, want);
+    // A format-1 file (written before routes were saved) loads with no routes...
+    let plan = dir.join(PLAN_FILE);
+    rewrite(&plan, |t| {
+        let start = t.find(",\n  \"routes\"").unwrap();
+        let end = t.rfind('}').unwrap();
+        format!("{}\n{}", &t[..start], &t[end..]).replace("aneforge-plan-2", "aneforge-plan-1")
+    });
+    let old = load_dir(&dir, Device::Reference, Precision::Fp16).unwrap();
+    assert!(old.routes.is_empty());
+    // ... and a format-1 file listing routes, or an unknown route mode, is refused by name.
+    rewrite(&plan, |_| {
+        text.replace("aneforge-plan-2", "aneforge-plan-1")
+    });
+    let e = load_dir(&dir, Device::Reference, Precision::Fp16)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("format 'aneforge-plan-1' has no routes"), "{e}");
+    rewrite(&plan, |_| {
+        text.replace("\"mode\": \"host\"", "\"mode\": \"gpu\"")
+    });
+    let e = load_dir(&dir, Device::Reference, Precision::Fp16)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("route of 'flatten'") && e.contains("\"gpu\""),
+        "{e}"
+    );
+}
+
+#[test]
+#[cfg(feature = "cli")]
+fn aneforge_plan_prints_the_saved_routes() {
+    let x = input(&[2, 8]).unwrap();
+    let outs = [
+        ("m", x.flatten().unwrap()),
+        ("s", x.sort(1, false).unwrap()),
+    ];
+    let c = build(&outs, "cliroutes", Route::Host, Precision::Fp16);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_aneforge"))
+        .args(["plan", &c.dir.display().to_string()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("route: kept on host: flatten (route=\"host\")"),
+        "{text}"
+    );
+}
