@@ -19,6 +19,7 @@ mod ops_resize;
 mod ops_values;
 pub mod qdq;
 pub mod tensor;
+pub mod weights;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -34,6 +35,7 @@ use node::{display_name, topo_order, Node};
 use ops::{bn_affine, lookup, missing_reason, output_graph, Args, Value};
 use proto::type_proto;
 use tensor::{decode, unsupported, Elem};
+use weights::RawF32;
 
 /// Messages of package `onnx` (ModelProto, GraphProto, NodeProto, TensorProto ...).
 #[allow(clippy::all, missing_docs)]
@@ -164,22 +166,66 @@ struct Importer<'g> {
     graph: &'g proto::GraphProto,
     opset: i64,
     values: HashMap<String, Value>,
+    /// Float32 initializers still as raw bytes: weight slots take them as they are, any other
+    /// reader decodes them into `values` on first use.
+    raw: HashMap<String, RawF32>,
     order: Vec<usize>,
 }
 
 impl<'g> Importer<'g> {
     fn new(graph: &'g proto::GraphProto, opset: i64, base_dir: Option<&Path>) -> Result<Self> {
         let order = topo_order(graph)?;
-        let mut values = HashMap::new();
+        let (mut values, mut raw) = (HashMap::new(), HashMap::new());
         for t in &graph.initializer {
-            values.insert(t.name().to_string(), Value::host(decode(t, base_dir)?));
+            // Names are unique (checked by topo_order).
+            let name = t.name().to_string();
+            match RawF32::of(t) {
+                Some(r) => {
+                    raw.insert(name, r);
+                }
+                None => {
+                    values.insert(name, Value::host(decode(t, base_dir)?));
+                }
+            }
         }
         Ok(Importer {
             graph,
             opset,
             values,
+            raw,
             order,
         })
+    }
+
+    /// Whether `name` is a constant known before the import runs (an initializer or a folded
+    /// value).
+    fn is_const(&self, name: &str) -> bool {
+        self.raw.contains_key(name) || matches!(self.values.get(name), Some(Value::Host(_)))
+    }
+
+    /// The value named `name`, decoding a raw initializer on first use.
+    fn value(&mut self, name: &str) -> Option<Value> {
+        if let Some(v) = self.values.get(name) {
+            return Some(v.clone());
+        }
+        let v = Value::host(self.raw.get(name)?.decode());
+        self.values.insert(name.to_string(), v.clone());
+        Some(v)
+    }
+
+    /// Input 1 of `node` as raw f32 bytes when the node's mapping takes its weight that way
+    /// (see [`ops::Args::weight`]).
+    fn raw_weight(&self, node: &Node) -> Result<Option<RawF32>> {
+        let Some(w) = node.proto.input.get(1).and_then(|s| self.raw.get(s)) else {
+            return Ok(None);
+        };
+        let takes = match node.op() {
+            "Conv" => true,
+            "Gemm" => node.int("transB", 0)? != 0 && w.dims.len() == 2,
+            "MatMul" => w.dims.len() == 2,
+            _ => false,
+        };
+        Ok(takes.then(|| w.clone()))
     }
 
     /// Every node whose op has no mapping, listed at once.
@@ -230,7 +276,7 @@ impl<'g> Importer<'g> {
         }
         let mut ports = Vec::new();
         for v in &self.graph.input {
-            if self.values.contains_key(v.name()) {
+            if self.values.contains_key(v.name()) || self.raw.contains_key(v.name()) {
                 continue; // an initializer listed as an input (IR < 4)
             }
             let what = format!("input '{}'", v.name());
@@ -321,10 +367,7 @@ impl<'g> Importer<'g> {
             }
             if let Some([j]) = uses.get(n.output[0].as_str()).map(|v| v.as_slice()) {
                 let bn = &self.graph.node[*j];
-                let consts = bn.input.len() == 5
-                    && bn.input[1..]
-                        .iter()
-                        .all(|s| matches!(self.values.get(s), Some(Value::Host(_))));
+                let consts = bn.input.len() == 5 && bn.input[1..].iter().all(|s| self.is_const(s));
                 let plain = bn.output.iter().skip(1).all(|o| o.is_empty())
                     && !bn
                         .attribute
@@ -342,18 +385,18 @@ impl<'g> Importer<'g> {
         folds
     }
 
-    fn args<'n, 'a>(&self, node: &'n Node<'a>) -> Result<Args<'n, 'a>> {
+    fn args<'n, 'a>(&mut self, node: &'n Node<'a>) -> Result<Args<'n, 'a>> {
+        let weight = self.raw_weight(node)?;
         let vals = node
             .proto
             .input
             .iter()
-            .map(|s| {
-                if s.is_empty() {
+            .enumerate()
+            .map(|(i, s)| {
+                if s.is_empty() || (i == 1 && weight.is_some()) {
                     Ok(None)
                 } else {
-                    self.values
-                        .get(s)
-                        .cloned()
+                    self.value(s)
                         .map(Some)
                         .ok_or_else(|| node.bad(format!("input '{s}' is undefined")))
                 }
@@ -363,6 +406,7 @@ impl<'g> Importer<'g> {
             node,
             vals,
             bn: None,
+            weight,
         })
     }
 
@@ -399,6 +443,7 @@ impl<'g> Importer<'g> {
             }
             for name in &drops[pos] {
                 self.values.remove(*name);
+                self.raw.remove(*name);
             }
         }
         self.outputs(inputs, names)
@@ -414,15 +459,12 @@ impl<'g> Importer<'g> {
             let bn_proto = &self.graph.node[j];
             let bn_node = Node::new(bn_proto, self.opset);
             // Its data input is this node's output (not built yet): only the statistics are read.
-            let vals = bn_proto
-                .input
-                .iter()
-                .map(|s| self.values.get(s).cloned())
-                .collect();
+            let vals = bn_proto.input.iter().map(|s| self.value(s)).collect();
             args.bn = Some(bn_affine(&Args {
                 node: &bn_node,
                 vals,
                 bn: None,
+                weight: None,
             })?);
             targets = vec![bn_proto.output[0].as_str()];
         }
@@ -449,10 +491,10 @@ impl<'g> Importer<'g> {
     }
 
     /// The graph outputs as ports (bool as fp16 0/1, rank 0 as [1]).
-    fn outputs(&self, inputs: Vec<Port>, mut names: PortNames) -> Result<Imported> {
+    fn outputs(&mut self, inputs: Vec<Port>, mut names: PortNames) -> Result<Imported> {
         let mut outputs = Vec::new();
         for o in &self.graph.output {
-            let v = self.values.get(o.name()).ok_or_else(|| {
+            let v = self.value(o.name()).ok_or_else(|| {
                 Error::value("onnx graph", format!("output '{}' is undefined", o.name()))
             })?;
             let stub = proto::NodeProto {
@@ -460,7 +502,7 @@ impl<'g> Importer<'g> {
                 op_type: Some("Output".into()),
                 ..Default::default()
             };
-            let t = output_graph(&Node::new(&stub, self.opset), v)?;
+            let t = output_graph(&Node::new(&stub, self.opset), &v)?;
             outputs.push(Port {
                 onnx_name: o.name().to_string(),
                 name: names.name(o.name()),
