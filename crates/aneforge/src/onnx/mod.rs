@@ -5,6 +5,8 @@
 //! right after a Conv/Gemm folds into its weights. Unsupported ops are listed all at once.
 
 pub mod fold;
+mod int_layout;
+mod mask_fill;
 pub mod node;
 pub mod ops;
 mod ops_attention;
@@ -82,8 +84,8 @@ impl Imported {
 /// Import the .onnx file at `path` (external data is read from its folder); `input_shapes`
 /// fixes symbolic input dims by input name.
 pub fn import_file(path: &Path, input_shapes: &[(String, Vec<usize>)]) -> Result<Imported> {
-    let bytes = crate::program::files::read_regular(path)?;
-    import_model(Bytes::from(bytes), path, path.parent(), input_shapes)
+    let bytes = crate::program::files::map_regular(path)?;
+    import_model(bytes, path, path.parent(), input_shapes)
 }
 
 /// Import serialized ModelProto `bytes`; external data (if any) is read from `base_dir`.
@@ -436,10 +438,11 @@ impl<'g> Importer<'g> {
         let inputs = self.inputs(shapes, &mut names)?;
         let folds = self.bn_folds();
         let folded: Vec<usize> = folds.values().copied().collect();
+        let masks = mask_fill::mask_nodes(self.graph);
         let drops = self.last_reads();
         for (pos, &i) in self.order.clone().iter().enumerate() {
             if !folded.contains(&i) {
-                self.node(i, &folds)?;
+                self.node(i, &folds, masks.contains(&i))?;
             }
             for name in &drops[pos] {
                 self.values.remove(*name);
@@ -449,14 +452,23 @@ impl<'g> Importer<'g> {
         self.outputs(inputs, names)
     }
 
-    /// Import node `i` (with the BatchNormalization that folds into it, if any).
-    fn node(&mut self, i: usize, folds: &HashMap<usize, usize>) -> Result<()> {
-        let proto = &self.graph.node[i];
+    /// Import node `i` (with the BatchNormalization that folds into it, if any); `mask` marks
+    /// an attention-mask node whose constant fills saturate (see `mask_fill.rs`).
+    fn node(&mut self, i: usize, folds: &HashMap<usize, usize>, mask: bool) -> Result<()> {
+        let graph = self.graph;
+        let proto = &graph.node[i];
         let node = Node::new(proto, self.opset);
         let mut args = self.args(&node)?;
+        if mask {
+            args.vals = args
+                .vals
+                .iter()
+                .map(|v| v.as_ref().map(mask_fill::saturate))
+                .collect();
+        }
         let mut targets: Vec<&str> = proto.output.iter().map(|s| s.as_str()).collect();
         if let Some(&j) = folds.get(&i) {
-            let bn_proto = &self.graph.node[j];
+            let bn_proto = &graph.node[j];
             let bn_node = Node::new(bn_proto, self.opset);
             // Its data input is this node's output (not built yet): only the statistics are read.
             let vals = bn_proto.input.iter().map(|s| self.value(s)).collect();
@@ -474,7 +486,15 @@ impl<'g> Importer<'g> {
             None => {
                 let f = lookup(node.op())
                     .ok_or_else(|| node.unsupported(&missing_reason(node.op())))?;
-                f(&args)?
+                let on_ints = if int_layout::is_int_layout(node.op()) {
+                    int_layout::map(&args, f)?
+                } else {
+                    None
+                };
+                match on_ints {
+                    Some(v) => v,
+                    None => f(&args)?,
+                }
             }
         };
         for (k, name) in targets.iter().enumerate() {
@@ -493,7 +513,8 @@ impl<'g> Importer<'g> {
     /// The graph outputs as ports (bool as fp16 0/1, rank 0 as [1]).
     fn outputs(&mut self, inputs: Vec<Port>, mut names: PortNames) -> Result<Imported> {
         let mut outputs = Vec::new();
-        for o in &self.graph.output {
+        let graph = self.graph;
+        for o in &graph.output {
             let v = self.value(o.name()).ok_or_else(|| {
                 Error::value("onnx graph", format!("output '{}' is undefined", o.name()))
             })?;
