@@ -339,7 +339,9 @@ def test_runtime_int64_ids_through_layout_ops_exactly():
     m = _int_model(b, [(ids, ["batch", "sequence"])], out, [8, 6], 17, TensorProto.INT64)
     x = np.array([[50256, 1, 2047, 2049, 40000], [3, 65535, 12345, 0, 31999]], np.int64)
     want = ReferenceEvaluator(m).run(None, {ids: x})[0]
-    got = np.asarray(af.load_onnx(m.SerializeToString(), input_shapes={ids: (2, 5)}, device="reference")(x))
+    got = af.load_onnx(m.SerializeToString(), input_shapes={ids: (2, 5)}, device="reference")(x)
+    got = np.asarray(list(got.values())[0] if isinstance(got, dict) else got)
+    assert want.max() > 2048  # beyond fp16's exact integers
     np.testing.assert_array_equal(got, want)
 
 

@@ -82,15 +82,12 @@ impl RawF32 {
             }
         }
         let per = row_scale.map_or(n.max(1), |s| n / s.len()).max(1);
-        let mut out = vec![f16::ZERO; n];
-        let mut stage = [0f32; CHUNK];
-        for (k, (src, dst)) in self
-            .bytes
-            .chunks(4 * CHUNK)
-            .zip(out.chunks_mut(CHUNK))
-            .enumerate()
-        {
-            let stage = &mut stage[..dst.len()];
+        // Filled chunk by chunk from reused staging buffers: no zeroing pass over the output.
+        let mut out = Vec::with_capacity(n);
+        let (mut stage, mut halves) = ([0f32; CHUNK], [f16::ZERO; CHUNK]);
+        for (k, src) in self.bytes.chunks(4 * CHUNK).enumerate() {
+            let stage = &mut stage[..src.len() / 4];
+            let dst = &mut halves[..src.len() / 4];
             for (s, c) in stage.iter_mut().zip(src.chunks_exact(4)) {
                 *s = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
             }
@@ -106,7 +103,13 @@ impl RawF32 {
                 }
             }
             dst.convert_from_f32_slice(stage);
-            if let Some(j) = dst.iter().position(|h| !h.is_finite()) {
+            // Exponent all ones = inf/NaN; a branch-free scan first, the position only on error.
+            let special = |h: &f16| h.to_bits() & 0x7c00 == 0x7c00;
+            if !dst.iter().fold(false, |any, h| any | special(h)) {
+                out.extend_from_slice(dst);
+                continue;
+            }
+            if let Some(j) = dst.iter().position(special) {
                 let (i, v) = (k * CHUNK + j, stage[j]);
                 let why = if v.is_finite() {
                     "overflows fp16 (|x| > 65504)"
