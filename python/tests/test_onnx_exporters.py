@@ -272,7 +272,9 @@ def test_hf_bert_with_int64_ids_and_finfo_min_mask(opset):
     b, d, heads, vocab = Builder(11), 32, 2, 3000
     ids, types, mask = "input_ids", "token_type_ids", "attention_mask"
     seq = b.dim(ids, 1)
-    pos_ids = b.op("Slice", [b.const(np.arange(64, dtype=np.int64)[None], "position_ids"), b.ints([0]), seq, b.ints([1])])
+    pos_ids = b.op(
+        "Slice", [b.const(np.arange(64, dtype=np.int64)[None], "position_ids"), b.ints([0]), seq, b.ints([1])]
+    )
     emb = b.op("Gather", [b.weight((vocab, d), 0.5, "word"), ids], axis=0)
     emb = b.op("Add", [emb, b.op("Gather", [b.weight((2, d), 0.5, "type"), types], axis=0)])
     emb = b.op("Add", [emb, b.op("Gather", [b.weight((64, d), 0.5, "pos"), pos_ids], axis=0)])
@@ -297,7 +299,9 @@ def test_hf_gpt2_with_int64_ids_causal_where_and_mask():
     seq = b.dim(ids, 1)
     flat_ids = b.op("Reshape", [ids, b.op("Concat", [b.ints([-1]), seq], axis=0)])
     seq_scalar = b.op("Squeeze", [seq, b.ints([0])])
-    positions = b.op("Unsqueeze", [b.op("Range", [b.const(np.int64(0)), seq_scalar, b.const(np.int64(1))]), b.ints([0])])
+    positions = b.op(
+        "Unsqueeze", [b.op("Range", [b.const(np.int64(0)), seq_scalar, b.const(np.int64(1))]), b.ints([0])]
+    )
     h = b.op(
         "Add",
         [
