@@ -4,7 +4,7 @@ to a program directory by aneforge (`aneforge::onnx` + export, BN folded into th
 loaded into an ONNX Runtime InferenceSession (1 thread), in the same run; then both outputs are
 compared (cosine) on one input, the aneforge side on the fp16 reference executor.
 
-Usage: python bench/onnx_import.py [--out BENCHMARKS.md] [--repeat 3]
+Usage: python bench/onnx_import.py [--out BENCHMARKS.md] [--repeat 7]
 """
 
 import argparse
@@ -86,21 +86,25 @@ def resnet50(seed=0) -> onnx.ModelProto:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="BENCHMARKS.md")
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=7)
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="onnx-bench-")
     try:
         path = os.path.join(tmp, "resnet50.onnx")
         onnx.save_model(resnet50(), path)
         size_mb = os.path.getsize(path) / 1e6
-        af_s, ort_s, af_cpu, ort_cpu = [], [], [], []
+        af_s, ort_s, af_cpu, ort_cpu, imp_s, imp_cpu = [], [], [], [], [], []
         for r in range(args.repeat):
             build = os.path.join(tmp, f"prog{r}")
             t, c = time.perf_counter(), time.process_time()
             _, outs = _core._onnx_import(path, [])
+            imp_s.append(time.perf_counter() - t)
+            imp_cpu.append(time.process_time() - c)
             af.export({port: tensor for _, port, tensor in outs}, build_dir=build)
             af_s.append(time.perf_counter() - t)
             af_cpu.append(time.process_time() - c)
+            del outs
+            shutil.rmtree(build, ignore_errors=True)
             opts = ort.SessionOptions()
             opts.intra_op_num_threads = 1
             t, c = time.perf_counter(), time.process_time()
@@ -124,7 +128,11 @@ def main():
         "| step | median wall s | min wall s | median CPU s (process) |",
         "|---|---|---|---|",
         f"| aneforge import + compile to a program directory | {np.median(af_s):.2f} | {min(af_s):.2f} | {np.median(af_cpu):.2f} |",
+        f"| &nbsp;&nbsp;of which import (parse, map, weights to fp16) | {np.median(imp_s):.2f} | {min(imp_s):.2f} | {np.median(imp_cpu):.2f} |",
+        f"| &nbsp;&nbsp;of which export (lower, hash, write weights.bin) | {np.median(np.subtract(af_s, imp_s)):.2f} | {min(np.subtract(af_s, imp_s)):.2f} | {np.median(np.subtract(af_cpu, imp_cpu)):.2f} |",
         f"| ONNX Runtime InferenceSession | {np.median(ort_s):.2f} | {min(ort_s):.2f} | {np.median(ort_cpu):.2f} |",
+        "",
+        f"Ratio aneforge / ONNX Runtime (medians, same process, alternating rounds): wall {np.median(af_s) / np.median(ort_s):.2f}, CPU {np.median(af_cpu) / np.median(ort_cpu):.2f}.",
         "",
         f"Load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (wall times include waiting for a core).",
         "",

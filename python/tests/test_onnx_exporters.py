@@ -236,3 +236,180 @@ def test_vit_embedding_and_layer():
     m = b.model([(x, ["batch", c, 16, 16])], cls_out, ["batch", d], 17)
     feeds = {x: np.random.default_rng(10).standard_normal((2, c, 16, 16)).astype(np.float32)}
     _agree(m, feeds, {x: (2, c, 16, 16)})
+
+
+F32_MIN = float(np.finfo(np.float32).min)
+
+
+def _int_model(b, inputs, output, out_shape, opset, out_type=TensorProto.FLOAT):
+    g = helper.make_graph(
+        b.nodes,
+        "g",
+        [helper.make_tensor_value_info(n, TensorProto.INT64, s) for n, s in inputs],
+        [helper.make_tensor_value_info(output, out_type, out_shape)],
+        initializer=b.inits,
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    onnx.checker.check_model(m)
+    return m
+
+
+def _hf_mask(b, mask):
+    """(1 - mask[:, None, None, :].float()) * finfo(float32).min, as transformers writes it."""
+    m4 = b.op("Cast", [b.op("Unsqueeze", [mask, b.ints([1, 2])])], to=TensorProto.FLOAT)
+    return b.op("Mul", [b.op("Sub", [b.const(np.float32(1.0)), m4]), b.const(np.float32(F32_MIN))])
+
+
+def _ids(rng, shape, vocab):
+    return rng.integers(0, vocab, shape).astype(np.int64)
+
+
+@pytest.mark.parametrize("opset", [14, 17])
+def test_hf_bert_with_int64_ids_and_finfo_min_mask(opset):
+    """BertModel as torch.onnx.export writes it: int64 input_ids / token_type_ids /
+    attention_mask with dynamic axes, embeddings gathered at runtime, position ids sliced from a
+    buffer by Shape, and the finfo(float32).min extended attention mask."""
+    b, d, heads, vocab = Builder(11), 32, 2, 3000
+    ids, types, mask = "input_ids", "token_type_ids", "attention_mask"
+    seq = b.dim(ids, 1)
+    pos_ids = b.op(
+        "Slice", [b.const(np.arange(64, dtype=np.int64)[None], "position_ids"), b.ints([0]), seq, b.ints([1])]
+    )
+    emb = b.op("Gather", [b.weight((vocab, d), 0.5, "word"), ids], axis=0)
+    emb = b.op("Add", [emb, b.op("Gather", [b.weight((2, d), 0.5, "type"), types], axis=0)])
+    emb = b.op("Add", [emb, b.op("Gather", [b.weight((64, d), 0.5, "pos"), pos_ids], axis=0)])
+    h = b.layer_norm(emb, d, opset)
+    a = b.attention(b.linear(h, d, d), b.linear(h, d, d), b.linear(h, d, d), heads, d, mask_add=_hf_mask(b, mask))
+    out = b.layer_norm(b.op("Add", [b.linear(a, d, d), h]), d, opset)
+    dyn = ["batch", "sequence"]
+    m = _int_model(b, [(ids, dyn), (types, dyn), (mask, dyn)], out, ["batch", "sequence", d], opset)
+    rng = np.random.default_rng(12)
+    am = np.ones((2, 6), np.int64)
+    am[1, 4:] = 0
+    feeds = {ids: _ids(rng, (2, 6), vocab), types: _ids(rng, (2, 6), 2), mask: am}
+    _agree(m, feeds, {k: (2, 6) for k in feeds})
+
+
+def test_hf_gpt2_with_int64_ids_causal_where_and_mask():
+    """GPT2Model as exported: input_ids.view(-1, seq) (runtime int Reshape), position ids from
+    Range + Unsqueeze, a bool causal buffer sliced by Shape and applied by Where with a
+    finfo(float32).min scalar, and the padding mask added as (1 - m) * finfo.min."""
+    b, d, heads, vocab, n_ctx = Builder(13), 24, 2, 50257, 16
+    ids, mask = "input_ids", "attention_mask"
+    seq = b.dim(ids, 1)
+    flat_ids = b.op("Reshape", [ids, b.op("Concat", [b.ints([-1]), seq], axis=0)])
+    seq_scalar = b.op("Squeeze", [seq, b.ints([0])])
+    positions = b.op(
+        "Unsqueeze", [b.op("Range", [b.const(np.int64(0)), seq_scalar, b.const(np.int64(1))]), b.ints([0])]
+    )
+    h = b.op(
+        "Add",
+        [
+            b.op("Gather", [b.weight((vocab, d), 0.5, "wte"), flat_ids], axis=0),
+            b.op("Gather", [b.weight((n_ctx, d), 0.5, "wpe"), positions], axis=0),
+        ],
+    )
+    bias = b.const(np.tril(np.ones((n_ctx, n_ctx), bool))[None, None], "bias")
+    causal = b.op("Slice", [bias, b.ints([0, 0]), b.op("Concat", [seq, seq], axis=0), b.ints([2, 3])])
+    ln = b.layer_norm(h, d, 14)
+    q, k, v = b.op("Split", [b.linear(ln, d, 3 * d), b.ints([d, d, d])], n_out=3, axis=2)
+    dh = d // heads
+    qh, vh, kt = b.heads(q, heads, dh), b.heads(v, heads, dh), b.heads(k, heads, dh, perm=(0, 2, 3, 1))
+    s = b.op("Div", [b.op("MatMul", [qh, kt]), b.const(np.float32(np.sqrt(dh)))])
+    s = b.op("Where", [causal, s, b.const(np.float32(F32_MIN))])
+    batch_mask = b.op("Reshape", [mask, b.op("Concat", [b.dim(ids, 0), b.ints([-1])], axis=0)])
+    s = b.op("Add", [s, _hf_mask(b, batch_mask)])
+    a = b.merge_heads(b.op("MatMul", [b.op("Softmax", [s], axis=-1), vh]), d)
+    out = b.op("Add", [b.linear(a, d, d), h])
+    dyn = ["batch", "sequence"]
+    m = _int_model(b, [(ids, dyn), (mask, dyn)], out, ["batch", "sequence", d], 14)
+    am = np.ones((2, 7), np.int64)
+    am[1, 5:] = 0  # right padding: every query keeps an unmasked key (see ARCHITECTURE.md)
+    feeds = {ids: _ids(np.random.default_rng(14), (2, 7), vocab), mask: am}
+    _agree(m, feeds, {ids: (2, 7), mask: (2, 7)})
+
+
+def test_runtime_int64_ids_through_layout_ops_exactly():
+    """Token ids beyond fp16's exact range (> 2048) through Transpose, Concat, Slice, Expand,
+    Tile and Gather along an axis stay exact (host int32 data movement)."""
+    b = Builder(15)
+    ids = "input_ids"
+    t = b.op("Transpose", [ids], perm=[1, 0])  # [5, 2]
+    tail = b.op("Slice", [t, b.ints([-2]), b.ints([100]), b.ints([0])])  # [2, 2]
+    cat = b.op("Concat", [t, tail, b.ints([[7, 8]])], axis=0)  # [8, 2]
+    last = b.op("Gather", [cat, b.const(np.array([1], np.int64), "idx")], axis=1)  # [8, 1]
+    wide = b.op("Expand", [last, b.ints([8, 3])])
+    out = b.op("Tile", [wide, b.ints([1, 2])])  # [8, 6]
+    m = _int_model(b, [(ids, ["batch", "sequence"])], out, [8, 6], 17, TensorProto.INT64)
+    x = np.array([[50256, 1, 2047, 2049, 40000], [3, 65535, 12345, 0, 31999]], np.int64)
+    want = ReferenceEvaluator(m).run(None, {ids: x})[0]
+    got = af.load_onnx(m.SerializeToString(), input_shapes={ids: (2, 5)}, device="reference")(x)
+    got = np.asarray(list(got.values())[0] if isinstance(got, dict) else got)
+    assert want.max() > 2048  # beyond fp16's exact integers
+    np.testing.assert_array_equal(got, want)
+
+
+def test_finfo_min_outside_a_softmax_mask_is_still_refused():
+    """The saturation is exact only before a Softmax: the same fill feeding an output is an error."""
+    b = Builder(16)
+    y = b.op("Mul", [b.op("Sub", [b.const(np.float32(1.0)), "x"]), b.const(np.float32(F32_MIN))])
+    m = b.model([("x", [2, 3])], y, [2, 3], 17)
+    with pytest.raises(NotImplementedError, match="outside fp16"):
+        af.load_onnx(m.SerializeToString(), device="reference")
+
+
+def _conv_bn(b, x, cin, cout, k, group=1, stride=1, act="silu"):
+    """Conv (no bias) + BatchNormalization (folded at import) + SiLU (Sigmoid·Mul) / ReLU / none."""
+    w = b.weight((cout, cin // group, k, k), np.sqrt(2.0 / (cin // group * k * k)))
+    y = b.op("Conv", [x, w], kernel_shape=[k, k], pads=[k // 2] * 4, group=group, strides=[stride] * 2)
+    stats = [
+        b.const(b.rng.uniform(0.5, 1.5, cout).astype(np.float32), "g"),
+        b.weight((cout,), 0.1, "beta"),
+        b.weight((cout,), 0.1, "mean"),
+        b.const(b.rng.uniform(0.5, 1.5, cout).astype(np.float32), "var"),
+    ]
+    y = b.op("BatchNormalization", [y, *stats], epsilon=1e-3)
+    if act == "silu":
+        return b.op("Mul", [y, b.op("Sigmoid", [y])])
+    return b.op("Relu", [y]) if act == "relu" else y
+
+
+def _squeeze_excite(b, x, c, squeezed, act):
+    s = b.op("GlobalAveragePool", [x])
+    s = _conv(b, s, c, squeezed, 1)
+    s = b.op("Mul", [s, b.op("Sigmoid", [s])]) if act == "silu" else b.op("Relu", [s])
+    return b.op("Mul", [x, b.op("Sigmoid", [_conv(b, s, squeezed, c, 1)])])
+
+
+@pytest.mark.parametrize(("k", "stride"), [(3, 1), (5, 2)])
+def test_efficientnet_mbconv_block(k, stride):
+    """torchvision EfficientNet MBConv: expand 1x1, depthwise kxk, squeeze-excite with SiLU,
+    project 1x1 (BN folded), residual when the stride is 1."""
+    b, c, e = Builder(17), 16, 64
+    x = "input"
+    h = _conv_bn(b, x, c, e, 1)
+    h = _conv_bn(b, h, e, e, k, group=e, stride=stride)
+    h = _squeeze_excite(b, h, e, 4, "silu")
+    out = _conv_bn(b, h, e, c, 1, act=None)
+    if stride == 1:
+        out = b.op("Add", [out, x])
+    side = 14 // stride
+    m = b.model([(x, ["batch", c, 14, 14])], out, ["batch", c, side, side], 17)
+    feeds = {x: np.random.default_rng(18).standard_normal((2, c, 14, 14)).astype(np.float32)}
+    _agree(m, feeds, {x: (2, c, 14, 14)})
+
+
+def test_regnety_block():
+    """torchvision RegNetY bottleneck: 1x1, grouped 3x3 with stride 2 (group width 8),
+    squeeze-excite with ReLU, 1x1, a projected shortcut, ReLU after the add."""
+    b, cin, w = Builder(19), 16, 32
+    x = "input"
+    h = _conv_bn(b, x, cin, w, 1, act="relu")
+    h = _conv_bn(b, h, w, w, 3, group=w // 8, stride=2, act="relu")
+    h = _squeeze_excite(b, h, w, cin // 4, "relu")
+    h = _conv_bn(b, h, w, w, 1, act=None)
+    short = _conv_bn(b, x, cin, w, 1, stride=2, act=None)
+    out = b.op("Relu", [b.op("Add", [h, short])])
+    m = b.model([(x, ["batch", cin, 12, 12])], out, ["batch", w, 6, 6], 17)
+    feeds = {x: np.random.default_rng(20).standard_normal((1, cin, 12, 12)).astype(np.float32)}
+    _agree(m, feeds, {x: (1, cin, 12, 12)})

@@ -80,7 +80,8 @@ impl Differentiable for HostOp {
             | HostOp::Fps(_)
             | HostOp::RadiusSearch(_)
             | HostOp::IntElementwise(_)
-            | HostOp::IntReshape(_) => Err(not_differentiable(self.name())),
+            | HostOp::IntReshape(_)
+            | HostOp::IntRemap(_) => Err(not_differentiable(self.name())),
         }
     }
 }

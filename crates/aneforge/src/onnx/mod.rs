@@ -5,6 +5,8 @@
 //! right after a Conv/Gemm folds into its weights. Unsupported ops are listed all at once.
 
 pub mod fold;
+mod int_layout;
+mod mask_fill;
 pub mod node;
 pub mod ops;
 mod ops_attention;
@@ -19,6 +21,7 @@ mod ops_resize;
 mod ops_values;
 pub mod qdq;
 pub mod tensor;
+pub mod weights;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -34,6 +37,7 @@ use node::{display_name, topo_order, Node};
 use ops::{bn_affine, lookup, missing_reason, output_graph, Args, Value};
 use proto::type_proto;
 use tensor::{decode, unsupported, Elem};
+use weights::RawF32;
 
 /// Messages of package `onnx` (ModelProto, GraphProto, NodeProto, TensorProto ...).
 #[allow(clippy::all, missing_docs)]
@@ -80,8 +84,8 @@ impl Imported {
 /// Import the .onnx file at `path` (external data is read from its folder); `input_shapes`
 /// fixes symbolic input dims by input name.
 pub fn import_file(path: &Path, input_shapes: &[(String, Vec<usize>)]) -> Result<Imported> {
-    let bytes = crate::program::files::read_regular(path)?;
-    import_model(Bytes::from(bytes), path, path.parent(), input_shapes)
+    let bytes = crate::program::files::map_regular(path)?;
+    import_model(bytes, path, path.parent(), input_shapes)
 }
 
 /// Import serialized ModelProto `bytes`; external data (if any) is read from `base_dir`.
@@ -164,22 +168,66 @@ struct Importer<'g> {
     graph: &'g proto::GraphProto,
     opset: i64,
     values: HashMap<String, Value>,
+    /// Float32 initializers still as raw bytes: weight slots take them as they are, any other
+    /// reader decodes them into `values` on first use.
+    raw: HashMap<String, RawF32>,
     order: Vec<usize>,
 }
 
 impl<'g> Importer<'g> {
     fn new(graph: &'g proto::GraphProto, opset: i64, base_dir: Option<&Path>) -> Result<Self> {
         let order = topo_order(graph)?;
-        let mut values = HashMap::new();
+        let (mut values, mut raw) = (HashMap::new(), HashMap::new());
         for t in &graph.initializer {
-            values.insert(t.name().to_string(), Value::host(decode(t, base_dir)?));
+            // Names are unique (checked by topo_order).
+            let name = t.name().to_string();
+            match RawF32::of(t) {
+                Some(r) => {
+                    raw.insert(name, r);
+                }
+                None => {
+                    values.insert(name, Value::host(decode(t, base_dir)?));
+                }
+            }
         }
         Ok(Importer {
             graph,
             opset,
             values,
+            raw,
             order,
         })
+    }
+
+    /// Whether `name` is a constant known before the import runs (an initializer or a folded
+    /// value).
+    fn is_const(&self, name: &str) -> bool {
+        self.raw.contains_key(name) || matches!(self.values.get(name), Some(Value::Host(_)))
+    }
+
+    /// The value named `name`, decoding a raw initializer on first use.
+    fn value(&mut self, name: &str) -> Option<Value> {
+        if let Some(v) = self.values.get(name) {
+            return Some(v.clone());
+        }
+        let v = Value::host(self.raw.get(name)?.decode());
+        self.values.insert(name.to_string(), v.clone());
+        Some(v)
+    }
+
+    /// Input 1 of `node` as raw f32 bytes when the node's mapping takes its weight that way
+    /// (see [`ops::Args::weight`]).
+    fn raw_weight(&self, node: &Node) -> Result<Option<RawF32>> {
+        let Some(w) = node.proto.input.get(1).and_then(|s| self.raw.get(s)) else {
+            return Ok(None);
+        };
+        let takes = match node.op() {
+            "Conv" => true,
+            "Gemm" => node.int("transB", 0)? != 0 && w.dims.len() == 2,
+            "MatMul" => w.dims.len() == 2,
+            _ => false,
+        };
+        Ok(takes.then(|| w.clone()))
     }
 
     /// Every node whose op has no mapping, listed at once.
@@ -230,7 +278,7 @@ impl<'g> Importer<'g> {
         }
         let mut ports = Vec::new();
         for v in &self.graph.input {
-            if self.values.contains_key(v.name()) {
+            if self.values.contains_key(v.name()) || self.raw.contains_key(v.name()) {
                 continue; // an initializer listed as an input (IR < 4)
             }
             let what = format!("input '{}'", v.name());
@@ -321,10 +369,7 @@ impl<'g> Importer<'g> {
             }
             if let Some([j]) = uses.get(n.output[0].as_str()).map(|v| v.as_slice()) {
                 let bn = &self.graph.node[*j];
-                let consts = bn.input.len() == 5
-                    && bn.input[1..]
-                        .iter()
-                        .all(|s| matches!(self.values.get(s), Some(Value::Host(_))));
+                let consts = bn.input.len() == 5 && bn.input[1..].iter().all(|s| self.is_const(s));
                 let plain = bn.output.iter().skip(1).all(|o| o.is_empty())
                     && !bn
                         .attribute
@@ -342,18 +387,18 @@ impl<'g> Importer<'g> {
         folds
     }
 
-    fn args<'n, 'a>(&self, node: &'n Node<'a>) -> Result<Args<'n, 'a>> {
+    fn args<'n, 'a>(&mut self, node: &'n Node<'a>) -> Result<Args<'n, 'a>> {
+        let weight = self.raw_weight(node)?;
         let vals = node
             .proto
             .input
             .iter()
-            .map(|s| {
-                if s.is_empty() {
+            .enumerate()
+            .map(|(i, s)| {
+                if s.is_empty() || (i == 1 && weight.is_some()) {
                     Ok(None)
                 } else {
-                    self.values
-                        .get(s)
-                        .cloned()
+                    self.value(s)
                         .map(Some)
                         .ok_or_else(|| node.bad(format!("input '{s}' is undefined")))
                 }
@@ -363,6 +408,7 @@ impl<'g> Importer<'g> {
             node,
             vals,
             bn: None,
+            weight,
         })
     }
 
@@ -392,37 +438,45 @@ impl<'g> Importer<'g> {
         let inputs = self.inputs(shapes, &mut names)?;
         let folds = self.bn_folds();
         let folded: Vec<usize> = folds.values().copied().collect();
+        let masks = mask_fill::mask_nodes(self.graph);
         let drops = self.last_reads();
         for (pos, &i) in self.order.clone().iter().enumerate() {
             if !folded.contains(&i) {
-                self.node(i, &folds)?;
+                self.node(i, &folds, masks.contains(&i))?;
             }
             for name in &drops[pos] {
                 self.values.remove(*name);
+                self.raw.remove(*name);
             }
         }
         self.outputs(inputs, names)
     }
 
-    /// Import node `i` (with the BatchNormalization that folds into it, if any).
-    fn node(&mut self, i: usize, folds: &HashMap<usize, usize>) -> Result<()> {
-        let proto = &self.graph.node[i];
+    /// Import node `i` (with the BatchNormalization that folds into it, if any); `mask` marks
+    /// an attention-mask node whose constant fills saturate (see `mask_fill.rs`).
+    fn node(&mut self, i: usize, folds: &HashMap<usize, usize>, mask: bool) -> Result<()> {
+        let graph = self.graph;
+        let proto = &graph.node[i];
         let node = Node::new(proto, self.opset);
         let mut args = self.args(&node)?;
+        if mask {
+            args.vals = args
+                .vals
+                .iter()
+                .map(|v| v.as_ref().map(mask_fill::saturate))
+                .collect();
+        }
         let mut targets: Vec<&str> = proto.output.iter().map(|s| s.as_str()).collect();
         if let Some(&j) = folds.get(&i) {
-            let bn_proto = &self.graph.node[j];
+            let bn_proto = &graph.node[j];
             let bn_node = Node::new(bn_proto, self.opset);
             // Its data input is this node's output (not built yet): only the statistics are read.
-            let vals = bn_proto
-                .input
-                .iter()
-                .map(|s| self.values.get(s).cloned())
-                .collect();
+            let vals = bn_proto.input.iter().map(|s| self.value(s)).collect();
             args.bn = Some(bn_affine(&Args {
                 node: &bn_node,
                 vals,
                 bn: None,
+                weight: None,
             })?);
             targets = vec![bn_proto.output[0].as_str()];
         }
@@ -432,7 +486,15 @@ impl<'g> Importer<'g> {
             None => {
                 let f = lookup(node.op())
                     .ok_or_else(|| node.unsupported(&missing_reason(node.op())))?;
-                f(&args)?
+                let on_ints = if int_layout::is_int_layout(node.op()) {
+                    int_layout::map(&args, f)?
+                } else {
+                    None
+                };
+                match on_ints {
+                    Some(v) => v,
+                    None => f(&args)?,
+                }
             }
         };
         for (k, name) in targets.iter().enumerate() {
@@ -449,10 +511,11 @@ impl<'g> Importer<'g> {
     }
 
     /// The graph outputs as ports (bool as fp16 0/1, rank 0 as [1]).
-    fn outputs(&self, inputs: Vec<Port>, mut names: PortNames) -> Result<Imported> {
+    fn outputs(&mut self, inputs: Vec<Port>, mut names: PortNames) -> Result<Imported> {
         let mut outputs = Vec::new();
-        for o in &self.graph.output {
-            let v = self.values.get(o.name()).ok_or_else(|| {
+        let graph = self.graph;
+        for o in &graph.output {
+            let v = self.value(o.name()).ok_or_else(|| {
                 Error::value("onnx graph", format!("output '{}' is undefined", o.name()))
             })?;
             let stub = proto::NodeProto {
@@ -460,7 +523,7 @@ impl<'g> Importer<'g> {
                 op_type: Some("Output".into()),
                 ..Default::default()
             };
-            let t = output_graph(&Node::new(&stub, self.opset), v)?;
+            let t = output_graph(&Node::new(&stub, self.opset), &v)?;
             outputs.push(Port {
                 onnx_name: o.name().to_string(),
                 name: names.name(o.name()),

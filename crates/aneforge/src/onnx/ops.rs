@@ -70,6 +70,9 @@ pub struct Args<'n, 'a> {
     pub vals: Vec<Option<Value>>,
     /// A following BatchNormalization to fold into this Conv/Gemm: (scale, shift) per channel.
     pub bn: Option<(Vec<f64>, Vec<f64>)>,
+    /// The weight (input 1) of a Conv, a Gemm with transB = 1 or a MatMul as raw f32 bytes when
+    /// it is a float32 initializer of rank 2 (Conv: any rank); `vals[1]` is then None.
+    pub weight: Option<super::weights::RawF32>,
 }
 
 /// The reason every runtime integer/index op gives until host ops exist.

@@ -3,7 +3,7 @@
 
 use super::ops::{Args, OpFn, Value};
 use crate::error::Result;
-use crate::graph::build::conv::{conv2d, dynamic_conv};
+use crate::graph::build::conv::{conv2d, conv2d_const, dynamic_conv};
 use crate::graph::build::conv_transpose::conv_transpose2d;
 use crate::graph::build::einsum::einsum;
 use crate::graph::build::io::constant;
@@ -11,8 +11,10 @@ use crate::graph::build::norm::instance_norm;
 use crate::graph::Tensor;
 use crate::onnx::node::Node;
 use crate::onnx::tensor::HostTensor;
+use crate::onnx::weights::{fp16_constant, RawF32};
 use crate::ops::conv::ConvOptions;
 use crate::ops::io::{HostArray, HostData};
+use half::f16;
 
 /// The mapping of neural-network op `op`, or None.
 pub fn lookup(op: &str) -> Option<OpFn> {
@@ -169,12 +171,64 @@ pub fn fold_bn(
     )
 }
 
+/// Raw f32 weight `w` (rows = output channels on axis 0) as fp16 values, times `alpha` and a
+/// folded BatchNormalization (in f32, per row), and the bias [rows] that goes with it: `bias`
+/// (already scaled) under the BN's scale plus its shift. Errors name the node.
+fn raw_weight_f16(
+    a: &Args,
+    w: &RawF32,
+    alpha: f64,
+    bias: Option<HostTensor>,
+) -> Result<(Vec<f16>, Option<HostTensor>)> {
+    let n = a.node;
+    let rows = w.dims.first().copied().unwrap_or(1);
+    if let Some(b) = &bias {
+        if b.numel() != rows {
+            return Err(n.bad(format!(
+                "bias has {} values for {rows} output channels",
+                b.numel()
+            )));
+        }
+    }
+    let (scale, bias) = match &a.bn {
+        Some((scale, shift)) => {
+            if scale.len() != rows {
+                return Err(n.bad(format!(
+                    "the BatchNormalization that follows has {} channels for {rows} outputs",
+                    scale.len()
+                )));
+            }
+            let data = (0..rows)
+                .map(|c| bias.as_ref().map_or(0.0, |b| b.data[c]) * scale[c] + shift[c])
+                .collect();
+            let row: Vec<f32> = scale.iter().map(|s| (s * alpha) as f32).collect();
+            let elem = bias
+                .as_ref()
+                .map_or(crate::onnx::tensor::Elem::F32, |b| b.elem);
+            (
+                Some(row),
+                Some(HostTensor {
+                    elem,
+                    dims: vec![rows],
+                    data,
+                }),
+            )
+        }
+        None if alpha != 1.0 => (Some(vec![alpha as f32; rows]), bias),
+        None => (None, bias),
+    };
+    Ok((w.to_f16(scale.as_deref(), &n.what)?, bias))
+}
+
 fn conv(a: &Args) -> Result<Vec<Value>> {
     let n = a.node;
     let x = a.ftensor(0)?;
     let rank = x.rank();
     let x4 = as_4d(n, &x)?;
-    let wv = a.req(1)?.dims();
+    let wv = match &a.weight {
+        Some(w) => w.dims.clone(),
+        None => a.req(1)?.dims(),
+    };
     if wv.len() != rank {
         return Err(n.bad(format!("weight dims {wv:?} do not match input rank {rank}")));
     }
@@ -185,8 +239,20 @@ fn conv(a: &Args) -> Result<Vec<Value>> {
         dilation: win.dilation,
         groups: n.int("group", 1)?.max(1) as usize,
     };
-    let y = match a.host(1, "weight") {
-        Ok(Some(w)) => {
+    let y = match (&a.weight, a.host(1, "weight")) {
+        (Some(w), _) => {
+            let bias = a.host(2, "bias")?.map(|b| (*b).clone());
+            let (values, bias) = raw_weight_f16(a, w, 1.0, bias)?;
+            let mut dims = w.dims.clone();
+            if rank == 3 {
+                dims.insert(2, 1);
+            }
+            let bias = bias
+                .map(|b| constant(&n.what, host_array(&b)))
+                .transpose()?;
+            conv2d_const(&x4, fp16_constant(&n.what, &dims, values)?, bias, opts)?
+        }
+        (None, Ok(Some(w))) => {
             let mut w = (*w).clone();
             let mut b = a.host(2, "bias")?.map(|b| (*b).clone());
             if let Some((scale, shift)) = &a.bn {
@@ -320,6 +386,26 @@ fn global_pool(a: &Args) -> Result<Vec<Value>> {
     Ok(vec![Value::float(y)])
 }
 
+/// Gemm's C times beta as the linear bias when it is a constant of `rows` values along the last
+/// axis (None otherwise: [`gemm_runtime_c`] adds it).
+fn gemm_bias(a: &Args, rows: usize, beta: f32) -> Option<HostTensor> {
+    let c = a.host(2, "C").ok().flatten()?;
+    (c.numel() == rows && c.dims.last() == Some(&rows)).then(|| HostTensor {
+        elem: c.elem,
+        dims: vec![rows],
+        data: c.data.iter().map(|v| v * beta as f64).collect(),
+    })
+}
+
+/// `y` plus beta·C when C is present but was not taken as the bias (`has_bias` false).
+fn gemm_runtime_c(a: &Args, y: Tensor, has_bias: bool, beta: f32) -> Result<Tensor> {
+    if !has_bias && a.get(2).is_some() && beta != 0.0 {
+        y.add(&a.ftensor(2)?.mul_scalar(beta)?)
+    } else {
+        Ok(y)
+    }
+}
+
 fn gemm(a: &Args) -> Result<Vec<Value>> {
     let n = a.node;
     let (alpha, beta) = (n.float("alpha", 1.0)?, n.float("beta", 1.0)?);
@@ -328,8 +414,19 @@ fn gemm(a: &Args) -> Result<Vec<Value>> {
         x = x.transpose(&[1, 0])?;
     }
     let trans_b = n.int("transB", 0)? != 0;
-    let y = match a.host(1, "B") {
-        Ok(Some(b)) if b.dims.len() == 2 => {
+    let y = match (&a.weight, a.host(1, "B")) {
+        (Some(w), _) => {
+            // transB = 1 (a raw weight is taken only then): W [N, K] as linear takes it.
+            let bias = gemm_bias(a, w.dims[0], beta);
+            let has_c = bias.is_some();
+            let (values, bias) = raw_weight_f16(a, w, alpha as f64, bias)?;
+            let w = HostArray {
+                shape: &w.dims,
+                data: HostData::F16(&values),
+            };
+            gemm_runtime_c(a, x.linear(w, bias.as_ref().map(host_array))?, has_c, beta)?
+        }
+        (None, Ok(Some(b))) if b.dims.len() == 2 => {
             // linear takes W [N, K]: B^T, or B itself under transB; alpha and a folded BN scale it.
             let (k, m) = (b.dims[0], b.dims[1]);
             let mut w = if trans_b {
@@ -342,16 +439,8 @@ fn gemm(a: &Args) -> Result<Vec<Value>> {
                 }
             };
             w.data.iter_mut().for_each(|v| *v *= alpha as f64);
-            let c = a
-                .host(2, "C")
-                .ok()
-                .flatten()
-                .filter(|c| c.numel() == w.dims[0] && c.dims.last() == Some(&w.dims[0]));
-            let bias = c.as_ref().map(|c| HostTensor {
-                elem: c.elem,
-                dims: vec![c.numel()],
-                data: c.data.iter().map(|v| v * beta as f64).collect(),
-            });
+            let bias = gemm_bias(a, w.dims[0], beta);
+            let has_c = bias.is_some();
             let (w, bias) = match &a.bn {
                 Some((scale, shift)) => {
                     let (fw, fb) = fold_bn(&w, bias.as_ref(), scale, shift);
@@ -359,12 +448,12 @@ fn gemm(a: &Args) -> Result<Vec<Value>> {
                 }
                 None => (w, bias),
             };
-            let y = x.linear(host_array(&w), bias.as_ref().map(host_array))?;
-            if c.is_none() && a.get(2).is_some() && beta != 0.0 {
-                y.add(&a.ftensor(2)?.mul_scalar(beta)?)?
-            } else {
-                y
-            }
+            gemm_runtime_c(
+                a,
+                x.linear(host_array(&w), bias.as_ref().map(host_array))?,
+                has_c,
+                beta,
+            )?
         }
         _ => {
             let mut b = a.ftensor(1)?;
@@ -386,8 +475,22 @@ fn gemm(a: &Args) -> Result<Vec<Value>> {
 
 fn matmul(a: &Args) -> Result<Vec<Value>> {
     let x = a.ftensor(0)?;
-    let y = match a.host(1, "B") {
-        Ok(Some(b)) if b.dims.len() == 2 && x.rank() >= 2 => x.matmul_weight(host_array(&b))?,
+    let y = match (&a.weight, a.host(1, "B")) {
+        (Some(w), _) if x.rank() >= 2 => {
+            let values = w.to_f16(None, &a.node.what)?;
+            x.matmul_weight(HostArray {
+                shape: &w.dims,
+                data: HostData::F16(&values),
+            })?
+        }
+        (Some(w), _) => x.matmul(&fp16_constant(
+            &a.node.what,
+            &w.dims,
+            w.to_f16(None, &a.node.what)?,
+        )?)?,
+        (None, Ok(Some(b))) if b.dims.len() == 2 && x.rank() >= 2 => {
+            x.matmul_weight(host_array(&b))?
+        }
         _ => x.matmul(&a.ftensor(1)?)?,
     };
     Ok(vec![Value::float(y)])

@@ -188,6 +188,8 @@ host_ops! {
     IntElementwise(int::IntElementwise) = "int_elementwise",
     /// An int32 value with a new shape (reshapes of runtime ONNX integers).
     IntReshape(int::IntReshape) = "int_reshape",
+    /// Data movement of int32 values by a source-index table (layout ops on runtime ONNX ints).
+    IntRemap(int::IntRemap) = "int_remap",
 }
 
 impl Family for HostOp {

@@ -302,6 +302,82 @@ impl HostKernel for IntReshape {
     }
 }
 
+/// Op name of the int32 index remap.
+pub const INT_REMAP: &str = "int_remap";
+
+/// Most elements an [`IntRemap`] table may hold (its table is stored in the plan file).
+pub const INT_REMAP_MAX: usize = 1 << 22;
+
+/// Any pure data movement of int32 values (transpose, concat, slice, expand, tile, gather with
+/// constant indices): output element `i` of `shape` is element `source[i]` of the inputs'
+/// flattened elements laid end to end. The fused IR keeps int32 out of its layout ops, so
+/// layout ops on runtime ONNX integers (token ids, masks) run here, exactly.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct IntRemap {
+    pub shape: Vec<usize>,
+    pub source: Vec<u32>,
+}
+
+impl HostKernel for IntRemap {
+    fn name(&self) -> &'static str {
+        INT_REMAP
+    }
+
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        if inputs.is_empty() {
+            return Err(Error::value(INT_REMAP, "needs at least one input"));
+        }
+        if let Some(t) = inputs.iter().find(|t| t.dtype != DType::Int32) {
+            return Err(Error::dtype(
+                INT_REMAP,
+                format!("inputs must be int32, got {} {:?}", t.dtype, t.shape),
+            ));
+        }
+        let total: usize = inputs.iter().map(|t| shape::numel(&t.shape)).sum();
+        let n = shape::numel(&self.shape);
+        if n != self.source.len() || n > INT_REMAP_MAX {
+            return Err(Error::shape(
+                INT_REMAP,
+                format!(
+                    "{} sources for shape {:?} (at most {INT_REMAP_MAX})",
+                    self.source.len(),
+                    self.shape
+                ),
+            ));
+        }
+        if let Some(&s) = self.source.iter().find(|&&s| s as usize >= total) {
+            return Err(Error::value(
+                INT_REMAP,
+                format!("source index {s} is out of range for {total} input elements"),
+            ));
+        }
+        Ok(vec![TensorType {
+            dtype: DType::Int32,
+            shape: self.shape.clone(),
+        }])
+    }
+
+    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+        let mut all = Vec::new();
+        for t in inputs {
+            all.extend_from_slice(t.i32s(INT_REMAP)?);
+        }
+        let out = outputs[0].i32s_mut(INT_REMAP)?;
+        for (o, &s) in out.iter_mut().zip(&self.source) {
+            *o = *all.get(s as usize).ok_or_else(|| {
+                Error::value(
+                    INT_REMAP,
+                    format!(
+                        "source index {s} is out of range for {} input elements",
+                        all.len()
+                    ),
+                )
+            })?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -388,6 +464,53 @@ mod tests {
         };
         assert_eq!(k.infer(&[ty(vec![6])]).unwrap()[0].shape, vec![3, 2]);
         assert!(k.infer(&[ty(vec![5])]).is_err());
+    }
+
+    /// A transpose-plus-concat table moves exact int32 values (beyond fp16's exact range);
+    /// tables pointing past the inputs are refused.
+    #[test]
+    fn remap_moves_values_and_checks_sources() {
+        let ty = |s: Vec<usize>| TensorType {
+            dtype: DType::Int32,
+            shape: s,
+        };
+        // [[a, b, c], [d, e, f]]^T then concat [g]: a d b e c f g.
+        let k = IntRemap {
+            shape: vec![7],
+            source: vec![0, 3, 1, 4, 2, 5, 6],
+        };
+        assert_eq!(
+            k.infer(&[ty(vec![2, 3]), ty(vec![1])]).unwrap()[0].shape,
+            vec![7]
+        );
+        let ins = [
+            HostTensor {
+                shape: vec![2, 3],
+                data: super::super::host::Elems::I32(vec![50256, 1, 2, 30000, 4, 5]),
+            },
+            HostTensor {
+                shape: vec![1],
+                data: super::super::host::Elems::I32(vec![-7]),
+            },
+        ];
+        let mut out = [HostTensor {
+            shape: vec![7],
+            data: super::super::host::Elems::I32(vec![0; 7]),
+        }];
+        k.run(&[&ins[0], &ins[1]], &mut out).unwrap();
+        assert_eq!(out[0].i32s("t").unwrap(), &[50256, 30000, 1, 4, 2, 5, -7]);
+        let bad = IntRemap {
+            shape: vec![1],
+            source: vec![7],
+        };
+        let msg = bad
+            .infer(&[ty(vec![2, 3]), ty(vec![1])])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("source index 7 is out of range for 7 input elements"),
+            "{msg}"
+        );
     }
 
     #[test]

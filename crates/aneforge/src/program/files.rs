@@ -12,16 +12,7 @@ use crate::error::{Error, Result};
 /// file larger than the byte cap of [`crate::limits`] is a resource error, and at most the size
 /// the file had when checked is read. Missing files keep `ErrorKind::NotFound`.
 pub fn read_regular(path: &Path) -> Result<Vec<u8>> {
-    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
-    if !meta.is_file() {
-        return Err(Error::format(
-            path,
-            None,
-            format!("not a regular file ({})", kind_of(&meta.file_type())),
-        ));
-    }
-    let len = meta.len();
-    crate::limits::Limits::current()?.bytes(&path.display().to_string(), "the file", len)?;
+    let len = regular_len(path)?;
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     let mut bytes = Vec::new();
     bytes
@@ -36,6 +27,37 @@ pub fn read_regular(path: &Path) -> Result<Vec<u8>> {
         .read_to_end(&mut bytes)
         .map_err(|e| Error::io(path, e))?;
     Ok(bytes)
+}
+
+/// The length of `path` after the checks of [`read_regular`] (a regular file within the byte cap).
+fn regular_len(path: &Path) -> Result<u64> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    if !meta.is_file() {
+        return Err(Error::format(
+            path,
+            None,
+            format!("not a regular file ({})", kind_of(&meta.file_type())),
+        ));
+    }
+    let len = meta.len();
+    crate::limits::Limits::current()?.bytes(&path.display().to_string(), "the file", len)?;
+    Ok(len)
+}
+
+/// The bytes of `path` (checked as in [`read_regular`]) as a read-only memory map, pages
+/// populated up front: large model files are parsed in place instead of copied. An empty file
+/// is an empty buffer. The file must not be truncated while the map lives (as for any mapped
+/// file, that faults the process).
+pub fn map_regular(path: &Path) -> Result<prost::bytes::Bytes> {
+    if regular_len(path)? == 0 {
+        return Ok(prost::bytes::Bytes::new());
+    }
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    // SAFETY: the map is read-only and private to this process; the mapped file is a regular
+    // file the caller asked to read (concurrent truncation is the documented caveat).
+    let map = unsafe { memmap2::MmapOptions::new().populate().map(&file) }
+        .map_err(|e| Error::io(path, e))?;
+    Ok(prost::bytes::Bytes::from_owner(map))
 }
 
 /// [`read_regular`] as UTF-8 text; invalid UTF-8 is a format error at the first bad byte.

@@ -14,10 +14,21 @@ pub fn conv2d(
     bias: Option<HostArray>,
     opts: ConvOptions,
 ) -> Result<Tensor> {
-    let mut srcs = vec![x.clone(), constant("conv", weight)?];
-    if let Some(b) = bias {
-        srcs.push(constant("conv", b)?);
-    }
+    let weight = constant("conv", weight)?;
+    let bias = bias.map(|b| constant("conv", b)).transpose()?;
+    conv2d_const(x, weight, bias, opts)
+}
+
+/// [`conv2d`] with the weight [Cout, Cin/groups, kH, kW] and bias [Cout] already built as
+/// fp16 constants (importers that convert weights themselves); shapes are checked as in `conv2d`.
+pub fn conv2d_const(
+    x: &Tensor,
+    weight: Tensor,
+    bias: Option<Tensor>,
+    opts: ConvOptions,
+) -> Result<Tensor> {
+    let mut srcs = vec![x.clone(), weight];
+    srcs.extend(bias);
     let conv = Conv {
         strides: opts.stride,
         pad: opts.pad,
