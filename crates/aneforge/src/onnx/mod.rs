@@ -4,6 +4,7 @@
 //! from `input_shapes`); shape subgraphs fold on the host (`fold.rs`); a BatchNormalization
 //! right after a Conv/Gemm folds into its weights. Unsupported ops are listed all at once.
 
+pub mod bind;
 pub mod fold;
 pub mod node;
 pub mod ops;
@@ -14,6 +15,7 @@ mod ops_int;
 mod ops_layout;
 mod ops_loss;
 mod ops_nn;
+mod ops_recurrent;
 mod ops_reduce;
 mod ops_resize;
 mod ops_values;
@@ -30,6 +32,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::graph::build::io::input_port;
 use crate::graph::Tensor;
+pub use bind::InputValue;
 use node::{display_name, topo_order, Node};
 use ops::{bn_affine, lookup, missing_reason, output_graph, Args, Value};
 use proto::type_proto;
@@ -80,8 +83,23 @@ impl Imported {
 /// Import the .onnx file at `path` (external data is read from its folder); `input_shapes`
 /// fixes symbolic input dims by input name.
 pub fn import_file(path: &Path, input_shapes: &[(String, Vec<usize>)]) -> Result<Imported> {
+    import_file_with_values(path, input_shapes, &[])
+}
+
+/// [`import_file`] with `input_values` bound to constants before folding (see [`InputValue`]).
+pub fn import_file_with_values(
+    path: &Path,
+    input_shapes: &[(String, Vec<usize>)],
+    input_values: &[InputValue],
+) -> Result<Imported> {
     let bytes = crate::program::files::read_regular(path)?;
-    import_model(Bytes::from(bytes), path, path.parent(), input_shapes)
+    import_model(
+        Bytes::from(bytes),
+        path,
+        path.parent(),
+        input_shapes,
+        input_values,
+    )
 }
 
 /// Import serialized ModelProto `bytes`; external data (if any) is read from `base_dir`.
@@ -90,11 +108,22 @@ pub fn import_bytes(
     base_dir: Option<&Path>,
     input_shapes: &[(String, Vec<usize>)],
 ) -> Result<Imported> {
+    import_bytes_with_values(bytes, base_dir, input_shapes, &[])
+}
+
+/// [`import_bytes`] with `input_values` bound to constants before folding (see [`InputValue`]).
+pub fn import_bytes_with_values(
+    bytes: &[u8],
+    base_dir: Option<&Path>,
+    input_shapes: &[(String, Vec<usize>)],
+    input_values: &[InputValue],
+) -> Result<Imported> {
     import_model(
         Bytes::copy_from_slice(bytes),
         Path::new("<onnx bytes>"),
         base_dir,
         input_shapes,
+        input_values,
     )
 }
 
@@ -104,6 +133,7 @@ fn import_model(
     file: &Path,
     base_dir: Option<&Path>,
     input_shapes: &[(String, Vec<usize>)],
+    input_values: &[InputValue],
 ) -> Result<Imported> {
     let model = proto::ModelProto::decode(bytes).map_err(|e| Error::Format {
         file: file.to_path_buf(),
@@ -127,7 +157,7 @@ fn import_model(
         offset: None,
         msg: "the model has no graph".into(),
     })?;
-    Importer::new(graph, opset, base_dir)?.run(input_shapes)
+    Importer::new(graph, opset, base_dir)?.run(input_shapes, input_values)
 }
 
 /// Identifier-safe, unique port names for ONNX value names.
@@ -285,9 +315,8 @@ impl<'g> Importer<'g> {
                     ),
                 ));
             }
-            if shape.is_empty() {
-                return Err(unsupported(&what, "rank-0 runtime inputs"));
-            }
+            // A rank-0 runtime input is a [1] port (the IR has no rank-0 tensors); broadcasting agrees.
+            let shape = if shape.is_empty() { vec![1] } else { shape };
             let name = names.name(v.name());
             let t = input_port(&shape, dtype, Some(&name))
                 .map_err(|e| Error::shape(&what, e.to_string()))?;
@@ -386,8 +415,9 @@ impl<'g> Importer<'g> {
         drops
     }
 
-    fn run(mut self, shapes: &[(String, Vec<usize>)]) -> Result<Imported> {
+    fn run(mut self, shapes: &[(String, Vec<usize>)], bound: &[InputValue]) -> Result<Imported> {
         self.check_ops()?;
+        bind::bind(self.graph, bound, &mut self.values)?;
         let mut names = PortNames::default();
         let inputs = self.inputs(shapes, &mut names)?;
         let folds = self.bn_folds();

@@ -11,6 +11,7 @@ pub(super) use super::ops_int as int;
 pub(super) use super::ops_layout as layout;
 pub(super) use super::ops_loss as loss;
 pub(super) use super::ops_nn as nn;
+pub(super) use super::ops_recurrent as recurrent;
 pub(super) use super::ops_reduce as reduce;
 pub(super) use super::ops_resize as resize;
 pub(super) use super::ops_values as values;
@@ -126,9 +127,13 @@ impl Args<'_, '_> {
         match self.get(i) {
             None => Ok(None),
             Some(Value::Host(h)) => Ok(Some(h.clone())),
-            Some(Value::Graph { .. }) => Err(self.node.unsupported(&format!(
-                "input {i} ({what}) is computed at runtime; it must be a constant (a runtime {what} {HOST_OPS_REASON})"
-            ))),
+            Some(Value::Graph { .. }) => {
+                let name = self.node.proto.input.get(i).map_or("", |s| s.as_str());
+                Err(self.node.unsupported(&format!(
+                    "input {i} ({what}) is computed at runtime; a static-shape compiler {}",
+                    super::bind::needs_value(name)
+                )))
+            }
         }
     }
 
@@ -264,6 +269,7 @@ pub fn lookup(op: &str) -> Option<OpFn> {
         .or_else(|| index::lookup(op))
         .or_else(|| attention::lookup(op))
         .or_else(|| loss::lookup(op))
+        .or_else(|| recurrent::lookup(op))
 }
 
 /// Ops that run on the host at runtime (int values, runtime indices, data-dependent output):
