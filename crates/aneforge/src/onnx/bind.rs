@@ -22,7 +22,7 @@ pub struct InputValue {
 
 /// The error text of an op that needs input `name` (a runtime value) at import.
 pub fn needs_value(name: &str) -> String {
-    format!("needs its value at import: pass input_values={{'{name}': ...}} (Rust: InputValue, CLI: --input-value {name}=...)")
+    format!("needs its value at import: pass input_values={{'{name}': ...}} (or bind the model inputs it is computed from; Rust: InputValue, CLI: --input-value)")
 }
 
 /// Insert each bound input into `values` as a host constant; errors name the input when the
