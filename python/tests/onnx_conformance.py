@@ -164,9 +164,7 @@ def run_model(
     for inputs, outputs in data_sets:
         by_name = dict(zip(names, inputs))
         ports = {p[0]: tuple(p[1]) for p in model.inputs}
-        feeds = {
-            port: _feed(by_name[onnx_name]).reshape(ports[port]) for onnx_name, port, _ in ins if port in ports
-        }
+        feeds = {port: _feed(by_name[onnx_name]).reshape(ports[port]) for onnx_name, port, _ in ins if port in ports}
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")

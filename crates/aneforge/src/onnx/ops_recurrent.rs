@@ -238,7 +238,7 @@ fn recurrent(a: &Args) -> Result<Vec<Value>> {
     let opt = |i: usize| a.get(i).map(|_| a.ftensor(i)).transpose();
     let (b, h0, c0, p) = (opt(3)?, opt(5)?, opt(6)?, opt(7)?);
     let (mut ys, mut hs, mut cs) = (Vec::new(), Vec::new(), Vec::new());
-    for k in 0..dirs {
+    for (k, dir_acts) in acts.iter().enumerate() {
         let t = |m: &Tensor| -> Result<Tensor> { dir_slice(m, k)?.transpose(&[1, 0]) };
         let params = DirParams {
             wt: t(&w)?,
@@ -267,7 +267,7 @@ fn recurrent(a: &Args) -> Result<Vec<Value>> {
         let run = Run {
             cell,
             d: &d,
-            acts: &acts[k],
+            acts: dir_acts,
             clip,
             masks: &masks,
             reverse: k == 1 || reverse_only,
