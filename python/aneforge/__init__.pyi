@@ -848,15 +848,20 @@ def compile(outputs: Tensor | Sequence[Tensor] | Mapping[str, Tensor], **options
 def load_onnx(
     model: str | PathLike[str] | bytes,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
+    input_values: Mapping[str, _ArrayLike] | None = None,
     **options: Unpack[_Options],
 ) -> Model:
-    """Import an ONNX model (path, bytes or ModelProto) and compile it; options as in CompileOptions."""
+    """Import an ONNX model (path, bytes or ModelProto) and compile it; options as in CompileOptions.
+
+    input_values binds inputs (axes, Resize sizes ...) to constants at import; they are no ports.
+    """
 
 def onnx_to_graph(
     model: str | PathLike[str] | bytes,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
+    input_values: Mapping[str, _ArrayLike] | None = None,
 ) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
-    """Import an ONNX model as (inputs, outputs) dicts ONNX name -> Tensor."""
+    """Import an ONNX model as (inputs, outputs) dicts ONNX name -> Tensor (input_values as load_onnx)."""
 
 class _OpEntry(TypedDict):
     node: int

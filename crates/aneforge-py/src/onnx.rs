@@ -20,20 +20,31 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(onnx_schema, m)?)
 }
 
-/// Import an ONNX model given as bytes or a path; `input_shapes` maps input names to dims.
+/// Import an ONNX model given as bytes or a path; `input_shapes` maps input names to dims;
+/// `input_values` binds inputs to constants: (name, dims, values in C order).
 /// Returns (inputs, outputs), each a list of (onnx name, port name, Tensor).
 #[pyfunction]
-#[pyo3(name = "_onnx_import", signature = (model, input_shapes=Vec::new()))]
+#[pyo3(name = "_onnx_import", signature = (model, input_shapes=Vec::new(), input_values=Vec::new()))]
 pub fn onnx_import(
     py: Python<'_>,
     model: &Bound<'_, PyAny>,
     input_shapes: Vec<(String, Vec<usize>)>,
+    input_values: Vec<(String, Vec<usize>, Vec<f64>)>,
 ) -> PyResult<(Vec<PyPort>, Vec<PyPort>)> {
+    use aneforge::onnx::{import_bytes_with_values, import_file_with_values, InputValue};
+    let values: Vec<InputValue> = input_values
+        .into_iter()
+        .map(|(name, dims, data)| InputValue {
+            name,
+            dims: Some(dims),
+            data,
+        })
+        .collect();
     let imported = if let Ok(b) = model.cast::<PyBytes>() {
         let bytes = b.as_bytes().to_vec();
-        py.detach(|| aneforge::onnx::import_bytes(&bytes, None, &input_shapes))
+        py.detach(|| import_bytes_with_values(&bytes, None, &input_shapes, &values))
     } else if let Ok(p) = model.extract::<PathBuf>() {
-        py.detach(|| aneforge::onnx::import_file(&p, &input_shapes))
+        py.detach(|| import_file_with_values(&p, &input_shapes, &values))
     } else {
         return Err(PyTypeError::new_err(format!(
             "load_onnx: model must be a path or bytes, got {}",

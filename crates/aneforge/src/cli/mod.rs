@@ -171,6 +171,10 @@ enum Command {
         /// Fix an input's symbolic dims: NAME=D0,D1,... (once per input).
         #[arg(long = "input-shape", value_name = "NAME=DIMS")]
         input_shapes: Vec<String>,
+        /// Bind an input to constant values at import (axes, Resize sizes ...): NAME=V0,V1,...
+        /// in C order, shaped as the input's declared dims (once per input).
+        #[arg(long = "input-value", value_name = "NAME=VALUES")]
+        input_values: Vec<String>,
         /// Compress the weights: int8, int4, sparse, blockwise or auto.
         #[arg(long)]
         compress: Option<String>,
@@ -322,11 +326,13 @@ fn execute(command: Command) -> Result<bool> {
             model,
             output_dir,
             input_shapes,
+            input_values,
             compress,
             options,
         } => import::import(
             &model,
             &input_shapes,
+            &input_values,
             &options.options(compress.as_deref(), Some(output_dir))?,
         ),
         Command::Embed {

@@ -4,6 +4,7 @@
 //! from `input_shapes`); shape subgraphs fold on the host (`fold.rs`); a BatchNormalization
 //! right after a Conv/Gemm folds into its weights. Unsupported ops are listed all at once.
 
+pub mod bind;
 pub mod fold;
 mod int_layout;
 mod mask_fill;
@@ -11,13 +12,17 @@ pub mod node;
 pub mod ops;
 mod ops_attention;
 mod ops_elementwise;
+mod ops_grid;
 mod ops_index;
 mod ops_int;
 mod ops_layout;
 mod ops_loss;
+mod ops_nd;
 mod ops_nn;
+mod ops_recurrent;
 mod ops_reduce;
 mod ops_resize;
+mod ops_signal;
 mod ops_values;
 pub mod qdq;
 pub mod tensor;
@@ -33,6 +38,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::graph::build::io::input_port;
 use crate::graph::Tensor;
+pub use bind::InputValue;
 use node::{display_name, topo_order, Node};
 use ops::{bn_affine, lookup, missing_reason, output_graph, Args, Value};
 use proto::type_proto;
@@ -84,8 +90,17 @@ impl Imported {
 /// Import the .onnx file at `path` (external data is read from its folder); `input_shapes`
 /// fixes symbolic input dims by input name.
 pub fn import_file(path: &Path, input_shapes: &[(String, Vec<usize>)]) -> Result<Imported> {
+    import_file_with_values(path, input_shapes, &[])
+}
+
+/// [`import_file`] with `input_values` bound to constants before folding (see [`InputValue`]).
+pub fn import_file_with_values(
+    path: &Path,
+    input_shapes: &[(String, Vec<usize>)],
+    input_values: &[InputValue],
+) -> Result<Imported> {
     let bytes = crate::program::files::map_regular(path)?;
-    import_model(bytes, path, path.parent(), input_shapes)
+    import_model(bytes, path, path.parent(), input_shapes, input_values)
 }
 
 /// Import serialized ModelProto `bytes`; external data (if any) is read from `base_dir`.
@@ -94,11 +109,22 @@ pub fn import_bytes(
     base_dir: Option<&Path>,
     input_shapes: &[(String, Vec<usize>)],
 ) -> Result<Imported> {
+    import_bytes_with_values(bytes, base_dir, input_shapes, &[])
+}
+
+/// [`import_bytes`] with `input_values` bound to constants before folding (see [`InputValue`]).
+pub fn import_bytes_with_values(
+    bytes: &[u8],
+    base_dir: Option<&Path>,
+    input_shapes: &[(String, Vec<usize>)],
+    input_values: &[InputValue],
+) -> Result<Imported> {
     import_model(
         Bytes::copy_from_slice(bytes),
         Path::new("<onnx bytes>"),
         base_dir,
         input_shapes,
+        input_values,
     )
 }
 
@@ -108,6 +134,7 @@ fn import_model(
     file: &Path,
     base_dir: Option<&Path>,
     input_shapes: &[(String, Vec<usize>)],
+    input_values: &[InputValue],
 ) -> Result<Imported> {
     let model = proto::ModelProto::decode(bytes).map_err(|e| Error::Format {
         file: file.to_path_buf(),
@@ -131,7 +158,7 @@ fn import_model(
         offset: None,
         msg: "the model has no graph".into(),
     })?;
-    Importer::new(graph, opset, base_dir)?.run(input_shapes)
+    Importer::new(graph, opset, base_dir)?.run(input_shapes, input_values)
 }
 
 /// Identifier-safe, unique port names for ONNX value names.
@@ -333,9 +360,8 @@ impl<'g> Importer<'g> {
                     ),
                 ));
             }
-            if shape.is_empty() {
-                return Err(unsupported(&what, "rank-0 runtime inputs"));
-            }
+            // A rank-0 runtime input is a [1] port (the IR has no rank-0 tensors); broadcasting agrees.
+            let shape = if shape.is_empty() { vec![1] } else { shape };
             let name = names.name(v.name());
             let t = input_port(&shape, dtype, Some(&name))
                 .map_err(|e| Error::shape(&what, e.to_string()))?;
@@ -432,8 +458,9 @@ impl<'g> Importer<'g> {
         drops
     }
 
-    fn run(mut self, shapes: &[(String, Vec<usize>)]) -> Result<Imported> {
+    fn run(mut self, shapes: &[(String, Vec<usize>)], bound: &[InputValue]) -> Result<Imported> {
         self.check_ops()?;
+        bind::bind(self.graph, bound, &mut self.values)?;
         let mut names = PortNames::default();
         let inputs = self.inputs(shapes, &mut names)?;
         let folds = self.bn_folds();

@@ -1,18 +1,21 @@
 //! The ONNX op table: each op type maps to one function from its node and input values to its
 //! output values, built from the graph builders (`graph/build/`) or folded on the host
-//! (`fold.rs`) when every input is a constant. Ops that need host execution at runtime (int
-//! tensors, runtime indices) are rows of [`HOST_OPS_PENDING`]: moving one to [`lookup`] is the
-//! one-line change once the host ops of issue 12 land.
+//! (`fold.rs`) when every input is a constant. Ops whose output shape depends on input values
+//! are rows of [`DATA_DEPENDENT_SHAPE`].
 
 pub(super) use super::ops_attention as attention;
 pub(super) use super::ops_elementwise as elementwise;
+pub(super) use super::ops_grid as grid;
 pub(super) use super::ops_index as index;
 pub(super) use super::ops_int as int;
 pub(super) use super::ops_layout as layout;
 pub(super) use super::ops_loss as loss;
+pub(super) use super::ops_nd as nd;
 pub(super) use super::ops_nn as nn;
+pub(super) use super::ops_recurrent as recurrent;
 pub(super) use super::ops_reduce as reduce;
 pub(super) use super::ops_resize as resize;
+pub(super) use super::ops_signal as signal;
 pub(super) use super::ops_values as values;
 
 pub use nn::bn_affine;
@@ -129,9 +132,13 @@ impl Args<'_, '_> {
         match self.get(i) {
             None => Ok(None),
             Some(Value::Host(h)) => Ok(Some(h.clone())),
-            Some(Value::Graph { .. }) => Err(self.node.unsupported(&format!(
-                "input {i} ({what}) is computed at runtime; it must be a constant (a runtime {what} {HOST_OPS_REASON})"
-            ))),
+            Some(Value::Graph { .. }) => {
+                let name = self.node.proto.input.get(i).map_or("", |s| s.as_str());
+                Err(self.node.unsupported(&format!(
+                    "input {i} ({what}) is computed at runtime; a static-shape compiler {}",
+                    super::bind::needs_value(name)
+                )))
+            }
         }
     }
 
@@ -267,23 +274,19 @@ pub fn lookup(op: &str) -> Option<OpFn> {
         .or_else(|| index::lookup(op))
         .or_else(|| attention::lookup(op))
         .or_else(|| loss::lookup(op))
+        .or_else(|| recurrent::lookup(op))
+        .or_else(|| nd::lookup(op))
+        .or_else(|| signal::lookup(op))
+        .or_else(|| grid::lookup(op))
 }
 
-/// Ops that run on the host at runtime (int values, runtime indices, data-dependent output):
-/// not mapped yet (data-dependent output shapes, or no host kernel). Each row: op type.
-pub const HOST_OPS_PENDING: &[&str] = &[
-    "ScatterND",
-    "GatherND",
-    "NonZero",
-    "Unique",
-    "NonMaxSuppression",
-    "OneHot",
-];
+/// Ops whose output shape depends on the input values (a static-shape program cannot size it).
+pub const DATA_DEPENDENT_SHAPE: &[&str] = &["NonZero", "Unique", "NonMaxSuppression", "Compress"];
 
 /// The one-line reason an op without a mapping is unsupported.
 pub fn missing_reason(op: &str) -> String {
-    if HOST_OPS_PENDING.contains(&op) {
-        HOST_OPS_REASON.to_string()
+    if DATA_DEPENDENT_SHAPE.contains(&op) {
+        "the output shape depends on the input values (dynamic output shape)".to_string()
     } else if op.starts_with("Sequence")
         || op.starts_with("Optional")
         || op == "SplitToSequence"

@@ -1,7 +1,8 @@
 //! ONNX ops with runtime indices, onto the host ops of `ops/host_*.rs`: ArgMax/ArgMin, TopK,
-//! Gather with runtime indices, GatherElements, ScatterElements/Scatter and CumSum. Index
-//! outputs are int32 tensors standing for ONNX int64.
+//! Gather with runtime indices, GatherElements, ScatterElements/Scatter, CumSum and OneHot.
+//! Index outputs are int32 tensors standing for ONNX int64.
 
+use super::ops::to_fp16;
 use super::ops::{Args, OpFn, Value};
 use super::ops_int::{int_tensor, int_tensor_const, is_runtime_int};
 use super::ops_layout::axis;
@@ -9,10 +10,13 @@ use super::ops_values::take;
 use super::tensor::Elem;
 use crate::error::Result;
 use crate::graph::build::host::host;
+use crate::graph::build::io::constant;
+use crate::ops::elementwise::Compare;
 use crate::ops::host::HostOp;
 use crate::ops::host_int::{IntElementwise, IntKind, IntOp};
 use crate::ops::host_scan::Cumsum;
 use crate::ops::host_scatter::{Scatter, ScatterReduce, TakeAlong};
+use crate::ops::io::HostArray;
 
 /// The mapping of index op `op`, or None.
 pub fn lookup(op: &str) -> Option<OpFn> {
@@ -22,6 +26,7 @@ pub fn lookup(op: &str) -> Option<OpFn> {
         "GatherElements" => gather_elements,
         "ScatterElements" | "Scatter" => scatter_elements,
         "CumSum" => cumsum,
+        "OneHot" => one_hot,
         _ => return None,
     })
 }
@@ -161,5 +166,54 @@ pub fn gather_runtime(a: &Args) -> Result<Vec<Value>> {
     Ok(vec![Value::Graph {
         t: x.take(&idx, ax as i64)?,
         elem: a.req(0)?.elem(),
+    }])
+}
+
+/// OneHot: `off + (on − off)·[index == k]` on a new axis of extent depth (a constant; bind a
+/// runtime depth with input_values). Negative indices count from depth; indices outside
+/// -depth..depth give an all-off row; float indices truncate toward zero. Indices compare in
+/// fp16, exact up to 2048, so depth is limited to 2048.
+fn one_hot(a: &Args) -> Result<Vec<Value>> {
+    let n = a.node;
+    let depth = a
+        .ints(1, "depth")?
+        .and_then(|v| v.first().copied())
+        .ok_or_else(|| n.bad("input 1 (depth) is missing or empty"))?;
+    if !(1..=2048).contains(&depth) {
+        return Err(n.unsupported(&format!(
+            "depth {depth} outside 1..=2048 (indices compare in fp16, exact up to 2048)"
+        )));
+    }
+    let mut idx = a.ftensor_of_int(0)?;
+    if a.req(0)?.elem().is_float() {
+        // trunc(x) = sign(x)·floor(|x|)
+        let mag = idx.unary_named("abs", &[])?.unary_named("floor", &[])?;
+        idx = idx.unary_named("sign", &[])?.mul(&mag)?;
+    }
+    let rank = idx.rank();
+    let ax = axis(n, n.int("axis", -1)?, rank + 1)?;
+    let idx = idx.expand_dims(&[rank as i64])?;
+    let ks: Vec<f32> = (0..depth).map(|k| k as f32).collect();
+    let negs: Vec<f32> = (0..depth).map(|k| (k - depth) as f32).collect();
+    let shape = [depth as usize];
+    let hit = |ks: &[f32]| -> Result<crate::graph::Tensor> {
+        let k = constant(&n.what, HostArray::f32(&shape, ks))?;
+        to_fp16(&idx.compare(Compare::Equal, &k)?)
+    };
+    let hot = hit(&ks)?.add(&hit(&negs)?)?;
+    let values = a.ftensor(2)?.reshape(&[2])?;
+    let off = values.slice_by_size(&[0], &[1])?;
+    let on = values.slice_by_size(&[1], &[1])?;
+    let y = hot.mul(&on.sub(&off)?)?.add(&off)?;
+    let y = if ax == rank {
+        y
+    } else {
+        let mut perm: Vec<i64> = (0..rank as i64).collect();
+        perm.insert(ax, rank as i64);
+        y.transpose(&perm)?
+    };
+    Ok(vec![Value::Graph {
+        t: y,
+        elem: a.req(2)?.elem(),
     }])
 }

@@ -3,7 +3,7 @@
 //! Pad, DepthToSpace/SpaceToDepth, Identity/Dropout, Resize/Upsample.
 
 use super::ops::values::{concat, reshape, take, transpose};
-use super::ops::{Args, OpFn, Value};
+use super::ops::{to_graph, Args, OpFn, Value};
 use crate::error::Result;
 use crate::graph::build::io::constant;
 use crate::onnx::node::Node;
@@ -24,6 +24,7 @@ pub fn lookup(op: &str) -> Option<OpFn> {
         "Expand" => expand,
         "Tile" => tile,
         "Pad" => pad,
+        "CenterCropPad" => center_crop_pad,
         "DepthToSpace" | "SpaceToDepth" => depth_space,
         "Identity" | "Dropout" => identity,
         "Resize" | "Upsample" => super::ops::resize::resize,
@@ -338,10 +339,14 @@ fn tile(a: &Args) -> Result<Vec<Value>> {
 
 fn pad(a: &Args) -> Result<Vec<Value>> {
     let n = a.node;
-    let mut x = a.req(0)?.clone();
+    let x = a.req(0)?.clone();
     let rank = x.dims().len();
+    // A runtime constant_value stays runtime: pad with 0, then add value · (1 − padded ones).
+    let runtime_value = n.opset >= 11 && matches!(a.get(2), Some(Value::Graph { .. }));
     let (pads, value) = if n.opset < 11 {
         (n.ints("pads")?, n.float("value", 0.0)? as f64)
+    } else if runtime_value {
+        (a.ints(1, "pads")?, 0.0)
     } else {
         let v = a
             .host(2, "constant_value")?
@@ -364,6 +369,33 @@ fn pad(a: &Args) -> Result<Vec<Value>> {
         return Err(n.bad(format!("pads {pads:?} need {} values", 2 * axes.len())));
     }
     let mode = n.string("mode", "constant")?;
+    let y = pad_value(a, x.clone(), &pads, &axes, &mode, value)?;
+    if !runtime_value || mode != "constant" {
+        return Ok(vec![y]);
+    }
+    let dims = x.dims();
+    let ones = crate::onnx::tensor::HostTensor::new(
+        crate::onnx::tensor::Elem::F32,
+        dims.clone(),
+        vec![1.0; dims.iter().product()],
+        &n.what,
+    )?;
+    let kept = pad_value(a, Value::host(ones), &pads, &axes, &mode, 0.0)?;
+    let hole = to_graph(n, &kept)?.rsub_scalar(1.0)?;
+    let t = to_graph(n, &y)?.add(&hole.mul(&a.ftensor(2)?)?)?;
+    Ok(vec![Value::Graph { t, elem: x.elem() }])
+}
+
+/// `x` padded per `pads` on `axes` in `mode` (constant fill `value`); negative pads crop.
+fn pad_value(
+    a: &Args,
+    mut x: Value,
+    pads: &[i64],
+    axes: &[usize],
+    mode: &str,
+    value: f64,
+) -> Result<Value> {
+    let n = a.node;
     for (k, &ax) in axes.iter().enumerate() {
         let (pb, pe) = (pads[k], pads[k + axes.len()]);
         let d = x.dims()[ax] as i64;
@@ -387,7 +419,7 @@ fn pad(a: &Args) -> Result<Vec<Value>> {
         if pb + pe == 0 {
             continue;
         }
-        x = match mode.as_str() {
+        x = match mode {
             "constant" => {
                 let mut parts = Vec::new();
                 for (len, at_end) in [(pb, false), (pe, true)] {
@@ -428,7 +460,7 @@ fn pad(a: &Args) -> Result<Vec<Value>> {
                     return Err(n.bad(format!("reflect pads {pb}, {pe} must be < extent {d}")));
                 }
                 let idx: Vec<usize> = (-(pb as i64)..di + pe as i64)
-                    .map(|i| match mode.as_str() {
+                    .map(|i| match mode {
                         "reflect" => {
                             (if i < 0 {
                                 -i
@@ -451,7 +483,47 @@ fn pad(a: &Args) -> Result<Vec<Value>> {
             }
         };
     }
-    Ok(vec![x])
+    Ok(x)
+}
+
+/// CenterCropPad: per axis, a centered crop (start ⌊(d − t)/2⌋) or zero padding (⌊(t − d)/2⌋
+/// before) to the target extent; the target shape must be known at import.
+fn center_crop_pad(a: &Args) -> Result<Vec<Value>> {
+    let n = a.node;
+    let mut y = a.req(0)?.clone();
+    let dims = y.dims();
+    let rank = dims.len();
+    let shape = a
+        .ints(1, "shape")?
+        .ok_or_else(|| n.bad("input 1 (shape) is missing"))?;
+    let axes: Vec<usize> = match n.ints("axes")? {
+        Some(ax) => ax
+            .iter()
+            .map(|&v| axis(n, v, rank))
+            .collect::<Result<_>>()?,
+        None => (0..rank).collect(),
+    };
+    if shape.len() != axes.len() || shape.iter().any(|&t| t < 1) {
+        return Err(n.bad(format!(
+            "shape {shape:?} needs one extent >= 1 per axis of {axes:?}"
+        )));
+    }
+    let mut pads = vec![0i64; 2 * rank];
+    for (&ax, &t) in axes.iter().zip(&shape) {
+        let d = dims[ax] as i64;
+        if t < d {
+            let start = ((d - t) / 2) as usize;
+            y = take(&y, ax, &(start..start + t as usize).collect::<Vec<_>>())?;
+        } else {
+            pads[ax] = (t - d) / 2;
+            pads[ax + rank] = t - d - (t - d) / 2;
+        }
+    }
+    if pads.iter().any(|&p| p > 0) {
+        let all: Vec<usize> = (0..rank).collect();
+        y = pad_value(a, y, &pads, &all, "constant", 0.0)?;
+    }
+    Ok(vec![y])
 }
 
 fn depth_space(a: &Args) -> Result<Vec<Value>> {

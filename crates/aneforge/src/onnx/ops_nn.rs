@@ -21,7 +21,7 @@ pub fn lookup(op: &str) -> Option<OpFn> {
     Some(match op {
         "Conv" => conv,
         "ConvTranspose" => conv_transpose,
-        "MaxPool" | "AveragePool" => pool,
+        "MaxPool" | "AveragePool" | "LpPool" => pool,
         "GlobalAveragePool" | "GlobalMaxPool" => global_pool,
         "Gemm" => gemm,
         "MatMul" => matmul,
@@ -345,7 +345,13 @@ fn pool(a: &Args) -> Result<Vec<Value>> {
         return Err(n.unsupported("pooling with dilations > 1"));
     }
     let is_max = n.op() == "MaxPool";
-    let include_pad = !is_max && n.int("count_include_pad", 0)? != 0;
+    // LpPool: (Σ |x|^p)^(1/p) over the window, the sum as a zero-padded average times its size.
+    let lp = (n.op() == "LpPool").then(|| n.int("p", 2)).transpose()?;
+    let x4 = match lp {
+        Some(p) => x4.unary_named("abs", &[])?.pow_scalar(p as f32)?,
+        None => x4,
+    };
+    let include_pad = lp.is_some() || (!is_max && n.int("count_include_pad", 0)? != 0);
     if n.int("ceil_mode", 0)? != 0 {
         // Extra end padding (never selected by max, excluded from the average) gives ceil outputs.
         let s4 = x4.shape();
@@ -371,6 +377,12 @@ fn pool(a: &Args) -> Result<Vec<Value>> {
         x4.max_pool(win.kernel, win.stride, win.pad)?
     } else {
         x4.avg_pool(win.kernel, win.stride, win.pad, include_pad)?
+    };
+    let y = match lp {
+        Some(p) => y
+            .mul_scalar((win.kernel[0] * win.kernel[1]) as f32)?
+            .pow_scalar(1.0 / p as f32)?,
+        None => y,
     };
     Ok(vec![Value::float(from_4d(y, rank)?)])
 }

@@ -1,5 +1,6 @@
 //! ONNX Reduce* ops (axes as an attribute before opset 18 — 13 for ReduceSum — then as an
-//! input; `noop_with_empty_axes`); ReduceProd as a chain of fp16 products along each axis.
+//! input; `noop_with_empty_axes`); ReduceProd as a chain of fp16 products along each axis;
+//! CumProd as running fp16 products along its axis.
 
 use super::ops::{Args, OpFn, Value};
 use crate::error::Result;
@@ -8,6 +9,9 @@ use crate::error::Result;
 pub fn lookup(op: &str) -> Option<OpFn> {
     if op == "LpNormalization" {
         return Some(lp_normalization);
+    }
+    if op == "CumProd" {
+        return Some(cumprod);
     }
     matches!(
         op,
@@ -39,9 +43,9 @@ fn reduce(a: &Args) -> Result<Vec<Value>> {
     } else {
         axes
     };
-    if !keep && axes.len() == x.rank() {
-        return Err(n.unsupported("a full reduction without keepdims (rank-0 runtime result)"));
-    }
+    // A full reduction without keepdims is rank 0 in ONNX: [1] here (no rank-0 tensors).
+    let scalar = !keep && axes.len() == x.rank();
+    let keep = keep || scalar;
     let y = match n.op() {
         "ReduceSum" => x.sum(&axes, keep)?,
         "ReduceMean" => x.mean(&axes, keep)?,
@@ -54,6 +58,7 @@ fn reduce(a: &Args) -> Result<Vec<Value>> {
         "ReduceProd" => product(&x, &axes, keep)?,
         _ => x.sum_square(&axes, keep)?,
     };
+    let y = if scalar { y.reshape(&[1])? } else { y };
     Ok(vec![Value::float(y)])
 }
 
@@ -98,4 +103,51 @@ fn lp_normalization(a: &Args) -> Result<Vec<Value>> {
     Ok(vec![Value::float(
         x.div(&norm.maximum_scalar(5.960_464_5e-8)?)?,
     )])
+}
+
+/// CumProd along its axis (known at import): running products of the slices in order (or in
+/// reverse); exclusive starts from 1.
+fn cumprod(a: &Args) -> Result<Vec<Value>> {
+    let n = a.node;
+    let x = a.ftensor(0)?;
+    let ax = a
+        .ints(1, "axis")?
+        .and_then(|v| v.first().copied())
+        .ok_or_else(|| n.bad("input 1 (axis) is missing or empty"))?;
+    let ax = crate::shape::axis(&n.what, ax, x.rank())?;
+    let (exclusive, reverse) = (n.int("exclusive", 0)? != 0, n.int("reverse", 0)? != 0);
+    let len = x.shape()[ax];
+    let slice = |i: usize| {
+        let mut begin = vec![0; x.rank()];
+        begin[ax] = i;
+        let mut size = x.shape().to_vec();
+        size[ax] = 1;
+        x.slice_by_size(&begin, &size)
+    };
+    let order: Vec<usize> = if reverse {
+        (0..len).rev().collect()
+    } else {
+        (0..len).collect()
+    };
+    let mut outs: Vec<Option<crate::graph::Tensor>> = vec![None; len];
+    let mut run: Option<crate::graph::Tensor> = None;
+    for i in order {
+        let xi = slice(i)?;
+        let incl = match &run {
+            Some(r) => r.mul(&xi)?,
+            None => xi.clone(),
+        };
+        outs[i] = Some(match (&run, exclusive) {
+            (_, false) => incl.clone(),
+            (Some(r), true) => r.clone(),
+            (None, true) => xi.mul_scalar(0.0)?.add_scalar(1.0)?,
+        });
+        run = Some(incl);
+    }
+    let outs: Vec<crate::graph::Tensor> = outs.into_iter().flatten().collect();
+    let y = crate::graph::build::layout::concat(&outs, ax as i64)?;
+    Ok(vec![Value::Graph {
+        t: y,
+        elem: a.req(0)?.elem(),
+    }])
 }

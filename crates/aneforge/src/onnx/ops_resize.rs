@@ -83,9 +83,11 @@ fn source(mode: &str, i: usize, inp: usize, out: usize, s: f64) -> f64 {
                 0.0
             }
         }
+        // ONNX divides by the unrounded resized length (input extent · scale).
         "align_corners" => {
+            let len = inp as f64 * s;
             if out > 1 {
-                i * (inp as f64 - 1.0) / (out as f64 - 1.0)
+                i * (inp as f64 - 1.0) / (len - 1.0)
             } else {
                 0.0
             }
@@ -148,8 +150,11 @@ pub fn resize(a: &Args) -> Result<Vec<Value>> {
             }
             let exact_ratio =
                 (r - 2..r).all(|ax| (dims[ax] as f64 / out[ax] as f64 - 1.0 / sc[ax]).abs() < 1e-9);
+            // MIL's align-corners sampling divides by the integer output extent.
+            let whole_len =
+                (r - 2..r).all(|ax| (dims[ax] as f64 * sc[ax] - out[ax] as f64).abs() < 1e-9);
             let sampling = match ctm.as_str() {
-                "align_corners" => SamplingMode::StrictAlignCorners,
+                "align_corners" if whole_len => SamplingMode::StrictAlignCorners,
                 "asymmetric" if exact_ratio => SamplingMode::Default,
                 "half_pixel" | "pytorch_half_pixel" if exact_ratio && out[r - 2] > 1 && out[r - 1] > 1 => SamplingMode::UnalignCorners,
                 other => return Err(n.unsupported(&format!("linear resize with coordinate_transformation_mode {other} at scales {:?} (MIL resize_bilinear cannot sample it exactly)", &sc[r - 2..]))),

@@ -169,6 +169,18 @@ fn dequantize(a: &Args) -> Result<Value> {
             )?))
         }
         Value::Graph { t, .. } => {
+            // Runtime int8/uint8 codes are exact in fp16; wider codes are not.
+            let t = match (t.dtype(), p.qtype) {
+                (crate::dtype::DType::Int32, Elem::I8 | Elem::U8) => {
+                    t.cast(crate::dtype::DType::Fp16)?
+                }
+                (crate::dtype::DType::Int32, q) => {
+                    return Err(a.node.unsupported(&format!(
+                        "runtime {q:?} quantized values (only 8-bit codes are exact in fp16)"
+                    )))
+                }
+                _ => t.clone(),
+            };
             let zero = p.broadcast_const(a, &p.zero, dims.len())?;
             let scale = p.broadcast_const(a, &p.scale.data, dims.len())?;
             Ok(Value::float(t.sub(&zero)?.mul(&scale)?))
