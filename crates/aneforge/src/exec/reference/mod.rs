@@ -3,6 +3,7 @@
 //! the ports are fp16 / uint8 buffers, like the device's, so views and aliasing behave the same.
 
 mod fp16_table;
+mod gguf_gemv;
 mod memory_plan;
 mod packed;
 mod profile;
