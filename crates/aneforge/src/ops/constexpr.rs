@@ -306,6 +306,35 @@ impl Constexpr {
         )
     }
 
+    /// ‖W − W_mil‖₂ / ‖W‖₂ between [`Constexpr::expand`] and what the MIL spelling expands to,
+    /// fp16(scale · (q − offset_mil)) (0 when [`Constexpr::mil_is_exact`]).
+    pub fn mil_rel_error(&self) -> f64 {
+        let Encoded::Gguf {
+            codes,
+            scale_shape,
+            scale,
+            offset: Some(offset),
+        } = &self.enc
+        else {
+            return 0.0;
+        };
+        let shifted = mil_offset(scale, offset);
+        let mut exact = vec![0f32; codes.len()];
+        self.expand(&mut exact);
+        let block = self.shape[1] / scale_shape[1];
+        let (mut diff, mut norm) = (0f64, 0f64);
+        for (i, &w) in exact.iter().enumerate() {
+            let b = i / block;
+            let mil = f16::from_f32(scale[b].to_f32() * (codes.get(i) - shifted[b].to_f32()));
+            diff += (f64::from(w) - mil.to_f64()).powi(2);
+            norm += f64::from(w).powi(2);
+        }
+        if norm == 0.0 {
+            return if diff == 0.0 { 0.0 } else { f64::INFINITY };
+        }
+        (diff / norm).sqrt()
+    }
+
     /// Bytes of payload data (what weights.bin stores, without descriptors and padding).
     pub fn payload_bytes(&self) -> usize {
         self.mil().blobs.iter().map(|(_, _, p)| p.data_len()).sum()
@@ -641,6 +670,62 @@ mod tests {
                 [TensorType::fp16(c.shape().to_vec())]
             );
         }
+    }
+
+    fn parse(c: &Constexpr) -> Result<Op> {
+        let m = c.mil();
+        let mut args = MilArgs::new("model.mil", "w", Default::default());
+        args.blobs = m
+            .blobs
+            .iter()
+            .map(|(k, s, p)| (k.to_string(), (s.clone(), p.clone())))
+            .collect();
+        from_mil(m.op, &mut args).unwrap()
+    }
+
+    #[test]
+    fn gguf_blocks_expand_exactly_and_say_when_their_mil_form_is_not() {
+        // Block 2: [2, 4] weight, scales d, minimums m; w = fp16(d·q + m).
+        let q4 = Constexpr::new(
+            vec![2, 4],
+            Encoded::Gguf {
+                codes: Codes::Uint4(Packed::pack(
+                    BlobType::Uint4,
+                    [0u8, 15, 3, 7, 1, 2, 0, 9].into_iter(),
+                )),
+                scale_shape: vec![2, 2],
+                scale: h(&[0.5, 0.1, 2.0, 0.0]),
+                offset: Some(h(&[-1.0, 0.25, 0.0, 3.0])),
+            },
+        )
+        .unwrap();
+        // 0.1 is fp16 0.0999755859375: 3·that + 0.25 = 0.5499267578125 → fp16 0.5498046875,
+        // 7·that + 0.25 = 0.9498291015625 → fp16 0.94970703125 (NumPy float16).
+        let want = [-1.0, 6.5, 0.5498047, 0.9497070, 2.0, 4.0, 3.0, 3.0];
+        for (g, w) in dense(&q4).iter().zip(want) {
+            assert!((g - w).abs() < 1e-7, "{g} vs {w}");
+        }
+        // The MIL offset −m/d is rounded and a zero scale loses the minimum: not exact.
+        assert!(!q4.mil_is_exact() && q4.mil_rel_error() > 0.1);
+        let e = parse(&q4).unwrap_err().to_string();
+        assert!(e.contains("'data' must be a int8 tensor, got uint4"), "{e}");
+        // Signed codes without a minimum print as plain blockwise int8, exactly.
+        let q8 = Constexpr::new(
+            vec![1, 4],
+            Encoded::Gguf {
+                codes: Codes::Int8(Arc::new(vec![1, -2, 127, 0])),
+                scale_shape: vec![1, 2],
+                scale: h(&[0.5, 0.1]),
+                offset: None,
+            },
+        )
+        .unwrap();
+        assert!(q8.mil_is_exact() && q8.mil_rel_error() == 0.0);
+        let Op::Constexpr(back) = parse(&q8).unwrap() else {
+            panic!("not a constexpr")
+        };
+        assert_eq!(back.encoding(), Encoding::Blockwise);
+        assert_eq!(dense(&back), dense(&q8));
     }
 
     #[test]

@@ -40,7 +40,9 @@ pub struct Request<'a> {
 }
 
 /// The constant for `req` over GGUF tensor `t` of file `path` (file order [out, cols]) and
-/// its compression-report row (exact either way: rel_error 0). Types without a dequantizer
+/// its compression-report row: the reference executor's values are exact either way, and
+/// rel_error is that of the MIL spelling (non-zero only for Q4_1/Q5_1, whose opset form
+/// subtracts an fp16-rounded offset before scaling, see `Constexpr::mil_rel_error`). Types without a dequantizer
 /// and shapes whose rows are not whole blocks are Format errors naming the tensor.
 pub fn encode(
     path: &Path,
@@ -112,7 +114,10 @@ pub fn encode(
         encoding,
         bytes_fp16: 2 * rows * req.cols,
         bytes_encoded,
-        rel_error: 0.0,
+        rel_error: match &weight {
+            Weight::Blocks(c) => c.mil_rel_error(),
+            Weight::Fp16(_) => 0.0,
+        },
     };
     Ok((weight, entry))
 }
@@ -184,6 +189,50 @@ fn scaled(mut v: Vec<f16>, scale: f32) -> Option<Vec<f16>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Q4_1/Q5_1/Q8_0 bytes kept as `gguf` blocks expand to exactly fp16 of the GGUF kernel's
+    /// values (the kernel is bit-exact against `gguf.quants.dequantize`, python/tests/test_gguf.py).
+    #[test]
+    fn gguf_blocks_expand_to_the_rounded_dequantized_values() {
+        let mut seed = 3u32;
+        let mut byte = || {
+            seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            (seed >> 16) as u8
+        };
+        for (ty, size, halves) in [
+            (GgmlType::Q4_1, 20, 2),
+            (GgmlType::Q5_1, 24, 2),
+            (GgmlType::Q8_0, 34, 1),
+        ] {
+            let (rows, cols) = (3, 64);
+            let mut bytes: Vec<u8> = (0..rows * cols / BLOCK * size).map(|_| byte()).collect();
+            for b in bytes.chunks_exact_mut(size) {
+                for h in 0..halves {
+                    // finite scales and minimums of moderate size
+                    b[2 * h + 1] = 0x20 | (b[2 * h + 1] & 0x9F);
+                }
+            }
+            let (codes, scale, offset) = gguf_blocks(ty, &bytes, 1.0).unwrap();
+            let c = Constexpr::new(
+                vec![rows, cols],
+                Encoded::Gguf {
+                    codes,
+                    scale_shape: vec![rows, cols / BLOCK],
+                    scale: Arc::new(scale),
+                    offset: offset.map(Arc::new),
+                },
+            )
+            .unwrap();
+            let mut got = vec![0f32; rows * cols];
+            c.expand(&mut got);
+            let mut want = vec![0f32; rows * cols];
+            aneforge_gguf::quant::kernel(ty).unwrap()(&bytes, &mut want);
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                let w = f16::from_f32(*w).to_f32();
+                assert_eq!(g.to_bits(), w.to_bits(), "{ty:?} element {i}");
+            }
+        }
+    }
 
     #[test]
     fn scales_take_powers_of_two_exactly_and_refuse_the_rest() {
