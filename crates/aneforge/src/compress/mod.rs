@@ -201,7 +201,8 @@ fn choose(
             }
             Encoding::Blockwise => Some(int8::blockwise(shape, w, site.in_axis, opts.block_size)),
             Encoding::Int8 => Some(int8::per_axis(shape, w, site.out_axis)),
-            Encoding::Fp16 => None,
+            // GGUF blocks come only from the GGUF loader, never from compress.
+            Encoding::Gguf | Encoding::Fp16 => None,
         };
         let Some(encoded) = encoded else { continue };
         let node = Constexpr::new(shape.to_vec(), encoded)?;

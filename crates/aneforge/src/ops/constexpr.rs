@@ -1,6 +1,7 @@
 //! Compressed weights: the iOS18 `constexpr_*` ops, which hold an encoded payload inline (typed
 //! `BLOBFILE` arguments) and expand it into a dense fp16 tensor when the program is loaded:
-//! int8 per-axis affine, 4-bit palette (LUT), sparse mask + values, blockwise int8.
+//! int8 per-axis affine, 4-bit palette (LUT), sparse mask + values, blockwise int8, and GGUF
+//! legacy blocks (int8 or uint4 codes with a per-block scale and optional minimum).
 
 use std::sync::Arc;
 
@@ -83,6 +84,74 @@ encodings! {
         data: Arc<Vec<i8>>,
         scale: Arc<Vec<f16>>,
     } = AFFINE;
+    /// GGUF legacy blocks as stored (made only by the GGUF loader): a rank-2 [rows, cols] weight,
+    /// int8 or uint4 codes, one fp16 scale (and, for Q4_1/Q5_1, one fp16 minimum) per row and
+    /// block of `cols / scale_shape[1]`: w = fp16(scale · q + offset), product and sum in f32
+    /// as the GGUF dequantizer computes them. Printed as `constexpr_blockwise_shift_scale`,
+    /// exactly without an offset; with one, as scale · (q − fp16(−offset / scale)), which is
+    /// not exact (see [`Constexpr::mil_is_exact`]).
+    Gguf "gguf" => Gguf {
+        codes: Codes,
+        scale_shape: Vec<usize>,
+        scale: Arc<Vec<f16>>,
+        offset: Option<Arc<Vec<f16>>>,
+    } = BLOCKWISE;
+}
+
+/// The codes of a [`Encoded::Gguf`] weight, one per element in C order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Codes {
+    /// Signed codes (Q8_0, Q4_0, Q5_0) or unsigned 5-bit ones (Q5_1).
+    Int8(Arc<Vec<i8>>),
+    /// Unsigned 4-bit codes (Q4_1), element i in nibble i (low nibble first).
+    Uint4(Packed),
+}
+
+impl Codes {
+    /// Number of codes.
+    pub fn len(&self) -> usize {
+        match self {
+            Codes::Int8(v) => v.len(),
+            Codes::Uint4(p) => p.len(),
+        }
+    }
+
+    /// Whether there are no codes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes the codes take.
+    pub fn bytes(&self) -> usize {
+        match self {
+            Codes::Int8(v) => v.len(),
+            Codes::Uint4(p) => p.bytes().len(),
+        }
+    }
+
+    /// Code `i` as f32.
+    pub fn get(&self, i: usize) -> f32 {
+        match self {
+            Codes::Int8(v) => f32::from(v[i]),
+            Codes::Uint4(p) => f32::from(p.get(i)),
+        }
+    }
+
+    /// The MIL payload (int8 or uint4 blob).
+    fn payload(&self) -> Payload {
+        match self {
+            Codes::Int8(v) => Payload::Int8(v.clone()),
+            Codes::Uint4(p) => Payload::Packed(p.clone()),
+        }
+    }
+}
+
+/// fp16(scale · q + offset) for a GGUF block weight (f32 product, then f32 sum, then one
+/// rounding to fp16), the dequantizer's value rounded as any constant is.
+pub fn gguf_value(q: f32, scale: f16, offset: Option<f16>) -> f32 {
+    let v = scale.to_f32() * q;
+    let v = offset.map_or(v, |m| v + m.to_f32());
+    f16::from_f32(v).to_f32()
 }
 
 impl std::fmt::Display for Encoding {
@@ -166,6 +235,34 @@ impl Constexpr {
                 }
                 (data.len(), scale)
             }
+            Encoded::Gguf {
+                codes,
+                scale_shape,
+                scale,
+                offset,
+            } => {
+                let fits = c.shape.len() == 2
+                    && scale_shape.len() == 2
+                    && scale_shape[0] == c.shape[0]
+                    && scale_shape[1] > 0
+                    && c.shape[1] % scale_shape[1] == 0;
+                let n_scales = crate::shape::numel(scale_shape);
+                if !fits || scale.len() != n_scales {
+                    return fail(format!("scale shape {scale_shape:?} ({} values) must be [rows, blocks] with blocks dividing the columns", scale.len()));
+                }
+                if let Some(m) = offset {
+                    if m.len() != n_scales {
+                        return fail(format!("{} offsets for {n_scales} scales", m.len()));
+                    }
+                    if let Some(i) = m.iter().position(|v| !v.is_finite()) {
+                        return fail(format!("offset {i} is {}", m[i]));
+                    }
+                }
+                if matches!(codes, Codes::Uint4(p) if p.ty() != BlobType::Uint4) {
+                    return fail("packed codes must be uint4".to_string());
+                }
+                (codes.len(), scale)
+            }
         };
         if count != n {
             return fail(format!("payload has {count} elements, the shape needs {n}"));
@@ -193,7 +290,49 @@ impl Constexpr {
             Encoded::Lut { .. } => Encoding::Int4,
             Encoded::Sparse { .. } => Encoding::Sparse,
             Encoded::Blockwise { .. } => Encoding::Blockwise,
+            Encoded::Gguf { .. } => Encoding::Gguf,
         }
+    }
+
+    /// Whether the MIL spelling expands to the same values as [`Constexpr::expand`] (false only
+    /// for GGUF blocks with a minimum: the opset's offset is subtracted before the scale).
+    pub fn mil_is_exact(&self) -> bool {
+        !matches!(
+            &self.enc,
+            Encoded::Gguf {
+                offset: Some(_),
+                ..
+            }
+        )
+    }
+
+    /// ‖W − W_mil‖₂ / ‖W‖₂ between [`Constexpr::expand`] and what the MIL spelling expands to,
+    /// fp16(scale · (q − offset_mil)) (0 when [`Constexpr::mil_is_exact`]).
+    pub fn mil_rel_error(&self) -> f64 {
+        let Encoded::Gguf {
+            codes,
+            scale_shape,
+            scale,
+            offset: Some(offset),
+        } = &self.enc
+        else {
+            return 0.0;
+        };
+        let shifted = mil_offset(scale, offset);
+        let mut exact = vec![0f32; codes.len()];
+        self.expand(&mut exact);
+        let block = self.shape[1] / scale_shape[1];
+        let (mut diff, mut norm) = (0f64, 0f64);
+        for (i, &w) in exact.iter().enumerate() {
+            let b = i / block;
+            let mil = f16::from_f32(scale[b].to_f32() * (codes.get(i) - shifted[b].to_f32()));
+            diff += (f64::from(w) - mil.to_f64()).powi(2);
+            norm += f64::from(w).powi(2);
+        }
+        if norm == 0.0 {
+            return if diff == 0.0 { 0.0 } else { f64::INFINITY };
+        }
+        (diff / norm).sqrt()
     }
 
     /// Bytes of payload data (what weights.bin stores, without descriptors and padding).
@@ -243,6 +382,18 @@ impl Constexpr {
                     *o = mul_f16(q, scale[s]);
                 }
             }
+            Encoded::Gguf {
+                codes,
+                scale_shape,
+                scale,
+                offset,
+            } => {
+                let block = self.shape[1] / scale_shape[1];
+                for (i, o) in out.iter_mut().enumerate() {
+                    let b = i / block;
+                    *o = gguf_value(codes.get(i), scale[b], offset.as_ref().map(|m| m[b]));
+                }
+            }
         }
     }
 }
@@ -283,12 +434,43 @@ impl Family for Constexpr {
                 scale_shape,
                 Payload::Fp16(scale.clone()),
             ),
+            Encoded::Gguf {
+                codes,
+                scale_shape,
+                scale,
+                offset,
+            } => {
+                let m = m.blob("data", s, codes.payload()).blob(
+                    "scale",
+                    scale_shape,
+                    Payload::Fp16(scale.clone()),
+                );
+                match offset {
+                    None => m,
+                    Some(o) => m.blob("offset", scale_shape, Payload::Fp16(mil_offset(scale, o))),
+                }
+            }
         }
     }
     fn eval(&self, _: &[&Buf], out: &mut [Buf]) -> Result<()> {
         self.expand(&mut out[0].data);
         Ok(())
     }
+}
+
+/// The opset's offset for `scale · q + offset`: fp16(−offset / scale) so that
+/// scale · (q − that) ≈ the value (0 where the scale is 0; not exact in general).
+fn mil_offset(scale: &[f16], offset: &[f16]) -> Arc<Vec<f16>> {
+    Arc::new(
+        scale
+            .iter()
+            .zip(offset)
+            .map(|(d, m)| match d.to_f32() {
+                0.0 => f16::ZERO,
+                d => f16::from_f32(-m.to_f32() / d),
+            })
+            .collect(),
+    )
 }
 
 /// Shape of the palette of a rank-`rank` weight: `[1] * rank + [16, 1]`.
@@ -488,6 +670,62 @@ mod tests {
                 [TensorType::fp16(c.shape().to_vec())]
             );
         }
+    }
+
+    fn parse(c: &Constexpr) -> Result<Op> {
+        let m = c.mil();
+        let mut args = MilArgs::new("model.mil", "w", Default::default());
+        args.blobs = m
+            .blobs
+            .iter()
+            .map(|(k, s, p)| (k.to_string(), (s.clone(), p.clone())))
+            .collect();
+        from_mil(m.op, &mut args).unwrap()
+    }
+
+    #[test]
+    fn gguf_blocks_expand_exactly_and_say_when_their_mil_form_is_not() {
+        // Block 2: [2, 4] weight, scales d, minimums m; w = fp16(d·q + m).
+        let q4 = Constexpr::new(
+            vec![2, 4],
+            Encoded::Gguf {
+                codes: Codes::Uint4(Packed::pack(
+                    BlobType::Uint4,
+                    [0u8, 15, 3, 7, 1, 2, 0, 9].into_iter(),
+                )),
+                scale_shape: vec![2, 2],
+                scale: h(&[0.5, 0.1, 2.0, 0.0]),
+                offset: Some(h(&[-1.0, 0.25, 0.0, 3.0])),
+            },
+        )
+        .unwrap();
+        // 0.1 is fp16 0.0999755859375: 3·that + 0.25 = 0.5499267578125 → fp16 0.5498046875,
+        // 7·that + 0.25 = 0.9498291015625 → fp16 0.94970703125 (NumPy float16).
+        let want = [-1.0, 6.5, 0.549_804_7, 0.949_707, 2.0, 4.0, 3.0, 3.0];
+        for (g, w) in dense(&q4).iter().zip(want) {
+            assert!((g - w).abs() < 1e-7, "{g} vs {w}");
+        }
+        // The MIL offset −m/d is rounded and a zero scale loses the minimum: not exact.
+        assert!(!q4.mil_is_exact() && q4.mil_rel_error() > 0.1);
+        let e = parse(&q4).unwrap_err().to_string();
+        assert!(e.contains("'data' must be a int8 tensor, got uint4"), "{e}");
+        // Signed codes without a minimum print as plain blockwise int8, exactly.
+        let q8 = Constexpr::new(
+            vec![1, 4],
+            Encoded::Gguf {
+                codes: Codes::Int8(Arc::new(vec![1, -2, 127, 0])),
+                scale_shape: vec![1, 2],
+                scale: h(&[0.5, 0.1]),
+                offset: None,
+            },
+        )
+        .unwrap();
+        assert!(q8.mil_is_exact() && q8.mil_rel_error() == 0.0);
+        let Op::Constexpr(back) = parse(&q8).unwrap() else {
+            panic!("not a constexpr")
+        };
+        assert_eq!(back.encoding(), Encoding::Blockwise);
+        assert_eq!(dense(&back), dense(&q8));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 mod conv_epilogue;
 mod fp16_table;
+mod gguf_gemv;
 pub mod handoff;
 mod memory_plan;
 mod packed;
@@ -244,18 +245,22 @@ impl RefProgram {
             .collect();
         let plan = plan_slots(&numel, &pinned, &plan_steps);
         let slot = |v: usize| plan.slot_of[v];
-        let mut bufs: Vec<Buf> = plan.slot_len.iter().map(|&l| Buf::zeros(&[l])).collect();
+        // Slots of constants kept packed get no buffer (allocating and freeing them would leave
+        // touched heap pages behind).
+        let mut packed_slot = vec![false; plan.slot_len.len()];
+        for i in (0..g.nodes.len()).filter(|&i| only_packed[i]) {
+            packed_slot[slot(value[i][0])] = true;
+        }
+        let mut bufs: Vec<Buf> = (plan.slot_len.iter().zip(&packed_slot))
+            .map(|(&l, &p)| Buf::zeros(&[if p { 0 } else { l }]))
+            .collect();
         for (v, s) in shapes.iter().enumerate().filter(|&(v, _)| pinned[v]) {
             bufs[slot(v)].shape = s.to_vec();
         }
         // Constants, compressed ones included, are evaluated once at load.
-        for i in (0..g.nodes.len()).filter(|&i| is_const(i)) {
+        for i in (0..g.nodes.len()).filter(|&i| is_const(i) && !only_packed[i]) {
             let b = &mut bufs[slot(value[i][0])];
-            if only_packed[i] {
-                b.data = Vec::new();
-            } else {
-                g.nodes[i].op.family().eval(&[], std::slice::from_mut(b))?;
-            }
+            g.nodes[i].op.family().eval(&[], std::slice::from_mut(b))?;
         }
         let mut steps = Vec::new();
         let mut tables = Vec::new();

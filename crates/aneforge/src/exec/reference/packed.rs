@@ -1,20 +1,21 @@
 //! Weights kept in their stored form: a `matmul(x, W, transpose_y = true)` whose W is a rank-2
-//! blockwise-int8 constexpr, or a rank-2 fp16 constant of at least [`MIN_PACKED`] elements,
-//! runs here, expanding W into a reused f32 scratch right before the GEMM instead of holding an
-//! f32 copy for the program's life (payloads are shared `Arc`s, so programs built from the same
-//! constants share one copy). The expanded values are the constant's own (fp16(q · scale),
-//! rounded to nearest even, or the fp16 value) and the GEMM is the same `sgemm` call the dense
-//! matmul makes, so results are bit-identical to expanding at load.
+//! blockwise-int8 or GGUF-block constexpr runs here, expanding W into a reused f32 scratch right
+//! before the GEMM instead of holding an f32 copy for the program's life (payloads are shared
+//! `Arc`s, so programs built from the same constants share one copy). The expanded values are
+//! the constant's own (fp16(q · scale) or fp16(d · q + m), rounded to nearest even) and the GEMM
+//! is the same `sgemm` call the dense matmul makes, so results are bit-identical to expanding at
+//! load. Exception, a documented contract change: GGUF-block weights (made only by the LLM
+//! loader) at M ≤ [`gguf_gemv::MAX_ROWS`] run the fused kernel of [`gguf_gemv`] instead.
+//! Dense fp16 constants are not packed: they are expanded to f32 once at load, like every
+//! other constant.
 
 use std::cell::RefCell;
 
-use half::slice::HalfFloatSliceExt;
-
+use super::gguf_gemv::{self, BlockWeight};
 use crate::error::Result;
 use crate::graph::Graph;
 use crate::ops::constexpr::{Constexpr, Encoded};
 use crate::ops::gemm::sgemm;
-use crate::ops::io::Const;
 use crate::ops::linear::MatMul;
 use crate::ops::{Buf, Op};
 
@@ -23,18 +24,16 @@ thread_local! {
     static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Smallest fp16 constant kept as fp16 (smaller ones are cheaper to hold as f32).
-pub const MIN_PACKED: usize = 1 << 16;
-
 /// A rank-2 weight [N, K] used as the transposed `y` of a matmul, in its stored form.
 #[derive(Clone, Debug)]
 pub enum PackedWeight {
     Blockwise(Constexpr),
-    Fp16(Const),
+    /// GGUF blocks of 32 along the input axis (the fused kernel's layout).
+    Gguf(Constexpr),
 }
 
 /// For each node of `g`, the packed weight when it is a matmul this module runs: `x` rank 2,
-/// `transpose_x` false, `transpose_y` true, `y` a rank-2 blockwise constexpr.
+/// `transpose_x` false, `transpose_y` true, `y` a rank-2 blockwise or GGUF-block constexpr.
 pub fn packed_matmuls(g: &Graph) -> Vec<Option<PackedWeight>> {
     g.nodes
         .iter()
@@ -56,9 +55,14 @@ pub fn packed_matmuls(g: &Graph) -> Vec<Option<PackedWeight>> {
                 {
                     Some(PackedWeight::Blockwise(c.clone()))
                 }
-                Op::Const(c) if c.shape.len() == 2 && c.values.len() >= MIN_PACKED => {
-                    Some(PackedWeight::Fp16(c.clone()))
-                }
+                Op::Constexpr(c) => match c.encoded() {
+                    Encoded::Gguf { scale_shape, .. }
+                        if c.shape()[1] == scale_shape[1] * gguf_gemv::BLOCK =>
+                    {
+                        Some(PackedWeight::Gguf(c.clone()))
+                    }
+                    _ => None,
+                },
                 _ => None,
             }
         })
@@ -103,23 +107,45 @@ fn round_f16(x: f32) -> f32 {
 }
 
 impl PackedWeight {
-    /// Bytes held in the stored form (int8 codes + fp16 scales, or fp16 values).
-    pub fn stored_bytes(&self) -> u64 {
+    /// The constant.
+    fn constexpr(&self) -> &Constexpr {
         match self {
-            PackedWeight::Fp16(c) => 2 * c.values.len() as u64,
-            PackedWeight::Blockwise(c) => match c.encoded() {
-                Encoded::Blockwise { data, scale, .. } => (data.len() + 2 * scale.len()) as u64,
-                _ => 2 * crate::shape::numel(c.shape()) as u64,
-            },
+            PackedWeight::Blockwise(c) | PackedWeight::Gguf(c) => c,
         }
     }
+
+    /// Bytes held in the stored form (codes + fp16 scales and offsets).
+    pub fn stored_bytes(&self) -> u64 {
+        self.constexpr().payload_bytes() as u64
+    }
+
     /// y [M, N] = x [M, K] @ Wᵀ (f32 accumulation; the caller rounds to fp16).
     pub fn matmul(&self, x: &Buf, y: &mut [f32]) -> Result<()> {
-        let (n, k) = match self {
-            PackedWeight::Blockwise(c) => (c.shape()[0], c.shape()[1]),
-            PackedWeight::Fp16(c) => (c.shape[0], c.shape[1]),
-        };
+        let c = self.constexpr();
+        let (n, k) = (c.shape()[0], c.shape()[1]);
         let m = x.shape[0];
+        if let (
+            PackedWeight::Gguf(_),
+            Encoded::Gguf {
+                codes,
+                scale,
+                offset,
+                ..
+            },
+        ) = (self, c.encoded())
+        {
+            if m <= gguf_gemv::MAX_ROWS {
+                let w = BlockWeight {
+                    n,
+                    k,
+                    codes,
+                    scale,
+                    offset: offset.as_deref().map(|o| o.as_slice()),
+                };
+                w.gemm(&x.data, m, y);
+                return Ok(());
+            }
+        }
         SCRATCH.with(|s| {
             let mut w = s.borrow_mut();
             w.resize(n * k, 0.0);
@@ -131,10 +157,7 @@ impl PackedWeight {
 
     /// The dense weight, the values the constant evaluates to.
     fn expand(&self, out: &mut [f32]) {
-        let c = match self {
-            PackedWeight::Fp16(c) => return c.values.convert_to_f32_slice(out),
-            PackedWeight::Blockwise(c) => c,
-        };
+        let c = self.constexpr();
         let Encoded::Blockwise {
             data,
             scale_shape,
@@ -227,14 +250,8 @@ mod tests {
         };
         crate::ops::Family::eval(&mm, &[&x, &dense], std::slice::from_mut(&mut want)).unwrap();
         let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-        let fp16 = Const {
-            shape: vec![n, k],
-            values: Arc::new(dense.data.iter().map(|&v| f16::from_f32(v)).collect()),
-        };
-        for w in [PackedWeight::Blockwise(c), PackedWeight::Fp16(fp16)] {
-            let mut got = vec![0f32; m * n];
-            w.matmul(&x, &mut got).unwrap();
-            assert_eq!(bits(&got), bits(&want.data));
-        }
+        let mut got = vec![0f32; m * n];
+        PackedWeight::Blockwise(c).matmul(&x, &mut got).unwrap();
+        assert_eq!(bits(&got), bits(&want.data));
     }
 }

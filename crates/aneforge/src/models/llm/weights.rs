@@ -1,31 +1,32 @@
 //! GGUF weights as constants shared by every program: each projection becomes one constant made
 //! once and handed out again (the payloads are `Arc`s), so prefill buckets, decode and every
-//! chunk hold one copy. Q8_0, Q4_0 and Q5_0 map exactly onto blockwise int8 (block 32 along the
-//! input axis, the block's f16 scale: code · d, the values the `gguf` package's dequantize
-//! gives, rounded to fp16 as any constant is). The opset has no blockwise 4-bit scale + offset
-//! form for Q4_1/Q5_1 (w = d·q + m), and re-encoding them as int8 blocks measured last-position
-//! logits cosine 0.9986 against the float64 oracle (below the 0.999 gate), so those and the
-//! other types are held as the exact fp16 dense constant (fp16 of the dequantized values).
+//! chunk hold one copy. Q8_0, Q4_0, Q5_0, Q4_1 and Q5_1 are kept as stored in the `gguf`
+//! encoding (block 32 along the input axis, the block's f16 scale and, for the `_1` kinds, its
+//! f16 minimum: fp16(d · q + m), the values the `gguf` package's dequantize gives rounded to
+//! fp16 as any constant is). The other types (k-quants, floats) are held as the exact fp16
+//! dense constant (fp16 of the dequantized values).
 
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
-use aneforge_gguf::quant::exact::{int8_blocks, Int8Blocks, BLOCK};
+use aneforge_gguf::quant::exact::{affine_blocks, int8_blocks, BLOCK};
+use aneforge_gguf::GgmlType;
 use half::f16;
 
 use crate::compress::CompressionEntry;
 use crate::error::{Error, Result};
 use crate::graph::Tensor;
-use crate::ops::constexpr::{Constexpr, Encoded, Encoding};
+use crate::mil::blob::{BlobType, Packed};
+use crate::ops::constexpr::{Codes, Constexpr, Encoded, Encoding};
 use crate::ops::io::{Const, HostArray};
 use crate::ops::linear::MatMul;
 use crate::ops::Op;
 
-/// A projection constant: blockwise int8 (exact kinds) or dense fp16.
+/// A projection constant: GGUF blocks as stored (legacy kinds) or dense fp16.
 #[derive(Clone, Debug)]
 pub enum Weight {
-    Blockwise(Constexpr),
+    Blocks(Constexpr),
     Fp16(Const),
 }
 
@@ -39,7 +40,9 @@ pub struct Request<'a> {
 }
 
 /// The constant for `req` over GGUF tensor `t` of file `path` (file order [out, cols]) and
-/// its compression-report row (exact either way: rel_error 0). Types without a dequantizer
+/// its compression-report row: the reference executor's values are exact either way, and
+/// rel_error is that of the MIL spelling (non-zero only for Q4_1/Q5_1, whose opset form
+/// subtracts an fp16-rounded offset before scaling, see `Constexpr::mil_rel_error`). Types without a dequantizer
 /// and shapes whose rows are not whole blocks are Format errors naming the tensor.
 pub fn encode(
     path: &Path,
@@ -69,23 +72,24 @@ pub fn encode(
         bytes.extend_from_slice(row);
     }
     let shape = vec![rows, req.cols];
-    let exact = if req.cols % BLOCK == 0 {
-        int8_blocks(ty, &bytes).and_then(|b| scaled(b, req.scale))
+    let blocks = if req.cols % BLOCK == 0 {
+        gguf_blocks(ty, &bytes, req.scale)
     } else {
         None
     };
-    let (weight, encoding, bytes_encoded) = match exact {
-        Some(b) => {
-            let n = b.codes.len() + 2 * b.scales.len();
+    let (weight, encoding, bytes_encoded) = match blocks {
+        Some((codes, scale, offset)) => {
+            let n = codes.bytes() + 2 * scale.len() * if offset.is_some() { 2 } else { 1 };
             let c = Constexpr::new(
                 shape.clone(),
-                Encoded::Blockwise {
-                    data: Arc::new(b.codes),
+                Encoded::Gguf {
+                    codes,
                     scale_shape: vec![rows, req.cols / BLOCK],
-                    scale: Arc::new(b.scales),
+                    scale: Arc::new(scale),
+                    offset: offset.map(Arc::new),
                 },
             )?;
-            (Weight::Blockwise(c), Encoding::Blockwise, n)
+            (Weight::Blocks(c), Encoding::Gguf, n)
         }
         None => {
             let kernel = aneforge_gguf::quant::kernel(ty)
@@ -110,7 +114,10 @@ pub fn encode(
         encoding,
         bytes_fp16: 2 * rows * req.cols,
         bytes_encoded,
-        rel_error: 0.0,
+        rel_error: match &weight {
+            Weight::Blocks(c) => c.mil_rel_error(),
+            Weight::Fp16(_) => 0.0,
+        },
     };
     Ok((weight, entry))
 }
@@ -119,7 +126,7 @@ pub fn encode(
 /// over the constant, as `Tensor::linear` builds).
 pub fn linear(x: &Tensor, w: Weight, bias: Option<&[f32]>) -> Result<Tensor> {
     let (out, op) = match w {
-        Weight::Blockwise(c) => (c.shape()[0], Op::Constexpr(c)),
+        Weight::Blocks(c) => (c.shape()[0], Op::Constexpr(c)),
         Weight::Fp16(c) => (c.shape[0], Op::Const(c)),
     };
     let w = Tensor::apply1(op, vec![])?;
@@ -136,36 +143,101 @@ pub fn linear(x: &Tensor, w: Weight, bias: Option<&[f32]>) -> Result<Tensor> {
     }
 }
 
-/// `b` with every scale multiplied by `scale`, or `None` when a product is not exactly an fp16
-/// (then the caller re-encodes; a power-of-two scale in the normal range is always exact).
-fn scaled(mut b: Int8Blocks, scale: f32) -> Option<Int8Blocks> {
-    if scale == 1.0 {
-        return Some(b);
+/// Codes, scales and minimums of whole blocks of `ty` (Q8_0/Q4_0/Q5_0 as int8 codes without
+/// minimum, Q4_1 as uint4 codes, Q5_1 as int8 codes 0..=31), scales and minimums multiplied by
+/// `scale`; `None` for other types or when a product is not exactly an fp16 (then the caller
+/// falls back to dense fp16; a power-of-two scale in the normal range is always exact).
+fn gguf_blocks(
+    ty: GgmlType,
+    bytes: &[u8],
+    scale: f32,
+) -> Option<(Codes, Vec<f16>, Option<Vec<f16>>)> {
+    if let Some(b) = int8_blocks(ty, bytes) {
+        return Some((
+            Codes::Int8(Arc::new(b.codes)),
+            scaled(b.scales, scale)?,
+            None,
+        ));
     }
-    for s in b.scales.iter_mut() {
+    let b = affine_blocks(ty, bytes)?;
+    let codes = match b.bits {
+        4 => Codes::Uint4(Packed::pack(BlobType::Uint4, b.codes.into_iter())),
+        _ => Codes::Int8(Arc::new(b.codes.into_iter().map(|q| q as i8).collect())),
+    };
+    Some((
+        codes,
+        scaled(b.scales, scale)?,
+        Some(scaled(b.mins, scale)?),
+    ))
+}
+
+/// `v` with every value multiplied by `scale`, or `None` when a product is not exactly an fp16.
+fn scaled(mut v: Vec<f16>, scale: f32) -> Option<Vec<f16>> {
+    if scale == 1.0 {
+        return Some(v);
+    }
+    for s in v.iter_mut() {
         let want = s.to_f32() * scale;
         *s = f16::from_f32(want);
         if s.to_f32() != want {
             return None;
         }
     }
-    Some(b)
+    Some(v)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Q4_1/Q5_1/Q8_0 bytes kept as `gguf` blocks expand to exactly fp16 of the GGUF kernel's
+    /// values (the kernel is bit-exact against `gguf.quants.dequantize`, python/tests/test_gguf.py).
+    #[test]
+    fn gguf_blocks_expand_to_the_rounded_dequantized_values() {
+        let mut seed = 3u32;
+        let mut byte = || {
+            seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            (seed >> 16) as u8
+        };
+        for (ty, size, halves) in [
+            (GgmlType::Q4_1, 20, 2),
+            (GgmlType::Q5_1, 24, 2),
+            (GgmlType::Q8_0, 34, 1),
+        ] {
+            let (rows, cols) = (3, 64);
+            let mut bytes: Vec<u8> = (0..rows * cols / BLOCK * size).map(|_| byte()).collect();
+            for b in bytes.chunks_exact_mut(size) {
+                for h in 0..halves {
+                    // finite scales and minimums of moderate size
+                    b[2 * h + 1] = 0x20 | (b[2 * h + 1] & 0x9F);
+                }
+            }
+            let (codes, scale, offset) = gguf_blocks(ty, &bytes, 1.0).unwrap();
+            let c = Constexpr::new(
+                vec![rows, cols],
+                Encoded::Gguf {
+                    codes,
+                    scale_shape: vec![rows, cols / BLOCK],
+                    scale: Arc::new(scale),
+                    offset: offset.map(Arc::new),
+                },
+            )
+            .unwrap();
+            let mut got = vec![0f32; rows * cols];
+            c.expand(&mut got);
+            let mut want = vec![0f32; rows * cols];
+            aneforge_gguf::quant::kernel(ty).unwrap()(&bytes, &mut want);
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                let w = f16::from_f32(*w).to_f32();
+                assert_eq!(g.to_bits(), w.to_bits(), "{ty:?} element {i}");
+            }
+        }
+    }
+
     #[test]
     fn scales_take_powers_of_two_exactly_and_refuse_the_rest() {
-        let b = Int8Blocks {
-            codes: vec![1; 32],
-            scales: vec![f16::from_f32(0.625)],
-        };
-        assert_eq!(
-            scaled(b.clone(), 0.125).unwrap().scales,
-            [f16::from_f32(0.078125)]
-        );
-        assert!(scaled(b, 1.0 / 3.0).is_none());
+        let v = vec![f16::from_f32(0.625)];
+        assert_eq!(scaled(v.clone(), 0.125).unwrap(), [f16::from_f32(0.078125)]);
+        assert!(scaled(v, 1.0 / 3.0).is_none());
     }
 }
