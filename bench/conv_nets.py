@@ -19,6 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from emit import emit
+
 HERE = Path(__file__).resolve().parent
 MODELS = {
     "resnet18": "ResNet-18 224×224 b1",
@@ -36,13 +38,10 @@ def worker(threads, runs):
     import aneforge as af
     import mobilenetv3
     import numpy as np
-    import onnxruntime as ort
     import resnet18
 
     def session(model):
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
-        return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        return models.ort_session(model, threads)
 
     if hasattr(af, "set_num_threads"):
         af.set_num_threads(threads)
@@ -124,10 +123,7 @@ def main():
         worker(args.worker, args.runs)
         return
     text = section(args.runs, args.rounds, args.base)
-    print(text)
-    if args.out:
-        with open(args.out, "a") as f:
-            f.write("\n" + text)
+    emit(text, args.out)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from emit import emit
+
 BASELINE_PY = Path(os.environ.get("ANEFORGE_BENCH_VENV", "/work/benchvenv")) / "bin" / "python"
 WORDS = (
     "the a man woman child dog cat horse eats plays rides reads writes quickly slowly under over "
@@ -151,10 +153,7 @@ def main():
         serve(args.serve, args.threads, args.model)
         return
     text = section(args.rounds)
-    if args.out:
-        with open(args.out, "a", encoding="utf-8") as f:
-            f.write("\n" + text)
-    print(text)
+    emit(text, args.out)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ import time  # noqa: E402
 
 import aneforge as af  # noqa: E402
 import numpy as np  # noqa: E402
+from emit import emit  # noqa: E402
 
 PROMPT_TOKENS = 128
 NEW_TOKENS = 32
@@ -108,10 +109,7 @@ def main():
     ap.add_argument("--baseline-python", help="python of a venv with torch+transformers+gguf / llama-cpp-python")
     args = ap.parse_args()
     text = section(args.baseline_python)
-    print(text)
-    if args.out:
-        with open(args.out, "a", encoding="utf-8") as f:
-            f.write("\n" + text)
+    emit(text, args.out)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import platform  # noqa: E402
 import statistics  # noqa: E402
 
 import aneforge as af  # noqa: E402
+from emit import emit  # noqa: E402
 from llm import model_path  # noqa: E402
 
 FIRST = [{"role": "user", "content": "What is the capital of France?"}]
@@ -71,10 +72,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     text = section(args.rounds)
-    print(text)
-    if args.out:
-        with open(args.out, "a") as f:
-            f.write("\n" + text)
+    emit(text, args.out)
 
 
 if __name__ == "__main__":

@@ -34,11 +34,12 @@ def cosine(a, b):
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
-def ort_session(model):
+def ort_session(model, threads=1):
+    """An ONNX Runtime CPU session of `model` with `threads` intra-op threads (1 inter-op)."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
-    opts.intra_op_num_threads, opts.inter_op_num_threads = 1, 1
+    opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
     return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
 
 

