@@ -86,12 +86,13 @@ def test_hf_weights_are_held_as_fp16_with_their_rounding_error(tmp_path):
     assert len(projections) == 8 and all(1e-3 < r["rel_error"] < 0.02 for r in projections)
 
 
-def test_gguf_report_lists_exact_int8_blocks_and_fp16(tmp_path):
+def test_gguf_report_lists_exact_gguf_blocks_and_fp16(tmp_path):
     spec = spec_for("qwen2", layers=1)
     path = tmp_path / "q.gguf"
     write_gguf(path, "qwen2", spec, random_weights(spec, seed=23))
     rows = {r["name"]: r for r in af.load_llm(path, max_context=32, device="reference").compression_report()}
-    up = rows["blk.0.ffn_up.weight"]  # the one Q8_0 tensor: int8 codes + one fp16 scale per 32
-    assert up["encoding"] == "blockwise" and up["rel_error"] == 0.0
+    up = rows["blk.0.ffn_up.weight"]  # the one Q8_0 tensor: int8 codes + one fp16 scale per 32,
+    # kept in the exact `gguf` encoding (its MIL form, blockwise int8 without a minimum, is exact)
+    assert up["encoding"] == "gguf" and up["rel_error"] == 0.0
     assert up["bytes_encoded"] == spec.ffn * spec.width + 2 * spec.ffn * spec.width // 32
     assert rows["blk.0.ffn_down.weight"]["encoding"] == "fp16"
