@@ -78,10 +78,6 @@ pub struct Args<'n, 'a> {
     pub weight: Option<super::weights::RawF32>,
 }
 
-/// The reason every runtime integer/index op gives until host ops exist.
-pub const HOST_OPS_REASON: &str =
-    "needs host ops (issue 12): runtime int32/int64 values or indices";
-
 impl Args<'_, '_> {
     /// Input `i` if present.
     pub fn get(&self, i: usize) -> Option<&Value> {
@@ -185,7 +181,8 @@ pub fn to_graph(node: &Node, v: &Value) -> Result<Tensor> {
             if !h.elem.is_float() {
                 if let Some(x) = h.data.iter().find(|&&x| x.abs() > 2048.0) {
                     return Err(node.unsupported(&format!(
-                        "integer constant value {x} is not exact in fp16; integer arithmetic {HOST_OPS_REASON}"
+                        "integer constant value {x} is not exact in fp16 and meets fp16 arithmetic here \
+                         (exact int32 host ops run only on runtime integer inputs)"
                     )));
                 }
             }

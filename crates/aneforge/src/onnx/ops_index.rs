@@ -118,15 +118,7 @@ fn scatter_elements(a: &Args) -> Result<Vec<Value>> {
     let n = a.node;
     let x = a.tensor(0)?;
     let ax = axis(n, n.int("axis", 0)?, x.rank())?;
-    let reduce = match n.string("reduction", "none")?.as_str() {
-        "none" => ScatterReduce::Replace,
-        "add" => ScatterReduce::Add,
-        other => {
-            return Err(n.unsupported(&format!(
-                "reduction = '{other}' (the host scatter kernel replaces or adds)"
-            )))
-        }
-    };
+    let reduce = scatter_reduction(n)?;
     let idx = int_tensor(a, 1)?;
     let op = HostOp::Scatter(Scatter { axis: ax, reduce });
     Ok(vec![Value::Graph {
@@ -216,4 +208,16 @@ fn one_hot(a: &Args) -> Result<Vec<Value>> {
         t: y,
         elem: a.req(2)?.elem(),
     }])
+}
+
+/// The `reduction` attribute of ScatterElements/ScatterND: "none" or "add" (the host scatter
+/// kernel's two modes); any other is unsupported, naming it.
+pub(super) fn scatter_reduction(n: &super::node::Node) -> Result<ScatterReduce> {
+    match n.string("reduction", "none")?.as_str() {
+        "none" => Ok(ScatterReduce::Replace),
+        "add" => Ok(ScatterReduce::Add),
+        other => Err(n.unsupported(&format!(
+            "reduction = '{other}' (the host scatter kernel replaces or adds)"
+        ))),
+    }
 }

@@ -3,6 +3,7 @@
 //! in fp16 (exact up to 2048), so the indexed prefix of the data holds at most 2048 rows.
 
 use super::ops::{Args, OpFn, Value};
+use super::ops_index::scatter_reduction;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::graph::build::host::host;
@@ -10,7 +11,7 @@ use crate::graph::build::io::constant;
 use crate::graph::Tensor;
 use crate::ops::elementwise::Compare;
 use crate::ops::host::HostOp;
-use crate::ops::host_scatter::{Scatter, ScatterReduce};
+use crate::ops::host_scatter::Scatter;
 use crate::ops::io::HostArray;
 
 /// The mapping of `op`, or None.
@@ -98,15 +99,7 @@ fn scatter_nd(a: &Args) -> Result<Vec<Value>> {
     let n = a.node;
     let data = a.tensor(0)?;
     let d = data.shape().to_vec();
-    let reduce = match n.string("reduction", "none")?.as_str() {
-        "none" => ScatterReduce::Replace,
-        "add" => ScatterReduce::Add,
-        other => {
-            return Err(n.unsupported(&format!(
-                "reduction = '{other}' (the host scatter kernel replaces or adds)"
-            )))
-        }
-    };
+    let reduce = scatter_reduction(n)?;
     let idims = a.req(1)?.dims();
     let k = *idims.last().unwrap_or(&0);
     let flat = flat_rows(a, &d, 0)?;

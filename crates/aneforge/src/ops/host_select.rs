@@ -57,15 +57,21 @@ fn key_bits(k: u16, descending: bool) -> u16 {
     }
 }
 
-/// Stable LSD radix sort of 16-bit keys (a pass whose byte is the same everywhere is skipped).
-fn radix_sort_u16(keys: &mut Vec<u16>, scratch: &mut Vec<u16>) {
+/// Stable LSD radix sort of `items` by the 16-bit `key` of each, two byte passes through
+/// `scratch` (a pass whose byte is the same everywhere is skipped).
+fn radix_sort_by<T: Copy + Default>(
+    items: &mut Vec<T>,
+    scratch: &mut Vec<T>,
+    key: impl Fn(T) -> u16,
+) {
     let mut counts = [[0u32; 256]; 2];
-    for &k in keys.iter() {
+    for &item in items.iter() {
+        let k = key(item);
         counts[0][(k & 0xFF) as usize] += 1;
         counts[1][(k >> 8) as usize] += 1;
     }
     for (pass, count) in counts.iter_mut().enumerate() {
-        if count.contains(&(keys.len() as u32)) {
+        if count.contains(&(items.len() as u32)) {
             continue;
         }
         let mut at = 0;
@@ -75,14 +81,14 @@ fn radix_sort_u16(keys: &mut Vec<u16>, scratch: &mut Vec<u16>) {
             at += here;
         }
         scratch.clear();
-        scratch.resize(keys.len(), 0);
+        scratch.resize(items.len(), T::default());
         let shift = 8 * pass;
-        for &k in keys.iter() {
-            let slot = &mut count[(k >> shift & 0xFF) as usize];
-            scratch[*slot as usize] = k;
+        for &item in items.iter() {
+            let slot = &mut count[(key(item) >> shift & 0xFF) as usize];
+            scratch[*slot as usize] = item;
             *slot += 1;
         }
-        std::mem::swap(keys, scratch);
+        std::mem::swap(items, scratch);
     }
 }
 
@@ -100,35 +106,6 @@ fn compare(a: (f32, u32), b: (f32, u32), descending: bool) -> std::cmp::Ordering
         nan_last(x, y)
     };
     by_value.then(a.1.cmp(&b.1))
-}
-
-/// Stable LSD radix sort of packed words by their top two bytes.
-fn radix_sort(words: &mut Vec<u32>, scratch: &mut Vec<u32>) {
-    let mut counts = [[0u32; 256]; 2];
-    for &w in words.iter() {
-        counts[0][(w >> 16 & 0xFF) as usize] += 1;
-        counts[1][(w >> 24) as usize] += 1;
-    }
-    for (pass, count) in counts.iter_mut().enumerate() {
-        if count.contains(&(words.len() as u32)) {
-            continue;
-        }
-        let mut at = 0;
-        for c in count.iter_mut() {
-            let here = *c;
-            *c = at;
-            at += here;
-        }
-        scratch.clear();
-        scratch.resize(words.len(), 0);
-        let shift = 16 + 8 * pass;
-        for &w in words.iter() {
-            let slot = &mut count[(w >> shift & 0xFF) as usize];
-            scratch[*slot as usize] = w;
-            *slot += 1;
-        }
-        std::mem::swap(words, scratch);
-    }
 }
 
 /// Reusable buffers for ordering lanes.
@@ -181,7 +158,7 @@ impl Lanes {
         if lane.len() < RADIX_MIN {
             self.keys.sort_unstable();
         } else {
-            radix_sort_u16(&mut self.keys, &mut self.key_scratch);
+            radix_sort_by(&mut self.keys, &mut self.key_scratch, |k| k);
         }
         for (b, &k) in self.bits.iter_mut().zip(&self.keys) {
             *b = f16::from_bits(key_bits(k, descending));
@@ -227,7 +204,7 @@ impl Lanes {
         } else if n < RADIX_MIN {
             self.words.sort_unstable();
         } else {
-            radix_sort(&mut self.words, &mut self.scratch);
+            radix_sort_by(&mut self.words, &mut self.scratch, |w| (w >> 16) as u16);
         }
         self.order.extend(self.words.iter().map(|w| w & 0xFFFF));
         if !sorted {
