@@ -169,9 +169,10 @@ struct Prober {
 }
 
 impl Prober {
-    /// µs of one `op` at `shape`: the median of a chain of 1 + [`CHAIN`] ops minus that of one
-    /// op, over [`CHAIN`] (the call floor and the port conversion cancel). Also returns the
-    /// one-op call's median. Not above 0 (noise) is an error asking for an idle machine.
+    /// µs of one `op` at `shape`: the median of a chain of 1 + n ops minus that of one op, over
+    /// n (the call floor and the port conversion cancel), n = [`CHAIN`], lengthened 4× at a time
+    /// up to 16 × [`CHAIN`] while the difference is lost in timing noise (ops far cheaper than
+    /// the call). Also returns the one-op call's median. Still not above 0 is an error.
     fn per_op(
         &mut self,
         name: &'static str,
@@ -181,8 +182,15 @@ impl Prober {
     ) -> Result<(f64, f64, f64)> {
         let one = chain(shape, 1, op)?;
         let t1 = median_call_us(std::slice::from_ref(&one), self.budget, self.clock)?;
-        let tn = median_call_us(&[chain(shape, 1 + CHAIN, op)?], self.budget, self.clock)?;
-        let us = (tn - t1) / CHAIN as f64;
+        let mut n = CHAIN;
+        let (us, tn) = loop {
+            let tn = median_call_us(&[chain(shape, 1 + n, op)?], self.budget, self.clock)?;
+            let us = (tn - t1) / n as f64;
+            if us > 0.0 || n >= 16 * CHAIN {
+                break (us, tn);
+            }
+            n *= 4;
+        };
         let work = probe_work(&one, bytes)?;
         self.probes.push(Probe {
             name,
@@ -192,7 +200,7 @@ impl Prober {
         if us <= 0.0 {
             return Err(Error::Runtime {
                 op: "calibrate".into(),
-                msg: format!("probe {name}: {} more ops did not take longer ({t1:.1} vs {tn:.1} µs); rerun on an idle machine", CHAIN),
+                msg: format!("probe {name}: {n} more ops did not take longer ({t1:.1} vs {tn:.1} µs); rerun on an idle machine"),
             });
         }
         Ok((work, us, t1))
