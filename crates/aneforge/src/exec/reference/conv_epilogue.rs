@@ -352,7 +352,6 @@ fn round_chunk(chunk: &mut [f32], bits: &mut [f16]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compile::{compile, CompileOptions, Device};
     use crate::exec::reference::round_to_fp16;
     use crate::exec::{PortData, Precision};
     use crate::graph::build::conv::conv2d;
@@ -425,17 +424,8 @@ mod tests {
         let y = h.add(&skip).unwrap().relu().unwrap().add(&a).unwrap();
         let xs: Vec<f32> = rand_vec(8 * 144, 9).iter().map(|v| v * 3.0).collect();
         for precision in [Precision::Fp16, Precision::Fp32] {
-            let dir = std::env::temp_dir().join(format!(
-                "aneforge-conv-epilogue-{}-{precision:?}",
-                std::process::id()
-            ));
-            let opts = CompileOptions {
-                device: Device::Reference,
-                precision,
-                build_dir: Some(dir.clone()),
-                ..Default::default()
-            };
-            let mut c = compile(&[(None, y.clone())], &opts).unwrap();
+            let (mut c, dir) =
+                super::super::compile_reference_for_test(&y, precision, "conv-epilogue");
             let (chains, absorbed) = find_chains(&c.program.graph);
             // conv→bn→gate; depthwise→relu6; conv→bn→add→relu→add (the skip conv's add is
             // taken): 3 chains, 8 nodes run inside another node's step.

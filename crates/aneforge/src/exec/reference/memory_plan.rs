@@ -152,7 +152,6 @@ mod tests {
     /// io = x and y as f32 (2 × 64 B) plus, in fp16, their fp16 port buffers (2 × 32 B).
     #[test]
     fn compiled_chain_reports_the_hand_computed_plan() {
-        use crate::compile::{compile, CompileOptions, Device};
         use crate::exec::{PortData, Precision};
         let x = crate::graph::build::io::input(&[1, 16]).unwrap();
         let y = x
@@ -166,17 +165,8 @@ mod tests {
             .unwrap();
         let xs: Vec<f32> = (0..16).map(|i| (i as f32 - 7.5) / 4.0).collect();
         for (precision, io) in [(Precision::Fp16, 192), (Precision::Fp32, 128)] {
-            let dir = std::env::temp_dir().join(format!(
-                "aneforge-memory-plan-{}-{precision:?}",
-                std::process::id()
-            ));
-            let opts = CompileOptions {
-                device: Device::Reference,
-                precision,
-                build_dir: Some(dir.clone()),
-                ..Default::default()
-            };
-            let mut c = compile(&[(None, y.clone())], &opts).unwrap();
+            let (mut c, dir) =
+                super::super::compile_reference_for_test(&y, precision, "memory-plan");
             assert_eq!(c.program.graph.n_ops(), 4, "the chain compiles to 4 ops");
             let m = c.memory().unwrap();
             let want = MemoryReport {

@@ -562,3 +562,25 @@ impl Loaded for RefProgram {
         )
     }
 }
+
+/// Test helper: `y` compiled for the reference executor at `precision` into a per-process temp
+/// build dir named by `tag`; returns the program and that dir (the caller removes it).
+#[cfg(test)]
+pub(crate) fn compile_reference_for_test(
+    y: &crate::graph::Tensor,
+    precision: crate::exec::Precision,
+    tag: &str,
+) -> (crate::compile::Compiled, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!(
+        "aneforge-{tag}-{}-{precision:?}",
+        std::process::id()
+    ));
+    let opts = crate::compile::CompileOptions {
+        device: crate::compile::Device::Reference,
+        precision,
+        build_dir: Some(dir.clone()),
+        ..Default::default()
+    };
+    let compiled = crate::compile::compile(&[(None, y.clone())], &opts).unwrap();
+    (compiled, dir)
+}
