@@ -424,8 +424,11 @@ mod tests {
         let y = h.add(&skip).unwrap().relu().unwrap().add(&a).unwrap();
         let xs: Vec<f32> = rand_vec(8 * 144, 9).iter().map(|v| v * 3.0).collect();
         for precision in [Precision::Fp16, Precision::Fp32] {
-            let (mut c, dir) =
-                super::super::compile_reference_for_test(&y, precision, "conv-epilogue");
+            let (mut c, dir) = super::super::test_support::compile_reference_for_test(
+                &y,
+                precision,
+                "conv-epilogue",
+            );
             let (chains, absorbed) = find_chains(&c.program.graph);
             // conv→bn→gate; depthwise→relu6; conv→bn→add→relu→add (the skip conv's add is
             // taken): 3 chains, 8 nodes run inside another node's step.

@@ -165,8 +165,11 @@ mod tests {
             .unwrap();
         let xs: Vec<f32> = (0..16).map(|i| (i as f32 - 7.5) / 4.0).collect();
         for (precision, io) in [(Precision::Fp16, 192), (Precision::Fp32, 128)] {
-            let (mut c, dir) =
-                super::super::compile_reference_for_test(&y, precision, "memory-plan");
+            let (mut c, dir) = super::super::test_support::compile_reference_for_test(
+                &y,
+                precision,
+                "memory-plan",
+            );
             assert_eq!(c.program.graph.n_ops(), 4, "the chain compiles to 4 ops");
             let m = c.memory().unwrap();
             let want = MemoryReport {

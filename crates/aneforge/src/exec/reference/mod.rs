@@ -563,24 +563,27 @@ impl Loaded for RefProgram {
     }
 }
 
-/// Test helper: `y` compiled for the reference executor at `precision` into a per-process temp
-/// build dir named by `tag`; returns the program and that dir (the caller removes it).
+/// Helpers shared by the executor's unit tests.
 #[cfg(test)]
-pub(crate) fn compile_reference_for_test(
-    y: &crate::graph::Tensor,
-    precision: crate::exec::Precision,
-    tag: &str,
-) -> (crate::compile::Compiled, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!(
-        "aneforge-{tag}-{}-{precision:?}",
-        std::process::id()
-    ));
-    let opts = crate::compile::CompileOptions {
-        device: crate::compile::Device::Reference,
-        precision,
-        build_dir: Some(dir.clone()),
-        ..Default::default()
-    };
-    let compiled = crate::compile::compile(&[(None, y.clone())], &opts).unwrap();
-    (compiled, dir)
+pub(crate) mod test_support {
+    /// Test helper: `y` compiled for the reference executor at `precision` into a per-process temp
+    /// build dir named by `tag`; returns the program and that dir (the caller removes it).
+    pub(crate) fn compile_reference_for_test(
+        y: &crate::graph::Tensor,
+        precision: crate::exec::Precision,
+        tag: &str,
+    ) -> (crate::compile::Compiled, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!(
+            "aneforge-{tag}-{}-{precision:?}",
+            std::process::id()
+        ));
+        let opts = crate::compile::CompileOptions {
+            device: crate::compile::Device::Reference,
+            precision,
+            build_dir: Some(dir.clone()),
+            ..Default::default()
+        };
+        let compiled = crate::compile::compile(&[(None, y.clone())], &opts).unwrap();
+        (compiled, dir)
+    }
 }
