@@ -38,14 +38,18 @@ def chain(n, cuts, with_host):
     return af.compile(y * 1.0, device="reference"), x, ids
 
 
-def median_us(f, runs):
-    f()
-    ts = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        f()
-        ts.append(time.perf_counter() - t)
-    return float(np.median(ts)) * 1e6
+def paired_cpu_us(fa, fb, calls, rounds):
+    """Median per-call thread CPU time (µs) of `fa` and of `fb` over `rounds` rounds of `calls`
+    calls each, alternating round by round so both see the same machine load."""
+    fa(), fb()
+    ts = ([], [])
+    for _ in range(rounds):
+        for side, f in enumerate((fa, fb)):
+            t = time.thread_time()
+            for _ in range(calls):
+                f()
+            ts[side].append((time.thread_time() - t) / calls)
+    return float(np.median(ts[0])) * 1e6, float(np.median(ts[1])) * 1e6
 
 
 def first_call_us(build, args):
@@ -59,7 +63,8 @@ def first_call_us(build, args):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="BENCHMARKS.md")
-    ap.add_argument("--runs", type=int, default=2000)
+    ap.add_argument("--calls", type=int, default=300)
+    ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--fresh", type=int, default=7)
     args = ap.parse_args()
     rows = []
@@ -77,20 +82,28 @@ def main():
         ]
         first_plan = float(np.median([p for p, _ in firsts]))
         first_single = float(np.median([s for _, s in firsts]))
-        runs = max(50, args.runs * 64 // n) if n > 4096 else args.runs
-        t_plan = median_us(lambda plan=plan, xv=xv, idv=idv: plan(xv, idv), runs)
-        t_single = median_us(lambda single=single, xv=xv: single(xv), runs)
+        calls = max(5, args.calls * 64 // n) if n > 4096 else args.calls
+        t_plan, t_single = paired_cpu_us(
+            lambda plan=plan, xv=xv, idv=idv: plan(xv, idv),
+            lambda single=single, xv=xv: single(xv),
+            calls,
+            args.rounds,
+        )
         rows.append((n, cuts, t_single, t_plan, (t_plan - t_single) / cuts, first_plan, first_single))
     lines = [
         "## Segmented plans",
         "",
         f"Reference executor, one thread; {platform.machine()} {platform.system()}, {date.today()}; "
-        f"load average {os.getloadavg()[0]:.1f} at the end; median of {args.runs} calls "
-        "(fewer at 65,536 elements) through the Python call (`bench/plan_cuts.py`). A chain of "
-        "`cuts` blocks `relu(0.5 x) + 1` with an identity `af.take` (runtime int32 indices) after "
-        "each block, against the same chain without the takes (one program); per cut = "
-        "(plan − single) / cuts, the take kernel included. First call: median over "
-        f"{args.fresh} fresh compiles of each. Goal: ≤ 5 µs per cut at 4,096 elements, first call ≤ 2×.",
+        f"load average {os.getloadavg()[0]:.1f} at the end; per-call thread CPU time "
+        f"(`time.thread_time`), median of {args.rounds} rounds of {args.calls} calls (fewer at 65,536 "
+        "elements) through the Python call, plan and single program alternating round by round "
+        "(`bench/plan_cuts.py`). A chain of `cuts` blocks `relu(0.5 x) + 1` with an identity "
+        "`af.take` (runtime int32 indices) after each block, against the same chain without the "
+        "takes (one program); per cut = (plan − single) / cuts, the take kernel included. First "
+        f"call (wall time): median over {args.fresh} fresh compiles of each. Goal: ≤ 5 µs per cut "
+        "at 4,096 elements, first call ≤ 2×. A host stage reads its arguments in place (a "
+        "reference region's value buffer, an int32 plan input) and its outputs stay in the "
+        "kernel's result buffers (`plan/run.rs`).",
         "",
         "| elements | cuts | single program µs | plan µs | µs per cut | first call single µs "
         "| first call plan µs | plan / single |",

@@ -76,7 +76,7 @@ def test_auto_keeps_an_op_on_the_host_when_no_cut_goes_away():
         route="auto",
     )
     assert net.routes == ["kept on host: minmax_norm (removes no cut)"]
-    assert sorted(op for s in net.stages if s["kind"] == "host" for op in s["ops"]) == ["minmax_norm", "sort"]
+    assert sorted(op for s in net.stages if s["kind"] == "host" for op in s["ops"]) == ["minmax_norm", "sort_values"]
     fused = af.compile([af.minmax_norm(x, "width"), af.sort(x, axis=3)], device="reference", route="fused")
     assert fused.routes == ["routed fused: minmax_norm (removes 0 cuts)"]
 
@@ -119,11 +119,13 @@ def test_argmax_routes_fused_up_to_2048_with_ties_nan_and_signed_zero(largest):
         np.testing.assert_array_equal(host(xv, nan_at, inf_at).reshape(want.shape), want)
 
 
-def test_argmax_over_more_than_2048_stays_on_the_host():
+def test_argmax_over_more_than_2048_stays_on_the_host_and_the_routes_say_why(tmp_path):
     xv = np.zeros((1, 2049), np.float32)
     xv[0, 2048] = 1.0
-    net = af.compile(af.argmax(af.input(xv.shape), axis=1), device="reference")
-    assert kinds(net) == ["host"] and net.routes == []
+    net = af.compile(af.argmax(af.input(xv.shape), axis=1), device="reference", build_dir=str(tmp_path))
+    want = ["kept on host: argmax (axis of 2049 > 2048: fp16 index numbers are exact only up to 2048)"]
+    assert kinds(net) == ["host"] and net.routes == want
+    assert af.load(str(tmp_path), device="reference").routes == want
     np.testing.assert_array_equal(net(xv), [2048])
 
 

@@ -111,10 +111,11 @@ pub fn export(outputs: &[(Option<String>, Tensor)], opts: &CompileOptions) -> Re
     Ok(e)
 }
 
-/// Write `graph` as one program, or as a plan (recording `routes`) when it holds host ops.
+/// Write `graph` as one program, or as a plan (recording `routes`) when it holds host ops or
+/// had some routed (a plan of one region then, so the routes are saved).
 fn write_graph(graph: Graph, opts: &CompileOptions, routes: &[RouteChoice]) -> Result<Exported> {
     opts.validate()?;
-    match segment::segment(&graph)? {
+    match segment::segment(&graph, !routes.is_empty())? {
         None => write_program(graph, opts),
         Some(seg) => write_plan(graph, seg, opts, routes),
     }
@@ -399,9 +400,13 @@ impl Compiled {
 
 impl Compiled {
     /// Write the program as a Core ML `.mlpackage` at `path` (see [`crate::mlpackage::write_mlpackage`]).
-    /// A segmented plan is NotImplemented (the error names its host ops).
+    /// A plan of one region (its host ops all routed fused) writes that region; a segmented
+    /// plan is NotImplemented (the error names its host ops).
     pub fn save_mlpackage(&self, path: &Path) -> Result<PathBuf> {
         if let Some(plan) = &self.plan {
+            if let [Stage::Region { program, .. }] = &plan.stages[..] {
+                return crate::mlpackage::write_mlpackage(program, path);
+            }
             let hosts: Vec<&str> = plan
                 .stages
                 .iter()

@@ -81,7 +81,8 @@ impl Differentiable for HostOp {
             | HostOp::RadiusSearch(_)
             | HostOp::IntElementwise(_)
             | HostOp::IntReshape(_)
-            | HostOp::IntRemap(_) => Err(not_differentiable(self.name())),
+            | HostOp::IntRemap(_)
+            | HostOp::SortValues(_) => Err(not_differentiable(self.name())),
         }
     }
 }

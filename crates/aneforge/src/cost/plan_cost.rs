@@ -24,7 +24,7 @@ pub struct PlanCost {
 /// The cut cost of `graph` at `bytes_per_us` and `stage_us` per host stage, or `None` when it
 /// has no host ops (one program).
 pub fn plan_cost(graph: &Graph, bytes_per_us: f64, stage_us: f64) -> Result<Option<PlanCost>> {
-    let Some(seg) = segment(graph)? else {
+    let Some(seg) = segment(graph, false)? else {
         return Ok(None);
     };
     let size = |name: &String| -> u64 {

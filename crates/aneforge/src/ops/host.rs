@@ -80,6 +80,17 @@ impl HostTensor {
         }
     }
 
+    /// A borrowed view of this value, as a kernel reads it.
+    pub fn view(&self) -> HostRef<'_> {
+        HostRef {
+            shape: &self.shape,
+            data: match &self.data {
+                Elems::F32(v) => ElemsRef::F32(v),
+                Elems::I32(v) => ElemsRef::I32(v),
+            },
+        }
+    }
+
     /// The f32 elements, writable; a runtime error naming `op` when the value is int32.
     pub fn f32s_mut(&mut self, op: &str) -> Result<&mut [f32]> {
         match &mut self.data {
@@ -97,6 +108,39 @@ impl HostTensor {
     }
 }
 
+/// Borrowed elements of a host value (f32 storage of fp16 numbers, or exact int32).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ElemsRef<'a> {
+    F32(&'a [f32]),
+    I32(&'a [i32]),
+}
+
+/// One value as a host kernel reads it: borrowed shape and elements, so a plan hands a kernel
+/// a region's value buffer or another stage's result without copying it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HostRef<'a> {
+    pub shape: &'a [usize],
+    pub data: ElemsRef<'a>,
+}
+
+impl<'a> HostRef<'a> {
+    /// The f32 elements; a runtime error naming `op` when the value is int32.
+    pub fn f32s(&self, op: &str) -> Result<&'a [f32]> {
+        match self.data {
+            ElemsRef::F32(v) => Ok(v),
+            ElemsRef::I32(_) => Err(Error::dtype(op, "expected an fp16 value, got int32")),
+        }
+    }
+
+    /// The int32 elements; a runtime error naming `op` when the value is fp16.
+    pub fn i32s(&self, op: &str) -> Result<&'a [i32]> {
+        match self.data {
+            ElemsRef::I32(v) => Ok(v),
+            ElemsRef::F32(_) => Err(Error::dtype(op, "expected an int32 value, got fp16")),
+        }
+    }
+}
+
 /// What every host op provides: the same three things a fused family does, minus MIL.
 pub trait HostKernel {
     /// The op name used in errors, plan files and `net.stages`.
@@ -106,7 +150,7 @@ pub trait HostKernel {
     /// The kernel: read `inputs`, write every element of the preallocated `outputs` (fp16
     /// outputs in f32; the plan executor rounds them to fp16). Bad runtime data (an index out of
     /// range) is an error naming the op, the value and the bound, never an out-of-bounds read.
-    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()>;
+    fn run(&self, inputs: &[HostRef<'_>], outputs: &mut [HostTensor]) -> Result<()>;
 }
 
 /// Declares [`HostOp`] (one variant per host-op struct, tagged by its plan-file name) and its dispatch.
@@ -140,6 +184,8 @@ host_ops! {
     TopK(sort::TopK) = "topk",
     /// Stable `sort` / `argsort` along one axis (values and indices).
     Sort(sort::Sort) = "sort",
+    /// The values of a `sort` whose permutation nothing reads (chosen by the segmenter).
+    SortValues(sort::SortValues) = "sort_values",
     /// `gather` / `take` / `embedding` with runtime int32 indices (NumPy `take`).
     Take(take::Take) = "take",
     /// Gradient of `take`: scatter-add of `g` into zeros at `indices` along one axis.

@@ -1,7 +1,7 @@
 //! `argmax` / `argmin`: the int32 index of the first largest (smallest) element along one axis,
 //! NumPy semantics (ties and NaN: the first occurrence; NaN counts as the extreme).
 
-use super::host::{check_axis, expect_dtypes, lanes, HostKernel, HostTensor};
+use super::host::{check_axis, expect_dtypes, lanes, HostKernel, HostRef, HostTensor};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::TensorType;
@@ -39,7 +39,7 @@ impl HostKernel for ArgReduce {
         }])
     }
 
-    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+    fn run(&self, inputs: &[HostRef<'_>], outputs: &mut [HostTensor]) -> Result<()> {
         let x = inputs[0].f32s(self.name())?;
         let (outer, n, inner) = lanes(&inputs[0].shape, self.axis);
         let out = outputs[0].i32s_mut(self.name())?;

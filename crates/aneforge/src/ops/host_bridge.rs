@@ -10,7 +10,7 @@ use super::host::sdpa::{self, SDPA};
 use super::host::view::{self, DYNAMIC_SLICE, INPUT_VIEW};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::ops::host::{expect_dtypes, HostKernel, HostTensor};
+use crate::ops::host::{expect_dtypes, HostKernel, HostRef, HostTensor};
 use crate::ops::TensorType;
 
 /// Write `data` into fp16 output 0.
@@ -39,7 +39,7 @@ impl HostKernel for CrossProduct {
             s[0], s[1],
         )?)])
     }
-    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+    fn run(&self, inputs: &[HostRef<'_>], outputs: &mut [HostTensor]) -> Result<()> {
         let out = geometry::cross_product(
             inputs[0].f32s(CROSS_PRODUCT)?,
             inputs[1].f32s(CROSS_PRODUCT)?,
@@ -62,7 +62,7 @@ impl HostKernel for CrossCorrelation {
             s[0], s[1],
         )?)])
     }
-    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+    fn run(&self, inputs: &[HostRef<'_>], outputs: &mut [HostTensor]) -> Result<()> {
         let (x, t) = (inputs[0], inputs[1]);
         let out = correlate::cross_correlation(
             x.f32s(CROSS_CORRELATION)?,
@@ -91,7 +91,7 @@ impl HostKernel for CostVolume {
             s[0], s[1], r,
         )?)])
     }
-    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+    fn run(&self, inputs: &[HostRef<'_>], outputs: &mut [HostTensor]) -> Result<()> {
         let out = correlate::cost_volume(
             inputs[0].f32s(COST_VOLUME)?,
             inputs[1].f32s(COST_VOLUME)?,
@@ -116,7 +116,7 @@ impl HostKernel for Fps {
         let k = i64::try_from(self.k).unwrap_or(i64::MAX);
         Ok(vec![TensorType::fp16(geometry::fps_shape(s[0], k)?)])
     }
-    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+    fn run(&self, inputs: &[HostRef<'_>], outputs: &mut [HostTensor]) -> Result<()> {
         let p = inputs[0];
         let out = geometry::fps(p.f32s(FPS)?, p.shape[0], self.k)?;
         put(FPS, outputs, &out)
@@ -141,7 +141,7 @@ impl HostKernel for RadiusSearch {
             self.radius,
         )?)])
     }
-    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+    fn run(&self, inputs: &[HostRef<'_>], outputs: &mut [HostTensor]) -> Result<()> {
         let out = geometry::radius_search(
             inputs[0].f32s(RADIUS_SEARCH)?,
             inputs[1].f32s(RADIUS_SEARCH)?,
@@ -177,7 +177,7 @@ impl HostKernel for MinmaxNorm {
         normalize::minmax_norm_axis(s[0], dimension, self.eps as f64)?;
         Ok(vec![inputs[0].clone()])
     }
-    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+    fn run(&self, inputs: &[HostRef<'_>], outputs: &mut [HostTensor]) -> Result<()> {
         let x = inputs[0];
         let out = normalize::minmax_norm(x.f32s(MINMAX_NORM)?, &x.shape, self.axis, self.eps)?;
         put(MINMAX_NORM, outputs, &out)
@@ -203,7 +203,7 @@ impl HostKernel for ScaledElementwise {
             self.scale as f64,
         )?)])
     }
-    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+    fn run(&self, inputs: &[HostRef<'_>], outputs: &mut [HostTensor]) -> Result<()> {
         let (x, z) = (
             inputs[0].f32s(SCALED_ELEMENTWISE)?,
             inputs[1].f32s(SCALED_ELEMENTWISE)?,
@@ -235,7 +235,7 @@ impl HostKernel for BlockRearrange {
         crate::shape::check(self.name(), &shape)?;
         Ok(vec![TensorType::fp16(shape)])
     }
-    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+    fn run(&self, inputs: &[HostRef<'_>], outputs: &mut [HostTensor]) -> Result<()> {
         let x = inputs[0];
         let out = rearrange::block_rearrange(
             x.f32s(self.name())?,
@@ -263,7 +263,7 @@ impl HostKernel for Flatten {
         crate::shape::check(rearrange::FLATTEN, &shape)?;
         Ok(vec![TensorType::fp16(shape)])
     }
-    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+    fn run(&self, inputs: &[HostRef<'_>], outputs: &mut [HostTensor]) -> Result<()> {
         put(
             rearrange::FLATTEN,
             outputs,
@@ -292,7 +292,7 @@ impl HostKernel for InputView {
             i(self.size),
         )?)])
     }
-    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+    fn run(&self, inputs: &[HostRef<'_>], outputs: &mut [HostTensor]) -> Result<()> {
         let out = view::input_view(inputs[0].f32s(INPUT_VIEW)?, self.offset, self.size)?;
         put(INPUT_VIEW, outputs, &out)
     }
@@ -321,7 +321,7 @@ impl HostKernel for DynamicSlice {
             &sizes,
         )?)])
     }
-    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+    fn run(&self, inputs: &[HostRef<'_>], outputs: &mut [HostTensor]) -> Result<()> {
         let x = inputs[0];
         let out = view::dynamic_slice(
             x.f32s(DYNAMIC_SLICE)?,
@@ -354,7 +354,7 @@ impl HostKernel for DynamicSliceAdd {
         view::dynamic_slice_shape(&self.shape, &inputs[1].shape, &sizes)?;
         Ok(vec![TensorType::fp16(self.shape.clone())])
     }
-    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+    fn run(&self, inputs: &[HostRef<'_>], outputs: &mut [HostTensor]) -> Result<()> {
         let g = inputs[0];
         view::dynamic_slice_add(
             g.f32s(DYNAMIC_SLICE_ADD)?,
@@ -393,7 +393,7 @@ impl HostKernel for Sdpa {
             s.get(3).copied(),
         )?)])
     }
-    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+    fn run(&self, inputs: &[HostRef<'_>], outputs: &mut [HostTensor]) -> Result<()> {
         let (q, k, v) = (inputs[0], inputs[1], inputs[2]);
         let mask = match inputs.get(3) {
             Some(m) => Some((m.f32s(SDPA)?, &m.shape[..])),

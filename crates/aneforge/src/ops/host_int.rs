@@ -4,7 +4,7 @@
 //! at 127, uint8 at 255, as ONNX does); a result a 64-bit or unsigned-32 type holds but int32
 //! cannot is a runtime error naming the op and the value, never a silent wrap.
 
-use super::host::{HostKernel, HostTensor};
+use super::host::{HostKernel, HostRef, HostTensor};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ops::TensorType;
@@ -248,7 +248,7 @@ impl HostKernel for IntElementwise {
         }])
     }
 
-    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+    fn run(&self, inputs: &[HostRef<'_>], outputs: &mut [HostTensor]) -> Result<()> {
         let srcs: Vec<&[i32]> = inputs
             .iter()
             .map(|t| t.i32s(INT_ELEMENTWISE))
@@ -295,7 +295,7 @@ impl HostKernel for IntReshape {
         }])
     }
 
-    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+    fn run(&self, inputs: &[HostRef<'_>], outputs: &mut [HostTensor]) -> Result<()> {
         let x = inputs[0].i32s(INT_RESHAPE)?;
         outputs[0].i32s_mut(INT_RESHAPE)?.copy_from_slice(x);
         Ok(())
@@ -357,7 +357,7 @@ impl HostKernel for IntRemap {
         }])
     }
 
-    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+    fn run(&self, inputs: &[HostRef<'_>], outputs: &mut [HostTensor]) -> Result<()> {
         let mut all = Vec::new();
         for t in inputs {
             all.extend_from_slice(t.i32s(INT_REMAP)?);
@@ -400,7 +400,10 @@ mod tests {
             })
             .collect();
         let mut outs = vec![HostTensor::zeros(&out_ty)?];
-        k.run(&hs.iter().collect::<Vec<_>>(), &mut outs)?;
+        k.run(
+            &hs.iter().map(HostTensor::view).collect::<Vec<_>>(),
+            &mut outs,
+        )?;
         Ok(outs[0].i32s("test")?.to_vec())
     }
 
@@ -497,7 +500,7 @@ mod tests {
             shape: vec![7],
             data: super::super::host::Elems::I32(vec![0; 7]),
         }];
-        k.run(&[&ins[0], &ins[1]], &mut out).unwrap();
+        k.run(&[ins[0].view(), ins[1].view()], &mut out).unwrap();
         assert_eq!(out[0].i32s("t").unwrap(), &[50256, 30000, 1, 4, 2, 5, -7]);
         let bad = IntRemap {
             shape: vec![1],

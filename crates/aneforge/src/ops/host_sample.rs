@@ -13,7 +13,7 @@
 //! Generator: SplitMix64 (Steele, Lea, Flood 2014) with state `seed`; each row draws one
 //! 64-bit word `w` and uses `u = (w >> 11) · 2^-53`. The same seed gives the same ids.
 
-use super::host::{expect_dtypes, HostKernel, HostTensor};
+use super::host::{expect_dtypes, HostKernel, HostRef, HostTensor};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ops::TensorType;
@@ -222,7 +222,7 @@ impl HostKernel for Sample {
         }])
     }
 
-    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+    fn run(&self, inputs: &[HostRef<'_>], outputs: &mut [HostTensor]) -> Result<()> {
         let x = inputs[0];
         let vocab = x.shape.last().copied().unwrap_or(0);
         let ids = sample(x.f32s(SAMPLE)?, vocab, &self.params(vocab)?)?;

@@ -3,7 +3,7 @@
 
 use super::host::checks::{check_len, resolve_index};
 use super::host::lanes;
-use super::host::{check_axis, expect_dtypes, HostKernel, HostTensor};
+use super::host::{check_axis, expect_dtypes, HostKernel, HostRef, HostTensor};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ops::TensorType;
@@ -95,7 +95,7 @@ impl HostKernel for Cumsum {
         Ok(vec![inputs[0].clone()])
     }
 
-    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+    fn run(&self, inputs: &[HostRef<'_>], outputs: &mut [HostTensor]) -> Result<()> {
         let x = inputs[0];
         let out = cumsum(
             x.f32s(CUMSUM)?,
@@ -127,7 +127,7 @@ impl HostKernel for OneHot {
         Ok(vec![TensorType::fp16(shape)])
     }
 
-    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+    fn run(&self, inputs: &[HostRef<'_>], outputs: &mut [HostTensor]) -> Result<()> {
         let out = one_hot(inputs[0].i32s(ONE_HOT)?, self.depth)?;
         outputs[0].f32s_mut(ONE_HOT)?.copy_from_slice(&out);
         Ok(())

@@ -4,7 +4,7 @@
 
 use super::host::checks::{check_len, resolve_index};
 use super::host::lanes;
-use super::host::{check_axis, expect_dtypes, HostKernel, HostTensor};
+use super::host::{check_axis, expect_dtypes, HostKernel, HostRef, HostTensor};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ops::TensorType;
@@ -229,7 +229,7 @@ impl HostKernel for Scatter {
         Ok(vec![TensorType::fp16(scatter_shape(x, i, u, self.axis)?)])
     }
 
-    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+    fn run(&self, inputs: &[HostRef<'_>], outputs: &mut [HostTensor]) -> Result<()> {
         let (x, i, u) = (inputs[0], inputs[1], inputs[2]);
         let out = scatter(
             x.f32s(SCATTER)?,
@@ -266,7 +266,7 @@ impl HostKernel for TakeAlong {
         Ok(vec![TensorType::fp16(i.clone())])
     }
 
-    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+    fn run(&self, inputs: &[HostRef<'_>], outputs: &mut [HostTensor]) -> Result<()> {
         let (x, i) = (inputs[0], inputs[1]);
         let out = take_along(
             x.f32s(TAKE_ALONG)?,
@@ -299,7 +299,7 @@ impl HostKernel for IndexPut {
         Ok(vec![TensorType::fp16(index_put_shape(x, i, r, self.axis)?)])
     }
 
-    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+    fn run(&self, inputs: &[HostRef<'_>], outputs: &mut [HostTensor]) -> Result<()> {
         let (x, i, r) = (inputs[0], inputs[1], inputs[2]);
         let out = index_put(
             x.f32s(INDEX_PUT)?,

@@ -5,12 +5,14 @@
 //! (`key << 16 | position`), so integer order is
 //! "by value, ties by lower index" — stable. `sort` is a two-pass LSD radix sort on the key
 //! bytes (a pass whose byte is the same everywhere is skipped); `topk` partitions the packed
-//! words with `select_nth_unstable` and sorts the k survivors. A lane holding a value that is
-//! not exactly an fp16 number (fp32 precision), or longer than 65536, takes a comparison sort
-//! with the same order.
+//! words with `select_nth_unstable` and sorts the k survivors. A values-only sort (no
+//! permutation) sorts the bare keys, by a bitonic network for short lanes
+//! (`host_sort_network`). A lane holding a value that is not exactly an fp16 number (fp32
+//! precision), or longer than 65536, takes a comparison sort with the same order.
 
 use half::{f16, slice::HalfFloatSliceExt};
 
+use super::host_sort_network::sort_keys;
 use crate::error::{Error, Result};
 
 /// Lanes shorter than this sort the packed words by comparison (the 2 × 256-bucket histograms
@@ -35,19 +37,7 @@ fn key(bits: u16, descending: bool) -> u16 {
     }
 }
 
-/// Order-preserving 16-bit key of fp16 `bits` for a values-only sort: like [`key`] but −0
-/// keeps its sign (it sorts just below +0, which it equals), so [`key_bits`] restores it.
-fn value_key(bits: u16, descending: bool) -> u16 {
-    let bits = if bits & 0x7FFF > 0x7C00 { 0x7E00 } else { bits };
-    let k = bits ^ ((((bits as i16) >> 15) as u16) | 0x8000);
-    if descending {
-        !k
-    } else {
-        k
-    }
-}
-
-/// The fp16 bits of [`value_key`] `k`.
+/// The fp16 bits of key `k` (the inverse of [`key`] on canonical bits).
 fn key_bits(k: u16, descending: bool) -> u16 {
     let k = if descending { !k } else { k };
     if k & 0x8000 != 0 {
@@ -135,35 +125,51 @@ impl Lanes {
             .all(|(b, v)| b == v || v.is_nan())
     }
 
-    /// The sorted values of `lane` into `out` (same length; no permutation): a 16-bit radix
-    /// sort of the fp16 keys, or a comparison sort when a value is not an fp16 number.
+    /// The sorted values of `lane` into `out` (same length; no permutation), bit for bit the
+    /// values of the stable sort ([`Lanes::order`]): the fp16 keys sorted by the network
+    /// (short lanes, `host_sort_network`) or a 16-bit radix sort, then the blocks of equal keys
+    /// holding different bits (±0, NaN payloads) refilled with the lane's own values in position
+    /// order; a stable comparison sort when a value is not an fp16 number.
     fn sorted_values(&mut self, lane: &[f32], descending: bool, out: &mut [f32]) {
         if !self.fp16_exact(lane) {
             out.copy_from_slice(lane);
-            let rank = |v: &f32| (v.is_nan(), if v.is_nan() { 0.0 } else { *v });
-            out.sort_unstable_by(|a, b| {
-                let (ka, kb) = (rank(a), rank(b));
-                let by = ka.0.cmp(&kb.0).then(ka.1.total_cmp(&kb.1));
-                if descending {
-                    by.reverse()
-                } else {
-                    by
-                }
-            });
+            out.sort_by(|a, b| compare((*a, 0), (*b, 0), descending));
             return;
         }
+        let special = self.bits.iter().fold(false, |acc, b| {
+            let x = b.to_bits();
+            acc | (x == 0x8000) | (x & 0x7FFF > 0x7C00)
+        });
         self.keys.clear();
         self.keys
-            .extend(self.bits.iter().map(|b| value_key(b.to_bits(), descending)));
-        if lane.len() < RADIX_MIN {
-            self.keys.sort_unstable();
-        } else {
-            radix_sort_by(&mut self.keys, &mut self.key_scratch, |k| k);
+            .extend(self.bits.iter().map(|b| key(b.to_bits(), descending)));
+        if !sort_keys(&mut self.keys) {
+            if lane.len() < RADIX_MIN {
+                self.keys.sort_unstable();
+            } else {
+                radix_sort_by(&mut self.keys, &mut self.key_scratch, |k| k);
+            }
         }
         for (b, &k) in self.bits.iter_mut().zip(&self.keys) {
             *b = f16::from_bits(key_bits(k, descending));
         }
         self.bits.convert_to_f32_slice(out);
+        if !special {
+            return;
+        }
+        let blocks: [(u16, fn(&f32) -> bool); 2] = [
+            (key(0, descending), |v| *v == 0.0),
+            (key(0x7E00, descending), |v| v.is_nan()),
+        ];
+        for (k, member) in blocks {
+            if let Some(start) = self.keys.iter().position(|&x| x == k) {
+                let block = lane.iter().filter(|v| member(*v));
+                out[start..]
+                    .iter_mut()
+                    .zip(block)
+                    .for_each(|(o, &v)| *o = v);
+            }
+        }
     }
 
     /// The order of `lane`: its `k` best positions, best first (all when `k == len`), left in
@@ -290,8 +296,8 @@ impl Select {
     }
 
     /// Values only of a full sort (`k == n`, `sorted`) into `values` (layout `outer × n ×
-    /// inner`), with the order of [`Select::run`] up to the placement of −0 beside +0 and of
-    /// NaN payloads; no permutation is computed. Errors name `op`.
+    /// inner`), bit-identical to the values [`Select::run`] writes; no permutation is
+    /// computed. Errors name `op`.
     pub fn sort_values(&self, op: &str, x: &[f32], values: &mut [f32]) -> Result<()> {
         let Select {
             outer, n, inner, ..
@@ -439,24 +445,33 @@ mod tests {
     }
 
     #[test]
-    fn values_only_sort_matches_the_full_sort_on_both_paths_and_layouts() {
+    fn values_only_sort_is_the_full_sorts_values_bit_for_bit_on_every_path_and_layout() {
         let mut x = lane(3 * 300 * 2, 4);
         x[7] = f32::NAN;
+        x[8] = f32::from_bits(0xFFC0_0123);
         x[9] = -0.0;
+        x[10] = 0.0;
+        x[12] = -0.0;
         x[11] = f32::INFINITY;
         let inexact: Vec<f32> = x.iter().map(|v| v * 1.0001).collect();
         for data in [&x, &inexact] {
             for desc in [false, true] {
-                for (outer, n, inner) in [(1, 1800, 1), (6, 300, 1), (3, 300, 2), (60, 30, 1)] {
+                for (outer, n, inner) in [
+                    (1, 1800, 1),
+                    (6, 300, 1),
+                    (3, 300, 2),
+                    (60, 30, 1),
+                    (180, 10, 1),
+                ] {
                     let s = select(outer, n, inner, n, desc);
                     let (want, _) = s.collect("sort", data).unwrap();
                     let mut got = vec![0.0; data.len()];
                     s.sort_values("sort", data, &mut got).unwrap();
-                    // Equal as numbers (−0 == +0), NaN in the same places.
+                    // Bit for bit: −0 and +0 in position order, NaN payloads kept.
                     assert!(
                         got.iter()
                             .zip(&want)
-                            .all(|(a, b)| a == b || (a.is_nan() && b.is_nan())),
+                            .all(|(a, b)| a.to_bits() == b.to_bits()),
                         "{outer}x{n}x{inner} desc={desc}"
                     );
                 }

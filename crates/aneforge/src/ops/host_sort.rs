@@ -2,7 +2,7 @@
 //! by value, NaN above every number, −0 equal to +0, ties by the lower index (stable, also when
 //! descending). Both run the one kernel of `host_select`.
 
-use super::host::{check_axis, expect_dtypes, lanes, HostKernel, HostTensor};
+use super::host::{check_axis, expect_dtypes, lanes, HostKernel, HostRef, HostTensor};
 use super::host_select::Select;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -29,7 +29,7 @@ fn select(
     k: usize,
     largest: bool,
     sorted: bool,
-    inputs: &[&HostTensor],
+    inputs: &[HostRef<'_>],
     outputs: &mut [HostTensor],
 ) -> Result<()> {
     let x = inputs[0].f32s(op)?;
@@ -79,7 +79,7 @@ impl HostKernel for TopK {
         Ok(pair(shape))
     }
 
-    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+    fn run(&self, inputs: &[HostRef<'_>], outputs: &mut [HostTensor]) -> Result<()> {
         let (k, largest, sorted) = (self.k, self.largest, self.sorted);
         select("topk", self.axis, k, largest, sorted, inputs, outputs)
     }
@@ -104,8 +104,43 @@ impl HostKernel for Sort {
         Ok(pair(inputs[0].shape.clone()))
     }
 
-    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+    fn run(&self, inputs: &[HostRef<'_>], outputs: &mut [HostTensor]) -> Result<()> {
         let n = inputs[0].shape.get(self.axis).copied().unwrap_or(0);
         select("sort", self.axis, n, self.descending, true, inputs, outputs)
+    }
+}
+
+/// Values-only stable sort along `axis`: output 0 of [`Sort`], bit for bit, without the
+/// permutation. Not built by users: a plan runs it for a `sort` whose permutation nothing reads.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SortValues {
+    pub axis: usize,
+    pub descending: bool,
+}
+
+impl HostKernel for SortValues {
+    fn name(&self) -> &'static str {
+        "sort_values"
+    }
+
+    fn infer(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        expect_dtypes("sort_values", inputs, &[DType::Fp16])?;
+        check_axis("sort_values", self.axis, &inputs[0].shape)?;
+        Ok(vec![TensorType::fp16(inputs[0].shape.clone())])
+    }
+
+    fn run(&self, inputs: &[HostRef<'_>], outputs: &mut [HostTensor]) -> Result<()> {
+        let x = inputs[0].f32s("sort_values")?;
+        check_axis("sort_values", self.axis, inputs[0].shape)?;
+        let (outer, n, inner) = lanes(inputs[0].shape, self.axis);
+        let plan = Select {
+            outer,
+            n,
+            inner,
+            k: n,
+            largest: self.descending,
+            sorted: true,
+        };
+        plan.sort_values("sort_values", x, outputs[0].f32s_mut("sort_values")?)
     }
 }

@@ -1,7 +1,7 @@
 //! Runtime-indexed data movement: `take` (NumPy `take` with int32 indices: `gather`,
 //! `embedding`) and the scatter-adds that are the gradients of `take` and of `topk`/`sort` values.
 
-use super::host::{check_axis, expect_dtypes, lanes, HostKernel, HostTensor};
+use super::host::{check_axis, expect_dtypes, lanes, HostKernel, HostRef, HostTensor};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ops::TensorType;
@@ -50,35 +50,102 @@ pub fn take_into(
             ),
         ));
     }
-    let (lo, hi) = (-(n as i64), n as i64);
-    if let Some(pos) = indices
-        .iter()
-        .position(|&v| !(lo..hi).contains(&(v as i64)))
-    {
+    let (lo, hi) = idx_range(indices);
+    if lo < -(n as i64) || hi >= n as i64 {
+        let pos = indices
+            .iter()
+            .position(|&v| !(-(n as i64)..n as i64).contains(&(v as i64)))
+            .expect("the range holds an index out of bounds");
         return checked_index("gather", indices[pos], pos, n).map(|_| ());
     }
     if out.is_empty() {
         return Ok(());
     }
-    let at = |v: i32| (if v < 0 { v as i64 + hi } else { v as i64 }) as usize;
+    let wrapped: Vec<i32>;
+    let indices = if lo < 0 {
+        let n = i32::try_from(n).map_err(|_| {
+            Error::shape(
+                "gather",
+                format!("negative indices into an axis of {n} (more than 2^31 - 1)"),
+            )
+        })?;
+        wrapped = indices
+            .iter()
+            .map(|&v| if v < 0 { v + n } else { v })
+            .collect();
+        &wrapped[..]
+    } else {
+        indices
+    };
     if inner == 1 {
-        for (dst, src) in out.chunks_exact_mut(m).zip(x.chunks_exact(n)) {
-            dst.iter_mut()
-                .zip(indices)
-                .for_each(|(d, &v)| *d = src[at(v)]);
-        }
+        gather_lanes(x, n, indices, out);
     } else {
         for (dst, src) in out
             .chunks_exact_mut(m * inner)
             .zip(x.chunks_exact(n * inner))
         {
             for (row, &v) in dst.chunks_exact_mut(inner).zip(indices) {
-                let s = at(v) * inner;
+                let s = v as usize * inner;
                 row.copy_from_slice(&src[s..s + inner]);
             }
         }
     }
     Ok(())
+}
+
+/// The smallest and largest of `idx` (`(0, -1)` when empty), in one vectorisable pass.
+fn idx_range(idx: &[i32]) -> (i64, i64) {
+    let (lo, hi) = idx
+        .iter()
+        .fold((i32::MAX, i32::MIN), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+    if idx.is_empty() {
+        (0, -1)
+    } else {
+        (lo as i64, hi as i64)
+    }
+}
+
+/// Each lane of `x` (lanes of `n`) gathered at `idx` into the lanes of `out` (lanes of
+/// `idx.len()`): `out[o][j] = x[o][idx[j]]`. Every index is checked to be in `0..n` here
+/// (nothing is written otherwise); AVX2 gathers 8 at a time when the CPU has it.
+fn gather_lanes(x: &[f32], n: usize, idx: &[i32], out: &mut [f32]) {
+    let m = idx.len();
+    let (lo, hi) = idx_range(idx);
+    if m == 0 || lo < 0 || hi >= n as i64 {
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        for (dst, src) in out.chunks_exact_mut(m).zip(x.chunks_exact(n)) {
+            // SAFETY: the CPU has AVX2; every index is in 0..n = src.len() (checked above).
+            unsafe { gather_avx2(src, idx, dst) };
+        }
+        return;
+    }
+    for (dst, src) in out.chunks_exact_mut(m).zip(x.chunks_exact(n)) {
+        dst.iter_mut()
+            .zip(idx)
+            .for_each(|(d, &v)| *d = src[v as usize]);
+    }
+}
+
+/// `out[j] = src[idx[j]]`, 8 lanes per AVX2 gather.
+///
+/// # Safety
+/// The CPU has AVX2, `out.len() == idx.len()` and every index is in `0..src.len()`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn gather_avx2(src: &[f32], idx: &[i32], out: &mut [f32]) {
+    use std::arch::x86_64::{__m256i, _mm256_i32gather_ps, _mm256_loadu_si256, _mm256_storeu_ps};
+    let body = idx.len() / 8 * 8;
+    for j in (0..body).step_by(8) {
+        let at = _mm256_loadu_si256(idx.as_ptr().add(j) as *const __m256i);
+        let v = _mm256_i32gather_ps::<4>(src.as_ptr(), at);
+        _mm256_storeu_ps(out.as_mut_ptr().add(j), v);
+    }
+    for j in body..idx.len() {
+        out[j] = src[idx[j] as usize];
+    }
 }
 
 /// [`take_into`] into a freshly allocated output.
@@ -108,7 +175,7 @@ impl HostKernel for Take {
         Ok(vec![TensorType::fp16(shape)])
     }
 
-    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+    fn run(&self, inputs: &[HostRef<'_>], outputs: &mut [HostTensor]) -> Result<()> {
         let x = inputs[0].f32s("gather")?;
         let layout = lanes(&inputs[0].shape, self.axis);
         let idx = inputs[1].i32s("gather")?;
@@ -146,7 +213,7 @@ impl HostKernel for TakeAdd {
         Ok(vec![TensorType::fp16(shape)])
     }
 
-    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+    fn run(&self, inputs: &[HostRef<'_>], outputs: &mut [HostTensor]) -> Result<()> {
         let g = inputs[0].f32s("take_add")?;
         let idx = checked_indices("take_add", inputs[1].i32s("take_add")?, self.dim)?;
         let (outer, _, inner) = lanes(&outputs[0].shape, self.axis);
@@ -197,7 +264,7 @@ impl HostKernel for AlongAdd {
         Ok(vec![TensorType::fp16(shape)])
     }
 
-    fn run(&self, inputs: &[&HostTensor], outputs: &mut [HostTensor]) -> Result<()> {
+    fn run(&self, inputs: &[HostRef<'_>], outputs: &mut [HostTensor]) -> Result<()> {
         let g = inputs[0].f32s("along_add")?;
         let idx = inputs[1].i32s("along_add")?;
         let (outer, k, inner) = lanes(&inputs[0].shape, self.axis);

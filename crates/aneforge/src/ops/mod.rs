@@ -27,6 +27,7 @@ pub mod host_scatter;
 pub mod host_sdpa;
 pub mod host_select;
 pub mod host_sort;
+pub mod host_sort_network;
 pub mod host_take;
 pub mod host_view;
 pub mod io;

@@ -5,7 +5,7 @@
 //! ```text
 //! <dir>/plan.json              {"format": "aneforge-plan-2", "aneforge_version", "inputs",
 //!                               "outputs", "values": [{name, dtype, shape}], "stages": [...],
-//!                               "routes": [{op, fused, cuts_removed, mode}]}
+//!                               "routes": [{op, fused, cuts_removed, mode[, reason]}]}
 //! <dir>/regions/<key>/         one ordinary program directory per fused region
 //! ```
 //! A region stage is `{"kind": "region", "program": "<key>", "ops": [...], "inputs": [...],
@@ -54,6 +54,9 @@ struct RouteEntry {
     fused: bool,
     cuts_removed: usize,
     mode: String,
+    /// Why an op with a fused form for other shapes stays on the host (omitted when empty).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    reason: String,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -122,6 +125,7 @@ pub fn to_json(plan: &Plan) -> String {
                 fused: r.fused,
                 cuts_removed: r.cuts_removed,
                 mode: r.mode.name().into(),
+                reason: r.reason.clone(),
             })
             .collect(),
     };
@@ -161,6 +165,7 @@ pub fn read(dir: &Path) -> Result<Plan> {
                 fused: r.fused,
                 cuts_removed: r.cuts_removed,
                 mode,
+                reason: r.reason.clone(),
             })
         })
         .collect::<Result<Vec<_>>>()?;

@@ -31,7 +31,7 @@ pub type NamedOutputs = Vec<(Option<String>, Tensor)>;
 /// The routing decision for one routable host op, as reported by `net.routes`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RouteChoice {
-    /// The op name (`minmax_norm`, `flatten`, `sdpa`, `gather`).
+    /// The op name (`minmax_norm`, `flatten`, `sdpa`, `gather`, `argmax`, ...).
     pub op: String,
     /// Whether it was replaced by its fused decomposition.
     pub fused: bool,
@@ -39,6 +39,9 @@ pub struct RouteChoice {
     pub cuts_removed: usize,
     /// The route mode that decided.
     pub mode: Route,
+    /// Why it stays on the host although it has a fused form for other shapes (empty when
+    /// `fused`, `mode` and `cuts_removed` say it all).
+    pub reason: String,
 }
 
 impl fmt::Display for RouteChoice {
@@ -50,6 +53,9 @@ impl fmt::Display for RouteChoice {
                 "routed fused: {} (removes {} cut{plural})",
                 self.op, self.cuts_removed
             ),
+            (false, _) if !self.reason.is_empty() => {
+                write!(f, "kept on host: {} ({})", self.op, self.reason)
+            }
             (false, Route::Host) => write!(f, "kept on host: {} (route=\"host\")", self.op),
             (false, _) => write!(f, "kept on host: {} (removes no cut)", self.op),
         }
@@ -105,16 +111,22 @@ fn arg_reduce_fused(x: &Tensor, op: &ArgReduce) -> Result<Tensor> {
     select(&has_nan, &at_nan, &at_extreme)?.cast(DType::Int32)
 }
 
-/// Whether node `i` of `g` is a host op with a fused decomposition.
-fn routable(g: &Graph, i: usize) -> bool {
+/// Whether node `i` of `g` is a host op with a fused decomposition: `Ok(())`, or `Err(reason)`
+/// when it has one for other shapes only (reported in the routes), or `Err("")` when none.
+fn routable(g: &Graph, i: usize) -> std::result::Result<(), String> {
     match &g.nodes[i].op {
-        Op::Host(HostOp::MinmaxNorm(_) | HostOp::Flatten(_) | HostOp::Sdpa(_)) => true,
-        Op::Host(HostOp::Take(op)) => const_indices(g, i, op.axis).is_some(),
+        Op::Host(HostOp::MinmaxNorm(_) | HostOp::Flatten(_) | HostOp::Sdpa(_)) => Ok(()),
+        Op::Host(HostOp::Take(op)) if const_indices(g, i, op.axis).is_some() => Ok(()),
         Op::Host(HostOp::ArgReduce(op)) => {
-            let x = g.nodes[i].inputs[0];
-            g.ty(x).shape[op.axis] <= ARG_FUSED_MAX
+            let n = g.ty(g.nodes[i].inputs[0]).shape[op.axis];
+            if n <= ARG_FUSED_MAX {
+                return Ok(());
+            }
+            Err(format!(
+                "axis of {n} > {ARG_FUSED_MAX}: fp16 index numbers are exact only up to {ARG_FUSED_MAX}"
+            ))
         }
-        _ => false,
+        _ => Err(String::new()),
     }
 }
 
@@ -167,37 +179,48 @@ fn cuts(g: &Graph, fused: &HashSet<usize>) -> usize {
 }
 
 /// Route the routable host ops of `outputs` under `mode`: the rewritten outputs and one
-/// [`RouteChoice`] per routable op (none when the graph has no routable op).
+/// [`RouteChoice`] per routable op, and per op kept on the host only for its shape (an
+/// `argmax` over more than [`ARG_FUSED_MAX`]); none when the graph has neither.
 pub fn route(
     outputs: &[(Option<String>, Tensor)],
     mode: Route,
 ) -> Result<(NamedOutputs, Vec<RouteChoice>)> {
     let g = Graph::from_outputs(outputs)?;
-    let candidates: Vec<usize> = (0..g.nodes.len()).filter(|&i| routable(&g, i)).collect();
-    if candidates.is_empty() {
-        return Ok((outputs.to_vec(), Vec::new()));
-    }
     let mut fused = HashSet::new();
-    let mut choices = Vec::with_capacity(candidates.len());
-    for &i in &candidates {
-        let before = cuts(&g, &fused);
-        let mut trial = fused.clone();
-        trial.insert(i);
-        let removed = before - cuts(&g, &trial);
-        let take = match mode {
-            Route::Fused => true,
-            Route::Auto => removed > 0,
-            Route::Host => false,
-        };
-        if take {
-            fused = trial;
+    let mut choices = Vec::new();
+    for i in 0..g.nodes.len() {
+        let op = g.nodes[i].op.family().name().to_string();
+        match routable(&g, i) {
+            Err(reason) if reason.is_empty() => continue,
+            Err(reason) => choices.push(RouteChoice {
+                op,
+                fused: false,
+                cuts_removed: 0,
+                mode,
+                reason,
+            }),
+            Ok(()) => {
+                let before = cuts(&g, &fused);
+                let mut trial = fused.clone();
+                trial.insert(i);
+                let removed = before - cuts(&g, &trial);
+                let take = match mode {
+                    Route::Fused => true,
+                    Route::Auto => removed > 0,
+                    Route::Host => false,
+                };
+                if take {
+                    fused = trial;
+                }
+                choices.push(RouteChoice {
+                    op,
+                    fused: take,
+                    cuts_removed: if take { removed } else { 0 },
+                    mode,
+                    reason: String::new(),
+                });
+            }
         }
-        choices.push(RouteChoice {
-            op: g.nodes[i].op.family().name().to_string(),
-            fused: take,
-            cuts_removed: if take { removed } else { 0 },
-            mode,
-        });
     }
     if fused.is_empty() {
         return Ok((outputs.to_vec(), choices));

@@ -1,15 +1,16 @@
 //! Running a plan: each region loaded on the chosen executor, host stages in-process.
 //!
-//! Values crossing a cut stay in their producer's form. A region's output lives in that
-//! region's own output buffer and is never copied into a host slot: a later region reading it
-//! is bound to that buffer at load when the executor can ([`Loaded::bind_input`]: the ANE's
-//! port buffers); on the reference executor it is handed over as the f32 value buffer of the
-//! producer (fp16-exact numbers, [`crate::exec::reference::handoff`]: no fp16 store or load pass), else one
-//! buffer-to-buffer copy of the port elements per call; a host stage reads it as f32 straight
-//! from the producer. Plan inputs live in fp16 slots (int32 exact). Host-stage fp16 outputs
-//! live in f32 slots holding fp16-exact numbers: storing a kernel result rounds it to fp16
-//! (skipped for ops that only move their input values), and a reference region reads the slot
-//! by one copy into its value buffer. With `precision="fp32"` slots and hand-offs stay f32 (no
+//! Values crossing a cut stay where their producer wrote them. A region's output lives in that
+//! region's own output buffer: a later region reading it is bound to that buffer at load when
+//! the executor can ([`Loaded::bind_input`]: the ANE's port buffers); on the reference executor
+//! it is handed over as the f32 value buffer of the producer (fp16-exact numbers,
+//! [`crate::exec::reference::handoff`]: no fp16 store or load pass), else one buffer-to-buffer
+//! copy of the port elements per call. A host stage's outputs live in its kernel's result
+//! buffers (allocated once at load; in an fp16 plan rounded to fp16 in place unless the op only
+//! moves its input values). A host stage borrows its arguments where they live — a reference
+//! region's value buffer, an earlier host stage's results, an int32 or f32 plan input — and
+//! copies only what needs converting (fp16 plan inputs, ports of other executors). Plan inputs
+//! live in fp16 slots (int32 exact). With `precision="fp32"` slots and hand-offs stay f32 (no
 //! rounding anywhere).
 
 use std::collections::HashMap;
@@ -24,32 +25,29 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::exec::profile::{Profile, SpanKind};
 use crate::exec::reference::handoff::ref_program;
-use crate::exec::reference::round_to_fp16;
+use crate::exec::reference::{round_to_fp16, RefProgram};
 use crate::exec::{
     alias_ports, checked_input, checked_output, not_int32, Executor, Loaded, PortData, PortView,
     Precision,
 };
-use crate::ops::host::{Elems, HostOp, HostTensor};
+use crate::ops::host::{Elems, ElemsRef, HostOp, HostRef, HostTensor};
 use crate::ops::{Family, TensorType};
 use crate::program::{PortSpec, KEY_LEN};
 
-/// A host-side value: a plan input or a host stage's output.
+/// A plan input's slot.
 enum Held {
     F16(Vec<f16>),
     /// fp16 values of a `precision="fp32"` plan (not rounded).
     F32(Vec<f32>),
-    /// Host-stage fp16 outputs of an fp16 plan: fp16-exact numbers stored as f32.
-    R32(Vec<f32>),
     I32(Vec<i32>),
     U8(Vec<u8>),
 }
 
 impl Held {
-    /// A zeroed slot for `v`: a plan input (`host_output` false) or a host-stage output.
-    fn zeros(v: &CutValue, round: bool, host_output: bool) -> Result<Held> {
+    /// A zeroed slot for plan input `v`.
+    fn zeros(v: &CutValue, round: bool) -> Result<Held> {
         let n = crate::shape::numel(&v.ty.shape);
         Ok(match v.ty.dtype {
-            DType::Fp16 if round && host_output => Held::R32(vec![0.0; n]),
             DType::Fp16 if round => Held::F16(vec![f16::ZERO; n]),
             DType::Fp16 => Held::F32(vec![0.0; n]),
             DType::Int32 => Held::I32(vec![0; n]),
@@ -58,7 +56,7 @@ impl Held {
                 return Err(Error::dtype(
                     "plan",
                     format!(
-                        "value '{}' is {d} {:?}; plan inputs and host-stage values are fp16, int32 or uint8",
+                        "value '{}' is {d} {:?}; plan inputs are fp16, int32 or uint8",
                         v.name, v.ty.shape
                     ),
                 ))
@@ -70,10 +68,21 @@ impl Held {
 /// Where a plan value lives between stages.
 #[derive(Clone, Copy, Debug)]
 enum Home {
-    /// A host slot (plan inputs, host-stage outputs).
+    /// The slot of a plan input.
     Slot(usize),
     /// Output `port` of the region run by step `step`: its port buffer itself.
     Port { step: usize, port: usize },
+    /// Result `index` of the host stage run by step `step`: the kernel's result buffer.
+    Result { step: usize, index: usize },
+}
+
+/// How a host stage gets one argument.
+enum Arg {
+    /// Read in place (an int32 or f32 slot, a host stage's result, a reference region's fp16
+    /// value buffer) with this shape.
+    Borrow(Home, Vec<usize>),
+    /// Copied into this buffer before each call (fp16 slots widened, other executors' ports).
+    Copy(Home, HostTensor),
 }
 
 enum Step {
@@ -84,14 +93,19 @@ enum Step {
     },
     Host {
         op: HostOp,
-        ins: Vec<Home>,
-        outs: Vec<usize>,
-        /// The op only moves input values (its fp16 results need no rounding).
-        moves_values: bool,
-        /// The kernel's f32 / int32 arguments and results, allocated once at load.
-        args: Vec<HostTensor>,
+        args: Vec<Arg>,
+        /// The kernel's results, allocated once at load: the homes of the stage's outputs.
         results: Vec<HostTensor>,
+        /// Round the fp16 results to fp16 after each call (an fp16 plan, an op that computes).
+        round: bool,
     },
+}
+
+/// What a host stage may borrow from an earlier step.
+enum Src<'a> {
+    Ref(&'a RefProgram),
+    Results(&'a [HostTensor]),
+    Other,
 }
 
 /// A plan loaded on an executor: implements [`Loaded`], so it runs wherever one program does.
@@ -104,6 +118,8 @@ pub struct PlanLoaded {
     outputs: Vec<PortSpec>,
     output_homes: Vec<Home>,
     aliases: Vec<(usize, usize)>,
+    /// An fp16 plan: host-stage fp16 results are fp16-exact.
+    round: bool,
     executed: bool,
     /// Set only during `execute_profiled`: each stage becomes one span.
     timing: Option<Profile>,
@@ -148,12 +164,9 @@ impl PlanLoaded {
         };
         let mut homes: HashMap<&str, Home> = HashMap::new();
         let mut slots = Vec::new();
-        let mut new_slot = |v: &CutValue, host_output: bool| -> Result<Home> {
-            slots.push(Held::zeros(v, round, host_output)?);
-            Ok(Home::Slot(slots.len() - 1))
-        };
         for v in &plan.inputs {
-            homes.insert(&v.name, new_slot(v, false)?);
+            slots.push(Held::zeros(v, round)?);
+            homes.insert(&v.name, Home::Slot(slots.len() - 1));
         }
         let home = |homes: &HashMap<&str, Home>, name: &str| -> Result<Home> {
             homes.get(name).copied().ok_or_else(|| {
@@ -176,13 +189,10 @@ impl PlanLoaded {
                     for j in 0..loaded.inputs().len() {
                         let from = home(&homes, &loaded.inputs()[j].name)?;
                         let bound = match from {
-                            Home::Port { step, port } => match &mut steps[step] {
-                                Step::Region { loaded: src, .. } => {
-                                    loaded.bind_input(j, src.as_mut(), port)?
-                                }
-                                Step::Host { .. } => false,
-                            },
-                            Home::Slot(_) => false,
+                            Home::Port { step, port } => {
+                                loaded.bind_input(j, region(&mut steps[step]), port)?
+                            }
+                            Home::Slot(_) | Home::Result { .. } => false,
                         };
                         if !bound {
                             feeds.push((j, from));
@@ -199,34 +209,36 @@ impl PlanLoaded {
                     inputs,
                     outputs,
                 } => {
-                    let ins = inputs
-                        .iter()
-                        .map(|n| home(&homes, n))
-                        .collect::<Result<Vec<_>>>()?;
-                    let args = inputs
-                        .iter()
-                        .map(|n| HostTensor::zeros(ty(n)?))
-                        .collect::<Result<Vec<_>>>()?;
+                    let mut args = Vec::with_capacity(inputs.len());
+                    for n in inputs {
+                        let (from, t) = (home(&homes, n)?, ty(n)?);
+                        let borrow = match from {
+                            Home::Slot(s) => matches!(slots[s], Held::F32(_) | Held::I32(_)),
+                            Home::Port { step, .. } => {
+                                t.dtype == DType::Fp16
+                                    && ref_program(region(&mut steps[step])).is_some()
+                            }
+                            Home::Result { .. } => true,
+                        };
+                        args.push(if borrow {
+                            Arg::Borrow(from, t.shape.clone())
+                        } else {
+                            Arg::Copy(from, HostTensor::zeros(t)?)
+                        });
+                    }
                     let results = outputs
                         .iter()
                         .map(|n| HostTensor::zeros(ty(n)?))
                         .collect::<Result<Vec<_>>>()?;
-                    let mut outs = Vec::with_capacity(outputs.len());
-                    for n in outputs {
+                    for (index, n) in outputs.iter().enumerate() {
                         let v = &plan.values[value_index(plan, n)?];
-                        let Home::Slot(s) = new_slot(v, true)? else {
-                            unreachable!("new_slot makes slots")
-                        };
-                        homes.insert(&v.name, Home::Slot(s));
-                        outs.push(s);
+                        homes.insert(&v.name, Home::Result { step: k, index });
                     }
                     Step::Host {
                         op: op.clone(),
-                        ins,
-                        outs,
-                        moves_values: moves_values(op),
                         args,
                         results,
+                        round: round && !moves_values(op),
                     }
                 }
             };
@@ -237,7 +249,7 @@ impl PlanLoaded {
             .iter()
             .map(|v| match homes[v.name.as_str()] {
                 Home::Slot(s) => s,
-                Home::Port { .. } => unreachable!("plan inputs live in slots"),
+                _ => unreachable!("plan inputs live in slots"),
             })
             .collect();
         let output_homes = plan
@@ -254,6 +266,7 @@ impl PlanLoaded {
             outputs: plan.outputs.iter().map(port).collect(),
             output_homes,
             aliases: Vec::new(),
+            round,
             executed: false,
             timing: None,
         })
@@ -270,6 +283,10 @@ impl PlanLoaded {
                         Home::Port { step, port } => {
                             pass_port(region(&mut done[step]), port, loaded.as_mut(), j)?
                         }
+                        Home::Result { step, index } => {
+                            let r = &results_at(done, step)[index];
+                            feed_result(loaded.as_mut(), j, r, self.round)?
+                        }
                     }
                 }
                 match self.timing.as_mut() {
@@ -279,28 +296,30 @@ impl PlanLoaded {
             }
             Step::Host {
                 op,
-                ins,
-                outs,
-                moves_values,
                 args,
                 results,
+                round,
             } => {
-                for (a, &from) in args.iter_mut().zip(ins.iter()) {
-                    match from {
-                        Home::Slot(s) => widen_slot(&self.slots[s], a)?,
-                        Home::Port { step, port } => {
-                            let src = region(&mut done[step]);
-                            match &mut a.data {
-                                Elems::F32(d) => src.read_output(port, d)?,
-                                Elems::I32(d) => src.read_output_i32(port, d)?,
-                            }
-                        }
+                for a in args.iter_mut() {
+                    if let Arg::Copy(from, t) = a {
+                        copy_arg(*from, t, done, &self.slots)?;
                     }
                 }
-                let refs: Vec<&HostTensor> = args.iter().collect();
-                op.kernel().run(&refs, results)?;
-                for (r, &s) in results.iter().zip(outs.iter()) {
-                    store_slot(r, &mut self.slots[s], *moves_values);
+                let srcs: Vec<Src> = done.iter_mut().map(source).collect();
+                let views = args
+                    .iter()
+                    .map(|a| match a {
+                        Arg::Copy(_, t) => Ok(t.view()),
+                        Arg::Borrow(from, shape) => borrow(*from, shape, &srcs, &self.slots),
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                op.kernel().run(&views, results)?;
+                if *round {
+                    for r in results.iter_mut() {
+                        if let Elems::F32(d) = &mut r.data {
+                            round_to_fp16(d);
+                        }
+                    }
                 }
                 Ok(())
             }
@@ -330,9 +349,20 @@ impl PlanLoaded {
                 match (src, d) {
                     (Held::F16(s), Held::F16(d)) => d.copy_from_slice(s),
                     (Held::F32(s), Held::F32(d)) => d.copy_from_slice(s),
-                    (Held::R32(s), Held::F16(d)) => d.convert_from_f32_slice(s),
                     (Held::I32(s), Held::I32(d)) => d.copy_from_slice(s),
                     (Held::U8(s), Held::U8(d)) => d.copy_from_slice(s),
+                    _ => unreachable!("alias checked that the dtypes match"),
+                }
+                Ok(())
+            }
+            Home::Result { step, index } => {
+                match (
+                    &results_at(&self.steps, step)[index].data,
+                    &mut self.slots[dst],
+                ) {
+                    (Elems::F32(s), Held::F16(d)) => d.convert_from_f32_slice(s),
+                    (Elems::F32(s), Held::F32(d)) => d.copy_from_slice(s),
+                    (Elems::I32(s), Held::I32(d)) => d.copy_from_slice(s),
                     _ => unreachable!("alias checked that the dtypes match"),
                 }
                 Ok(())
@@ -374,6 +404,7 @@ fn moves_values(op: &HostOp) -> bool {
         HostOp::Take(_)
         | HostOp::TopK(_)
         | HostOp::Sort(_)
+        | HostOp::SortValues(_)
         | HostOp::TakeAlong(_)
         | HostOp::IndexPut(_)
         | HostOp::OneHot(_)
@@ -404,29 +435,119 @@ fn region(step: &mut Step) -> &mut dyn Loaded {
     }
 }
 
-/// Write a host slot into input `j` of a region: fp16 and int32 elements copied into its buffer
-/// as they are (no conversion, no check: they are already fp16 / int32); f32 slots (fp16-exact,
-/// or an fp32 plan's) by hand-off into a reference region's value buffer, else converted into
-/// its fp16 port buffer (fp16 plans) or through `set_input` (fp32 plans).
+/// The results of a host step (homes of kind `Result` only ever name host steps).
+fn results_at(steps: &[Step], step: usize) -> &[HostTensor] {
+    match &steps[step] {
+        Step::Host { results, .. } => results,
+        Step::Region { .. } => unreachable!("a result home names a host step"),
+    }
+}
+
+/// What a later host stage may borrow from `step`.
+fn source(step: &mut Step) -> Src<'_> {
+    match step {
+        Step::Region { loaded, .. } => match ref_program(loaded.as_mut()) {
+            Some(r) => Src::Ref(r),
+            None => Src::Other,
+        },
+        Step::Host { results, .. } => Src::Results(results),
+    }
+}
+
+/// Argument `from` read in place (the load chose `Borrow` only for the homes handled here).
+fn borrow<'a>(
+    from: Home,
+    shape: &'a [usize],
+    srcs: &[Src<'a>],
+    slots: &'a [Held],
+) -> Result<HostRef<'a>> {
+    let data = match from {
+        Home::Slot(s) => match &slots[s] {
+            Held::F32(v) => ElemsRef::F32(v),
+            Held::I32(v) => ElemsRef::I32(v),
+            _ => unreachable!("fp16 and uint8 slots are copied"),
+        },
+        Home::Port { step, port } => match srcs[step] {
+            Src::Ref(r) => ElemsRef::F32(r.handoff_output(port)?),
+            _ => unreachable!("only a reference region's fp16 ports are borrowed"),
+        },
+        Home::Result { step, index } => match srcs[step] {
+            Src::Results(r) => return Ok(r[index].view()),
+            _ => unreachable!("a result home names a host step"),
+        },
+    };
+    Ok(HostRef { shape, data })
+}
+
+/// Copy argument `from` into `arg`: an fp16 slot widened, an output port read (int32 as is).
+fn copy_arg(from: Home, arg: &mut HostTensor, done: &[Step], slots: &[Held]) -> Result<()> {
+    match (from, &mut arg.data) {
+        (Home::Slot(s), Elems::F32(d)) => match &slots[s] {
+            Held::F16(v) => v.convert_to_f32_slice(d),
+            _ => return Err(arg_mismatch()),
+        },
+        (Home::Port { step, port }, data) => {
+            let src = match &done[step] {
+                Step::Region { loaded, .. } => loaded.as_ref(),
+                Step::Host { .. } => unreachable!("a port home names a region step"),
+            };
+            match data {
+                Elems::F32(d) => src.read_output(port, d)?,
+                Elems::I32(d) => src.read_output_i32(port, d)?,
+            }
+        }
+        _ => return Err(arg_mismatch()),
+    }
+    Ok(())
+}
+
+fn arg_mismatch() -> Error {
+    Error::dtype(
+        "plan",
+        "a host stage argument's dtype differs from its value's",
+    )
+}
+
+/// Write a plan input's slot into input `j` of a region: fp16 and int32 elements copied into
+/// its buffer as they are (no conversion, no check: they are already fp16 / int32); f32 slots
+/// (an fp32 plan's) by hand-off into a reference region's value buffer, else through
+/// `set_input`.
 fn feed_slot(loaded: &mut dyn Loaded, j: usize, held: &Held) -> Result<()> {
     match held {
         Held::F16(v) => match loaded.input_view(j)? {
             PortView::F16(d) => d.copy_from_slice(v),
             _ => return Err(port_mismatch(loaded.inputs(), j, "fp16")),
         },
-        Held::F32(v) | Held::R32(v) if ref_program(loaded).is_some() => {
-            let r = ref_program(loaded).expect("checked just above");
-            r.handoff_input(j)?.copy_from_slice(v)
-        }
-        Held::R32(v) => match loaded.input_view(j)? {
-            PortView::F16(d) => d.convert_from_f32_slice(v),
-            _ => return Err(port_mismatch(loaded.inputs(), j, "fp16")),
-        },
-        Held::F32(v) => loaded.set_input(j, PortData::F32(v))?,
+        Held::F32(v) => feed_f32(loaded, j, v, false)?,
         Held::I32(v) => loaded.set_input(j, PortData::I32(v))?,
         Held::U8(v) => loaded.set_input(j, PortData::U8(v))?,
     }
     Ok(())
+}
+
+/// Write a host stage's result into input `j` of a region (fp16 results of an fp16 plan,
+/// `exact`, are fp16-exact: converted into an fp16 port buffer without a check).
+fn feed_result(loaded: &mut dyn Loaded, j: usize, result: &HostTensor, exact: bool) -> Result<()> {
+    match &result.data {
+        Elems::F32(v) => feed_f32(loaded, j, v, exact),
+        Elems::I32(v) => loaded.set_input(j, PortData::I32(v)),
+    }
+}
+
+/// f32 values into input `j`: by hand-off into a reference region's value buffer; else into its
+/// fp16 port buffer when it has one and `exact` (fp16-exact values), else through `set_input`.
+fn feed_f32(loaded: &mut dyn Loaded, j: usize, v: &[f32], exact: bool) -> Result<()> {
+    if let Some(r) = ref_program(loaded) {
+        r.handoff_input(j)?.copy_from_slice(v);
+        return Ok(());
+    }
+    if exact {
+        if let PortView::F16(d) = loaded.input_view(j)? {
+            d.convert_from_f32_slice(v);
+            return Ok(());
+        }
+    }
+    loaded.set_input(j, PortData::F32(v))
 }
 
 /// Pass output `port` of `src` to input `j` of `dst`: between reference regions an fp16 value
@@ -458,38 +579,6 @@ fn port_mismatch(ports: &[PortSpec], j: usize, want: &str) -> Error {
     )
 }
 
-/// A host slot widened into a kernel argument (fp16 → f32; int32 as is).
-fn widen_slot(held: &Held, arg: &mut HostTensor) -> Result<()> {
-    match (held, &mut arg.data) {
-        (Held::F16(v), Elems::F32(d)) => v.convert_to_f32_slice(d),
-        (Held::F32(v) | Held::R32(v), Elems::F32(d)) => d.copy_from_slice(v),
-        (Held::I32(v), Elems::I32(d)) => d.copy_from_slice(v),
-        _ => {
-            return Err(Error::dtype(
-                "plan",
-                "a host stage argument's dtype differs from its value's",
-            ))
-        }
-    }
-    Ok(())
-}
-
-/// A kernel result into its slot: rounded to fp16 (ties to even) in an fp16 plan unless the op
-/// only moved fp16-exact input values (`moves_values`); fp32 plans keep f32; int32 as is.
-fn store_slot(result: &HostTensor, held: &mut Held, moves_values: bool) {
-    match (&result.data, held) {
-        (Elems::F32(v), Held::R32(d)) => {
-            d.copy_from_slice(v);
-            if !moves_values {
-                round_to_fp16(d);
-            }
-        }
-        (Elems::F32(v), Held::F32(d)) => d.copy_from_slice(v),
-        (Elems::I32(v), Held::I32(d)) => d.copy_from_slice(v),
-        _ => unreachable!("slots are made from the results' types"),
-    }
-}
-
 impl Loaded for PlanLoaded {
     fn device(&self) -> &'static str {
         self.device
@@ -507,7 +596,6 @@ impl Loaded for PlanLoaded {
             Held::F16(d) => PortView::F16(d).write(data),
             Held::I32(d) => PortView::I32(d).write(data),
             Held::U8(d) => PortView::U8(d).write(data),
-            Held::R32(_) => unreachable!("plan inputs are never host-stage slots"),
             Held::F32(d) => match data {
                 PortData::F32(x) => d.copy_from_slice(x),
                 PortData::F64(x) => d.iter_mut().zip(x).for_each(|(d, &v)| *d = v as f32),
@@ -556,9 +644,13 @@ impl Loaded for PlanLoaded {
             Home::Port { step, port } => self.region_at(step).read_output(port, out)?,
             Home::Slot(s) => match &self.slots[s] {
                 Held::F16(v) => v.convert_to_f32_slice(out),
-                Held::F32(v) | Held::R32(v) => out.copy_from_slice(v),
+                Held::F32(v) => out.copy_from_slice(v),
                 Held::I32(v) => out.iter_mut().zip(v).for_each(|(o, &x)| *o = x as f32),
                 Held::U8(v) => out.iter_mut().zip(v).for_each(|(o, &x)| *o = x as f32),
+            },
+            Home::Result { step, index } => match &results_at(&self.steps, step)[index].data {
+                Elems::F32(v) => out.copy_from_slice(v),
+                Elems::I32(v) => out.iter_mut().zip(v).for_each(|(o, &x)| *o = x as f32),
             },
         }
         Ok(())
@@ -571,6 +663,10 @@ impl Loaded for PlanLoaded {
             Home::Slot(s) => match &self.slots[s] {
                 Held::I32(v) => out.copy_from_slice(v),
                 _ => return Err(not_int32(port)),
+            },
+            Home::Result { step, index } => match &results_at(&self.steps, step)[index].data {
+                Elems::I32(v) => out.copy_from_slice(v),
+                Elems::F32(_) => return Err(not_int32(port)),
             },
         }
         Ok(())

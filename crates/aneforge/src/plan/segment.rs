@@ -3,7 +3,8 @@
 //! the host ops of level 0, region 1, the host ops of level 1, ... Constants are copied into
 //! each region that uses them; a constant a host op reads or the plan returns leaves region 0
 //! through `x * 1` (like an input returned as an output). Values crossing a cut keep the port
-//! name they had (plan inputs and outputs) or get `cut<node>_<port>`.
+//! name they had (plan inputs and outputs) or get `cut<node>_<port>`. A `sort` whose permutation
+//! nothing reads runs as `sort_values` (the same values, no permutation).
 
 use std::collections::{HashMap, HashSet};
 
@@ -12,6 +13,7 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::graph::build::io::input_port;
 use crate::graph::{Graph, Tensor, Value};
+use crate::ops::host::sort::SortValues;
 use crate::ops::host::HostOp;
 use crate::ops::Op;
 
@@ -140,9 +142,11 @@ fn bool_reach(g: &Graph, consumers: &[Vec<usize>], level: &[usize]) -> Vec<usize
     reach
 }
 
-/// Cut `g` at its host ops; `None` when it has none (it compiles to one program as before).
-pub fn segment(g: &Graph) -> Result<Option<Segmented>> {
-    if !g.nodes.iter().any(|n| is_host(&n.op)) {
+/// Cut `g` at its host ops; `None` when it has none (it compiles to one program as before)
+/// unless `always` (then a plan of one region: a graph whose host ops were all routed fused,
+/// so its plan file keeps the routes).
+pub fn segment(g: &Graph, always: bool) -> Result<Option<Segmented>> {
+    if !always && !g.nodes.iter().any(|n| is_host(&n.op)) {
         return Ok(None);
     }
     let n = g.nodes.len();
@@ -205,11 +209,23 @@ pub fn segment(g: &Graph) -> Result<Option<Segmented>> {
                 continue;
             };
             let inputs = g.nodes[i].inputs.iter().map(|&v| names.of(v)).collect();
-            let outputs = (0..g.nodes[i].outputs.len())
+            let read = |port| {
+                let v = Value { node: i, port };
+                plan_outputs.contains(&v)
+                    || consumers[i].iter().any(|&c| g.nodes[c].inputs.contains(&v))
+            };
+            let (op, n_out) = match op {
+                HostOp::Sort(s) if !read(1) => {
+                    let (axis, descending) = (s.axis, s.descending);
+                    (HostOp::SortValues(SortValues { axis, descending }), 1)
+                }
+                op => (op.clone(), g.nodes[i].outputs.len()),
+            };
+            let outputs = (0..n_out)
                 .map(|port| names.of(Value { node: i, port }))
                 .collect();
             stages.push(Segment::Host {
-                op: op.clone(),
+                op,
                 inputs,
                 outputs,
             });
