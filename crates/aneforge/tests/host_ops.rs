@@ -152,7 +152,16 @@ fn routing_decomposes_minmax_norm_and_flatten_unless_told_host() {
         (Route::Host, false),
     ] {
         let mut c = build_route(route, route.name());
-        assert_eq!(c.plan.is_none(), fused, "{route:?}");
+        // Fully routed: a plan of one region (its plan file keeps the routes).
+        let kinds: Vec<&str> = c
+            .plan
+            .as_ref()
+            .unwrap()
+            .stages
+            .iter()
+            .map(|s| s.kind())
+            .collect();
+        assert_eq!(kinds == ["region"], fused, "{route:?}: {kinds:?}");
         let texts: Vec<String> = c.routes.iter().map(|r| r.to_string()).collect();
         let want_texts: [&str; 2] = if fused {
             [
