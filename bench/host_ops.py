@@ -131,8 +131,11 @@ def main():
     section = "\n".join(lines)
     out = Path(args.out)
     text = out.read_text() if out.exists() else ""
-    text = re.sub(r"## Host-op kernels\n.*?(?=\n## |\Z)", "", text, flags=re.S).rstrip("\n")
-    out.write_text((text + "\n\n" if text else "") + section)
+    old = re.compile(r"## Host-op kernels\n.*?(?=\n## |\Z)", flags=re.S)
+    if old.search(text):  # replaced in place
+        out.write_text(old.sub(lambda _: section.rstrip("\n") + "\n", text, count=1))
+    else:
+        out.write_text((text.rstrip("\n") + "\n\n" if text else "") + section)
     print(section)
 
 
