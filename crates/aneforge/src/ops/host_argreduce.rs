@@ -41,7 +41,7 @@ impl HostKernel for ArgReduce {
 
     fn run(&self, inputs: &[HostRef<'_>], outputs: &mut [HostTensor]) -> Result<()> {
         let x = inputs[0].f32s(self.name())?;
-        let (outer, n, inner) = lanes(&inputs[0].shape, self.axis);
+        let (outer, n, inner) = lanes(inputs[0].shape, self.axis);
         let out = outputs[0].i32s_mut(self.name())?;
         // `better(candidate, best)`: strictly more extreme, NaN beating every number.
         let better = |c: f32, b: f32| {

@@ -66,9 +66,9 @@ impl HostKernel for CrossCorrelation {
         let (x, t) = (inputs[0], inputs[1]);
         let out = correlate::cross_correlation(
             x.f32s(CROSS_CORRELATION)?,
-            &x.shape,
+            x.shape,
             t.f32s(CROSS_CORRELATION)?,
-            &t.shape,
+            t.shape,
         )?;
         put(CROSS_CORRELATION, outputs, &out)
     }
@@ -179,7 +179,7 @@ impl HostKernel for MinmaxNorm {
     }
     fn run(&self, inputs: &[HostRef<'_>], outputs: &mut [HostTensor]) -> Result<()> {
         let x = inputs[0];
-        let out = normalize::minmax_norm(x.f32s(MINMAX_NORM)?, &x.shape, self.axis, self.eps)?;
+        let out = normalize::minmax_norm(x.f32s(MINMAX_NORM)?, x.shape, self.axis, self.eps)?;
         put(MINMAX_NORM, outputs, &out)
     }
 }
@@ -239,7 +239,7 @@ impl HostKernel for BlockRearrange {
         let x = inputs[0];
         let out = rearrange::block_rearrange(
             x.f32s(self.name())?,
-            &x.shape,
+            x.shape,
             self.bh,
             self.bw,
             self.axis,
@@ -325,7 +325,7 @@ impl HostKernel for DynamicSlice {
         let x = inputs[0];
         let out = view::dynamic_slice(
             x.f32s(DYNAMIC_SLICE)?,
-            &x.shape,
+            x.shape,
             inputs[1].i32s(DYNAMIC_SLICE)?,
             &self.sizes,
         )?;
@@ -358,7 +358,7 @@ impl HostKernel for DynamicSliceAdd {
         let g = inputs[0];
         view::dynamic_slice_add(
             g.f32s(DYNAMIC_SLICE_ADD)?,
-            &g.shape,
+            g.shape,
             inputs[1].i32s(DYNAMIC_SLICE_ADD)?,
             &self.shape,
             outputs[0].f32s_mut(DYNAMIC_SLICE_ADD)?,
@@ -396,13 +396,13 @@ impl HostKernel for Sdpa {
     fn run(&self, inputs: &[HostRef<'_>], outputs: &mut [HostTensor]) -> Result<()> {
         let (q, k, v) = (inputs[0], inputs[1], inputs[2]);
         let mask = match inputs.get(3) {
-            Some(m) => Some((m.f32s(SDPA)?, &m.shape[..])),
+            Some(m) => Some((m.f32s(SDPA)?, m.shape)),
             None => None,
         };
         let out = sdpa::sdpa(
-            (q.f32s(SDPA)?, &q.shape),
-            (k.f32s(SDPA)?, &k.shape),
-            (v.f32s(SDPA)?, &v.shape),
+            (q.f32s(SDPA)?, q.shape),
+            (k.f32s(SDPA)?, k.shape),
+            (v.f32s(SDPA)?, v.shape),
             mask,
             self.scale,
         )?;

@@ -258,7 +258,7 @@ impl HostKernel for IntElementwise {
         let mut v = [0i64; 3];
         for (k, o) in out.iter_mut().enumerate() {
             for (j, (t, s)) in inputs.iter().zip(&srcs).enumerate() {
-                v[j] = s[source_index(&out_shape, &t.shape, k)] as i64;
+                v[j] = s[source_index(&out_shape, t.shape, k)] as i64;
             }
             *o = self.apply(&v[..srcs.len()])? as i32;
         }

@@ -99,7 +99,7 @@ impl HostKernel for Cumsum {
         let x = inputs[0];
         let out = cumsum(
             x.f32s(CUMSUM)?,
-            &x.shape,
+            x.shape,
             self.axis,
             self.exclusive,
             self.reverse,

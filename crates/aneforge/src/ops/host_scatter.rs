@@ -233,9 +233,9 @@ impl HostKernel for Scatter {
         let (x, i, u) = (inputs[0], inputs[1], inputs[2]);
         let out = scatter(
             x.f32s(SCATTER)?,
-            &x.shape,
+            x.shape,
             i.i32s(SCATTER)?,
-            &i.shape,
+            i.shape,
             u.f32s(SCATTER)?,
             self.axis,
             self.reduce,
@@ -270,9 +270,9 @@ impl HostKernel for TakeAlong {
         let (x, i) = (inputs[0], inputs[1]);
         let out = take_along(
             x.f32s(TAKE_ALONG)?,
-            &x.shape,
+            x.shape,
             i.i32s(TAKE_ALONG)?,
-            &i.shape,
+            i.shape,
             self.axis,
         )?;
         outputs[0].f32s_mut(TAKE_ALONG)?.copy_from_slice(&out);
@@ -303,7 +303,7 @@ impl HostKernel for IndexPut {
         let (x, i, r) = (inputs[0], inputs[1], inputs[2]);
         let out = index_put(
             x.f32s(INDEX_PUT)?,
-            &x.shape,
+            x.shape,
             i.i32s(INDEX_PUT)?,
             r.f32s(INDEX_PUT)?,
             self.axis,

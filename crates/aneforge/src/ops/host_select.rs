@@ -157,13 +157,11 @@ impl Lanes {
         if !special {
             return;
         }
-        let blocks: [(u16, fn(&f32) -> bool); 2] = [
-            (key(0, descending), |v| *v == 0.0),
-            (key(0x7E00, descending), |v| v.is_nan()),
-        ];
-        for (k, member) in blocks {
+        for (k, nan) in [(key(0, descending), false), (key(0x7E00, descending), true)] {
             if let Some(start) = self.keys.iter().position(|&x| x == k) {
-                let block = lane.iter().filter(|v| member(*v));
+                let block = lane
+                    .iter()
+                    .filter(|v| if nan { v.is_nan() } else { **v == 0.0 });
                 out[start..]
                     .iter_mut()
                     .zip(block)

@@ -33,7 +33,7 @@ fn select(
     outputs: &mut [HostTensor],
 ) -> Result<()> {
     let x = inputs[0].f32s(op)?;
-    let (outer, n, inner) = lanes(&inputs[0].shape, axis);
+    let (outer, n, inner) = lanes(inputs[0].shape, axis);
     let (vals, idxs) = outputs.split_at_mut(1);
     let plan = Select {
         outer,

@@ -52,7 +52,24 @@ pub fn sort_keys(keys: &mut [u16]) -> bool {
     false
 }
 
-/// The bitonic network over `keys` (at most [`NETWORK_MAX`]).
+/// Compare-exchange of every lane of register `$x` with its partner at lane distance `$j`
+/// (8, 4, 2 or 1): lanes set in `$mask` keep the larger key.
+#[cfg(target_arch = "x86_64")]
+macro_rules! exchange {
+    ($x:ident, $j:tt, $mask:expr) => {{
+        let p = exchange!(@partner $j, $x);
+        $x = _mm256_blendv_epi8(_mm256_min_epu16($x, p), _mm256_max_epu16($x, p), $mask);
+    }};
+    (@partner 8, $x:ident) => { _mm256_permute2x128_si256::<0x01>($x, $x) };
+    (@partner 4, $x:ident) => { _mm256_shuffle_epi32::<0x4E>($x) };
+    (@partner 2, $x:ident) => { _mm256_shuffle_epi32::<0xB1>($x) };
+    (@partner 1, $x:ident) => { _mm256_or_si256(_mm256_slli_epi32::<16>($x), _mm256_srli_epi32::<16>($x)) };
+}
+
+/// The bitonic network over `keys` (at most [`NETWORK_MAX`]): each register first sorts its
+/// 16 lanes alone (merges of 2, 4, 8, 16; ascending in even registers, descending in odd ones),
+/// then every merge of `k >= 32` runs its cross-register stages as vertical min/max and its
+/// four in-register stages on one register at a time.
 ///
 /// # Safety
 /// The CPU has AVX2.
@@ -69,10 +86,35 @@ unsafe fn sort_avx2(keys: &mut [u16]) {
     for (r, reg) in v.iter_mut().enumerate().take(regs) {
         *reg = _mm256_loadu_si256(buf.as_ptr().add(r * W) as *const __m256i);
     }
+    let mask = |jl: usize, kl: usize| _mm256_loadu_si256(MASKS[jl][kl].as_ptr() as *const __m256i);
     let ones = _mm256_set1_epi16(-1);
-    let mut kl = 1;
-    while 1 << kl <= size {
-        let k = 1usize << kl;
+    let (m01, m12, m02, m23, m13, m03) = (
+        mask(0, 1),
+        mask(1, 2),
+        mask(0, 2),
+        mask(2, 3),
+        mask(1, 3),
+        mask(0, 3),
+    );
+    let up = [mask(0, 4), mask(1, 4), mask(2, 4), mask(3, 4)];
+    let down = up.map(|m| _mm256_xor_si256(m, ones));
+    for (r, reg) in v.iter_mut().enumerate().take(regs) {
+        let mut x = *reg;
+        exchange!(x, 1, m01);
+        exchange!(x, 2, m12);
+        exchange!(x, 1, m02);
+        exchange!(x, 4, m23);
+        exchange!(x, 2, m13);
+        exchange!(x, 1, m03);
+        let m = if r % 2 == 1 { &down } else { &up };
+        exchange!(x, 8, m[3]);
+        exchange!(x, 4, m[2]);
+        exchange!(x, 2, m[1]);
+        exchange!(x, 1, m[0]);
+        *reg = x;
+    }
+    let mut k = 2 * W;
+    while k <= size {
         let mut j = k / 2;
         while j >= W {
             let jr = j / W;
@@ -86,30 +128,16 @@ unsafe fn sort_avx2(keys: &mut [u16]) {
             }
             j /= 2;
         }
-        while j >= 1 {
-            let jl = j.trailing_zeros() as usize;
-            let m = MASKS[jl][kl.min(4)];
-            let mask = _mm256_loadu_si256(m.as_ptr() as *const __m256i);
-            for (r, reg) in v.iter_mut().enumerate().take(regs) {
-                let x = *reg;
-                let partner = match j {
-                    8 => _mm256_permute2x128_si256::<0x01>(x, x),
-                    4 => _mm256_shuffle_epi32::<0x4E>(x),
-                    2 => _mm256_shuffle_epi32::<0xB1>(x),
-                    _ => _mm256_or_si256(_mm256_slli_epi32::<16>(x), _mm256_srli_epi32::<16>(x)),
-                };
-                let (lo, hi) = (_mm256_min_epu16(x, partner), _mm256_max_epu16(x, partner));
-                let desc = k >= W && (r * W) & k != 0;
-                let mask = if desc {
-                    _mm256_xor_si256(mask, ones)
-                } else {
-                    mask
-                };
-                *reg = _mm256_blendv_epi8(lo, hi, mask);
-            }
-            j /= 2;
+        for (r, reg) in v.iter_mut().enumerate().take(regs) {
+            let mut x = *reg;
+            let m = if (r * W) & k != 0 { &down } else { &up };
+            exchange!(x, 8, m[3]);
+            exchange!(x, 4, m[2]);
+            exchange!(x, 2, m[1]);
+            exchange!(x, 1, m[0]);
+            *reg = x;
         }
-        kl += 1;
+        k *= 2;
     }
     for (r, reg) in v.iter().enumerate().take(regs) {
         _mm256_storeu_si256(buf.as_mut_ptr().add(r * W) as *mut __m256i, *reg);

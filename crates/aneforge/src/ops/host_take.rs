@@ -177,7 +177,7 @@ impl HostKernel for Take {
 
     fn run(&self, inputs: &[HostRef<'_>], outputs: &mut [HostTensor]) -> Result<()> {
         let x = inputs[0].f32s("gather")?;
-        let layout = lanes(&inputs[0].shape, self.axis);
+        let layout = lanes(inputs[0].shape, self.axis);
         let idx = inputs[1].i32s("gather")?;
         take_into(x, layout, idx, outputs[0].f32s_mut("gather")?)
     }
@@ -267,7 +267,7 @@ impl HostKernel for AlongAdd {
     fn run(&self, inputs: &[HostRef<'_>], outputs: &mut [HostTensor]) -> Result<()> {
         let g = inputs[0].f32s("along_add")?;
         let idx = inputs[1].i32s("along_add")?;
-        let (outer, k, inner) = lanes(&inputs[0].shape, self.axis);
+        let (outer, k, inner) = lanes(inputs[0].shape, self.axis);
         let out = outputs[0].f32s_mut("along_add")?;
         out.fill(0.0);
         for o in 0..outer {
