@@ -74,8 +74,9 @@ pub fn lookup(table: &[f32; TABLE_LEN], x: &[f32], y: &mut [f32], fallback: impl
         .for_each(|(o, &v)| *o = lookup1(table, v, &fallback));
 }
 
-/// [`lookup`] 8 lanes a step: convert to fp16 and back, and when all 8 survive the round trip
-/// gather the 8 entries; otherwise (and for the tail) [`lookup1`] per element.
+/// [`lookup`] 8 lanes a step: convert to fp16 and back; when all 8 survive the round trip
+/// gather the 8 entries, else read the entry of each lane that survives and call `fallback` for
+/// the others; the tail takes [`lookup1`].
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,f16c")]
 unsafe fn lookup_avx2(
@@ -85,27 +86,36 @@ unsafe fn lookup_avx2(
     fallback: &impl Fn(f32) -> f32,
 ) {
     use std::arch::x86_64::{
-        _mm256_castps_si256, _mm256_cmpeq_epi32, _mm256_cvtepu16_epi32, _mm256_cvtph_ps,
-        _mm256_cvtps_ph, _mm256_i32gather_ps, _mm256_loadu_ps, _mm256_movemask_epi8,
-        _mm256_storeu_ps, _MM_FROUND_TO_NEAREST_INT,
+        __m128i, _mm256_castps_si256, _mm256_castsi256_ps, _mm256_cmpeq_epi32,
+        _mm256_cvtepu16_epi32, _mm256_cvtph_ps, _mm256_cvtps_ph, _mm256_i32gather_ps,
+        _mm256_loadu_ps, _mm256_movemask_ps, _mm256_storeu_ps, _mm_storeu_si128,
+        _MM_FROUND_TO_NEAREST_INT,
     };
     let (mut xs, mut ys) = (x.chunks_exact(8), y.chunks_exact_mut(8));
+    let mut bits = [0u16; 8];
     for (xc, yc) in (&mut xs).zip(&mut ys) {
-        // SAFETY: `xc` and `yc` hold exactly 8 f32; gather indices are u16 values, inside the
-        // 65,536-entry table.
-        unsafe {
+        // SAFETY: `xc` and `yc` hold exactly 8 f32 and `bits` 8 u16; gather indices are u16
+        // values, inside the 65,536-entry table.
+        let hit = unsafe {
             let v = _mm256_loadu_ps(xc.as_ptr());
             let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v);
             let back = _mm256_cvtph_ps(h);
             let same = _mm256_cmpeq_epi32(_mm256_castps_si256(back), _mm256_castps_si256(v));
-            if _mm256_movemask_epi8(same) == -1 {
+            let hit = _mm256_movemask_ps(_mm256_castsi256_ps(same));
+            if hit == 0xff {
                 let g = _mm256_i32gather_ps::<4>(table.as_ptr(), _mm256_cvtepu16_epi32(h));
                 _mm256_storeu_ps(yc.as_mut_ptr(), g);
                 continue;
             }
-        }
-        for (o, &v) in yc.iter_mut().zip(xc) {
-            *o = lookup1(table, v, fallback);
+            _mm_storeu_si128(bits.as_mut_ptr().cast::<__m128i>(), h);
+            hit
+        };
+        for (lane, (o, &v)) in yc.iter_mut().zip(xc).enumerate() {
+            *o = if (hit >> lane) & 1 == 1 {
+                table[bits[lane] as usize]
+            } else {
+                fallback(v)
+            };
         }
     }
     for (o, &v) in ys.into_remainder().iter_mut().zip(xs.remainder()) {
