@@ -31,6 +31,9 @@ use crate::DType;
 /// Sequences per program call when the caller does not say (sentence-transformers' default).
 pub const DEFAULT_BATCH_SIZE: usize = 32;
 
+/// Sequence-length buckets are multiples of this many tokens.
+pub const BUCKET_STEP: usize = 16;
+
 /// How token states become one sentence vector.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pooling {
@@ -286,7 +289,8 @@ impl Encoder {
         Ok(self.program(1, s)?.device())
     }
 
-    /// The bucket length for `n` tokens: the next power of two ≥ 8, capped at `max_len`.
+    /// The bucket length for `n` tokens: the next multiple of [`BUCKET_STEP`], capped at
+    /// `max_len` (finer than powers of two: a 70-token batch pads to 80, not 128).
     pub fn bucket(&self, n: usize) -> Result<usize> {
         if n == 0 || n > self.max_len {
             return Err(Error::shape(
@@ -294,7 +298,9 @@ impl Encoder {
                 format!("a sequence has {n} tokens; expected 1..={}", self.max_len),
             ));
         }
-        Ok(n.next_power_of_two().max(8).min(self.max_len))
+        Ok(n.div_ceil(BUCKET_STEP)
+            .saturating_mul(BUCKET_STEP)
+            .min(self.max_len))
     }
 
     /// Embeddings of `seqs` (at most `b`) through the (b, length-bucket) program; rows past

@@ -5,7 +5,8 @@ use rayon::prelude::*;
 
 use super::io::{expect_fp16, expect_inputs};
 
-use super::kernel::{broadcast_strides, for_each_broadcast, PAR_MIN_ELEMS};
+use super::kernel::{broadcast_strides, for_chunks, for_each_broadcast, PAR_MIN_ELEMS};
+use super::simd_fp16::round_in_place;
 use super::table::mil_kinds;
 use super::{Buf, Family, Op, TensorType};
 use crate::dtype::DType;
@@ -47,6 +48,29 @@ pub const SELECT: &str = "select";
 pub struct Select;
 
 impl Binary {
+    /// [`Family::eval`] followed by rounding every output to fp16, in one pass over the output
+    /// (bit-identical to eval and then the executor's rounding pass).
+    pub fn eval_rounded(&self, ins: &[&Buf], out: &mut [Buf]) {
+        self.eval_maybe_rounded(ins, out, true)
+    }
+
+    /// The kernel, monomorphic per op (the match is outside the element loops).
+    fn eval_maybe_rounded(&self, ins: &[&Buf], out: &mut [Buf], round: bool) {
+        let (a, b, o) = (ins[0], ins[1], &mut out[0]);
+        macro_rules! each {
+            ($($k:ident),*) => {
+                match *self {
+                    $(Binary::$k => {
+                        eval_broadcast2(a, b, o, round, |x, y| Binary::$k.apply(x, y))
+                    })*
+                }
+            };
+        }
+        each!(Add, Sub, Mul, RealDiv, Maximum, Minimum, Pow);
+    }
+
+    /// The op on one pair of values (f32).
+    #[inline(always)]
     fn apply(self, a: f32, b: f32) -> f32 {
         match self {
             Binary::Add => a + b,
@@ -60,33 +84,61 @@ impl Binary {
     }
 }
 
-/// Evaluate a broadcasting two-operand kernel with fast paths for equal shapes and scalars.
-fn eval_broadcast2(a: &Buf, b: &Buf, out: &mut Buf, f: impl Fn(f32, f32) -> f32 + Sync) {
+/// Elements per task of the equal-shape and scalar paths (small enough to round in L1).
+const CHUNK: usize = 4096;
+
+/// Evaluate a broadcasting two-operand kernel with fast paths for equal shapes and scalars;
+/// with `round`, each output is rounded to fp16 in the same pass (chunk by chunk, in cache).
+fn eval_broadcast2(
+    a: &Buf,
+    b: &Buf,
+    out: &mut Buf,
+    round: bool,
+    f: impl Fn(f32, f32) -> f32 + Sync,
+) {
     let (ad, bd, od) = (&a.data, &b.data, &mut out.data);
+    let fin = |o: &mut [f32]| {
+        if round {
+            round_in_place(o)
+        }
+    };
     if ad.len() == od.len() && bd.len() == od.len() {
+        let task = |(o, (x, y)): (&mut [f32], (&[f32], &[f32]))| {
+            o.iter_mut()
+                .zip(x.iter().zip(y))
+                .for_each(|(o, (&x, &y))| *o = f(x, y));
+            fin(o);
+        };
         if od.len() >= PAR_MIN_ELEMS {
-            od.par_iter_mut()
-                .zip(ad.par_iter().zip(bd.par_iter()))
-                .for_each(|(o, (&x, &y))| *o = f(x, y));
+            od.par_chunks_mut(CHUNK)
+                .zip(ad.par_chunks(CHUNK).zip(bd.par_chunks(CHUNK)))
+                .for_each(task);
         } else {
-            od.iter_mut()
-                .zip(ad.iter().zip(bd))
-                .for_each(|(o, (&x, &y))| *o = f(x, y));
+            od.chunks_mut(CHUNK)
+                .zip(ad.chunks(CHUNK).zip(bd.chunks(CHUNK)))
+                .for_each(task);
         }
     } else if bd.len() == 1 && ad.len() == od.len() {
         let y = bd[0];
-        od.iter_mut().zip(ad).for_each(|(o, &x)| *o = f(x, y));
+        for_chunks(od, CHUNK, ad, CHUNK, |o, x| {
+            o.iter_mut().zip(x).for_each(|(o, &x)| *o = f(x, y));
+            fin(o);
+        });
     } else if ad.len() == 1 && bd.len() == od.len() {
         let x = ad[0];
-        od.iter_mut().zip(bd).for_each(|(o, &y)| *o = f(x, y));
+        for_chunks(od, CHUNK, bd, CHUNK, |o, ys| {
+            o.iter_mut().zip(ys).for_each(|(o, &y)| *o = f(x, y));
+            fin(o);
+        });
     } else if let Some(kind) = against(ad, &b.shape, od, &out.shape) {
-        eval_against_broadcast(kind, ad, bd, od, &f);
+        eval_against_broadcast(kind, ad, bd, od, fin, &f);
     } else if let Some(kind) = against(bd, &a.shape, od, &out.shape) {
-        eval_against_broadcast(kind, bd, ad, od, |y, x| f(x, y));
+        eval_against_broadcast(kind, bd, ad, od, fin, |y, x| f(x, y));
     } else {
         let sa = broadcast_strides(&a.shape, &out.shape);
         let sb = broadcast_strides(&b.shape, &out.shape);
         for_each_broadcast(&out.shape, [&sa, &sb], |o, [i, j]| od[o] = f(ad[i], bd[j]));
+        fin(od);
     }
 }
 
@@ -128,12 +180,14 @@ fn against(full: &[f32], small: &[usize], od: &[f32], out: &[usize]) -> Option<B
 }
 
 /// od[i] = f(full[i], small at i's broadcast position) for a `small` operand of pattern `kind`,
-/// split over the rayon pool in whole repeats when `od` has at least [`PAR_MIN_ELEMS`] elements.
+/// then `fin` on each task's outputs; split over the rayon pool in whole repeats when `od` has
+/// at least [`PAR_MIN_ELEMS`] elements.
 fn eval_against_broadcast(
     kind: Broadcast,
     full: &[f32],
     small: &[f32],
     od: &mut [f32],
+    fin: impl Fn(&mut [f32]) + Sync,
     f: impl Fn(f32, f32) -> f32 + Sync,
 ) {
     if small.is_empty() {
@@ -146,20 +200,23 @@ fn eval_against_broadcast(
         Broadcast::Held => inner,
     };
     let units = (PAR_MIN_ELEMS / 4).div_ceil(unit).max(1);
-    let task = |(t, (o, x)): (usize, (&mut [f32], &[f32]))| match kind {
-        Broadcast::Row => {
-            for (o, x) in o.chunks_mut(unit).zip(x.chunks(unit)) {
-                o.iter_mut()
-                    .zip(x.iter().zip(small))
-                    .for_each(|(o, (&x, &y))| *o = f(x, y));
+    let task = |(t, (o, x)): (usize, (&mut [f32], &[f32]))| {
+        match kind {
+            Broadcast::Row => {
+                for (o, x) in o.chunks_mut(unit).zip(x.chunks(unit)) {
+                    o.iter_mut()
+                        .zip(x.iter().zip(small))
+                        .for_each(|(o, (&x, &y))| *o = f(x, y));
+                }
+            }
+            Broadcast::Held => {
+                let ys = &small[t * units..];
+                for ((o, x), &y) in o.chunks_mut(unit).zip(x.chunks(unit)).zip(ys) {
+                    o.iter_mut().zip(x).for_each(|(o, &x)| *o = f(x, y));
+                }
             }
         }
-        Broadcast::Held => {
-            let ys = &small[t * units..];
-            for ((o, x), &y) in o.chunks_mut(unit).zip(x.chunks(unit)).zip(ys) {
-                o.iter_mut().zip(x).for_each(|(o, &x)| *o = f(x, y));
-            }
-        }
+        fin(o);
     };
     let len = unit * units;
     if od.len() >= PAR_MIN_ELEMS {
@@ -192,8 +249,7 @@ impl Family for Binary {
         MilOp::new(self.mil_name(), &["x", "y"])
     }
     fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
-        let f = *self;
-        eval_broadcast2(ins[0], ins[1], &mut out[0], move |a, b| f.apply(a, b));
+        self.eval_maybe_rounded(ins, out, false);
         Ok(())
     }
 }
@@ -228,7 +284,7 @@ impl Family for Compare {
     }
     fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
         let f = *self;
-        eval_broadcast2(ins[0], ins[1], &mut out[0], move |a, b| {
+        eval_broadcast2(ins[0], ins[1], &mut out[0], false, move |a, b| {
             f.apply(a, b) as u8 as f32
         });
         Ok(())
@@ -347,7 +403,7 @@ mod tests {
     #[test]
     fn broadcast_fast_paths_match_index_arithmetic() {
         // The last two are large enough to split over the rayon pool.
-        let cases: [(&[usize], &[usize]); 9] = [
+        let cases: [(&[usize], &[usize]); 11] = [
             (&[2, 3, 4], &[4]),
             (&[2, 3, 4], &[3, 4]),
             (&[2, 3, 4], &[2, 3, 1]),
@@ -357,6 +413,8 @@ mod tests {
             (&[1, 3, 1], &[2, 3, 4]),
             (&[2, 300, 128], &[128]),
             (&[2, 300, 1], &[2, 300, 128]),
+            (&[2, 300, 128], &[1]),
+            (&[1], &[2, 3, 4]),
         ];
         for (sa, sb) in cases {
             let out: Vec<usize> = (0..3)
@@ -378,7 +436,14 @@ mod tests {
                     .collect(),
             };
             let mut o = Buf::zeros(&out);
-            eval_broadcast2(&a, &b, &mut o, |x, y| x - 0.5 * y);
+            eval_broadcast2(&a, &b, &mut o, false, |x, y| x - 0.5 * y);
+            // The fused rounding gives the bits of rounding afterwards (values off the fp16 grid).
+            let mut fused = Buf::zeros(&out);
+            eval_broadcast2(&a, &b, &mut fused, true, |x, y| x - 0.5 * y + 1e-3);
+            for (f, v) in fused.data.iter().zip(&o.data) {
+                let want = half::f16::from_f32(v + 1e-3).to_f32();
+                assert_eq!(f.to_bits(), want.to_bits(), "{sa:?} {sb:?} rounded");
+            }
             let flat = |s: &[usize], [i, j, k]: [usize; 3]| {
                 let pad = 3 - s.len();
                 let idx = [i, j, k];

@@ -3,12 +3,13 @@
 use std::sync::OnceLock;
 
 use half::f16;
-use half::slice::HalfFloatSliceExt;
+
+use super::simd_fp16::{lookup, TABLE_LEN};
 
 use crate::shape::{self, Shape};
 
 /// Elements above which a kernel splits its work across the rayon pool.
-pub const PAR_MIN_ELEMS: usize = 1 << 16;
+pub const PAR_MIN_ELEMS: usize = 1 << 15;
 
 /// Run `f` on matching chunks of `out` (`out_chunk` elements each) and `inp` (`in_chunk` each),
 /// on the rayon pool when `inp` has at least [`PAR_MIN_ELEMS`] elements.
@@ -116,25 +117,18 @@ pub fn for_each_broadcast<const K: usize>(
 /// differences of fp16 numbers nearly always are) read a table of `f32::exp` over all 65,536 fp16
 /// inputs, built once; any other value calls `exp`.
 pub fn exp_in_place(v: &mut [f32]) {
-    static TABLE: OnceLock<Box<[f32]>> = OnceLock::new();
+    static TABLE: OnceLock<Box<[f32; TABLE_LEN]>> = OnceLock::new();
     let table = TABLE.get_or_init(|| {
-        (0..=u16::MAX)
+        let t: Vec<f32> = (0..=u16::MAX)
             .map(|b| f16::from_bits(b).to_f32().exp())
-            .collect()
+            .collect();
+        t.try_into().expect("65,536 entries")
     });
-    let mut bits = [f16::ZERO; 256];
-    let mut back = [0f32; 256];
+    let mut x = [0f32; 256];
     for c in v.chunks_mut(256) {
-        let (h, r) = (&mut bits[..c.len()], &mut back[..c.len()]);
-        h.convert_from_f32_slice(c);
-        h.convert_to_f32_slice(r);
-        for ((o, hb), r) in c.iter_mut().zip(h.iter()).zip(r.iter()) {
-            *o = if r.to_bits() == o.to_bits() {
-                table[hb.to_bits() as usize]
-            } else {
-                o.exp()
-            };
-        }
+        let x = &mut x[..c.len()];
+        x.copy_from_slice(c);
+        lookup(table, x, c, f32::exp);
     }
 }
 

@@ -39,6 +39,7 @@ pub mod pool;
 pub mod rearrange;
 pub mod reduce;
 pub mod resize;
+pub mod simd_fp16;
 mod table;
 pub mod unary;
 

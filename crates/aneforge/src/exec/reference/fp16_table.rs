@@ -5,15 +5,15 @@
 //! (possible only for unrounded constants) take the kernel and the rounding per element.
 
 use half::f16;
-use half::slice::HalfFloatSliceExt;
 
 use crate::ops::kernel::for_chunks;
+use crate::ops::simd_fp16::{lookup, round1, TABLE_LEN};
 use crate::ops::unary::Unary;
 
 /// round_fp16(op(x)) for every fp16 bit pattern x, indexed by the bits.
 pub struct Fp16Table {
     op: Unary,
-    values: Box<[f32]>,
+    values: Box<[f32; TABLE_LEN]>,
 }
 
 /// Whether `op`'s scalar kernel costs enough (a libm call or a polynomial) to be worth a table.
@@ -43,21 +43,19 @@ fn costly(op: Unary) -> bool {
     )
 }
 
-/// Round one value to the nearest fp16 (ties to even), as the executor's rounding pass does.
-fn round1(v: f32) -> f32 {
-    f16::from_f32(v).to_f32()
-}
-
 impl Fp16Table {
     /// The table of `op`, or `None` when its kernel is cheap enough to run directly.
     pub fn new(op: Unary) -> Option<Fp16Table> {
         if !costly(op) {
             return None;
         }
-        let values = (0..=u16::MAX)
+        let values: Vec<f32> = (0..=u16::MAX)
             .map(|bits| round1(op.apply(f16::from_bits(bits).to_f32())))
             .collect();
-        Some(Fp16Table { op, values })
+        Some(Fp16Table {
+            op,
+            values: values.try_into().ok()?,
+        })
     }
 
     /// The op this table evaluates.
@@ -69,18 +67,7 @@ impl Fp16Table {
     pub fn eval(&self, x: &[f32], y: &mut [f32]) {
         const CHUNK: usize = 4096;
         for_chunks(y, CHUNK, x, CHUNK, |yc, xc| {
-            let mut bits = [f16::ZERO; CHUNK];
-            let mut back = [0f32; CHUNK];
-            let (h, b) = (&mut bits[..xc.len()], &mut back[..xc.len()]);
-            h.convert_from_f32_slice(xc);
-            h.convert_to_f32_slice(b);
-            for (((o, &v), &hb), &r) in yc.iter_mut().zip(xc).zip(h.iter()).zip(b.iter()) {
-                *o = if r.to_bits() == v.to_bits() {
-                    self.values[hb.to_bits() as usize]
-                } else {
-                    round1(self.op.apply(v))
-                };
-            }
+            lookup(&self.values, xc, yc, |v| round1(self.op.apply(v)))
         });
     }
 }

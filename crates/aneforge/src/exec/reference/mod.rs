@@ -9,6 +9,7 @@ pub mod handoff;
 mod memory_plan;
 mod packed;
 mod profile;
+mod shared_weight;
 pub mod threads;
 
 use std::path::Path;
@@ -32,6 +33,7 @@ use fp16_table::Fp16Table;
 pub use memory_plan::MemoryReport;
 use memory_plan::{plan_slots, PlanStep};
 use packed::PackedWeight;
+use shared_weight::SharedWeight;
 
 /// The CPU reference executor (always available).
 #[derive(Debug, Default)]
@@ -127,8 +129,12 @@ struct Step {
     table: Option<Arc<Fp16Table>>,
     /// A matmul over a compressed weight kept compressed (see `packed`).
     packed: Option<PackedWeight>,
+    /// A matmul over a dense fp16 weight expanded once per process (see `shared_weight`).
+    shared: Option<SharedWeight>,
     /// A conv whose following elementwise ops run in its output pass (see `conv_epilogue`).
     epilogue: Option<Epilogue>,
+    /// A binary elementwise op whose kernel rounds its fp16 output in its own pass.
+    rounds_in_kernel: bool,
     /// What a profile reports for this step.
     label: OpLabel,
 }
@@ -160,14 +166,7 @@ pub struct RefProgram {
 /// pool for large buffers (each element is rounded on its own, so the split changes no bit).
 pub fn round_to_fp16(data: &mut [f32]) {
     use rayon::prelude::*;
-    let round = |chunk: &mut [f32]| {
-        let mut tmp = [f16::ZERO; 256];
-        for c in chunk.chunks_mut(256) {
-            let t = &mut tmp[..c.len()];
-            t.convert_from_f32_slice(c);
-            t.convert_to_f32_slice(c);
-        }
-    };
+    let round = crate::ops::simd_fp16::round_in_place;
     if data.len() >= PAR_MIN_ELEMS {
         data.par_chunks_mut(PAR_MIN_ELEMS / 4).for_each(round);
     } else {
@@ -205,7 +204,13 @@ impl RefProgram {
         let is_const = |i: usize| matches!(g.nodes[i].op, Op::Const(_) | Op::Constexpr(_));
         // Weights read only by packed matmuls stay in their stored form (no dense copy).
         let mut packed = packed::packed_matmuls(g);
-        let only_packed = packed::only_packed_uses(g, &packed);
+        let mut shared = shared_weight::shared_matmuls(g);
+        let only_shared = shared_weight::only_weight_uses(g, &shared);
+        let only_packed: Vec<bool> = packed::only_packed_uses(g, &packed)
+            .into_iter()
+            .zip(only_shared)
+            .map(|(p, s)| p || s)
+            .collect();
         let mut pinned = vec![false; numel.len()];
         let outputs_v: Vec<usize> = g
             .outputs
@@ -288,6 +293,8 @@ impl RefProgram {
                 )
             });
             let run = chain.as_ref().map_or(i, |c| c.conv);
+            let rounds_in_kernel =
+                matches!(n.op, Op::Binary(_)) && round == [true] && epilogue.is_none();
             steps.push(Step {
                 op: g.nodes[run].op.clone(),
                 ins: ins.iter().map(|&v| slot(v)).collect(),
@@ -295,7 +302,9 @@ impl RefProgram {
                 out_shapes: n.outputs.iter().map(|t| t.shape.clone()).collect(),
                 table: step_table(&n.op, &round, &mut tables).filter(|_| epilogue.is_none()),
                 packed: packed[i].take(),
+                shared: shared[i].take(),
                 epilogue,
+                rounds_in_kernel,
                 label: profile::step_label(g, run),
                 round,
             })
@@ -318,6 +327,11 @@ impl RefProgram {
                 .iter()
                 .filter_map(|s| s.packed.as_ref())
                 .map(PackedWeight::stored_bytes)
+                .sum::<u64>()
+            + steps
+                .iter()
+                .filter_map(|s| s.shared.as_ref())
+                .map(SharedWeight::bytes)
                 .sum::<u64>();
         let mut io_v: Vec<usize> = inputs_v
             .iter()
@@ -401,10 +415,16 @@ fn run_steps(steps: &[Step], bufs: &mut [Buf], timing: &mut Option<Profile>) -> 
             profile::end(timing, span, &step.label);
             continue;
         }
-        if let Some(w) = &step.packed {
+        if step.packed.is_some() || step.shared.is_some() {
             let (i, o) = (step.ins[0], step.outs[0]);
             let mut y = std::mem::take(&mut bufs[o].data);
-            let r = w.matmul(&bufs[i], &mut y);
+            let r = match &step.packed {
+                Some(w) => w.matmul(&bufs[i], &mut y),
+                None => step
+                    .shared
+                    .as_ref()
+                    .map_or(Ok(()), |w| w.matmul(&bufs[i], &mut y)),
+            };
             if step.round[0] {
                 round_to_fp16(&mut y);
             }
@@ -431,13 +451,19 @@ fn run_steps(steps: &[Step], bufs: &mut [Buf], timing: &mut Option<Profile>) -> 
             .epilogue
             .as_ref()
             .map_or(ins.len(), Epilogue::conv_inputs);
-        let r = step.op.family().eval(&ins[..own], &mut outs);
+        let r = match &step.op {
+            Op::Binary(b) if step.rounds_in_kernel => {
+                b.eval_rounded(&ins, &mut outs);
+                Ok(())
+            }
+            op => op.family().eval(&ins[..own], &mut outs),
+        };
         if let (Some(e), true) = (&step.epilogue, r.is_ok()) {
             e.apply(&ins[own..], &mut outs[0]);
         }
         for ((o, b), &round) in step.outs.iter().zip(outs.drain(..)).zip(&step.round) {
             bufs[*o] = b;
-            if round && step.epilogue.is_none() {
+            if round && step.epilogue.is_none() && !step.rounds_in_kernel {
                 round_to_fp16(&mut bufs[*o].data);
             }
         }

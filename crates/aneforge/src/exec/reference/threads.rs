@@ -9,7 +9,7 @@ use std::sync::{Arc, RwLock};
 use crate::error::{Error, Result};
 
 /// Total elements read and written by a program's steps below which it runs on the calling
-/// thread: below it no kernel reaches a parallel threshold (2^16 elements, or 2^20
+/// thread: below it no kernel reaches a parallel threshold (2^15 elements, or 2^20
 /// multiply-adds, which needs well over 4096 operand elements).
 pub const TINY_WORK: usize = 1 << 12;
 

@@ -1,0 +1,221 @@
+//! Dense fp16 matmul weights expanded to f32 once per process, in the layout the GEMM reads
+//! without packing, and shared by every program built from the same constant (e.g. every
+//! sequence bucket of a sentence encoder). A `matmul(x, W, transpose_y = true)` with W a rank-2
+//! fp16 constant [N, K] keeps Wᵀ as a row-major [K, N] f32 array instead of the program's own
+//! [N, K] slot. The `gemm` crate computes Cᵀ = Wᵀᵀ·xᵀ with W as its left operand; stored
+//! [K, N], that operand is already column-major, so the crate skips re-packing the weight on
+//! every call. Packing only copies values: the microkernel's summation order (blocking by
+//! (m, n, k) alone) is unchanged, so results are bit-identical to the [N, K] call. That holds
+//! on the crate's blocked path only; shapes its small-matrix paths take (M or N < 2, K ≤ 2,
+//! M·N ≤ 256) keep the ordinary dense matmul.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+
+use half::f16;
+
+use crate::error::{Error, Result};
+use crate::graph::Graph;
+use crate::ops::gemm::sgemm;
+use crate::ops::io::Const;
+use crate::ops::linear::MatMul;
+use crate::ops::{Buf, Op};
+
+/// Smallest M·N the `gemm` crate runs on its blocked path for these strides (it multiplies
+/// smaller products with a horizontal kernel whose order depends on the layout).
+const MIN_OUTPUT: usize = 16 * 16 + 1;
+
+/// Expanded weights alive in this process, by (content hash, N, K).
+type Cache = HashMap<(u64, usize, usize), Weak<[f32]>>;
+static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
+
+/// Wᵀ of a rank-2 fp16 constant W [N, K] as row-major [K, N] f32, shared between programs.
+#[derive(Clone, Debug)]
+pub struct SharedWeight {
+    wt: Arc<[f32]>,
+    n: usize,
+    k: usize,
+}
+
+/// FNV-1a 64 over the fp16 bit patterns.
+fn content_hash(values: &[f16]) -> u64 {
+    values.iter().fold(0xcbf2_9ce4_8422_2325, |h, v| {
+        (h ^ v.to_bits() as u64).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// Whether `wt` is exactly Wᵀ of `values` (guards the cache against a hash collision).
+fn is_transpose_of(wt: &[f32], values: &[f16], n: usize, k: usize) -> bool {
+    wt.len() == n * k
+        && (0..n).all(|j| {
+            (0..k).all(|p| wt[p * n + j].to_bits() == values[j * k + p].to_f32().to_bits())
+        })
+}
+
+impl SharedWeight {
+    /// The process-wide expansion of `c` (shape [N, K]), made now if no live program holds it.
+    pub fn of(c: &Const) -> SharedWeight {
+        let (n, k) = (c.shape[0], c.shape[1]);
+        let key = (content_hash(&c.values), n, k);
+        let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+        let cache = cache.get_or_insert_with(HashMap::new);
+        if let Some(wt) = cache.get(&key).and_then(Weak::upgrade) {
+            if is_transpose_of(&wt, &c.values, n, k) {
+                return SharedWeight { wt, n, k };
+            }
+        }
+        let mut wt = vec![0f32; n * k];
+        for (j, row) in c.values.chunks_exact(k).enumerate() {
+            for (p, v) in row.iter().enumerate() {
+                wt[p * n + j] = v.to_f32();
+            }
+        }
+        let wt: Arc<[f32]> = wt.into();
+        cache.retain(|_, w| w.strong_count() > 0);
+        cache.insert(key, Arc::downgrade(&wt));
+        SharedWeight { wt, n, k }
+    }
+
+    /// Bytes of the f32 expansion (counted by every program that uses it).
+    pub fn bytes(&self) -> u64 {
+        4 * self.wt.len() as u64
+    }
+
+    /// y [M, N] = x [M, K] @ Wᵀ (f32 accumulation; the caller rounds to fp16). A shape that
+    /// does not fit the weight is a shape error.
+    pub fn matmul(&self, x: &Buf, y: &mut [f32]) -> Result<()> {
+        let (n, k) = (self.n, self.k);
+        let m = match x.shape[..] {
+            [m, kx] if kx == k && y.len() == m * n => m,
+            _ => {
+                return Err(Error::shape(
+                    "matmul",
+                    format!("x {:?} does not fit the weight [{n}, {k}]", x.shape),
+                ))
+            }
+        };
+        sgemm(m, n, k, &x.data, k, 1, &self.wt, n, 1, y, n, false);
+        Ok(())
+    }
+}
+
+/// For each node of `g`, the shared weight when it is a matmul this module runs: `x` rank 2
+/// [M, K], `transpose_x` false, `transpose_y` true, `y` a rank-2 fp16 constant [N, K], with
+/// M ≥ 2, N ≥ 2, K ≥ 3 and M·N > 256 (the `gemm` crate's blocked path, see the module doc).
+pub fn shared_matmuls(g: &Graph) -> Vec<Option<SharedWeight>> {
+    g.nodes
+        .iter()
+        .map(|nd| {
+            let Op::MatMul(MatMul {
+                transpose_x: false,
+                transpose_y: true,
+            }) = nd.op
+            else {
+                return None;
+            };
+            let (x, y) = (nd.inputs.first()?, nd.inputs.get(1)?);
+            let Op::Const(c) = &g.nodes[y.node].op else {
+                return None;
+            };
+            match (&g.ty(*x).shape[..], &c.shape[..]) {
+                (&[m, k], &[n, kw])
+                    if k == kw && m >= 2 && n >= 2 && k >= 3 && m * n >= MIN_OUTPUT =>
+                {
+                    Some(SharedWeight::of(c))
+                }
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// Nodes of `g` that are constants whose every use is a `weights[i]` matmul's weight (input 1)
+/// and that are not graph outputs: their dense value is never needed.
+pub fn only_weight_uses<T>(g: &Graph, weights: &[Option<T>]) -> Vec<bool> {
+    let mut other_use = vec![false; g.nodes.len()];
+    for (i, nd) in g.nodes.iter().enumerate() {
+        for (slot, v) in nd.inputs.iter().enumerate() {
+            if weights[i].is_none() || slot != 1 {
+                other_use[v.node] = true;
+            }
+        }
+    }
+    for (_, v) in &g.outputs {
+        other_use[v.node] = true;
+    }
+    (0..g.nodes.len())
+        .map(|i| matches!(g.nodes[i].op, Op::Constexpr(_) | Op::Const(_)) && !other_use[i])
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::gemm::tests::rand_vec;
+
+    fn fp16_const(shape: [usize; 2], seed: u64) -> Const {
+        let values = rand_vec(shape[0] * shape[1], seed)
+            .iter()
+            .map(|&v| f16::from_f32(v * 3.0))
+            .collect();
+        Const {
+            shape: shape.to_vec(),
+            values: Arc::new(values),
+        }
+    }
+
+    /// The shared [K, N] weight gives the bits of the dense [N, K] `sgemm` call it replaces
+    /// (blocked-path shapes: square, tall, wide, K past one cache block, odd edges), and an
+    /// independent f64 dot product agrees to f32 accuracy.
+    #[test]
+    fn shared_layout_is_bit_identical_to_the_dense_call() {
+        for (m, n, k) in [
+            (128, 384, 384),
+            (128, 1536, 384),
+            (77, 384, 1536),
+            (2, 129, 3),
+            (17, 33, 700),
+            (300, 5, 64),
+        ] {
+            let c = fp16_const([n, k], 7 + m as u64);
+            let w: Vec<f32> = c.values.iter().map(|v| v.to_f32()).collect();
+            let x = Buf {
+                shape: vec![m, k],
+                data: rand_vec(m * k, 3),
+            };
+            let mut dense = vec![0f32; m * n];
+            sgemm(m, n, k, &x.data, k, 1, &w, 1, k, &mut dense, n, false);
+            let mut got = vec![f32::NAN; m * n];
+            SharedWeight::of(&c).matmul(&x, &mut got).unwrap();
+            for (i, (g, d)) in got.iter().zip(&dense).enumerate() {
+                assert_eq!(g.to_bits(), d.to_bits(), "({m}, {n}, {k}) element {i}");
+                let (r, j) = (i / n, i % n);
+                let want: f64 = (0..k)
+                    .map(|p| x.data[r * k + p] as f64 * w[j * k + p] as f64)
+                    .sum();
+                assert!((*g as f64 - want).abs() <= 1e-4 * want.abs().max(1.0));
+            }
+        }
+    }
+
+    /// Two constants with the same values share one expansion; different values do not; a
+    /// wrong x shape is an error, not a panic.
+    #[test]
+    fn equal_constants_share_one_expansion() {
+        let (a, b, other) = (
+            fp16_const([40, 24], 1),
+            fp16_const([40, 24], 1),
+            fp16_const([40, 24], 2),
+        );
+        let (wa, wb, wo) = (
+            SharedWeight::of(&a),
+            SharedWeight::of(&b),
+            SharedWeight::of(&other),
+        );
+        assert!(Arc::ptr_eq(&wa.wt, &wb.wt));
+        assert!(!Arc::ptr_eq(&wa.wt, &wo.wt));
+        assert_eq!(wa.bytes(), 4 * 40 * 24);
+        let x = Buf::zeros(&[3, 23]);
+        assert!(wa.matmul(&x, &mut [0.0; 3 * 40]).is_err());
+    }
+}

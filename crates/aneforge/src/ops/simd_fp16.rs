@@ -1,0 +1,294 @@
+//! fp16 rounding of f32 values in place and lookups in tables indexed by fp16 bit patterns,
+//! 8 lanes at a time with x86-64 F16C (and AVX2 for the lookups) when the CPU has it
+//! (runtime-detected), else one value at a time through the `half` crate: both give the bits of
+//! `half::f16::from_f32(v).to_f32()` (round to nearest even, overflow to ±inf, NaN kept NaN).
+
+use half::f16;
+
+/// Round one value to the nearest fp16 and widen it back (the scalar contract).
+#[inline]
+pub fn round1(v: f32) -> f32 {
+    f16::from_f32(v).to_f32()
+}
+
+/// Round every element of `v` to the nearest fp16 in place (see the module contract).
+pub fn round_in_place(v: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("f16c") && std::arch::is_x86_feature_detected!("avx") {
+        // SAFETY: the features the function is compiled for were just detected.
+        unsafe { round_f16c(v) };
+        return;
+    }
+    v.iter_mut().for_each(|x| *x = round1(*x));
+}
+
+/// [`round_in_place`] with `vcvtps2ph` (round to nearest even) and `vcvtph2ps`, 8 lanes a step;
+/// the tail of fewer than 8 takes [`round1`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx,f16c")]
+unsafe fn round_f16c(v: &mut [f32]) {
+    use std::arch::x86_64::{
+        _mm256_cvtph_ps, _mm256_cvtps_ph, _mm256_loadu_ps, _mm256_storeu_ps,
+        _MM_FROUND_TO_NEAREST_INT,
+    };
+    let mut chunks = v.chunks_exact_mut(8);
+    for c in &mut chunks {
+        // SAFETY: `c` holds exactly 8 f32, read and written unaligned.
+        unsafe {
+            let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_loadu_ps(c.as_ptr()));
+            _mm256_storeu_ps(c.as_mut_ptr(), _mm256_cvtph_ps(h));
+        }
+    }
+    chunks
+        .into_remainder()
+        .iter_mut()
+        .for_each(|x| *x = round1(*x));
+}
+
+/// Entries of a table indexed by fp16 bit pattern.
+pub const TABLE_LEN: usize = 1 << 16;
+
+/// The table entry of `v` when `v` is exactly an fp16 value, else `fallback(v)`.
+#[inline]
+fn lookup1(table: &[f32; TABLE_LEN], v: f32, fallback: &impl Fn(f32) -> f32) -> f32 {
+    let h = f16::from_f32(v);
+    if h.to_f32().to_bits() == v.to_bits() {
+        table[h.to_bits() as usize]
+    } else {
+        fallback(v)
+    }
+}
+
+/// y[i] = table[fp16 bits of x[i]] when x[i] is exactly an fp16 value (same f32 bits after a
+/// round trip), else fallback(x[i]). Panics if `x` and `y` differ in length.
+pub fn lookup(table: &[f32; TABLE_LEN], x: &[f32], y: &mut [f32], fallback: impl Fn(f32) -> f32) {
+    assert_eq!(x.len(), y.len(), "lookup: x and y differ in length");
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("f16c") && std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the features the function is compiled for were just detected.
+        unsafe { lookup_avx2(table, x, y, &fallback) };
+        return;
+    }
+    y.iter_mut()
+        .zip(x)
+        .for_each(|(o, &v)| *o = lookup1(table, v, &fallback));
+}
+
+/// [`lookup`] 8 lanes a step: convert to fp16 and back; when all 8 survive the round trip
+/// gather the 8 entries, else read the entry of each lane that survives and call `fallback` for
+/// the others; the tail takes [`lookup1`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn lookup_avx2(
+    table: &[f32; TABLE_LEN],
+    x: &[f32],
+    y: &mut [f32],
+    fallback: &impl Fn(f32) -> f32,
+) {
+    use std::arch::x86_64::{
+        __m128i, _mm256_castps_si256, _mm256_castsi256_ps, _mm256_cmpeq_epi32,
+        _mm256_cvtepu16_epi32, _mm256_cvtph_ps, _mm256_cvtps_ph, _mm256_i32gather_ps,
+        _mm256_loadu_ps, _mm256_movemask_ps, _mm256_storeu_ps, _mm_storeu_si128,
+        _MM_FROUND_TO_NEAREST_INT,
+    };
+    let (mut xs, mut ys) = (x.chunks_exact(8), y.chunks_exact_mut(8));
+    let mut bits = [0u16; 8];
+    for (xc, yc) in (&mut xs).zip(&mut ys) {
+        // SAFETY: `xc` and `yc` hold exactly 8 f32 and `bits` 8 u16; gather indices are u16
+        // values, inside the 65,536-entry table.
+        let hit = unsafe {
+            let v = _mm256_loadu_ps(xc.as_ptr());
+            let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v);
+            let back = _mm256_cvtph_ps(h);
+            let same = _mm256_cmpeq_epi32(_mm256_castps_si256(back), _mm256_castps_si256(v));
+            let hit = _mm256_movemask_ps(_mm256_castsi256_ps(same));
+            if hit == 0xff {
+                let g = _mm256_i32gather_ps::<4>(table.as_ptr(), _mm256_cvtepu16_epi32(h));
+                _mm256_storeu_ps(yc.as_mut_ptr(), g);
+                continue;
+            }
+            _mm_storeu_si128(bits.as_mut_ptr().cast::<__m128i>(), h);
+            hit
+        };
+        for (lane, (o, &v)) in yc.iter_mut().zip(xc).enumerate() {
+            *o = if (hit >> lane) & 1 == 1 {
+                table[bits[lane] as usize]
+            } else {
+                fallback(v)
+            };
+        }
+    }
+    for (o, &v) in ys.into_remainder().iter_mut().zip(xs.remainder()) {
+        *o = lookup1(table, v, fallback);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bits of `half`'s software conversion (independent of any CPU feature): f32 → f16 → f32.
+    fn soft(v: f32) -> u32 {
+        let h = half_soft_from_f32(v.to_bits());
+        half_soft_to_f32(h)
+    }
+
+    /// IEEE binary32 → binary16, round to nearest even, written from the formats alone.
+    fn half_soft_from_f32(x: u32) -> u16 {
+        let sign = ((x >> 16) & 0x8000) as u16;
+        let exp = ((x >> 23) & 0xff) as i32;
+        let man = x & 0x007f_ffff;
+        if exp == 0xff {
+            // inf stays inf; NaN keeps its top payload bits and is made quiet.
+            return sign
+                | 0x7c00
+                | if man == 0 {
+                    0
+                } else {
+                    0x0200 | (man >> 13) as u16
+                };
+        }
+        // Value = 1.man × 2^(exp−127) (normal) as a 24-bit integer significand.
+        let (sig, e) = if exp == 0 {
+            (man, -126 - 23)
+        } else {
+            (man | 0x0080_0000, exp - 127 - 23)
+        };
+        if sig == 0 {
+            return sign;
+        }
+        // fp16 quantum at this magnitude: 2^-24 for subnormals, else 2^(e16 − 10).
+        let top = 31 - sig.leading_zeros() as i32 + e; // floor(log2 |v|)
+        let q = (top - 10).max(-24);
+        let shift = q - e;
+        let rounded = if shift <= 0 {
+            (sig as u64) << (-shift)
+        } else if shift >= 40 {
+            0
+        } else {
+            let s = sig as u64;
+            let (keep, rest, half) = (s >> shift, s & ((1u64 << shift) - 1), 1u64 << (shift - 1));
+            keep + u64::from(rest > half || (rest == half && keep & 1 == 1))
+        };
+        // value = rounded × 2^q; encode.
+        let mut m = rounded;
+        let mut qe = q;
+        while m >= 2048 {
+            m >>= 1;
+            qe += 1;
+        }
+        if m < 1024 {
+            return sign | m as u16; // subnormal (q = −24)
+        }
+        let e16 = qe + 10 + 15;
+        if e16 >= 31 {
+            return sign | 0x7c00;
+        }
+        sign | ((e16 as u16) << 10) | (m as u16 & 0x3ff)
+    }
+
+    /// IEEE binary16 → binary32 bits (exact).
+    fn half_soft_to_f32(h: u16) -> u32 {
+        let sign = ((h & 0x8000) as u32) << 16;
+        let exp = ((h >> 10) & 0x1f) as u32;
+        let man = (h & 0x3ff) as u32;
+        match (exp, man) {
+            (0, 0) => sign,
+            (0, _) => sign | (((man as f32) * 2f32.powi(-24)).to_bits()),
+            (31, _) => sign | 0x7f80_0000 | (man << 13),
+            _ => sign | ((exp + 112) << 23) | (man << 13),
+        }
+    }
+
+    /// Every fp16 value, its f32 neighbours and exact midpoints, the overflow edge, NaNs with
+    /// payloads, and a million xorshift bit patterns: the fast path, `round1` and an
+    /// independent bit-level conversion agree bit for bit; lengths cover the < 8 tail.
+    #[test]
+    fn rounding_matches_an_independent_conversion() {
+        let mut x: Vec<f32> = Vec::new();
+        for b in 0..=u16::MAX {
+            let v = f16::from_bits(b).to_f32();
+            let bits = v.to_bits();
+            x.extend([
+                v,
+                f32::from_bits(bits.wrapping_add(1)),
+                f32::from_bits(bits.wrapping_sub(1)),
+            ]);
+            x.push(f32::from_bits(bits | 0x1000)); // halfway to the next fp16 (normal range)
+        }
+        x.extend([
+            65504.0f32,
+            65519.99,
+            65520.0,
+            1e-8,
+            -2.98e-8,
+            f32::from_bits(0x7fa0_0001),
+        ]);
+        let mut s = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..1 << 20 {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            x.push(f32::from_bits(s as u32));
+        }
+        for len in [x.len(), 7, 13] {
+            let mut got = x[..len].to_vec();
+            round_in_place(&mut got);
+            for (v, g) in x.iter().zip(&got) {
+                assert_eq!(g.to_bits(), round1(*v).to_bits(), "fast vs half at {v:e}");
+                assert_eq!(
+                    g.to_bits(),
+                    soft(*v),
+                    "fast vs soft at {v:e} ({:#x})",
+                    v.to_bits()
+                );
+            }
+        }
+    }
+
+    /// Every fp16 input (in runs of 8 so the gather path is taken, and mixed with off-grid
+    /// values so the per-element path is too) reads its own entry; off-grid values and NaN
+    /// payloads fp16 cannot hold take the fallback.
+    #[test]
+    fn lookup_reads_the_entry_of_exact_fp16_values_only() {
+        let table: Box<[f32; TABLE_LEN]> = (0..TABLE_LEN)
+            .map(|b| b as f32 + 0.5)
+            .collect::<Vec<_>>()
+            .try_into()
+            .unwrap();
+        let fallback = |v: f32| -(v.to_bits() as f32);
+        let mut x: Vec<f32> = (0..=u16::MAX).map(|b| f16::from_bits(b).to_f32()).collect();
+        let off = [
+            1.000_1f32,
+            -3.300_1,
+            1e-9,
+            70000.5,
+            f32::from_bits(0x7fc0_0001),
+        ];
+        for (i, v) in off.iter().enumerate() {
+            x.insert(1000 * i + 3, *v);
+        }
+        x.extend(off);
+        let mut got = vec![0f32; x.len()];
+        lookup(&table, &x, &mut got, fallback);
+        for (v, g) in x.iter().zip(&got) {
+            let h = f16::from_f32(*v);
+            let want = if h.to_f32().to_bits() == v.to_bits() {
+                h.to_bits() as f32 + 0.5
+            } else {
+                fallback(*v)
+            };
+            assert_eq!(
+                g.to_bits(),
+                want.to_bits(),
+                "x = {v:e} ({:#x})",
+                v.to_bits()
+            );
+        }
+        let hits = got.iter().filter(|g| g.fract() == 0.5).count();
+        assert_eq!(
+            hits, TABLE_LEN,
+            "every fp16 pattern (NaNs included) hits the table"
+        );
+    }
+}
