@@ -130,6 +130,7 @@ impl Builder {
     }
 
     /// A k×k conv (He-scaled uniform weights), "same" padding, optional bias.
+    #[allow(clippy::too_many_arguments)]
     fn conv(
         &mut self,
         x: &str,
