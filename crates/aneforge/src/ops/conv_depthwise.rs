@@ -188,6 +188,21 @@ unsafe fn output_row(
         // SAFETY: the features the function is compiled for were just detected; reads as above.
         return unsafe { x86::output_row(base, offsets, f, bias, row) };
     }
+    // SAFETY: as above.
+    unsafe { output_row_scalar(base, offsets, f, bias, row) }
+}
+
+/// [`output_row`] one column at a time (`mul_add` rounds once, like the vector fma).
+///
+/// # Safety
+/// As [`output_row`].
+unsafe fn output_row_scalar(
+    base: *const f32,
+    offsets: &[usize],
+    f: &[f32],
+    bias: Option<f32>,
+    row: &mut [f32],
+) {
     for (ox, o) in row.iter_mut().enumerate() {
         let x = |t: usize| unsafe { *base.add(offsets[t] + ox) };
         let (mut acc, first) = match bias {
@@ -290,8 +305,9 @@ mod x86 {
 
 #[cfg(test)]
 mod tests {
+    use super::output_row_scalar;
     use crate::ops::conv::Conv;
-    use crate::ops::gemm::tests::rand_vec;
+    use crate::ops::gemm::tests::{assert_close, rand_vec};
     use crate::ops::{Buf, Family};
 
     /// The direct kernel against the im2col + GEMM path, bit for bit, on awkward geometries
@@ -367,6 +383,41 @@ mod tests {
                 bits(&via_gemm[0]),
                 "{xs:?} k {k:?} s {strides:?} pad {pad:?} d {dilations:?}"
             );
+        }
+    }
+
+    /// The scalar fallback gives the vector path's bits (with and without bias, every width
+    /// from a masked tail to two 32-column blocks), against an f64 oracle within fp32 rounding.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn scalar_fallback_matches_the_vector_path() {
+        if !(std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma"))
+        {
+            return;
+        }
+        let s = rand_vec(400, 41);
+        let f = rand_vec(9, 42);
+        let offsets: Vec<usize> = (0..9).map(|t| (t / 3) * 100 + t % 3).collect();
+        for width in [1, 7, 8, 31, 32, 45, 64] {
+            for bias in [None, Some(0.25f32)] {
+                let (mut v, mut c) = (vec![0f32; width], vec![0f32; width]);
+                // SAFETY: the largest read is 2·100 + 2 + 63 < 400; AVX2 and FMA were detected.
+                unsafe {
+                    super::x86::output_row(s.as_ptr(), &offsets, &f, bias, &mut v);
+                    output_row_scalar(s.as_ptr(), &offsets, &f, bias, &mut c);
+                }
+                let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&v), bits(&c), "width {width} bias {bias:?}");
+                let want: Vec<f64> = (0..width)
+                    .map(|ox| {
+                        let taps = offsets.iter().zip(&f);
+                        let sum: f64 = taps.map(|(&o, &w)| s[o + ox] as f64 * w as f64).sum();
+                        sum + bias.unwrap_or(0.0) as f64
+                    })
+                    .collect();
+                assert_close(&c, &want, 1e-5);
+            }
         }
     }
 }
