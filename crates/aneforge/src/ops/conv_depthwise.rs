@@ -1,5 +1,7 @@
-//! Direct depthwise convolution (one filter per channel: groups = Cin = Cout), vectorised over
-//! the output width, with no im2col buffer.
+//! Direct depthwise convolution (one filter per channel: groups = Cin = Cout), with no im2col
+//! buffer: each input plane is copied once into a zero-padded scratch plane whose columns are
+//! split by phase (column mod stride), so every tap of an output row reads a contiguous run;
+//! then branch-free loops over blocks of output columns apply all taps in registers.
 //!
 //! It reproduces the GEMM path bit for bit. There each channel is one `sgemm` with m = 1,
 //! n = H'·W' (≥ 2) and k = kH·kW (≥ 3), which the `gemm` crate runs as a column-major GEMV:
@@ -7,10 +9,13 @@
 //! each later tap in (ky, kx) order, a tap in the padding reading x = 0. This kernel performs
 //! the same operations in the same order (padding taps included, since fma(0, w, −0) is +0).
 
+use std::cell::RefCell;
+
 use rayon::prelude::*;
 
-use super::conv::{tap, window_row};
 use super::kernel::PAR_MIN_ELEMS;
+use crate::error::Result;
+use crate::limits::{exceeded, Limits};
 
 /// Geometry of one depthwise conv: input planes [H, W], kernel [kH, kW], output planes [H', W'].
 #[derive(Clone, Copy, Debug)]
@@ -24,15 +29,51 @@ pub struct Depthwise {
     pub pad: [usize; 4],
 }
 
+thread_local! {
+    /// The padded scratch plane, reused across planes, convs and calls (fully rewritten per plane).
+    static PADDED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Layout of the padded scratch plane: `rows` rows of `stride` phases of `width` columns; padded
+/// column c (input column c − pad_left) lives at phase c mod stride, index c / stride.
+#[derive(Clone, Copy)]
+struct Padded {
+    rows: usize,
+    phases: usize,
+    width: usize,
+}
+
+impl Padded {
+    fn row_len(&self) -> usize {
+        self.phases * self.width
+    }
+    fn len(&self) -> usize {
+        self.rows * self.row_len()
+    }
+}
+
 impl Depthwise {
     /// Whether the GEMM path would take the GEMV this kernel reproduces (k ≥ 3 taps, ≥ 2 outputs).
     pub fn matches_gemv(&self) -> bool {
         self.kernel[0] * self.kernel[1] >= 3 && self.output[0] * self.output[1] >= 2
     }
 
+    /// The scratch layout: the padded rows and columns the outputs read (at most the padded input).
+    fn padded(&self) -> Padded {
+        let span = |a: usize| {
+            (self.output[a] - 1) * self.strides[a] + (self.kernel[a] - 1) * self.dilations[a] + 1
+        };
+        Padded {
+            rows: span(0),
+            phases: self.strides[1],
+            width: span(1).div_ceil(self.strides[1]),
+        }
+    }
+
     /// Run every plane: `x` [planes, H, W], `w` [C, kH, kW], optional `bias` [C], `out`
-    /// [planes, H', W'] fully written; plane i uses filter i mod C. Panics on mismatched lengths.
-    pub fn run(&self, x: &[f32], w: &[f32], bias: Option<&[f32]>, out: &mut [f32]) {
+    /// [planes, H', W'] fully written; plane i uses filter i mod C. Panics on mismatched lengths;
+    /// errors (Resource) when the scratch plane exceeds the memory limits.
+    pub fn run(&self, x: &[f32], w: &[f32], bias: Option<&[f32]>, out: &mut [f32]) -> Result<()> {
         let (hw, taps, p) = (
             self.input[0] * self.input[1],
             self.kernel[0] * self.kernel[1],
@@ -43,81 +84,235 @@ impl Depthwise {
             x.len() / hw == out.len() / p && c > 0 && (x.len() / hw) % c == 0,
             "depthwise: input, filter and output plane counts disagree"
         );
+        let pad = self.padded();
+        let bytes = (pad.len() as u64).saturating_mul(4);
+        Limits::current()?.bytes("conv", "the depthwise padded scratch plane", bytes)?;
+        let offsets = self.tap_offsets(pad);
         let plane = |(i, o): (usize, &mut [f32])| {
             let k = i % c;
             let b = bias.map(|b| b[k]);
-            self.plane(&x[i * hw..(i + 1) * hw], &w[k * taps..(k + 1) * taps], b, o);
+            let (xs, f) = (&x[i * hw..(i + 1) * hw], &w[k * taps..(k + 1) * taps]);
+            PADDED.with_borrow_mut(|s| {
+                if s.len() < pad.len() {
+                    s.try_reserve_exact(pad.len() - s.len()).map_err(|_| {
+                        exceeded(
+                            "conv",
+                            format!("cannot allocate {bytes} bytes of depthwise scratch"),
+                        )
+                    })?;
+                    s.resize(pad.len(), 0.0);
+                }
+                self.fill(xs, pad, &mut s[..pad.len()]);
+                self.plane(&s[..pad.len()], pad, &offsets, f, b, o);
+                Ok(())
+            })
         };
         if out.len() >= PAR_MIN_ELEMS {
-            out.par_chunks_mut(p).enumerate().for_each(plane);
+            out.par_chunks_mut(p).enumerate().try_for_each(plane)
         } else {
-            out.chunks_mut(p).enumerate().for_each(plane);
+            out.chunks_mut(p).enumerate().try_for_each(plane)
         }
     }
 
-    /// One channel: `xs` [H, W] through filter `f` [kH, kW] into `o` [H', W'].
-    fn plane(&self, xs: &[f32], f: &[f32], bias: Option<f32>, o: &mut [f32]) {
-        let ([h, wd], [kh, kw], [_, ow]) = (self.input, self.kernel, self.output);
-        let ([sh, sw], [dh, dw], [pt, _, pl, _]) = (self.strides, self.dilations, self.pad);
-        let mut row = vec![0f32; ow];
-        if let Some(b) = bias {
-            o.fill(b);
-        }
-        for ky in 0..kh {
-            for kx in 0..kw {
-                let wv = f[ky * kw + kx];
-                let first = bias.is_none() && ky == 0 && kx == 0;
-                for (oy, acc) in o.chunks_mut(ow).enumerate() {
-                    match tap(oy, ky, sh, dh, pt, h) {
-                        Some(iy) => window_row(
-                            &xs[iy * wd..(iy + 1) * wd],
-                            [kx * dw, sw, pl],
-                            0.0,
-                            &mut row,
-                        ),
-                        None => row.fill(0.0),
-                    }
-                    if first {
-                        acc.iter_mut().zip(&row).for_each(|(a, &v)| *a = v * wv);
-                    } else {
-                        fma_row(acc, &row, wv);
-                    }
+    /// Offset in the scratch plane of tap (ky, kx) for output (0, 0), taps in (ky, kx) order.
+    fn tap_offsets(&self, pad: Padded) -> Vec<usize> {
+        let ([kh, kw], [dh, dw], sw) = (self.kernel, self.dilations, self.strides[1]);
+        (0..kh * kw)
+            .map(|t| {
+                let c = (t % kw) * dw;
+                (t / kw) * dh * pad.row_len() + (c % sw) * pad.width + c / sw
+            })
+            .collect()
+    }
+
+    /// Copy input plane `xs` [H, W] into the scratch plane `s`, zeros in the padding.
+    fn fill(&self, xs: &[f32], pad: Padded, s: &mut [f32]) {
+        let ([h, w], [pt, _, pl, _], sw) = (self.input, self.pad, self.strides[1]);
+        for (r, row) in s.chunks_mut(pad.row_len()).enumerate() {
+            let Some(src) = r
+                .checked_sub(pt)
+                .filter(|&iy| iy < h)
+                .map(|iy| &xs[iy * w..(iy + 1) * w])
+            else {
+                row.fill(0.0);
+                continue;
+            };
+            for (ph, dst) in row.chunks_mut(pad.width).enumerate() {
+                // Padded column j·sw + ph reads input column j·sw + ph − pl.
+                for (j, d) in dst.iter_mut().enumerate() {
+                    let ix = (j * sw + ph).wrapping_sub(pl);
+                    *d = if ix < w { src[ix] } else { 0.0 };
                 }
+            }
+        }
+    }
+
+    /// One channel from its scratch plane `s` through filter `f` [kH, kW] into `o` [H', W'].
+    fn plane(
+        &self,
+        s: &[f32],
+        pad: Padded,
+        offsets: &[usize],
+        f: &[f32],
+        bias: Option<f32>,
+        o: &mut [f32],
+    ) {
+        let (ow, step) = (self.output[1], self.strides[0] * pad.row_len());
+        // The farthest read is s[(H'−1)·step + max offset + W' − 1]: every read is in bounds.
+        let far = offsets.iter().max().copied().unwrap_or(0);
+        let last = (self.output[0] - 1) * step + far + ow - 1;
+        assert!(
+            last < s.len() && offsets.len() == f.len(),
+            "depthwise: scratch too small"
+        );
+        for (oy, row) in o.chunks_mut(ow).enumerate() {
+            // SAFETY: s[oy·step + offsets[t] + ox] for ox < W' is at most `last`, checked above.
+            unsafe { output_row(s.as_ptr().add(oy * step), offsets, f, bias, row) };
+        }
+    }
+}
+
+/// Output row `row`: row[ox] = (bias or first product) then fma over the taps of `base[offsets[t] + ox]`.
+///
+/// # Safety
+/// `base.add(offsets[t] + ox)` must be readable for every tap t and ox < row.len().
+unsafe fn output_row(
+    base: *const f32,
+    offsets: &[usize],
+    f: &[f32],
+    bias: Option<f32>,
+    row: &mut [f32],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("fma") && std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the features the function is compiled for were just detected; reads as above.
+        return unsafe { x86::output_row(base, offsets, f, bias, row) };
+    }
+    // SAFETY: as above.
+    unsafe { output_row_scalar(base, offsets, f, bias, row) }
+}
+
+/// [`output_row`] one column at a time (`mul_add` rounds once, like the vector fma).
+///
+/// # Safety
+/// As [`output_row`].
+unsafe fn output_row_scalar(
+    base: *const f32,
+    offsets: &[usize],
+    f: &[f32],
+    bias: Option<f32>,
+    row: &mut [f32],
+) {
+    for (ox, o) in row.iter_mut().enumerate() {
+        let x = |t: usize| unsafe { *base.add(offsets[t] + ox) };
+        let (mut acc, first) = match bias {
+            Some(b) => (b, 0),
+            None => (x(0) * f[0], 1),
+        };
+        for (t, &w) in f.iter().enumerate().skip(first) {
+            acc = x(t).mul_add(w, acc);
+        }
+        *o = acc;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    /// Output columns per block: 4 vectors of 8, four independent fma chains.
+    const BLOCK: usize = 32;
+
+    /// [`super::output_row`] with AVX2 + FMA: blocks of 32 columns, then 8, then a masked tail.
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and FMA; reads as in [`super::output_row`].
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn output_row(
+        base: *const f32,
+        offsets: &[usize],
+        f: &[f32],
+        bias: Option<f32>,
+        row: &mut [f32],
+    ) {
+        let n = row.len();
+        let out = row.as_mut_ptr();
+        let mut ox = 0;
+        let all = _mm256_set1_epi32(-1);
+        while ox + BLOCK <= n {
+            block::<4, false>(base.add(ox), offsets, f, bias, out.add(ox), all);
+            ox += BLOCK;
+        }
+        while ox + 8 <= n {
+            block::<1, false>(base.add(ox), offsets, f, bias, out.add(ox), all);
+            ox += 8;
+        }
+        if ox < n {
+            let left = _mm256_set1_epi32((n - ox) as i32);
+            let mask = _mm256_cmpgt_epi32(left, _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+            block::<1, true>(base.add(ox), offsets, f, bias, out.add(ox), mask);
+        }
+    }
+
+    /// V vectors of 8 outputs at `out`; when MASKED, lanes off in `mask` are neither read nor
+    /// written.
+    #[inline(always)]
+    unsafe fn block<const V: usize, const MASKED: bool>(
+        base: *const f32,
+        offsets: &[usize],
+        f: &[f32],
+        bias: Option<f32>,
+        out: *mut f32,
+        mask: __m256i,
+    ) {
+        let load = |t: usize, v: usize| {
+            let p = base.add(offsets[t] + 8 * v);
+            if MASKED {
+                _mm256_maskload_ps(p, mask)
+            } else {
+                _mm256_loadu_ps(p)
+            }
+        };
+        let mut acc = [_mm256_setzero_ps(); V];
+        let first = match bias {
+            Some(b) => {
+                acc = [_mm256_set1_ps(b); V];
+                0
+            }
+            None => {
+                let w = _mm256_set1_ps(f[0]);
+                for (v, a) in acc.iter_mut().enumerate() {
+                    *a = _mm256_mul_ps(load(0, v), w);
+                }
+                1
+            }
+        };
+        for (t, &wt) in f.iter().enumerate().skip(first) {
+            let w = _mm256_set1_ps(wt);
+            for (v, a) in acc.iter_mut().enumerate() {
+                *a = _mm256_fmadd_ps(load(t, v), w, *a);
+            }
+        }
+        for (v, a) in acc.iter().enumerate() {
+            if MASKED {
+                _mm256_maskstore_ps(out.add(8 * v), mask, *a);
+            } else {
+                _mm256_storeu_ps(out.add(8 * v), *a);
             }
         }
     }
 }
 
-/// acc[i] = fma(x[i], w, acc[i]) (one rounding), with FMA instructions when the CPU has them.
-fn fma_row(acc: &mut [f32], x: &[f32], w: f32) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("fma") && std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the features the function is compiled for were just detected.
-        unsafe { fma_row_x86(acc, x, w) };
-        return;
-    }
-    acc.iter_mut()
-        .zip(x)
-        .for_each(|(a, &v)| *a = v.mul_add(w, *a));
-}
-
-/// [`fma_row`] compiled for AVX2 + FMA (the loop vectorises to `vfmadd`).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn fma_row_x86(acc: &mut [f32], x: &[f32], w: f32) {
-    acc.iter_mut()
-        .zip(x)
-        .for_each(|(a, &v)| *a = v.mul_add(w, *a));
-}
-
 #[cfg(test)]
 mod tests {
+    use super::output_row_scalar;
     use crate::ops::conv::Conv;
-    use crate::ops::gemm::tests::rand_vec;
+    use crate::ops::gemm::tests::{assert_close, rand_vec};
     use crate::ops::{Buf, Family};
 
     /// The direct kernel against the im2col + GEMM path, bit for bit, on awkward geometries
-    /// (padding wider than the kernel, strides, dilation, 1-wide outputs, no bias), with
+    /// (padding wider than the kernel, strides up to 3, dilation, 1-wide outputs, every block
+    /// width of the vector loop and masked tails, no bias), with
     /// zeros and signed zeros in the input so the sign of zero sums is exercised.
     #[test]
     fn direct_depthwise_is_bit_identical_to_the_gemm_path() {
@@ -130,7 +325,7 @@ mod tests {
             [usize; 2],
             bool,
         );
-        let cases: [Case; 7] = [
+        let cases: [Case; 9] = [
             ([1, 8, 9, 9], [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], true),
             ([2, 5, 12, 7], [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], false),
             ([1, 6, 15, 15], [5, 5], [2, 2], [2, 2, 2, 2], [1, 1], true),
@@ -138,6 +333,9 @@ mod tests {
             ([1, 4, 7, 1], [3, 1], [1, 1], [1, 1, 0, 0], [1, 1], true),
             ([1, 4, 2, 2], [3, 3], [1, 1], [3, 3, 3, 3], [1, 1], false),
             ([1, 64, 40, 40], [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], false),
+            // Three column phases with dilation; a 60-wide output (blocks of 32, 8 and a tail).
+            ([1, 3, 20, 23], [3, 3], [3, 3], [2, 1, 0, 2], [2, 3], true),
+            ([1, 2, 120, 121], [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], true),
         ];
         for (xs, k, strides, pad, dilations, with_bias) in cases {
             let c = xs[1];
@@ -185,6 +383,41 @@ mod tests {
                 bits(&via_gemm[0]),
                 "{xs:?} k {k:?} s {strides:?} pad {pad:?} d {dilations:?}"
             );
+        }
+    }
+
+    /// The scalar fallback gives the vector path's bits (with and without bias, every width
+    /// from a masked tail to two 32-column blocks), against an f64 oracle within fp32 rounding.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn scalar_fallback_matches_the_vector_path() {
+        if !(std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma"))
+        {
+            return;
+        }
+        let s = rand_vec(400, 41);
+        let f = rand_vec(9, 42);
+        let offsets: Vec<usize> = (0..9).map(|t| (t / 3) * 100 + t % 3).collect();
+        for width in [1, 7, 8, 31, 32, 45, 64] {
+            for bias in [None, Some(0.25f32)] {
+                let (mut v, mut c) = (vec![0f32; width], vec![0f32; width]);
+                // SAFETY: the largest read is 2·100 + 2 + 63 < 400; AVX2 and FMA were detected.
+                unsafe {
+                    super::x86::output_row(s.as_ptr(), &offsets, &f, bias, &mut v);
+                    output_row_scalar(s.as_ptr(), &offsets, &f, bias, &mut c);
+                }
+                let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&v), bits(&c), "width {width} bias {bias:?}");
+                let want: Vec<f64> = (0..width)
+                    .map(|ox| {
+                        let taps = offsets.iter().zip(&f);
+                        let sum: f64 = taps.map(|(&o, &w)| s[o + ox] as f64 * w as f64).sum();
+                        sum + bias.unwrap_or(0.0) as f64
+                    })
+                    .collect();
+                assert_close(&c, &want, 1e-5);
+            }
         }
     }
 }
