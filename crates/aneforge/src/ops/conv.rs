@@ -3,7 +3,7 @@
 //! Also the sliding-window helpers (output size, input taps, MIL window parameters) shared with pooling.
 
 use super::conv_depthwise::Depthwise;
-use super::conv_gemm::{Product, Weight};
+use super::conv_gemm::Product;
 use super::io::expect_fp16;
 use super::{Buf, Family, Op, TensorType};
 use crate::error::{Error, Result};
@@ -297,13 +297,7 @@ impl Conv {
     /// [`Family::eval`] through im2col + one GEMM per (batch, group); every conv but the
     /// depthwise ones that [`Depthwise`] computes directly (with the same bits).
     pub(crate) fn eval_im2col(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
-        self.eval_gemm(ins, Weight::Rows(&ins[1].data), out)
-    }
-
-    /// [`Conv::eval_im2col`] with the weight `w` (the data of `ins[1]`, possibly laid out
-    /// K-major at load); `ins[1]` gives only the weight's shape.
-    pub(crate) fn eval_gemm(&self, ins: &[&Buf], w: Weight, out: &mut [Buf]) -> Result<()> {
-        let x = ins[0];
+        let (x, w) = (ins[0], &ins[1].data);
         let g = self.geometry(&x.shape, &ins[1].shape)?;
         let (cg, cog, p, hw) = (
             g.cin / self.groups,

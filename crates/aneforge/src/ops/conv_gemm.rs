@@ -36,29 +36,6 @@ thread_local! {
     static TILE_OUT: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// How the weight is laid out: as given ([Cout, K] rows) or K-major per group
-/// ([groups][K, Cout/g], see [`k_major`]), which the GEMM reads without packing it for narrow
-/// products.
-#[derive(Clone, Copy)]
-pub enum Weight<'a> {
-    Rows(&'a [f32]),
-    KMajor(&'a [f32]),
-}
-
-/// The weight `w` [Cout, K] (K = Cin/g·kH·kW) laid out K-major per group: [groups][K, Cout/g].
-pub fn k_major(w: &[f32], cout: usize, groups: usize) -> Vec<f32> {
-    let (cog, k) = (cout / groups, w.len() / cout.max(1));
-    let mut t = vec![0.0; w.len()];
-    for (gw, gt) in w.chunks(cog * k).zip(t.chunks_mut(cog * k)) {
-        for (o, row) in gw.chunks(k).enumerate() {
-            for (p, &v) in row.iter().enumerate() {
-                gt[p * cog + o] = v;
-            }
-        }
-    }
-    t
-}
-
 /// One conv product: geometry, strides, dilations and padding.
 pub struct Product {
     /// Input planes [Cin/g, H, W] of one (batch, group).
@@ -141,7 +118,7 @@ impl Product {
     pub fn run(
         &self,
         xs: &[f32],
-        w: Weight,
+        w: &[f32],
         gi: usize,
         out: &mut [f32],
         accumulate: bool,
@@ -150,21 +127,18 @@ impl Product {
         let tiles = self.tile_rows(threads);
         let ([_, h, wd], [_, ow], m, k) = (self.input, self.output, self.cog, self.depth());
         let p = self.output[0] * ow;
-        // The weight of group gi as the GEMM's A: (data, row stride, column stride).
-        let (a, a_rs, a_cs) = match w {
-            Weight::Rows(w) => (&w[gi * m * k..(gi + 1) * m * k], k, 1),
-            Weight::KMajor(w) => (&w[gi * m * k..(gi + 1) * m * k], 1, m),
-        };
+        // The weight of group gi [m, k], the GEMM's A.
+        let a = &w[gi * m * k..(gi + 1) * m * k];
         let tile = |rows: &Range<usize>, c: &mut [f32], c_rs: usize, acc: bool, par: bool| {
             let n = rows.len() * ow;
             if self.direct() {
                 let b = &xs[rows.start * ow..];
-                sgemm_with(par, m, n, k, a, a_rs, a_cs, b, h * wd, 1, c, c_rs, acc);
+                sgemm_with(par, m, n, k, a, k, 1, b, h * wd, 1, c, c_rs, acc);
                 return Ok(());
             }
             with_scratch(&COLS, k * n, "the im2col scratch", |col| {
                 self.im2col(xs, rows.clone(), col, par);
-                sgemm_with(par, m, n, k, a, a_rs, a_cs, col, n, 1, c, c_rs, acc);
+                sgemm_with(par, m, n, k, a, k, 1, col, n, 1, c, c_rs, acc);
             })
         };
         if tiles.len() == 1 || threads == 1 || m * k * p < PAR_MIN_MACS {
@@ -293,8 +267,7 @@ mod tests {
         }
     }
 
-    /// Tiled products, in order on one thread and in parallel on two, with the weight as given
-    /// and K-major, give every bit of the untiled product: narrow (m ≤ 64) and wide products,
+    /// Tiled products, in order on one thread and in parallel on two, give every bit of the untiled product: narrow (m ≤ 64) and wide products,
     /// 1×1 direct ones, strides, padding, dilation, groups, batch 2, with and without bias.
     #[test]
     fn tiles_and_threads_change_no_bit() {
@@ -394,23 +367,19 @@ mod tests {
             let shape = c.infer(&types).unwrap().remove(0).shape;
             let mut want = Buf::zeros(&shape);
             whole(&c, &x, &w, with_bias.then_some(&b), &mut want.data);
-            let kmajor = k_major(&w.data, ws[0], groups);
             for threads in [1, 2] {
                 let pool = rayon::ThreadPoolBuilder::new()
                     .num_threads(threads)
                     .build()
                     .unwrap();
-                for weight in [Weight::Rows(&w.data), Weight::KMajor(&kmajor)] {
-                    let mut got = [Buf::zeros(&shape)];
-                    pool.install(|| c.eval_gemm(&ins, weight, &mut got))
-                        .unwrap();
-                    let bits = |b: &Buf| b.data.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-                    assert_eq!(
-                        bits(&got[0]),
-                        bits(&want),
-                        "{xs:?} {ws:?} threads {threads}"
-                    );
-                }
+                let mut got = [Buf::zeros(&shape)];
+                pool.install(|| c.eval_im2col(&ins, &mut got)).unwrap();
+                let bits = |b: &Buf| b.data.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    bits(&got[0]),
+                    bits(&want),
+                    "{xs:?} {ws:?} threads {threads}"
+                );
             }
         }
     }
