@@ -103,7 +103,9 @@ def section(runs, rounds, base=None, names=tuple(MODELS)):
     for _ in range(rounds):
         for b, d in builds:
             for t in (1, 2):
-                per.setdefault((b, t), []).append(child_json(["--worker", str(t), "--runs", str(runs), "--models", ",".join(names)], t, d))
+                per.setdefault((b, t), []).append(
+                    child_json(["--worker", str(t), "--runs", str(runs), "--models", ",".join(names)], t, d)
+                )
     res = {k: {m: [median([r[m][i] for r in v]) for i in range(4)] for m in names} for k, v in per.items()}
     rows = [
         "| model | build | threads | aneforge wall | ORT wall | wall ratio | aneforge CPU | ORT CPU | CPU ratio |",
