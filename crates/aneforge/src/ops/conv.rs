@@ -2,12 +2,9 @@
 //! the weight is baked (`conv2d`) or a graph tensor (`dynamic_conv`, batch 1).
 //! Also the sliding-window helpers (output size, input taps, MIL window parameters) shared with pooling.
 
-use rayon::prelude::*;
-
 use super::conv_depthwise::Depthwise;
-use super::gemm::sgemm;
+use super::conv_gemm::Product;
 use super::io::expect_fp16;
-use super::kernel::PAR_MIN_ELEMS;
 use super::{Buf, Family, Op, TensorType};
 use crate::error::{Error, Result};
 use crate::mil::{Literal, MilArgs, MilOp};
@@ -239,32 +236,6 @@ impl Conv {
             ow,
         })
     }
-
-    /// Gather one group's input planes `xs` [Cg, H, W] into `col` [Cg·kH·kW, H'·W'] (zeros in the padding).
-    fn im2col(&self, g: &Geom, xs: &[f32], col: &mut [f32]) {
-        let ([sh, sw], [dh, dw], [pt, _, pl, _]) = (self.strides, self.dilations, self.pad);
-        let fill = |(r, row): (usize, &mut [f32])| {
-            let (c, ky, kx) = (r / (g.kh * g.kw), r / g.kw % g.kh, r % g.kw);
-            let plane = &xs[c * g.h * g.w..(c + 1) * g.h * g.w];
-            for (oy, orow) in row.chunks_mut(g.ow).enumerate() {
-                match tap(oy, ky, sh, dh, pt, g.h) {
-                    Some(iy) => window_row(
-                        &plane[iy * g.w..(iy + 1) * g.w],
-                        [kx * dw, sw, pl],
-                        0.0,
-                        orow,
-                    ),
-                    None => orow.fill(0.0),
-                }
-            }
-        };
-        let p = g.oh * g.ow;
-        if col.len() >= PAR_MIN_ELEMS {
-            col.par_chunks_mut(p).enumerate().for_each(fill);
-        } else {
-            col.chunks_mut(p).enumerate().for_each(fill);
-        }
-    }
 }
 
 impl Family for Conv {
@@ -325,9 +296,14 @@ impl Conv {
     /// [`Family::eval`] through im2col + one GEMM per (batch, group); every conv but the
     /// depthwise ones that [`Depthwise`] computes directly (with the same bits).
     pub(crate) fn eval_im2col(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
-        let (x, w) = (ins[0], ins[1]);
-        let g = self.geometry(&x.shape, &w.shape)?;
-        let (p, kk) = (g.oh * g.ow, g.cin / self.groups * g.kh * g.kw);
+        let (x, w) = (ins[0], &ins[1].data);
+        let g = self.geometry(&x.shape, &ins[1].shape)?;
+        let (cg, cog, p, hw) = (
+            g.cin / self.groups,
+            g.cout / self.groups,
+            g.oh * g.ow,
+            g.h * g.w,
+        );
         let od = &mut out[0].data;
         // The bias initialises each output plane; the GEMM then accumulates onto it.
         if let Some(b) = ins.get(2) {
@@ -335,79 +311,24 @@ impl Conv {
                 .zip(b.data.iter().cycle())
                 .for_each(|(plane, &v)| plane.fill(v));
         }
-        let direct = g.kh == 1 && g.kw == 1 && self.strides == [1, 1] && self.pad == [0; 4];
-        SCRATCH.with_borrow_mut(|col| {
-            if !direct && col.len() < kk * p {
-                // Scratch sized by user shapes: capped and allocated fallibly (a typed error, not an abort).
-                let need = kk * p;
-                let bytes = (need as u64).saturating_mul(4);
-                crate::limits::Limits::current()?.bytes(MIL_NAME, "the im2col scratch", bytes)?;
-                col.try_reserve_exact(need - col.len()).map_err(|_| {
-                    crate::limits::exceeded(
-                        MIL_NAME,
-                        format!("cannot allocate {bytes} bytes of im2col scratch"),
-                    )
-                })?;
-                col.resize(need, 0.0);
-            }
-            self.run_groups(&g, x, w, od, col, direct, ins.len() == 3);
-            Ok(())
-        })
-    }
-}
-
-thread_local! {
-    /// im2col scratch, reused across convs and calls (every element is rewritten before use).
-    static SCRATCH: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-impl Conv {
-    /// One GEMM per (batch, group): weight [Cout/g, K] × columns [K, H'·W'] (+)= output planes.
-    #[allow(clippy::too_many_arguments)]
-    fn run_groups(
-        &self,
-        g: &Geom,
-        x: &Buf,
-        w: &Buf,
-        od: &mut [f32],
-        col: &mut [f32],
-        direct: bool,
-        has_bias: bool,
-    ) {
-        let (cg, cog, p, hw) = (
-            g.cin / self.groups,
-            g.cout / self.groups,
-            g.oh * g.ow,
-            g.h * g.w,
-        );
-        let kk = cg * g.kh * g.kw;
+        let product = Product {
+            input: [cg, g.h, g.w],
+            kernel: [g.kh, g.kw],
+            output: [g.oh, g.ow],
+            strides: self.strides,
+            dilations: self.dilations,
+            pad: self.pad,
+            cog,
+        };
         for b in 0..g.n {
             for gi in 0..self.groups {
                 let xo = (b * g.cin + gi * cg) * hw;
-                let xs = &x.data[xo..xo + cg * hw];
-                let src = if direct {
-                    xs
-                } else {
-                    self.im2col(g, xs, &mut col[..kk * p]);
-                    &col[..kk * p]
-                };
                 let oo = (b * g.cout + gi * cog) * p;
-                sgemm(
-                    cog,
-                    p,
-                    kk,
-                    &w.data[gi * cog * kk..],
-                    kk,
-                    1,
-                    src,
-                    p,
-                    1,
-                    &mut od[oo..oo + cog * p],
-                    p,
-                    has_bias,
-                );
+                let (xs, os) = (&x.data[xo..xo + cg * hw], &mut od[oo..oo + cog * p]);
+                product.run(xs, w, gi, os, ins.len() == 3)?;
             }
         }
+        Ok(())
     }
 }
 

@@ -23,6 +23,29 @@ pub fn sgemm(
     c_rs: usize,
     accumulate: bool,
 ) {
+    sgemm_with(
+        true, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, accumulate,
+    );
+}
+
+/// [`sgemm`], on the rayon pool above [`PAR_MIN_MACS`] only when `parallel` (callers that split
+/// the work across threads themselves pass false); the thread count changes no bit.
+#[allow(clippy::too_many_arguments)]
+pub fn sgemm_with(
+    parallel: bool,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[f32],
+    a_rs: usize,
+    a_cs: usize,
+    b: &[f32],
+    b_rs: usize,
+    b_cs: usize,
+    c: &mut [f32],
+    c_rs: usize,
+    accumulate: bool,
+) {
     if m == 0 || n == 0 {
         return;
     }
@@ -63,7 +86,7 @@ pub fn sgemm(
     // Strides of unit axes are never applied; normalise them so every stride fits in isize
     // (a used stride times its extent is below a slice length, hence below isize::MAX).
     let st = |extent: usize, s: usize| if extent == 1 { 1 } else { s as isize };
-    let par = if m.saturating_mul(n).saturating_mul(k) >= PAR_MIN_MACS {
+    let par = if parallel && m.saturating_mul(n).saturating_mul(k) >= PAR_MIN_MACS {
         Parallelism::Rayon(rayon::current_num_threads())
     } else {
         Parallelism::None

@@ -8,6 +8,7 @@ pub mod channel;
 pub mod constexpr;
 pub mod conv;
 pub mod conv_depthwise;
+pub mod conv_gemm;
 pub mod conv_transpose;
 pub mod einsum;
 pub mod elementwise;

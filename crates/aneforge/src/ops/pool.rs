@@ -1,6 +1,6 @@
 //! Max and average pooling over the last two axes of NCHW tensors.
 
-use super::conv::{ints, take_custom_pad, take_sizes, tap, window_output, window_row};
+use super::conv::{ints, take_custom_pad, take_sizes, tap, window_output};
 use super::io::{expect_fp16, expect_inputs};
 use super::kernel::for_chunks;
 use super::table::mil_kinds;
@@ -72,22 +72,49 @@ impl Pool {
     }
 
     /// Max-pool one [H, W] plane into `out` [H', W'], one output row at a time over the taps in
-    /// (ky, kx) order: the same max chain per element as [`Pool::plane`], since a tap in the
-    /// padding reads −inf and max(a, −inf) = a.
+    /// (ky, kx) order: the same max chain per element as [`Pool::plane`] (a tap in the padding
+    /// is skipped, as max(a, −inf) = a). Each input row is first split into its `sW` column
+    /// phases (x[i·sW + r] for phase r), so every tap reads one contiguous run of a phase.
     fn max_plane(&self, x: &[f32], [h, w]: [usize; 2], out: &mut [f32], ow: usize) {
+        let sw = self.strides[1];
+        // Phase r of row iy: phases[(iy·sW + r)·wp ..][..len(r)], len(r) = ⌈(W − r) / sW⌉.
+        let wp = w.div_ceil(sw);
+        if sw == 1 {
+            return self.max_rows(x, [h, w, wp], out, ow);
+        }
+        PHASES.with_borrow_mut(|ph| {
+            // Every slot a tap reads is written here (unread tail slots keep stale values).
+            ph.resize(h * sw * wp, 0.0);
+            for (row, dst) in x.chunks(w).zip(ph.chunks_mut(sw * wp)) {
+                for (i, &v) in row.iter().enumerate() {
+                    dst[(i % sw) * wp + i / sw] = v;
+                }
+            }
+            self.max_rows(ph, [h, w, wp], out, ow)
+        })
+    }
+
+    /// The output rows of [`Pool::max_plane`] from the column phases `phases` of the plane.
+    fn max_rows(&self, phases: &[f32], [h, w, wp]: [usize; 3], out: &mut [f32], ow: usize) {
         let ([kh, kw], [sh, sw], [pt, _, pl, _]) = (self.kernel, self.strides, self.pad);
-        let mut row = vec![0f32; ow];
         for (oy, acc) in out.chunks_mut(ow).enumerate() {
             acc.fill(f32::NEG_INFINITY);
             for iy in (0..kh).filter_map(|ky| tap(oy, ky, sh, 1, pt, h)) {
                 for kx in 0..kw {
-                    window_row(
-                        &x[iy * w..(iy + 1) * w],
-                        [kx, sw, pl],
-                        f32::NEG_INFINITY,
-                        &mut row,
+                    // Input column ox·sW + kx − pL = (ox + shift)·sW + r.
+                    let off = kx as isize - pl as isize;
+                    let (r, shift) = (
+                        off.rem_euclid(sw as isize) as usize,
+                        off.div_euclid(sw as isize),
                     );
-                    acc.iter_mut().zip(&row).for_each(|(a, &e)| *a = a.max(e));
+                    let len = (w - r.min(w)).div_ceil(sw) as isize;
+                    let lo = (-shift).clamp(0, ow as isize) as usize;
+                    let hi = (len - shift).clamp(lo as isize, ow as isize) as usize;
+                    if lo < hi {
+                        let first = ((iy * sw + r) * wp) as isize + lo as isize + shift;
+                        let first = first as usize;
+                        max_into(&mut acc[lo..hi], &phases[first..first + hi - lo]);
+                    }
                 }
             }
         }
@@ -161,6 +188,29 @@ impl Family for Pool {
         );
         Ok(())
     }
+}
+
+thread_local! {
+    /// Column phases of one plane for strided max-pooling, reused across planes and calls.
+    static PHASES: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// acc[i] = max(acc[i], x[i]) (exact), with AVX2 when the CPU has it.
+fn max_into(acc: &mut [f32], x: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the feature the function is compiled for was just detected.
+        unsafe { max_into_avx2(acc, x) };
+        return;
+    }
+    acc.iter_mut().zip(x).for_each(|(a, &v)| *a = a.max(v));
+}
+
+/// [`max_into`] compiled for AVX2 (the loop vectorises to `vmaxps`).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn max_into_avx2(acc: &mut [f32], x: &[f32]) {
+    acc.iter_mut().zip(x).for_each(|(a, &v)| *a = a.max(v));
 }
 
 /// Parse `max_pool` / `avg_pool`.
@@ -271,6 +321,58 @@ mod tests {
                 p.eval(&[&x], &mut out).unwrap();
                 assert_close(&out[0].data, &naive(&p, xs, &x.data), 1e-6);
             }
+        }
+    }
+
+    /// Max-pooling keeps the per-element chain max(…max(max(−inf, t0), t1)…) over the taps in
+    /// (ky, kx) order bit for bit (signed zeros and NaNs in the input), for strides 1–3.
+    #[test]
+    fn max_pool_is_the_tap_order_chain_bit_for_bit() {
+        let cases = [
+            ([1, 3, 9, 11], [3, 3], [2, 2], [1, 1, 1, 1]),
+            ([2, 2, 8, 13], [3, 2], [3, 3], [2, 0, 1, 1]),
+            ([1, 2, 5, 4], [2, 3], [1, 1], [0, 1, 2, 0]),
+            ([1, 1, 3, 2], [3, 3], [1, 3], [1, 1, 2, 2]),
+        ];
+        for (xs, k, s, pad) in cases {
+            let p = pool(PoolKind::Max, k, s, pad);
+            let mut xd = rand_vec(xs.iter().product(), 41);
+            for (i, v) in xd.iter_mut().enumerate() {
+                match i % 7 {
+                    0 => *v = 0.0,
+                    3 => *v = -0.0,
+                    5 => *v = f32::NAN,
+                    _ => {}
+                }
+            }
+            let x = Buf {
+                shape: xs.to_vec(),
+                data: xd,
+            };
+            let shape = p.infer(&[TensorType::fp16(xs.to_vec())]).unwrap()[0]
+                .shape
+                .clone();
+            let mut out = [Buf::zeros(&shape)];
+            p.eval(&[&x], &mut out).unwrap();
+            let ([h, w], [oh, ow]) = ([xs[2], xs[3]], [shape[2], shape[3]]);
+            let mut want = Vec::new();
+            for plane in x.data.chunks(h * w) {
+                for (oy, ox) in (0..oh).flat_map(|oy| (0..ow).map(move |ox| (oy, ox))) {
+                    let mut m = f32::NEG_INFINITY;
+                    for (ky, kx) in (0..k[0]).flat_map(|ky| (0..k[1]).map(move |kx| (ky, kx))) {
+                        let iy = (oy * s[0] + ky).checked_sub(pad[0]).filter(|&i| i < h);
+                        let ix = (ox * s[1] + kx).checked_sub(pad[2]).filter(|&i| i < w);
+                        let e = match (iy, ix) {
+                            (Some(iy), Some(ix)) => plane[iy * w + ix],
+                            _ => f32::NEG_INFINITY,
+                        };
+                        m = m.max(e);
+                    }
+                    want.push(m.to_bits());
+                }
+            }
+            let got: Vec<u32> = out[0].data.iter().map(|v| v.to_bits()).collect();
+            assert_eq!(got, want, "{xs:?} k {k:?} s {s:?} pad {pad:?}");
         }
     }
 

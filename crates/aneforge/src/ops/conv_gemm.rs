@@ -1,0 +1,418 @@
+//! The GEMM path of `conv`: per (batch, group) one product weight [Cout/g, K] × columns
+//! [K, H'·W'] (K = Cin/g·kH·kW), cut into tiles of whole output rows. A tile's im2col columns
+//! are written into a reused scratch and read by its GEMM while still in cache, and tiles run
+//! on the rayon pool (each GEMM on one thread) when the conv is large enough.
+//!
+//! Bits: a tile is a column block of the same product, and the `gemm` crate computes every
+//! output element as one fused multiply-add chain over K in depth blocks whose size depends only
+//! on K, unless the call takes one of its small-size paths (m or n ≤ 1, k ≤ 2, or m and n both
+//! ≤ 64). [`tile_rows`] cuts only when every tile takes the same path as the whole product,
+//! so the result is the same bit for bit whatever the tiling and the thread count.
+
+use std::cell::RefCell;
+use std::ops::Range;
+
+use rayon::prelude::*;
+
+use super::conv::{tap, window_row};
+use super::gemm::{sgemm_with, PAR_MIN_MACS};
+use super::kernel::PAR_MIN_ELEMS;
+use crate::error::Result;
+
+/// im2col elements per tile aimed at (512 KiB of f32: a tile's columns stay in L2).
+const TILE_ELEMS: usize = 1 << 17;
+
+/// Fewest output columns per tile (smaller ones re-pack the weight too often per multiply-add).
+const MIN_TILE_COLS: usize = 128;
+
+/// The `gemm` crate's bound below which it may pick a different depth blocking (m, n ≤ 64).
+const GEMM_SMALL: usize = 64;
+
+thread_local! {
+    /// im2col columns of one tile, reused across tiles, convs and calls (every element read is
+    /// written first).
+    static COLS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    /// Outputs of the tiles of one product when tiles run in parallel (scattered afterwards).
+    static TILE_OUT: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// One conv product: geometry, strides, dilations and padding.
+pub struct Product {
+    /// Input planes [Cin/g, H, W] of one (batch, group).
+    pub input: [usize; 3],
+    pub kernel: [usize; 2],
+    pub output: [usize; 2],
+    pub strides: [usize; 2],
+    pub dilations: [usize; 2],
+    /// Padding (top, bottom, left, right).
+    pub pad: [usize; 4],
+    /// Output channels of one group (the GEMM's m).
+    pub cog: usize,
+}
+
+impl Product {
+    /// Whether the input is the GEMM operand itself (1×1 kernel, stride 1, no padding).
+    fn direct(&self) -> bool {
+        self.kernel == [1, 1] && self.strides == [1, 1] && self.pad == [0; 4]
+    }
+
+    /// K, the GEMM depth.
+    fn depth(&self) -> usize {
+        self.input[0] * self.kernel[0] * self.kernel[1]
+    }
+
+    /// Output rows of each tile for `threads` threads: one tile (the whole product) unless
+    /// every tile takes the same `gemm` path as the whole (see the module doc).
+    fn tile_rows(&self, threads: usize) -> Vec<Range<usize>> {
+        let ([oh, ow], m, k) = (self.output, self.cog, self.depth());
+        let cols = |rows: usize| rows * ow;
+        let whole = std::iter::once(0..oh).collect();
+        let parallel = threads > 1 && m * k * oh * ow >= PAR_MIN_MACS;
+        // Sequential direct products gain nothing from tiles (no im2col to keep in cache).
+        if m < 2 || k <= 2 || (self.direct() && !parallel) {
+            return whole;
+        }
+        let want = (TILE_ELEMS / k).max(MIN_TILE_COLS).div_ceil(ow.max(1));
+        let mut n = oh.div_ceil(want.max(1));
+        if parallel {
+            n = n.max(threads).div_ceil(threads) * threads;
+        }
+        // Fewest rows in a tile of n balanced tiles is ⌊oh / n⌋; shrink n until those fit.
+        let fits = |n: usize| {
+            let c = cols(oh / n);
+            c >= 2 && (m > GEMM_SMALL || c > GEMM_SMALL)
+        };
+        while n > 1 && !fits(n) {
+            n -= 1;
+        }
+        (0..n).map(|t| oh * t / n..oh * (t + 1) / n).collect()
+    }
+
+    /// Write the im2col columns of output rows `rows` from `xs` [Cin/g, H, W] into `col`
+    /// [K, rows·W'] (zeros in the padding), on the rayon pool when `par` and the tile is large.
+    fn im2col(&self, xs: &[f32], rows: Range<usize>, col: &mut [f32], par: bool) {
+        let ([_, h, w], [kh, kw], [_, ow]) = (self.input, self.kernel, self.output);
+        let ([sh, sw], [dh, dw], [pt, _, pl, _]) = (self.strides, self.dilations, self.pad);
+        let n = rows.len() * ow;
+        let fill = |(r, crow): (usize, &mut [f32])| {
+            let (c, ky, kx) = (r / (kh * kw), r / kw % kh, r % kw);
+            let plane = &xs[c * h * w..(c + 1) * h * w];
+            for (oy, orow) in rows.clone().zip(crow.chunks_mut(ow)) {
+                match tap(oy, ky, sh, dh, pt, h) {
+                    Some(iy) => {
+                        window_row(&plane[iy * w..(iy + 1) * w], [kx * dw, sw, pl], 0.0, orow)
+                    }
+                    None => orow.fill(0.0),
+                }
+            }
+        };
+        if par && col.len() >= PAR_MIN_ELEMS {
+            col.par_chunks_mut(n).enumerate().for_each(fill);
+        } else {
+            col.chunks_mut(n).enumerate().for_each(fill);
+        }
+    }
+
+    /// out [Cout/g, H'·W'] (+)= weight × columns of `xs` for group `gi` (`accumulate`: out holds
+    /// the bias), tile by tile.
+    pub fn run(
+        &self,
+        xs: &[f32],
+        w: &[f32],
+        gi: usize,
+        out: &mut [f32],
+        accumulate: bool,
+    ) -> Result<()> {
+        let threads = rayon::current_num_threads();
+        let tiles = self.tile_rows(threads);
+        let ([_, h, wd], [_, ow], m, k) = (self.input, self.output, self.cog, self.depth());
+        let p = self.output[0] * ow;
+        // The weight of group gi [m, k], the GEMM's A.
+        let a = &w[gi * m * k..(gi + 1) * m * k];
+        let tile = |rows: &Range<usize>, c: &mut [f32], c_rs: usize, acc: bool, par: bool| {
+            let n = rows.len() * ow;
+            if self.direct() {
+                let b = &xs[rows.start * ow..];
+                sgemm_with(par, m, n, k, a, k, 1, b, h * wd, 1, c, c_rs, acc);
+                return Ok(());
+            }
+            with_scratch(&COLS, k * n, "the im2col scratch", |col| {
+                self.im2col(xs, rows.clone(), col, par);
+                sgemm_with(par, m, n, k, a, k, 1, col, n, 1, c, c_rs, acc);
+            })
+        };
+        if tiles.len() == 1 || threads == 1 || m * k * p < PAR_MIN_MACS {
+            // One thread per product (tiles in order, each written in place), or the whole
+            // product at once with the `gemm` crate's own threads.
+            let par = tiles.len() == 1;
+            for rows in &tiles {
+                tile(rows, &mut out[rows.start * ow..], p, accumulate, par)?;
+            }
+            return Ok(());
+        }
+        // Tiles in parallel, each into its own block [m, tile columns], then scattered.
+        let most = tiles.iter().map(|r| r.len() * ow).max().unwrap_or(0);
+        with_scratch(
+            &TILE_OUT,
+            tiles.len() * m * most,
+            "the conv tile outputs",
+            |blocks| {
+                blocks
+                    .par_chunks_mut(m * most)
+                    .zip(&tiles)
+                    .map(|(block, rows)| {
+                        let n = rows.len() * ow;
+                        let block = &mut block[..m * n];
+                        if accumulate {
+                            for (brow, orow) in block.chunks_mut(n).zip(out.chunks(p)) {
+                                brow.copy_from_slice(&orow[rows.start * ow..rows.end * ow]);
+                            }
+                        }
+                        tile(rows, block, n, accumulate, false)
+                    })
+                    .collect::<Result<()>>()?;
+                out.par_chunks_mut(p).enumerate().for_each(|(i, orow)| {
+                    for (block, rows) in blocks.chunks(m * most).zip(&tiles) {
+                        let n = rows.len() * ow;
+                        orow[rows.start * ow..rows.end * ow]
+                            .copy_from_slice(&block[i * n..(i + 1) * n]);
+                    }
+                });
+                Ok(())
+            },
+        )?
+    }
+}
+
+/// Run `f` on the first `len` elements of the thread's scratch `cell`, grown (capped by the
+/// limits and allocated fallibly: a typed error, not an abort) when too short.
+fn with_scratch<R>(
+    cell: &'static std::thread::LocalKey<RefCell<Vec<f32>>>,
+    len: usize,
+    what: &str,
+    f: impl FnOnce(&mut [f32]) -> R,
+) -> Result<R> {
+    cell.with_borrow_mut(|v| {
+        if v.len() < len {
+            let bytes = (len as u64).saturating_mul(4);
+            crate::limits::Limits::current()?.bytes(super::conv::MIL_NAME, what, bytes)?;
+            v.try_reserve_exact(len - v.len()).map_err(|_| {
+                crate::limits::exceeded(
+                    super::conv::MIL_NAME,
+                    format!("cannot allocate {bytes} bytes of {what}"),
+                )
+            })?;
+            v.resize(len, 0.0);
+        }
+        Ok(f(&mut v[..len]))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::conv::Conv;
+    use crate::ops::gemm::sgemm;
+    use crate::ops::gemm::tests::rand_vec;
+    use crate::ops::{Buf, Family, TensorType};
+
+    /// The untiled product: the whole im2col matrix (built here, directly from the definition)
+    /// times the weight in one `sgemm` call per (batch, group), as before tiling.
+    fn whole(c: &Conv, x: &Buf, w: &Buf, bias: Option<&Buf>, out: &mut [f32]) {
+        let ([n, cin, h, wd], [cout, cg, kh, kw]) = (
+            <[usize; 4]>::try_from(&x.shape[..]).unwrap(),
+            <[usize; 4]>::try_from(&w.shape[..]).unwrap(),
+        );
+        let ([sh, sw], [dh, dw], [pt, _, pl, _]) = (c.strides, c.dilations, c.pad);
+        let (oh, ow) = (
+            (h + c.pad[0] + c.pad[1] - dh * (kh - 1) - 1) / sh + 1,
+            (wd + c.pad[2] + c.pad[3] - dw * (kw - 1) - 1) / sw + 1,
+        );
+        let (p, k, cog) = (oh * ow, cg * kh * kw, cout / c.groups);
+        if let Some(b) = bias {
+            for (plane, &v) in out.chunks_mut(p).zip(b.data.iter().cycle()) {
+                plane.fill(v);
+            }
+        }
+        for b in 0..n {
+            for gi in 0..c.groups {
+                let mut col = vec![0f32; k * p];
+                for (r, row) in col.chunks_mut(p).enumerate() {
+                    let (ci, ky, kx) = (gi * cg + r / (kh * kw), r / kw % kh, r % kw);
+                    for (j, v) in row.iter_mut().enumerate() {
+                        let iy = (j / ow * sh + ky * dh).checked_sub(pt).filter(|&i| i < h);
+                        let ix = (j % ow * sw + kx * dw).checked_sub(pl).filter(|&i| i < wd);
+                        if let (Some(iy), Some(ix)) = (iy, ix) {
+                            *v = x.data[((b * cin + ci) * h + iy) * wd + ix];
+                        }
+                    }
+                }
+                let o = (b * cout + gi * cog) * p;
+                let a = &w.data[gi * cog * k..];
+                sgemm(
+                    cog,
+                    p,
+                    k,
+                    a,
+                    k,
+                    1,
+                    &col,
+                    p,
+                    1,
+                    &mut out[o..o + cog * p],
+                    p,
+                    bias.is_some(),
+                );
+            }
+        }
+    }
+
+    /// Tiled products, in order on one thread and in parallel on two, give every bit of the untiled product: narrow (m ≤ 64) and wide products,
+    /// 1×1 direct ones, strides, padding, dilation, groups, batch 2, with and without bias.
+    #[test]
+    fn tiles_and_threads_change_no_bit() {
+        // (x shape, weight shape, strides, pad, dilations, groups, bias)
+        type Case = (
+            [usize; 4],
+            [usize; 4],
+            [usize; 2],
+            [usize; 4],
+            [usize; 2],
+            usize,
+            bool,
+        );
+        let cases: [Case; 6] = [
+            (
+                [1, 16, 40, 40],
+                [32, 16, 3, 3],
+                [1, 1],
+                [1, 1, 1, 1],
+                [1, 1],
+                1,
+                true,
+            ),
+            (
+                [2, 8, 33, 29],
+                [96, 8, 3, 3],
+                [2, 2],
+                [1, 0, 2, 1],
+                [1, 1],
+                1,
+                false,
+            ),
+            (
+                [1, 64, 30, 30],
+                [80, 64, 1, 1],
+                [1, 1],
+                [0; 4],
+                [1, 1],
+                1,
+                true,
+            ),
+            (
+                [1, 12, 24, 24],
+                [24, 6, 3, 3],
+                [1, 1],
+                [2, 2, 2, 2],
+                [2, 2],
+                2,
+                true,
+            ),
+            (
+                [1, 128, 9, 9],
+                [130, 128, 3, 3],
+                [1, 1],
+                [1, 1, 1, 1],
+                [1, 1],
+                1,
+                false,
+            ),
+            (
+                [1, 3, 70, 70],
+                [16, 3, 7, 7],
+                [2, 2],
+                [3, 3, 3, 3],
+                [1, 1],
+                1,
+                true,
+            ),
+        ];
+        for (xs, ws, strides, pad, dilations, groups, with_bias) in cases {
+            let c = Conv {
+                strides,
+                pad,
+                dilations,
+                groups,
+            };
+            let x = Buf {
+                shape: xs.to_vec(),
+                data: rand_vec(xs.iter().product(), 51),
+            };
+            let w = Buf {
+                shape: ws.to_vec(),
+                data: rand_vec(ws.iter().product(), 52),
+            };
+            let b = Buf {
+                shape: vec![ws[0]],
+                data: rand_vec(ws[0], 53),
+            };
+            let mut ins = vec![&x, &w];
+            if with_bias {
+                ins.push(&b);
+            }
+            let types: Vec<_> = ins
+                .iter()
+                .map(|b| TensorType::fp16(b.shape.clone()))
+                .collect();
+            let shape = c.infer(&types).unwrap().remove(0).shape;
+            let mut want = Buf::zeros(&shape);
+            whole(&c, &x, &w, with_bias.then_some(&b), &mut want.data);
+            for threads in [1, 2] {
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .unwrap();
+                let mut got = [Buf::zeros(&shape)];
+                pool.install(|| c.eval_im2col(&ins, &mut got)).unwrap();
+                let bits = |b: &Buf| b.data.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    bits(&got[0]),
+                    bits(&want),
+                    "{xs:?} {ws:?} threads {threads}"
+                );
+            }
+        }
+    }
+
+    /// The tile plan: several tiles for a large im2col product, a multiple of the threads when
+    /// parallel, never a tile the `gemm` crate would run on another path, one tile when small.
+    #[test]
+    fn tile_plan_respects_the_gemm_paths() {
+        let product = |cin: usize, k: usize, out: usize, cog: usize| Product {
+            input: [cin, out, out],
+            kernel: [k, k],
+            output: [out, out],
+            strides: [1, 1],
+            dilations: [1, 1],
+            pad: [k / 2; 4],
+            cog,
+        };
+        // One tile covering all `oh` rows.
+        let one_tile = |t: Vec<Range<usize>>, oh: usize| t.len() == 1 && t[0] == (0..oh);
+        let big = product(64, 3, 56, 64).tile_rows(1);
+        assert!(big.len() > 4, "{big:?}");
+        assert_eq!(big.iter().map(Range::len).sum::<usize>(), 56);
+        assert_eq!(product(64, 3, 56, 64).tile_rows(2).len() % 2, 0);
+        // m = 64: every tile keeps more than 64 columns, and a 64-column product stays whole.
+        for rows in product(64, 3, 12, 64).tile_rows(2) {
+            assert!(rows.len() * 12 > GEMM_SMALL, "{rows:?}");
+        }
+        assert!(one_tile(product(64, 3, 8, 64).tile_rows(2), 8));
+        // m > 64: 7×7 outputs split for two threads, not for one.
+        assert_eq!(product(512, 3, 7, 512).tile_rows(2).len(), 2);
+        assert!(one_tile(product(512, 3, 7, 512).tile_rows(1), 7));
+        // 1×1 direct: one tile on one thread.
+        assert!(one_tile(product(64, 1, 56, 256).tile_rows(1), 56));
+        assert!(one_tile(product(1, 3, 56, 1).tile_rows(2), 56));
+    }
+}
