@@ -18,8 +18,6 @@ use crate::ops::constexpr::Codes;
 
 /// Elements per GGUF legacy block (the only block size this kernel takes).
 pub const BLOCK: usize = 32;
-/// Largest M that takes this kernel (packed.rs's switch): every M, decode and prefill alike.
-pub const MAX_ROWS: usize = usize::MAX;
 /// x rows per register tile (one dequantized weight block feeds this many accumulators).
 const TILE: usize = 8;
 /// Weight elements × rows above which weight rows are split across the rayon pool.
