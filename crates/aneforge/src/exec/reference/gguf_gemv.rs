@@ -314,7 +314,10 @@ mod tests {
         let (mut df, mut of) = (vec![0f32; k / BLOCK], vec![0f32; k / BLOCK]);
         d[..k / BLOCK].convert_to_f32_slice(&mut df);
         o[..k / BLOCK].convert_to_f32_slice(&mut of);
-        let signed: Vec<i8> = q[..k].iter().map(|&v| v as i8 * 9 - 60).collect();
+        let signed: Vec<i8> = q[..k]
+            .iter()
+            .map(|&v| (i16::from(v) * 17 - 128) as i8)
+            .collect();
         let packed = Packed::pack(BlobType::Uint4, q[..k].iter().copied());
         for (codes, x) in [
             (RowCodes::Uint4(&packed.bytes()[..k / 2]), &xp[..]),
