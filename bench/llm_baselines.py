@@ -4,7 +4,8 @@ by transformers' own loader) and llama.cpp (llama-cpp-python, the same GGUF), on
 on the same token ids. Each runtime runs in its own process so its peak RSS is its own.
 
 Usage: PYTHON bench/llm_baselines.py {transformers|llama_cpp} MODEL.gguf IDS_JSON NEW_TOKENS RUNS
-prints one JSON object: prefill tok/s, decode tok/s (medians), peak RSS in MB, version.
+prints one JSON object: prefill and decode tok/s by wall and by process CPU time (medians), peak
+RSS in MB, version.
 """
 
 import json
@@ -17,6 +18,13 @@ import time
 os.environ["OMP_NUM_THREADS"] = "1"
 
 
+def timed(fn):
+    """(wall s, process CPU s) of fn()."""
+    t, c = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - t, time.process_time() - c
+
+
 def transformers_run(path, ids, new_tokens, runs):
     import torch
     import transformers
@@ -27,37 +35,53 @@ def transformers_run(path, ids, new_tokens, runs):
     )
     model.eval()
     prefill, decode = [], []
+    state = {}
+
+    def first():
+        out = model(torch.tensor([ids]), use_cache=True)
+        state["past"], state["next"] = out.past_key_values, int(out.logits[0, -1].argmax())
+
+    def steps():
+        for _ in range(new_tokens):
+            out = model(torch.tensor([[state["next"]]]), past_key_values=state["past"], use_cache=True)
+            state["past"], state["next"] = out.past_key_values, int(out.logits[0, -1].argmax())
+
     with torch.inference_mode():
         for _ in range(runs):
-            x = torch.tensor([ids])
-            t = time.perf_counter()
-            out = model(x, use_cache=True)
-            prefill.append(len(ids) / (time.perf_counter() - t))
-            past, nxt = out.past_key_values, int(out.logits[0, -1].argmax())
-            t = time.perf_counter()
-            for _ in range(new_tokens):
-                out = model(torch.tensor([[nxt]]), past_key_values=past, use_cache=True)
-                past, nxt = out.past_key_values, int(out.logits[0, -1].argmax())
-            decode.append(new_tokens / (time.perf_counter() - t))
+            prefill.append(timed(first))
+            decode.append(timed(steps))
     return prefill, decode, f"transformers {transformers.__version__}, torch {torch.__version__}"
 
 
 def llama_cpp_run(path, ids, new_tokens, runs):
     import llama_cpp
+    import llama_cpp.llama_cpp as capi
     import numpy as np
 
+    # Without extra buffer types (weight repacking): on this VM the AMX repack of a native
+    # build crashes in ggml_backend_amx_mul_mat.
+    defaults = capi.llama_model_default_params
+
+    def model_params():
+        p = defaults()
+        p.use_extra_bufts = False
+        return p
+
+    capi.llama_model_default_params = model_params
     llm = llama_cpp.Llama(model_path=path, n_ctx=256, n_threads=1, n_threads_batch=1, n_batch=256, verbose=False)
     prefill, decode = [], []
+
+    def greedy():
+        return int(np.argmax(np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),))))
+
+    def steps():
+        for _ in range(new_tokens):
+            llm.eval([greedy()])
+
     for _ in range(runs):
         llm.reset()
-        t = time.perf_counter()
-        llm.eval(ids)
-        prefill.append(len(ids) / (time.perf_counter() - t))
-        t = time.perf_counter()
-        for _ in range(new_tokens):
-            nxt = int(np.argmax(llm.scores[llm.n_tokens - 1]))
-            llm.eval([nxt])
-        decode.append(new_tokens / (time.perf_counter() - t))
+        prefill.append(timed(lambda: llm.eval(ids)))
+        decode.append(timed(steps))
     return prefill, decode, f"llama-cpp-python {llama_cpp.__version__}"
 
 
@@ -67,16 +91,20 @@ def main():
     run = {"transformers": transformers_run, "llama_cpp": llama_cpp_run}[which]
     prefill, decode, version = run(path, ids, int(new_tokens), int(runs))
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(
-        json.dumps(
-            {
-                "prefill": statistics.median(prefill),
-                "decode": statistics.median(decode),
-                "rss_mb": rss,
-                "version": version,
-            }
-        )
-    )
+
+    def rate(count, times, i):
+        return count / statistics.median(t[i] for t in times)
+
+    n, steps = len(ids), int(new_tokens)
+    result = {
+        "prefill": rate(n, prefill, 0),
+        "prefill_cpu": rate(n, prefill, 1),
+        "decode": rate(steps, decode, 0),
+        "decode_cpu": rate(steps, decode, 1),
+        "rss_mb": rss,
+        "version": version,
+    }
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

@@ -1,24 +1,28 @@
-//! Fused dequant-GEMV for GGUF block weights (the `gguf` constexpr encoding, made only by the
-//! LLM loader) at small M (decode steps): y[m, r] = Σ_b (d[r, b] · Σ_j x[m, bj] · q[r, bj] plus
-//! o[r, b] · Σ_j x[m, bj]), reading the int8 / 4-bit codes straight from the stored blocks and
-//! accumulating in f32 (8 lanes per block, blocks in order). Contract change against expanding
-//! the weight to fp16 and calling `sgemm`: the weights are the exact GGUF values d·q + m (not
-//! rounded to fp16) and the summation order differs; ARCHITECTURE.md gives the measured
-//! difference on SmolLM2 logits. x86-64 runs the AVX2+FMA build of the same loop when the CPU
-//! has it (else the portable build); rows split across the rayon pool above [`PAR_MIN_WORK`].
+//! Fused dequant-GEMM for GGUF block weights (the `gguf` constexpr encoding, made only by the
+//! LLM loader) at every M (decode steps M = 1, prefill M = the bucket): y[i, r] = Σ_j x[i, j] ·
+//! w[r, j] with w = d · q + m, the exact GGUF value (not rounded to fp16), made in f32 from the
+//! stored int8 / 4-bit codes block by block and never stored. Summation contract, the same for
+//! the AVX2+FMA+F16C kernel (`gguf_gemv_avx2.rs`) and the portable one (bit-identical): element
+//! j of a 32-block (4-bit codes: the block's even elements, then its odd ones) goes to lane
+//! j mod 8 of an 8-lane f32 accumulator by fused multiply-add, blocks in order, and the lanes
+//! are added as ((a0+a4)+(a2+a6))+((a1+a5)+(a3+a7)); each (i, r) is therefore independent of M,
+//! of the tiling and of the thread count. Contract change against expanding the weight to fp16
+//! and calling `sgemm`: other weights (unrounded) and another summation order; ARCHITECTURE.md
+//! and BENCHMARKS.md give the measured difference on SmolLM2 logits against float64.
 
+use half::f16;
+use half::slice::HalfFloatSliceExt;
 use rayon::prelude::*;
 
 use crate::ops::constexpr::Codes;
-use half::f16;
 
 /// Elements per GGUF legacy block (the only block size this kernel takes).
 pub const BLOCK: usize = 32;
-/// Largest M that takes this kernel (larger ones expand the weight once and call `sgemm`).
-pub const MAX_ROWS: usize = 8;
+/// x rows per register tile (one dequantized weight block feeds this many accumulators).
+const TILE: usize = 8;
 /// Weight elements × rows above which weight rows are split across the rayon pool.
 const PAR_MIN_WORK: usize = 1 << 20;
-/// Weight rows per parallel task.
+/// Weight rows per task (a task's weights stay in L2 while every x tile runs over them).
 const ROWS_PER_TASK: usize = 64;
 
 /// A rank-2 [n, k] GGUF block weight: codes, one scale and optional offset per 32-block.
@@ -30,135 +34,161 @@ pub struct BlockWeight<'a> {
     pub offset: Option<&'a [f16]>,
 }
 
-/// One x row prepared for the kernel: values (for uint4 codes, each block reordered as its
-/// even then its odd elements, the order of low then high nibbles) and per-block sums.
-struct PreparedRow {
-    x: Vec<f32>,
-    sums: Vec<f32>,
+/// One weight row as the kernels read it: codes of `d.len()` blocks, their f32 scales and
+/// offsets (zeros when the format has none).
+#[derive(Clone, Copy)]
+pub(super) struct Row<'a> {
+    pub codes: RowCodes<'a>,
+    pub d: &'a [f32],
+    pub o: &'a [f32],
 }
 
-fn prepare(x: &[f32], uint4: bool) -> PreparedRow {
-    let x = if uint4 {
-        let mut p = vec![0f32; x.len()];
-        for (dst, src) in p.chunks_exact_mut(BLOCK).zip(x.chunks_exact(BLOCK)) {
-            for t in 0..BLOCK / 2 {
-                dst[t] = src[2 * t];
-                dst[BLOCK / 2 + t] = src[2 * t + 1];
+/// A row's codes: 32 signed bytes per block, or 16 bytes per block holding element 2t in the
+/// low nibble and 2t + 1 in the high nibble of byte t.
+#[derive(Clone, Copy)]
+pub(super) enum RowCodes<'a> {
+    Int8(&'a [i8]),
+    Uint4(&'a [u8]),
+}
+
+/// The contract's final lane sum (what the AVX2 kernel's horizontal add computes).
+#[inline(always)]
+pub(super) fn hsum(a: [f32; 8]) -> f32 {
+    ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]))
+}
+
+/// x rows of a block weight in kernel order: each 32-block of a 4-bit weight's x reordered as its
+/// even then its odd elements (the order of low then high nibbles), int8 ones as they are.
+fn prepare(x: &[f32], uint4: bool) -> Vec<f32> {
+    if !uint4 {
+        return x.to_vec();
+    }
+    let mut p = vec![0f32; x.len()];
+    for (dst, src) in p.chunks_exact_mut(BLOCK).zip(x.chunks_exact(BLOCK)) {
+        for t in 0..BLOCK / 2 {
+            dst[t] = src[2 * t];
+            dst[BLOCK / 2 + t] = src[2 * t + 1];
+        }
+    }
+    p
+}
+
+/// Portable kernel: the dot products of `row` with the R x rows `x` (each ≥ blocks·32 long),
+/// under the module's summation contract.
+fn tile_portable<const R: usize>(row: Row, x: [&[f32]; R]) -> [f32; R] {
+    let mut acc = [[0f32; 8]; R];
+    let mut w = [0f32; BLOCK];
+    for (b, (&d, &o)) in row.d.iter().zip(row.o).enumerate() {
+        // d·q is exact in f32 (11-bit scale × ≤ 8-bit code), so d·q + o has the one rounding
+        // of the AVX2 kernel's fused multiply-add.
+        match row.codes {
+            RowCodes::Int8(q) => {
+                for (w, &q) in w.iter_mut().zip(&q[b * BLOCK..(b + 1) * BLOCK]) {
+                    *w = d * f32::from(q) + o;
+                }
+            }
+            RowCodes::Uint4(p) => {
+                let p = &p[b * BLOCK / 2..(b + 1) * BLOCK / 2];
+                for (t, &byte) in p.iter().enumerate() {
+                    w[t] = d * f32::from(byte & 15) + o;
+                    w[BLOCK / 2 + t] = d * f32::from(byte >> 4) + o;
+                }
             }
         }
-        p
-    } else {
-        x.to_vec()
-    };
-    let sums = x.chunks_exact(BLOCK).map(|b| b.iter().sum()).collect();
-    PreparedRow { x, sums }
+        for (a, xr) in acc.iter_mut().zip(&x) {
+            let xb = &xr[b * BLOCK..(b + 1) * BLOCK];
+            for (xc, wc) in xb.chunks_exact(8).zip(w.chunks_exact(8)) {
+                for l in 0..8 {
+                    a[l] = xc[l].mul_add(wc[l], a[l]);
+                }
+            }
+        }
+    }
+    acc.map(hsum)
+}
+
+/// The dot products of `row` with the R x rows `x`: the AVX2 kernel when the CPU has AVX2 and
+/// FMA, else the portable one (same bits).
+#[inline]
+fn tile<const R: usize>(row: Row, x: [&[f32]; R]) -> [f32; R] {
+    #[cfg(target_arch = "x86_64")]
+    if super::gguf_gemv_avx2::available() {
+        return super::gguf_gemv_avx2::tile(row, x);
+    }
+    tile_portable(row, x)
+}
+
+/// Row r's dot products with the x rows from `x` ([m, k], kernel order) into `out` [m], tiles of
+/// [`TILE`] rows then 4, 2, 1 for the rest.
+fn row_products(row: Row, x: &[f32], k: usize, out: &mut [f32]) {
+    let rows: Vec<&[f32]> = x.chunks_exact(k).collect();
+    let mut i = 0;
+    while i < rows.len() {
+        let left = rows.len() - i;
+        let r = &rows[i..];
+        let step = if left >= TILE {
+            out[i..i + TILE].copy_from_slice(&tile::<TILE>(row, std::array::from_fn(|t| r[t])));
+            TILE
+        } else if left >= 4 {
+            out[i..i + 4].copy_from_slice(&tile::<4>(row, std::array::from_fn(|t| r[t])));
+            4
+        } else if left >= 2 {
+            out[i..i + 2].copy_from_slice(&tile::<2>(row, [r[0], r[1]]));
+            2
+        } else {
+            out[i] = tile::<1>(row, [r[0]])[0];
+            1
+        };
+        i += step;
+    }
 }
 
 impl BlockWeight<'_> {
-    /// y [m, n] = x [m, k] @ Wᵀ for m ≤ [`MAX_ROWS`] (k a multiple of [`BLOCK`]; the caller checks).
+    /// y [m, n] = x [m, k] @ Wᵀ for any m (k a multiple of [`BLOCK`] and the payload sizes
+    /// matching n, k: the caller's constexpr guarantees both; violations panic in slicing,
+    /// never read out of bounds).
     pub fn gemm(&self, x: &[f32], m: usize, y: &mut [f32]) {
+        let (n, k) = (self.n, self.k);
+        if m == 0 || n == 0 {
+            return;
+        }
+        let blocks = k / BLOCK;
         let uint4 = matches!(self.codes, Codes::Uint4(_));
-        let rows: Vec<PreparedRow> = x.chunks_exact(self.k).map(|r| prepare(r, uint4)).collect();
+        let xp = prepare(&x[..m * k], uint4);
         // Results as [n, m] (weight row major) so row tasks own contiguous output.
-        let mut yt = vec![0f32; self.n * m];
+        let mut yt = vec![0f32; n * m];
         let task = |(t, out): (usize, &mut [f32])| {
-            let first = t * ROWS_PER_TASK;
-            self.rows(&rows, first, out);
+            let (mut d, mut o) = (vec![0f32; blocks], vec![0f32; blocks]);
+            for (i, out) in out.chunks_exact_mut(m).enumerate() {
+                let r = t * ROWS_PER_TASK + i;
+                let span = r * blocks..(r + 1) * blocks;
+                self.scale[span.clone()].convert_to_f32_slice(&mut d);
+                if let Some(off) = self.offset {
+                    off[span].convert_to_f32_slice(&mut o);
+                }
+                let codes = match self.codes {
+                    Codes::Int8(q) => RowCodes::Int8(&q[r * k..(r + 1) * k]),
+                    Codes::Uint4(p) => RowCodes::Uint4(&p.bytes()[r * k / 2..(r + 1) * k / 2]),
+                };
+                let row = Row {
+                    codes,
+                    d: &d,
+                    o: &o,
+                };
+                row_products(row, &xp, k, out);
+            }
         };
-        if self.n * self.k * m >= PAR_MIN_WORK && rayon::current_num_threads() > 1 {
-            yt.par_chunks_mut(ROWS_PER_TASK * m)
-                .enumerate()
-                .for_each(task);
+        if n * k * m >= PAR_MIN_WORK && rayon::current_num_threads() > 1 {
+            (yt.par_chunks_mut(ROWS_PER_TASK * m).enumerate()).for_each(task);
         } else {
             yt.chunks_mut(ROWS_PER_TASK * m).enumerate().for_each(task);
         }
         for (r, v) in yt.chunks_exact(m).enumerate() {
             for (i, &v) in v.iter().enumerate() {
-                y[i * self.n + r] = v;
+                y[i * n + r] = v;
             }
         }
     }
-
-    /// Weight rows first.. into `out` ([rows, m]).
-    fn rows(&self, x: &[PreparedRow], first: usize, out: &mut [f32]) {
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
-            // SAFETY: the CPU has the features the function is compiled for.
-            return unsafe { self.rows_avx2(x, first, out) };
-        }
-        self.rows_portable(x, first, out)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn rows_avx2(&self, x: &[PreparedRow], first: usize, out: &mut [f32]) {
-        self.rows_portable(x, first, out)
-    }
-
-    #[inline(always)]
-    fn rows_portable(&self, x: &[PreparedRow], first: usize, out: &mut [f32]) {
-        let blocks = self.k / BLOCK;
-        let m = x.len();
-        for (i, o) in out.chunks_exact_mut(m).enumerate() {
-            let r = first + i;
-            let scale = &self.scale[r * blocks..(r + 1) * blocks];
-            let offset = self.offset.map(|o| &o[r * blocks..(r + 1) * blocks]);
-            for (o, xr) in o.iter_mut().zip(x) {
-                let mut acc = 0f32;
-                for b in 0..blocks {
-                    let xb: &[f32; BLOCK] = xr.x[b * BLOCK..(b + 1) * BLOCK].try_into().unwrap();
-                    let dot = match self.codes {
-                        Codes::Int8(q) => {
-                            let at = (r * blocks + b) * BLOCK;
-                            dot_i8(xb, q[at..at + BLOCK].try_into().unwrap())
-                        }
-                        Codes::Uint4(p) => {
-                            let at = (r * blocks + b) * BLOCK / 2;
-                            dot_u4(xb, p.bytes()[at..at + BLOCK / 2].try_into().unwrap())
-                        }
-                    };
-                    acc += scale[b].to_f32() * dot;
-                    if let Some(off) = offset {
-                        acc += off[b].to_f32() * xr.sums[b];
-                    }
-                }
-                *o = acc;
-            }
-        }
-    }
-}
-
-/// Horizontal sum of 8 lanes.
-#[inline(always)]
-fn hsum(a: [f32; 8]) -> f32 {
-    ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]))
-}
-
-/// Σ x[j] · q[j] over one block of int8 codes (8 lanes).
-#[inline(always)]
-fn dot_i8(x: &[f32; BLOCK], q: &[i8; BLOCK]) -> f32 {
-    let mut acc = [0f32; 8];
-    for c in 0..BLOCK / 8 {
-        for l in 0..8 {
-            acc[l] += x[c * 8 + l] * f32::from(q[c * 8 + l]);
-        }
-    }
-    hsum(acc)
-}
-
-/// Σ x[j] · q[j] over one block of uint4 codes (16 bytes, element 2t in the low nibble of byte
-/// t); `x` is the block reordered as its even then its odd elements.
-#[inline(always)]
-fn dot_u4(x: &[f32; BLOCK], q: &[u8; BLOCK / 2]) -> f32 {
-    let mut acc = [0f32; 8];
-    for c in 0..2 {
-        for l in 0..8 {
-            let b = q[c * 8 + l];
-            acc[l] += x[c * 8 + l] * f32::from(b & 15) + x[16 + c * 8 + l] * f32::from(b >> 4);
-        }
-    }
-    hsum(acc)
 }
 
 #[cfg(test)]
@@ -190,14 +220,17 @@ mod tests {
         y
     }
 
-    #[test]
-    fn fused_products_match_float64_for_both_code_kinds() {
-        let (n, k, m) = (70, 96, 3);
-        let mut seed = 5u32;
-        let mut next = || {
+    /// A seeded linear congruential stream.
+    fn stream(mut seed: u32) -> impl FnMut() -> u32 {
+        move || {
             seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12345);
             seed >> 8
-        };
+        }
+    }
+
+    /// Random (codes 0..16, scales, offsets, x) for an [n, k] weight and m rows.
+    fn case(n: usize, k: usize, m: usize) -> (Vec<u8>, Vec<f16>, Vec<f16>, Vec<f32>) {
+        let mut next = stream(5);
         let q: Vec<u8> = (0..n * k).map(|_| (next() % 16) as u8).collect();
         let d: Vec<f16> = (0..n * k / BLOCK)
             .map(|_| f16::from_f32((next() % 1000) as f32 / 4000.0 - 0.12))
@@ -208,6 +241,14 @@ mod tests {
         let x: Vec<f32> = (0..m * k)
             .map(|_| (next() % 2000) as f32 / 1000.0 - 1.0)
             .collect();
+        (q, d, o, x)
+    }
+
+    #[test]
+    fn fused_products_match_float64_for_both_code_kinds_and_every_tile_size() {
+        // m = 15 runs tiles of 8, 4, 2 and 1 rows; n = 70 leaves a partial row task.
+        let (n, k, m) = (70, 96, 15);
+        let (q, d, o, x) = case(n, k, m);
         let uint4 = Codes::Uint4(Packed::pack(BlobType::Uint4, q.iter().copied()));
         let int8 = Codes::Int8(Arc::new(q.iter().map(|&v| v as i8 - 8).collect()));
         let dims = (m, n, k);
@@ -221,6 +262,11 @@ mod tests {
                 &int8,
                 None,
                 oracle(&x, dims, &|i| f64::from(q[i] as i8 - 8), &d, None),
+            ),
+            (
+                &int8,
+                Some(o.as_slice()),
+                oracle(&x, dims, &|i| f64::from(q[i] as i8 - 8), &d, Some(&o)),
             ),
         ];
         for (codes, offset, want) in cases {
@@ -239,6 +285,52 @@ mod tests {
                     "{g} vs {e}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn each_row_is_bit_identical_whatever_m_and_whichever_kernel() {
+        let (n, k, m) = (33, 160, 13);
+        let (q, d, o, x) = case(n, k, m);
+        let uint4 = Codes::Uint4(Packed::pack(BlobType::Uint4, q.iter().copied()));
+        let w = BlockWeight {
+            n,
+            k,
+            codes: &uint4,
+            scale: &d,
+            offset: Some(&o),
+        };
+        let mut all = vec![0f32; m * n];
+        w.gemm(&x, m, &mut all);
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        for (i, want) in all.chunks_exact(n).enumerate() {
+            let mut one = vec![0f32; n];
+            w.gemm(&x[i * k..(i + 1) * k], 1, &mut one);
+            assert_eq!(bits(&one), bits(want), "row {i}");
+        }
+        // The portable kernel gives the AVX2 kernel's bits (both code kinds).
+        let xp = prepare(&x[..k], true);
+        let xi = &x[..k];
+        let (mut df, mut of) = (vec![0f32; k / BLOCK], vec![0f32; k / BLOCK]);
+        d[..k / BLOCK].convert_to_f32_slice(&mut df);
+        o[..k / BLOCK].convert_to_f32_slice(&mut of);
+        let signed: Vec<i8> = q[..k]
+            .iter()
+            .map(|&v| (i16::from(v) * 17 - 128) as i8)
+            .collect();
+        let packed = Packed::pack(BlobType::Uint4, q[..k].iter().copied());
+        for (codes, x) in [
+            (RowCodes::Uint4(&packed.bytes()[..k / 2]), &xp[..]),
+            (RowCodes::Int8(&signed), xi),
+        ] {
+            let row = Row {
+                codes,
+                d: &df,
+                o: &of,
+            };
+            let fast = tile::<1>(row, [x]);
+            let slow = tile_portable::<1>(row, [x]);
+            assert_eq!(fast[0].to_bits(), slow[0].to_bits());
         }
     }
 }

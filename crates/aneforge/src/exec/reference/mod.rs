@@ -5,6 +5,7 @@
 mod conv_epilogue;
 mod fp16_table;
 mod gguf_gemv;
+mod gguf_gemv_avx2;
 pub mod handoff;
 mod memory_plan;
 mod packed;

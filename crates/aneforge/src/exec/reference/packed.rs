@@ -5,7 +5,7 @@
 //! the constant's own (fp16(q · scale) or fp16(d · q + m), rounded to nearest even) and the GEMM
 //! is the same `sgemm` call the dense matmul makes, so results are bit-identical to expanding at
 //! load. Exception, a documented contract change: GGUF-block weights (made only by the LLM
-//! loader) at M ≤ [`gguf_gemv::MAX_ROWS`] run the fused kernel of [`gguf_gemv`] instead.
+//! loader) at every M run the fused kernel of [`gguf_gemv`] instead.
 //! Dense fp16 constants are not packed: they are expanded to f32 once at load, like every
 //! other constant.
 
@@ -134,7 +134,7 @@ impl PackedWeight {
             },
         ) = (self, c.encoded())
         {
-            if m <= gguf_gemv::MAX_ROWS {
+            if m > 0 {
                 let w = BlockWeight {
                     n,
                     k,

@@ -6,18 +6,21 @@
 //! (RoPE of each row's position), `mask` [G·S, T] (additive, 0 or −1e4; rows repeat per query
 //! head of a group); prefill with the head adds `last` [1, S] (one-hot of the row whose logits
 //! are wanted); decode adds `pos` [M, 1] (one-hot of the position written) and per layer the
-//! caches `k{l}`/`v{l}` [Hkv, M, dh]; extend (KV reuse) has decode's caches, `last` with the
-//! head, and `place` [M, S] (one-hot: row p takes new row r) with `keep` [M, 1]. Outputs:
-//! `x_out` [S, D] (chunks before the head) or `logits{i}` [1, tile] (the head, one port per
-//! vocabulary tile); prefill `k{l}_new`/`v{l}_new` [Hkv, S, dh]; decode and extend
-//! `k{l}_next`/`v{l}_next` [Hkv, M, dh] (aliased to the caches in decode).
+//! caches `k{l}` [Hkv, dh, M] (keys stored transposed, so a step's scores are one matmul with
+//! no per-step transpose of the cache) and `v{l}` [Hkv, M, dh]; extend (KV reuse) has decode's
+//! caches, `last` with the head, and `place` [M, S] (one-hot: row p takes new row r) with
+//! `keep` [M, 1]. Outputs: `x_out` [S, D] (chunks before the head) or `logits{i}` [1, tile]
+//! (the head, one port per vocabulary tile); prefill `k{l}_new`/`v{l}_new` [Hkv, S, dh]; decode
+//! and extend `k{l}_next`/`v{l}_next` in the caches' layouts (aliased to the caches in decode).
+//! A decode step writes its key and value by one `select` per cache on the one-hot position.
 
 use std::ops::Range;
 
 use crate::error::Result;
 use crate::graph::Tensor;
+use crate::ops::elementwise::Compare;
 use crate::ops::io::HostArray;
-use crate::{concat, constant, input_port, DType};
+use crate::{concat, constant, input_port, select, DType};
 
 use super::config::LlmConfig;
 use super::progress::LoadProgress;
@@ -42,15 +45,27 @@ pub struct Chunk {
     pub head: bool,
 }
 
+/// How the new keys/values enter the caches.
+enum Write {
+    /// Prefill: no caches; the keys are the rows themselves.
+    None,
+    /// Decode: the position as bool, [1, M] for the transposed keys and [M, 1] for the values.
+    Select { k: Tensor, v: Tensor },
+    /// Extend: `place` [M, S], its transpose [S, M], and `keep` as [1, M] and [M, 1].
+    Place {
+        place: Tensor,
+        place_t: Tensor,
+        keep_k: Tensor,
+        keep_v: Tensor,
+    },
+}
+
 /// The graph inputs shared by every layer of a chunk.
 struct Inputs {
     cos: Tensor,
     sin: Tensor,
     mask: Tensor,
-    /// Decode: one-hot position [M, 1] and its complement; extend: `place` [M, S] and `keep`.
-    pos: Option<(Tensor, Tensor)>,
-    /// Whether `pos` is a [M, S] placement (a matmul) rather than a [M, 1] one-hot (a product).
-    placed: bool,
+    write: Write,
 }
 
 /// A builder over one weight store.
@@ -170,23 +185,39 @@ impl Builder<'_> {
         }
         let q = self.rope(&q, io)?;
         let k = self.rope(&k, io)?;
-        let (k, v) = match (cache, &io.pos) {
-            (Some((kc, vc)), Some((pos, keep))) => {
-                let put = |t: &Tensor| if io.placed { pos.matmul(t) } else { t.mul(pos) };
-                (kc.mul(keep)?.add(&put(&k)?)?, vc.mul(keep)?.add(&put(&v)?)?)
+        let k_t = k.transpose(&[0, 2, 1])?;
+        let (k_t, v) = match (cache, &io.write) {
+            (Some((kc, vc)), Write::Select { k: at_k, v: at_v }) => {
+                (select(at_k, &k_t, kc)?, select(at_v, &v, vc)?)
             }
-            _ => (k, v),
+            (
+                Some((kc, vc)),
+                Write::Place {
+                    place,
+                    place_t,
+                    keep_k,
+                    keep_v,
+                },
+            ) => (
+                kc.mul(keep_k)?.add(&k_t.matmul(place_t)?)?,
+                vc.mul(keep_v)?.add(&place.matmul(&v)?)?,
+            ),
+            _ => (k_t, v),
         };
         let g = c.group() as i64;
         let ctx = q
             .reshape(&[kvh as i64, g * s as i64, dh as i64])?
-            .matmul(&k.transpose(&[0, 2, 1])?)?
+            .matmul(&k_t)?
             .add(&io.mask)?
             .softmax(-1)?
             .matmul(&v)?
             .reshape(&[h as i64, s as i64, dh as i64])?
             .transpose(&[1, 0, 2])?
             .reshape(&[s as i64, (h * dh) as i64])?;
+        let k = match cache {
+            Some(_) => k_t,
+            None => k,
+        };
         Ok((self.linear(&ctx, Role::O(l), None, c.width, 1.0)?, k, v))
     }
 
@@ -218,24 +249,31 @@ impl Builder<'_> {
         };
         let fp16 = |shape: &[usize], name: &str| input_port(shape, DType::Fp16, Some(name));
         let mut x = fp16(&[s, c.width], "x")?;
-        let pos = match mode {
+        let write = match mode {
             Mode::Decode { context } => {
-                let p = fp16(&[context, 1], "pos")?;
-                let keep = p.rsub_scalar(1.0)?;
-                Some((p, keep))
+                let at = fp16(&[context, 1], "pos")?.compare_scalar(Compare::Greater, 0.5)?;
+                Write::Select {
+                    k: at.reshape(&[1, context as i64])?,
+                    v: at,
+                }
             }
-            Mode::Extend { seq, context } => Some((
-                fp16(&[context, seq], "place")?,
-                fp16(&[context, 1], "keep")?,
-            )),
-            Mode::Prefill { .. } => None,
+            Mode::Extend { seq, context } => {
+                let place = fp16(&[context, seq], "place")?;
+                let keep = fp16(&[context, 1], "keep")?;
+                Write::Place {
+                    place_t: place.transpose(&[1, 0])?,
+                    place,
+                    keep_k: keep.reshape(&[1, context as i64])?,
+                    keep_v: keep,
+                }
+            }
+            Mode::Prefill { .. } => Write::None,
         };
         let io = Inputs {
             cos: fp16(&[s, c.head_dim], "cos")?,
             sin: fp16(&[s, c.head_dim], "sin")?,
             mask: fp16(&[c.group() * s, t], "mask")?,
-            pos,
-            placed: matches!(mode, Mode::Extend { .. }),
+            write,
         };
         let last = match mode {
             Mode::Prefill { seq } | Mode::Extend { seq, .. } if chunk.head => {
@@ -246,13 +284,10 @@ impl Builder<'_> {
         let mut kv_outputs = Vec::new();
         for l in chunk.layers.clone() {
             let caches = match mode {
-                Mode::Decode { context } | Mode::Extend { context, .. } => {
-                    let shape = [c.kv_heads, context, c.head_dim];
-                    Some((
-                        fp16(&shape, &format!("k{l}"))?,
-                        fp16(&shape, &format!("v{l}"))?,
-                    ))
-                }
+                Mode::Decode { context } | Mode::Extend { context, .. } => Some((
+                    fp16(&[c.kv_heads, c.head_dim, context], &format!("k{l}"))?,
+                    fp16(&[c.kv_heads, context, c.head_dim], &format!("v{l}"))?,
+                )),
                 Mode::Prefill { .. } => None,
             };
             let a = self.rms_norm(&x, Role::AttnNorm(l), 1.0)?;

@@ -364,12 +364,7 @@ impl Llm {
                 for kv in ["k", "v"] {
                     let o = out_port(pre, &format!("{kv}{l}_new")).ok_or_else(|| missing(kv, l))?;
                     pre.loaded.read_output(o, &mut rows)?;
-                    cache.iter_mut().for_each(|v| *v = 0.0);
-                    for h in 0..kvh {
-                        let (src, dst) = (h * s * dh, h * m * dh);
-                        cache[dst..dst + n.min(m) * dh]
-                            .copy_from_slice(&rows[src..src + n.min(m) * dh]);
-                    }
+                    to_cache(&rows, &mut cache, (kvh, s, dh, m), n.min(m), kv == "k");
                     let i = port(dec, &format!("{kv}{l}")).ok_or_else(|| missing(kv, l))?;
                     dec.loaded.set_input(i, PortData::F32(&cache))?;
                 }
@@ -475,6 +470,29 @@ impl Llm {
         let mut s = self.start(ids, opts)?;
         while self.advance(&mut s)?.is_some() {}
         Ok(s)
+    }
+}
+
+/// Rows 0..n of the prefill keys/values `rows` [H, S, dh] into a decode cache, zero beyond:
+/// `cache` is [H, dh, M] when `transposed` (keys), else [H, M, dh].
+fn to_cache(
+    rows: &[f32],
+    cache: &mut [f32],
+    (h, s, dh, m): (usize, usize, usize, usize),
+    n: usize,
+    transposed: bool,
+) {
+    cache.iter_mut().for_each(|v| *v = 0.0);
+    for (src, dst) in rows
+        .chunks_exact(s * dh)
+        .zip(cache.chunks_exact_mut(m * dh))
+        .take(h)
+    {
+        for (t, row) in src.chunks_exact(dh).take(n).enumerate() {
+            for (d, &v) in row.iter().enumerate() {
+                dst[if transposed { d * m + t } else { t * dh + d }] = v;
+            }
+        }
     }
 }
 
