@@ -221,7 +221,7 @@ def main():
         "",
         *summaries,
         "",
-        f"Per step kind over the 22 programs, run {args.runs} (the per-op profiler, `clock=\"cpu\"`, mean of 5 "
+        f'Per step kind over the 22 programs, run {args.runs} (the per-op profiler, `clock="cpu"`, mean of 5 '
         "profiled calls, against the estimate's µs per executor step; a fused conv step is one row; the "
         "per-call floor is in no row):",
         "",
