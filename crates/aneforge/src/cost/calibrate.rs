@@ -3,14 +3,14 @@
 //! by form: binary, unary, scalar and broadcast, reductions by elements, gemm by min(K, N), conv
 //! by channels); the rate of ops folded into a conv's output pass; the port conversion; and
 //! the fixed cost of a plan's region → host → region cut. Every probe pair is timed in
-//! alternating rounds and each constant is the median over them. Every constant is a
+//! alternating rounds and each constant comes from the fastest round. Every constant is a
 //! measurement of the executor as it is now (probes, not constants).
 
 use std::time::Duration;
 
 use super::host::{HostConstants, OpOverhead, RateCurve, CURVE_POINTS};
 pub use super::timing::Clock;
-use super::timing::{median, reference, Timed};
+use super::timing::{reference, Timed};
 use super::work::graph_work;
 use crate::compile::CompileOptions;
 use crate::error::{Error, Result};
@@ -28,9 +28,10 @@ pub struct Probe {
     pub work: f64,
 }
 
-/// Times each probe pair is measured (alternating, each for a third of the budget); a probe's
-/// value is the median over them, so one burst of load cannot skew a constant.
-const REPEATS: usize = 3;
+/// Times each probe pair is measured (alternating, each for a fifth of the budget); a probe's
+/// value comes from its fastest round, so a round slowed by load or by a slow allocator mode
+/// (page faults of freshly mapped buffers) cannot skew a constant.
+const REPEATS: usize = 5;
 
 fn ramp(n: usize) -> Vec<f32> {
     (0..n).map(|i| ((i % 13) as f32 - 6.0) / 16.0).collect()
@@ -75,23 +76,22 @@ struct Prober {
 }
 
 impl Prober {
-    /// `(median of a, median of b − a)` µs per call over [`REPEATS`] alternating rounds, each
-    /// timing `a` then `b` for a `REPEATS`-th of the budget.
+    /// `(a, b − a)` µs per call, each the fastest of [`REPEATS`] alternating rounds' medians
+    /// (each round times `a` then `b` for a `REPEATS`-th of the budget).
     fn pair(&self, a: &Tensor, b: &Tensor) -> Result<(f64, f64)> {
         let mut ta = Timed::new(std::slice::from_ref(a), &reference())?;
         let mut tb = Timed::new(std::slice::from_ref(b), &reference())?;
         let slice = self.budget / REPEATS as u32;
-        let (mut xs, mut ds) = (Vec::new(), Vec::new());
+        let (mut xa, mut xb) = (f64::INFINITY, f64::INFINITY);
         for _ in 0..REPEATS {
-            let x = ta.median_us(slice, self.clock)?;
-            ds.push(tb.median_us(slice, self.clock)? - x);
-            xs.push(x);
+            xa = xa.min(ta.median_us(slice, self.clock)?);
+            xb = xb.min(tb.median_us(slice, self.clock)?);
         }
-        Ok((median(&mut xs), median(&mut ds)))
+        Ok((xa, xb - xa))
     }
 
-    /// µs of one `op` at `shape`: the median over repeats of (a chain of 1 + n ops minus one
-    /// op) over n (the call floor and the port conversion cancel), n = [`CHAIN`], lengthened 4×
+    /// µs of one `op` at `shape`: (a chain of 1 + n ops minus one op, see [`Prober::pair`])
+    /// over n (the call floor and the port conversion cancel), n = [`CHAIN`], lengthened 4×
     /// at a time up to 16 × [`CHAIN`] while the difference is lost in timing noise (ops far
     /// cheaper than the call). Also returns the one-op call's median. Still not above 0 is an
     /// error.
