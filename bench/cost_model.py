@@ -4,10 +4,11 @@ executor for ResNet-18 (seeded weights), a MiniLM-shaped encoder (6 layers, d 38
 seq 128, seeded weights) and 20 seeded random graphs, plus two segmented plans (host ops,
 costed with the calibrated per-cut constant). Prints a Markdown section with each error, the
 distribution over the 22 programs (|error| median, 90th percentile, share within ±25 %) and,
-from the per-op profiler, estimated vs measured µs per work kind over all 22.
+from the per-op profiler (CPU clock), estimated vs measured µs per executor step kind.
 
+Each of ``--runs`` runs calibrates afresh and measures again; every run is reported.
 Writes (or replaces) the "Cost model" section of the report.
-Usage: python bench/cost_model.py [--out BENCHMARKS.md]
+Usage: python bench/cost_model.py [--runs N] [--out BENCHMARKS.md]
 """
 
 import os
@@ -93,18 +94,30 @@ def plans():
     ]
 
 
+def steps(e):
+    """The estimate's ops grouped into executor steps, in the order the executor runs them: an op
+    folded into a conv's output pass joins that conv's step, which runs at its last op's place.
+    Returns ``(kind, µs)`` per step (``"conv+epilogue"`` for a fused step)."""
+    groups = {}
+    for o in e.ops:
+        groups.setdefault(o["folded_into"] if o["folded_into"] is not None else o["node"], []).append(o)
+    ordered = sorted(groups.values(), key=lambda g: max(o["node"] for o in g))
+    return [("conv+epilogue" if len(g) > 1 else g[0]["kind"], sum(o["micros"] for o in g)) for g in ordered]
+
+
 def per_kind(net, e, agg):
-    """Add this program's estimated and profiled µs per work kind to ``agg`` (op rows of the
-    profile pair one to one with the estimate's ops, in program order)."""
+    """Add this program's estimated and profiled (process CPU time) µs per step kind to ``agg``
+    (the profile's op rows pair one to one with the estimate's steps, in program order)."""
     rng = np.random.default_rng(0)
     xs = [rng.standard_normal(p[1]).astype(np.float32) for p in net.inputs]
-    prof = net.profile(*xs, repeat=5)
+    prof = net.profile(*xs, repeat=5, clock="cpu")
     rows = [r for r in prof["rows"] if r["kind"] == "op"]
-    if len(rows) != len(e.ops):
+    est = steps(e)
+    if len(rows) != len(est):
         return
-    for o, r in zip(e.ops, rows):
-        a = agg.setdefault(o["kind"], [0.0, 0.0, 0])
-        a[0] += o["micros"]
+    for (kind, us), r in zip(est, rows):
+        a = agg.setdefault(kind, [0.0, 0.0, 0])
+        a[0] += us
         a[1] += r["micros"]
         a[2] += 1
 
@@ -114,78 +127,112 @@ ROUNDS = 3
 TITLE = "## Cost model: host estimate vs measured (reference executor, 1 thread)"
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="BENCHMARKS.md")
-    args = ap.parse_args()
-    cache = tempfile.mkdtemp(prefix="aneforge-cost-bench-")
-    os.environ["ANEFORGE_CACHE_DIR"] = cache
+def one_run(cases, nets):
+    """Calibrate into a fresh cache dir (``aneforge calibrate --clock cpu``), then return
+    ``(estimated, measured)`` µs per program, the per-step-kind totals and the plan rows."""
+    os.environ["ANEFORGE_CACHE_DIR"] = tempfile.mkdtemp(prefix="aneforge-cost-bench-")
     if af._core.cli_main(["aneforge", "calibrate", "--clock", "cpu"]) != 0:
         raise SystemExit("aneforge calibrate failed")
-    rng = np.random.default_rng(17)
-    cases = [("ResNet-18 224x224 (seeded weights)", resnet18.aneforge_graph(af, resnet18.weights()))]
-    cases.append(("MiniLM-shaped encoder, seq 128", minilm_shaped(rng)))
-    cases += [(f"random graph {i}", random_graph(rng)) for i in range(20)]
-    rows, errors, kinds = [], [], {}
-    nets = [af.compile(y, device="reference") for _, y in cases]
     # ROUNDS alternating rounds over all programs; each program's time is the median of its
     # round medians (a burst of load from other jobs hits one round, not every one).
     rounds = [[measured_us(net) for net in nets] for _ in range(ROUNDS)]
-    for i, ((name, _), net) in enumerate(zip(cases, nets)):
+    est, kinds = [], {}
+    for net in nets:
         e = af.estimate(net, warn=False)
-        m = float(np.median([r[i] for r in rounds]))
         per_kind(net, e, kinds)
-        err = e.micros / m - 1
-        errors.append(err)
-        rows.append(f"| {name} | {len(e.ops)} | {e.micros:.0f} | {m:.0f} | {err * 100:+.1f} % |")
-        net.release()
+        est.append((e.micros, len(e.ops)))
+    meas = [float(np.median([r[i] for r in rounds])) for i in range(len(nets))]
     plan_rows = []
     for name, y, opts in plans():
         net = af.compile(y, device="reference", **opts)
         e = af.estimate(y, warn=False)
         m = measured_us(net)
-        plan_rows.append(
-            f"| {name} | {e.regions} | {e.cut_us:.0f} | {e.micros:.0f} | {m:.0f} | {(e.micros / m - 1) * 100:+.1f} % |"
-        )
+        plan_rows.append((name, e.regions, e.cut_us, e.micros, m))
         net.release()
+    return est, meas, kinds, plan_rows, e.provenance
+
+
+def summary(errors):
+    """|error| median, 90th percentile, max and the count within ±25 %."""
+    a = np.abs(errors)
+    return (
+        f"|error| median {np.median(a) * 100:.1f} %, 90th percentile {np.percentile(a, 90) * 100:.1f} %, "
+        f"max {a.max() * 100:.1f} %; within ±25 %: {int((a <= 0.25).sum())}/{len(a)}"
+    )
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="BENCHMARKS.md")
+    ap.add_argument("--runs", type=int, default=1, help="calibrate-and-measure runs (each reported)")
+    args = ap.parse_args()
+    rng = np.random.default_rng(17)
+    cases = [("ResNet-18 224x224 (seeded weights)", resnet18.aneforge_graph(af, resnet18.weights()))]
+    cases.append(("MiniLM-shaped encoder, seq 128", minilm_shaped(rng)))
+    cases += [(f"random graph {i}", random_graph(rng)) for i in range(20)]
+    nets = [af.compile(y, device="reference") for _, y in cases]
+    runs = []
+    for r in range(args.runs):
+        runs.append(one_run(cases, nets))
+        est, meas = runs[-1][0], runs[-1][1]
+        print(f"run {r + 1}: {summary([e / m - 1 for (e, _), m in zip(est, meas)])}", flush=True)
+    for net in nets:
+        net.release()
+    load = os.getloadavg()
+    head = " | ".join(f"run {i + 1} est / meas µs | error" for i in range(args.runs))
+    rows = []
+    for i, (name, _) in enumerate(cases):
+        cells = " | ".join(
+            f"{run[0][i][0]:.0f} / {run[1][i]:.0f} | {(run[0][i][0] / run[1][i] - 1) * 100:+.1f} %" for run in runs
+        )
+        rows.append(f"| {name} | {runs[0][0][i][1]} | {cells} |")
+    summaries = [
+        f"- run {i + 1}: {summary([e / m - 1 for (e, _), m in zip(run[0], run[1])])}." for i, run in enumerate(runs)
+    ]
+    kinds = runs[-1][2]
     kind_rows = [
         f"| {k} | {n} | {a:.0f} | {b:.0f} | {a / b:.2f} |"
         for k, (a, b, n) in sorted(kinds.items(), key=lambda kv: -kv[1][1])
     ]
-    a = np.abs(errors)
+    plan_rows = [
+        f"| {name} | run {i + 1} | {reg} | {cut:.0f} | {e:.0f} | {m:.0f} | {(e / m - 1) * 100:+.1f} % |"
+        for i, run in enumerate(runs)
+        for name, reg, cut, e, m in run[3]
+    ]
     lines = [
         TITLE,
         "",
-        f"{platform.machine()} {platform.system()}, {os.cpu_count()} cores (shared, loaded machine), {date.today()}, "
-        f"provenance `{e.provenance}`; `python bench/cost_model.py`: `aneforge calibrate --clock cpu` "
-        "(1 thread), then `af.estimate(net)` against the median over 3 alternating rounds of each round's median of 15 calls `net(x)` after 2 warm-ups, "
-        "both timed in process CPU time (the machine is shared by other jobs, which inflate wall time "
-        "of long calls several-fold; with one thread CPU time is the call's time on an idle machine). "
-        "The host model: per kind a rate curve by size measured with chain probes (1 vs 5 identical ops, "
-        "so the call floor and the port conversion cancel): copies by bytes, permutes, elementwise and "
-        "reductions by elements (cache regime), gemm by min(K, N) and conv by channels (thin products "
-        "run slower); plus the measured floor, a port-conversion term and, for plans, a per-cut constant.",
+        f"{platform.machine()} {platform.system()}, {os.cpu_count()} cores (shared with other jobs), {date.today()}, "
+        f"load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the end, provenance `{runs[-1][4]}`; "
+        f"`python bench/cost_model.py --runs {args.runs}`: each run calibrates afresh (`aneforge calibrate --clock cpu`, "
+        "1 thread), then compares `af.estimate(net)` with the median over 3 alternating rounds of each round's median "
+        "of 15 calls `net(x)` after 2 warm-ups, both in process CPU time (other jobs inflate wall time; with one "
+        "thread CPU time is the call's time on an idle machine). The host model: per kind a rate curve by size "
+        "from chain probes (1 vs 1 + n identical ops, so the call floor and port conversion cancel; each probe "
+        "pair timed in 3 alternating rounds, the constant the median over them): copies by bytes, permutes, "
+        "elementwise ops by form (binary, unary, scalar, broadcast) and reductions by elements, gemm by "
+        "min(K, N), conv by channels; ops the executor folds into a conv's output pass (batch_norm, residual "
+        "add, activations) at a probed epilogue rate; plus the floor, a port-conversion term and, for plans, "
+        "a per-cut constant.",
         "",
-        "| Program | ops | estimated µs | measured µs | error |",
-        "| --- | --- | --- | --- | --- |",
+        f"| Program | ops | {head} |",
+        "| --- | --- |" + " --- | --- |" * args.runs,
         *rows,
         "",
-        f"|error|: median {np.median(a) * 100:.1f} %, 90th percentile {np.percentile(a, 90) * 100:.1f} %, "
-        f"max {a.max() * 100:.1f} %; within ±25 %: {int((a <= 0.25).sum())}/{len(a)}.",
+        *summaries,
         "",
-        "Per work kind over the 22 programs (the per-op profiler's mean of 5 profiled calls, wall time, "
-        "against the estimate's per-op µs; the per-call floor is not in these rows). The profiler reads "
-        "wall time, which the shared machine inflates, long ops (preempted mid-call) far more than short ones, "
-        "so these ratios are not the model's error (the CPU-time errors above are); they show where the time goes:",
+        f'Per step kind over the 22 programs, run {args.runs} (the per-op profiler, `clock="cpu"`, mean of 5 '
+        "profiled calls, against the estimate's µs per executor step; a fused conv step is one row; the "
+        "per-call floor is in no row):",
         "",
-        "| kind | ops | estimated µs | profiled µs | ratio |",
+        "| step kind | steps | estimated µs | profiled µs | ratio |",
         "| --- | --- | --- | --- | --- |",
         *kind_rows,
         "",
         "Segmented plans (one floor per region plus the calibrated per-cut constant and the crossing bytes):",
         "",
-        "| Plan | regions | cut µs | estimated µs | measured µs | error |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| Plan | run | regions | cut µs | estimated µs | measured µs | error |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
         *plan_rows,
     ]
     section = "\n".join(lines)

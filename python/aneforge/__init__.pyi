@@ -530,15 +530,22 @@ class Model:
     def output_view(self, name: str | None = None) -> npt.NDArray[np.float16] | npt.NDArray[np.uint8]:
         """Numpy view of an output port's buffer, rewritten in place by every execute(); the only output when name is None."""
     def profile(
-        self, *args: npt.ArrayLike, repeat: int = 10, trace: str | None = None, **kwargs: npt.ArrayLike
+        self,
+        *args: npt.ArrayLike,
+        repeat: int = 10,
+        trace: str | None = None,
+        clock: Literal["wall", "cpu"] = "wall",
+        **kwargs: npt.ArrayLike,
     ) -> dict[str, Any]:
         """Time repeat calls on these inputs (given as to __call__; one warm-up call first).
 
-        Returns {device, runs, call_us (mean µs per call), table (text), rows}; one row per timed
-        span in call order: {kind ("op" on the reference executor, "stage" in segmented plans,
-        "program" for a whole program on the ANE), name, stage, depth, leaf, shape (first output),
+        Returns {device, runs, call_us (mean µs per call), clock, table (text), rows}; one row per
+        timed span in call order: {kind ("op" on the reference executor, "stage" in segmented
+        plans, "program" for a whole program on the ANE), name (a conv with ops folded into its
+        pass is one row, e.g. "conv+batch_norm+relu"), stage, depth, leaf, shape (first output),
         bytes, flops, micros (mean per call), share (of the call)}. The leaf rows partition the
-        timed work. trace writes Chrome trace JSON (Perfetto). ANEFORGE_PROFILE=1 instead profiles
+        timed work. clock="cpu" times by process CPU time (every thread; robust when other jobs
+        share the machine); another clock raises ValueError. trace writes Chrome trace JSON (Perfetto). ANEFORGE_PROFILE=1 instead profiles
         every call of every program and prints the table on stderr when the program is freed.
         repeat outside 1..=100000 raises ValueError.
         """
@@ -1264,10 +1271,12 @@ class Estimate:
     """Predicted µs per call (floor + sum of op µs + cut_us + ports_us), the per-call floor, the
     costed arch (None = host reference executor), where the constants come from, one dict per
     compute op (node, op, kind — gemm, conv, elementwise, reduce, data, permute — input_shapes,
-    output_shapes, bytes, flops, micros) and the warnings. A graph with host ops is costed as its
-    segmented plan: regions dispatches (each paying floor_us) plus cut_us, the hand-off per host
-    stage (on the host a constant measured by `aneforge calibrate`, plus the crossing bytes over
-    the machine's bandwidth). ports_us (host mode) is the conversion of the program's inputs and
+    output_shapes, bytes, flops, micros, folded_into — host mode: the conv node whose step runs
+    the op in its output pass, costed at the calibrated epilogue rate, else None) and the
+    warnings. A graph with host ops is costed as its segmented plan: regions dispatches (each
+    paying floor_us) plus cut_us, the hand-off per host stage (on the host a constant measured
+    by `aneforge calibrate`, on an ANE target the reference design's projected 200 µs, said in
+    provenance; plus the crossing bytes over the machine's bandwidth). ports_us (host mode) is the conversion of the program's inputs and
     outputs at its ports."""
 
     micros: float

@@ -110,3 +110,29 @@ def test_cross_compile_check_reports_static_result_and_skipped_compile():
     assert [e["op"] for e in r["decompose"]] == ["sin"]
     with pytest.raises(ValueError, match="not a known ANE arch"):
         af.cross_compile_check(x.relu(), "h99")
+
+
+def test_ops_folded_into_a_conv_cost_their_elements_at_the_epilogue_rate(tmp_path, monkeypatch):
+    monkeypatch.setenv("ANEFORGE_CACHE_DIR", str(tmp_path))
+    # conv 2→3 (3×3, pad 1) on 4×4: 48 outputs × 18 multiply-adds × 2 = 1728 flops; the relu
+    # (48 elements) runs inside the conv's step.
+    x = af.input([1, 2, 4, 4])
+    y = af.conv(x, np.full((3, 2, 3, 3), 0.1, np.float32), pad=[1, 1, 1, 1]).relu()
+    (tmp_path / "host_cost_model.json").write_text(
+        '{"floor_us": 0, "bytes_per_us": 100, "gemm_flops_per_us": 1, "conv_flops_per_us": 1728,'
+        ' "elementwise_per_us": 4, "epilogue_per_us": 16}'
+    )
+    e = af.estimate(y, warn=False)
+    conv, relu = e.ops
+    assert conv["folded_into"] is None and relu["folded_into"] == conv["node"]
+    # conv 1728 / 1728 = 1 µs; relu 48 / 16 = 3 µs (unfolded it would be 48 / 4 = 12 µs).
+    assert e.micros == pytest.approx(4.0, rel=1e-12)
+
+
+def test_a_plan_on_an_ane_target_pays_the_projected_cut():
+    x = af.input([2, 5])
+    vals, _ = af.topk(x * 2.0, 2)
+    e = af.estimate(vals + 1.0, target="h14", warn=False)
+    # One host stage: 200 µs projected plus its 44 crossing bytes at 48e3 B/µs.
+    assert e.regions == 2 and e.cut_us == pytest.approx(200 + 44 / 48e3, rel=1e-12)
+    assert "cuts projected (200 µs per host stage" in e.provenance

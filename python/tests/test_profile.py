@@ -78,3 +78,35 @@ def test_env_profile_prints_a_table_when_the_program_is_freed():
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert "ANEFORGE_PROFILE" in r.stderr and "3 call(s)" in r.stderr, r.stderr
     assert "relu" in r.stderr
+
+
+def test_a_fused_conv_step_is_one_row_with_the_work_of_its_ops():
+    # conv 3→4 (3×3, pad 1) on 8×8, then batch_norm and relu run inside the conv's step.
+    x = af.input([1, 3, 8, 8], name="x")
+    w = np.linspace(-1, 1, 4 * 3 * 9, dtype=np.float32).reshape(4, 3, 3, 3)
+    st = np.linspace(0.5, 1.5, 4, dtype=np.float32)
+    y = af.batch_norm(af.conv(x, w, pad=[1, 1, 1, 1]), st * 0, st, st, st * 0.1).relu()
+    net = af.compile(y, device="reference")
+    xs = np.linspace(-1, 1, 3 * 64, dtype=np.float32).reshape(1, 3, 8, 8)
+    p = net.profile(xs, repeat=2, clock="cpu")
+    assert p["clock"] == "cpu" and "cpu clock" in p["table"]
+    (row,) = [r for r in p["rows"] if r["kind"] == "op"]
+    assert row["name"] == "conv+batch_norm+relu" and row["shape"] == [1, 4, 8, 8]
+    # conv: 256 outputs × 27 multiply-adds × 2; batch_norm and relu: 256 elements each.
+    assert row["flops"] == 2 * 256 * 27 + 256 + 256
+    # fp16 bytes of the step's inputs (x, w, 4 stats) and its one output (no intermediates).
+    assert row["bytes"] == 2 * (3 * 64 + 108 + 4 * 4 + 256)
+    # The fused step still computes conv → bn → relu (NumPy float64 oracle).
+    xp = np.pad(xs.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    conv = np.zeros((4, 8, 8))
+    for i in range(3):
+        for j in range(3):
+            conv += np.einsum("oc,chw->ohw", w[:, :, i, j], xp[0, :, i : i + 8, j : j + 8])
+    s = st[:, None, None].astype(np.float64)
+    ref = np.maximum((conv - 0) / np.sqrt(s + 1e-5) * s + 0.1 * s, 0)
+    np.testing.assert_allclose(net(xs)[0], ref, rtol=4e-3, atol=4e-3)
+
+
+def test_profile_refuses_an_unknown_clock():
+    with pytest.raises(ValueError, match="unknown clock 'tsc'"):
+        _net().profile(np.ones((128, 256), np.float32), clock="tsc")

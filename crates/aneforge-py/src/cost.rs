@@ -15,7 +15,7 @@ use crate::model::parse_outputs;
 use crate::options::compile_options;
 
 /// `{micros, floor_us, regions, cut_us, ports_us, target, provenance, warnings, ops: [{node, op, kind, input_shapes,
-/// output_shapes, bytes, flops, micros}]}`.
+/// output_shapes, bytes, flops, micros, folded_into}]}`.
 fn estimate_dict<'py>(py: Python<'py>, e: &Estimate) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("micros", e.micros)?;
@@ -37,6 +37,7 @@ fn estimate_dict<'py>(py: Python<'py>, e: &Estimate) -> PyResult<Bound<'py, PyDi
         r.set_item("bytes", o.work.bytes)?;
         r.set_item("flops", o.work.flops)?;
         r.set_item("micros", o.micros)?;
+        r.set_item("folded_into", o.folded_into)?;
         ops.append(r)?;
     }
     d.set_item("ops", ops)?;
@@ -165,6 +166,7 @@ pub fn profile_dict<'py>(py: Python<'py>, r: &ProfileReport) -> PyResult<Bound<'
     d.set_item("device", r.device)?;
     d.set_item("runs", r.runs)?;
     d.set_item("call_us", r.call_us)?;
+    d.set_item("clock", r.clock.name())?;
     d.set_item("table", r.table())?;
     let rows = PyList::empty(py);
     for row in &r.rows {

@@ -521,21 +521,24 @@ impl Model {
     }
 
     /// Profile `repeat` calls on these inputs (after one warm-up call): a dict (see
-    /// `aneforge.Model.profile` in the stubs); `trace` writes Chrome trace JSON there.
-    #[pyo3(signature = (*args, repeat=10, trace=None, **kwargs))]
+    /// `aneforge.Model.profile` in the stubs); `trace` writes Chrome trace JSON there; `clock`
+    /// is `"wall"` or `"cpu"` (process CPU time).
+    #[pyo3(signature = (*args, repeat=10, trace=None, clock="wall", **kwargs))]
     fn profile<'py>(
         &self,
         py: Python<'py>,
         args: &Bound<'py, PyTuple>,
         repeat: usize,
         trace: Option<PathBuf>,
+        clock: &str,
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyDict>> {
+        let clock = aneforge::cost::timing::Clock::parse(clock).py()?;
         self.with(py, |c| {
             self.call(py, c, args, kwargs)?;
             let loaded = &mut c.loaded;
             let report = py
-                .detach(|| aneforge::cost::profile::profile_calls(loaded.as_mut(), repeat))
+                .detach(|| aneforge::cost::profile::profile_calls(loaded.as_mut(), repeat, clock))
                 .py()?;
             if let Some(path) = &trace {
                 report.write_trace(path).py()?;

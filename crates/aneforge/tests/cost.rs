@@ -330,6 +330,31 @@ fn a_graph_with_host_ops_is_costed_as_its_plan_with_cuts() {
 }
 
 #[test]
+fn a_plan_on_a_device_pays_the_projected_cut_and_says_so() {
+    // The topk plan of the test above on h14: 2 regions × 100 µs floor, mul/topk/add at
+    // 20 + 20 + 8 B / 48e3 B/µs, and 1 host stage × 200 µs projected + 44 B / 48e3 B/µs.
+    let x = input(&[2, 5]).unwrap();
+    let (vals, _) = x.mul_scalar(2.0).unwrap().topk(2, -1, true, true).unwrap();
+    let e = cost::estimate(&graph(&vals.add_scalar(1.0).unwrap()), Some("h14")).unwrap();
+    assert_eq!(e.regions, 2);
+    assert!(
+        (e.cut_us - (200.0 + 44.0 / 48e3)).abs() < 1e-9,
+        "{}",
+        e.cut_us
+    );
+    let nodes: f64 = e.ops.iter().map(|o| o.micros).sum();
+    assert!((e.micros - (200.0 + nodes + e.cut_us)).abs() < 1e-9);
+    assert!(
+        e.provenance
+            .starts_with("measured anchor h14; cuts projected (200 µs"),
+        "{}",
+        e.provenance
+    );
+    let single = cost::estimate(&matmul_graph(), Some("h14")).unwrap();
+    assert_eq!(single.provenance, "measured anchor h14");
+}
+
+#[test]
 fn analytic_formula_on_a_measured_anchor() {
     let e = cost::estimate(&matmul_graph(), Some("h14")).unwrap();
     assert_eq!(e.provenance, "measured anchor h14");
@@ -535,4 +560,86 @@ fn powermetrics_text_parses_into_energy() {
         let e = power::check_available().unwrap_err().to_string();
         assert!(e.contains("unavailable: needs macOS and root"), "{e}");
     }
+}
+
+#[test]
+fn ops_folded_into_a_conv_cost_their_elements_at_the_epilogue_rate() {
+    // conv [1,2,4,4] → [1,3,4,4] (48 outputs, K = 2·3·3 = 18 → 1728 flops), batch_norm and
+    // relu folded into its step (48 elements each), then a second relu that is not (its input
+    // is read twice: by it and as a graph output).
+    let x = input(&[1, 2, 4, 4]).unwrap();
+    let w = HostArray::f32(&[3, 2, 3, 3], &[0.1; 54]);
+    let pad = ConvOptions {
+        pad: [1; 4],
+        ..ConvOptions::default()
+    };
+    let (zeros, ones) = ([0.0f32; 3], [1.0f32; 3]);
+    let st = |v| HostArray::f32(&[3], v);
+    let y = conv2d(&x, w, None, pad).unwrap();
+    let y = aneforge::batch_norm(
+        &y,
+        st(&zeros),
+        st(&ones),
+        Some(st(&ones)),
+        Some(st(&zeros)),
+        1e-3,
+    )
+    .unwrap()
+    .relu()
+    .unwrap();
+    let g = Graph::from_outputs(&[(None, y.clone()), (None, y.relu().unwrap())]).unwrap();
+    let folded = cost::fused::folded_into(&g);
+    let conv = g
+        .nodes
+        .iter()
+        .position(|n| n.op.family().name() == "conv")
+        .unwrap();
+    assert_eq!(folded.iter().filter(|f| **f == Some(conv)).count(), 2);
+    let c = HostConstants {
+        floor_us: 0.0,
+        conv_flops_per_us: 1728.0,
+        elementwise_per_us: 4.0,
+        reduce_per_us: 2.0,
+        epilogue_per_us: 32.0,
+        ..HostConstants::DEFAULTS
+    };
+    // conv 1 µs + (48 + 48) / 32 folded + the last relu 48 / 4 = 16 µs.
+    let e = cost::estimate_host(&g, &c, "x").unwrap();
+    assert!((e.micros - 16.0).abs() < 1e-9, "{}", e.micros);
+    // Without an epilogue rate (older files) every op is its own step: 1 + 48/2 + 48/4 + 48/4.
+    let unfused = HostConstants {
+        epilogue_per_us: 0.0,
+        ..c
+    };
+    let e = cost::estimate_host(&g, &unfused, "x").unwrap();
+    assert!((e.micros - 49.0).abs() < 1e-9, "{}", e.micros);
+}
+
+#[test]
+fn elementwise_ops_cost_at_their_forms_curve() {
+    // x [4, 8] (32 elements): relu (unary), x · 0.5 (scalar), x + row [8] (broadcast),
+    // x · x (binary); each form's curve holds one point, 1, 2, 4 and 8 el/µs.
+    let x = input(&[4, 8]).unwrap();
+    let row = constant("row", HostArray::f32(&[8], &[0.25; 8])).unwrap();
+    let one = |rate: f64| cost::RateCurve::new(&[[32.0, rate]]);
+    let c = HostConstants {
+        floor_us: 0.0,
+        unary_curve: one(1.0),
+        scalar_curve: one(2.0),
+        broadcast_curve: one(4.0),
+        elementwise_curve: one(8.0),
+        ..HostConstants::DEFAULTS
+    };
+    let us = |y: Tensor| cost::estimate_host(&graph(&y), &c, "x").unwrap().micros;
+    assert_eq!(us(x.relu().unwrap()), 32.0);
+    assert_eq!(us(x.mul_scalar(0.5).unwrap()), 16.0);
+    assert_eq!(us(x.add(&row).unwrap()), 8.0);
+    assert_eq!(us(x.mul(&x).unwrap()), 4.0);
+    // A form without a curve (older files) costs at the binary curve: relu at 8 el/µs.
+    let old = HostConstants {
+        unary_curve: cost::RateCurve::EMPTY,
+        ..c
+    };
+    let e = cost::estimate_host(&graph(&x.relu().unwrap()), &old, "x").unwrap();
+    assert_eq!(e.micros, 4.0);
 }

@@ -47,26 +47,38 @@ fn calibration_round_trips_and_corrupt_files_are_refused() {
         calibrate::calibrate(Duration::from_millis(20), calibrate::Clock::Cpu).unwrap();
     let names: Vec<&str> = probes.iter().map(|p| p.name).collect();
     let mut want = vec!["floor"];
-    for kind in ["copy", "permute", "elementwise", "reduce", "gemm", "conv"] {
+    for kind in [
+        "copy",
+        "permute",
+        "elementwise",
+        "unary",
+        "scalar",
+        "broadcast",
+        "reduce",
+        "gemm",
+        "conv",
+    ] {
         want.extend([kind; 4]);
     }
-    want.extend(["ports", "cut"]);
+    want.extend(["ports", "epilogue", "cut"]);
     assert_eq!(names, want);
     // The probes' work from their shapes ([n, n] for n = 16, 64, 256, 1024): reshapes copy
-    // 2·2·n² bytes; transposes, x·x and softmax touch n² elements; matmuls K = N = s with
+    // 2·2·n² bytes; transposes, x·x, relu, x·0.5, x + row and softmax touch n² elements; matmuls K = N = s with
     // M = clamp(2^19 / s², 64, 4096): 2·4096·8², 2·512·32², 2·64·128², 2·64·512²; padded 3×3
     // convs of c channels on h = clamp(⌊√(3e7 / 18c²)⌋, 10, 64): 2·4·64²·36, 2·16·64²·144,
-    // 2·64·20²·576, 2·256·10²·2304; the port probe is x·x on 1024².
+    // 2·64·20²·576, 2·256·10²·2304; the port probe is x·x on 1024²; the epilogue probe folds
+    // batch_norm and relu into each 1×1 conv of 8 channels on 64×64: 2·8·64² elements.
     let work: Vec<f64> = probes.iter().map(|p| p.work).collect();
     let mut expected = vec![0.0];
     for n in [16.0f64, 64.0, 256.0, 1024.0] {
         expected.push(4.0 * n * n);
     }
-    for _ in 0..3 {
+    for _ in 0..6 {
         expected.extend([256.0, 4096.0, 65536.0, 1048576.0]);
     }
     expected.extend([524288.0, 1048576.0, 2097152.0, 33554432.0]);
     expected.extend([1179648.0, 18874368.0, 29491200.0, 117964800.0, 1048576.0]);
+    expected.push(65536.0);
     assert_eq!(work[..work.len() - 1], expected[..]);
     // The curves hold one point per probe size, in increasing size.
     let sizes = |k: &cost::RateCurve| k.points.map(|p| p[0]);
@@ -75,6 +87,9 @@ fn calibration_round_trips_and_corrupt_files_are_refused() {
     for k in [
         &measured.permute_curve,
         &measured.elementwise_curve,
+        &measured.unary_curve,
+        &measured.scalar_curve,
+        &measured.broadcast_curve,
         &measured.reduce_curve,
     ] {
         assert_eq!(sizes(k), [256.0, 4096.0, 65536.0, 1048576.0]);
@@ -84,6 +99,7 @@ fn calibration_round_trips_and_corrupt_files_are_refused() {
         [1024.0, 16384.0, 262144.0, 4194304.0]
     );
     assert!(measured.cut_us >= 0.0 && measured.port_elems_per_us >= 0.0);
+    assert!(measured.epilogue_per_us > 0.0);
     measured.validate().unwrap();
     host::save(&measured).unwrap();
     // JSON floats round-trip to within an ulp.

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use aneforge::cost::cross::cross_compile;
 use aneforge::cost::profile::profile_calls;
+use aneforge::cost::timing::Clock;
 use aneforge::exec::ane::cross::compile_only;
 use aneforge::exec::profile::SpanKind;
 use aneforge::{compile, input, CompileOptions, Device, Graph, PortData, Program, Tensor};
@@ -111,7 +112,7 @@ fn ane_profile_is_one_program_span_per_call() {
     };
     let mut net = compile(&relu(), &opts).unwrap();
     net.run(&[PortData::F32(&[1.0, -2.0, 3.0, -4.0])]).unwrap();
-    let r = profile_calls(net.loaded.as_mut(), 3).unwrap();
+    let r = profile_calls(net.loaded.as_mut(), 3, Clock::Wall).unwrap();
     assert_eq!((r.device, r.runs, r.rows.len()), ("ane", 3, 1));
     let row = &r.rows[0];
     assert_eq!(

@@ -2,8 +2,12 @@
 //! nested in its call, work labels against hand counts, shares of the call, the Chrome trace.
 
 use aneforge::cost::profile::{profile_calls, ProfileReport};
+use aneforge::cost::timing::Clock;
 use aneforge::exec::profile::SpanKind;
-use aneforge::{compile, constant, input, CompileOptions, Device, HostArray, PortData, Tensor};
+use aneforge::{
+    batch_norm, compile, constant, conv2d, input, CompileOptions, ConvOptions, Device, HostArray,
+    PortData, Tensor,
+};
 use serde_json::Value;
 
 fn compiled(outputs: &[(Option<String>, Tensor)]) -> aneforge::Compiled {
@@ -14,8 +18,13 @@ fn compiled(outputs: &[(Option<String>, Tensor)]) -> aneforge::Compiled {
     compile(outputs, &opts).unwrap()
 }
 
-/// Run once on a ramp (feeds the inputs), then profile `repeat` calls.
+/// Run once on a ramp (feeds the inputs), then profile `repeat` calls on the wall clock.
 fn profile(outputs: &[(Option<String>, Tensor)], repeat: usize) -> ProfileReport {
+    profile_on(outputs, repeat, Clock::Wall)
+}
+
+/// [`profile`] timed by `clock`.
+fn profile_on(outputs: &[(Option<String>, Tensor)], repeat: usize, clock: Clock) -> ProfileReport {
     let mut net = compiled(outputs);
     let data: Vec<Vec<f32>> = net
         .inputs()
@@ -24,7 +33,7 @@ fn profile(outputs: &[(Option<String>, Tensor)], repeat: usize) -> ProfileReport
         .collect();
     let ports: Vec<PortData> = data.iter().map(|d| PortData::F32(d)).collect();
     net.run(&ports).unwrap();
-    profile_calls(net.loaded.as_mut(), repeat).unwrap()
+    profile_calls(net.loaded.as_mut(), repeat, clock).unwrap()
 }
 
 /// Every event of the trace with its `cat`, as (cat, name, ts, dur, run).
@@ -134,6 +143,44 @@ fn plan_stages_nest_their_region_ops() {
 #[test]
 fn repeat_out_of_range_is_a_value_error() {
     let mut net = compiled(&[(None, input(&[2]).unwrap().relu().unwrap())]);
-    let e = profile_calls(net.loaded.as_mut(), 0).unwrap_err();
+    let e = profile_calls(net.loaded.as_mut(), 0, Clock::Wall).unwrap_err();
     assert!(e.to_string().contains("repeat must be 1..="), "{e}");
+}
+
+#[test]
+fn a_fused_conv_step_is_one_row_with_the_work_of_its_ops_on_the_cpu_clock() {
+    // conv 3→4 (3×3, pad 1) on [1, 3, 8, 8], batch_norm and relu folded into its step, then
+    // + 1 (a scalar add: not folded).
+    let x = input(&[1, 3, 8, 8]).unwrap();
+    let w = vec![0.05f32; 4 * 3 * 9];
+    let pad = ConvOptions {
+        pad: [1; 4],
+        ..ConvOptions::default()
+    };
+    let st = [0.5f32; 4];
+    let a = |v| HostArray::f32(&[4], v);
+    let y = conv2d(&x, HostArray::f32(&[4, 3, 3, 3], &w), None, pad).unwrap();
+    let y = batch_norm(&y, a(&st), a(&st), Some(a(&st)), Some(a(&st)), 1e-3)
+        .unwrap()
+        .relu()
+        .unwrap()
+        .add_scalar(1.0)
+        .unwrap();
+    let r = profile_on(&[(None, y)], 3, Clock::Cpu);
+    assert_eq!(r.clock, Clock::Cpu);
+    assert!(r.table().contains("cpu clock"));
+    let names: Vec<&str> = r.rows.iter().map(|row| row.name.as_str()).collect();
+    assert_eq!(names, ["conv+batch_norm+relu", "add"]);
+    let conv = &r.rows[0];
+    assert_eq!(conv.shape, vec![1, 4, 8, 8]);
+    // conv 2 · 256 outputs · 27 MACs, batch_norm and relu 256 elements each; fp16 bytes of
+    // x, w, the 4 statistics and the one output (the intermediates are never stored).
+    assert_eq!(conv.flops, 2 * 256 * 27 + 2 * 256);
+    assert_eq!(conv.bytes, 2 * (3 * 64 + 108 + 4 * 4 + 256));
+    let total: f64 = r.rows.iter().map(|row| row.micros).sum();
+    assert!(
+        total >= 0.0 && total <= r.call_us * (1.0 + 1e-9),
+        "{total} > {}",
+        r.call_us
+    );
 }

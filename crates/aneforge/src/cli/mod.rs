@@ -98,6 +98,10 @@ enum Command {
         /// Write Chrome trace JSON here.
         #[arg(long, value_name = "OUT.json")]
         trace: Option<PathBuf>,
+        /// The clock spans are timed by: wall, or cpu (process CPU time, all threads; robust
+        /// on a machine shared with other jobs).
+        #[arg(long, default_value = "wall")]
+        clock: String,
         #[command(flatten)]
         options: OptionFlags,
     },
@@ -299,12 +303,14 @@ fn execute(command: Command) -> Result<bool> {
             inputs,
             repeat,
             trace,
+            clock,
             options,
         } => profile::profile(
             &dir,
             &inputs,
             repeat,
             trace.as_deref(),
+            &clock,
             &options.options(None, None)?,
         ),
         Command::Calibrate { budget_ms, clock } => calibrate::calibrate(budget_ms, &clock),

@@ -40,6 +40,9 @@ pub const ANCHORS: [Anchor; 3] = [
 pub const UTILISATION_FLOPS: f64 = 1.8e10;
 /// Exponent of the utilisation curve.
 pub const UTILISATION_EXPONENT: f64 = 0.38;
+/// µs of one host-stage hand-off in a segmented plan on a device: the reference design's CUT
+/// default (spec §4.6), a projection (no device hand-off has been measured).
+pub const PROJECTED_CUT_US: f64 = 200.0;
 /// The M1 fp16 anchor `project_peak` scales from (TFLOP/s).
 pub const M1_PEAK_TFLOPS: f64 = 1.8;
 

@@ -1,19 +1,22 @@
-//! `aneforge calibrate`: measure the reference executor on this machine: the per-call floor; per
-//! kind (copy, gemm, conv, elementwise, reduce) a per-op overhead and a rate from a small and a
-//! large single-op probe; rate curves by shape for gemm (min(K, N)), conv (channels) and
-//! permutes (size: cache regime); and the fixed cost of a plan's region → host → region cut.
-//! Every constant is a measurement of the executor as it is now (probes, not constants).
+//! `aneforge calibrate`: measure the reference executor on this machine: the per-call floor;
+//! per kind a rate curve by size from chain probes (copies by bytes, permutes, elementwise ops
+//! by form: binary, unary, scalar and broadcast, reductions by elements, gemm by min(K, N), conv
+//! by channels); the rate of ops folded into a conv's output pass; the port conversion; and
+//! the fixed cost of a plan's region → host → region cut. Every probe pair is timed in
+//! alternating rounds and each constant comes from the fastest round. Every constant is a
+//! measurement of the executor as it is now (probes, not constants).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::host::{HostConstants, OpOverhead, RateCurve, CURVE_POINTS};
+pub use super::timing::Clock;
+use super::timing::{reference, Timed};
 use super::work::graph_work;
-use crate::compile::{compile, CompileOptions, Device};
+use crate::compile::CompileOptions;
 use crate::error::{Error, Result};
-use crate::exec::PortData;
 use crate::graph::{Graph, Tensor};
 use crate::ops::io::HostArray;
-use crate::{conv2d, input, ConvOptions};
+use crate::{batch_norm, conv2d, input, ConvOptions};
 
 /// One probe: its name, the constant it measures and the median µs per call.
 #[derive(Clone, Debug, PartialEq)]
@@ -25,106 +28,10 @@ pub struct Probe {
     pub work: f64,
 }
 
-/// The clock probes read: wall time, or the process's CPU time (all threads), which a machine
-/// shared with other jobs does not inflate (with one executor thread it is the call's time on
-/// an idle machine).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Clock {
-    Wall,
-    Cpu,
-}
-
-impl Clock {
-    /// Parse `wall` or `cpu`.
-    pub fn parse(s: &str) -> Result<Clock> {
-        match s {
-            "wall" => Ok(Clock::Wall),
-            "cpu" => Ok(Clock::Cpu),
-            _ => Err(Error::value(
-                "calibrate",
-                format!("unknown clock '{s}' (expected wall or cpu)"),
-            )),
-        }
-    }
-
-    /// The clock's reading in µs (the wall reading counts from `origin`).
-    fn now_us(self, origin: Instant) -> Result<f64> {
-        match self {
-            Clock::Wall => Ok(origin.elapsed().as_secs_f64() * 1e6),
-            Clock::Cpu => process_cpu_us(),
-        }
-    }
-}
-
-/// CPU time of this process (every thread) in µs.
-#[cfg(unix)]
-fn process_cpu_us() -> Result<f64> {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return Err(Error::Runtime {
-            op: "calibrate".into(),
-            msg: "clock_gettime(CLOCK_PROCESS_CPUTIME_ID) failed".into(),
-        });
-    }
-    Ok(ts.tv_sec as f64 * 1e6 + ts.tv_nsec as f64 / 1e3)
-}
-
-/// CPU time of this process: not available off Unix.
-#[cfg(not(unix))]
-fn process_cpu_us() -> Result<f64> {
-    Err(Error::NotImplemented(
-        "calibrate --clock cpu: process CPU time is read on Unix systems only".into(),
-    ))
-}
-
-/// Median µs per call of `outputs` on the reference executor by `clock`: warm up, then repeat
-/// until `budget` of wall time has passed (at least 5 calls).
-pub fn median_call_us(outputs: &[Tensor], budget: Duration, clock: Clock) -> Result<f64> {
-    median_call_us_with(outputs, &reference(), budget, clock)
-}
-
-/// The reference executor's compile options.
-fn reference() -> CompileOptions {
-    CompileOptions {
-        device: Device::Reference,
-        ..CompileOptions::default()
-    }
-}
-
-/// [`median_call_us`] of `outputs` compiled with `opts`.
-fn median_call_us_with(
-    outputs: &[Tensor],
-    opts: &CompileOptions,
-    budget: Duration,
-    clock: Clock,
-) -> Result<f64> {
-    let outs: Vec<(Option<String>, Tensor)> = outputs.iter().map(|t| (None, t.clone())).collect();
-    let mut net = compile(&outs, opts)?;
-    let data: Vec<Vec<f32>> = net
-        .inputs()
-        .iter()
-        .map(|p| {
-            let n: usize = p.shape.iter().product();
-            (0..n).map(|i| ((i % 17) as f32 - 8.0) / 8.0).collect()
-        })
-        .collect();
-    let ports: Vec<PortData> = data.iter().map(|d| PortData::F32(d)).collect();
-    net.run(&ports)?;
-    let mut times = Vec::new();
-    let start = Instant::now();
-    while times.len() < 5 || (start.elapsed() < budget && times.len() < 10_000) {
-        let t = clock.now_us(start)?;
-        net.run(&ports)?;
-        times.push(clock.now_us(start)? - t);
-    }
-    times.sort_by(f64::total_cmp);
-    Ok(times[times.len() / 2])
-}
+/// Times each probe pair is measured (alternating, each for a fifth of the budget); a probe's
+/// value comes from its fastest round, so a round slowed by load or by a slow allocator mode
+/// (page faults of freshly mapped buffers) cannot skew a constant.
+const REPEATS: usize = 5;
 
 fn ramp(n: usize) -> Vec<f32> {
     (0..n).map(|i| ((i % 13) as f32 - 6.0) / 16.0).collect()
@@ -169,10 +76,25 @@ struct Prober {
 }
 
 impl Prober {
-    /// µs of one `op` at `shape`: the median of a chain of 1 + n ops minus that of one op, over
-    /// n (the call floor and the port conversion cancel), n = [`CHAIN`], lengthened 4× at a time
-    /// up to 16 × [`CHAIN`] while the difference is lost in timing noise (ops far cheaper than
-    /// the call). Also returns the one-op call's median. Still not above 0 is an error.
+    /// `(a, b − a)` µs per call, each the fastest of [`REPEATS`] alternating rounds' medians
+    /// (each round times `a` then `b` for a `REPEATS`-th of the budget).
+    fn pair(&self, a: &Tensor, b: &Tensor) -> Result<(f64, f64)> {
+        let mut ta = Timed::new(std::slice::from_ref(a), &reference())?;
+        let mut tb = Timed::new(std::slice::from_ref(b), &reference())?;
+        let slice = self.budget / REPEATS as u32;
+        let (mut xa, mut xb) = (f64::INFINITY, f64::INFINITY);
+        for _ in 0..REPEATS {
+            xa = xa.min(ta.median_us(slice, self.clock)?);
+            xb = xb.min(tb.median_us(slice, self.clock)?);
+        }
+        Ok((xa, xb - xa))
+    }
+
+    /// µs of one `op` at `shape`: (a chain of 1 + n ops minus one op, see [`Prober::pair`])
+    /// over n (the call floor and the port conversion cancel), n = [`CHAIN`], lengthened 4×
+    /// at a time up to 16 × [`CHAIN`] while the difference is lost in timing noise (ops far
+    /// cheaper than the call). Also returns the one-op call's median. Still not above 0 is an
+    /// error.
     fn per_op(
         &mut self,
         name: &'static str,
@@ -181,13 +103,12 @@ impl Prober {
         bytes: bool,
     ) -> Result<(f64, f64, f64)> {
         let one = chain(shape, 1, op)?;
-        let t1 = median_call_us(std::slice::from_ref(&one), self.budget, self.clock)?;
         let mut n = CHAIN;
-        let (us, tn) = loop {
-            let tn = median_call_us(&[chain(shape, 1 + n, op)?], self.budget, self.clock)?;
-            let us = (tn - t1) / n as f64;
+        let (us, t1) = loop {
+            let (t1, d) = self.pair(&one, &chain(shape, 1 + n, op)?)?;
+            let us = d / n as f64;
             if us > 0.0 || n >= 16 * CHAIN {
-                break (us, tn);
+                break (us, t1);
             }
             n *= 4;
         };
@@ -200,7 +121,7 @@ impl Prober {
         if us <= 0.0 {
             return Err(Error::Runtime {
                 op: "calibrate".into(),
-                msg: format!("probe {name}: {n} more ops did not take longer ({t1:.1} vs {tn:.1} µs); rerun on an idle machine"),
+                msg: format!("probe {name}: {n} more ops did not take longer than one ({t1:.1} µs); rerun on an idle machine"),
             });
         }
         Ok((work, us, t1))
@@ -232,6 +153,18 @@ fn squares(op: fn(&Tensor, usize) -> Result<Tensor>) -> Vec<ChainProbe> {
     SIDES
         .iter()
         .map(|&n| ((n * n) as f64, vec![n, n], Box::new(op) as ChainOp))
+        .collect()
+}
+
+/// `y + row` with a ramp `[n]` row broadcast over `[n, n]`, for every side in [`SIDES`].
+fn broadcast_probes() -> Result<Vec<ChainProbe>> {
+    SIDES
+        .iter()
+        .map(|&n| {
+            let row = crate::constant("calibrate", HostArray::f32(&[n], &ramp(n)))?;
+            let op = move |y: &Tensor, _: usize| y.add(&row);
+            Ok(((n * n) as f64, vec![n, n], Box::new(op) as ChainOp))
+        })
         .collect()
 }
 
@@ -268,18 +201,18 @@ fn conv_probe(c: usize) -> ChainProbe {
 /// per-cut µs from a region → host → region plan net of everything else the model predicts.
 pub fn calibrate(budget: Duration, clock: Clock) -> Result<(HostConstants, Vec<Probe>)> {
     let tiny = |n: usize| chain(&[1, 8], n, &|y: &Tensor, _: usize| y.add_scalar(1.0));
-    let one = median_call_us(&[tiny(1)?], budget, clock)?;
-    let chain33 = median_call_us(&[tiny(33)?], budget, clock)?;
-    let floor = (one - (chain33 - one) / 32.0).max(0.0);
     let mut p = Prober {
         budget,
         clock,
-        probes: vec![Probe {
-            name: "floor",
-            median_us: floor,
-            work: 0.0,
-        }],
+        probes: Vec::new(),
     };
+    let (one, d) = p.pair(&tiny(1)?, &tiny(33)?)?;
+    let floor = (one - d / 32.0).max(0.0);
+    p.probes.push(Probe {
+        name: "floor",
+        median_us: floor,
+        work: 0.0,
+    });
     // Reshapes alternate [n, n] ↔ [n/2, 2n] (a contiguous copy each).
     let copy = p.curve(
         "copy",
@@ -301,6 +234,9 @@ pub fn calibrate(budget: Duration, clock: Clock) -> Result<(HostConstants, Vec<P
     )?;
     let permute = p.curve("permute", squares(|y, _| y.transpose(&[1, 0])), false)?;
     let elementwise = p.curve("elementwise", squares(|y, _| y.mul(y)), false)?;
+    let unary = p.curve("unary", squares(|y, _| y.relu()), false)?;
+    let scalar = p.curve("scalar", squares(|y, _| y.mul_scalar(0.5)), false)?;
+    let broadcast = p.curve("broadcast", broadcast_probes()?, false)?;
     let reduce = p.curve("reduce", squares(|y, _| y.softmax(-1)), false)?;
     let gemm = p.curve(
         "gemm",
@@ -341,11 +277,44 @@ pub fn calibrate(budget: Duration, clock: Clock) -> Result<(HostConstants, Vec<P
             0.0
         },
         cut_us: 0.0,
+        unary_curve: unary,
+        scalar_curve: scalar,
+        broadcast_curve: broadcast,
+        epilogue_per_us: 0.0,
     };
     c.validate()?;
+    c.epilogue_per_us = epilogue_probe(&mut p)?;
     c.cut_us = cut_probe(&c, &mut p)?;
     c.validate()?;
     Ok((c, p.probes))
+}
+
+/// Elements per µs of ops folded into a conv's output pass: [`CHAIN`] 1×1 convs of 8 channels
+/// on 64×64, each followed by batch_norm and relu (both run in the conv's step), against the
+/// same convs alone: the difference over the folded elements (2 per conv output element). A
+/// difference lost in timing noise is taken as 1 % of the plain chain's time.
+fn epilogue_probe(p: &mut Prober) -> Result<f64> {
+    let (c, h) = (8, 64);
+    let (w, shape) = (ramp(c * c), [c, c, 1, 1]);
+    let conv = |y: &Tensor| conv2d(y, HostArray::f32(&shape, &w), None, ConvOptions::default());
+    let stats: Vec<Vec<f32>> = [0.1, 2.0, 0.5, 0.25].iter().map(|&v| vec![v; c]).collect();
+    let stat = |i: usize| HostArray::f32(std::slice::from_ref(&c), &stats[i]);
+    let x = input(&[1, c, h, h])?;
+    let (mut plain, mut fused) = (x.clone(), x);
+    for _ in 0..CHAIN {
+        plain = conv(&plain)?;
+        let y = conv(&fused)?;
+        fused = batch_norm(&y, stat(0), stat(1), Some(stat(2)), Some(stat(3)), 1e-3)?.relu()?;
+    }
+    let (t_plain, d) = p.pair(&plain, &fused)?;
+    let elements = (2 * CHAIN * c * h * h) as f64;
+    let us = d.max(0.01 * t_plain);
+    p.probes.push(Probe {
+        name: "epilogue",
+        median_us: us / CHAIN as f64,
+        work: elements / CHAIN as f64,
+    });
+    Ok(elements / us)
 }
 
 /// The per-cut µs: a plan x → +1 (region) → flatten (host, `route="host"`) → +1 (region),
@@ -359,7 +328,7 @@ fn cut_probe(c: &HostConstants, p: &mut Prober) -> Result<f64> {
         route: crate::options::Route::Host,
         ..reference()
     };
-    let median = median_call_us_with(std::slice::from_ref(&y), &opts, p.budget, p.clock)?;
+    let median = Timed::new(std::slice::from_ref(&y), &opts)?.median_us(p.budget, p.clock)?;
     let g = Graph::from_outputs(&[(None, y)])?;
     let modelled = super::estimate_host(&g, c, "probe")?;
     let stages =

@@ -131,6 +131,21 @@ pub struct HostConstants {
     /// of the extra region's floor and the crossing bytes.
     #[serde(default)]
     pub cut_us: f64,
+    /// Unary elementwise elements per µs by elements (empty = `elementwise_curve`).
+    #[serde(default)]
+    pub unary_curve: RateCurve,
+    /// Elementwise elements per µs by elements of a binary op with a one-element operand
+    /// (`x · k`; empty = `elementwise_curve`).
+    #[serde(default)]
+    pub scalar_curve: RateCurve,
+    /// Elementwise elements per µs by elements of a binary op whose smaller operand repeats
+    /// over the output (a bias row, a per-row statistic; empty = `elementwise_curve`).
+    #[serde(default)]
+    pub broadcast_curve: RateCurve,
+    /// Elements per µs of an op folded into a conv's output pass (see [`super::fused`]); 0 =
+    /// folded ops are costed as their own steps.
+    #[serde(default)]
+    pub epilogue_per_us: f64,
 }
 
 impl HostConstants {
@@ -159,10 +174,14 @@ impl HostConstants {
         copy_curve: RateCurve::EMPTY,
         port_elems_per_us: 0.0,
         cut_us: 0.0,
+        unary_curve: RateCurve::EMPTY,
+        scalar_curve: RateCurve::EMPTY,
+        broadcast_curve: RateCurve::EMPTY,
+        epilogue_per_us: 0.0,
     };
 
     /// Every rate finite and positive, the floor, per-op terms, `reduce_per_us`,
-    /// `copy_bytes_per_us` and `cut_us` finite and ≥ 0, the curves valid; else a value error
+    /// `copy_bytes_per_us`, `cut_us` and `epilogue_per_us` finite and ≥ 0, the curves valid; else a value error
     /// naming the field.
     pub fn validate(&self) -> Result<()> {
         let o = &self.op_us;
@@ -181,6 +200,7 @@ impl HostConstants {
             ("copy_bytes_per_us", self.copy_bytes_per_us, true),
             ("cut_us", self.cut_us, true),
             ("port_elems_per_us", self.port_elems_per_us, true),
+            ("epilogue_per_us", self.epilogue_per_us, true),
         ];
         for (name, v, zero_ok) in fields {
             if !v.is_finite() || v < 0.0 || (v == 0.0 && !zero_ok) {
@@ -195,7 +215,10 @@ impl HostConstants {
         self.permute_curve.validate("permute_curve")?;
         self.elementwise_curve.validate("elementwise_curve")?;
         self.reduce_curve.validate("reduce_curve")?;
-        self.copy_curve.validate("copy_curve")
+        self.copy_curve.validate("copy_curve")?;
+        self.unary_curve.validate("unary_curve")?;
+        self.scalar_curve.validate("scalar_curve")?;
+        self.broadcast_curve.validate("broadcast_curve")
     }
 }
 

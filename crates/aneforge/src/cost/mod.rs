@@ -5,10 +5,12 @@
 pub mod anchors;
 pub mod calibrate;
 pub mod cross;
+pub mod fused;
 pub mod host;
 pub mod plan_cost;
 pub mod power;
 pub mod profile;
+pub mod timing;
 pub mod work;
 
 use crate::error::{Error, Result};
@@ -27,6 +29,9 @@ pub struct OpEstimate {
     pub work: NodeWork,
     /// Predicted µs of this node (the per-call floor is counted once, in [`Estimate::floor_us`]).
     pub micros: f64,
+    /// Host mode: the conv node whose step runs this op inside its output pass (costed as
+    /// [`fused::folded_us`]); `None` for an op that is its own step.
+    pub folded_into: Option<usize>,
 }
 
 /// A whole program's predicted cost: one region = one dispatch; a graph with host ops is costed
@@ -65,9 +70,10 @@ impl Estimate {
 /// of its kind at its size (each rate is measured end to end, memory traffic included, so the
 /// cache regime is in the curve): gemm and conv flops at their curve's rate for `w.size`
 /// (min(K, N) / min(K, Cout): thin products run slower), permutes' elements at the permute
-/// curve's rate for their count, elementwise and reduce elements and copies' bytes at their
-/// curve's rate for that work. Missing terms (files older than them) fall back: curves to the
-/// kind's scalar rate (permutes to bytes / `bytes_per_us`), the copy rate to `bytes_per_us`,
+/// curve's rate for their count, elementwise elements at their form's curve (unary, scalar,
+/// broadcast or binary, see [`work::ElementwiseForm`]), reduce elements and copies' bytes at
+/// their curve's rate for that work. Missing terms (files older than them) fall back: a form's
+/// curve to the binary elementwise curve, curves to the kind's scalar rate (permutes to bytes / `bytes_per_us`), the copy rate to `bytes_per_us`,
 /// the reduce rate to the elementwise rate.
 pub fn host_node_us(w: &NodeWork, c: &HostConstants) -> f64 {
     let o = &c.op_us;
@@ -78,9 +84,10 @@ pub fn host_node_us(w: &NodeWork, c: &HostConstants) -> f64 {
         WorkKind::Gemm => o.gemm + flops / c.gemm_curve.rate(size).unwrap_or(c.gemm_flops_per_us),
         WorkKind::Conv => o.conv + flops / c.conv_curve.rate(size).unwrap_or(c.conv_flops_per_us),
         WorkKind::Elementwise => {
-            let rate = c
-                .elementwise_curve
+            let rate = work::elementwise_form(w)
+                .curve(c)
                 .rate(flops)
+                .or_else(|| c.elementwise_curve.rate(flops))
                 .unwrap_or(c.elementwise_per_us);
             o.elementwise + flops / rate
         }
@@ -142,13 +149,24 @@ pub fn analytic_node_us(w: &NodeWork, m: &Machine) -> f64 {
     memory.max(f / (m.peak_flops_per_us * utilisation))
 }
 
-/// Estimate `graph` on the host with explicit constants (`provenance` labels them).
+/// Estimate `graph` on the host with explicit constants (`provenance` labels them); ops the
+/// executor folds into a conv's step cost [`fused::folded_us`].
 pub fn estimate_host(graph: &Graph, c: &HostConstants, provenance: &str) -> Result<Estimate> {
     c.validate()?;
     let machine = (c.floor_us, c.bytes_per_us, c.cut_us);
+    let folded = match c.epilogue_per_us > 0.0 {
+        true => fused::folded_into(graph),
+        false => vec![None; graph.nodes.len()],
+    };
     let mut e = finish(graph, machine, None, provenance.into(), |w| {
-        host_node_us(w, c)
+        match folded[w.node] {
+            Some(_) => fused::folded_us(w, c),
+            None => host_node_us(w, c),
+        }
     })?;
+    for o in &mut e.ops {
+        o.folded_into = folded[o.work.node];
+    }
     e.ports_us = host_ports_us(graph, c);
     e.micros += e.ports_us;
     Ok(e)
@@ -162,11 +180,19 @@ pub fn estimate(graph: &Graph, target: Option<&str>) -> Result<Estimate> {
     match target {
         Some(t) => {
             let m = anchors::machine(t)?;
-            // No hand-off on a device has been measured: cuts cost their bytes only.
-            let machine = (m.floor_us, m.bytes_per_us, 0.0);
-            finish(graph, machine, Some(m.arch), m.provenance.clone(), |w| {
+            // No hand-off on a device has been measured: each cut costs the reference design's
+            // projected CUT plus its bytes, and the provenance says so.
+            let machine = (m.floor_us, m.bytes_per_us, anchors::PROJECTED_CUT_US);
+            let mut e = finish(graph, machine, Some(m.arch), m.provenance.clone(), |w| {
                 analytic_node_us(w, &m)
-            })
+            })?;
+            if e.regions > 1 {
+                e.provenance += &format!(
+                    "; cuts projected ({} µs per host stage, not measured on a device)",
+                    anchors::PROJECTED_CUT_US
+                );
+            }
+            Ok(e)
         }
         None => {
             let (c, provenance, note) = match host::load() {
@@ -206,6 +232,7 @@ fn finish(
         .map(|w| OpEstimate {
             micros: node_us(&w),
             work: w,
+            folded_into: None,
         })
         .collect();
     let (regions, cut_us) = match plan_cost::plan_cost(graph, bytes_per_us, stage_us)? {

@@ -8,6 +8,7 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
+use super::timing::Clock;
 use crate::error::{Error, Result};
 use crate::exec::profile::{Profile, Span, SpanKind};
 use crate::exec::{Loaded, PortData, PortView};
@@ -41,6 +42,8 @@ pub struct ProfileRow {
 #[derive(Debug)]
 pub struct ProfileReport {
     pub device: &'static str,
+    /// The clock the spans were timed by.
+    pub clock: Clock,
     pub runs: usize,
     pub call_us: f64,
     pub rows: Vec<ProfileRow>,
@@ -116,6 +119,7 @@ pub fn report(device: &'static str, runs: usize, profile: Profile) -> Result<Pro
         .collect();
     Ok(ProfileReport {
         device,
+        clock: profile.clock(),
         runs,
         call_us,
         rows,
@@ -124,15 +128,20 @@ pub fn report(device: &'static str, runs: usize, profile: Profile) -> Result<Pro
 }
 
 /// Execute `loaded` `repeat` times on its current inputs, each call one [`SpanKind::Call`]
-/// span, and fold the calls into a report. `repeat` must be 1..=[`MAX_PROFILE_RUNS`].
-pub fn profile_calls(loaded: &mut dyn Loaded, repeat: usize) -> Result<ProfileReport> {
+/// span timed by `clock` (CPU time is robust on a shared machine; it sums every thread), and
+/// fold the calls into a report. `repeat` must be 1..=[`MAX_PROFILE_RUNS`].
+pub fn profile_calls(
+    loaded: &mut dyn Loaded,
+    repeat: usize,
+    clock: Clock,
+) -> Result<ProfileReport> {
     if repeat == 0 || repeat > MAX_PROFILE_RUNS {
         return Err(Error::value(
             "profile",
             format!("repeat must be 1..={MAX_PROFILE_RUNS}, got {repeat}"),
         ));
     }
-    let mut p = Profile::new();
+    let mut p = Profile::with_clock(clock)?;
     for run in 0..repeat {
         profiled_call(loaded, &mut p, run)?;
     }
@@ -164,8 +173,8 @@ impl ProfileReport {
     /// the leaf rows account for.
     pub fn table(&self) -> String {
         let mut t = format!(
-            "device: {}, {} call(s), {:.1} µs per call (mean)\n{:<28} {:>6} {:<18} {:>12} {:>14} {:>11} {:>7}\n",
-            self.device, self.runs, self.call_us, "op", "stage", "output shape", "bytes", "flops", "µs", "share"
+            "device: {}, {} call(s), {:.1} µs per call (mean, {} clock)\n{:<28} {:>6} {:<18} {:>12} {:>14} {:>11} {:>7}\n",
+            self.device, self.runs, self.call_us, self.clock.name(), "op", "stage", "output shape", "bytes", "flops", "µs", "share"
         );
         for r in &self.rows {
             let stage = r.stage.map(|s| s.to_string()).unwrap_or_default();

@@ -1,5 +1,6 @@
 //! Per-node work from the graph's types alone: bytes moved and flops, classified by kind.
 
+use super::host::{HostConstants, RateCurve};
 use crate::graph::{Graph, Node};
 use crate::ops::layout::Layout;
 use crate::ops::Op;
@@ -138,5 +139,44 @@ pub fn node_work(graph: &Graph, index: usize, node: &Node) -> NodeWork {
         flops,
         kind,
         size,
+    }
+}
+
+/// How an elementwise op reads its inputs, which sets its per-element rate on the host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ElementwiseForm {
+    /// One input.
+    Unary,
+    /// Inputs of the output's size (and ops of three or more inputs).
+    Binary,
+    /// Two inputs, one of them a single element (`x · k`).
+    Scalar,
+    /// Two inputs, the smaller repeating over the output (a bias row, a per-row statistic).
+    Broadcast,
+}
+
+impl ElementwiseForm {
+    /// This form's rate curve in `c` (the binary form's is the elementwise curve).
+    pub fn curve(self, c: &HostConstants) -> &RateCurve {
+        match self {
+            ElementwiseForm::Unary => &c.unary_curve,
+            ElementwiseForm::Binary => &c.elementwise_curve,
+            ElementwiseForm::Scalar => &c.scalar_curve,
+            ElementwiseForm::Broadcast => &c.broadcast_curve,
+        }
+    }
+}
+
+/// The form of an elementwise node from its input shapes.
+pub fn elementwise_form(w: &NodeWork) -> ElementwiseForm {
+    let sizes: Vec<usize> = w.input_shapes.iter().map(|s| numel(s)).collect();
+    match sizes[..] {
+        [_] => ElementwiseForm::Unary,
+        [a, b] if a == 1 || b == 1 => match a.max(b) {
+            1 => ElementwiseForm::Binary,
+            _ => ElementwiseForm::Scalar,
+        },
+        [a, b] if a != b => ElementwiseForm::Broadcast,
+        _ => ElementwiseForm::Binary,
     }
 }

@@ -5,6 +5,9 @@
 
 use std::time::Instant;
 
+use crate::cost::timing::{process_cpu_us, Clock};
+use crate::error::Result;
+
 /// What a span covers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SpanKind {
@@ -30,11 +33,11 @@ impl SpanKind {
     }
 }
 
-/// The work of one op span: op name, first output shape, bytes moved and flops (see
-/// [`crate::cost::NodeWork`]).
+/// The work of one op span: op name (`conv+batch_norm+relu` for a fused step), first output
+/// shape, bytes moved and flops (see [`crate::cost::NodeWork`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct OpLabel {
-    pub op: &'static str,
+    pub op: String,
     pub shape: Vec<usize>,
     pub bytes: u64,
     pub flops: u64,
@@ -57,16 +60,20 @@ pub struct Span {
     pub label: Option<OpLabel>,
 }
 
-/// An open span: when it started.
+/// An open span: when it started (µs on the profile's clock).
 #[derive(Debug)]
 pub struct Open {
-    start: Instant,
+    start: f64,
 }
 
 /// The span recorder: spans in closing order (children before their parent).
 #[derive(Debug)]
 pub struct Profile {
     origin: Instant,
+    /// The clock spans are timed by (CPU time: every thread of the process).
+    clock: Clock,
+    /// The CPU clock's reading at `origin` (0 on the wall clock).
+    cpu_origin: f64,
     /// Finished spans.
     pub spans: Vec<Span>,
     /// Has-children flag of each open span, innermost last.
@@ -84,14 +91,44 @@ impl Default for Profile {
 }
 
 impl Profile {
-    /// An empty recorder whose origin is now.
+    /// An empty recorder on the wall clock whose origin is now.
     pub fn new() -> Profile {
         Profile {
             origin: Instant::now(),
+            clock: Clock::Wall,
+            cpu_origin: 0.0,
             spans: Vec::new(),
             open: Vec::new(),
             run: 0,
             stage: None,
+        }
+    }
+
+    /// An empty recorder timed by `clock` whose origin is now (the CPU clock is an error where
+    /// process CPU time cannot be read).
+    pub fn with_clock(clock: Clock) -> Result<Profile> {
+        let cpu_origin = match clock {
+            Clock::Wall => 0.0,
+            Clock::Cpu => process_cpu_us()?,
+        };
+        Ok(Profile {
+            clock,
+            cpu_origin,
+            ..Profile::new()
+        })
+    }
+
+    /// The clock spans are timed by.
+    pub fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    /// µs on the profile's clock since its origin (the CPU clock was read once at creation,
+    /// so it reads on every later call).
+    fn now_us(&self) -> f64 {
+        match self.clock {
+            Clock::Wall => self.origin.elapsed().as_secs_f64() * 1e6,
+            Clock::Cpu => process_cpu_us().map_or(0.0, |t| t - self.cpu_origin),
         }
     }
 
@@ -102,20 +139,19 @@ impl Profile {
         }
         self.open.push(false);
         Open {
-            start: Instant::now(),
+            start: self.now_us(),
         }
     }
 
     /// Close the innermost open span started at `o`.
     pub fn close(&mut self, o: Open, name: String, kind: SpanKind, label: Option<OpLabel>) {
-        let end = Instant::now();
+        let end = self.now_us();
         let has_children = self.open.pop().unwrap_or(false);
-        let us = |t: Instant| t.duration_since(self.origin).as_secs_f64() * 1e6;
         self.spans.push(Span {
             name,
             kind,
-            start_us: us(o.start),
-            dur_us: us(end) - us(o.start),
+            start_us: o.start,
+            dur_us: end - o.start,
             depth: self.open.len() as u32,
             run: self.run,
             stage: self.stage,

@@ -46,7 +46,7 @@ pub(super) struct Epilogue {
 /// A conv node and the ops folded into its step, in graph order (the last one's value is the
 /// step's output).
 #[derive(Debug)]
-pub(super) struct Chain {
+pub(crate) struct Chain {
     pub conv: usize,
     links: Vec<Link>,
 }
@@ -72,7 +72,7 @@ impl Link {
 /// The fused chains of `g`, keyed by the node whose position the fused step takes (the chain's
 /// last node, so every extra input is computed before it), and `absorbed[i]` for every node
 /// that runs inside another node's step. A conv with nothing to fold gets no chain.
-pub(super) fn find_chains(g: &Graph) -> (Vec<Option<Chain>>, Vec<bool>) {
+pub(crate) fn find_chains(g: &Graph) -> (Vec<Option<Chain>>, Vec<bool>) {
     let n = g.nodes.len();
     // Reading nodes of each node's port 0, one entry per read; a graph output reads twice
     // (with no node), so an output never joins a chain.
@@ -164,6 +164,18 @@ fn next_link(g: &Graph, readers: &[Vec<usize>], cur: usize, c: usize) -> Option<
 }
 
 impl Chain {
+    /// The nodes folded after the conv, in graph order (a gate's unary node before its mul);
+    /// the last one's value is the step's output.
+    pub(crate) fn folded(&self) -> Vec<usize> {
+        self.links
+            .iter()
+            .flat_map(|l| match *l {
+                Link::Op { node, .. } => vec![node],
+                Link::Gate { unary, mul, .. } => vec![unary, mul],
+            })
+            .collect()
+    }
+
     /// The step's input values: the conv's, then each folded op's inputs other than the chain.
     pub fn inputs<'a>(&self, g: &'a Graph) -> Vec<&'a Value> {
         let mut ins: Vec<&Value> = g.nodes[self.conv].inputs.iter().collect();
@@ -177,7 +189,7 @@ impl Chain {
 
     /// The epilogue of this chain; `round(node)` says whether a node's output is rounded to
     /// fp16, `table(op)` gives a costly unary op's table.
-    pub fn epilogue(
+    pub(super) fn epilogue(
         &self,
         g: &Graph,
         round: impl Fn(usize) -> bool,

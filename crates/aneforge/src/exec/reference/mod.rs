@@ -2,7 +2,7 @@
 //! (every fp16 op output rounded to fp16, round-to-nearest-even; f32 inside ops). In fp16 mode
 //! the ports are fp16 / uint8 buffers, like the device's, so views and aliasing behave the same.
 
-mod conv_epilogue;
+pub(crate) mod conv_epilogue;
 mod fp16_table;
 mod gguf_gemv;
 mod gguf_gemv_avx2;
@@ -306,7 +306,7 @@ impl RefProgram {
                 shared: shared[i].take(),
                 epilogue,
                 rounds_in_kernel,
-                label: profile::step_label(g, run),
+                label: profile::step_label(g, i, chain.as_ref()),
                 round,
             })
         }
