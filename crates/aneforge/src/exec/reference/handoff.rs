@@ -37,6 +37,18 @@ impl Handoff {
         self.lazy[o]
     }
 
+    /// Input `j`'s value buffer holds its value for the next execute (skip the port load).
+    pub(super) fn feed(&mut self, j: usize) {
+        if let Some(f) = self.fed.get_mut(j) {
+            *f = true;
+        }
+    }
+
+    /// Whether input `j` is fed (its port buffer may be stale).
+    pub(super) fn fed(&self, j: usize) -> bool {
+        self.fed.get(j) == Some(&true)
+    }
+
     /// Input `j` is written through its port again (`set_input`, `input_view`).
     pub(super) fn unfeed(&mut self, j: usize) {
         if let Some(f) = self.fed.get_mut(j) {
@@ -93,9 +105,7 @@ impl RefProgram {
             index,
             self.in_ports.get(index),
         )?;
-        if let Some(f) = self.handoff.fed.get_mut(index) {
-            *f = true;
-        }
+        self.handoff.feed(index);
         Ok(&mut self.bufs[self.input_bufs[index]].data)
     }
 
@@ -131,6 +141,7 @@ impl RefProgram {
     /// Store lazy output `o` into its port buffer (before a view or an alias reads the port).
     pub(super) fn sync_output_port(&mut self, o: usize) {
         if self.handoff.lazy.get(o) == Some(&true) {
+            self.out_ports[o].ensure_len(self.outputs[o].numel());
             self.out_ports[o].store_from(&self.bufs[self.output_bufs[o]].data);
         }
     }
