@@ -110,12 +110,15 @@ impl RefProgram {
     }
 
     /// Store fp16 output `index` only on demand from now on (a plan reads it through
-    /// [`RefProgram::handoff_output`] or `read_output`); other ports are left as they are.
+    /// [`RefProgram::handoff_output`] or `read_output`), its port buffer released until then;
+    /// other ports are left as they are.
     pub fn lazy_output(&mut self, index: usize) {
-        if let (Some(PortBuf::F16(_)), Some(l)) =
-            (self.out_ports.get(index), self.handoff.lazy.get_mut(index))
-        {
+        if let (Some(PortBuf::F16(v)), Some(l)) = (
+            self.out_ports.get_mut(index),
+            self.handoff.lazy.get_mut(index),
+        ) {
             *l = true;
+            *v = Vec::new();
         }
     }
 

@@ -122,6 +122,18 @@ pub fn encode(
     Ok((weight, entry))
 }
 
+/// Drop what a loaded decoder program holds but never reads again: the lowered weight blob
+/// (written to the program directory at compile; its Q4_1/Q5_1 MIL offsets are arrays of their
+/// own) and, on the reference executor, the fp16 port buffers of the outputs, which the runtime
+/// reads with `read_output` only (from the value buffers, the same fp16 bits).
+pub fn trim_program(c: &mut crate::compile::Compiled) {
+    c.program.weights = crate::mil::blob::Blob::new();
+    let n = c.outputs().len();
+    if let Some(p) = crate::exec::reference::handoff::ref_program(c.loaded.as_mut()) {
+        (0..n).for_each(|o| p.lazy_output(o));
+    }
+}
+
 /// x [S, in] @ W.T (+ bias [out]) for the [out, in] weight `w` (a `matmul` with `transpose_y`
 /// over the constant, as `Tensor::linear` builds).
 pub fn linear(x: &Tensor, w: Weight, bias: Option<&[f32]>) -> Result<Tensor> {
