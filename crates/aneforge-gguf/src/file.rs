@@ -123,6 +123,31 @@ impl GgufFile {
         }
     }
 
+    /// [`GgufFile::release_pages`] for the pages holding `tensor`'s bytes only (those of its
+    /// neighbours sharing the first or last page go too; they read back in unchanged). A
+    /// tensor of another file is ignored.
+    pub fn release_tensor_pages(&self, tensor: &Tensor<'_>) {
+        let (base, data) = (self.map.as_ptr() as usize, tensor.data);
+        let Some(offset) = (data.as_ptr() as usize).checked_sub(base) else {
+            return;
+        };
+        if offset
+            .checked_add(data.len())
+            .is_none_or(|end| end > self.map.len())
+        {
+            return;
+        }
+        #[cfg(target_os = "linux")]
+        // SAFETY: as in `release_pages`; the range was just checked to lie inside the map.
+        unsafe {
+            let _ = self.map.unchecked_advise_range(
+                memmap2::UncheckedAdvice::DontNeed,
+                offset,
+                data.len(),
+            );
+        }
+    }
+
     /// The path the file was opened with (as errors print it).
     pub fn path(&self) -> &str {
         &self.path
@@ -136,6 +161,11 @@ impl GgufFile {
     /// All metadata, with typed accessors.
     pub fn metadata(&self) -> &Metadata {
         &self.metadata
+    }
+
+    /// All metadata, to drop what the caller has consumed (see [`Metadata::remove`]).
+    pub fn metadata_mut(&mut self) -> &mut Metadata {
+        &mut self.metadata
     }
 
     /// Data-section alignment in bytes.

@@ -245,6 +245,18 @@ impl Metadata {
         self.index.get(key).map(|&i| &self.entries[i].1)
     }
 
+    /// Take `key` out (later lookups miss it), returning its value; file order is kept.
+    pub fn remove(&mut self, key: &str) -> Option<Value> {
+        let i = self.index.remove(key)?;
+        let (_, value) = self.entries.remove(i);
+        for (k, _) in &self.entries[i..] {
+            if let Some(j) = self.index.get_mut(k) {
+                *j -= 1;
+            }
+        }
+        Some(value)
+    }
+
     /// The value of `key`, or `MissingKey` naming it.
     pub fn require(&self, key: &str) -> Result<&Value> {
         self.get(key).ok_or_else(|| GgufError::MissingKey {

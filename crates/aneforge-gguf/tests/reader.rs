@@ -199,3 +199,40 @@ fn architecture_known_and_unknown() {
         "{msg}"
     );
 }
+
+#[test]
+fn removed_keys_miss_and_the_rest_keep_order_and_lookup() {
+    let (bytes, _) = every_type().build();
+    let mut file = open_bytes("remove", &bytes).unwrap();
+    let before: Vec<String> = (file.metadata().entries().iter())
+        .map(|(k, _)| k.clone())
+        .collect();
+    let md = file.metadata_mut();
+    assert_eq!(md.remove("k.u16"), Some(Value::U16(60000)));
+    assert_eq!(md.remove("k.u16"), None);
+    assert!(matches!(
+        md.get_u32("k.u16"),
+        Err(GgufError::MissingKey { .. })
+    ));
+    let after: Vec<&str> = md.entries().iter().map(|(k, _)| k.as_str()).collect();
+    let want: Vec<&str> = (before.iter().map(String::as_str))
+        .filter(|k| *k != "k.u16")
+        .collect();
+    assert_eq!(after, want);
+    // every later key still finds its own value
+    assert_eq!(md.get("k.i16"), Some(&Value::I16(-30000)));
+    assert_eq!(md.get_str_array("k.strings").unwrap(), ["a", "", "ccc"]);
+    assert_eq!(md.get_float("k.f64").unwrap(), std::f64::consts::PI);
+}
+
+#[test]
+fn released_tensor_pages_read_back_unchanged() {
+    let (bytes, _) = every_type().build();
+    let file = open_bytes("release", &bytes).unwrap();
+    let t = file.tensor("norm.weight").unwrap();
+    let want = t.dequantize().unwrap();
+    file.release_tensor_pages(&t);
+    file.release_pages();
+    assert_eq!(t.dequantize().unwrap(), want);
+    assert_eq!(want, [1.5, -2.25, 3.0, 0.125, -0.0, 7.75]);
+}

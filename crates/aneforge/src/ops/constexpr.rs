@@ -3,7 +3,7 @@
 //! int8 per-axis affine, 4-bit palette (LUT), sparse mask + values, blockwise int8, and GGUF
 //! legacy blocks (int8 or uint4 codes with a per-block scale and optional minimum).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 use half::f16;
 
@@ -447,7 +447,11 @@ impl Family for Constexpr {
                 );
                 match offset {
                     None => m,
-                    Some(o) => m.blob("offset", scale_shape, Payload::Fp16(mil_offset(scale, o))),
+                    Some(o) => m.blob(
+                        "offset",
+                        scale_shape,
+                        Payload::Fp16(shared_mil_offset(scale, o)),
+                    ),
                 }
             }
         }
@@ -456,6 +460,30 @@ impl Family for Constexpr {
         self.expand(&mut out[0].data);
         Ok(())
     }
+}
+
+/// [`mil_offset`] of `(scale, offset)`, made once while both arrays and the result are alive:
+/// every program lowered from the same GGUF constant shares one array instead of holding its
+/// own (the cache's `Weak`s keep the keyed allocations from being reused by other arrays).
+fn shared_mil_offset(scale: &Arc<Vec<f16>>, offset: &Arc<Vec<f16>>) -> Arc<Vec<f16>> {
+    type Entry = (Weak<Vec<f16>>, Weak<Vec<f16>>, Weak<Vec<f16>>);
+    static CACHE: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    cache.retain(|(s, o, m)| s.strong_count() > 0 && o.strong_count() > 0 && m.strong_count() > 0);
+    let hit = cache.iter().find_map(|(s, o, m)| {
+        (s.as_ptr() == Arc::as_ptr(scale) && o.as_ptr() == Arc::as_ptr(offset))
+            .then(|| m.upgrade())
+            .flatten()
+    });
+    hit.unwrap_or_else(|| {
+        let m = mil_offset(scale, offset);
+        cache.push((
+            Arc::downgrade(scale),
+            Arc::downgrade(offset),
+            Arc::downgrade(&m),
+        ));
+        m
+    })
 }
 
 /// The opset's offset for `scale · q + offset`: fp16(−offset / scale) so that

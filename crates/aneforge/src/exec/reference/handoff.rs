@@ -37,6 +37,18 @@ impl Handoff {
         self.lazy[o]
     }
 
+    /// Input `j`'s value buffer holds its value for the next execute (skip the port load).
+    pub(super) fn feed(&mut self, j: usize) {
+        if let Some(f) = self.fed.get_mut(j) {
+            *f = true;
+        }
+    }
+
+    /// Whether input `j` is fed (its port buffer may be stale).
+    pub(super) fn fed(&self, j: usize) -> bool {
+        self.fed.get(j) == Some(&true)
+    }
+
     /// Input `j` is written through its port again (`set_input`, `input_view`).
     pub(super) fn unfeed(&mut self, j: usize) {
         if let Some(f) = self.fed.get_mut(j) {
@@ -93,19 +105,20 @@ impl RefProgram {
             index,
             self.in_ports.get(index),
         )?;
-        if let Some(f) = self.handoff.fed.get_mut(index) {
-            *f = true;
-        }
+        self.handoff.feed(index);
         Ok(&mut self.bufs[self.input_bufs[index]].data)
     }
 
     /// Store fp16 output `index` only on demand from now on (a plan reads it through
-    /// [`RefProgram::handoff_output`] or `read_output`); other ports are left as they are.
+    /// [`RefProgram::handoff_output`] or `read_output`), its port buffer released until then;
+    /// other ports are left as they are.
     pub fn lazy_output(&mut self, index: usize) {
-        if let (Some(PortBuf::F16(_)), Some(l)) =
-            (self.out_ports.get(index), self.handoff.lazy.get_mut(index))
-        {
+        if let (Some(PortBuf::F16(v)), Some(l)) = (
+            self.out_ports.get_mut(index),
+            self.handoff.lazy.get_mut(index),
+        ) {
             *l = true;
+            *v = Vec::new();
         }
     }
 
@@ -131,6 +144,7 @@ impl RefProgram {
     /// Store lazy output `o` into its port buffer (before a view or an alias reads the port).
     pub(super) fn sync_output_port(&mut self, o: usize) {
         if self.handoff.lazy.get(o) == Some(&true) {
+            self.out_ports[o].ensure_len(self.outputs[o].numel());
             self.out_ports[o].store_from(&self.bufs[self.output_bufs[o]].data);
         }
     }

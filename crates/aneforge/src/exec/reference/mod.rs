@@ -2,6 +2,7 @@
 //! (every fp16 op output rounded to fp16, round-to-nearest-even; f32 inside ops). In fp16 mode
 //! the ports are fp16 / uint8 buffers, like the device's, so views and aliasing behave the same.
 
+mod alias;
 pub(crate) mod conv_epilogue;
 mod fp16_table;
 mod gguf_gemv;
@@ -161,6 +162,8 @@ pub struct RefProgram {
     timing: Option<Profile>,
     /// Plan hand-offs that bypass the port buffers (see [`handoff`]).
     handoff: handoff::Handoff,
+    /// Aliased inputs sharing their output's value buffer (see [`alias`]).
+    shared: alias::Shared,
 }
 
 /// Round every element to the nearest fp16 (ties to even; overflow to ±inf), on the rayon
@@ -379,6 +382,7 @@ impl RefProgram {
             aliases: Vec::new(),
             executed: false,
             timing: None,
+            shared: alias::Shared::default(),
         })
     }
 
@@ -487,6 +491,9 @@ impl Loaded for RefProgram {
 
     fn set_input(&mut self, index: usize, data: PortData) -> Result<()> {
         checked_input(&self.inputs, index, &data)?;
+        if self.set_shared_input(index, &data) {
+            return Ok(());
+        }
         self.handoff.unfeed(index);
         match self.in_ports.get_mut(index) {
             Some(p) => p.view().write(data),
@@ -511,7 +518,9 @@ impl Loaded for RefProgram {
         self.store_output_ports();
         for a in 0..self.aliases.len() {
             let (o, i) = self.aliases[a];
-            if self.in_ports.is_empty() {
+            if self.shared.has(i) {
+                self.handoff.feed(i);
+            } else if self.in_ports.is_empty() {
                 let (src, dst) = (self.output_bufs[o], self.input_bufs[i]);
                 if src != dst {
                     let (lo, hi) = self.bufs.split_at_mut(src.max(dst));
@@ -563,6 +572,7 @@ impl Loaded for RefProgram {
     fn alias(&mut self, output: &str, input: &str) -> Result<()> {
         let (oi, ii) = alias_ports(self.executed, &self.outputs, &self.inputs, output, input)?;
         self.aliases.push((oi, ii));
+        self.share_alias(oi, ii);
         Ok(())
     }
 
@@ -575,6 +585,7 @@ impl Loaded for RefProgram {
     }
 
     fn input_view(&mut self, index: usize) -> Result<PortView<'_>> {
+        self.sync_input_port(index);
         self.handoff.unfeed(index);
         Self::view(&mut self.in_ports, index, self.inputs.len(), "input_view")
     }

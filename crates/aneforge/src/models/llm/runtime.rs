@@ -203,6 +203,7 @@ impl Llm {
             .iter()
             .map(|chunk| {
                 let mut c = compile(&b.program(chunk, mode, self.tile)?, &self.opts)?;
+                super::weights::trim_program(&mut c);
                 if let Mode::Decode { .. } = mode {
                     for l in chunk.layers.clone() {
                         for kv in ["k", "v"] {

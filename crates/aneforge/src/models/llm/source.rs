@@ -108,6 +108,14 @@ struct HfWeights {
     by_name: HashMap<String, usize>,
 }
 
+/// GGUF metadata arrays only the tokenizer reads (vocabulary, merges, token types, scores).
+pub const TOKENIZER_TABLES: [&str; 4] = [
+    "tokenizer.ggml.tokens",
+    "tokenizer.ggml.merges",
+    "tokenizer.ggml.token_type",
+    "tokenizer.ggml.scores",
+];
+
 /// The weight store of a decoder.
 pub struct Source {
     kind: Kind,
@@ -133,8 +141,13 @@ enum Kind {
 }
 
 impl Source {
-    /// A GGUF file's weights (the lm_head is tied when `output.weight` is absent).
-    pub fn gguf(file: GgufFile, family: Family) -> Source {
+    /// A GGUF file's weights (the lm_head is tied when `output.weight` is absent). The
+    /// tokenizer tables ([`TOKENIZER_TABLES`], megabytes of strings) leave the metadata: build
+    /// the tokenizer from `file` first.
+    pub fn gguf(mut file: GgufFile, family: Family) -> Source {
+        for key in TOKENIZER_TABLES {
+            file.metadata_mut().remove(key);
+        }
         let tied = file.tensor(&Role::LmHead.gguf_name()).is_err();
         Source {
             path: PathBuf::from(file.path()),
@@ -300,6 +313,9 @@ impl Source {
             scale,
         };
         let (c, entry) = weights::encode(&self.path, &t, &req)?;
+        // The encoded copy is what programs hold: the mapped bytes leave the resident set now,
+        // not after the whole model is encoded (the peak would be the file plus its copy).
+        file.release_tensor_pages(&t);
         cache.insert(key, (c.clone(), entry));
         Ok(Some(c))
     }
@@ -402,10 +418,16 @@ impl Source {
         }
     }
 
-    /// Drop the GGUF memory map's pages from the resident set once the weights are encoded.
+    /// Drop the GGUF memory map's pages from the resident set once the weights are encoded, and
+    /// hand the heap freed while building programs back to the OS (glibc keeps it otherwise).
     pub fn release_pages(&self) {
         if let Kind::Gguf(file) = &self.kind {
             file.release_pages();
+        }
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        // SAFETY: malloc_trim only returns free heap pages to the kernel; it is thread-safe.
+        unsafe {
+            libc::malloc_trim(0);
         }
     }
 

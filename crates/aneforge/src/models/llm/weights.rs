@@ -62,15 +62,21 @@ pub fn encode(
     }
     let row_bytes = req.cols / block * size;
     let rows = req.rows.len();
-    let mut bytes = Vec::with_capacity(rows * row_bytes);
-    for r in req.rows.clone() {
-        let src = req.perm.map_or(r, |p| p[r]);
-        let row = t
-            .data()
-            .get(src * row_bytes..(src + 1) * row_bytes)
-            .ok_or_else(|| fail(format!("row {src} runs past the tensor data")))?;
-        bytes.extend_from_slice(row);
-    }
+    let span = |a: usize, b: usize| {
+        (t.data().get(a * row_bytes..b * row_bytes))
+            .ok_or_else(|| fail(format!("row {} runs past the tensor data", b - 1)))
+    };
+    // Rows in file order are read straight from the map (no copy of a whole lm_head tile).
+    let bytes: std::borrow::Cow<[u8]> = match req.perm {
+        None => span(req.rows.start, req.rows.end)?.into(),
+        Some(p) => {
+            let mut bytes = Vec::with_capacity(rows * row_bytes);
+            for r in req.rows.clone() {
+                bytes.extend_from_slice(span(p[r], p[r] + 1)?);
+            }
+            bytes.into()
+        }
+    };
     let shape = vec![rows, req.cols];
     let blocks = if req.cols % BLOCK == 0 {
         gguf_blocks(ty, &bytes, req.scale)
@@ -120,6 +126,18 @@ pub fn encode(
         },
     };
     Ok((weight, entry))
+}
+
+/// Drop what a loaded decoder program holds but never reads again: the lowered weight blob
+/// (written to the program directory at compile; its Q4_1/Q5_1 MIL offsets are arrays of their
+/// own) and, on the reference executor, the fp16 port buffers of the outputs, which the runtime
+/// reads with `read_output` only (from the value buffers, the same fp16 bits).
+pub fn trim_program(c: &mut crate::compile::Compiled) {
+    c.program.weights = crate::mil::blob::Blob::new();
+    let n = c.outputs().len();
+    if let Some(p) = crate::exec::reference::handoff::ref_program(c.loaded.as_mut()) {
+        (0..n).for_each(|o| p.lazy_output(o));
+    }
 }
 
 /// x [S, in] @ W.T (+ bias [out]) for the [out, in] weight `w` (a `matmul` with `transpose_y`

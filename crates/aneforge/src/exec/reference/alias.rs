@@ -1,0 +1,204 @@
+//! Aliased ports held once. `alias(output, input)` (a resident KV cache) copies the output into
+//! the input after every execute; when the output's value can be computed straight into the
+//! input's value buffer (every read of the input comes before the step producing the output),
+//! the two share that buffer and, in fp16 mode, neither port buffer is used while the program
+//! runs: the value buffer (fp16-exact f32) holds the input between executes, `set_input` writes
+//! it, and the port buffers are filled only for a view. One copy of the cache instead of four
+//! (input and output ports, input and output value buffers); the numbers are the same bits.
+
+use half::f16;
+
+use super::{PortBuf, RefProgram};
+use crate::exec::PortData;
+
+/// Which inputs share their value buffer with an aliased output.
+#[derive(Debug, Default)]
+pub(super) struct Shared {
+    inputs: Vec<usize>,
+}
+
+impl Shared {
+    /// Whether input `i` shares its buffer with an aliased output.
+    pub(super) fn has(&self, i: usize) -> bool {
+        self.inputs.contains(&i)
+    }
+}
+
+impl RefProgram {
+    /// Make output `o` be computed into input `i`'s value buffer when that is safe (see the
+    /// module doc); otherwise leave the pair to the copy after each execute. fp16 mode keeps
+    /// the output port lazy and the input fed from the buffer.
+    pub(super) fn share_alias(&mut self, o: usize, i: usize) {
+        let (so, si) = (self.output_bufs[o], self.input_bufs[i]);
+        let fp16_ports = matches!(
+            (self.out_ports.get(o), self.in_ports.get(i)),
+            (Some(PortBuf::F16(_)), Some(PortBuf::F16(_))) | (None, None)
+        );
+        let once = |bufs: &[usize], s: usize| bufs.iter().filter(|&&b| b == s).count();
+        if so == si
+            || !fp16_ports
+            || self.shared.has(i)
+            || once(&self.output_bufs, so) != 1
+            || once(&self.input_bufs, so) != 0
+            || once(&self.input_bufs, si) != 1
+            || once(&self.output_bufs, si) != 0
+        {
+            return;
+        }
+        let writers: Vec<usize> = (0..self.steps.len())
+            .filter(|&k| self.steps[k].outs.contains(&so) || self.steps[k].outs.contains(&si))
+            .collect();
+        let [w] = writers[..] else { return };
+        if !self.steps[w].outs.contains(&so)
+            || (self.steps[..=w].iter()).any(|s| s.ins.contains(&so))
+            || (self.steps[w..].iter()).any(|s| s.ins.contains(&si))
+        {
+            return;
+        }
+        for s in &mut self.steps {
+            for slot in s.ins.iter_mut().chain(s.outs.iter_mut()) {
+                if *slot == so {
+                    *slot = si;
+                }
+            }
+        }
+        self.output_bufs[o] = si;
+        self.bufs[so] = crate::ops::Buf::zeros(&[0]);
+        self.shared.inputs.push(i);
+        if !self.in_ports.is_empty() {
+            self.lazy_output(o);
+            self.sync_value_from_port(i);
+            // Unused until a view asks (`sync_input_port` allocates it again).
+            self.in_ports[i] = PortBuf::F16(Vec::new());
+        }
+    }
+
+    /// fp16 mode: load input `i`'s port into its value buffer and mark it fed (the buffer is
+    /// the input's value from now on).
+    fn sync_value_from_port(&mut self, i: usize) {
+        self.in_ports[i].load_into(&mut self.bufs[self.input_bufs[i]].data);
+        self.handoff.feed(i);
+    }
+
+    /// `set_input` on a shared fp16 input: the fp16-rounded values go straight into the value
+    /// buffer (no port buffer is touched). `false` when `i` is not one (the caller writes the
+    /// port as usual).
+    pub(super) fn set_shared_input(&mut self, i: usize, data: &PortData) -> bool {
+        if self.in_ports.is_empty() || !self.shared.has(i) {
+            return false;
+        }
+        let dst = &mut self.bufs[self.input_bufs[i]].data;
+        let round = |v: f32| f16::from_f32(v).to_f32();
+        match data {
+            PortData::F32(x) => dst.iter_mut().zip(*x).for_each(|(d, &v)| *d = round(v)),
+            PortData::F64(x) => (dst.iter_mut().zip(*x)).for_each(|(d, &v)| *d = round(v as f32)),
+            PortData::F16(x) => dst.iter_mut().zip(*x).for_each(|(d, v)| *d = v.to_f32()),
+            _ => return false,
+        }
+        self.handoff.feed(i);
+        true
+    }
+
+    /// Before a view of input `i`: when its value buffer holds the input (fed), store it into
+    /// the port buffer, which the view then reads and writes.
+    pub(super) fn sync_input_port(&mut self, i: usize) {
+        let n = self.inputs.get(i).map_or(0, |p| p.numel());
+        if let Some(p) = self.in_ports.get_mut(i) {
+            p.ensure_len(n);
+            if self.handoff.fed(i) {
+                p.store_from(&self.bufs[self.input_bufs[i]].data);
+            }
+        }
+    }
+}
+
+impl PortBuf {
+    /// Give a port buffer dropped by [`RefProgram::share_alias`] its `n` elements again.
+    pub(super) fn ensure_len(&mut self, n: usize) {
+        if let PortBuf::F16(v) = self {
+            v.resize(n, f16::ZERO);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::{Loaded, PortView, Precision};
+    use crate::graph::Graph;
+    use crate::program::Program;
+    use crate::{input_port, DType};
+
+    /// k_next = k · 0.5 + d: the step writing k_next does not read k, so the pair can share.
+    fn program() -> Program {
+        let k = input_port(&[1, 8], DType::Fp16, Some("k")).unwrap();
+        let d = input_port(&[1, 8], DType::Fp16, Some("d")).unwrap();
+        let next = k.mul_scalar(0.5).unwrap().add(&d).unwrap();
+        Program::lower(Graph::from_outputs(&[(Some("k_next".into()), next)]).unwrap()).unwrap()
+    }
+
+    /// `v` rounded to fp16 (`fp16`) or f32, as each op's result is.
+    fn r(v: f64, fp16: bool) -> f64 {
+        if fp16 {
+            f16::from_f64(v).to_f64()
+        } else {
+            f64::from(v as f32)
+        }
+    }
+
+    /// One step of the recurrence in f64, each op's result rounded (see [`r`]).
+    fn oracle(k: &[f64], d: &[f64], fp16: bool) -> Vec<f64> {
+        let r = |v: f64| r(v, fp16);
+        k.iter().zip(d).map(|(&k, &d)| r(r(0.5 * k) + d)).collect()
+    }
+
+    fn port_f16(view: PortView<'_>) -> Vec<f64> {
+        match view {
+            PortView::F16(v) => v.iter().map(|h| h.to_f64()).collect(),
+            _ => panic!("fp16 port expected"),
+        }
+    }
+
+    #[test]
+    fn shared_alias_keeps_the_recurrence_of_the_copying_one() {
+        for precision in [Precision::Fp16, Precision::Fp32] {
+            let fp16 = precision == Precision::Fp16;
+            let mut p = RefProgram::new(&program(), precision).unwrap();
+            let ki = p.inputs.iter().position(|s| s.name == "k").unwrap();
+            let di = 1 - ki;
+            let d: Vec<f32> = (0..8).map(|i| i as f32 * 0.37 - 1.1).collect();
+            let d64: Vec<f64> = d.iter().map(|&v| r(f64::from(v), fp16)).collect();
+            let k0: Vec<f32> = (0..8).map(|i| 3.3 - i as f32 * 0.71).collect();
+            p.set_input(ki, PortData::F32(&k0)).unwrap();
+            p.alias("k_next", "k").unwrap();
+            assert!(p.shared.has(ki), "{precision:?}: the pair did not share");
+            p.set_input(di, PortData::F32(&d)).unwrap();
+            let mut want: Vec<f64> = k0.iter().map(|&v| r(f64::from(v), fp16)).collect();
+            let mut got = vec![0f32; 8];
+            for _ in 0..4 {
+                p.execute().unwrap();
+                want = oracle(&want, &d64, fp16);
+                p.read_output(0, &mut got).unwrap();
+                let got64: Vec<f64> = got.iter().map(|&v| f64::from(v)).collect();
+                assert_eq!(got64, want, "{precision:?}");
+            }
+            if !fp16 {
+                continue;
+            }
+            assert_eq!(port_f16(p.input_view(ki).unwrap()), want);
+            assert_eq!(port_f16(p.output_view(0).unwrap()), want);
+            if let PortView::F16(v) = p.input_view(ki).unwrap() {
+                v.fill(f16::ONE);
+            }
+            p.execute().unwrap();
+            p.read_output(0, &mut got).unwrap();
+            let ones = oracle(&[1.0; 8], &d64, true);
+            assert_eq!(got.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), ones);
+            p.set_input(ki, PortData::F32(&[0.0; 8])).unwrap();
+            p.execute().unwrap();
+            p.read_output(0, &mut got).unwrap();
+            let zeros = oracle(&[0.0; 8], &d64, true);
+            assert_eq!(got.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), zeros);
+        }
+    }
+}
