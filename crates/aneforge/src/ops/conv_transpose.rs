@@ -134,10 +134,12 @@ impl Family for ConvTranspose {
                             };
                             let orow = &mut oplane[oy * ow..][..ow];
                             for (kx, &t) in taps[ky * kw..][..kw].iter().enumerate() {
-                                for (ix, &v) in row.iter().enumerate() {
-                                    if let Some(ox) = pos(ix, kx, sw, dw, pl, ow) {
-                                        orow[ox] += v * t;
-                                    }
+                                let (ix, ox0) = row_span(kx * dw, sw, pl, wd, ow);
+                                // Each output element gets at most one term per tap, so the
+                                // per-element sum order is that of the plain loop over ix.
+                                let dst = orow[ox0.min(ow)..].iter_mut().step_by(sw);
+                                for (o, &v) in dst.zip(&row[ix]) {
+                                    *o += v * t;
                                 }
                             }
                         }
@@ -147,6 +149,22 @@ impl Family for ConvTranspose {
         }
         Ok(())
     }
+}
+
+/// For one tap at offset `off` (kx·dilation) along a row of `wd` inputs with stride `s`, crop
+/// `lo` and `ow` outputs: the input indices that land inside the output, and the output index of
+/// the first (outputs then follow every `s`).
+fn row_span(
+    off: usize,
+    s: usize,
+    lo: usize,
+    wd: usize,
+    ow: usize,
+) -> (std::ops::Range<usize>, usize) {
+    let first = lo.saturating_sub(off).div_ceil(s);
+    let end = (ow + lo).saturating_sub(off).div_ceil(s).min(wd);
+    let first = first.min(end);
+    (first..end, (first * s + off).saturating_sub(lo))
 }
 
 /// Parse `conv_transpose`.

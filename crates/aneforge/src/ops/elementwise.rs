@@ -47,7 +47,8 @@ pub const SELECT: &str = "select";
 pub struct Select;
 
 impl Binary {
-    fn apply(self, a: f32, b: f32) -> f32 {
+    /// The op on one pair of f32 values (before any fp16 rounding).
+    pub(crate) fn apply(self, a: f32, b: f32) -> f32 {
         match self {
             Binary::Add => a + b,
             Binary::Sub => a - b,
@@ -199,7 +200,8 @@ impl Family for Binary {
 }
 
 impl Compare {
-    fn apply(self, a: f32, b: f32) -> bool {
+    /// The comparison on one pair of values.
+    pub(crate) fn apply(self, a: f32, b: f32) -> bool {
         match self {
             Compare::Greater => a > b,
             Compare::Less => a < b,

@@ -10,6 +10,7 @@ mod memory_plan;
 mod packed;
 mod profile;
 pub mod threads;
+mod train_fuse;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -131,6 +132,8 @@ struct Step {
     epilogue: Option<Epilogue>,
     /// What a profile reports for this step.
     label: OpLabel,
+    /// A run of elementwise steps executed as one (see `train_fuse`); the fields above are unused.
+    fused: Option<Box<train_fuse::Fused>>,
 }
 
 /// A program loaded on the reference executor: one buffer per slot of its memory plan.
@@ -298,8 +301,15 @@ impl RefProgram {
                 epilogue,
                 label: profile::step_label(g, run),
                 round,
+                fused: None,
             })
         }
+        let step_values: Vec<(Vec<usize>, Vec<usize>)> = ops
+            .iter()
+            .zip(step_ins)
+            .map(|(&i, ins)| (ins, value[i].clone()))
+            .collect();
+        let steps = train_fuse::fuse(steps, &step_values, &numel, &pinned);
         let (inputs, outputs) = (program.inputs(), program.outputs());
         let fp16 = precision == Precision::Fp16;
         let ports = |specs: &[PortSpec]| -> Vec<PortBuf> {
@@ -392,6 +402,11 @@ fn run_steps(steps: &[Step], bufs: &mut [Buf], timing: &mut Option<Profile>) -> 
     let mut outs: Vec<Buf> = Vec::new();
     for step in steps {
         let span = profile::begin(timing);
+        if let Some(f) = &step.fused {
+            f.run(bufs);
+            profile::end(timing, span, &step.label);
+            continue;
+        }
         if let Some(t) = &step.table {
             let (i, o) = (step.ins[0], step.outs[0]);
             let mut y = std::mem::take(&mut bufs[o].data);
@@ -496,8 +511,7 @@ impl Loaded for RefProgram {
                     d.data.copy_from_slice(&s.data);
                 }
             } else {
-                self.sync_output_port(o);
-                self.in_ports[i].copy_from(&self.out_ports[o]);
+                self.carry_alias(o, i);
             }
         }
         self.executed = true;
@@ -548,6 +562,7 @@ impl Loaded for RefProgram {
     }
 
     fn input_view(&mut self, index: usize) -> Result<PortView<'_>> {
+        self.sync_input_port(index);
         self.handoff.unfeed(index);
         Self::view(&mut self.in_ports, index, self.inputs.len(), "input_view")
     }
