@@ -367,3 +367,55 @@ impl Fused {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use half::f16;
+
+    use crate::exec::reference::handoff::ref_program;
+    use crate::exec::reference::test_support::compile_reference_for_test;
+    use crate::exec::{PortData, Precision};
+    use crate::ops::elementwise::Compare;
+
+    /// Round to the nearest fp16, as the contract rounds every op's output.
+    fn r(v: f32) -> f32 {
+        f16::from_f32(v).to_f32()
+    }
+
+    /// A chain of IEEE-exact ops (a scalar input, a value read twice, a comparison and a select)
+    /// runs as one fused step and matches the per-op rounded arithmetic written out here bit for
+    /// bit, on a short run and on one long enough for the rayon split.
+    #[test]
+    fn a_fused_chain_matches_per_op_rounding_bit_for_bit() {
+        for (rows, n) in [(1, 1000), (7, 70_007)] {
+            let x = crate::input(&[rows, n / rows]).unwrap();
+            let s = crate::input(&[1]).unwrap();
+            let a = x.mul_scalar(0.3).unwrap().add_scalar(1.0).unwrap();
+            let b = a.sqrt().unwrap().sub(&x).unwrap().div(&a).unwrap();
+            let pos = b.compare_scalar(Compare::Greater, 0.0).unwrap();
+            let y = crate::select(&pos, &b.mul(&s).unwrap(), &a).unwrap();
+            let (mut net, dir) = compile_reference_for_test(&y, Precision::Fp16, "train-fuse");
+            let rp = ref_program(&mut *net.loaded).expect("a reference program");
+            assert_eq!(rp.steps.iter().filter(|st| st.fused.is_some()).count(), 1);
+            assert_eq!(rp.steps.len(), 1, "every step fused");
+            let xs: Vec<f32> = (0..n).map(|i| (i * 37 % 400) as f32 / 50.0).collect();
+            let sv = 1.7f32;
+            let got = net
+                .run(&[PortData::F32(&xs), PortData::F32(&[sv])])
+                .unwrap();
+            let _ = std::fs::remove_dir_all(dir);
+            let sv = r(sv);
+            for (i, &g) in got[0].iter().enumerate() {
+                let x = r(xs[i]);
+                let a = r(r(x * r(0.3)) + 1.0);
+                let b = r(r(r(a.sqrt()) - x) / a);
+                let want = if b > 0.0 { r(b * sv) } else { a };
+                assert_eq!(
+                    g.to_bits(),
+                    want.to_bits(),
+                    "n = {n}, element {i}: {g} vs {want}"
+                );
+            }
+        }
+    }
+}
