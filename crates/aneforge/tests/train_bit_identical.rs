@@ -48,6 +48,9 @@ fn param(shape: &[usize], seed: usize, scale: f32, name: &str) -> Parameter {
     Parameter::new(&init(n, seed, scale), shape, Some(name)).unwrap()
 }
 
+/// A model builder: parameters, the loss and the shape of the image input (tag → names).
+type Model = fn(&str) -> (Vec<Parameter>, Loss, Vec<usize>);
+
 /// The benchmark MLP 784-256-10 (GELU) with cross-entropy over class indices, batch 128.
 fn mlp(tag: &str) -> (Vec<Parameter>, Loss, Vec<usize>) {
     let params = vec![
@@ -122,13 +125,7 @@ fn cnn(tag: &str) -> (Vec<Parameter>, Loss, Vec<usize>) {
 
 /// Hash of `steps` training steps of `model` in `mode` with `rule`: one entry for the losses,
 /// one for the final parameters and optimizer state.
-fn run(
-    model: fn(&str) -> (Vec<Parameter>, Loss, Vec<usize>),
-    tag: &str,
-    mode: Mode,
-    rule: Rule,
-    steps: usize,
-) -> [u64; 2] {
+fn run(model: Model, tag: &str, mode: Mode, rule: Rule, steps: usize) -> [u64; 2] {
     let (params, loss, xshape) = model(tag);
     let cfg = OptimConfig {
         rule,
@@ -238,7 +235,7 @@ fn training_steps_are_bit_identical_in_every_mode() {
     ];
     let mut got = BTreeMap::new();
     for (mode, m) in modes {
-        let cases: [(&str, fn(&str) -> _, Rule, usize); 4] = [
+        let cases: [(&str, Model, Rule, usize); 4] = [
             ("mlp-adam", mlp, adam, 3),
             ("mlp-adamw", mlp, adamw, 2),
             ("mlp-sgd", mlp, sgd, 2),
