@@ -162,7 +162,7 @@ impl RefProgram {
             };
             d.data.copy_from_slice(&s.data);
         }
-        super::round_to_fp16(&mut self.bufs[dst].data);
+        super::train_fuse::round_fp16(&mut self.bufs[dst].data);
         self.handoff.fed[i] = true;
         self.handoff.stale[i] = true;
     }

@@ -10,7 +10,7 @@ mod memory_plan;
 mod packed;
 mod profile;
 pub mod threads;
-mod train_fuse;
+pub(crate) mod train_fuse;
 
 use std::path::Path;
 use std::sync::Arc;

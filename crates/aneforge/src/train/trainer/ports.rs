@@ -8,7 +8,8 @@ use half::slice::HalfFloatSliceExt;
 use crate::compile::Compiled;
 use crate::error::Result;
 use crate::exec::reference::handoff::ref_program;
-use crate::exec::reference::{round_to_fp16, RefProgram};
+use crate::exec::reference::train_fuse::round_fp16;
+use crate::exec::reference::RefProgram;
 use crate::exec::{checked_input, PortData, Precision};
 use crate::DType;
 
@@ -30,7 +31,7 @@ pub(super) fn feed(
                 PortData::F32(x) => {
                     dst.copy_from_slice(x);
                     if precision == Precision::Fp16 {
-                        round_to_fp16(dst);
+                        round_fp16(dst);
                     }
                 }
                 PortData::F16(x) => x.convert_to_f32_slice(dst),
