@@ -167,6 +167,13 @@ impl RefProgram {
         self.handoff.stale[i] = true;
     }
 
+    /// The f32 values fp16 input `i` executes from when a carried alias left them in its value
+    /// buffer (its port buffer not yet stored), else `None` (read the port).
+    pub fn carried_input(&self, i: usize) -> Option<&[f32]> {
+        (self.handoff.stale.get(i) == Some(&true))
+            .then(|| self.bufs[self.input_bufs[i]].data.as_slice())
+    }
+
     /// Store input `i`'s value buffer into its port buffer when a carried alias left it stale.
     pub(super) fn sync_input_port(&mut self, i: usize) {
         if self.handoff.stale.get(i) == Some(&true) {

@@ -358,6 +358,10 @@ impl Trainer {
             match update.as_mut() {
                 Some(u) => {
                     let ui = port(u, p.name(), true)?;
+                    if let Some(w) = ports::carried(u, ui) {
+                        ports::feed(net, ni, PortData::F32(w), precision)?;
+                        continue;
+                    }
                     match u.loaded.input_view(ui)? {
                         PortView::F16(w) => ports::feed(net, ni, PortData::F16(w), precision)?,
                         PortView::U8(_) | PortView::I32(_) => {

@@ -65,6 +65,12 @@ pub(super) fn outputs<'a>(
     idx.iter().map(|&i| rp.handoff_output(i)).collect()
 }
 
+/// The f32 values input `index` of a reference program holds in its value buffer after a
+/// carried alias (see `RefProgram::carried_input`), else `None`.
+pub(super) fn carried(c: &mut Compiled, index: usize) -> Option<&[f32]> {
+    ref_program(&mut *c.loaded)?.carried_input(index)
+}
+
 /// Store outputs `idx` of a reference program into their port buffers only on demand (they are
 /// read through [`outputs`] or carried by an alias); a no-op on other executors.
 pub(super) fn lazy(c: &mut Compiled, idx: &[usize]) {
