@@ -25,6 +25,8 @@ pub(super) struct Handoff {
     /// fp16 inputs carried from an aliased output in f32 (see [`RefProgram::carry_alias`]):
     /// the value buffer is current, the port buffer is stored only on demand.
     stale: Vec<bool>,
+    /// Whether fp16 aliases are carried in f32 (see [`RefProgram::carry_aliases_in_f32`]).
+    carry_f32: bool,
 }
 
 impl Handoff {
@@ -33,6 +35,7 @@ impl Handoff {
             fed: vec![false; n_inputs],
             lazy: vec![false; n_outputs],
             stale: vec![false; n_inputs],
+            carry_f32: false,
         }
     }
 
@@ -142,12 +145,20 @@ impl RefProgram {
         }
     }
 
-    /// Alias output `o` → input `i` after an execute. An fp16 input takes the output's value
+    /// Carry fp16 aliases in f32 from now on (for a program whose port buffers nobody holds a
+    /// view of between calls, such as the Trainer's): a view taken earlier would not see the
+    /// carried values until it is taken again.
+    pub fn carry_aliases_in_f32(&mut self) {
+        self.handoff.carry_f32 = true;
+    }
+
+    /// Alias output `o` → input `i` after an execute. With [`RefProgram::carry_aliases_in_f32`]
+    /// an fp16 input takes the output's value
     /// buffer in f32 (rounded to fp16, as a port store and load would) and skips its port at the
     /// next execute; its port buffer is stored only when a view reads it. Other ports copy
     /// their port buffers.
     pub(super) fn carry_alias(&mut self, o: usize, i: usize) {
-        if !matches!(self.in_ports[i], PortBuf::F16(_)) {
+        if !self.handoff.carry_f32 || !matches!(self.in_ports[i], PortBuf::F16(_)) {
             self.sync_output_port(o);
             self.in_ports[i].copy_from(&self.out_ports[o]);
             return;

@@ -587,5 +587,6 @@ fn alias_state(c: &mut Compiled, config: &OptimConfig, params: &[Parameter]) -> 
         }
     }
     ports::lazy(c, &carried);
+    ports::carry_in_f32(c);
     Ok(())
 }

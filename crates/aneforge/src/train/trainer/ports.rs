@@ -71,6 +71,14 @@ pub(super) fn carried(c: &mut Compiled, index: usize) -> Option<&[f32]> {
     ref_program(&mut *c.loaded)?.carried_input(index)
 }
 
+/// Carry a reference program's fp16 aliases in f32 (the Trainer holds no port views); a no-op
+/// on other executors.
+pub(super) fn carry_in_f32(c: &mut Compiled) {
+    if let Some(rp) = ref_program(&mut *c.loaded) {
+        rp.carry_aliases_in_f32();
+    }
+}
+
 /// Store outputs `idx` of a reference program into their port buffers only on demand (they are
 /// read through [`outputs`] or carried by an alias); a no-op on other executors.
 pub(super) fn lazy(c: &mut Compiled, idx: &[usize]) {
