@@ -120,25 +120,26 @@ impl Family for ConvTranspose {
         let pos = |i: usize, k: usize, s: usize, d: usize, lo: usize, size: usize| {
             (i * s + k * d).checked_sub(lo).filter(|&o| o < size)
         };
+        let spans: Vec<_> = (0..kw)
+            .map(|kx| row_span(kx * dw, sw, pl, wd, ow))
+            .collect();
+        // Output plane by output plane (kept in L1 while its terms accumulate); each element
+        // still sums its terms in the order (ci, iy, ky, kx) of the input-major loop.
         for b in 0..n {
-            for ci in 0..cin {
-                let co0 = ci / cig * cog;
-                let plane = &x.data[(b * cin + ci) * h * wd..][..h * wd];
-                for col in 0..cog {
+            for co in 0..cout {
+                let (grp, col) = (co / cog, co % cog);
+                let oplane = &mut y[(b * cout + co) * oh * ow..][..oh * ow];
+                for ci in grp * cig..(grp + 1) * cig {
+                    let plane = &x.data[(b * cin + ci) * h * wd..][..h * wd];
                     let taps = &w.data[(ci * cog + col) * kh * kw..][..kh * kw];
-                    let oplane = &mut y[(b * cout + co0 + col) * oh * ow..][..oh * ow];
                     for (iy, row) in plane.chunks_exact(wd).enumerate() {
                         for ky in 0..kh {
                             let Some(oy) = pos(iy, ky, sh, dh, pt, oh) else {
                                 continue;
                             };
                             let orow = &mut oplane[oy * ow..][..ow];
-                            for (kx, &t) in taps[ky * kw..][..kw].iter().enumerate() {
-                                for (ix, &v) in row.iter().enumerate() {
-                                    if let Some(ox) = pos(ix, kx, sw, dw, pl, ow) {
-                                        orow[ox] += v * t;
-                                    }
-                                }
+                            for (&t, (ix, ox0)) in taps[ky * kw..][..kw].iter().zip(&spans) {
+                                axpy(orow, *ox0, sw, &row[ix.clone()], t);
                             }
                         }
                     }
@@ -147,6 +148,37 @@ impl Family for ConvTranspose {
         }
         Ok(())
     }
+}
+
+/// orow[ox0 + k·s] += src[k]·t for every k (a product then a sum, as the plain loop); each
+/// output element gets at most one term, so no element's sum order changes.
+fn axpy(orow: &mut [f32], ox0: usize, s: usize, src: &[f32], t: f32) {
+    if src.is_empty() {
+        return;
+    }
+    if s == 1 {
+        let dst = &mut orow[ox0..ox0 + src.len()];
+        dst.iter_mut().zip(src).for_each(|(o, &v)| *o += v * t);
+    } else {
+        let dst = orow[ox0..].iter_mut().step_by(s);
+        dst.zip(src).for_each(|(o, &v)| *o += v * t);
+    }
+}
+
+/// For one tap at offset `off` (kx·dilation) along a row of `wd` inputs with stride `s`, crop
+/// `lo` and `ow` outputs: the input indices that land inside the output, and the output index of
+/// the first (outputs then follow every `s`).
+fn row_span(
+    off: usize,
+    s: usize,
+    lo: usize,
+    wd: usize,
+    ow: usize,
+) -> (std::ops::Range<usize>, usize) {
+    let first = lo.saturating_sub(off).div_ceil(s);
+    let end = (ow + lo).saturating_sub(off).div_ceil(s).min(wd);
+    let first = first.min(end);
+    (first..end, (first * s + off).saturating_sub(lo))
 }
 
 /// Parse `conv_transpose`.

@@ -69,9 +69,9 @@ impl Binary {
         each!(Add, Sub, Mul, RealDiv, Maximum, Minimum, Pow);
     }
 
-    /// The op on one pair of values (f32).
+    /// The op on one pair of f32 values (before any fp16 rounding).
     #[inline(always)]
-    fn apply(self, a: f32, b: f32) -> f32 {
+    pub(crate) fn apply(self, a: f32, b: f32) -> f32 {
         match self {
             Binary::Add => a + b,
             Binary::Sub => a - b,
@@ -255,7 +255,8 @@ impl Family for Binary {
 }
 
 impl Compare {
-    fn apply(self, a: f32, b: f32) -> bool {
+    /// The comparison on one pair of values.
+    pub(crate) fn apply(self, a: f32, b: f32) -> bool {
         match self {
             Compare::Greater => a > b,
             Compare::Less => a < b,

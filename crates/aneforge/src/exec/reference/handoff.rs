@@ -22,6 +22,11 @@ pub(super) struct Handoff {
     fed: Vec<bool>,
     /// fp16 outputs whose port buffer is stored only on demand.
     lazy: Vec<bool>,
+    /// fp16 inputs carried from an aliased output in f32 (see [`RefProgram::carry_alias`]):
+    /// the value buffer is current, the port buffer is stored only on demand.
+    stale: Vec<bool>,
+    /// Whether fp16 aliases are carried in f32 (see [`RefProgram::carry_aliases_in_f32`]).
+    carry_f32: bool,
 }
 
 impl Handoff {
@@ -29,6 +34,8 @@ impl Handoff {
         Handoff {
             fed: vec![false; n_inputs],
             lazy: vec![false; n_outputs],
+            stale: vec![false; n_inputs],
+            carry_f32: false,
         }
     }
 
@@ -53,6 +60,9 @@ impl Handoff {
     pub(super) fn unfeed(&mut self, j: usize) {
         if let Some(f) = self.fed.get_mut(j) {
             *f = false;
+        }
+        if let Some(s) = self.stale.get_mut(j) {
+            *s = false;
         }
     }
 }
@@ -146,6 +156,54 @@ impl RefProgram {
         if self.handoff.lazy.get(o) == Some(&true) {
             self.out_ports[o].ensure_len(self.outputs[o].numel());
             self.out_ports[o].store_from(&self.bufs[self.output_bufs[o]].data);
+        }
+    }
+
+    /// Carry fp16 aliases in f32 from now on (for a program whose port buffers nobody holds a
+    /// view of between calls, such as the Trainer's): a view taken earlier would not see the
+    /// carried values until it is taken again.
+    pub fn carry_aliases_in_f32(&mut self) {
+        self.handoff.carry_f32 = true;
+    }
+
+    /// Alias output `o` → input `i` after an execute. With [`RefProgram::carry_aliases_in_f32`]
+    /// an fp16 input takes the output's value
+    /// buffer in f32 (rounded to fp16, as a port store and load would) and skips its port at the
+    /// next execute; its port buffer is stored only when a view reads it. Other ports copy
+    /// their port buffers.
+    pub(super) fn carry_alias(&mut self, o: usize, i: usize) {
+        if !self.handoff.carry_f32 || !matches!(self.in_ports[i], PortBuf::F16(_)) {
+            self.sync_output_port(o);
+            self.in_ports[i].copy_from(&self.out_ports[o]);
+            return;
+        }
+        let (src, dst) = (self.output_bufs[o], self.input_bufs[i]);
+        if src != dst {
+            let (lo, hi) = self.bufs.split_at_mut(src.max(dst));
+            let (s, d) = if src < dst {
+                (&lo[src], &mut hi[0])
+            } else {
+                (&hi[0], &mut lo[dst])
+            };
+            d.data.copy_from_slice(&s.data);
+        }
+        super::train_fuse::round_fp16(&mut self.bufs[dst].data);
+        self.handoff.fed[i] = true;
+        self.handoff.stale[i] = true;
+    }
+
+    /// The f32 values fp16 input `i` executes from when a carried alias left them in its value
+    /// buffer (its port buffer not yet stored), else `None` (read the port).
+    pub fn carried_input(&self, i: usize) -> Option<&[f32]> {
+        (self.handoff.stale.get(i) == Some(&true))
+            .then(|| self.bufs[self.input_bufs[i]].data.as_slice())
+    }
+
+    /// Store input `i`'s value buffer into its port buffer when a carried alias left it stale.
+    pub(super) fn sync_input_port(&mut self, i: usize) {
+        if self.handoff.stale.get(i) == Some(&true) {
+            self.in_ports[i].store_from(&self.bufs[self.input_bufs[i]].data);
+            self.handoff.stale[i] = false;
         }
     }
 }

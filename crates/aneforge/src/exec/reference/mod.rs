@@ -13,6 +13,7 @@ mod packed;
 mod profile;
 mod shared_weight;
 pub mod threads;
+pub(crate) mod train_fuse;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -139,6 +140,8 @@ struct Step {
     rounds_in_kernel: bool,
     /// What a profile reports for this step.
     label: OpLabel,
+    /// A run of elementwise steps executed as one (see `train_fuse`); the fields above are unused.
+    fused: Option<Box<train_fuse::Fused>>,
 }
 
 /// A program loaded on the reference executor: one buffer per slot of its memory plan.
@@ -311,8 +314,15 @@ impl RefProgram {
                 rounds_in_kernel,
                 label: profile::step_label(g, i, chain.as_ref()),
                 round,
+                fused: None,
             })
         }
+        let step_values: Vec<(Vec<usize>, Vec<usize>)> = ops
+            .iter()
+            .zip(step_ins)
+            .map(|(&i, ins)| (ins, value[i].clone()))
+            .collect();
+        let steps = train_fuse::fuse(steps, &step_values, &numel, &pinned);
         let (inputs, outputs) = (program.inputs(), program.outputs());
         let fp16 = precision == Precision::Fp16;
         let ports = |specs: &[PortSpec]| -> Vec<PortBuf> {
@@ -411,6 +421,11 @@ fn run_steps(steps: &[Step], bufs: &mut [Buf], timing: &mut Option<Profile>) -> 
     let mut outs: Vec<Buf> = Vec::new();
     for step in steps {
         let span = profile::begin(timing);
+        if let Some(f) = &step.fused {
+            f.run(bufs);
+            profile::end(timing, span, &step.label);
+            continue;
+        }
         if let Some(t) = &step.table {
             let (i, o) = (step.ins[0], step.outs[0]);
             let mut y = std::mem::take(&mut bufs[o].data);
@@ -532,8 +547,7 @@ impl Loaded for RefProgram {
                     d.data.copy_from_slice(&s.data);
                 }
             } else {
-                self.sync_output_port(o);
-                self.in_ports[i].copy_from(&self.out_ports[o]);
+                self.carry_alias(o, i);
             }
         }
         self.executed = true;

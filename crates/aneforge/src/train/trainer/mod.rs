@@ -5,14 +5,13 @@
 
 mod eval;
 mod feed;
+mod ports;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use half::f16;
-
 use super::loss::{Loss, LossKind};
-use super::optim::{update_graph, OptimConfig, Optimizer, StepOutcome};
+use super::optim::{all_finite, update_graph, OptimConfig, Optimizer, StepOutcome};
 use super::param::Parameter;
 use super::state::StateDict;
 use crate::compile::{compile, CompileOptions, Compiled};
@@ -118,6 +117,15 @@ fn read_output(c: &Compiled, name: &str) -> Result<Vec<f32>> {
     Ok(out)
 }
 
+/// The `loss` and `logits` outputs of the training program (those it has), as f32.
+fn small_outputs(c: &Compiled) -> Result<BTreeMap<String, Vec<f32>>> {
+    ["loss", "logits"]
+        .iter()
+        .filter(|n| c.outputs().iter().any(|p| p.name == **n))
+        .map(|n| Ok((n.to_string(), read_output(c, n)?)))
+        .collect()
+}
+
 /// Write input port `name` (checked like any input).
 fn write_input(c: &mut Compiled, name: &str, v: &[f32]) -> Result<()> {
     let i = port(c, name, true)?;
@@ -167,7 +175,14 @@ impl Trainer {
                     .map(|(p, g)| (Some(format!("grad_{}", p.name())), g)),
             );
         }
-        let net = compile(&outs, &opts)?;
+        let mut net = compile(&outs, &opts)?;
+        if mode != Mode::Resident {
+            let grads = params
+                .iter()
+                .map(|p| port(&net, &format!("grad_{}", p.name()), false))
+                .collect::<Result<Vec<_>>>()?;
+            ports::lazy(&mut net, &grads);
+        }
         let internal: Vec<String> = internal_inputs(&config, params);
         let data = net
             .inputs()
@@ -315,121 +330,91 @@ impl Trainer {
     pub fn step(&mut self, batch: &[Batch]) -> Result<StepReport> {
         let data = feed::fit_all(&self.data, batch)?;
         let ints = feed::int32_feeds(&self.data, &data)?;
-        let fed = |k: usize| match &ints[k] {
-            Some(v) => PortData::I32(v),
-            None => PortData::F32(&data[k]),
-        };
-        let (mode, config) = (self.mode, self.config);
-        let names: Vec<String> = self.params.iter().map(|p| p.name().to_string()).collect();
-        let progs = self.programs.as_mut().ok_or_else(released)?;
-        let outs: BTreeMap<String, Vec<f32>>;
+        let (mode, config, precision) = (self.mode, self.config, self.opts.precision);
+        let Programs { net, update, .. } = self.programs.as_mut().ok_or_else(released)?;
+        for (k, d) in self.data.iter().enumerate() {
+            let fed = match &ints[k] {
+                Some(v) => PortData::I32(v),
+                None => PortData::F32(&data[k]),
+            };
+            ports::feed(net, d.index, fed, precision)?;
+        }
         let mut skipped = None;
         if mode == Mode::Resident {
-            let net = &mut progs.net;
-            for (k, d) in self.data.iter().enumerate() {
-                net.loaded.set_input(d.index, fed(k))?;
-            }
             self.t += 1;
             write_input(net, "lr_t", &[config.device_lr(self.t) as f32])?;
             net.loaded.execute()?;
-            outs = self.read_outputs(&["loss", "logits"])?;
+            let outs = small_outputs(net)?;
             if outs["loss"].iter().any(|x| !x.is_finite()) {
                 self.skipped += 1;
                 skipped = Some(self.skipped);
             }
             self.synced = false;
-        } else {
-            let weights: Vec<Vec<f16>> = match progs.update.as_mut() {
-                Some(u) => names
-                    .iter()
-                    .map(|n| {
-                        Ok(read_input(u, n)?
-                            .iter()
-                            .map(|&x| f16::from_f32(x))
-                            .collect())
-                    })
-                    .collect::<Result<_>>()?,
-                None => Vec::new(),
-            };
-            let masters: Vec<Vec<f32>> = if weights.is_empty() {
-                self.params.iter().map(Parameter::value).collect()
-            } else {
-                Vec::new()
-            };
-            let net = &mut progs.net;
-            let mut feeds: Vec<Option<PortData>> = vec![None; net.inputs().len()];
-            for (k, d) in self.data.iter().enumerate() {
-                feeds[d.index] = Some(fed(k));
-            }
-            for (k, n) in names.iter().enumerate() {
-                feeds[port(net, n, true)?] = Some(match weights.get(k) {
-                    Some(w) => PortData::F16(w),
-                    None => PortData::F32(&masters[k]),
-                });
-            }
-            let feeds: Vec<PortData> = feeds
-                .into_iter()
-                .map(|f| f.expect("every input fed"))
-                .collect();
-            let all = net.run(&feeds)?;
-            let named: BTreeMap<String, Vec<f32>> = net
-                .outputs()
-                .iter()
-                .map(|p| p.name.clone())
-                .zip(all)
-                .collect();
-            let grads: Vec<&[f32]> = names
-                .iter()
-                .map(|n| named[&format!("grad_{n}")].as_slice())
-                .collect();
-            skipped = match self.host.as_mut() {
-                Some(opt) => {
-                    let mut guards: Vec<_> = self.params.iter().map(|p| p.master()).collect();
-                    let mut ws: Vec<&mut [f32]> =
-                        guards.iter_mut().map(|g| g.as_mut_slice()).collect();
-                    match opt.step(&mut ws, &grads)? {
-                        StepOutcome::Applied { t } => {
-                            self.t = t;
-                            None
+            let loss = self.loss_value(&outs, &data);
+            return Ok(StepReport { loss, skipped });
+        }
+        for p in &self.params {
+            let ni = port(net, p.name(), true)?;
+            match update.as_mut() {
+                Some(u) => {
+                    let ui = port(u, p.name(), true)?;
+                    if let Some(w) = ports::carried(u, ui) {
+                        ports::feed(net, ni, PortData::F32(w), precision)?;
+                        continue;
+                    }
+                    match u.loaded.input_view(ui)? {
+                        PortView::F16(w) => ports::feed(net, ni, PortData::F16(w), precision)?,
+                        PortView::U8(_) | PortView::I32(_) => {
+                            return Err(Error::dtype(
+                                "Trainer",
+                                format!("input '{}' is not fp16", p.name()),
+                            ))
                         }
-                        StepOutcome::Skipped { skipped } => Some(skipped),
                     }
                 }
-                None if grads.iter().any(|g| g.iter().any(|x| !x.is_finite())) => {
-                    Some(self.skipped + 1)
-                }
-                None => {
-                    let u = progs
-                        .update
-                        .as_mut()
-                        .expect("device mode has an update program");
-                    for (n, g) in names.iter().zip(&grads) {
-                        write_input(u, &format!("grad_{n}"), g)?;
-                    }
-                    self.t += 1;
-                    write_input(u, "lr_t", &[config.device_lr(self.t) as f32])?;
-                    u.loaded.execute()?;
-                    self.synced = false;
-                    None
-                }
-            };
-            if let Some(s) = skipped {
-                self.skipped = s;
+                None => ports::feed(net, ni, PortData::F32(&p.master()), precision)?,
             }
-            outs = named;
+        }
+        net.loaded.execute()?;
+        let outs = small_outputs(net)?;
+        let idx = self
+            .params
+            .iter()
+            .map(|p| port(net, &format!("grad_{}", p.name()), false))
+            .collect::<Result<Vec<_>>>()?;
+        let mut store = Vec::new();
+        let grads = ports::outputs(net, &idx, &mut store)?;
+        skipped = match self.host.as_mut() {
+            Some(opt) => {
+                let mut guards: Vec<_> = self.params.iter().map(|p| p.master()).collect();
+                let mut ws: Vec<&mut [f32]> = guards.iter_mut().map(|g| g.as_mut_slice()).collect();
+                match opt.step(&mut ws, &grads)? {
+                    StepOutcome::Applied { t } => {
+                        self.t = t;
+                        None
+                    }
+                    StepOutcome::Skipped { skipped } => Some(skipped),
+                }
+            }
+            None if !grads.iter().all(|g| all_finite(g)) => Some(self.skipped + 1),
+            None => {
+                let u = update.as_mut().expect("device mode has an update program");
+                for (p, g) in self.params.iter().zip(&grads) {
+                    let gi = port(u, &format!("grad_{}", p.name()), true)?;
+                    ports::feed(u, gi, PortData::F32(g), Precision::Fp16)?;
+                }
+                self.t += 1;
+                write_input(u, "lr_t", &[config.device_lr(self.t) as f32])?;
+                u.loaded.execute()?;
+                self.synced = false;
+                None
+            }
+        };
+        if let Some(s) = skipped {
+            self.skipped = s;
         }
         let loss = self.loss_value(&outs, &data);
         Ok(StepReport { loss, skipped })
-    }
-
-    /// Outputs `names` of the training program that it has.
-    fn read_outputs(&mut self, names: &[&str]) -> Result<BTreeMap<String, Vec<f32>>> {
-        let net = &self.programs_mut()?.net;
-        names
-            .iter()
-            .filter(|n| net.outputs().iter().any(|p| p.name == **n))
-            .map(|n| Ok((n.to_string(), read_output(net, n)?)))
-            .collect()
     }
 
     /// The reported loss (see [`StepReport::loss`]).
@@ -585,16 +570,23 @@ fn update_outputs(
     Ok(outs)
 }
 
-/// Alias every `new_<w>` / `new_<s>_<w>` output to its input (resident state).
+/// Alias every `new_<w>` / `new_<s>_<w>` output to its input (resident state); those outputs
+/// are stored into their port buffers only on demand.
 fn alias_state(c: &mut Compiled, config: &OptimConfig, params: &[Parameter]) -> Result<()> {
+    let mut carried = Vec::new();
     for p in params {
-        c.loaded.alias(&format!("new_{}", p.name()), p.name())?;
-        for s in config.state_names() {
-            c.loaded.alias(
-                &format!("new_{s}_{}", p.name()),
-                &format!("{s}_{}", p.name()),
-            )?;
+        let pairs = std::iter::once((format!("new_{}", p.name()), p.name().to_string())).chain(
+            config
+                .state_names()
+                .iter()
+                .map(|s| (format!("new_{s}_{}", p.name()), format!("{s}_{}", p.name()))),
+        );
+        for (out, inp) in pairs {
+            c.loaded.alias(&out, &inp)?;
+            carried.push(port(c, &out, false)?);
         }
     }
+    ports::lazy(c, &carried);
+    ports::carry_in_f32(c);
     Ok(())
 }

@@ -1,0 +1,476 @@
+//! Elementwise fusion for the training graphs (GELU and softmax backward, the optimizer update,
+//! and any other chain of elementwise ops): a run of consecutive elementwise steps whose
+//! operands are all of one element count (or single values) runs as one step, op by op over
+//! cache-sized chunks, each op rounded to fp16 exactly as its own step would be (so the results
+//! are bit-identical). Values read only inside the run are never written to their slots.
+//!
+//! Chunked order is safe with the memory plan: every operand is index-aligned (or a single value
+//! read before the run starts), so for each element the run reads and writes its slots in the
+//! steps' own order, whatever slots the plan shared.
+
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use super::fp16_table::Fp16Table;
+use super::{round_to_fp16, Step};
+use crate::exec::profile::OpLabel;
+use crate::ops::elementwise::{Binary, Compare};
+use crate::ops::kernel::PAR_MIN_ELEMS;
+use crate::ops::unary::Unary;
+use crate::ops::{Buf, Op};
+
+/// Elements per chunk: every op's chunk of a run stays in L1.
+const CHUNK: usize = 256;
+
+/// The per-element computation of one fused op.
+#[derive(Clone, Copy, Debug)]
+enum Kernel {
+    Unary(Unary),
+    Binary(Binary),
+    Compare(Compare),
+    Select,
+}
+
+/// Where a fused op reads an operand.
+#[derive(Clone, Copy, Debug)]
+enum Operand {
+    /// A full-length slot of the run (index into [`Fused::arrays`]).
+    Array(usize),
+    /// A single value read once before the run (index into [`Fused::scalars`]).
+    Scalar(usize),
+    /// The result of an earlier op of the run (its index).
+    Local(usize),
+}
+
+/// One op of a fused run.
+struct FusedOp {
+    kernel: Kernel,
+    ins: Vec<Operand>,
+    round: bool,
+    table: Option<Arc<Fp16Table>>,
+    /// The array (index into [`Fused::arrays`]) its result is written to, when read after the run.
+    store: Option<usize>,
+}
+
+/// A slot of full-length values the run reads or writes.
+struct Array {
+    slot: usize,
+    written: bool,
+}
+
+/// A fused run of elementwise steps over `len` elements.
+pub(super) struct Fused {
+    len: usize,
+    ops: Vec<FusedOp>,
+    arrays: Vec<Array>,
+    scalars: Vec<usize>,
+    /// (slot, shape) of every written result.
+    shapes: Vec<(usize, Vec<usize>)>,
+}
+
+/// The kernel of `step` when it is a plain elementwise step with one output.
+fn kernel(step: &Step) -> Option<Kernel> {
+    if step.packed.is_some() || step.epilogue.is_some() || step.outs.len() != 1 {
+        return None;
+    }
+    match step.op {
+        Op::Unary(u) => Some(Kernel::Unary(u)),
+        Op::Binary(b) => Some(Kernel::Binary(b)),
+        Op::Compare(c) => Some(Kernel::Compare(c)),
+        Op::Select(_) => Some(Kernel::Select),
+        _ => None,
+    }
+}
+
+/// Replace each run of two or more consecutive fusable steps by one fused step. `values[k]` are
+/// step k's (input, output) graph values, `numel` and `pinned` per value, as in the memory plan.
+pub(super) fn fuse(
+    steps: Vec<Step>,
+    values: &[(Vec<usize>, Vec<usize>)],
+    numel: &[usize],
+    pinned: &[bool],
+) -> Vec<Step> {
+    let mut last_read = vec![0usize; numel.len()];
+    for (k, (ins, _)) in values.iter().enumerate() {
+        for &v in ins {
+            last_read[v] = k;
+        }
+    }
+    // The element count of each fusable step (all operands of it or of one element).
+    let len: Vec<Option<usize>> = steps
+        .iter()
+        .zip(values)
+        .map(|(s, (ins, outs))| {
+            kernel(s)?;
+            let n = numel[outs[0]];
+            (n > 0 && ins.iter().all(|&v| numel[v] == n || numel[v] == 1)).then_some(n)
+        })
+        .collect();
+    let mut out = Vec::with_capacity(steps.len());
+    let mut run: Vec<Step> = Vec::new();
+    let mut start = 0;
+    for (k, step) in steps.into_iter().enumerate() {
+        if !run.is_empty() && (len[k].is_none() || len[k] != len[start]) {
+            flush(&mut run, start, values, numel, pinned, &last_read, &mut out);
+        }
+        if len[k].is_some() {
+            if run.is_empty() {
+                start = k;
+            }
+            run.push(step);
+        } else {
+            out.push(step);
+        }
+    }
+    flush(&mut run, start, values, numel, pinned, &last_read, &mut out);
+    out
+}
+
+/// Emit `run` (steps `start..`) into `out`: as is when shorter than two steps, else fused.
+fn flush(
+    run: &mut Vec<Step>,
+    start: usize,
+    values: &[(Vec<usize>, Vec<usize>)],
+    numel: &[usize],
+    pinned: &[bool],
+    last_read: &[usize],
+    out: &mut Vec<Step>,
+) {
+    if run.len() < 2 {
+        out.append(run);
+        return;
+    }
+    let end = start + run.len() - 1;
+    let produced: Vec<usize> = values[start..=end].iter().map(|(_, o)| o[0]).collect();
+    let len = numel[produced[0]];
+    let mut f = Fused {
+        len,
+        ops: Vec::new(),
+        arrays: Vec::new(),
+        scalars: Vec::new(),
+        shapes: Vec::new(),
+    };
+    let array = |slot: usize, written: bool, arrays: &mut Vec<Array>| -> usize {
+        match arrays.iter().position(|a| a.slot == slot) {
+            Some(i) => {
+                arrays[i].written |= written;
+                i
+            }
+            None => {
+                arrays.push(Array { slot, written });
+                arrays.len() - 1
+            }
+        }
+    };
+    let (mut bytes, mut flops) = (0, 0);
+    for (i, step) in run.drain(..).enumerate() {
+        let (ins, outs) = &values[start + i];
+        let operands = ins
+            .iter()
+            .zip(&step.ins)
+            .map(
+                |(v, &slot)| match produced[..i].iter().position(|p| p == v) {
+                    Some(j) => Operand::Local(j),
+                    None if numel[*v] == len => Operand::Array(array(slot, false, &mut f.arrays)),
+                    None => {
+                        f.scalars.push(slot);
+                        Operand::Scalar(f.scalars.len() - 1)
+                    }
+                },
+            )
+            .collect();
+        let v = outs[0];
+        let store = (pinned[v] || last_read[v] > end).then(|| {
+            f.shapes.push((step.outs[0], step.out_shapes[0].clone()));
+            array(step.outs[0], true, &mut f.arrays)
+        });
+        bytes += step.label.bytes;
+        flops += step.label.flops;
+        f.ops.push(FusedOp {
+            kernel: kernel(&step).expect("a fusable step"),
+            ins: operands,
+            round: step.round[0],
+            table: step.table.clone(),
+            store,
+        });
+        if i == end - start {
+            out.push(Step {
+                ins: Vec::new(),
+                outs: Vec::new(),
+                out_shapes: Vec::new(),
+                round: Vec::new(),
+                table: None,
+                packed: None,
+                epilogue: None,
+                label: OpLabel {
+                    op: "fused_elementwise",
+                    shape: step.out_shapes[0].clone(),
+                    bytes,
+                    flops,
+                },
+                op: step.op,
+                fused: None,
+            });
+        }
+    }
+    out.last_mut().expect("pushed above").fused = Some(Box::new(f));
+}
+
+/// Round every element to the nearest fp16 (ties to even) in place, bit-identical to
+/// [`round_to_fp16`] (which converts through `half`: F16C when the CPU has it, else in software)
+/// but in one pass of F16C conversions when available.
+pub(crate) fn round_fp16(y: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx") && std::arch::is_x86_feature_detected!("f16c") {
+        // SAFETY: the CPU features the function enables were just detected.
+        unsafe { round_f16c(y) };
+        return;
+    }
+    round_to_fp16(y);
+}
+
+/// [`round_fp16`] with F16C: 8 values to fp16 and back per instruction pair (round to nearest
+/// even, the mode `half` converts with); the tail through [`round_to_fp16`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx,f16c")]
+unsafe fn round_f16c(y: &mut [f32]) {
+    use std::arch::x86_64::{
+        _mm256_cvtph_ps, _mm256_cvtps_ph, _mm256_loadu_ps, _mm256_storeu_ps,
+        _MM_FROUND_TO_NEAREST_INT,
+    };
+    let mut chunks = y.chunks_exact_mut(8);
+    for c in &mut chunks {
+        let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_loadu_ps(c.as_ptr()));
+        _mm256_storeu_ps(c.as_mut_ptr(), _mm256_cvtph_ps(h));
+    }
+    round_to_fp16(chunks.into_remainder());
+}
+
+/// out[i] = f(a[i]) over one chunk.
+fn map1(out: &mut [f32], a: &[f32], f: impl Fn(f32) -> f32) {
+    out.iter_mut().zip(a).for_each(|(o, &x)| *o = f(x));
+}
+
+/// out[i] = f(a[i], b[i]) over one chunk.
+fn map2(out: &mut [f32], a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32) {
+    out.iter_mut()
+        .zip(a.iter().zip(b))
+        .for_each(|(o, (&x, &y))| *o = f(x, y));
+}
+
+/// Evaluate `kernel` on one chunk of operands (each `out.len()` long), without rounding.
+fn apply(kernel: Kernel, ins: &[&[f32]], out: &mut [f32]) {
+    // A constant op per arm, so each loop is specialised (and vectorised) for it.
+    macro_rules! binary {
+        ($b:expr, $($k:ident),*) => {
+            match $b {
+                $(Binary::$k => map2(out, ins[0], ins[1], |x, y| Binary::$k.apply(x, y)),)*
+            }
+        };
+    }
+    match kernel {
+        Kernel::Unary(u) => map1(out, ins[0], |x| u.apply(x)),
+        Kernel::Binary(b) => {
+            binary!(b, Add, Sub, Mul, RealDiv, Maximum, Minimum, Pow)
+        }
+        Kernel::Compare(c) => map2(out, ins[0], ins[1], |x, y| c.apply(x, y) as u8 as f32),
+        Kernel::Select => out.iter_mut().enumerate().for_each(|(i, o)| {
+            *o = if ins[0][i] != 0.0 {
+                ins[1][i]
+            } else {
+                ins[2][i]
+            }
+        }),
+    }
+}
+
+impl Fused {
+    /// Run the fused steps on the slot buffers (split over the rayon pool for long runs).
+    pub(super) fn run(&self, bufs: &mut [Buf]) {
+        let scalars: Vec<f32> = self.scalars.iter().map(|&s| bufs[s].data[0]).collect();
+        let mut owned: Vec<Vec<f32>> = self
+            .arrays
+            .iter()
+            .filter(|a| a.written)
+            .map(|a| std::mem::take(&mut bufs[a.slot].data))
+            .collect();
+        {
+            let shared: Vec<&[f32]> = self
+                .arrays
+                .iter()
+                .filter(|a| !a.written)
+                .map(|a| bufs[a.slot].data.as_slice())
+                .collect();
+            let threads = rayon::current_num_threads();
+            if self.len >= PAR_MIN_ELEMS && threads > 1 {
+                let part = self.len.div_ceil(threads).div_ceil(CHUNK) * CHUNK;
+                let mut parts: Vec<Vec<&mut [f32]>> =
+                    (0..self.len.div_ceil(part)).map(|_| Vec::new()).collect();
+                for o in &mut owned {
+                    for (t, c) in o.chunks_mut(part).enumerate() {
+                        parts[t].push(c);
+                    }
+                }
+                parts.into_par_iter().enumerate().for_each(|(t, mut p)| {
+                    let first = t * part;
+                    let count = part.min(self.len - first);
+                    self.range(first, count, &shared, &mut p, &scalars);
+                });
+            } else {
+                let mut parts: Vec<&mut [f32]> = owned.iter_mut().map(Vec::as_mut_slice).collect();
+                self.range(0, self.len, &shared, &mut parts, &scalars);
+            }
+        }
+        let written = self.arrays.iter().filter(|a| a.written);
+        for (a, data) in written.zip(owned) {
+            bufs[a.slot].data = data;
+        }
+        for (slot, shape) in &self.shapes {
+            bufs[*slot].shape.clone_from(shape);
+        }
+    }
+
+    /// Elements `first..first + count` (the range every `owned` part covers): each chunk
+    /// through every op in order.
+    fn range(
+        &self,
+        first: usize,
+        count: usize,
+        shared: &[&[f32]],
+        owned: &mut [&mut [f32]],
+        scalars: &[f32],
+    ) {
+        let n_ops = self.ops.len();
+        let mut local = vec![0f32; (n_ops + scalars.len()) * CHUNK];
+        let (results, splat) = local.split_at_mut(n_ops * CHUNK);
+        for (s, &v) in splat.chunks_mut(CHUNK).zip(scalars) {
+            s.fill(v);
+        }
+        // Written and read-only arrays in `arrays` order.
+        let src: Vec<(bool, usize)> = {
+            let (mut w, mut r) = (0, 0);
+            self.arrays
+                .iter()
+                .map(|a| {
+                    let k = if a.written { &mut w } else { &mut r };
+                    *k += 1;
+                    (a.written, *k - 1)
+                })
+                .collect()
+        };
+        for off in (0..count).step_by(CHUNK) {
+            let n = CHUNK.min(count - off);
+            let (at, abs) = (off..off + n, first + off..first + off + n);
+            for (i, op) in self.ops.iter().enumerate() {
+                let (done, rest) = results.split_at_mut(i * CHUNK);
+                let y = &mut rest[..n];
+                {
+                    let operand = |o: &Operand| -> &[f32] {
+                        match *o {
+                            Operand::Local(j) => &done[j * CHUNK..j * CHUNK + n],
+                            Operand::Scalar(k) => &splat[k * CHUNK..k * CHUNK + n],
+                            Operand::Array(a) => match src[a] {
+                                (true, w) => &owned[w][at.clone()],
+                                (false, r) => &shared[r][abs.clone()],
+                            },
+                        }
+                    };
+                    let mut ins: [&[f32]; 3] = [&[]; 3];
+                    for (d, o) in ins.iter_mut().zip(&op.ins) {
+                        *d = operand(o);
+                    }
+                    match &op.table {
+                        Some(t) => t.eval(ins[0], y),
+                        None => {
+                            apply(op.kernel, &ins, y);
+                            if op.round {
+                                round_fp16(y);
+                            }
+                        }
+                    }
+                }
+                if let Some(a) = op.store {
+                    owned[src[a].1][at.clone()].copy_from_slice(y);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use half::f16;
+
+    use crate::exec::reference::handoff::ref_program;
+    use crate::exec::reference::test_support::compile_reference_for_test;
+    use crate::exec::{PortData, Precision};
+    use crate::ops::elementwise::Compare;
+
+    /// Round to the nearest fp16, as the contract rounds every op's output.
+    fn r(v: f32) -> f32 {
+        f16::from_f32(v).to_f32()
+    }
+
+    /// The one-pass rounding equals the executor's rounding pass bit for bit on a spread of f32
+    /// bit patterns (every fp16 tie and overflow region is hit), NaN payloads included, for
+    /// lengths with and without an 8-element tail.
+    #[test]
+    fn round_fp16_matches_round_to_fp16_bit_for_bit() {
+        let mut x: Vec<f32> = (0..=u32::MAX / 4093)
+            .map(|k| f32::from_bits(k.wrapping_mul(4093)))
+            .collect();
+        x.extend([
+            f32::NAN,
+            -0.0,
+            65520.0,
+            65519.99,
+            f32::from_bits(0x7f80_0001),
+        ]);
+        for len in [x.len(), x.len() - 3] {
+            let (mut got, mut want) = (x[..len].to_vec(), x[..len].to_vec());
+            super::round_fp16(&mut got);
+            super::round_to_fp16(&mut want);
+            for (g, w) in got.iter().zip(&want) {
+                assert_eq!(g.to_bits(), w.to_bits());
+            }
+        }
+    }
+
+    /// A chain of IEEE-exact ops (a scalar input, a value read twice, a comparison and a select)
+    /// runs as one fused step and matches the per-op rounded arithmetic written out here bit for
+    /// bit, on a short run and on one long enough for the rayon split.
+    #[test]
+    fn a_fused_chain_matches_per_op_rounding_bit_for_bit() {
+        for (rows, n) in [(1, 1000), (7, 70_007)] {
+            let x = crate::input(&[rows, n / rows]).unwrap();
+            let s = crate::input(&[1]).unwrap();
+            let a = x.mul_scalar(0.3).unwrap().add_scalar(1.0).unwrap();
+            let b = a.sqrt().unwrap().sub(&x).unwrap().div(&a).unwrap();
+            let pos = b.compare_scalar(Compare::Greater, 0.0).unwrap();
+            let y = crate::select(&pos, &b.mul(&s).unwrap(), &a).unwrap();
+            let (mut net, dir) = compile_reference_for_test(&y, Precision::Fp16, "train-fuse");
+            let rp = ref_program(&mut *net.loaded).expect("a reference program");
+            assert_eq!(rp.steps.iter().filter(|st| st.fused.is_some()).count(), 1);
+            assert_eq!(rp.steps.len(), 1, "every step fused");
+            let xs: Vec<f32> = (0..n).map(|i| (i * 37 % 400) as f32 / 50.0).collect();
+            let sv = 1.7f32;
+            let got = net
+                .run(&[PortData::F32(&xs), PortData::F32(&[sv])])
+                .unwrap();
+            let _ = std::fs::remove_dir_all(dir);
+            let sv = r(sv);
+            for (i, &g) in got[0].iter().enumerate() {
+                let x = r(xs[i]);
+                let a = r(r(x * r(0.3)) + 1.0);
+                let b = r(r(r(a.sqrt()) - x) / a);
+                let want = if b > 0.0 { r(b * sv) } else { a };
+                assert_eq!(
+                    g.to_bits(),
+                    want.to_bits(),
+                    "n = {n}, element {i}: {g} vs {want}"
+                );
+            }
+        }
+    }
+}
