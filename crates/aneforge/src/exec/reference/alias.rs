@@ -99,8 +99,9 @@ impl RefProgram {
         true
     }
 
-    /// Before a view of input `i`: when its value buffer holds the input (fed), store it into
-    /// the port buffer, which the view then reads and writes.
+    /// Before a view of input `i`: when its value buffer holds the input (fed: a shared alias,
+    /// a carried f32 alias or a plan hand-off), store it into the port buffer, which the view
+    /// then reads and writes.
     pub(super) fn sync_input_port(&mut self, i: usize) {
         let n = self.inputs.get(i).map_or(0, |p| p.numel());
         if let Some(p) = self.in_ports.get_mut(i) {

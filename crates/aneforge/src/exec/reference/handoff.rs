@@ -177,16 +177,8 @@ impl RefProgram {
             self.in_ports[i].copy_from(&self.out_ports[o]);
             return;
         }
-        let (src, dst) = (self.output_bufs[o], self.input_bufs[i]);
-        if src != dst {
-            let (lo, hi) = self.bufs.split_at_mut(src.max(dst));
-            let (s, d) = if src < dst {
-                (&lo[src], &mut hi[0])
-            } else {
-                (&hi[0], &mut lo[dst])
-            };
-            d.data.copy_from_slice(&s.data);
-        }
+        let dst = self.input_bufs[i];
+        super::copy_value(&mut self.bufs, self.output_bufs[o], dst);
         super::train_fuse::round_fp16(&mut self.bufs[dst].data);
         self.handoff.fed[i] = true;
         self.handoff.stale[i] = true;
@@ -197,13 +189,5 @@ impl RefProgram {
     pub fn carried_input(&self, i: usize) -> Option<&[f32]> {
         (self.handoff.stale.get(i) == Some(&true))
             .then(|| self.bufs[self.input_bufs[i]].data.as_slice())
-    }
-
-    /// Store input `i`'s value buffer into its port buffer when a carried alias left it stale.
-    pub(super) fn sync_input_port(&mut self, i: usize) {
-        if self.handoff.stale.get(i) == Some(&true) {
-            self.in_ports[i].store_from(&self.bufs[self.input_bufs[i]].data);
-            self.handoff.stale[i] = false;
-        }
     }
 }

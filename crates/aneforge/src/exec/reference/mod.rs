@@ -169,6 +169,19 @@ pub struct RefProgram {
     shared: alias::Shared,
 }
 
+/// Copy value buffer `src` into `dst` (same length; nothing when they are the same slot).
+fn copy_value(bufs: &mut [Buf], src: usize, dst: usize) {
+    if src != dst {
+        let (lo, hi) = bufs.split_at_mut(src.max(dst));
+        let (s, d) = if src < dst {
+            (&lo[src], &mut hi[0])
+        } else {
+            (&hi[0], &mut lo[dst])
+        };
+        d.data.copy_from_slice(&s.data);
+    }
+}
+
 /// Round every element to the nearest fp16 (ties to even; overflow to ±inf), on the rayon
 /// pool for large buffers (each element is rounded on its own, so the split changes no bit).
 pub fn round_to_fp16(data: &mut [f32]) {
@@ -536,16 +549,7 @@ impl Loaded for RefProgram {
             if self.shared.has(i) {
                 self.handoff.feed(i);
             } else if self.in_ports.is_empty() {
-                let (src, dst) = (self.output_bufs[o], self.input_bufs[i]);
-                if src != dst {
-                    let (lo, hi) = self.bufs.split_at_mut(src.max(dst));
-                    let (s, d) = if src < dst {
-                        (&lo[src], &mut hi[0])
-                    } else {
-                        (&hi[0], &mut lo[dst])
-                    };
-                    d.data.copy_from_slice(&s.data);
-                }
+                copy_value(&mut self.bufs, self.output_bufs[o], self.input_bufs[i]);
             } else {
                 self.carry_alias(o, i);
             }

@@ -202,9 +202,11 @@ fn flush(
                 round: Vec::new(),
                 table: None,
                 packed: None,
+                shared: None,
                 epilogue: None,
+                rounds_in_kernel: false,
                 label: OpLabel {
-                    op: "fused_elementwise",
+                    op: "fused_elementwise".to_string(),
                     shape: step.out_shapes[0].clone(),
                     bytes,
                     flops,
