@@ -22,21 +22,19 @@ use aneforge::options::Device;
 use aneforge::{DType, PortData, Precision};
 use safetensors::tensor::{Dtype, TensorView};
 
+mod hashes;
 mod mobilenet;
+
+use hashes::digest_f32 as digest;
 
 const HASH_FILE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/bit_identical_hashes.txt"
 );
 
-/// FNV-1a 64 over the little-endian bit patterns of `values`.
-fn digest(values: &[f32]) -> u64 {
-    values
-        .iter()
-        .flat_map(|v| v.to_bits().to_le_bytes())
-        .fold(0xcbf2_9ce4_8422_2325, |h, b| {
-            (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-        })
+/// Compare `got` with the recorded lines starting with `prefix`, or record them.
+fn check(prefix: &str, got: BTreeMap<String, u64>) {
+    hashes::check(HASH_FILE, "bit_identical", prefix, got);
 }
 
 /// A fresh scratch directory.
@@ -54,55 +52,6 @@ fn reference(precision: Precision, dir: &Path) -> CompileOptions {
         build_dir: Some(dir.to_path_buf()),
         ..Default::default()
     }
-}
-
-/// Whether this CPU takes the dispatch the hashes were recorded with.
-fn recorded_cpu() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx512f")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
-
-/// Compare `got` (name → hash) with the recorded lines starting with `prefix`, or record them.
-fn check(prefix: &str, got: BTreeMap<String, u64>) {
-    let text = std::fs::read_to_string(HASH_FILE).unwrap_or_default();
-    let mut recorded: BTreeMap<String, u64> = text
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .map(|l| {
-            let (k, v) = l.rsplit_once(' ').expect("line 'name hash'");
-            (k.to_string(), u64::from_str_radix(v, 16).expect("hex hash"))
-        })
-        .collect();
-    if std::env::var_os("ANEFORGE_RECORD_HASHES").is_some() {
-        recorded.retain(|k, _| !k.starts_with(prefix));
-        recorded.extend(got);
-        let header = text.lines().take_while(|l| l.starts_with('#'));
-        let mut out: Vec<String> = header.map(str::to_string).collect();
-        out.extend(recorded.iter().map(|(k, v)| format!("{k} {v:016x}")));
-        std::fs::write(HASH_FILE, out.join("\n") + "\n").unwrap();
-        return;
-    }
-    if !recorded_cpu() {
-        eprintln!("bit_identical: hashes were recorded on x86-64 AVX-512; not compared here");
-        return;
-    }
-    let want: BTreeMap<&String, &u64> = recorded
-        .iter()
-        .filter(|(k, _)| k.starts_with(prefix))
-        .collect();
-    let differ: Vec<&String> = got
-        .iter()
-        .filter(|(k, v)| want.get(k) != Some(v))
-        .map(|(k, _)| k)
-        .collect();
-    assert!(differ.is_empty(), "results changed bits: {differ:?}");
-    assert_eq!(want.len(), got.len(), "cases recorded vs run");
 }
 
 #[test]

@@ -11,22 +11,19 @@
 
 use std::collections::BTreeMap;
 
+use hashes::fnv1a as digest;
+
 use aneforge::train::{
     conv2d, conv_param, Batch, Loss, Mode, OptimConfig, Parameter, Rule, Trainer,
 };
 use aneforge::{input_port, CompileOptions, DType, Device, Precision};
 
+mod hashes;
+
 const HASH_FILE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/train_bit_identical_hashes.txt"
 );
-
-/// FNV-1a 64 over little-endian bytes.
-fn digest(bytes: impl IntoIterator<Item = u8>) -> u64 {
-    bytes.into_iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-    })
-}
 
 /// A deterministic pseudo-random value in [-1, 1) for index i.
 fn noise(i: usize) -> f32 {
@@ -171,50 +168,9 @@ fn run(model: Model, tag: &str, mode: Mode, rule: Rule, steps: usize) -> [u64; 2
     ]
 }
 
-/// Whether this CPU takes the dispatch the hashes were recorded with.
-fn recorded_cpu() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx512f")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
-
 /// Compare `got` with the recorded hashes, or record them.
 fn check(got: BTreeMap<String, u64>) {
-    let text = std::fs::read_to_string(HASH_FILE).unwrap_or_default();
-    if std::env::var_os("ANEFORGE_RECORD_HASHES").is_some() {
-        let header = text.lines().take_while(|l| l.starts_with('#'));
-        let mut out: Vec<String> = header.map(str::to_string).collect();
-        out.extend(got.iter().map(|(k, v)| format!("{k} {v:016x}")));
-        std::fs::write(HASH_FILE, out.join("\n") + "\n").unwrap();
-        return;
-    }
-    if !recorded_cpu() {
-        eprintln!("train_bit_identical: hashes were recorded on x86-64 AVX-512; not compared here");
-        return;
-    }
-    let want: BTreeMap<String, u64> = text
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .map(|l| {
-            let (k, v) = l.rsplit_once(' ').expect("line 'name hash'");
-            (k.to_string(), u64::from_str_radix(v, 16).expect("hex hash"))
-        })
-        .collect();
-    let differ: Vec<&String> = got
-        .iter()
-        .filter(|(k, v)| want.get(*k) != Some(v))
-        .map(|(k, _)| k)
-        .collect();
-    assert!(
-        differ.is_empty(),
-        "training results changed bits: {differ:?}"
-    );
-    assert_eq!(want.len(), got.len(), "cases recorded vs run");
+    hashes::check(HASH_FILE, "train_bit_identical", "", got);
 }
 
 #[test]

@@ -225,12 +225,10 @@ impl RefProgram {
         // Weights read only by packed matmuls stay in their stored form (no dense copy).
         let mut packed = packed::packed_matmuls(g);
         let mut shared = shared_weight::shared_matmuls(g);
-        let only_shared = shared_weight::only_weight_uses(g, &shared);
-        let only_packed: Vec<bool> = packed::only_packed_uses(g, &packed)
-            .into_iter()
-            .zip(only_shared)
-            .map(|(p, s)| p || s)
+        let weight_step: Vec<bool> = (packed.iter().zip(&shared))
+            .map(|(p, s)| p.is_some() || s.is_some())
             .collect();
+        let only_packed = shared_weight::only_weight_uses(g, &weight_step);
         let mut pinned = vec![false; numel.len()];
         let outputs_v: Vec<usize> = g
             .outputs

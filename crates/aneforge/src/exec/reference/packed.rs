@@ -69,25 +69,6 @@ pub fn packed_matmuls(g: &Graph) -> Vec<Option<PackedWeight>> {
         .collect()
 }
 
-/// Nodes of `g` whose every use is one of the `packed` matmuls' weight (and that are not graph
-/// outputs): their dense value is never needed.
-pub fn only_packed_uses(g: &Graph, packed: &[Option<PackedWeight>]) -> Vec<bool> {
-    let mut other_use = vec![false; g.nodes.len()];
-    for (i, n) in g.nodes.iter().enumerate() {
-        for (slot, v) in n.inputs.iter().enumerate() {
-            if !(packed[i].is_some() && slot == 1) {
-                other_use[v.node] = true;
-            }
-        }
-    }
-    for (_, v) in &g.outputs {
-        other_use[v.node] = true;
-    }
-    (0..g.nodes.len())
-        .map(|i| matches!(g.nodes[i].op, Op::Constexpr(_) | Op::Const(_)) && !other_use[i])
-        .collect()
-}
-
 /// fp16(x) as f32, round to nearest even (overflow to ±inf), branch-light for the hot loop:
 /// normal results by mantissa rounding of the bits, subnormal ones by adding and removing 0.75
 /// (whose f32 ulp is the fp16 subnormal step 2^-24). NaN never reaches it (finite codes/scales).

@@ -129,13 +129,14 @@ pub fn shared_matmuls(g: &Graph) -> Vec<Option<SharedWeight>> {
         .collect()
 }
 
-/// Nodes of `g` that are constants whose every use is a `weights[i]` matmul's weight (input 1)
-/// and that are not graph outputs: their dense value is never needed.
-pub fn only_weight_uses<T>(g: &Graph, weights: &[Option<T>]) -> Vec<bool> {
+/// Nodes of `g` that are constants whose every use is the weight (input 1) of a node `i` with
+/// `weight_step[i]` (a packed or shared matmul) and that are not graph outputs: their dense
+/// value is never needed.
+pub fn only_weight_uses(g: &Graph, weight_step: &[bool]) -> Vec<bool> {
     let mut other_use = vec![false; g.nodes.len()];
     for (i, nd) in g.nodes.iter().enumerate() {
         for (slot, v) in nd.inputs.iter().enumerate() {
-            if weights[i].is_none() || slot != 1 {
+            if !weight_step[i] || slot != 1 {
                 other_use[v.node] = true;
             }
         }

@@ -219,6 +219,13 @@ fn flush(
     out.last_mut().expect("pushed above").fused = Some(Box::new(f));
 }
 
+impl Fused {
+    /// Whether the run reads or writes value slot `slot`.
+    pub(super) fn touches(&self, slot: usize) -> bool {
+        self.arrays.iter().any(|a| a.slot == slot) || self.scalars.contains(&slot)
+    }
+}
+
 /// Round every element to the nearest fp16 (ties to even) in place, bit-identical to
 /// [`round_to_fp16`] (which converts through `half`: F16C when the CPU has it, else in software)
 /// but in one pass of F16C conversions when available.
