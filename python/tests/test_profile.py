@@ -1,4 +1,4 @@
-"""Model.profile, `aneforge profile` and ANEFORGE_PROFILE=1: one row per op (reference executor)
+"""Model.profile, `aneforge profile` and ANEFORGE_PROFILE=1: one row per executor step (reference executor; a fused step is one row)
 with work counted by hand, shares of the call, and a Chrome trace whose events nest per call."""
 
 import json
@@ -36,7 +36,8 @@ def test_model_profile_rows_and_trace(tmp_path):
     p = net.profile(x, repeat=4, trace=str(trace))
     assert p["device"] == "reference" and p["runs"] == 4 and p["call_us"] > 0
     names = [r["name"] for r in p["rows"]]
-    assert names[0] == "matmul" and len(names) == 3
+    # One row per executor step: relu and + 1 run as one fused elementwise step.
+    assert names == ["matmul", "relu+add"]
     mm = p["rows"][0]
     # 128·192 outputs × 256 multiply-adds × 2; fp16 bytes 2·(128·256 + 256·192 + 128·192).
     assert (mm["kind"], mm["shape"], mm["flops"]) == ("op", [128, 192], 2 * 128 * 192 * 256)
@@ -46,7 +47,7 @@ def test_model_profile_rows_and_trace(tmp_path):
     total = sum(r["share"] for r in p["rows"])
     assert all(r["share"] >= 0 for r in p["rows"]) and 0 < total <= 1.0 + 1e-9, p["table"]
     assert "matmul" in p["table"]
-    _check_trace(trace, 4, 3)
+    _check_trace(trace, 4, 2)
     # The program still computes after profiling: relu(x·w) + 1 against NumPy float64.
     w = np.linspace(-1, 1, 256 * 192).reshape(256, 192)
     np.testing.assert_allclose(net(x), np.maximum(x.astype(np.float64) @ w, 0) + 1, rtol=2e-3, atol=5e-2)
@@ -63,7 +64,7 @@ def test_cli_profile_prints_the_table_and_writes_the_trace(tmp_path, capsys):
     trace = tmp_path / "cli.json"
     args = ["aneforge", "profile", net.program_dir, "--input", f"x={tmp_path / 'x.npy'}"]
     assert af._core.cli_main([*args, "--repeat", "3", "--trace", str(trace), "--device", "reference"]) == 0
-    _check_trace(trace, 3, 3)
+    _check_trace(trace, 3, 2)
 
 
 def test_env_profile_prints_a_table_when_the_program_is_freed():

@@ -58,8 +58,9 @@ fn trace_events(r: &ProfileReport) -> Vec<(String, String, f64, f64, u64)> {
 }
 
 #[test]
-fn reference_rows_are_one_per_op_with_hand_counted_work() {
-    // x [64, 128] · w [128, 96] → relu → + 1: three ops.
+fn reference_rows_are_one_per_step_with_hand_counted_work() {
+    // x [64, 128] · w [128, 96] → relu → + 1: three ops, two steps (relu and the add run as one
+    // fused elementwise step, reported as one row named after both).
     let w = vec![0.01f32; 128 * 96];
     let x = input(&[64, 128]).unwrap();
     let y = x
@@ -72,8 +73,7 @@ fn reference_rows_are_one_per_op_with_hand_counted_work() {
     let r = profile(&[(None, y)], 5);
     assert_eq!((r.device, r.runs), ("reference", 5));
     let ops: Vec<&str> = r.rows.iter().map(|row| row.name.as_str()).collect();
-    assert_eq!(ops.len(), 3, "{ops:?}");
-    assert_eq!(ops[0], "matmul");
+    assert_eq!(ops, ["matmul", "relu+add"]);
     let mm = &r.rows[0];
     assert_eq!(mm.kind, SpanKind::Op);
     assert_eq!(mm.shape, vec![64, 96]);
@@ -91,9 +91,16 @@ fn reference_rows_are_one_per_op_with_hand_counted_work() {
 }
 
 #[test]
-fn chrome_trace_has_one_complete_event_per_op_per_call_nested_in_the_call() {
+fn chrome_trace_has_one_complete_event_per_step_per_call_nested_in_the_call() {
     let x = input(&[8, 16]).unwrap();
-    let y = x.relu().unwrap().mul_scalar(3.0).unwrap();
+    // Two steps: a reduction and the fused relu+mul run after it.
+    let y = x
+        .sum(&[1], true)
+        .unwrap()
+        .relu()
+        .unwrap()
+        .mul_scalar(3.0)
+        .unwrap();
     let r = profile(&[(None, y)], 4);
     let ev = trace_events(&r);
     let calls: Vec<_> = ev.iter().filter(|e| e.0 == "call").collect();

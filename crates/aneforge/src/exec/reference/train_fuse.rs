@@ -163,7 +163,7 @@ fn flush(
             }
         }
     };
-    let (mut bytes, mut flops) = (0, 0);
+    let (mut bytes, mut flops, mut names) = (0, 0, Vec::new());
     for (i, step) in run.drain(..).enumerate() {
         let (ins, outs) = &values[start + i];
         let operands = ins
@@ -187,6 +187,7 @@ fn flush(
         });
         bytes += step.label.bytes;
         flops += step.label.flops;
+        names.push(step.label.op.clone());
         f.ops.push(FusedOp {
             kernel: kernel(&step).expect("a fusable step"),
             ins: operands,
@@ -206,7 +207,7 @@ fn flush(
                 epilogue: None,
                 rounds_in_kernel: false,
                 label: OpLabel {
-                    op: "fused_elementwise".to_string(),
+                    op: names.join("+"),
                     shape: step.out_shapes[0].clone(),
                     bytes,
                     flops,
