@@ -533,7 +533,7 @@ impl Model {
         clock: &str,
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let clock = aneforge::cost::timing::Clock::parse(clock).py()?;
+        let clock = aneforge::exec::clock::Clock::parse(clock).py()?;
         self.with(py, |c| {
             self.call(py, c, args, kwargs)?;
             let loaded = &mut c.loaded;

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 
 use aneforge::cost::cross::cross_compile;
 use aneforge::cost::profile::profile_calls;
-use aneforge::cost::timing::Clock;
 use aneforge::exec::ane::cross::compile_only;
+use aneforge::exec::clock::Clock;
 use aneforge::exec::profile::SpanKind;
 use aneforge::{compile, input, CompileOptions, Device, Graph, PortData, Program, Tensor};
 

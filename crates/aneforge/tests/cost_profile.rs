@@ -2,7 +2,7 @@
 //! nested in its call, work labels against hand counts, shares of the call, the Chrome trace.
 
 use aneforge::cost::profile::{profile_calls, ProfileReport};
-use aneforge::cost::timing::Clock;
+use aneforge::exec::clock::Clock;
 use aneforge::exec::profile::SpanKind;
 use aneforge::{
     batch_norm, compile, constant, conv2d, input, CompileOptions, ConvOptions, Device, HostArray,

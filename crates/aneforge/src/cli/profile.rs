@@ -8,8 +8,8 @@ use super::npy;
 use super::run::read_inputs;
 use crate::compile::{load_dir_with, CompileOptions};
 use crate::cost::profile::profile_calls;
-use crate::cost::timing::Clock;
 use crate::error::Result;
+use crate::exec::clock::Clock;
 
 /// Load `dir`, feed the inputs, run one warm-up call, profile `repeat` calls timed by `clock`
 /// (`wall` or `cpu`), print the table and write the trace to `trace` when given.

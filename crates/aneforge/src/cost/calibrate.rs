@@ -9,11 +9,11 @@
 use std::time::Duration;
 
 use super::host::{HostConstants, OpOverhead, RateCurve, CURVE_POINTS};
-pub use super::timing::Clock;
 use super::timing::{reference, Timed};
 use super::work::graph_work;
 use crate::compile::CompileOptions;
 use crate::error::{Error, Result};
+pub use crate::exec::clock::Clock;
 use crate::graph::{Graph, Tensor};
 use crate::ops::io::HostArray;
 use crate::{batch_norm, conv2d, input, ConvOptions};

@@ -8,8 +8,8 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-use super::timing::Clock;
 use crate::error::{Error, Result};
+use crate::exec::clock::Clock;
 use crate::exec::profile::{Profile, Span, SpanKind};
 use crate::exec::{Loaded, PortData, PortView};
 use crate::program::PortSpec;

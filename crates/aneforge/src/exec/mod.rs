@@ -2,6 +2,7 @@
 //! port data and zero-copy port views, and input validation shared by both.
 
 pub mod ane;
+pub mod clock;
 pub mod profile;
 pub mod reference;
 

@@ -5,8 +5,8 @@
 
 use std::time::Instant;
 
-use crate::cost::timing::{process_cpu_us, Clock};
 use crate::error::Result;
+use crate::exec::clock::{process_cpu_us, Clock};
 
 /// What a span covers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
