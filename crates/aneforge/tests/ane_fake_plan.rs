@@ -39,14 +39,7 @@ fn two_regions_and_two_host_stages_run_in_order_and_release_everything() {
     let mut c = plan("order");
     assert_eq!(c.device(), "ane");
     assert_eq!(live_programs(), 2);
-    let kinds: Vec<&str> = c
-        .plan
-        .as_ref()
-        .unwrap()
-        .stages
-        .iter()
-        .map(|s| s.kind())
-        .collect();
+    let kinds = c.plan.as_ref().unwrap().stage_kinds();
     assert_eq!(kinds, ["region", "host", "region", "host"]);
     let log = fake.log();
     let compiled: Vec<&String> = log

@@ -153,14 +153,7 @@ fn routing_decomposes_minmax_norm_and_flatten_unless_told_host() {
     ] {
         let mut c = build_route(route, route.name());
         // Fully routed: a plan of one region (its plan file keeps the routes).
-        let kinds: Vec<&str> = c
-            .plan
-            .as_ref()
-            .unwrap()
-            .stages
-            .iter()
-            .map(|s| s.kind())
-            .collect();
+        let kinds = c.plan.as_ref().unwrap().stage_kinds();
         assert_eq!(kinds == ["region"], fused, "{route:?}: {kinds:?}");
         let texts: Vec<String> = c.routes.iter().map(|r| r.to_string()).collect();
         let want_texts: [&str; 2] = if fused {

@@ -62,7 +62,7 @@ fn region_host_region_chain_runs_and_writes_a_plan() {
     assert_eq!(ints(&c, 2), vec![1, 3, 3, 4]);
     assert_eq!(c.outputs()[0].dtype, DType::Int32);
     let plan = c.plan.as_ref().expect("a plan");
-    let kinds: Vec<&str> = plan.stages.iter().map(|s| s.kind()).collect();
+    let kinds = plan.stage_kinds();
     assert_eq!(kinds, ["region", "host", "host", "region"]);
     assert!(dir.join(PLAN_FILE).is_file());
     assert_eq!(std::fs::read_dir(dir.join(REGIONS)).unwrap().count(), 2);
@@ -230,7 +230,7 @@ fn region_outputs_and_bool_masks_feed_later_regions_on_both_precisions() {
     let want = vec![3.5f32, -2.0, 3.5, 1.0];
     let (mut c, dir) = build(&[("y", adjacent())], "adjacent");
     let plan = c.plan.as_ref().unwrap();
-    let kinds: Vec<&str> = plan.stages.iter().map(|s| s.kind()).collect();
+    let kinds = plan.stage_kinds();
     assert_eq!(kinds, ["region", "host", "region"]);
     // Crossing: r and the sorted values (the permutation, which nothing reads, is not computed:
     // the stage is `sort_values`); the mask does not cross: a compare sinks into the region of

@@ -175,7 +175,7 @@ fn a_mask_read_at_two_levels_is_recomputed_and_never_crosses() {
     let mut c = build(&[("y", b)], "mask", Route::Auto, Precision::Fp16);
     let plan = c.plan.as_ref().unwrap();
     assert!(plan.values.iter().all(|v| v.ty.dtype != DType::Bool));
-    let kinds: Vec<&str> = plan.stages.iter().map(|s| s.kind()).collect();
+    let kinds = plan.stage_kinds();
     assert_eq!(kinds, ["host", "region", "host", "region"]);
     // x = [2, -1, 3, -4]: sort desc [3, 2, -1, -4] → a = [3, -1, -1, -4];
     // sort asc of a [-4, -1, -1, 3] → b = [-4, -1, -1, -4].

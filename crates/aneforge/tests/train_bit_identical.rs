@@ -9,6 +9,8 @@
 //! crate; elsewhere the comparison is skipped with a note.
 //! Record (only when the contract changes): `ANEFORGE_RECORD_HASHES=1 cargo test --test train_bit_identical`.
 
+mod common;
+
 use std::collections::BTreeMap;
 
 use hashes::fnv1a as digest;
@@ -17,6 +19,7 @@ use aneforge::train::{
     conv2d, conv_param, Batch, Loss, Mode, OptimConfig, Parameter, Rule, Trainer,
 };
 use aneforge::{input_port, CompileOptions, DType, Device, Precision};
+use common::noise;
 
 mod hashes;
 
@@ -24,15 +27,6 @@ const HASH_FILE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/train_bit_identical_hashes.txt"
 );
-
-/// A deterministic pseudo-random value in [-1, 1) for index i.
-fn noise(i: usize) -> f32 {
-    let x = (i as u64)
-        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        .rotate_left(17)
-        ^ 0x5555;
-    ((x % 20_000) as f32 / 10_000.0) - 1.0
-}
 
 /// `n` values `noise(seed + i) · scale`.
 fn init(n: usize, seed: usize, scale: f32) -> Vec<f32> {

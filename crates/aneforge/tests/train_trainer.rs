@@ -2,10 +2,13 @@
 //! gradient, a regression whose loss falls by a stated factor in every mode, a separable
 //! classification problem learned to high accuracy, checkpoint resume and release.
 
+mod common;
+
 use aneforge::train::{
     conv2d, conv_param, Batch, FitOptions, Loss, Mode, OptimConfig, Parameter, Rule, Trainer,
 };
 use aneforge::{input_port, CompileOptions, DType, Device, Precision};
+use common::noise;
 
 fn opts(precision: Precision) -> CompileOptions {
     CompileOptions {
@@ -13,15 +16,6 @@ fn opts(precision: Precision) -> CompileOptions {
         precision,
         ..CompileOptions::default()
     }
-}
-
-/// A deterministic pseudo-random value in [-1, 1) for index i.
-fn noise(i: usize) -> f32 {
-    let x = (i as u64)
-        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        .rotate_left(17)
-        ^ 0x5555;
-    ((x % 20_000) as f32 / 10_000.0) - 1.0
 }
 
 /// Linear regression y = x·W* with W* [4, 2]; batch 8. Returns (params, loss, W*).

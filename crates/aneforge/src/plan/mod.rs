@@ -59,6 +59,13 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// Each stage's kind in run order (`region` or `host`).
+    pub fn stage_kinds(&self) -> Vec<&'static str> {
+        self.stages.iter().map(Stage::kind).collect()
+    }
+}
+
+impl Plan {
     /// The type of value `name`.
     pub fn value(&self, name: &str) -> Option<&TensorType> {
         self.values.iter().find(|v| v.name == name).map(|v| &v.ty)

@@ -30,3 +30,12 @@ impl W {
 pub fn op_cases() -> Vec<(&'static str, Tensor)> {
     aneforge::conformance::corpus::conformance().unwrap()
 }
+
+/// A deterministic pseudo-random value in [-1, 1) for index i.
+pub fn noise(i: usize) -> f32 {
+    let x = (i as u64)
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .rotate_left(17)
+        ^ 0x5555;
+    ((x % 20_000) as f32 / 10_000.0) - 1.0
+}
