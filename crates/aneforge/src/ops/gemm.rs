@@ -49,18 +49,7 @@ pub fn sgemm_with(
     if m == 0 || n == 0 {
         return;
     }
-    // Highest element touched along two axes, or None on overflow.
-    let last = |e0: usize, s0: usize, e1: usize, s1: usize| {
-        (e0 - 1)
-            .checked_mul(s0)?
-            .checked_add((e1 - 1).checked_mul(s1)?)
-    };
-    let fits = |l: Option<usize>, len: usize| matches!(l, Some(i) if i < len);
-    assert!(
-        fits(last(m, c_rs, n, 1), c.len()),
-        "sgemm: C {m}x{n} (row stride {c_rs}) exceeds {} elements",
-        c.len()
-    );
+    check_operand("C", m, n, c, c_rs, 1);
     assert!(
         m == 1 || c_rs >= n,
         "sgemm: C rows overlap (row stride {c_rs} < n = {n})"
@@ -73,16 +62,8 @@ pub fn sgemm_with(
         }
         return;
     }
-    assert!(
-        fits(last(m, a_rs, k, a_cs), a.len()),
-        "sgemm: A {m}x{k} (strides {a_rs}, {a_cs}) exceeds {} elements",
-        a.len()
-    );
-    assert!(
-        fits(last(k, b_rs, n, b_cs), b.len()),
-        "sgemm: B {k}x{n} (strides {b_rs}, {b_cs}) exceeds {} elements",
-        b.len()
-    );
+    check_operand("A", m, k, a, a_rs, a_cs);
+    check_operand("B", k, n, b, b_rs, b_cs);
     // Strides of unit axes are never applied; normalise them so every stride fits in isize
     // (a used stride times its extent is below a slice length, hence below isize::MAX).
     let st = |extent: usize, s: usize| if extent == 1 { 1 } else { s as isize };
@@ -116,6 +97,21 @@ pub fn sgemm_with(
             par,
         );
     }
+}
+
+/// Panics unless the r×c matrix X[i, j] = x[i·rs + j·cs] lies inside `x` (empty fits).
+pub(crate) fn check_operand(name: &str, r: usize, c: usize, x: &[f32], rs: usize, cs: usize) {
+    if r == 0 || c == 0 {
+        return;
+    }
+    let last = (r - 1)
+        .checked_mul(rs)
+        .and_then(|e| e.checked_add((c - 1).checked_mul(cs)?));
+    assert!(
+        matches!(last, Some(i) if i < x.len()),
+        "sgemm: {name} {r}x{c} (strides {rs}, {cs}) exceeds {} elements",
+        x.len()
+    );
 }
 
 #[cfg(test)]
