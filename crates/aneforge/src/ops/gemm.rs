@@ -100,7 +100,7 @@ pub fn sgemm_with(
 }
 
 /// Panics unless the r×c matrix X[i, j] = x[i·rs + j·cs] lies inside `x` (empty fits).
-pub(crate) fn check_operand(name: &str, r: usize, c: usize, x: &[f32], rs: usize, cs: usize) {
+fn check_operand(name: &str, r: usize, c: usize, x: &[f32], rs: usize, cs: usize) {
     if r == 0 || c == 0 {
         return;
     }

@@ -1,12 +1,17 @@
-//! The f32 operation sequence the `gemm` crate performs per output element on its blocked path,
-//! so that a kernel of our own can reproduce its bits. For C (m×n) = A·B with depth k the crate
-//! cuts k into consecutive depth blocks of [`depth_block`] elements (the last one shorter);
-//! per block it runs one fused multiply-add chain from +0 in increasing depth order
-//! (acc = fma(a[p], b[p], acc)), then writes C = acc for the first block of a product that does
-//! not accumulate, and C = C + acc (one rounding) otherwise. Vector width, register tiling,
-//! packing, the (m, n) tiling and the thread count change none of this. Its blocked path runs
-//! for m, n ≥ 2, k ≥ 3 and m·n > 256 ([`blocked_path`]); the block size depends on which
-//! microkernel the crate dispatches to on this CPU and on the L1 cache geometry it reads.
+//! Test-only: the f32 operation sequence the `gemm` crate performs per output element on its
+//! blocked path, i.e. the bits every conv and matmul of the reference executor depends on. For
+//! C (m×n) = A·B with depth k the crate cuts k into consecutive depth blocks of [`depth_block`]
+//! elements (the last one shorter); per block it runs one fused multiply-add chain from +0 in
+//! increasing depth order (acc = fma(a[p], b[p], acc)), then writes C = acc for the first block
+//! of a product that does not accumulate, and C = C + acc (one rounding) otherwise. Vector
+//! width, register tiling, packing, the (m, n) tiling and the thread count change none of this.
+//! Its blocked path runs for m, n ≥ 2, k ≥ 3 and m·n > 256 ([`blocked_path`]); the block size
+//! depends on which microkernel the crate dispatches to on this CPU and on the L1 cache
+//! geometry it reads. The test below fails if a `gemm` upgrade changes that sequence (the
+//! bit-identity hashes would move). A kernel of our own can reproduce it exactly (an AVX2+FMA
+//! one with weights packed once did, commit f9d55c2), but on AVX-512 CPUs the crate's 16-lane
+//! kernel runs above the AVX2 peak, so that kernel was 1.6–2.8× slower and is not used
+//! (BENCHMARKS.md, h-gemm).
 
 /// Smallest m·n the crate multiplies on its blocked path for every stride pattern (smaller
 /// products with unit-stride depth take its horizontal kernel, whose order differs).
@@ -18,7 +23,7 @@ const SMALL: usize = 64;
 /// The crate's microkernel register tile (MR rows, NR columns) on this CPU when that kernel
 /// accumulates with fused multiply-adds (AVX-512 or AVX2+FMA); `None` for its scalar kernel,
 /// whose unfused mul-then-add this module does not model.
-pub fn crate_tile() -> Option<(usize, usize)> {
+fn crate_tile() -> Option<(usize, usize)> {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx512f") {
@@ -32,13 +37,13 @@ pub fn crate_tile() -> Option<(usize, usize)> {
 }
 
 /// Whether the crate runs C (m×n, depth k) on its blocked path whatever the strides.
-pub fn blocked_path(m: usize, n: usize, k: usize) -> bool {
+fn blocked_path(m: usize, n: usize, k: usize) -> bool {
     m >= 2 && n >= 2 && k >= 3 && m * n >= MIN_OUTPUT
 }
 
 /// The crate's depth block for a blocked-path product (m×n, depth k ≥ 1) on this CPU, or `None`
 /// when its kernel here is not one this module models (see [`crate_tile`]).
-pub fn depth_block(m: usize, n: usize, k: usize) -> Option<usize> {
+fn depth_block(m: usize, n: usize, k: usize) -> Option<usize> {
     let (mr, nr) = crate_tile()?;
     if m <= SMALL && n <= SMALL {
         return Some(k.min(512));
@@ -50,7 +55,7 @@ pub fn depth_block(m: usize, n: usize, k: usize) -> Option<usize> {
 /// `kc`: the scalar definition every fast kernel in this family must match bit for bit.
 /// `a(i, p)` and `b(p, j)` read the operands; C is row-major with row stride `c_rs`.
 #[allow(clippy::too_many_arguments)]
-pub fn reference(
+fn reference(
     m: usize,
     n: usize,
     k: usize,

@@ -13,9 +13,8 @@ pub mod conv_transpose;
 pub mod einsum;
 pub mod elementwise;
 pub mod gemm;
-pub mod gemm_avx2;
-pub mod gemm_order;
-pub mod gemm_packed;
+#[cfg(test)]
+mod gemm_order;
 pub mod host;
 pub mod host_argreduce;
 pub mod host_bridge;
