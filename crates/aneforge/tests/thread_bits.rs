@@ -1,6 +1,6 @@
 //! The reference executor gives the same bits at 1, 2 and 3 threads on graphs of the sizes the
 //! thread work targets: a MiniLM-sized encoder layer (seq 128, width 384, 12 heads, FFN 1536:
-//! every kernel above its parallel threshold, matmuls split by row blocks) and a ResNet-18-sized
+//! every kernel above its parallel threshold) and a ResNet-18-sized
 //! stem and basic block (7×7/2 conv, batch norm, relu, max pool, 3×3 convs, residual add).
 //! One test function: the thread count is process-wide.
 

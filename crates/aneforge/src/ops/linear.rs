@@ -5,8 +5,7 @@
 
 use rayon::prelude::*;
 
-use super::gemm::PAR_MIN_MACS;
-use super::gemm_rows::sgemm_rows;
+use super::gemm::{sgemm, PAR_MIN_MACS};
 use super::io::{expect_fp16, expect_inputs};
 use super::kernel::{broadcast_strides, for_each_broadcast};
 use super::{Buf, Family, Op, TensorType};
@@ -156,7 +155,7 @@ impl Family for MatMul {
             offsets.push((i * x.size(), j * y.size()))
         });
         let run = |(c, &(xo, yo)): (&mut [f32], &(usize, usize))| {
-            sgemm_rows(
+            sgemm(
                 m,
                 n,
                 k,

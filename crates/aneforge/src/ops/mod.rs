@@ -13,7 +13,6 @@ pub mod conv_transpose;
 pub mod einsum;
 pub mod elementwise;
 pub mod gemm;
-pub mod gemm_rows;
 pub mod host;
 pub mod host_argreduce;
 pub mod host_bridge;
