@@ -8,6 +8,7 @@ not implement (Gemma 2/3 options, yarn RoPE) and for broken HF folders and GPT-2
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -197,7 +198,7 @@ GPT2 = Spec(
 GPT2_POSITIONS = 64
 
 
-def gpt2_weights(seed):
+def gpt2_weights(seed, vocab=GPT2.vocab):
     """Random GPT-2 weights in the oracle's names ([out, in] projections, tied lm_head)."""
     rng = np.random.default_rng(seed)
     d, f = GPT2.width, GPT2.ffn
@@ -208,7 +209,7 @@ def gpt2_weights(seed):
     def vec(n, scale=0.2, base=0.0):
         return (base + scale * rng.standard_normal(n)).astype(np.float32)
 
-    W = {"embed": vec((GPT2.vocab, d), 0.5), "pos_embed": vec((GPT2_POSITIONS, d), 0.3)}
+    W = {"embed": vec((vocab, d), 0.5), "pos_embed": vec((GPT2_POSITIONS, d), 0.3)}
     for layer in range(GPT2.layers):
         p = f"{layer}."
         for norm in ("attn_norm", "ffn_norm"):
@@ -256,18 +257,21 @@ def write_gpt2_hf(folder, W, prefix="transformer."):
     save_file({prefix + k: np.ascontiguousarray(v) for k, v in t.items()}, str(folder / "model.safetensors"))
 
 
-def write_gpt2_gguf(path, W, drop=(), reshape=None):
+def write_gpt2_gguf(path, W, drop=(), reshape=None, vocab=None):
     """A GGUF file of GPT-2 in llama.cpp's layout (attn_qkv rows q, k, v; [out, in] weights;
     output.weight a copy of token_embd as the converter writes it), the fused QKV and ffn_up
-    as Q8_0; tensors in `drop` left out, `reshape` = (name, array) replacing one."""
+    as Q8_0; tensors in `drop` left out, `reshape` = (name, array) replacing one; `vocab` =
+    GGUFWriter `add_<name>` tokenizer entries."""
     w = gguf.GGUFWriter(str(path), "gpt2")
+    for name, value in (vocab or {}).items():
+        getattr(w, f"add_{name}")(value)
     w.add_block_count(GPT2.layers)
     w.add_context_length(GPT2_POSITIONS)
     w.add_embedding_length(GPT2.width)
     w.add_feed_forward_length(GPT2.ffn)
     w.add_head_count(GPT2.heads)
     w.add_layer_norm_eps(GPT2.eps)
-    w.add_vocab_size(GPT2.vocab)
+    w.add_vocab_size(len(W["embed"]))
     t = {
         "token_embd.weight": W["embed"],
         "position_embd.weight": W["pos_embed"],
@@ -318,6 +322,10 @@ def test_gpt2_hf_folder_matches_oracle_at_every_position(tmp_path, prefix):
     assert model.family == "gpt2" and model.vocab == GPT2.vocab
     oracle = Oracle(GPT2, {k: v.astype(np.float64) for k, v in W.items()})
     check_every_position(model, oracle)
+    # KV reuse: the prompt's tail runs at positions 6.. after the resident first six tokens.
+    model.logits(PROMPT[:6])
+    assert model.generate(PROMPT, max_new_tokens=3, stop_at_eos=False, reuse_kv=True) == oracle.greedy(PROMPT, 3)
+    assert model.stats()["prefilled_tokens"] == len(PROMPT) - 6
     # The learned positions matter: the same weights without them give other logits.
     no_pos = dict(oracle.W, pos_embed=np.zeros_like(oracle.W["pos_embed"]))
     assert cosine(Oracle(GPT2, no_pos).logits(PROMPT), oracle.logits(PROMPT)) < 0.999
@@ -367,3 +375,49 @@ def test_gpt2_fused_qkv_of_the_wrong_shape_names_the_tensor(tmp_path):
         ValueError, match=r"badqkv\.gguf.*'blk\.0\.attn_qkv\.weight' has shape \[190, 64\], expected \[192, 64\]"
     ):
         af.load_llm(path, device="reference")
+
+
+TEXTS = [
+    "Hello world, hello tokenizers!",
+    "The quick brown fox jumps over the lazy dog's back.",
+    "Numbers 12345 and 3.14 aren't words.",
+    "  spaces   and\ttabs\nnewlines <|endoftext|> after",
+    "naïve café 😀 UNSEEN zebra",
+]
+
+
+def test_gpt2_gguf_tokenizer_matches_the_tokenizers_package(tmp_path):
+    # A byte-level BPE trained here, written as llama.cpp writes GPT-2 (model gpt2, pre gpt-2).
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    ref = Tokenizer(models.BPE())
+    ref.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    ref.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=320, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), special_tokens=["<|endoftext|>"]
+    )
+    ref.train_from_iterator(TEXTS[:3] * 20, trainer)
+    tokens = sorted(ref.get_vocab(), key=ref.get_vocab().get)
+    merges = json.loads(ref.to_str())["model"]["merges"]
+    eos = ref.token_to_id("<|endoftext|>")
+    vocab = {
+        "tokenizer_model": "gpt2",
+        "tokenizer_pre": "gpt-2",
+        "token_list": tokens,
+        "token_merges": [m if isinstance(m, str) else " ".join(m) for m in merges],
+        "token_types": [3 if i == eos else 1 for i in range(len(tokens))],
+        "eos_token_id": eos,
+    }
+    path = tmp_path / "tok.gguf"
+    write_gpt2_gguf(path, gpt2_weights(seed=44, vocab=len(tokens)), vocab=vocab)
+    model = af.load_llm(path, max_context=32, device="reference")
+    assert model.vocab == len(tokens) and model.eos_token_id == eos
+    for text in TEXTS:
+        ids = ref.encode(text, add_special_tokens=False).ids
+        assert model.encode(text) == ids and model.encode(text, True) == ids
+        assert model.decode(ids) == ref.decode(ids)
+    # Text prompts run: the greedy continuation is the oracle's.
+    spec = dataclasses.replace(GPT2, vocab=len(tokens))
+    ids = ref.encode("Hello world", add_special_tokens=False).ids
+    want = Oracle(spec, weights_from_gguf(str(path))).greedy(ids, 5)
+    assert model.generate(ids, max_new_tokens=5, stop_at_eos=False) == want

@@ -162,10 +162,13 @@ impl Llm {
         } else {
             1.0
         };
-        let (m_rows, d) = (m * config.width, config.width);
         let pos_embed = match config.family.rope() {
             true => None,
-            false => Some(src.get(Role::PosEmbed, &[config.max_positions, d], &config)?),
+            false => {
+                let d = config.width;
+                let p = src.get(Role::PosEmbed, &[config.max_positions, d], &config)?;
+                Some(p[..m * d].iter().map(|&v| f16::from_f32(v)).collect())
+            }
         };
         let (tokenizer, info) = match tok {
             Some((t, i)) => (Some(t), i),
@@ -176,7 +179,7 @@ impl Llm {
             tile: targets::limit(Limit::MaxTensorDim, family),
             embed: embed.map(|e| e.iter().map(|&v| f16::from_f32(v * scale)).collect()),
             embed_scale: scale,
-            pos_embed: pos_embed.map(|p| p[..m_rows].iter().map(|&v| f16::from_f32(v)).collect()),
+            pos_embed,
             config,
             max_context: m,
             position: 0,
@@ -257,7 +260,12 @@ impl Llm {
                 }
             }
             if let Some(p) = &self.pos_embed {
-                let at = &p[(first + i) * d..(first + i + 1) * d];
+                let at = p.get((first + i) * d..(first + i + 1) * d).ok_or_else(|| {
+                    Error::value(
+                        "llm",
+                        format!("position {} is beyond max_context", first + i),
+                    )
+                })?;
                 row.iter_mut().zip(at).for_each(|(o, v)| *o += v.to_f32());
             }
         }

@@ -633,3 +633,34 @@ fn unpermute(w: &[f32], heads: usize, cols: usize) -> Vec<f32> {
         .copied()
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// GPT-2's fused Conv1D `c_attn` [in = 2, out = 3·2]: the K third, as [out, in], is the
+    /// transpose of columns 2..4.
+    #[test]
+    fn fused_conv1d_thirds_come_out_transposed() {
+        let k = Role::K(0).gpt2_stored(false, "transformer.");
+        assert_eq!(k.name, "transformer.h.0.attn.c_attn.weight");
+        assert_eq!(k.full_shape(&[2, 2]), [2, 6]);
+        // row c of the stored tensor holds input c's contribution to the 6 outputs
+        let stored: Vec<f32> = (0..12).map(|v| v as f32).collect();
+        assert_eq!(k.take(stored, &[2, 2]), [2.0, 8.0, 3.0, 9.0]);
+        let bias = Role::VBias(0).gpt2_stored(true, "");
+        assert_eq!(
+            (bias.name.as_str(), bias.full_shape(&[2])),
+            ("blk.0.attn_qkv.bias", vec![6])
+        );
+        assert_eq!(
+            bias.take((0..6).map(|v| v as f32).collect(), &[2]),
+            [4.0, 5.0]
+        );
+        let up = Role::Up(1).gpt2_stored(true, "");
+        assert_eq!(
+            (up.name.as_str(), up.full_shape(&[8, 2])),
+            ("blk.1.ffn_up.weight", vec![8, 2])
+        );
+    }
+}
