@@ -3,8 +3,8 @@ test and checked against the NumPy float64 oracle (llm_oracle.py): llama3 RoPE s
 `rope_scaling` and GGUF `rope_freqs.weight`, frequencies computed here from the published
 rule), linear RoPE scaling, Mistral's sliding window from GGUF, GPT-2 (LayerNorm, learned
 positions, fused QKV, biased GELU MLP; HF folders with and without the `transformer.` prefix and
-GGUF with a Q8_0 fused QKV) at every prompt position; and clear errors for what the family does
-not implement (Gemma 2/3 options, yarn RoPE) and for broken HF folders and GPT-2 files."""
+GGUF with a Q8_0 fused QKV) at every prompt position, its GGUF tokenizer (pre `gpt-2`) against the
+`tokenizers` package with streamed text; and clear errors for what the family does not implement (Gemma 2/3 options, yarn RoPE) and for broken HF folders and GPT-2 files."""
 
 from __future__ import annotations
 
@@ -421,3 +421,5 @@ def test_gpt2_gguf_tokenizer_matches_the_tokenizers_package(tmp_path):
     ids = ref.encode("Hello world", add_special_tokens=False).ids
     want = Oracle(spec, weights_from_gguf(str(path))).greedy(ids, 5)
     assert model.generate(ids, max_new_tokens=5, stop_at_eos=False) == want
+    pieces = list(model.generate("Hello world", max_new_tokens=5, stop_at_eos=False, stream=True))
+    assert "".join(pieces) == ref.decode(want)
