@@ -4,7 +4,8 @@ test and checked against the NumPy float64 oracle (llm_oracle.py): llama3 RoPE s
 rule), linear RoPE scaling, Mistral's sliding window from GGUF, GPT-2 (LayerNorm, learned
 positions, fused QKV, biased GELU MLP; HF folders with and without the `transformer.` prefix and
 GGUF with a Q8_0 fused QKV) at every prompt position, its GGUF tokenizer (pre `gpt-2`) against the
-`tokenizers` package with streamed text; and clear errors for what the family does not implement (Gemma 2/3 options, yarn RoPE) and for broken HF folders and GPT-2 files."""
+`tokenizers` package with streamed text; and clear errors for what the family does not implement
+(Gemma 2/3 options, yarn RoPE) and for broken HF folders and GPT-2 files."""
 
 from __future__ import annotations
 
