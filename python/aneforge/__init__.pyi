@@ -1169,10 +1169,10 @@ def load_espcn(path: str | PathLike[str], height: int, width: int, **options: Un
     """An ESPCN state dict (conv1..conv4, PyTorch examples layout): [1, C, height, width] -> [1, C, height*r, width*r]."""
 
 def load_gpt2(path: str | PathLike[str], max_context: int | None = None, **options: Unpack[_Options]) -> Gpt2:
-    """A Hugging Face GPT-2 folder (config.json + model.safetensors) with a decode program keeping the KV cache resident for max_context tokens."""
+    """A Hugging Face GPT-2 folder (config.json + model.safetensors) as the load_llm family's gpt2 architecture, with decode programs keeping the KV cache resident for max_context tokens."""
 
 def load_llm(path: str | PathLike[str], max_context: int | None = None, **options: Unpack[_Options]) -> LLM:
-    """A GGUF file or Hugging Face folder (llama, mistral, qwen2, qwen3, gemma) compiled into prefill and resident-KV decode programs for max_context tokens."""
+    """A GGUF file or Hugging Face folder (llama, mistral, qwen2, qwen3, gemma, gpt2) compiled into prefill and resident-KV decode programs for max_context tokens."""
 
 @final
 class LLM:
@@ -1186,7 +1186,7 @@ class LLM:
         """Maximum context (prompt + generated tokens)."""
     @property
     def family(self) -> str:
-        """llama, mistral, qwen2, qwen3 or gemma."""
+        """llama, mistral, qwen2, qwen3, gemma or gpt2."""
     @property
     def eos_token_id(self) -> int | None:
         """End-of-sequence token id, if known."""
@@ -1221,10 +1221,10 @@ class LLM:
 
 @final
 class Gpt2:
-    """A GPT-2 decoder: one program per step, KV cache resident by output->input aliasing, lm_head and sampling on the host."""
+    """A GPT-2 decoder: the load_llm family's gpt2 architecture (prefill, resident-KV decode, lm_head in the program) behind the GPT-2 API."""
 
     def __call__(self, ids: Sequence[int]) -> npt.NDArray[np.float32]:
-        """Reset the cache, feed ids and return the next-token logits after each [len, vocab]."""
+        """Run ids from position 0 and return the next-token logits after each [len, vocab]."""
     def generate(
         self, ids: Sequence[int], max_new_tokens: int = 20, temperature: float = 1.0, top_k: int = 0, seed: int = 0
     ) -> list[int]:

@@ -1,5 +1,5 @@
 """Language models: ``load_llm`` loads a GGUF file or a Hugging Face folder (llama, mistral,
-qwen2, qwen3, gemma) into an ``LLM`` with ``generate`` (text or token ids, optionally
+qwen2, qwen3, gemma, gpt2) into an ``LLM`` with ``generate`` (text or token ids, optionally
 streamed), ``chat``, ``logits`` and the tokenizer / chat-template helpers. Everything runs in
 the Rust core (``aneforge.models::llm``); this module only shapes the Python API."""
 
@@ -27,7 +27,7 @@ class LLM:
 
     @property
     def family(self):
-        """Decoder family: llama, mistral, qwen2, qwen3 or gemma."""
+        """Decoder family: llama, mistral, qwen2, qwen3, gemma or gpt2."""
         return self._core.family
 
     @property

@@ -2,7 +2,7 @@
 sentence-encoder folders), ``load_resnet`` / ``load_resnet18`` / ``load_resnet34`` /
 ``load_resnet50`` (torchvision-layout safetensors state dicts), ``load_vit`` (Hugging Face
 ViTForImageClassification folders), ``load_espcn`` (ESPCN super-resolution) and ``load_gpt2``
-(Hugging Face GPT-2 with a resident KV cache).
+(Hugging Face GPT-2: the ``load_llm`` decoder family's gpt2 architecture behind the GPT-2 API).
 
 Every loader takes the compile options as keywords (``device``, ``precision``, ``compress``,
 ``int8``, ``compress_atol``, ``block_size``, ``build_dir``, ... or ``options=CompileOptions(...)``);
@@ -63,7 +63,10 @@ def load_espcn(path, height, width, **options):
 
 
 def load_gpt2(path, max_context=None, **options):
-    """Load a Hugging Face GPT-2 folder (config.json + model.safetensors); the decode program keeps
-    the KV cache resident for up to ``max_context`` tokens (default n_positions). ``lm(ids)`` →
-    next-token logits ``[len, vocab]``; ``lm.generate(ids, max_new_tokens, temperature, top_k, seed)``."""
+    """Load a Hugging Face GPT-2 folder (config.json with model_type gpt2 + model.safetensors) as
+    the decoder family's gpt2 architecture (``load_llm`` gives the full API: prefill programs,
+    streaming, top-p, GGUF files), with decode programs keeping the KV cache resident for up to
+    ``max_context`` tokens (default min(n_positions, 1024)). ``lm(ids)`` → next-token logits
+    ``[len, vocab]`` (the first token prefilled, the rest decode steps);
+    ``lm.generate(ids, max_new_tokens, temperature, top_k, seed)`` → new ids (no EOS stop)."""
     return _core.load_gpt2(os.fspath(path), max_context, **options)

@@ -1,8 +1,10 @@
 """NumPy float64 decoder oracle for the language-model tests, written from the published model
-definitions (Hugging Face transformers' Llama/Mistral/Qwen2/Qwen3/Gemma and llama.cpp's GGUF
-conventions), independent of aneforge: RMSNorm x/sqrt(mean(x^2)+eps)*w, RoPE (rotate-half, or
-llama.cpp's adjacent-pair "NORM" rope on GGUF llama weights), grouped-query causal attention
-with an optional sliding window, SwiGLU/GeGLU MLP, final norm and lm_head, with a KV cache."""
+definitions (Hugging Face transformers' Llama/Mistral/Qwen2/Qwen3/Gemma/GPT-2 and llama.cpp's
+GGUF conventions), independent of aneforge: RMSNorm x/sqrt(mean(x^2)+eps)*w or LayerNorm with
+bias (GPT-2), RoPE (rotate-half, or llama.cpp's adjacent-pair "NORM" rope on GGUF llama weights)
+or learned absolute position embeddings (GPT-2), grouped-query causal attention with an optional
+sliding window, SwiGLU/GeGLU MLP or GPT-2's biased GELU MLP, final norm and lm_head, with a KV
+cache."""
 
 from __future__ import annotations
 
@@ -33,6 +35,9 @@ class Spec:
     scale_embed: bool = False
     window: int | None = None
     rope_divisors: tuple | None = None  # RoPE scaling: inverse frequencies divided by these
+    layer_norm: bool = False  # GPT-2: LayerNorm (x - mean) / sqrt(var + eps) * w + b (bias `<norm>_b`)
+    learned_pos: bool = False  # GPT-2: W["pos_embed"][position] added to the embeddings, no RoPE
+    gated: bool = True  # False: GPT-2's down(act(up x + bup)) + bdown, attention output + bo
 
 
 def rms(x, w, eps, plus_one):
@@ -59,6 +64,12 @@ def rope(x, positions, base, interleaved, divisors=None):
     return out
 
 
+def layer_norm(x, w, b, eps):
+    mu = x.mean(axis=-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps) * w + b
+
+
 def gelu_tanh(x):
     return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
 
@@ -67,7 +78,8 @@ def gelu_tanh(x):
 class Oracle:
     """The decoder over float64 weights W (names: embed, lm_head, final_norm, and per layer
     `{l}.attn_norm`, `{l}.q`, `{l}.k`, `{l}.v`, `{l}.o`, `{l}.ffn_norm`, `{l}.gate`, `{l}.up`,
-    `{l}.down`, optional `{l}.bq/bk/bv`, `{l}.q_norm/k_norm`; projections [out, in])."""
+    `{l}.down`, optional `{l}.bq/bk/bv`, `{l}.q_norm/k_norm`; GPT-2 adds pos_embed, the norm
+    biases `<norm>_b` and `{l}.bo/bup/bdown`, and has no gate; projections [out, in])."""
 
     spec: Spec
     W: dict
@@ -86,10 +98,18 @@ class Oracle:
         x = W["embed"][np.asarray(ids)].astype(np.float64)
         if sp.scale_embed:
             x = x * math.sqrt(sp.width)
+        if sp.learned_pos:
+            x = x + W["pos_embed"][pos]
+
+        def norm(x, name):
+            if sp.layer_norm:
+                return layer_norm(x, W[name], W[name + "_b"], sp.eps)
+            return rms(x, W[name], sp.eps, sp.norm_plus_one)
+
         group = sp.heads // sp.kv_heads
         for layer in range(sp.layers):
             p = f"{layer}."
-            a = rms(x, W[p + "attn_norm"], sp.eps, sp.norm_plus_one)
+            a = norm(x, p + "attn_norm")
 
             def proj(name, bias, n_heads, a=a, p=p):
                 y = a @ W[p + name].T
@@ -101,8 +121,9 @@ class Oracle:
             if sp.qk_norm:
                 q = rms(q, W[p + "q_norm"], sp.eps, sp.norm_plus_one)
                 k = rms(k, W[p + "k_norm"], sp.eps, sp.norm_plus_one)
-            q = rope(q, pos, sp.rope_base, sp.interleaved_rope, sp.rope_divisors)
-            k = rope(k, pos, sp.rope_base, sp.interleaved_rope, sp.rope_divisors)
+            if not sp.learned_pos:
+                q = rope(q, pos, sp.rope_base, sp.interleaved_rope, sp.rope_divisors)
+                k = rope(k, pos, sp.rope_base, sp.interleaved_rope, sp.rope_divisors)
             ks, vs = self.cache[layer]
             ks.extend(k)
             vs.extend(v)
@@ -118,11 +139,16 @@ class Oracle:
                 e = np.exp(s - s.max(axis=-1, keepdims=True))
                 ctx[:, h] = (e / e.sum(axis=-1, keepdims=True)) @ V[:, h // group]
             x = x + ctx.reshape(len(ids), -1) @ W[p + "o"].T
-            f = rms(x, W[p + "ffn_norm"], sp.eps, sp.norm_plus_one)
-            g = f @ W[p + "gate"].T
-            act = gelu_tanh(g) if sp.gelu else g / (1.0 + np.exp(-g))
-            x = x + (act * (f @ W[p + "up"].T)) @ W[p + "down"].T
-        h = rms(x[-1], W["final_norm"], sp.eps, sp.norm_plus_one)
+            if not sp.gated:
+                x = x + W[p + "bo"]
+            f = norm(x, p + "ffn_norm")
+            if sp.gated:
+                g = f @ W[p + "gate"].T
+                act = gelu_tanh(g) if sp.gelu else g / (1.0 + np.exp(-g))
+                x = x + (act * (f @ W[p + "up"].T)) @ W[p + "down"].T
+            else:
+                x = x + gelu_tanh(f @ W[p + "up"].T + W[p + "bup"]) @ W[p + "down"].T + W[p + "bdown"]
+        h = norm(x[-1], "final_norm")
         return h @ W["lm_head"].T
 
     def logits(self, ids):
@@ -154,11 +180,17 @@ GGUF_NAMES = {
     "gate": "ffn_gate.weight",
     "up": "ffn_up.weight",
     "down": "ffn_down.weight",
+    "attn_norm_b": "attn_norm.bias",
+    "ffn_norm_b": "ffn_norm.bias",
+    "bo": "attn_output.bias",
+    "bup": "ffn_up.bias",
+    "bdown": "ffn_down.bias",
 }
 
 
 def weights_from_gguf(path):
-    """Oracle weights from a GGUF file, dequantized by the `gguf` package (float64)."""
+    """Oracle weights from a GGUF file, dequantized by the `gguf` package (float64); GPT-2's
+    fused `attn_qkv` (rows q, k, v) is split into q/k/v and bq/bk/bv."""
     import gguf
 
     reader = gguf.GGUFReader(path)
@@ -168,10 +200,17 @@ def weights_from_gguf(path):
         raw[t.name] = np.asarray(arr, dtype=np.float64).reshape(tuple(int(d) for d in reversed(t.shape)))
     W = {"embed": raw["token_embd.weight"], "final_norm": raw["output_norm.weight"]}
     W["lm_head"] = raw.get("output.weight", W["embed"])
+    for short, name in (("pos_embed", "position_embd.weight"), ("final_norm_b", "output_norm.bias")):
+        if name in raw:
+            W[short] = raw[name]
     for name in raw:
         if name.startswith("blk."):
             _, layer, rest = name.split(".", 2)
             for short, full in GGUF_NAMES.items():
                 if rest == full:
                     W[f"{layer}.{short}"] = raw[name]
+            for suffix, parts in (("weight", ("q", "k", "v")), ("bias", ("bq", "bk", "bv"))):
+                if rest == f"attn_qkv.{suffix}":
+                    for short, third in zip(parts, np.split(raw[name], 3, axis=0)):
+                        W[f"{layer}.{short}"] = third
     return W

@@ -185,3 +185,24 @@ def test_generate_text_uses_the_folder_tokenizer(model_dir):
     assert ids == [5, 17, 42]
     new = lm.generate(ids, max_new_tokens=6, temperature=0.0)
     assert lm.generate_text(prompt, max_new_tokens=6, temperature=0.0) == ref.decode(new)
+
+
+def test_gpt2_runs_through_the_decoder_family(model_dir, tmp_path):
+    d, sd = model_dir
+    llm = af.load_llm(d, max_context=32, device="reference")
+    assert llm.family == "gpt2"
+    ids = [5, 17, 42, 3, 9]
+    # The family's prefill program gives the last position's logits of the per-step wrapper.
+    last = af.load_gpt2(d, max_context=32, device="reference")(ids)[-1].astype(np.float64)
+    ref = gpt2_logits(sd, CFG, ids)[-1]
+    got = llm.logits(ids).astype(np.float64)
+    for x in (got, last):
+        assert float(x @ ref / (np.linalg.norm(x) * np.linalg.norm(ref))) >= 0.9999
+    assert int(np.argmax(got)) == int(np.argmax(ref))
+    # A folder of another family is refused by name.
+    from test_llm import random_weights, spec_for, write_hf
+
+    spec = spec_for("llama", layers=1)
+    write_hf(tmp_path, "llama", spec, random_weights(spec, seed=1))
+    with pytest.raises(ValueError, match="holds a 'llama' model, not GPT-2"):
+        af.load_gpt2(tmp_path, device="reference")

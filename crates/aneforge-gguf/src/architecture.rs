@@ -10,6 +10,7 @@ pub enum Architecture {
     Gemma,
     Gemma2,
     Gemma3,
+    Gpt2,
 }
 
 impl Architecture {
@@ -17,13 +18,14 @@ impl Architecture {
     pub const KEY: &'static str = "general.architecture";
 
     /// Every known architecture.
-    pub const ALL: [Architecture; 6] = [
+    pub const ALL: [Architecture; 7] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
         Architecture::Gemma,
         Architecture::Gemma2,
         Architecture::Gemma3,
+        Architecture::Gpt2,
     ];
 
     /// The name as GGUF writes it (`llama`, `qwen2`, ...), also the key prefix.
@@ -35,6 +37,7 @@ impl Architecture {
             Architecture::Gemma => "gemma",
             Architecture::Gemma2 => "gemma2",
             Architecture::Gemma3 => "gemma3",
+            Architecture::Gpt2 => "gpt2",
         }
     }
 

@@ -198,7 +198,7 @@ impl PyLlm {
         self.max_context
     }
 
-    /// The decoder family (llama, mistral, qwen2, qwen3, gemma).
+    /// The decoder family (llama, mistral, qwen2, qwen3, gemma, gpt2).
     #[getter]
     fn family(&self) -> &'static str {
         self.family

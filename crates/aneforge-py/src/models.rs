@@ -344,7 +344,8 @@ pub fn load_espcn(
     Ok(PyVision::new(net.compiled, false))
 }
 
-/// A GPT-2 decoder with a resident KV cache: `lm(ids)` → logits [len, vocab]; `generate(...)`.
+/// A GPT-2 decoder (the decoder family's gpt2 architecture, resident KV cache): `lm(ids)` →
+/// logits [len, vocab]; `generate(...)`.
 #[pyclass(frozen, name = "Gpt2", module = "aneforge")]
 pub struct PyGpt2 {
     inner: Mutex<Gpt2>,
@@ -354,7 +355,7 @@ pub struct PyGpt2 {
 
 #[pymethods]
 impl PyGpt2 {
-    /// Reset the cache, feed `ids` one per step and return the next-token logits after each ([len, vocab]).
+    /// Run `ids` from position 0 (the first prefilled, the rest as decode steps) and return the next-token logits after each ([len, vocab]).
     fn __call__<'py>(&self, py: Python<'py>, ids: Vec<u32>) -> PyResult<Bound<'py, PyArray2<f32>>> {
         let out = self.with(py, |g| g.logits(&ids))?;
         rows(py, out, self.vocab)
@@ -404,7 +405,7 @@ impl PyGpt2 {
     fn max_context(&self, py: Python<'_>) -> usize {
         self.inner
             .lock_py_attached(py)
-            .map(|g| g.max_context)
+            .map(|g| g.max_context())
             .unwrap_or(0)
     }
 }
@@ -432,8 +433,8 @@ pub fn load_gpt2(
 ) -> PyResult<PyGpt2> {
     let g = load_detached(py, options, |opts| Gpt2::load(&path, max_context, opts))?;
     Ok(PyGpt2 {
-        vocab: g.config.vocab,
-        device: g.compiled.device(),
+        vocab: g.config().vocab,
+        device: g.device(),
         inner: Mutex::new(g),
     })
 }

@@ -91,7 +91,7 @@ fn fuzz_safetensors() {
 
 #[test]
 fn fuzz_hf_config() {
-    let gpt2 = br#"{"activation_function": "gelu_new", "n_embd": 8, "n_layer": 2, "n_head": 2, "n_positions": 16, "vocab_size": 10, "n_inner": null, "layer_norm_epsilon": 1e-05}"#;
+    let gpt2 = br#"{"model_type": "gpt2", "activation_function": "gelu_new", "n_embd": 8, "n_layer": 2, "n_head": 2, "n_positions": 16, "vocab_size": 10, "n_inner": null, "layer_norm_epsilon": 1e-05}"#;
     let bert = br#"{"model_type": "bert", "hidden_act": "gelu", "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 16, "vocab_size": 10, "max_position_embeddings": 16, "type_vocab_size": 2, "layer_norm_eps": 1e-12}"#;
     fuzz(
         "hf_config",

@@ -5,7 +5,8 @@
 use std::path::PathBuf;
 
 use aneforge::models::bert::BertConfig;
-use aneforge::models::gpt2::Gpt2Config;
+#[cfg(feature = "llm")]
+use aneforge::models::llm::LlmConfig;
 use aneforge::Error;
 use serde_json::json;
 
@@ -17,8 +18,9 @@ fn config(name: &str, v: &serde_json::Value) -> PathBuf {
     p
 }
 
+#[cfg(feature = "llm")]
 fn gpt2(n_layer: serde_json::Value) -> serde_json::Value {
-    json!({"activation_function": "gelu_new", "n_embd": 8, "n_layer": n_layer, "n_head": 2,
+    json!({"model_type": "gpt2", "activation_function": "gelu_new", "n_embd": 8, "n_layer": n_layer, "n_head": 2,
            "n_positions": 16, "vocab_size": 10})
 }
 
@@ -44,21 +46,22 @@ fn assert_err(e: Error, format: bool, needles: &[&str]) {
     );
 }
 
+#[cfg(feature = "llm")]
 #[test]
 fn gpt2_layer_count_is_one_to_the_cap() {
     let p = config("g1", &gpt2(json!(2)));
-    assert_eq!(Gpt2Config::from_file(&p).unwrap().layers, 2);
+    assert_eq!(LlmConfig::from_hf(&p).unwrap().0.layers, 2);
     for bad in [json!(0), json!(-1), json!("12"), json!(1.5)] {
         let p = config("g0", &gpt2(bad.clone()));
         assert_err(
-            Gpt2Config::from_file(&p).unwrap_err(),
+            LlmConfig::from_hf(&p).unwrap_err(),
             true,
             &["n_layer", &bad.to_string()],
         );
     }
     let p = config("gbig", &gpt2(json!(1_000_000_000u64)));
     assert_err(
-        Gpt2Config::from_file(&p).unwrap_err(),
+        LlmConfig::from_hf(&p).unwrap_err(),
         false,
         &["n_layer", "1000000000", "1024"],
     );
@@ -87,7 +90,7 @@ fn bert_optional_fields_are_validated_not_defaulted() {
     assert_eq!(BertConfig::from_file(&p).unwrap().type_vocab, 2);
 }
 
-#[cfg(unix)]
+#[cfg(all(unix, feature = "llm"))]
 #[test]
 fn config_that_is_a_device_is_refused() {
     let d = std::env::temp_dir().join(format!("aneforge-fc-dev-{}", std::process::id()));
@@ -95,6 +98,6 @@ fn config_that_is_a_device_is_refused() {
     let p = d.join("config.json");
     let _ = std::fs::remove_file(&p);
     std::os::unix::fs::symlink("/dev/zero", &p).unwrap();
-    let e = Gpt2Config::from_file(&p).unwrap_err().to_string();
+    let e = LlmConfig::from_hf(&p).unwrap_err().to_string();
     assert!(e.contains("a device"), "{e}");
 }

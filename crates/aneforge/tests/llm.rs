@@ -139,7 +139,7 @@ fn config(layers: usize, width: usize, ffn: usize, vocab: usize) -> LlmConfig {
         vocab,
         max_positions: 128,
         rope_base: 1e4,
-        rms_eps: 1e-5,
+        norm_eps: 1e-5,
         sliding_window: None,
         rope_divisors: None,
     }

@@ -90,11 +90,12 @@ pub fn safetensors(data: &[u8]) {
     }
 }
 
-/// A Hugging Face `config.json` through the GPT-2 and BERT config readers.
+/// A Hugging Face `config.json` through the decoder family's (GPT-2, llama, ...) and BERT
+/// config readers.
 pub fn hf_config(data: &[u8]) {
     let p = scratch().join("config.json");
     std::fs::write(&p, data).expect("write");
-    let _ = aneforge::models::gpt2::Gpt2Config::from_file(&p);
+    let _ = aneforge::models::llm::LlmConfig::from_hf(&p);
     let _ = aneforge::models::bert::BertConfig::from_file(&p);
 }
 

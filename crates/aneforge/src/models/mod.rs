@@ -6,7 +6,7 @@
 #[cfg(feature = "tokenizers")]
 pub mod bert;
 pub mod espcn;
-#[cfg(feature = "tokenizers")]
+#[cfg(feature = "llm")]
 pub mod gpt2;
 #[cfg(feature = "llm")]
 pub mod llm;
@@ -27,7 +27,7 @@ use crate::ops::io::HostArray;
 #[cfg(feature = "tokenizers")]
 pub use bert::{BertConfig, Encoder, Pooling, DEFAULT_BATCH_SIZE};
 pub use espcn::Espcn;
-#[cfg(feature = "tokenizers")]
+#[cfg(feature = "llm")]
 pub use gpt2::Gpt2;
 pub use resnet::ResNet;
 pub use vit::Vit;

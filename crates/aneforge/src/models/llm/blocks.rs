@@ -1,5 +1,7 @@
 //! The decoder's graph: RMSNorm, RoPE, grouped-query attention, gated MLP and the tiled
-//! lm_head, built from IR ops into the outputs of one program over a chunk of layers.
+//! lm_head, built from IR ops into the outputs of one program over a chunk of layers (gpt2:
+//! LayerNorm, no RoPE — its positions are added to `x` on the host —, biased projections and a
+//! plain GELU MLP).
 //!
 //! Ports of a chunk program (S = tokens per run, T = keys attended, M = max context):
 //! inputs `x` [S, D] (embeddings or the previous chunk's hidden states), `cos`/`sin` [S, dh]
@@ -93,11 +95,28 @@ impl Builder<'_> {
             .collect();
         let mut col_shape = x.shape().to_vec();
         *col_shape.last_mut().unwrap_or(&mut 0) = 1;
-        let fill = vec![(d as f64 * self.cfg.rms_eps).sqrt() as f32; col_shape.iter().product()];
+        let fill = vec![(d as f64 * self.cfg.norm_eps).sqrt() as f32; col_shape.iter().product()];
         let col = constant("rms_norm", HostArray::f32(&col_shape, &fill))?;
         let norm = concat(&[x.clone(), col], -1)?.reduce_l2_norm(&[-1], true)?;
         x.div(&norm)?
             .mul(&constant("rms_norm", HostArray::f32(&[d], &w))?)
+    }
+
+    /// The family's norm at `role`: LayerNorm with the role's bias (gpt2) or RMSNorm.
+    fn norm(&self, x: &Tensor, role: Role) -> Result<Tensor> {
+        let (Some(bias), true) = (role.bias(), self.cfg.family.layer_norm()) else {
+            return self.rms_norm(x, role, 1.0);
+        };
+        let d = *x.shape().last().unwrap_or(&1);
+        let g = constant(
+            "layer_norm",
+            HostArray::f32(&[d], &self.weight(role, &[d])?),
+        )?;
+        let b = constant(
+            "layer_norm",
+            HostArray::f32(&[d], &self.weight(bias, &[d])?),
+        )?;
+        x.layer_norm(Some(&g), Some(&b), self.cfg.norm_eps as f32)
     }
 
     /// x [S, in] @ W.T for the [out, in] weight `role` (+ its bias when given), times `scale`.
@@ -183,8 +202,10 @@ impl Builder<'_> {
             q = self.rms_norm(&q, Role::QNorm(l), norm_scale)?;
             k = self.rms_norm(&k, Role::KNorm(l), 1.0)?;
         }
-        let q = self.rope(&q, io)?;
-        let k = self.rope(&k, io)?;
+        if c.family.rope() {
+            q = self.rope(&q, io)?;
+            k = self.rope(&k, io)?;
+        }
         let k_t = k.transpose(&[0, 2, 1])?;
         let (k_t, v) = match (cache, &io.write) {
             (Some((kc, vc)), Write::Select { k: at_k, v: at_v }) => {
@@ -218,20 +239,26 @@ impl Builder<'_> {
             Some(_) => k_t,
             None => k,
         };
-        Ok((self.linear(&ctx, Role::O(l), None, c.width, 1.0)?, k, v))
+        let o_bias = c.family.proj_bias().then_some(Role::OBias(l));
+        Ok((self.linear(&ctx, Role::O(l), o_bias, c.width, 1.0)?, k, v))
     }
 
-    /// The gated MLP: down(act(gate(x)) · up(x)), act = SiLU or tanh GELU.
+    /// The gated MLP: down(act(gate(x)) · up(x)), act = SiLU or tanh GELU; without a gate
+    /// (gpt2) down(gelu_new(up(x) + b) + b).
     fn mlp(&self, x: &Tensor, l: usize) -> Result<Tensor> {
-        let f = self.cfg.ffn;
+        let (f, d) = (self.cfg.ffn, self.cfg.width);
+        if !self.cfg.family.gated_mlp() {
+            let h = gelu_new(&self.linear(x, Role::Up(l), Some(Role::UpBias(l)), f, 1.0)?)?;
+            return self.linear(&h, Role::Down(l), Some(Role::DownBias(l)), d, 1.0);
+        }
         let gate = self.linear(x, Role::Gate(l), None, f, 1.0)?;
-        let gate = if self.cfg.family.gelu_gate() {
-            crate::models::gpt2::gelu_new(&gate)?
+        let gate = if self.cfg.family.gelu() {
+            gelu_new(&gate)?
         } else {
             gate.silu()?
         };
         let up = self.linear(x, Role::Up(l), None, f, 1.0)?;
-        self.linear(&gate.mul(&up)?, Role::Down(l), None, self.cfg.width, 1.0)
+        self.linear(&gate.mul(&up)?, Role::Down(l), None, d, 1.0)
     }
 
     /// The outputs of the program for `chunk` in `mode`, lm_head tiles at most `tile` wide.
@@ -290,10 +317,10 @@ impl Builder<'_> {
                 )),
                 Mode::Prefill { .. } => None,
             };
-            let a = self.rms_norm(&x, Role::AttnNorm(l), 1.0)?;
+            let a = self.norm(&x, Role::AttnNorm(l))?;
             let (o, k, v) = self.attention(&a, l, &io, caches.as_ref().map(|(k, v)| (k, v)))?;
             x = x.add(&o)?;
-            let f = self.rms_norm(&x, Role::FfnNorm(l), 1.0)?;
+            let f = self.norm(&x, Role::FfnNorm(l))?;
             x = x.add(&self.mlp(&f, l)?)?;
             let suffix = if caches.is_some() { "next" } else { "new" };
             kv_outputs.push((Some(format!("k{l}_{suffix}")), k));
@@ -312,10 +339,10 @@ impl Builder<'_> {
         Ok(outputs)
     }
 
-    /// Final RMSNorm and the lm_head on x [1, D], as `logits{i}` tiles of at most `tile` rows.
+    /// Final norm and the lm_head on x [1, D], as `logits{i}` tiles of at most `tile` rows.
     fn lm_head(&self, x: &Tensor, tile: usize) -> Result<Vec<(Option<String>, Tensor)>> {
         let (v, d) = (self.cfg.vocab, self.cfg.width);
-        let x = self.rms_norm(x, Role::FinalNorm, 1.0)?;
+        let x = self.norm(x, Role::FinalNorm)?;
         let tiles = 0..v.div_ceil(tile);
         let rows_of = |i: usize| i * tile..((i + 1) * tile).min(v);
         if let Some(p) = self.progress {
@@ -348,11 +375,23 @@ impl Builder<'_> {
     }
 }
 
+/// Tanh-approximated GELU (GPT-2's `gelu_new`, Gemma's GeGLU):
+/// 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+pub fn gelu_new(x: &Tensor) -> Result<Tensor> {
+    let inner = x
+        .mul(x)?
+        .mul(x)?
+        .mul_scalar(0.044715)?
+        .add(x)?
+        .mul_scalar((2.0 / std::f32::consts::PI).sqrt())?;
+    x.mul(&inner.tanh()?.add_scalar(1.0)?)?.mul_scalar(0.5)
+}
+
 /// fp16 bytes of the weights of layer `l` (for chunking by the per-program budget).
 pub fn layer_bytes(cfg: &LlmConfig) -> u64 {
     let (d, dh) = (cfg.width as u64, cfg.head_dim as u64);
     let attn = d * dh * (2 * cfg.heads as u64 + 2 * cfg.kv_heads as u64);
-    let mlp = 3 * d * cfg.ffn as u64;
+    let mlp = if cfg.family.gated_mlp() { 3 } else { 2 } * d * cfg.ffn as u64;
     2 * (attn + mlp)
 }
 

@@ -7,7 +7,9 @@ use aneforge_gguf::{Architecture, GgufFile};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::models::{json_file, json_usize};
+use crate::models::{
+    json_file, json_layers, json_opt_positive, json_opt_usize, json_usize, require_field,
+};
 
 /// The decoder families one implementation covers; each differs only by the options below.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,10 +24,13 @@ pub enum Family {
     Qwen3,
     /// (1 + w) RMSNorm, GeGLU (tanh GELU), embeddings scaled by √width, tied lm_head.
     Gemma,
+    /// GPT-2: LayerNorm with bias, learned absolute positions instead of RoPE, fused QKV and
+    /// every projection with bias, plain (ungated) tanh-GELU MLP, tied lm_head.
+    Gpt2,
 }
 
 impl Family {
-    /// The family's name (`llama`, `mistral`, `qwen2`, `qwen3`, `gemma`).
+    /// The family's name (`llama`, `mistral`, `qwen2`, `qwen3`, `gemma`, `gpt2`).
     pub fn name(self) -> &'static str {
         match self {
             Family::Llama => "llama",
@@ -33,6 +38,7 @@ impl Family {
             Family::Qwen2 => "qwen2",
             Family::Qwen3 => "qwen3",
             Family::Gemma => "gemma",
+            Family::Gpt2 => "gpt2",
         }
     }
 
@@ -44,6 +50,7 @@ impl Family {
             Family::Qwen2,
             Family::Qwen3,
             Family::Gemma,
+            Family::Gpt2,
         ]
         .into_iter()
         .find(|f| f.name() == name)
@@ -51,7 +58,28 @@ impl Family {
 
     /// Whether Q/K/V projections carry biases.
     pub fn qkv_bias(self) -> bool {
-        self == Family::Qwen2
+        matches!(self, Family::Qwen2 | Family::Gpt2)
+    }
+
+    /// Whether the attention output and MLP projections carry biases.
+    pub fn proj_bias(self) -> bool {
+        self == Family::Gpt2
+    }
+
+    /// Whether the norms are LayerNorm with a bias (else RMSNorm without one).
+    pub fn layer_norm(self) -> bool {
+        self == Family::Gpt2
+    }
+
+    /// Whether positions enter by RoPE on queries/keys (else learned absolute position
+    /// embeddings are added to the token embeddings).
+    pub fn rope(self) -> bool {
+        self != Family::Gpt2
+    }
+
+    /// Whether the MLP is gated, down(act(gate(x)) · up(x)), else down(act(up(x))).
+    pub fn gated_mlp(self) -> bool {
+        self != Family::Gpt2
     }
 
     /// Whether each query/key head is RMS-normalised before RoPE.
@@ -59,9 +87,9 @@ impl Family {
         self == Family::Qwen3
     }
 
-    /// Whether the MLP gate uses tanh GELU (GeGLU) instead of SiLU (SwiGLU).
-    pub fn gelu_gate(self) -> bool {
-        self == Family::Gemma
+    /// Whether the MLP activation is tanh GELU (GeGLU, GPT-2's gelu_new) instead of SiLU.
+    pub fn gelu(self) -> bool {
+        matches!(self, Family::Gemma | Family::Gpt2)
     }
 
     /// Whether token embeddings are multiplied by √width.
@@ -83,8 +111,10 @@ pub struct LlmConfig {
     pub vocab: usize,
     /// The longest context the model was trained for.
     pub max_positions: usize,
+    /// RoPE base (unused by families without RoPE).
     pub rope_base: f64,
-    pub rms_eps: f64,
+    /// The norms' epsilon (RMSNorm, or LayerNorm for gpt2).
+    pub norm_eps: f64,
     /// Attend only to the last `w` positions (Mistral), else everything before.
     pub sliding_window: Option<usize>,
     /// RoPE scaling as one divisor per frequency (head_dim / 2 of them): llama3 or linear
@@ -93,7 +123,8 @@ pub struct LlmConfig {
 }
 
 impl LlmConfig {
-    /// Check the head arithmetic (heads divisible by kv_heads, non-zero sizes, even head_dim).
+    /// Check the head arithmetic (heads divisible by kv_heads, non-zero sizes, even head_dim
+    /// for RoPE, heads · head_dim = width without RoPE).
     fn checked(self, source: &Path) -> Result<LlmConfig> {
         let bad = |msg: String| Error::format(source, None, msg);
         let sizes = [
@@ -114,7 +145,13 @@ impl LlmConfig {
                 self.heads, self.kv_heads
             )));
         }
-        if self.head_dim % 2 != 0 {
+        if !self.family.rope() && self.heads * self.head_dim != self.width {
+            return Err(bad(format!(
+                "width {} is not divisible by the head count {}",
+                self.width, self.heads
+            )));
+        }
+        if self.family.rope() && self.head_dim % 2 != 0 {
             return Err(bad(format!(
                 "head_dim {} must be even (RoPE)",
                 self.head_dim
@@ -134,11 +171,8 @@ impl LlmConfig {
                 )));
             }
         }
-        if !(self.rms_eps.is_finite() && self.rms_eps > 0.0) {
-            return Err(bad(format!(
-                "RMSNorm eps {} must be positive",
-                self.rms_eps
-            )));
+        if !(self.norm_eps.is_finite() && self.norm_eps > 0.0) {
+            return Err(bad(format!("norm eps {} must be positive", self.norm_eps)));
         }
         Ok(self)
     }
@@ -161,7 +195,7 @@ impl LlmConfig {
     }
 
     /// Read the hyper-parameters of a GGUF file (llama — incl. Mistral's sliding window and
-    /// llama3/linear RoPE scaling —, qwen2, qwen3, gemma); Gemma 2/3, other RoPE scaling types
+    /// llama3/linear RoPE scaling —, qwen2, qwen3, gemma, gpt2); Gemma 2/3, other RoPE scaling types
     /// and partial rotary embeddings are NotImplemented naming the file and key.
     pub fn from_gguf(file: &GgufFile) -> Result<LlmConfig> {
         let path = Path::new(file.path());
@@ -172,6 +206,7 @@ impl LlmConfig {
             Architecture::Qwen2 => Family::Qwen2,
             Architecture::Qwen3 => Family::Qwen3,
             Architecture::Gemma => Family::Gemma,
+            Architecture::Gpt2 => Family::Gpt2,
             Architecture::Gemma2 | Architecture::Gemma3 => {
                 return Err(gemma2_error(file.path(), arch.name()))
             }
@@ -214,8 +249,12 @@ impl LlmConfig {
             } else {
                 10_000.0
             },
-            rms_eps: md
-                .get_float(&key("attention.layer_norm_rms_epsilon"))
+            norm_eps: md
+                .get_float(&key(if family.layer_norm() {
+                    "attention.layer_norm_epsilon"
+                } else {
+                    "attention.layer_norm_rms_epsilon"
+                }))
                 .map_err(gg)?,
             sliding_window: if optional("attention.sliding_window") {
                 Some(usize_of("attention.sliding_window")?)
@@ -237,17 +276,20 @@ impl LlmConfig {
         Ok(cfg)
     }
 
-    /// Read a Hugging Face `config.json` (model_type llama, mistral, qwen2, qwen3, gemma;
+    /// Read a Hugging Face `config.json` (model_type llama, mistral, qwen2, qwen3, gemma, gpt2;
     /// `hidden_act` silu, or tanh GELU for gemma). Returns the config and `tie_word_embeddings`.
     pub fn from_hf(path: &Path) -> Result<(LlmConfig, bool)> {
         let v = json_file(path)?;
         let model_type = v.get("model_type").and_then(Value::as_str).unwrap_or("");
+        if model_type == "gpt2" {
+            return gpt2_from_hf(&v, path);
+        }
         if model_type.starts_with("gemma2") || model_type.starts_with("gemma3") {
             return Err(gemma2_error(&path.display().to_string(), model_type));
         }
         let family = Family::from_model_type(model_type).ok_or_else(|| {
             Error::NotImplemented(format!(
-                "{}: model_type '{model_type}' is not supported (llama, mistral, qwen2, qwen3, gemma are)",
+                "{}: model_type '{model_type}' is not supported (llama, mistral, qwen2, qwen3, gemma, gpt2 are)",
                 path.display()
             ))
         })?;
@@ -288,7 +330,7 @@ impl LlmConfig {
             vocab: json_usize(&v, "vocab_size", path)?,
             max_positions: opt_usize("max_position_embeddings").unwrap_or(2048),
             rope_base,
-            rms_eps: float("rms_norm_eps", 1e-6),
+            norm_eps: float("rms_norm_eps", 1e-6),
             sliding_window: sliding,
             rope_divisors,
         }
@@ -300,6 +342,35 @@ impl LlmConfig {
             .unwrap_or(tied_default);
         Ok((cfg, tied))
     }
+}
+
+/// A GPT-2 `config.json` (n_embd, n_layer, n_head, n_positions, vocab_size, n_inner (default
+/// 4·n_embd), layer_norm_epsilon (default 1e-5), activation_function gelu_new; another
+/// activation is NotImplemented, malformed fields Format errors naming them). Returns the
+/// config and `tie_word_embeddings` (default true).
+fn gpt2_from_hf(v: &Value, path: &Path) -> Result<(LlmConfig, bool)> {
+    require_field(v, "activation_function", "gelu_new", path)?;
+    let width = json_usize(v, "n_embd", path)?;
+    let layers = json_layers(v, "n_layer", path)?;
+    let heads = json_usize(v, "n_head", path)?;
+    let cfg = LlmConfig {
+        family: Family::Gpt2,
+        layers,
+        width,
+        heads,
+        kv_heads: heads,
+        head_dim: width / heads.max(1),
+        ffn: json_opt_usize(v, "n_inner", width.saturating_mul(4), path)?,
+        vocab: json_usize(v, "vocab_size", path)?,
+        max_positions: json_usize(v, "n_positions", path)?,
+        rope_base: 10_000.0,
+        norm_eps: json_opt_positive(v, "layer_norm_epsilon", 1e-5, path)?,
+        sliding_window: None,
+        rope_divisors: None,
+    }
+    .checked(path)?;
+    let tied = v.get("tie_word_embeddings").and_then(Value::as_bool);
+    Ok((cfg, tied.unwrap_or(true)))
 }
 
 /// The NotImplemented error for Gemma 2/3 (`what` = architecture or model_type) naming the

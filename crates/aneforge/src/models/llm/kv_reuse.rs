@@ -44,7 +44,7 @@ impl Llm {
             self.extend.insert(s, programs);
             self.src.release_pages();
         }
-        let x = self.embed_rows(suffix, s)?;
+        let x = self.embed_rows(suffix, first, s)?;
         let (cos, sin) = self.rope_rows(first, s);
         let mask = self.mask(first, s, m);
         let mut place = vec![0f32; m * s];

@@ -1,7 +1,7 @@
-//! Language models: one decoder family (llama, mistral, qwen2, qwen3, gemma options) loaded from
-//! GGUF files or Hugging Face folders, compiled into chunk programs (prefill per prompt-length
-//! bucket, resident-KV decode steps, lm_head tiled inside the program), with the tokenizer,
-//! chat template and sampling on the host.
+//! Language models: one decoder family (llama, mistral, qwen2, qwen3, gemma, gpt2 options)
+//! loaded from GGUF files or Hugging Face folders, compiled into chunk programs (prefill per
+//! prompt-length bucket, resident-KV decode steps, lm_head tiled inside the program), with the
+//! tokenizer, chat template and sampling on the host.
 //!
 //! ```no_run
 //! use aneforge::models::llm::{GenerateOptions, Llm};

@@ -42,6 +42,8 @@ pub struct Llm {
     /// Hugging Face folders: the embedding table (GGUF rows come from the memory map).
     embed: Option<Vec<f16>>,
     embed_scale: f32,
+    /// Families without RoPE (gpt2): the learned position embeddings [max_context, D].
+    pos_embed: Option<Vec<f16>>,
     pub(super) decode: Vec<Compiled>,
     prefill: HashMap<usize, Vec<Compiled>>,
     /// KV reuse (kv_reuse.rs): programs running rows after the resident ones, per bucket.
@@ -160,6 +162,14 @@ impl Llm {
         } else {
             1.0
         };
+        let pos_embed = match config.family.rope() {
+            true => None,
+            false => {
+                let d = config.width;
+                let p = src.get(Role::PosEmbed, &[config.max_positions, d], &config)?;
+                Some(p[..m * d].iter().map(|&v| f16::from_f32(v)).collect())
+            }
+        };
         let (tokenizer, info) = match tok {
             Some((t, i)) => (Some(t), i),
             None => (None, TextInfo::default()),
@@ -169,6 +179,7 @@ impl Llm {
             tile: targets::limit(Limit::MaxTensorDim, family),
             embed: embed.map(|e| e.iter().map(|&v| f16::from_f32(v * scale)).collect()),
             embed_scale: scale,
+            pos_embed,
             config,
             max_context: m,
             position: 0,
@@ -217,8 +228,14 @@ impl Llm {
             .collect()
     }
 
-    /// The embedding rows of `ids`, zero-padded to `rows` rows ([rows, D], host lookup).
-    pub(super) fn embed_rows(&self, ids: &[u32], rows: usize) -> Result<Vec<f32>> {
+    /// The executor running the decode programs ("reference" or "ane").
+    pub fn device(&self) -> &'static str {
+        self.decode.first().map_or("reference", Compiled::device)
+    }
+
+    /// The embedding rows of `ids` at positions `first`.. (plus their position embeddings
+    /// without RoPE), zero-padded to `rows` rows ([rows, D], host lookup).
+    pub(super) fn embed_rows(&self, ids: &[u32], first: usize, rows: usize) -> Result<Vec<f32>> {
         let d = self.config.width;
         let mut x = vec![0f32; rows * d];
         for (i, &id) in ids.iter().enumerate() {
@@ -241,6 +258,15 @@ impl Llm {
                     (row.iter_mut())
                         .for_each(|v| *v = f16::from_f32(*v * self.embed_scale).to_f32());
                 }
+            }
+            if let Some(p) = &self.pos_embed {
+                let at = p.get((first + i) * d..(first + i + 1) * d).ok_or_else(|| {
+                    Error::value(
+                        "llm",
+                        format!("position {} is beyond max_context", first + i),
+                    )
+                })?;
+                row.iter_mut().zip(at).for_each(|(o, v)| *o += v.to_f32());
             }
         }
         Ok(x)
@@ -342,7 +368,7 @@ impl Llm {
             self.prefill.insert(s, programs);
             self.src.release_pages();
         }
-        let x = self.embed_rows(ids, s)?;
+        let x = self.embed_rows(ids, 0, s)?;
         let (cos, sin) = self.rope_rows(0, s);
         let mask = self.mask(0, s, s);
         let last: Vec<f32> = (0..s).map(|i| f32::from(u8::from(i == n - 1))).collect();
@@ -387,7 +413,7 @@ impl Llm {
                 ),
             ));
         }
-        let x = self.embed_rows(&[id], 1)?;
+        let x = self.embed_rows(&[id], t, 1)?;
         let (cos, sin) = self.rope_rows(t, 1);
         let mask = self.mask(t, 1, m);
         let pos: Vec<f32> = (0..m).map(|i| f32::from(u8::from(i == t))).collect();

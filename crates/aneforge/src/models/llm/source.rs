@@ -1,6 +1,8 @@
 //! Where a decoder's weights come from: a GGUF file (dequantized from the memory map) or a
 //! Hugging Face folder (one safetensors file or shards with an index). Every tensor is handed
-//! out as f32 in the Hugging Face orientation ([out, in] for projections).
+//! out as f32 in the Hugging Face orientation ([out, in] for projections); GPT-2's fused QKV
+//! and its Conv1D ([in, out]) weights are split and transposed here, so the graph builders see
+//! the same roles for every family.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -22,7 +24,10 @@ use super::weights::{self, Request, Weight};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
     Embed,
+    /// Learned absolute position embeddings [positions, width] (gpt2).
+    PosEmbed,
     AttnNorm(usize),
+    AttnNormBias(usize),
     Q(usize),
     K(usize),
     V(usize),
@@ -32,11 +37,16 @@ pub enum Role {
     QNorm(usize),
     KNorm(usize),
     O(usize),
+    OBias(usize),
     FfnNorm(usize),
+    FfnNormBias(usize),
     Gate(usize),
     Up(usize),
+    UpBias(usize),
     Down(usize),
+    DownBias(usize),
     FinalNorm,
+    FinalNormBias,
     LmHead,
 }
 
@@ -46,7 +56,9 @@ impl Role {
         let blk = |l: usize, s: &str| format!("blk.{l}.{s}");
         match self {
             Role::Embed => "token_embd.weight".into(),
+            Role::PosEmbed => "position_embd.weight".into(),
             Role::AttnNorm(l) => blk(l, "attn_norm.weight"),
+            Role::AttnNormBias(l) => blk(l, "attn_norm.bias"),
             Role::Q(l) => blk(l, "attn_q.weight"),
             Role::K(l) => blk(l, "attn_k.weight"),
             Role::V(l) => blk(l, "attn_v.weight"),
@@ -56,11 +68,16 @@ impl Role {
             Role::QNorm(l) => blk(l, "attn_q_norm.weight"),
             Role::KNorm(l) => blk(l, "attn_k_norm.weight"),
             Role::O(l) => blk(l, "attn_output.weight"),
+            Role::OBias(l) => blk(l, "attn_output.bias"),
             Role::FfnNorm(l) => blk(l, "ffn_norm.weight"),
+            Role::FfnNormBias(l) => blk(l, "ffn_norm.bias"),
             Role::Gate(l) => blk(l, "ffn_gate.weight"),
             Role::Up(l) => blk(l, "ffn_up.weight"),
+            Role::UpBias(l) => blk(l, "ffn_up.bias"),
             Role::Down(l) => blk(l, "ffn_down.weight"),
+            Role::DownBias(l) => blk(l, "ffn_down.bias"),
             Role::FinalNorm => "output_norm.weight".into(),
+            Role::FinalNormBias => "output_norm.bias".into(),
             Role::LmHead => "output.weight".into(),
         }
     }
@@ -70,7 +87,9 @@ impl Role {
         let layer = |l: usize, s: &str| format!("model.layers.{l}.{s}");
         match self {
             Role::Embed => "model.embed_tokens.weight".into(),
+            Role::PosEmbed => "model.embed_positions.weight".into(),
             Role::AttnNorm(l) => layer(l, "input_layernorm.weight"),
+            Role::AttnNormBias(l) => layer(l, "input_layernorm.bias"),
             Role::Q(l) => layer(l, "self_attn.q_proj.weight"),
             Role::K(l) => layer(l, "self_attn.k_proj.weight"),
             Role::V(l) => layer(l, "self_attn.v_proj.weight"),
@@ -80,12 +99,80 @@ impl Role {
             Role::QNorm(l) => layer(l, "self_attn.q_norm.weight"),
             Role::KNorm(l) => layer(l, "self_attn.k_norm.weight"),
             Role::O(l) => layer(l, "self_attn.o_proj.weight"),
+            Role::OBias(l) => layer(l, "self_attn.o_proj.bias"),
             Role::FfnNorm(l) => layer(l, "post_attention_layernorm.weight"),
+            Role::FfnNormBias(l) => layer(l, "post_attention_layernorm.bias"),
             Role::Gate(l) => layer(l, "mlp.gate_proj.weight"),
             Role::Up(l) => layer(l, "mlp.up_proj.weight"),
+            Role::UpBias(l) => layer(l, "mlp.up_proj.bias"),
             Role::Down(l) => layer(l, "mlp.down_proj.weight"),
+            Role::DownBias(l) => layer(l, "mlp.down_proj.bias"),
             Role::FinalNorm => "model.norm.weight".into(),
+            Role::FinalNormBias => "model.norm.bias".into(),
             Role::LmHead => "lm_head.weight".into(),
+        }
+    }
+
+    /// Where GPT-2 stores the role: Hugging Face names (after `prefix`, `transformer.` or
+    /// none; Conv1D weights [in, out]) or llama.cpp's (`gguf`); Q/K/V are thirds of the fused
+    /// `c_attn` / `attn_qkv` tensors.
+    fn gpt2_stored(self, gguf: bool, prefix: &str) -> Stored {
+        let qkv = |l: usize, part, bias: bool| Stored {
+            name: match (gguf, bias) {
+                (true, false) => format!("blk.{l}.attn_qkv.weight"),
+                (true, true) => format!("blk.{l}.attn_qkv.bias"),
+                (false, false) => format!("{prefix}h.{l}.attn.c_attn.weight"),
+                (false, true) => format!("{prefix}h.{l}.attn.c_attn.bias"),
+            },
+            part,
+            parts: 3,
+            conv1d: !gguf && !bias,
+        };
+        match self {
+            Role::Q(l) => return qkv(l, 0, false),
+            Role::K(l) => return qkv(l, 1, false),
+            Role::V(l) => return qkv(l, 2, false),
+            Role::QBias(l) => return qkv(l, 0, true),
+            Role::KBias(l) => return qkv(l, 1, true),
+            Role::VBias(l) => return qkv(l, 2, true),
+            _ if gguf => return Stored::whole(self.gguf_name(), false),
+            _ => {}
+        }
+        let h = |l: usize, s: &str| format!("{prefix}h.{l}.{s}");
+        let (name, conv1d) = match self {
+            Role::Embed => (format!("{prefix}wte.weight"), false),
+            Role::PosEmbed => (format!("{prefix}wpe.weight"), false),
+            Role::AttnNorm(l) => (h(l, "ln_1.weight"), false),
+            Role::AttnNormBias(l) => (h(l, "ln_1.bias"), false),
+            Role::O(l) => (h(l, "attn.c_proj.weight"), true),
+            Role::OBias(l) => (h(l, "attn.c_proj.bias"), false),
+            Role::FfnNorm(l) => (h(l, "ln_2.weight"), false),
+            Role::FfnNormBias(l) => (h(l, "ln_2.bias"), false),
+            Role::Up(l) => (h(l, "mlp.c_fc.weight"), true),
+            Role::UpBias(l) => (h(l, "mlp.c_fc.bias"), false),
+            Role::Down(l) => (h(l, "mlp.c_proj.weight"), true),
+            Role::DownBias(l) => (h(l, "mlp.c_proj.bias"), false),
+            Role::FinalNorm => (format!("{prefix}ln_f.weight"), false),
+            Role::FinalNormBias => (format!("{prefix}ln_f.bias"), false),
+            // lm_head (untied checkpoints) and the roles GPT-2 has no use for keep llama names.
+            _ => (self.hf_name(), false),
+        };
+        Stored::whole(name, conv1d)
+    }
+
+    /// The bias paired with a norm or projection weight role (None for the others).
+    pub fn bias(self) -> Option<Role> {
+        match self {
+            Role::AttnNorm(l) => Some(Role::AttnNormBias(l)),
+            Role::FfnNorm(l) => Some(Role::FfnNormBias(l)),
+            Role::FinalNorm => Some(Role::FinalNormBias),
+            Role::Q(l) => Some(Role::QBias(l)),
+            Role::K(l) => Some(Role::KBias(l)),
+            Role::V(l) => Some(Role::VBias(l)),
+            Role::O(l) => Some(Role::OBias(l)),
+            Role::Up(l) => Some(Role::UpBias(l)),
+            Role::Down(l) => Some(Role::DownBias(l)),
+            _ => None,
         }
     }
 
@@ -106,6 +193,58 @@ impl Role {
 struct HfWeights {
     files: Vec<Weights>,
     by_name: HashMap<String, usize>,
+    /// GPT-2: `transformer.` when the names carry it (GPT2LMHeadModel state dicts), else empty.
+    prefix: &'static str,
+}
+
+/// Where a role's values are stored: tensor `name`, of which the role is row block `part` of
+/// `parts` equal ones (GPT-2's fused QKV: 3), stored [in, out] when `conv1d` (Hugging Face
+/// GPT-2's Conv1D) rather than [out, in].
+struct Stored {
+    name: String,
+    part: usize,
+    parts: usize,
+    conv1d: bool,
+}
+
+impl Stored {
+    /// A tensor that is the role itself.
+    fn whole(name: String, conv1d: bool) -> Stored {
+        Stored {
+            name,
+            part: 0,
+            parts: 1,
+            conv1d,
+        }
+    }
+
+    /// The shape of the stored tensor when the role is `shape` ([out, ...] orientation).
+    fn full_shape(&self, shape: &[usize]) -> Vec<usize> {
+        let mut full = shape.to_vec();
+        if let Some(out) = full.first_mut() {
+            *out *= self.parts;
+        }
+        if self.conv1d {
+            full.reverse();
+        }
+        full
+    }
+
+    /// The role's values ([out, ...], `shape`) out of the stored tensor's values `w`.
+    fn take(&self, w: Vec<f32>, shape: &[usize]) -> Vec<f32> {
+        let n: usize = shape.iter().product();
+        match (self.conv1d, shape) {
+            (true, &[out, cols]) => {
+                let (width, first) = (out * self.parts, self.part * out);
+                (0..out)
+                    .flat_map(|o| (0..cols).map(move |c| (c, o)))
+                    .map(|(c, o)| w[c * width + first + o])
+                    .collect()
+            }
+            _ if self.parts == 1 => w,
+            _ => w[self.part * n..(self.part + 1) * n].to_vec(),
+        }
+    }
 }
 
 /// GGUF metadata arrays only the tokenizer reads (vocabulary, merges, token types, scores).
@@ -208,9 +347,17 @@ impl Source {
             by_name = w.shapes().into_keys().map(|n| (n, 0)).collect();
             files.push(w);
         }
+        let prefix = match family {
+            Family::Gpt2 if by_name.contains_key("transformer.wte.weight") => "transformer.",
+            _ => "",
+        };
         Ok(Source {
             path: dir.to_path_buf(),
-            kind: Kind::Hf(HfWeights { files, by_name }),
+            kind: Kind::Hf(HfWeights {
+                files,
+                by_name,
+                prefix,
+            }),
             family,
             tied,
             encoded: Mutex::new(HashMap::new()),
@@ -226,49 +373,62 @@ impl Source {
         }
     }
 
-    /// Tensor `role` as f32 in HF orientation, checked to be `shape`; Gemma norm weights come
-    /// back as (1 + w); llama GGUF Q/K rows are un-permuted from llama.cpp's interleaved RoPE
-    /// order back to the rotate-half order. Missing tensors or other shapes are Format errors
-    /// naming the file, the tensor and both shapes.
-    pub fn get(&self, role: Role, shape: &[usize], cfg: &LlmConfig) -> Result<Vec<f32>> {
+    /// Where `role` is stored (the lm_head of a tied model is the embedding).
+    fn stored(&self, role: Role) -> Stored {
         let role = if role == Role::LmHead && self.tied {
             Role::Embed
         } else {
             role
         };
-        match &self.kind {
+        match (&self.kind, self.family) {
+            (Kind::Gguf(_), Family::Gpt2) => role.gpt2_stored(true, ""),
+            (Kind::Hf(hf), Family::Gpt2) => role.gpt2_stored(false, hf.prefix),
+            (Kind::Gguf(_), _) => Stored::whole(role.gguf_name(), false),
+            (Kind::Hf(_), _) => Stored::whole(role.hf_name(), false),
+        }
+    }
+
+    /// Tensor `role` as f32 in HF orientation, checked to be `shape`; Gemma norm weights come
+    /// back as (1 + w); llama GGUF Q/K rows are un-permuted from llama.cpp's interleaved RoPE
+    /// order back to the rotate-half order; GPT-2's Q/K/V come out of the fused tensor and its
+    /// Conv1D weights are transposed. Missing tensors or other shapes are Format errors naming
+    /// the file, the tensor and both shapes (of the tensor as stored).
+    pub fn get(&self, role: Role, shape: &[usize], cfg: &LlmConfig) -> Result<Vec<f32>> {
+        let s = self.stored(role);
+        let full = s.full_shape(shape);
+        let w = match &self.kind {
             Kind::Gguf(file) => {
-                let name = role.gguf_name();
                 let err = super::config::gguf_error;
-                let t = file.tensor(&name).map_err(err)?;
-                self.check_shape(&name, &t.info().shape(), shape)?;
-                let w = t.dequantize().map_err(err)?;
-                Ok(match role {
-                    Role::Q(_) if self.family == Family::Llama => {
-                        unpermute(&w, cfg.heads, shape[1])
-                    }
-                    Role::K(_) if self.family == Family::Llama => {
-                        unpermute(&w, cfg.kv_heads, shape[1])
-                    }
-                    _ => w,
-                })
+                let t = file.tensor(&s.name).map_err(err)?;
+                self.check_shape(&s.name, &t.info().shape(), &full)?;
+                t.dequantize().map_err(err)?
             }
             Kind::Hf(hf) => {
-                let name = role.hf_name();
-                let i = *hf.by_name.get(&name).ok_or_else(|| {
+                let i = *hf.by_name.get(&s.name).ok_or_else(|| {
                     Error::format(
                         &self.path,
                         None,
-                        format!("tensor '{name}' {shape:?} is missing"),
+                        format!("tensor '{}' {full:?} is missing", s.name),
                     )
                 })?;
-                let mut w = hf.files[i].get(&name, shape)?;
-                if self.family == Family::Gemma && role.is_norm() {
-                    w.iter_mut().for_each(|v| *v += 1.0);
-                }
-                Ok(w)
+                hf.files[i].get(&s.name, &full)?
             }
-        }
+        };
+        let mut w = s.take(w, shape);
+        let gguf = matches!(self.kind, Kind::Gguf(_));
+        Ok(match role {
+            Role::Q(_) if gguf && self.family == Family::Llama => {
+                unpermute(&w, cfg.heads, shape[1])
+            }
+            Role::K(_) if gguf && self.family == Family::Llama => {
+                unpermute(&w, cfg.kv_heads, shape[1])
+            }
+            _ if !gguf && self.family == Family::Gemma && role.is_norm() => {
+                w.iter_mut().for_each(|v| *v += 1.0);
+                w
+            }
+            _ => w,
+        })
     }
 
     /// Rows `rows` of projection `role` ([out, cols] in HF orientation) times `scale` as a
@@ -287,19 +447,21 @@ impl Source {
         let Kind::Gguf(file) = &self.kind else {
             return self.hf_fp16_rows(role, [out, cols], rows, cfg, scale);
         };
-        let role = if role == Role::LmHead && self.tied {
-            Role::Embed
-        } else {
-            role
-        };
-        let name = role.gguf_name();
-        let key = (name.clone(), rows.start, rows.end, scale.to_bits());
+        let s = self.stored(role);
+        let first = s.part * out;
+        let key = (
+            s.name.clone(),
+            first + rows.start,
+            first + rows.end,
+            scale.to_bits(),
+        );
         let mut cache = self.encoded.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((c, _)) = cache.get(&key) {
             return Ok(Some(c.clone()));
         }
-        let t = file.tensor(&name).map_err(super::config::gguf_error)?;
-        self.check_shape(&name, &t.info().shape(), &[out, cols])?;
+        let t = file.tensor(&s.name).map_err(super::config::gguf_error)?;
+        self.check_shape(&s.name, &t.info().shape(), &s.full_shape(&[out, cols]))?;
+        let rows = first + rows.start..first + rows.end;
         let heads = match role {
             Role::Q(_) if self.family == Family::Llama => Some(cfg.heads),
             Role::K(_) if self.family == Family::Llama => Some(cfg.kv_heads),
@@ -334,7 +496,14 @@ impl Source {
         if !self.hf_fp16 {
             return Ok(None);
         }
-        let key = (role.hf_name(), rows.start, rows.end, scale.to_bits());
+        let s = self.stored(role);
+        let first = s.part * shape[0];
+        let key = (
+            s.name,
+            first + rows.start,
+            first + rows.end,
+            scale.to_bits(),
+        );
         if let Some((c, _)) = self.lock_encoded().get(&key) {
             return Ok(Some(c.clone()));
         }
@@ -433,9 +602,10 @@ impl Source {
 
     /// Whether the store has tensor `role` (for optional weights).
     pub fn has(&self, role: Role) -> bool {
+        let name = self.stored(role).name;
         match &self.kind {
-            Kind::Gguf(file) => file.tensor(&role.gguf_name()).is_ok(),
-            Kind::Hf(hf) => hf.by_name.contains_key(&role.hf_name()),
+            Kind::Gguf(file) => file.tensor(&name).is_ok(),
+            Kind::Hf(hf) => hf.by_name.contains_key(&name),
         }
     }
 }
@@ -462,4 +632,35 @@ fn unpermute(w: &[f32], heads: usize, cols: usize) -> Vec<f32> {
         .flat_map(|&src| &w[src * cols..(src + 1) * cols])
         .copied()
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// GPT-2's fused Conv1D `c_attn` [in = 2, out = 3·2]: the K third, as [out, in], is the
+    /// transpose of columns 2..4.
+    #[test]
+    fn fused_conv1d_thirds_come_out_transposed() {
+        let k = Role::K(0).gpt2_stored(false, "transformer.");
+        assert_eq!(k.name, "transformer.h.0.attn.c_attn.weight");
+        assert_eq!(k.full_shape(&[2, 2]), [2, 6]);
+        // row c of the stored tensor holds input c's contribution to the 6 outputs
+        let stored: Vec<f32> = (0..12).map(|v| v as f32).collect();
+        assert_eq!(k.take(stored, &[2, 2]), [2.0, 8.0, 3.0, 9.0]);
+        let bias = Role::VBias(0).gpt2_stored(true, "");
+        assert_eq!(
+            (bias.name.as_str(), bias.full_shape(&[2])),
+            ("blk.0.attn_qkv.bias", vec![6])
+        );
+        assert_eq!(
+            bias.take((0..6).map(|v| v as f32).collect(), &[2]),
+            [4.0, 5.0]
+        );
+        let up = Role::Up(1).gpt2_stored(true, "");
+        assert_eq!(
+            (up.name.as_str(), up.full_shape(&[8, 2])),
+            ("blk.1.ffn_up.weight", vec![8, 2])
+        );
+    }
 }

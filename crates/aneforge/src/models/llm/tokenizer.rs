@@ -29,14 +29,14 @@ fn pre_tokenizer(pre: &str, path: &str) -> Result<Value> {
     let byte_level = |regex: bool| json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": regex});
     let split = |re: &str| json!({"type": "Split", "pattern": {"Regex": re}, "behavior": "Isolated", "invert": false});
     Ok(match pre {
-        "default" | "gpt2" => byte_level(true),
+        "default" | "gpt2" | "gpt-2" => byte_level(true),
         "smollm" | "starcoder" | "refact" => json!({"type": "Sequence", "pretokenizers": [
             {"type": "Digits", "individual_digits": true}, byte_level(true)]}),
         "qwen2" => json!({"type": "Sequence", "pretokenizers": [split(QWEN2_REGEX), byte_level(false)]}),
         "llama-bpe" | "llama3" => json!({"type": "Sequence", "pretokenizers": [split(LLAMA3_REGEX), byte_level(false)]}),
         other => {
             return Err(Error::NotImplemented(format!(
-                "{path}: tokenizer.ggml.pre '{other}' is not supported (gpt2, smollm, starcoder, qwen2, llama-bpe are)"
+                "{path}: tokenizer.ggml.pre '{other}' is not supported (gpt-2, smollm, starcoder, qwen2, llama-bpe are)"
             )))
         }
     })
