@@ -163,6 +163,10 @@ fn cases() -> Vec<Case> {
         case(&[(&[2, 2, 7, 6], Away), (&[4, 2, 3, 3], Away)], |t| {
             conv(&t[0], &t[1], None, [2, 2], [1, 1, 1, 1], [1, 1], 1)
         }),
+        // weight-gradient chunks that start inside the padding and end past it, strided.
+        case(&[(&[1, 1, 4, 37], Away), (&[2, 1, 3, 3], Away)], |t| {
+            conv(&t[0], &t[1], None, [1, 2], [1, 2, 2, 1], [1, 1], 1)
+        }),
         case(&[(&[2, 4, 5, 6], Away), (&[4, 3, 3, 2], Away)], |t| {
             Tensor::apply1(
                 Op::ConvTranspose(ConvTranspose {

@@ -344,7 +344,11 @@ pub fn pad_axis(t: &Tensor, axis: usize, before: usize, after: usize) -> Result<
     concat(&parts, axis as i64)
 }
 
-/// `t` reshaped to `shape` (usize extents).
+/// `t` reshaped to `shape` (usize extents); `t` itself when it has that shape already (a
+/// reshape is a copy step on the reference executor).
 pub fn reshape_to(t: &Tensor, shape: &[usize]) -> Result<Tensor> {
+    if t.shape() == shape {
+        return Ok(t.clone());
+    }
     t.reshape(&shape.iter().map(|&d| d as i64).collect::<Vec<_>>())
 }

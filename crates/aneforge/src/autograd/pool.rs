@@ -31,7 +31,7 @@ impl Differentiable for Pool {
             }
             PoolKind::Max if self.strides == self.kernel && self.pad == [0; 4] => {
                 let (oh, ow) = (y.shape()[2], y.shape()[3]);
-                let xc = x.slice_by_size(&[0; 4], &[xs[0], xs[1], oh * kh, ow * kw])?;
+                let xc = super::conv::crop(x, &[0; 4], &[xs[0], xs[1], oh * kh, ow * kw])?;
                 mask(
                     &xc.compare(Compare::Equal, &y.upsample(kh, kw)?)?,
                     &g.upsample(kh, kw)?,

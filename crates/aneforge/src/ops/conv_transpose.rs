@@ -7,6 +7,8 @@ use super::{Buf, Family, Op, TensorType};
 use crate::error::{Error, Result};
 use crate::mil::{MilArgs, MilOp};
 
+mod lanes;
+
 /// The MIL op name of [`ConvTranspose`].
 pub const MIL_NAME: &str = "conv_transpose";
 
@@ -112,9 +114,47 @@ impl Family for ConvTranspose {
             <[usize; 4]>::try_from(x.shape.as_slice()).unwrap_or_default(),
             <[usize; 4]>::try_from(w.shape.as_slice()).unwrap_or_default(),
         );
-        let ([sh, sw], [dh, dw], [pt, _, pl, _]) = (self.strides, self.dilations, self.pad);
         let cig = cin / self.groups;
         let y = &mut out[0].data;
+        if lanes::suits(cog) {
+            let geometry = lanes::Geometry {
+                x: [n, cin, h, wd],
+                out: [cout, oh, ow],
+                kernel: [kh, kw],
+                strides: self.strides,
+                dilations: self.dilations,
+                pad: [self.pad[0], self.pad[2]],
+                groups: self.groups,
+            };
+            lanes::run(&geometry, &x.data, &w.data, y);
+        } else {
+            self.planes(
+                &x.data,
+                &w.data,
+                [n, cin, h, wd],
+                [cout, cig, cog],
+                [oh, ow, kh, kw],
+                y,
+            );
+        }
+        Ok(())
+    }
+}
+
+impl ConvTranspose {
+    /// The plane kernel: y [N, Cout, H', W'] from x [N, Cin, H, W] and w [Cin, Cout/g, kH, kW],
+    /// output plane by output plane (kept in L1 while its terms accumulate); each element sums
+    /// its terms in the order (ci, iy, ky, kx) of the input-major loop.
+    fn planes(
+        &self,
+        x: &[f32],
+        w: &[f32],
+        [n, cin, h, wd]: [usize; 4],
+        [cout, cig, cog]: [usize; 3],
+        [oh, ow, kh, kw]: [usize; 4],
+        y: &mut [f32],
+    ) {
+        let ([sh, sw], [dh, dw], [pt, _, pl, _]) = (self.strides, self.dilations, self.pad);
         y.fill(0.0);
         // Output index along one axis for input index i and tap k, if inside the cropped output.
         let pos = |i: usize, k: usize, s: usize, d: usize, lo: usize, size: usize| {
@@ -123,15 +163,13 @@ impl Family for ConvTranspose {
         let spans: Vec<_> = (0..kw)
             .map(|kx| row_span(kx * dw, sw, pl, wd, ow))
             .collect();
-        // Output plane by output plane (kept in L1 while its terms accumulate); each element
-        // still sums its terms in the order (ci, iy, ky, kx) of the input-major loop.
         for b in 0..n {
             for co in 0..cout {
                 let (grp, col) = (co / cog, co % cog);
                 let oplane = &mut y[(b * cout + co) * oh * ow..][..oh * ow];
                 for ci in grp * cig..(grp + 1) * cig {
-                    let plane = &x.data[(b * cin + ci) * h * wd..][..h * wd];
-                    let taps = &w.data[(ci * cog + col) * kh * kw..][..kh * kw];
+                    let plane = &x[(b * cin + ci) * h * wd..][..h * wd];
+                    let taps = &w[(ci * cog + col) * kh * kw..][..kh * kw];
                     for (iy, row) in plane.chunks_exact(wd).enumerate() {
                         for ky in 0..kh {
                             let Some(oy) = pos(iy, ky, sh, dh, pt, oh) else {
@@ -146,7 +184,6 @@ impl Family for ConvTranspose {
                 }
             }
         }
-        Ok(())
     }
 }
 
@@ -301,6 +338,89 @@ mod tests {
                 assert!(
                     (g as f64 - r).abs() < 1e-4,
                     "case {i} element {k}: {g} vs {r}"
+                );
+            }
+        }
+    }
+
+    /// The channel-lane kernel gives the plane kernel's bits (and matches the f64 oracle) on
+    /// shapes with 8 to 40 output channels per group: strides, dilations, crops, groups, and
+    /// widths with and without whole pixel blocks.
+    #[test]
+    fn lane_kernel_matches_plane_kernel_bit_for_bit() {
+        let cases = [
+            (
+                [1, 8, 9, 10],
+                [8, 16, 3, 3],
+                [1, 1],
+                [1, 1, 1, 1],
+                [1, 1],
+                1,
+            ),
+            (
+                [1, 6, 9, 11],
+                [6, 20, 3, 2],
+                [2, 1],
+                [1, 0, 0, 1],
+                [1, 2],
+                2,
+            ),
+            (
+                [1, 5, 7, 13],
+                [5, 40, 2, 3],
+                [1, 2],
+                [0, 1, 2, 0],
+                [2, 1],
+                1,
+            ),
+            ([3, 4, 5, 5], [4, 8, 5, 5], [1, 1], [2, 2, 2, 2], [1, 1], 1),
+        ];
+        for (i, (xs, ws, strides, pad, dilations, groups)) in cases.into_iter().enumerate() {
+            let c = ConvTranspose {
+                strides,
+                pad,
+                dilations,
+                groups,
+            };
+            let x = rand_vec(xs.iter().product(), 70 + i as u64);
+            let w = rand_vec(ws.iter().product(), 80 + i as u64);
+            let [n, cout, oh, ow] = c.out_shape(&xs, &ws).unwrap();
+            let mut plane = vec![f32::NAN; n * cout * oh * ow];
+            let (cig, cog) = (xs[1] / groups, ws[1]);
+            c.planes(
+                &x,
+                &w,
+                xs,
+                [cout, cig, cog],
+                [oh, ow, ws[2], ws[3]],
+                &mut plane,
+            );
+            let geometry = lanes::Geometry {
+                x: xs,
+                out: [cout, oh, ow],
+                kernel: [ws[2], ws[3]],
+                strides,
+                dilations,
+                pad: [pad[0], pad[2]],
+                groups,
+            };
+            assert!(lanes::suits(cog));
+            let mut lane = vec![f32::NAN; plane.len()];
+            lanes::run(&geometry, &x, &w, &mut lane);
+            let bx = Buf {
+                shape: xs.to_vec(),
+                data: x,
+            };
+            let bw = Buf {
+                shape: ws.to_vec(),
+                data: w,
+            };
+            let want = naive(&c, &bx, &bw, [n, cout, oh, ow]);
+            for (k, ((&a, &b), &r)) in lane.iter().zip(&plane).zip(&want).enumerate() {
+                assert_eq!(a.to_bits(), b.to_bits(), "case {i} element {k}: {a} vs {b}");
+                assert!(
+                    (a as f64 - r).abs() < 1e-4,
+                    "case {i} element {k}: {a} vs {r}"
                 );
             }
         }

@@ -359,7 +359,7 @@ impl Trainer {
                 Some(u) => {
                     let ui = port(u, p.name(), true)?;
                     if let Some(w) = ports::carried(u, ui) {
-                        ports::feed(net, ni, PortData::F32(w), precision)?;
+                        ports::feed_exact(net, ni, w)?;
                         continue;
                     }
                     match u.loaded.input_view(ui)? {
@@ -401,7 +401,11 @@ impl Trainer {
                 let u = update.as_mut().expect("device mode has an update program");
                 for (p, g) in self.params.iter().zip(&grads) {
                     let gi = port(u, &format!("grad_{}", p.name()), true)?;
-                    ports::feed(u, gi, PortData::F32(g), Precision::Fp16)?;
+                    if precision == Precision::Fp16 {
+                        ports::feed_exact(u, gi, g)?;
+                    } else {
+                        ports::feed(u, gi, PortData::F32(g), Precision::Fp16)?;
+                    }
                 }
                 self.t += 1;
                 write_input(u, "lr_t", &[config.device_lr(self.t) as f32])?;

@@ -43,6 +43,12 @@ pub(super) fn feed(
     }
 }
 
+/// [`feed`] of f32 values that are already fp16-exact (another fp16 program's value buffer):
+/// a reference program takes them without the rounding pass, which would change nothing.
+pub(super) fn feed_exact(c: &mut Compiled, index: usize, x: &[f32]) -> Result<()> {
+    feed(c, index, PortData::F32(x), Precision::Fp32)
+}
+
 /// Outputs `idx` (fp16 ports) of `c` as f32 slices: a reference program's value buffers, else
 /// copies read into `store`.
 pub(super) fn outputs<'a>(
