@@ -11,8 +11,6 @@
 
 use std::sync::Arc;
 
-use half::f16;
-use half::slice::HalfFloatSliceExt;
 use rayon::prelude::*;
 
 use super::fp16_table::Fp16Table;
@@ -20,6 +18,7 @@ use crate::dtype::DType;
 use crate::graph::{Graph, Value};
 use crate::ops::elementwise::Binary;
 use crate::ops::kernel::PAR_MIN_ELEMS;
+use crate::ops::simd_fp16::round_in_place;
 use crate::ops::unary::Unary;
 use crate::ops::{Buf, Op};
 
@@ -231,12 +230,6 @@ enum Params<'a> {
     Gate(Unary, Option<&'a Fp16Table>, bool),
 }
 
-/// Scratch of one 256-element piece: fp16 bits for rounding and one f32 buffer.
-struct Scratch {
-    bits: [f16; PIECE],
-    values: [f32; PIECE],
-}
-
 /// Elements processed by all stages before the next piece (stays in L1).
 const PIECE: usize = 256;
 
@@ -291,16 +284,13 @@ impl Epilogue {
 
     /// Run every stage over plane `i` (channel `k`), one piece at a time.
     fn plane(&self, params: &[(Params, bool)], i: usize, k: usize, p: &mut [f32]) {
-        let mut s = Scratch {
-            bits: [f16::ZERO; PIECE],
-            values: [0.0; PIECE],
-        };
+        let mut scratch = [0.0f32; PIECE];
         let base = i * p.len();
         for (ci, chunk) in p.chunks_mut(PIECE).enumerate() {
             let at = base + ci * PIECE;
-            let (bits, values) = (&mut s.bits[..chunk.len()], &mut s.values[..chunk.len()]);
+            let values = &mut scratch[..chunk.len()];
             if self.conv_round {
-                round_chunk(chunk, bits);
+                round_in_place(chunk);
             }
             for (param, round) in params {
                 match *param {
@@ -318,16 +308,16 @@ impl Epilogue {
                     }
                     Params::Unary(u, t) => {
                         values.copy_from_slice(chunk);
-                        unary(u, t, *round, values, chunk, bits);
+                        unary(u, t, *round, values, chunk);
                         continue; // rounded (or not) by `unary`
                     }
                     Params::Gate(u, t, r) => {
-                        unary(u, t, r, chunk, values, bits);
+                        unary(u, t, r, chunk, values);
                         chunk.iter_mut().zip(&*values).for_each(|(v, &g)| *v *= g);
                     }
                 }
                 if *round {
-                    round_chunk(chunk, bits);
+                    round_in_place(chunk);
                 }
             }
         }
@@ -336,29 +326,14 @@ impl Epilogue {
 
 /// y = u(x), rounded to fp16 when `round` (through the op's table when it has one), as the
 /// unary op's step computes it.
-fn unary(
-    u: Unary,
-    table: Option<&Fp16Table>,
-    round: bool,
-    x: &[f32],
-    y: &mut [f32],
-    bits: &mut [f16],
-) {
-    match (table, u) {
-        (Some(t), _) if round => return t.eval(x, y),
-        // `Unary::apply`'s relu, inlined so the loop vectorises.
-        (_, Unary::Relu) => y.iter_mut().zip(x).for_each(|(o, &v)| *o = v.max(0.0)),
-        _ => y.iter_mut().zip(x).for_each(|(o, &v)| *o = u.apply(v)),
+fn unary(u: Unary, table: Option<&Fp16Table>, round: bool, x: &[f32], y: &mut [f32]) {
+    match table {
+        Some(t) if round => return t.eval(x, y),
+        _ => u.map(x, y),
     }
     if round {
-        round_chunk(y, bits);
+        round_in_place(y);
     }
-}
-
-/// Round `chunk` to fp16 in place through `bits` (same length).
-fn round_chunk(chunk: &mut [f32], bits: &mut [f16]) {
-    bits.convert_from_f32_slice(chunk);
-    bits.convert_to_f32_slice(chunk);
 }
 
 #[cfg(test)]
