@@ -138,10 +138,24 @@ impl Depthwise {
                 continue;
             };
             for (ph, dst) in row.chunks_mut(pad.width).enumerate() {
-                // Padded column j·sw + ph reads input column j·sw + ph − pl.
-                for (j, d) in dst.iter_mut().enumerate() {
-                    let ix = (j * sw + ph).wrapping_sub(pl);
-                    *d = if ix < w { src[ix] } else { 0.0 };
+                // Padded column j·sw + ph reads input column j·sw + ph − pl, inside the input
+                // for j in lo..hi.
+                let lo = pl.saturating_sub(ph).div_ceil(sw).min(dst.len());
+                let hi = (w + pl)
+                    .saturating_sub(ph)
+                    .div_ceil(sw)
+                    .clamp(lo, dst.len());
+                let (head, rest) = dst.split_at_mut(lo);
+                let (body, tail) = rest.split_at_mut(hi - lo);
+                head.fill(0.0);
+                tail.fill(0.0);
+                let from = &src[(lo * sw + ph).saturating_sub(pl)..];
+                if sw == 1 {
+                    body.copy_from_slice(&from[..body.len()]);
+                } else {
+                    body.iter_mut()
+                        .zip(from.iter().step_by(sw))
+                        .for_each(|(d, &v)| *d = v);
                 }
             }
         }
@@ -165,37 +179,41 @@ impl Depthwise {
             last < s.len() && offsets.len() == f.len(),
             "depthwise: scratch too small"
         );
-        for (oy, row) in o.chunks_mut(ow).enumerate() {
-            // SAFETY: s[oy·step + offsets[t] + ox] for ox < W' is at most `last`, checked above.
-            unsafe { output_row(s.as_ptr().add(oy * step), offsets, f, bias, row) };
-        }
+        // SAFETY: s[oy·step + offsets[t] + ox] for oy < H', ox < W' is at most `last`, checked above.
+        unsafe { output_plane(s.as_ptr(), step, offsets, f, bias, o, ow) };
     }
 }
 
-/// Output row `row`: row[ox] = (bias or first product) then fma over the taps of `base[offsets[t] + ox]`.
+/// Output plane `o` [rows, n]: row oy as [`output_row_scalar`] computes it from
+/// `base.add(oy · step)`.
 ///
 /// # Safety
-/// `base.add(offsets[t] + ox)` must be readable for every tap t and ox < row.len().
-unsafe fn output_row(
+/// `base.add(oy · step + offsets[t] + ox)` must be readable for every tap t, row oy, ox < n.
+unsafe fn output_plane(
     base: *const f32,
+    step: usize,
     offsets: &[usize],
     f: &[f32],
     bias: Option<f32>,
-    row: &mut [f32],
+    o: &mut [f32],
+    n: usize,
 ) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("fma") && std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the features the function is compiled for were just detected; reads as above.
-        return unsafe { x86::output_row(base, offsets, f, bias, row) };
+        return unsafe { x86::output_plane(base, step, offsets, f, bias, o, n) };
     }
-    // SAFETY: as above.
-    unsafe { output_row_scalar(base, offsets, f, bias, row) }
+    for (oy, row) in o.chunks_mut(n).enumerate() {
+        // SAFETY: as above.
+        unsafe { output_row_scalar(base.add(oy * step), offsets, f, bias, row) };
+    }
 }
 
-/// [`output_row`] one column at a time (`mul_add` rounds once, like the vector fma).
+/// Output row `row`: row[ox] = (bias or first product) then fma over the taps of
+/// `base[offsets[t] + ox]`, one column at a time (`mul_add` rounds once, like the vector fma).
 ///
 /// # Safety
-/// As [`output_row`].
+/// `base.add(offsets[t] + ox)` must be readable for every tap t and ox < row.len().
 unsafe fn output_row_scalar(
     base: *const f32,
     offsets: &[usize],
@@ -220,13 +238,72 @@ unsafe fn output_row_scalar(
 mod x86 {
     use std::arch::x86_64::*;
 
-    /// Output columns per block: 4 vectors of 8, four independent fma chains.
+    /// Output columns per block of a lone row: 4 vectors of 8, four independent fma chains.
     const BLOCK: usize = 32;
 
-    /// [`super::output_row`] with AVX2 + FMA: blocks of 32 columns, then 8, then a masked tail.
+    /// Output rows computed together: 4 rows of 2 vectors give eight independent fma chains
+    /// even when rows are narrow (7 or 14 columns).
+    const ROWS: usize = 4;
+
+    /// [`super::output_plane`] with AVX2 + FMA: groups of [`ROWS`] rows in blocks of 16 and 8
+    /// columns and a masked tail, then the remaining rows one by one.
     ///
     /// # Safety
-    /// The CPU has AVX2 and FMA; reads as in [`super::output_row`].
+    /// The CPU has AVX2 and FMA; reads as in [`super::output_plane`].
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn output_plane(
+        base: *const f32,
+        step: usize,
+        offsets: &[usize],
+        f: &[f32],
+        bias: Option<f32>,
+        o: &mut [f32],
+        n: usize,
+    ) {
+        let rows = o.len() / n;
+        let out = o.as_mut_ptr();
+        let mut oy = 0;
+        while oy + ROWS <= rows {
+            let bases = std::array::from_fn(|r| base.add((oy + r) * step));
+            let outs = std::array::from_fn(|r| out.add((oy + r) * n));
+            let mut ox = 0;
+            while ox + 16 <= n {
+                let at = (bases.map(|b| b.add(ox)), outs.map(|p| p.add(ox)));
+                block::<ROWS, 2, false>(at.0, offsets, f, bias, at.1, ALL);
+                ox += 16;
+            }
+            if ox + 8 <= n {
+                let at = (bases.map(|b| b.add(ox)), outs.map(|p| p.add(ox)));
+                block::<ROWS, 1, false>(at.0, offsets, f, bias, at.1, ALL);
+                ox += 8;
+            }
+            if ox < n {
+                let at = (bases.map(|b| b.add(ox)), outs.map(|p| p.add(ox)));
+                block::<ROWS, 1, true>(at.0, offsets, f, bias, at.1, tail_mask(n - ox));
+            }
+            oy += ROWS;
+        }
+        for y in oy..rows {
+            let row = std::slice::from_raw_parts_mut(out.add(y * n), n);
+            output_row(base.add(y * step), offsets, f, bias, row);
+        }
+    }
+
+    /// Every lane on.
+    const ALL: __m256i = unsafe { std::mem::transmute([-1i32; 8]) };
+
+    /// Lanes 0..left on (left < 8).
+    #[inline(always)]
+    unsafe fn tail_mask(left: usize) -> __m256i {
+        let left = _mm256_set1_epi32(left as i32);
+        _mm256_cmpgt_epi32(left, _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))
+    }
+
+    /// [`super::output_row_scalar`] with AVX2 + FMA: blocks of 32 columns, then 8, then a
+    /// masked tail.
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and FMA; reads as in [`super::output_row_scalar`].
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn output_row(
         base: *const f32,
@@ -238,66 +315,70 @@ mod x86 {
         let n = row.len();
         let out = row.as_mut_ptr();
         let mut ox = 0;
-        let all = _mm256_set1_epi32(-1);
         while ox + BLOCK <= n {
-            block::<4, false>(base.add(ox), offsets, f, bias, out.add(ox), all);
+            block::<1, 4, false>([base.add(ox)], offsets, f, bias, [out.add(ox)], ALL);
             ox += BLOCK;
         }
         while ox + 8 <= n {
-            block::<1, false>(base.add(ox), offsets, f, bias, out.add(ox), all);
+            block::<1, 1, false>([base.add(ox)], offsets, f, bias, [out.add(ox)], ALL);
             ox += 8;
         }
         if ox < n {
-            let left = _mm256_set1_epi32((n - ox) as i32);
-            let mask = _mm256_cmpgt_epi32(left, _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-            block::<1, true>(base.add(ox), offsets, f, bias, out.add(ox), mask);
+            let mask = tail_mask(n - ox);
+            block::<1, 1, true>([base.add(ox)], offsets, f, bias, [out.add(ox)], mask);
         }
     }
 
-    /// V vectors of 8 outputs at `out`; when MASKED, lanes off in `mask` are neither read nor
-    /// written.
+    /// V vectors of 8 outputs in each of R rows (row r reads from `bases[r]`, writes at
+    /// `outs[r]`); when MASKED, lanes off in `mask` are neither read nor written.
     #[inline(always)]
-    unsafe fn block<const V: usize, const MASKED: bool>(
-        base: *const f32,
+    unsafe fn block<const R: usize, const V: usize, const MASKED: bool>(
+        bases: [*const f32; R],
         offsets: &[usize],
         f: &[f32],
         bias: Option<f32>,
-        out: *mut f32,
+        outs: [*mut f32; R],
         mask: __m256i,
     ) {
-        let load = |t: usize, v: usize| {
-            let p = base.add(offsets[t] + 8 * v);
+        let load = |r: usize, t: usize, v: usize| {
+            let p = bases[r].add(offsets[t] + 8 * v);
             if MASKED {
                 _mm256_maskload_ps(p, mask)
             } else {
                 _mm256_loadu_ps(p)
             }
         };
-        let mut acc = [_mm256_setzero_ps(); V];
+        let mut acc = [[_mm256_setzero_ps(); V]; R];
         let first = match bias {
             Some(b) => {
-                acc = [_mm256_set1_ps(b); V];
+                acc = [[_mm256_set1_ps(b); V]; R];
                 0
             }
             None => {
                 let w = _mm256_set1_ps(f[0]);
-                for (v, a) in acc.iter_mut().enumerate() {
-                    *a = _mm256_mul_ps(load(0, v), w);
+                for (r, row) in acc.iter_mut().enumerate() {
+                    for (v, a) in row.iter_mut().enumerate() {
+                        *a = _mm256_mul_ps(load(r, 0, v), w);
+                    }
                 }
                 1
             }
         };
         for (t, &wt) in f.iter().enumerate().skip(first) {
             let w = _mm256_set1_ps(wt);
-            for (v, a) in acc.iter_mut().enumerate() {
-                *a = _mm256_fmadd_ps(load(t, v), w, *a);
+            for (r, row) in acc.iter_mut().enumerate() {
+                for (v, a) in row.iter_mut().enumerate() {
+                    *a = _mm256_fmadd_ps(load(r, t, v), w, *a);
+                }
             }
         }
-        for (v, a) in acc.iter().enumerate() {
-            if MASKED {
-                _mm256_maskstore_ps(out.add(8 * v), mask, *a);
-            } else {
-                _mm256_storeu_ps(out.add(8 * v), *a);
+        for (r, row) in acc.iter().enumerate() {
+            for (v, a) in row.iter().enumerate() {
+                if MASKED {
+                    _mm256_maskstore_ps(outs[r].add(8 * v), mask, *a);
+                } else {
+                    _mm256_storeu_ps(outs[r].add(8 * v), *a);
+                }
             }
         }
     }
@@ -305,7 +386,7 @@ mod x86 {
 
 #[cfg(test)]
 mod tests {
-    use super::output_row_scalar;
+    use super::{output_plane, output_row_scalar};
     use crate::ops::conv::Conv;
     use crate::ops::gemm::tests::{assert_close, rand_vec};
     use crate::ops::{Buf, Family};
@@ -325,7 +406,7 @@ mod tests {
             [usize; 2],
             bool,
         );
-        let cases: [Case; 9] = [
+        let cases: [Case; 11] = [
             ([1, 8, 9, 9], [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], true),
             ([2, 5, 12, 7], [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], false),
             ([1, 6, 15, 15], [5, 5], [2, 2], [2, 2, 2, 2], [1, 1], true),
@@ -336,6 +417,9 @@ mod tests {
             // Three column phases with dilation; a 60-wide output (blocks of 32, 8 and a tail).
             ([1, 3, 20, 23], [3, 3], [3, 3], [2, 1, 0, 2], [2, 3], true),
             ([1, 2, 120, 121], [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], true),
+            // MobileNetV3's narrow planes: 7 and 14 columns, row counts not a multiple of 4.
+            ([1, 5, 14, 14], [5, 5], [2, 2], [2, 2, 2, 2], [1, 1], true),
+            ([1, 3, 14, 14], [5, 5], [1, 1], [2, 2, 2, 2], [1, 1], false),
         ];
         for (xs, k, strides, pad, dilations, with_bias) in cases {
             let c = xs[1];
@@ -417,6 +501,36 @@ mod tests {
                     })
                     .collect();
                 assert_close(&c, &want, 1e-5);
+            }
+        }
+    }
+
+    /// A whole plane (rows grouped by four, blocks of 16, 8 and masked tails, leftover rows
+    /// one by one) gives the bits of the scalar rows, for every row count from 1 to 9.
+    #[test]
+    fn plane_rows_match_the_scalar_rows() {
+        let (step, s) = (70, rand_vec(70 * 12, 43));
+        let f = rand_vec(9, 44);
+        let offsets: Vec<usize> = (0..9).map(|t| (t / 3) * step + t % 3).collect();
+        for width in [1, 7, 8, 14, 16, 23, 56] {
+            for rows in 1..=9 {
+                for bias in [None, Some(-0.5f32)] {
+                    let (mut v, mut c) = (vec![0f32; width * rows], vec![0f32; width * rows]);
+                    // SAFETY: the largest read is 8·70 + 2·70 + 2 + 55 < 840.
+                    unsafe { output_plane(s.as_ptr(), step, &offsets, &f, bias, &mut v, width) };
+                    for (oy, row) in c.chunks_mut(width).enumerate() {
+                        // SAFETY: as above.
+                        unsafe {
+                            output_row_scalar(s[oy * step..].as_ptr(), &offsets, &f, bias, row)
+                        };
+                    }
+                    let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(
+                        bits(&v),
+                        bits(&c),
+                        "width {width} rows {rows} bias {bias:?}"
+                    );
+                }
             }
         }
     }

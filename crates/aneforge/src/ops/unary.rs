@@ -225,7 +225,14 @@ impl Unary {
     /// The op on one value (f32; the executor rounds to fp16).
     pub(crate) fn apply(self, x: f32) -> f32 {
         match self {
-            Unary::Relu => x.max(0.0),
+            Unary::Relu
+            | Unary::Relu6
+            | Unary::Abs
+            | Unary::Clip { .. }
+            | Unary::LeakyRelu { .. }
+            | Unary::ClampedRelu { .. }
+            | Unary::SigmoidHard { .. }
+            | Unary::LinearActivation { .. } => self.piecewise(x),
             Unary::Gelu => 0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2)),
             Unary::Silu => x / (1.0 + (-x).exp()),
             Unary::Sigmoid => 1.0 / (1.0 + (-x).exp()),
@@ -234,7 +241,6 @@ impl Unary {
             Unary::Log { eps } => (x + eps).ln(),
             Unary::Sqrt => x.sqrt(),
             Unary::Rsqrt { eps } => 1.0 / (x + eps).sqrt(),
-            Unary::Abs => x.abs(),
             Unary::Sin => x.sin(),
             Unary::Cos => x.cos(),
             Unary::Erf => erf(x),
@@ -245,7 +251,6 @@ impl Unary {
                     x.exp().ln_1p()
                 }
             }
-            Unary::Relu6 => x.clamp(0.0, 6.0),
             Unary::Elu { alpha } => {
                 if x > 0.0 {
                     x
@@ -253,14 +258,6 @@ impl Unary {
                     alpha * x.exp_m1()
                 }
             }
-            Unary::LeakyRelu { alpha } => {
-                if x >= 0.0 {
-                    x
-                } else {
-                    alpha * x
-                }
-            }
-            Unary::Clip { lo, hi } => x.max(lo).min(hi),
             Unary::Floor => x.floor(),
             Unary::Ceil => x.ceil(),
             Unary::Round => x.round_ties_even(),
@@ -293,15 +290,61 @@ impl Unary {
                 }
             }
             Unary::ScaledTanh { alpha, beta } => alpha * (beta * x).tanh(),
-            Unary::ClampedRelu { alpha, beta } => (if x >= 0.0 { x } else { alpha * x }).min(beta),
-            Unary::SigmoidHard { alpha, beta } => (alpha * x + beta).clamp(0.0, 1.0),
-            Unary::LinearActivation { alpha, beta } => alpha * x + beta,
             Unary::LogicalNot => f32::from(u8::from(x == 0.0)),
         }
     }
 }
 
 impl Unary {
+    /// The cheap piecewise ops on one value (what [`Unary::apply`] computes for them); small
+    /// and always inlined, so a loop over one of them vectorises. Other ops: `x`.
+    #[inline(always)]
+    fn piecewise(self, x: f32) -> f32 {
+        match self {
+            Unary::Relu => x.max(0.0),
+            Unary::Relu6 => x.clamp(0.0, 6.0),
+            Unary::Abs => x.abs(),
+            Unary::Clip { lo, hi } => x.max(lo).min(hi),
+            Unary::LeakyRelu { alpha } => {
+                if x >= 0.0 {
+                    x
+                } else {
+                    alpha * x
+                }
+            }
+            Unary::ClampedRelu { alpha, beta } => (if x >= 0.0 { x } else { alpha * x }).min(beta),
+            Unary::SigmoidHard { alpha, beta } => (alpha * x + beta).clamp(0.0, 1.0),
+            Unary::LinearActivation { alpha, beta } => alpha * x + beta,
+            _ => x,
+        }
+    }
+
+    /// y[i] = self.apply(x[i]) (same bits; `y.len() == x.len()`); the piecewise ops get a loop
+    /// of their own, with the op fixed, so it vectorises.
+    pub(crate) fn map(self, x: &[f32], y: &mut [f32]) {
+        #[inline(always)]
+        fn each(x: &[f32], y: &mut [f32], f: impl Fn(f32) -> f32) {
+            y.iter_mut().zip(x).for_each(|(o, &v)| *o = f(v));
+        }
+        match self {
+            Unary::Relu => each(x, y, |v| Unary::Relu.piecewise(v)),
+            Unary::Relu6 => each(x, y, |v| Unary::Relu6.piecewise(v)),
+            Unary::Abs => each(x, y, |v| Unary::Abs.piecewise(v)),
+            Unary::SigmoidHard { alpha, beta } => {
+                each(x, y, |v| Unary::SigmoidHard { alpha, beta }.piecewise(v))
+            }
+            Unary::Clip { lo, hi } => each(x, y, |v| Unary::Clip { lo, hi }.piecewise(v)),
+            Unary::LeakyRelu { alpha } => each(x, y, |v| Unary::LeakyRelu { alpha }.piecewise(v)),
+            Unary::ClampedRelu { alpha, beta } => {
+                each(x, y, |v| Unary::ClampedRelu { alpha, beta }.piecewise(v))
+            }
+            Unary::LinearActivation { alpha, beta } => each(x, y, |v| {
+                Unary::LinearActivation { alpha, beta }.piecewise(v)
+            }),
+            u => each(x, y, |v| u.apply(v)),
+        }
+    }
+
     /// Cross-parameter rules beyond each parameter being a finite fp16: `clip` needs lo ≤ hi.
     fn check(self) -> Result<()> {
         match self {
@@ -339,9 +382,7 @@ impl Family for Unary {
     fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
         let (x, y) = (&ins[0].data, &mut out[0].data);
         let f = *self;
-        for_chunks(y, 4096, x, 4096, |yc, xc| {
-            yc.iter_mut().zip(xc).for_each(|(o, &v)| *o = f.apply(v))
-        });
+        for_chunks(y, 4096, x, 4096, |yc, xc| f.map(xc, yc));
         Ok(())
     }
 }
