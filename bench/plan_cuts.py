@@ -5,7 +5,8 @@
   with the host ops removed (one program); (plan − single) / cuts = the cost of one cut,
   host kernel included;
 - first call: the plan's first call after compile against the single program's first call
-  (median over `--fresh` fresh compiles of each, alternating, so both see the same load).
+  (thread CPU time, median over `--fresh` fresh compiles of each, alternating, so both see the
+  same load; wall time under load measured the scheduler more than the call).
 
 Writes (or replaces) the "Segmented plans" section of the report.
 Usage: python bench/plan_cuts.py [--out BENCHMARKS.md]
@@ -53,11 +54,11 @@ def paired_cpu_us(fa, fb, calls, rounds):
 
 
 def first_call_us(build, args):
-    """Time of the first call of a freshly compiled net (µs)."""
+    """Thread CPU time of the first call of a freshly compiled net (µs)."""
     net = build()
-    t = time.perf_counter()
+    t = time.thread_time()
     net(*args)
-    return (time.perf_counter() - t) * 1e6
+    return (time.thread_time() - t) * 1e6
 
 
 def main():
@@ -100,7 +101,7 @@ def main():
         "(`bench/plan_cuts.py`). A chain of `cuts` blocks `relu(0.5 x) + 1` with an identity "
         "`af.take` (runtime int32 indices) after each block, against the same chain without the "
         "takes (one program); per cut = (plan − single) / cuts, the take kernel included. First "
-        f"call (wall time): median over {args.fresh} fresh compiles of each. Goal: ≤ 5 µs per cut "
+        f"call (thread CPU time): median over {args.fresh} fresh compiles of each. Goal: ≤ 5 µs per cut "
         "at 4,096 elements, first call ≤ 2×. A host stage reads its arguments in place (a "
         "reference region's value buffer, an int32 plan input) and its outputs stay in the "
         "kernel's result buffers (`plan/run.rs`).",

@@ -211,9 +211,7 @@ fn write_plan(
             program.write_cached(&dir.join(plan_file::REGIONS))?;
         }
     }
-    crate::program::write_atomic(&dir.join(plan_file::PLAN_FILE), |f| {
-        std::io::Write::write_all(f, json.as_bytes())
-    })?;
+    plan_file::write(&dir, &json)?;
     Ok(Exported {
         program: summary,
         dir,

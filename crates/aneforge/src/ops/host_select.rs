@@ -1,17 +1,17 @@
 //! The one kernel behind `sort` / `argsort` and `topk` on fp16 values (held as f32).
 //!
 //! Each fp16 value maps to a 16-bit key whose unsigned order is the value order (NaN above
-//! every number, −0 equal to +0); key and lane position pack into one `u32`
-//! (`key << 16 | position`), so integer order is
-//! "by value, ties by lower index" — stable. `sort` is a two-pass LSD radix sort on the key
-//! bytes (a pass whose byte is the same everywhere is skipped); `topk` partitions the packed
-//! words with `select_nth_unstable` and sorts the k survivors. A values-only sort (no
-//! permutation) sorts the bare keys, by a bitonic network for short lanes
-//! (`host_sort_network`). A lane holding a value that is not exactly an fp16 number (fp32
-//! precision), or longer than 65536, takes a comparison sort with the same order.
+//! every number, −0 equal to +0; `host_radix`, one SIMD pass per lane); key and lane position
+//! pack into one `u32` (`key << 16 | position`), so integer order is "by value, ties by lower
+//! index" — stable. `sort` is a two-pass LSD radix sort on the key bytes (a pass whose byte is
+//! the same everywhere is skipped); `topk` bounds the k-th best key by an evenly spaced sample
+//! of a long lane, keeps the packed words within the bound, partitions them with
+//! `select_nth_unstable` and sorts the k survivors. A values-only sort (no permutation) sorts
+//! the bare keys, by a bitonic network for short lanes (`host_sort_network`). A lane holding a
+//! value that is not exactly an fp16 number (fp32 precision), or longer than 65536, takes a
+//! comparison sort with the same order.
 
-use half::{f16, slice::HalfFloatSliceExt};
-
+use super::host_radix::{key, key_values, keys_at_most, lane_keys, radix_sort_by};
 use super::host_sort_network::sort_keys;
 use crate::error::{Error, Result};
 
@@ -19,68 +19,12 @@ use crate::error::{Error, Result};
 /// of the radix sort cost more there).
 const RADIX_MIN: usize = 64;
 
-/// Order-preserving 16-bit key of fp16 `bits` (NaN canonical and above every number, −0 as
-/// +0; descending flips it).
-fn key(bits: u16, descending: bool) -> u16 {
-    let bits = if bits & 0x7FFF > 0x7C00 {
-        0x7E00
-    } else if bits == 0x8000 {
-        0
-    } else {
-        bits
-    };
-    let k = bits ^ ((((bits as i16) >> 15) as u16) | 0x8000);
-    if descending {
-        !k
-    } else {
-        k
-    }
-}
+/// Values-only lanes up to this length sort by the network; longer ones (up to the network's
+/// 512) by the radix sort, which is faster there than the network padded to 512.
+const NETWORK_LANES: usize = 256;
 
-/// The fp16 bits of key `k` (the inverse of [`key`] on canonical bits).
-fn key_bits(k: u16, descending: bool) -> u16 {
-    let k = if descending { !k } else { k };
-    if k & 0x8000 != 0 {
-        k ^ 0x8000
-    } else {
-        !k
-    }
-}
-
-/// Stable LSD radix sort of `items` by the 16-bit `key` of each, two byte passes through
-/// `scratch` (a pass whose byte is the same everywhere is skipped).
-fn radix_sort_by<T: Copy + Default>(
-    items: &mut Vec<T>,
-    scratch: &mut Vec<T>,
-    key: impl Fn(T) -> u16,
-) {
-    let mut counts = [[0u32; 256]; 2];
-    for &item in items.iter() {
-        let k = key(item);
-        counts[0][(k & 0xFF) as usize] += 1;
-        counts[1][(k >> 8) as usize] += 1;
-    }
-    for (pass, count) in counts.iter_mut().enumerate() {
-        if count.contains(&(items.len() as u32)) {
-            continue;
-        }
-        let mut at = 0;
-        for c in count.iter_mut() {
-            let here = *c;
-            *c = at;
-            at += here;
-        }
-        scratch.clear();
-        scratch.resize(items.len(), T::default());
-        let shift = 8 * pass;
-        for &item in items.iter() {
-            let slot = &mut count[(key(item) >> shift & 0xFF) as usize];
-            scratch[*slot as usize] = item;
-            *slot += 1;
-        }
-        std::mem::swap(items, scratch);
-    }
-}
+/// Keys a `topk` draws (evenly spaced) to bound the k-th best key before it scans the lane.
+const SAMPLE: usize = 1024;
 
 /// Total order "by value (NaN last, −0 = +0), then by position", for the fallback path.
 fn compare(a: (f32, u32), b: (f32, u32), descending: bool) -> std::cmp::Ordering {
@@ -101,8 +45,6 @@ fn compare(a: (f32, u32), b: (f32, u32), descending: bool) -> std::cmp::Ordering
 /// Reusable buffers for ordering lanes.
 #[derive(Default)]
 struct Lanes {
-    bits: Vec<f16>,
-    back: Vec<f32>,
     words: Vec<u32>,
     scratch: Vec<u32>,
     order: Vec<u32>,
@@ -111,54 +53,34 @@ struct Lanes {
 }
 
 impl Lanes {
-    /// `lane` widened to fp16 bits in `self.bits`; whether every value is exactly an fp16
-    /// number (NaN included).
-    fn fp16_exact(&mut self, lane: &[f32]) -> bool {
-        let n = lane.len();
-        self.bits.resize(n, f16::ZERO);
-        self.bits.convert_from_f32_slice(lane);
-        self.back.resize(n, 0.0);
-        self.bits.convert_to_f32_slice(&mut self.back);
-        self.back
-            .iter()
-            .zip(lane)
-            .all(|(b, v)| b == v || v.is_nan())
-    }
-
     /// The sorted values of `lane` into `out` (same length; no permutation), bit for bit the
-    /// values of the stable sort ([`Lanes::order`]): the fp16 keys sorted by the network
-    /// (short lanes, `host_sort_network`) or a 16-bit radix sort, then the blocks of equal keys
-    /// holding different bits (±0, NaN payloads) refilled with the lane's own values in position
-    /// order; a stable comparison sort when a value is not an fp16 number.
+    /// values of the stable sort ([`Lanes::order`]): the fp16 keys (`host_radix`) sorted by the
+    /// network (short lanes, `host_sort_network`) or a 16-bit radix sort and mapped back, then
+    /// the blocks of equal keys holding different bits (±0, NaN payloads) refilled with the
+    /// lane's own values in position order; a stable comparison sort when a value is not an
+    /// fp16 number.
     fn sorted_values(&mut self, lane: &[f32], descending: bool, out: &mut [f32]) {
-        if !self.fp16_exact(lane) {
+        self.keys.resize(lane.len(), 0);
+        let scan = lane_keys(lane, descending, &mut self.keys);
+        if !scan.exact {
             out.copy_from_slice(lane);
             out.sort_by(|a, b| compare((*a, 0), (*b, 0), descending));
             return;
         }
-        let special = self.bits.iter().fold(false, |acc, b| {
-            let x = b.to_bits();
-            acc | (x == 0x8000) | (x & 0x7FFF > 0x7C00)
-        });
-        self.keys.clear();
-        self.keys
-            .extend(self.bits.iter().map(|b| key(b.to_bits(), descending)));
-        if !sort_keys(&mut self.keys) {
+        if lane.len() > NETWORK_LANES || !sort_keys(&mut self.keys) {
             if lane.len() < RADIX_MIN {
                 self.keys.sort_unstable();
             } else {
                 radix_sort_by(&mut self.keys, &mut self.key_scratch, |k| k);
             }
         }
-        for (b, &k) in self.bits.iter_mut().zip(&self.keys) {
-            *b = f16::from_bits(key_bits(k, descending));
-        }
-        self.bits.convert_to_f32_slice(out);
-        if !special {
+        key_values(&self.keys, descending, out);
+        if !scan.special {
             return;
         }
         for (k, nan) in [(key(0, descending), false), (key(0x7E00, descending), true)] {
-            if let Some(start) = self.keys.iter().position(|&x| x == k) {
+            let start = self.keys.partition_point(|&x| x < k);
+            if self.keys.get(start) == Some(&k) {
                 let block = lane
                     .iter()
                     .filter(|v| if nan { v.is_nan() } else { **v == 0.0 });
@@ -170,11 +92,36 @@ impl Lanes {
         }
     }
 
+    /// The packed words (`key << 16 | position`) of `self.keys` into `self.words`: all of them,
+    /// or for a long lane and a small `k`, only those at most the k-th smallest key of an evenly
+    /// spaced sample — at least the `k` best, since the sample alone holds `k` keys at most that
+    /// bound.
+    fn candidates(&mut self, k: usize) {
+        let n = self.keys.len();
+        self.words.clear();
+        if n < 4 * SAMPLE || 8 * k > SAMPLE {
+            self.words.extend(
+                self.keys
+                    .iter()
+                    .enumerate()
+                    .map(|(j, &key)| (key as u32) << 16 | j as u32),
+            );
+            return;
+        }
+        let step = n / SAMPLE;
+        self.key_scratch.clear();
+        self.key_scratch
+            .extend(self.keys.iter().step_by(step).take(SAMPLE));
+        let bound = *self.key_scratch.select_nth_unstable(k - 1).1;
+        keys_at_most(&self.keys, bound, &mut self.words);
+    }
+
     /// The order of `lane`: its `k` best positions, best first (all when `k == len`), left in
     /// `self.order`; in position order instead when not `sorted`.
     fn order(&mut self, lane: &[f32], k: usize, descending: bool, sorted: bool) {
         let n = lane.len();
-        let exact = n <= 1 << 16 && self.fp16_exact(lane);
+        self.keys.resize(n, 0);
+        let exact = n <= 1 << 16 && lane_keys(lane, descending, &mut self.keys).exact;
         self.order.clear();
         if !exact {
             self.order.extend(0..n as u32);
@@ -192,13 +139,7 @@ impl Lanes {
             }
             return;
         }
-        self.words.clear();
-        self.words.extend(
-            self.bits
-                .iter()
-                .enumerate()
-                .map(|(j, b)| (key(b.to_bits(), descending) as u32) << 16 | j as u32),
-        );
+        self.candidates(if k < n { k } else { n });
         if k < n {
             self.words.select_nth_unstable(k - 1);
             self.words.truncate(k);
@@ -347,6 +288,7 @@ impl Select {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use half::f16;
 
     /// Reference: a stable sort of (value, position) pairs by a plain comparison loop.
     fn reference(lane: &[f32], descending: bool) -> Vec<u32> {
@@ -479,6 +421,85 @@ mod tests {
         assert!(select(1, 4, 1, 4, false)
             .sort_values("sort", &[1.0; 5], &mut short)
             .is_err());
+    }
+
+    /// A lane of `n` fp16 values with ties, NaN payloads of both signs, ±inf and ±0.
+    fn mixed_lane(n: usize, seed: u64) -> Vec<f32> {
+        let mut g = super::super::host_sample::SplitMix64::new(seed);
+        (0..n)
+            .map(|_| match g.next_u64() % 16 {
+                0 => f32::from_bits(0x7FC0_0000 | (g.next_u64() as u32 & 0x3F_E000)),
+                1 => f32::from_bits(0xFFC0_0000 | (g.next_u64() as u32 & 0x3F_E000)),
+                2 => [f32::INFINITY, f32::NEG_INFINITY][g.next_u64() as usize % 2],
+                3 => [0.0, -0.0][g.next_u64() as usize % 2],
+                4..=7 => (g.next_u64() % 5) as f32 - 2.0,
+                _ => f16::from_f32(((g.next_unit() - 0.5) * 100.0) as f32).to_f32(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_lane_length_class_sorts_and_selects_like_the_stable_comparison_sort() {
+        let lengths = (1..=40).chain([
+            63, 64, 65, 255, 256, 257, 383, 384, 511, 512, 513, 4096, 50_257,
+        ]);
+        for (s, n) in lengths.enumerate() {
+            let x = mixed_lane(n, s as u64);
+            for desc in [false, true] {
+                let want = reference(&x, desc);
+                let bits = |p: &u32| x[*p as usize].to_bits();
+                let full = select(1, n, 1, n, desc);
+                let (v, i) = full.collect("sort", &x).unwrap();
+                assert_eq!(
+                    i,
+                    want.iter().map(|&p| p as i32).collect::<Vec<_>>(),
+                    "n={n}"
+                );
+                assert!(v.iter().zip(&want).all(|(a, p)| a.to_bits() == bits(p)));
+                let mut values = vec![0.0f32; n];
+                full.sort_values("sort", &x, &mut values).unwrap();
+                assert!(
+                    values
+                        .iter()
+                        .zip(&want)
+                        .all(|(a, p)| a.to_bits() == bits(p)),
+                    "values-only n={n} desc={desc}"
+                );
+                for k in [1, 5, 50, n / 2].into_iter().filter(|&k| 1 <= k && k < n) {
+                    let (v, i) = select(1, n, 1, k, desc).collect("topk", &x).unwrap();
+                    assert_eq!(i, want[..k].iter().map(|&p| p as i32).collect::<Vec<_>>());
+                    assert!(v.iter().zip(&want).all(|(a, p)| a.to_bits() == bits(p)));
+                }
+            }
+        }
+        assert!(select(1, 0, 1, 0, false).collect("sort", &[]).is_err());
+    }
+
+    #[test]
+    fn topk_on_long_sorted_lanes_keeps_the_best_whatever_the_sample_sees() {
+        // Ascending, descending and constant lanes: the sample's bound is weakest there.
+        let n = 20_000;
+        let up: Vec<f32> = (0..n)
+            .map(|j| f16::from_f32(j as f32 / 8.0).to_f32())
+            .collect();
+        let down: Vec<f32> = up.iter().rev().copied().collect();
+        for x in [up, down, vec![1.5; n]] {
+            for largest in [true, false] {
+                let want = reference(&x, largest);
+                for sorted in [true, false] {
+                    let s = Select {
+                        sorted,
+                        ..select(1, n, 1, 64, largest)
+                    };
+                    let (_, i) = s.collect("topk", &x).unwrap();
+                    let mut best: Vec<i32> = want[..64].iter().map(|&p| p as i32).collect();
+                    if !sorted {
+                        best.sort_unstable();
+                    }
+                    assert_eq!(i, best);
+                }
+            }
+        }
     }
 
     #[test]

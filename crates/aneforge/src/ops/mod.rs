@@ -23,6 +23,7 @@ pub mod host_correlate;
 pub mod host_geometry;
 pub mod host_int;
 pub mod host_normalize;
+pub mod host_radix;
 pub mod host_rearrange;
 pub mod host_sample;
 pub mod host_scan;

@@ -132,6 +132,17 @@ pub fn to_json(plan: &Plan) -> String {
     serde_json::to_string_pretty(&file).expect("plan serialises")
 }
 
+/// Write `json` as the plan file of `dir` (atomically, synced), unless the file already holds
+/// exactly these bytes: a recompile of a cached plan writes nothing, like a cached program
+/// directory (no sync, so the first call does not follow a sleep in `fdatasync`).
+pub fn write(dir: &Path, json: &str) -> Result<()> {
+    let path = dir.join(PLAN_FILE);
+    if files::read_regular(&path).is_ok_and(|old| old == json.as_bytes()) {
+        return Ok(());
+    }
+    crate::program::write_atomic(&path, |f| std::io::Write::write_all(f, json.as_bytes()))
+}
+
 /// Whether `dir` holds a plan (a `plan.json`).
 pub fn is_plan_dir(dir: &Path) -> bool {
     dir.join(PLAN_FILE).is_file()
@@ -289,4 +300,29 @@ pub fn region_ops(p: &Program) -> Vec<String> {
         .filter(|n| !matches!(n.op, Op::Input(_) | Op::Const(_) | Op::Constexpr(_)))
         .map(|n| n.op.family().mil().op.to_string())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn an_identical_plan_file_is_kept_and_a_different_one_replaced() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = std::env::temp_dir().join(format!("aneforge-planfile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(PLAN_FILE);
+        let inode = || std::fs::metadata(&path).unwrap().ino();
+        write(&dir, "{\"a\": 1}").unwrap();
+        let first = inode();
+        write(&dir, "{\"a\": 1}").unwrap();
+        let kept = inode() == first;
+        std::fs::write(&path, "{\"a\": 2").unwrap();
+        write(&dir, "{\"a\": 1}").unwrap();
+        let restored = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(kept, "same bytes: the file is not rewritten (same inode)");
+        assert_eq!(restored, "{\"a\": 1}");
+    }
 }

@@ -24,7 +24,7 @@ use super::{CutValue, Plan, Stage};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::exec::profile::{Profile, SpanKind};
-use crate::exec::reference::handoff::ref_program;
+use crate::exec::reference::handoff::{ref_program, touch_pages};
 use crate::exec::reference::{round_to_fp16, RefProgram};
 use crate::exec::{
     alias_ports, checked_input, checked_output, not_int32, Executor, Loaded, PortData, PortView,
@@ -62,6 +62,16 @@ impl Held {
                 ))
             }
         })
+    }
+
+    /// Map the slot's pages at load (see [`touch_pages`]).
+    fn prefault(&mut self) {
+        match self {
+            Held::F16(v) => touch_pages(v),
+            Held::F32(v) => touch_pages(v),
+            Held::I32(v) => touch_pages(v),
+            Held::U8(v) => touch_pages(v),
+        }
     }
 }
 
@@ -133,6 +143,14 @@ fn port(v: &CutValue) -> PortSpec {
     }
 }
 
+/// Map the pages of a host stage's result buffer at load (see [`touch_pages`]).
+fn prefault(t: &mut HostTensor) {
+    match &mut t.data {
+        Elems::F32(v) => touch_pages(v),
+        Elems::I32(v) => touch_pages(v),
+    }
+}
+
 /// Name the stage in an error raised while it ran (op-naming variants get a `stage k` prefix).
 fn in_stage(e: Error, k: usize, what: &str) -> Error {
     let tag = |op: String| format!("stage {k} ({what}): {op}");
@@ -165,7 +183,9 @@ impl PlanLoaded {
         let mut homes: HashMap<&str, Home> = HashMap::new();
         let mut slots = Vec::new();
         for v in &plan.inputs {
-            slots.push(Held::zeros(v, round)?);
+            let mut held = Held::zeros(v, round)?;
+            held.prefault();
+            slots.push(held);
             homes.insert(&v.name, Home::Slot(slots.len() - 1));
         }
         let home = |homes: &HashMap<&str, Home>, name: &str| -> Result<Home> {
@@ -184,6 +204,7 @@ impl PlanLoaded {
                     let mut loaded = executor.load(program, &rdir, precision)?;
                     if let Some(r) = ref_program(loaded.as_mut()) {
                         (0..program.outputs().len()).for_each(|q| r.lazy_output(q));
+                        r.prefault();
                     }
                     let mut feeds = Vec::new();
                     for j in 0..loaded.inputs().len() {
@@ -226,10 +247,11 @@ impl PlanLoaded {
                             Arg::Copy(from, HostTensor::zeros(t)?)
                         });
                     }
-                    let results = outputs
+                    let mut results = outputs
                         .iter()
                         .map(|n| HostTensor::zeros(ty(n)?))
                         .collect::<Result<Vec<_>>>()?;
+                    results.iter_mut().for_each(prefault);
                     for (index, n) in outputs.iter().enumerate() {
                         let v = &plan.values[value_index(plan, n)?];
                         homes.insert(&v.name, Home::Result { step: k, index });
@@ -684,5 +706,22 @@ impl Loaded for PlanLoaded {
 
     fn output_view(&mut self, _index: usize) -> Result<PortView<'_>> {
         Err(Error::NotImplemented("output_view: views of a segmented plan's ports are not implemented (read the call's result instead)".into()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn touching_pages_changes_no_value() {
+        for n in [0usize, 1, 1023, 1024, 1025, 5000] {
+            let f: Vec<f32> = (0..n).map(|i| i as f32 * 0.5 - 7.0).collect();
+            let b: Vec<u8> = (0..n).map(|i| (i * 31 % 251) as u8).collect();
+            let (mut f2, mut b2) = (f.clone(), b.clone());
+            touch_pages(&mut f2);
+            touch_pages(&mut b2);
+            assert_eq!((f2, b2), (f, b), "n = {n}");
+        }
     }
 }

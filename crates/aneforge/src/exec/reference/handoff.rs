@@ -67,6 +67,17 @@ impl Handoff {
     }
 }
 
+/// Read and write back one element per 4 KiB of `v` (volatile, so neither is optimised away):
+/// pages a fresh zeroed allocation has not mapped yet are mapped now; no value changes.
+pub fn touch_pages<T: Copy>(v: &mut [T]) {
+    let step = (4096 / std::mem::size_of::<T>().max(1)).max(1);
+    for x in v.iter_mut().step_by(step) {
+        let p: *mut T = x;
+        // SAFETY: `p` is a valid, aligned, exclusive reference's pointer.
+        unsafe { p.write_volatile(p.read_volatile()) };
+    }
+}
+
 /// The reference program behind `loaded`, when it is one.
 pub fn ref_program(loaded: &mut dyn Loaded) -> Option<&mut RefProgram> {
     loaded.as_any_mut()?.downcast_mut::<RefProgram>()
@@ -129,6 +140,19 @@ impl RefProgram {
         ) {
             *l = true;
             *v = Vec::new();
+        }
+    }
+
+    /// Map every page of the value and port buffers now (see [`touch_pages`]; no value
+    /// changes), so a plan's first execute does not fault them in one by one.
+    pub fn prefault(&mut self) {
+        self.bufs.iter_mut().for_each(|b| touch_pages(&mut b.data));
+        for p in self.in_ports.iter_mut().chain(&mut self.out_ports) {
+            match p {
+                PortBuf::F16(v) => touch_pages(v),
+                PortBuf::U8(v) => touch_pages(v),
+                PortBuf::I32(v) => touch_pages(v),
+            }
         }
     }
 
