@@ -8,6 +8,7 @@ mod fp16_table;
 mod gguf_gemv;
 mod gguf_gemv_avx2;
 pub mod handoff;
+mod in_place;
 mod memory_plan;
 mod packed;
 mod profile;
@@ -434,6 +435,11 @@ fn run_steps(steps: &[Step], bufs: &mut [Buf], timing: &mut Option<Profile>) -> 
         let span = profile::begin(timing);
         if let Some(f) = &step.fused {
             f.run(bufs);
+            profile::end(timing, span, &step.label);
+            continue;
+        }
+        if let Some(p) = in_place::aliased_operand(step) {
+            in_place::run(step, p, bufs)?;
             profile::end(timing, span, &step.label);
             continue;
         }
