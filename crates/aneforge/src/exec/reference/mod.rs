@@ -21,6 +21,7 @@ use std::sync::Arc;
 
 use half::f16;
 use half::slice::HalfFloatSliceExt;
+use half::vec::HalfBitsVecExt;
 
 use super::profile::{OpLabel, Profile};
 use super::{
@@ -68,11 +69,12 @@ enum PortBuf {
 }
 
 impl PortBuf {
+    /// A zeroed buffer for `port`, allocated zeroed (pages a port never uses are not touched).
     fn new(port: &PortSpec) -> PortBuf {
         match port.dtype {
             DType::Uint8 => PortBuf::U8(vec![0; port.numel()]),
             DType::Int32 => PortBuf::I32(vec![0; port.numel()]),
-            _ => PortBuf::F16(vec![f16::ZERO; port.numel()]),
+            _ => PortBuf::F16(vec![0u16; port.numel()].reinterpret_into()),
         }
     }
 
