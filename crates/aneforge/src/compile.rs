@@ -265,7 +265,7 @@ fn summary_program(graph: Graph, plan: &Plan, json: &str) -> Program {
 }
 
 /// Load a written program (or plan) on `device`.
-fn load_exported(e: Exported, device: Device, precision: Precision) -> Result<Compiled> {
+pub fn load_exported(e: Exported, device: Device, precision: Precision) -> Result<Compiled> {
     let exec = executor(device, precision)?;
     let loaded: Box<dyn Loaded> = match &e.plan {
         Some(plan) => Box::new(PlanLoaded::load(plan, &e.dir, exec.as_ref(), precision)?),

@@ -1,14 +1,14 @@
 //! Aliased ports held once. `alias(output, input)` (a resident KV cache) copies the output into
 //! the input after every execute; when the output's value can be computed straight into the
-//! input's value buffer (every read of the input comes before the step producing the output),
-//! the two share that buffer and, in fp16 mode, neither port buffer is used while the program
+//! input's value buffer (every read of the input comes before the step producing the output, or
+//! is that step's own elementwise read of it, see `in_place`), the two share that buffer and, in fp16 mode, neither port buffer is used while the program
 //! runs: the value buffer (fp16-exact f32) holds the input between executes, `set_input` writes
 //! it, and the port buffers are filled only for a view. One copy of the cache instead of four
 //! (input and output ports, input and output value buffers); the numbers are the same bits.
 
 use half::f16;
 
-use super::{PortBuf, RefProgram};
+use super::{in_place, PortBuf, RefProgram};
 use crate::exec::PortData;
 
 /// Which inputs share their value buffer with an aliased output.
@@ -57,9 +57,14 @@ impl RefProgram {
             .filter(|&k| self.steps[k].outs.contains(&so) || self.steps[k].outs.contains(&si))
             .collect();
         let [w] = writers[..] else { return };
-        if !self.steps[w].outs.contains(&so)
+        let writer = &self.steps[w];
+        // The writer may read the input only as an operand it can update in place.
+        let reads_in_place = !writer.ins.contains(&si)
+            || in_place::operand(writer, si, &self.bufs[si].shape).is_some();
+        if !writer.outs.contains(&so)
+            || !reads_in_place
             || (self.steps[..=w].iter()).any(|s| s.ins.contains(&so))
-            || (self.steps[w..].iter()).any(|s| s.ins.contains(&si))
+            || (self.steps[w + 1..].iter()).any(|s| s.ins.contains(&si))
         {
             return;
         }

@@ -8,6 +8,7 @@ mod fp16_table;
 mod gguf_gemv;
 mod gguf_gemv_avx2;
 pub mod handoff;
+mod in_place;
 mod memory_plan;
 mod packed;
 mod profile;
@@ -20,6 +21,7 @@ use std::sync::Arc;
 
 use half::f16;
 use half::slice::HalfFloatSliceExt;
+use half::vec::HalfBitsVecExt;
 
 use super::profile::{OpLabel, Profile};
 use super::{
@@ -67,11 +69,12 @@ enum PortBuf {
 }
 
 impl PortBuf {
+    /// A zeroed buffer for `port`, allocated zeroed (pages a port never uses are not touched).
     fn new(port: &PortSpec) -> PortBuf {
         match port.dtype {
             DType::Uint8 => PortBuf::U8(vec![0; port.numel()]),
             DType::Int32 => PortBuf::I32(vec![0; port.numel()]),
-            _ => PortBuf::F16(vec![f16::ZERO; port.numel()]),
+            _ => PortBuf::F16(vec![0u16; port.numel()].reinterpret_into()),
         }
     }
 
@@ -434,6 +437,11 @@ fn run_steps(steps: &[Step], bufs: &mut [Buf], timing: &mut Option<Profile>) -> 
         let span = profile::begin(timing);
         if let Some(f) = &step.fused {
             f.run(bufs);
+            profile::end(timing, span, &step.label);
+            continue;
+        }
+        if let Some(p) = in_place::aliased_operand(step) {
+            in_place::run(step, p, bufs)?;
             profile::end(timing, span, &step.label);
             continue;
         }

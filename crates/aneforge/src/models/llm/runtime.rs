@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use half::f16;
 
-use crate::compile::{compile, CompileOptions, Compiled};
+use crate::compile::{CompileOptions, Compiled};
 use crate::error::{Error, Result};
 use crate::exec::PortData;
 use crate::graph::build::attention::CAUSAL_MASK;
@@ -213,8 +213,10 @@ impl Llm {
         self.chunks
             .iter()
             .map(|chunk| {
-                let mut c = compile(&b.program(chunk, mode, self.tile)?, &self.opts)?;
-                super::weights::trim_program(&mut c);
+                let mut c = super::weights::compile_program(
+                    &b.program(chunk, mode, self.tile)?,
+                    &self.opts,
+                )?;
                 if let Mode::Decode { .. } = mode {
                     for l in chunk.layers.clone() {
                         for kv in ["k", "v"] {

@@ -128,16 +128,23 @@ pub fn encode(
     Ok((weight, entry))
 }
 
-/// Drop what a loaded decoder program holds but never reads again: the lowered weight blob
-/// (written to the program directory at compile; its Q4_1/Q5_1 MIL offsets are arrays of their
-/// own) and, on the reference executor, the fp16 port buffers of the outputs, which the runtime
-/// reads with `read_output` only (from the value buffers, the same fp16 bits).
-pub fn trim_program(c: &mut crate::compile::Compiled) {
-    c.program.weights = crate::mil::blob::Blob::new();
+/// Compile and load one decoder program holding only what it reads again: the lowered weight
+/// blob (written to the program directory; its Q4_1/Q5_1 MIL offsets are arrays of their own)
+/// is dropped before the executor allocates its buffers, so the two are never resident
+/// together, and on the reference executor the fp16 port buffers of the outputs are released
+/// (the runtime reads outputs with `read_output` only, from the value buffers: the same bits).
+pub fn compile_program(
+    outputs: &[(Option<String>, Tensor)],
+    opts: &crate::compile::CompileOptions,
+) -> Result<crate::compile::Compiled> {
+    let mut exported = crate::compile::export(outputs, opts)?;
+    exported.program.weights = crate::mil::blob::Blob::new();
+    let mut c = crate::compile::load_exported(exported, opts.device, opts.precision)?;
     let n = c.outputs().len();
     if let Some(p) = crate::exec::reference::handoff::ref_program(c.loaded.as_mut()) {
         (0..n).for_each(|o| p.lazy_output(o));
     }
+    Ok(c)
 }
 
 /// x [S, in] @ W.T (+ bias [out]) for the [out, in] weight `w` (a `matmul` with `transpose_y`
