@@ -714,3 +714,26 @@ fn runs_break_at_other_steps_other_sizes_and_broadcast_operands() {
     assert_eq!(runs.len(), 3, "{runs:?}");
     assert_eq!(runs.iter().map(Vec::len).collect::<Vec<_>>(), [2, 2, 2]);
 }
+
+#[test]
+fn host_ops_of_a_plan_cost_their_elements_at_the_host_rate_and_flatten_is_a_copy() {
+    // x [4, 8] → topk 2 (a host op: max(32 read, 8 written) = 32 elements at 4 el/µs: 8 µs);
+    // flatten of x (a host copy: 32 fp16 elements read and written, 128 bytes).
+    let x = input(&[4, 8]).unwrap();
+    let (v, _) = x.topk(2, -1, true, true).unwrap();
+    let g = graph(&v);
+    let w = cost::graph_work(&g);
+    assert_eq!((w[0].kind, w[0].flops), (WorkKind::Host, 32));
+    let c = HostConstants {
+        host_curve: cost::RateCurve::new(&[[32.0, 4.0]]),
+        ..HostConstants::DEFAULTS
+    };
+    assert_eq!(cost::host_node_us(&w[0], &c), 8.0);
+    // Without a host curve (older files): the elementwise rate.
+    assert_eq!(
+        cost::host_node_us(&w[0], &HostConstants::DEFAULTS),
+        32.0 / HostConstants::DEFAULTS.elementwise_per_us
+    );
+    let f = cost::graph_work(&graph(&x.flatten().unwrap()));
+    assert_eq!((f[0].kind, f[0].bytes), (WorkKind::Data, 128));
+}

@@ -63,7 +63,7 @@ fn calibration_round_trips_and_corrupt_files_are_refused() {
     ] {
         want.extend([kind; 4]);
     }
-    want.extend(["ports", "epilogue", "cut"]);
+    want.extend(["ports", "epilogue", "cut", "host"]);
     assert_eq!(names, want);
     // The probes' work from their shapes ([n, n] for n = 16, 64, 256, 1024): reshapes copy
     // 2·2·n² bytes; transposes, x·x, relu, x·0.5, x + row and softmax touch n² elements; matmuls K = N = s with
@@ -82,7 +82,9 @@ fn calibration_round_trips_and_corrupt_files_are_refused() {
     expected.extend([524288.0, 1048576.0, 2097152.0, 33554432.0]);
     expected.extend([1179648.0, 18874368.0, 29491200.0, 117964800.0, 2097152.0]);
     expected.push(65536.0);
-    assert_eq!(work[..work.len() - 1], expected[..]);
+    // (the cut probe's work is the model's µs for it; the host probe's topk reads 256² elements)
+    assert_eq!(work[..work.len() - 2], expected[..]);
+    assert_eq!(work[work.len() - 1], 65536.0);
     // The curves hold one point per probe size, in increasing size.
     let sizes = |k: &cost::RateCurve| k.points.map(|p| p[0]);
     assert_eq!(sizes(&measured.gemm_curve), [8.0, 32.0, 128.0, 512.0]);
@@ -100,6 +102,7 @@ fn calibration_round_trips_and_corrupt_files_are_refused() {
     ] {
         assert_eq!(sizes(k), [256.0, 4096.0, 65536.0, 1048576.0]);
     }
+    assert_eq!(measured.host_curve.points[0][0], 65536.0);
     assert_eq!(
         sizes(&measured.copy_curve),
         [1024.0, 16384.0, 262144.0, 4194304.0]

@@ -358,6 +358,7 @@ pub fn calibrate(budget: Duration, clock: Clock) -> Result<(HostConstants, Vec<P
     )?;
     let epilogue = epilogue_job(&mut p)?;
     let cut = cut_job(&mut p)?;
+    let host = host_job(&mut p)?;
     p.finish()?;
 
     let t = p.best(floor_job);
@@ -415,10 +416,12 @@ pub fn calibrate(budget: Duration, clock: Clock) -> Result<(HostConstants, Vec<P
         fused_binary_curve,
         fused_unary_curve,
         fused_scalar_curve,
+        host_curve: RateCurve::EMPTY,
     };
     c.validate()?;
     c.epilogue_per_us = epilogue_rate(&mut p, epilogue);
     c.cut_us = cut_us(&c, &mut p, cut)?;
+    c.host_curve = host_curve(&c, &mut p, host)?;
     c.validate()?;
     Ok((c, p.probes))
 }
@@ -474,6 +477,39 @@ fn cut_job(p: &mut Prober) -> Result<(usize, Graph)> {
     };
     let job = p.add(&[(y.clone(), opts)])?;
     Ok((job, Graph::from_outputs(&[(None, y)])?))
+}
+
+/// The host-op probe's plan: x [256, 256] → ·2 (region) → topk 8 (host) → +1 (region);
+/// returns the job and its graph.
+fn host_job(p: &mut Prober) -> Result<(usize, Graph)> {
+    let (values, _) = input(&[256, 256])?
+        .mul_scalar(2.0)?
+        .topk(8, -1, true, true)?;
+    let y = values.add_scalar(1.0)?;
+    let job = p.add(&[(y.clone(), reference())])?;
+    Ok((job, Graph::from_outputs(&[(None, y)])?))
+}
+
+/// The host-op rate (one point: elements per µs at the probe's size): the host-op probe's plan
+/// measured, minus what `c` predicts for everything but its host op (cuts included); a
+/// remainder lost in timing noise is taken as 1 % of the plan's time.
+fn host_curve(c: &HostConstants, p: &mut Prober, (job, g): (usize, Graph)) -> Result<RateCurve> {
+    let median = p.best(job)[0];
+    let e = super::estimate_host(&g, c, "probe")?;
+    let Some(op) = e.ops.iter().find(|o| o.work.kind == super::WorkKind::Host) else {
+        return Err(Error::Runtime {
+            op: "calibrate".into(),
+            msg: "the host-op probe has no host op (topk was fused)".into(),
+        });
+    };
+    let elements = op.work.flops as f64;
+    let us = (median - (e.micros - op.micros)).max(0.01 * median);
+    p.probes.push(Probe {
+        name: "host",
+        median_us: us,
+        work: elements,
+    });
+    Ok(RateCurve::new(&[[elements, elements / us]]))
 }
 
 /// The per-cut µs: the cut probe's plan measured, minus what `c` (cut term 0) predicts for it,

@@ -156,6 +156,10 @@ pub struct HostConstants {
     /// Elements per µs of a scalar-operand op (`x · k`) inside a fused elementwise run.
     #[serde(default)]
     pub fused_scalar_curve: RateCurve,
+    /// Elements per µs of a host op of a segmented plan (probed with topk; empty = the
+    /// elementwise rate).
+    #[serde(default)]
+    pub host_curve: RateCurve,
 }
 
 impl HostConstants {
@@ -191,6 +195,7 @@ impl HostConstants {
         fused_binary_curve: RateCurve::EMPTY,
         fused_unary_curve: RateCurve::EMPTY,
         fused_scalar_curve: RateCurve::EMPTY,
+        host_curve: RateCurve::EMPTY,
     };
 
     /// Every rate finite and positive, the floor, per-op terms, `reduce_per_us`,
@@ -234,7 +239,8 @@ impl HostConstants {
         self.broadcast_curve.validate("broadcast_curve")?;
         self.fused_binary_curve.validate("fused_binary_curve")?;
         self.fused_unary_curve.validate("fused_unary_curve")?;
-        self.fused_scalar_curve.validate("fused_scalar_curve")
+        self.fused_scalar_curve.validate("fused_scalar_curve")?;
+        self.host_curve.validate("host_curve")
     }
 }
 
