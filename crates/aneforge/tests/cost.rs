@@ -737,3 +737,25 @@ fn host_ops_of_a_plan_cost_their_elements_at_the_host_rate_and_flatten_is_a_copy
     let f = cost::graph_work(&graph(&x.flatten().unwrap()));
     assert_eq!((f[0].kind, f[0].bytes), (WorkKind::Data, 128));
 }
+
+#[test]
+fn m_series_chip_names_resolve_to_their_arch() {
+    // M<n> = h<n + 12>; the measured M5 Pro is h17s; tiers other than the M5 Pro keep the base
+    // arch; names are case and space free; other names are not chips.
+    for (name, arch) in [
+        ("M1", "h13"),
+        ("m4", "h16"),
+        ("M2 Pro", "h14"),
+        ("m4max", "h16"),
+        ("M5 Pro", "h17s"),
+        ("M5", "h17"),
+    ] {
+        assert_eq!(anchors::chip_arch(name).as_deref(), Some(arch), "{name}");
+        assert_eq!(cost::project_peak(name).unwrap().arch, arch, "{name}");
+    }
+    for name in ["m9", "M4 Mini", "m", "mx", "h16", "A17"] {
+        assert_eq!(anchors::chip_arch(name), None, "{name}");
+    }
+    let e = cost::estimate(&matmul_graph(), Some("M2 Pro")).unwrap();
+    assert_eq!(e.provenance, "measured anchor h14");
+}
