@@ -7,7 +7,8 @@ distribution over the 22 programs (|error| median, 90th percentile, share within
 from the per-op profiler (CPU clock), estimated vs measured µs per executor step kind.
 
 Each of ``--runs`` runs calibrates afresh and measures again; every run is reported.
-Writes (or replaces) the "Cost model" section of the report.
+Appends a dated subsection at the end of the "Cost model" section of the report (creating the
+section when it is missing).
 Usage: python bench/cost_model.py [--runs N] [--out BENCHMARKS.md]
 """
 
@@ -21,7 +22,7 @@ import platform  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
-from datetime import date  # noqa: E402
+from datetime import UTC, datetime  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -96,35 +97,58 @@ def plans():
 
 def steps(e):
     """The estimate's ops grouped into executor steps, in the order the executor runs them: an op
-    folded into a conv's output pass joins that conv's step, which runs at its last op's place.
-    Returns ``(kind, µs)`` per step (``"conv+epilogue"`` for a fused step)."""
+    folded into a conv's output pass or into a fused elementwise run joins the step of the node
+    it names, which runs at its last op's place. Returns ``(kind, µs)`` per step
+    (``"conv+epilogue"`` or ``"fused elementwise"`` for a step of several ops)."""
     groups = {}
     for o in e.ops:
         groups.setdefault(o["folded_into"] if o["folded_into"] is not None else o["node"], []).append(o)
     ordered = sorted(groups.values(), key=lambda g: max(o["node"] for o in g))
-    return [("conv+epilogue" if len(g) > 1 else g[0]["kind"], sum(o["micros"] for o in g)) for g in ordered]
+
+    def kind(g):
+        if len(g) == 1:
+            return g[0]["kind"]
+        return "conv+epilogue" if g[0]["kind"] == "conv" else "fused elementwise"
+
+    return [(kind(g), sum(o["micros"] for o in g)) for g in ordered]
 
 
 def per_kind(net, e, agg):
     """Add this program's estimated and profiled (process CPU time) µs per step kind to ``agg``
-    (the profile's op rows pair one to one with the estimate's steps, in program order)."""
+    (the profile's op rows pair one to one with the estimate's steps, in program order); returns
+    whether they paired (a program whose rows do not is left out)."""
     rng = np.random.default_rng(0)
     xs = [rng.standard_normal(p[1]).astype(np.float32) for p in net.inputs]
     prof = net.profile(*xs, repeat=5, clock="cpu")
     rows = [r for r in prof["rows"] if r["kind"] == "op"]
     est = steps(e)
     if len(rows) != len(est):
-        return
+        return False
     for (kind, us), r in zip(est, rows):
         a = agg.setdefault(kind, [0.0, 0.0, 0])
         a[0] += us
         a[1] += r["micros"]
         a[2] += 1
+    return True
 
 
 ROUNDS = 3
 
 TITLE = "## Cost model: host estimate vs measured (reference executor, 1 thread)"
+
+
+def append_subsection(path, section):
+    """Insert ``section`` at the end of the report's cost-model section (before the next ``## ``
+    heading), or append the section with its title when the report has none."""
+    text = path.read_text() if path.exists() else ""
+    if TITLE not in text:
+        text = (text.rstrip("\n") + "\n\n" if text.strip() else "") + TITLE + "\n\n" + section + "\n"
+    else:
+        head, _, rest = text.partition(TITLE)
+        nxt = rest.find("\n## ")
+        body, tail = (rest, "") if nxt < 0 else (rest[: nxt + 1], rest[nxt + 1 :])
+        text = head + TITLE + body.rstrip("\n") + "\n\n" + section + "\n" + ("\n" + tail if tail else "")
+    path.write_text(text)
 
 
 def one_run(cases, nets):
@@ -136,10 +160,10 @@ def one_run(cases, nets):
     # ROUNDS alternating rounds over all programs; each program's time is the median of its
     # round medians (a burst of load from other jobs hits one round, not every one).
     rounds = [[measured_us(net) for net in nets] for _ in range(ROUNDS)]
-    est, kinds = [], {}
+    est, kinds, paired = [], {}, 0
     for net in nets:
         e = af.estimate(net, warn=False)
-        per_kind(net, e, kinds)
+        paired += per_kind(net, e, kinds)
         est.append((e.micros, len(e.ops)))
     meas = [float(np.median([r[i] for r in rounds])) for i in range(len(nets))]
     plan_rows = []
@@ -149,7 +173,7 @@ def one_run(cases, nets):
         m = measured_us(net)
         plan_rows.append((name, e.regions, e.cut_us, e.micros, m))
         net.release()
-    return est, meas, kinds, plan_rows, e.provenance
+    return est, meas, (kinds, paired), plan_rows, e.provenance
 
 
 def summary(errors):
@@ -189,7 +213,7 @@ def main():
     summaries = [
         f"- run {i + 1}: {summary([e / m - 1 for (e, _), m in zip(run[0], run[1])])}." for i, run in enumerate(runs)
     ]
-    kinds = runs[-1][2]
+    kinds, paired = runs[-1][2]
     kind_rows = [
         f"| {k} | {n} | {a:.0f} | {b:.0f} | {a / b:.2f} |"
         for k, (a, b, n) in sorted(kinds.items(), key=lambda kv: -kv[1][1])
@@ -199,21 +223,26 @@ def main():
         for i, run in enumerate(runs)
         for name, reg, cut, e, m in run[3]
     ]
+    now = datetime.now(UTC)
     lines = [
-        TITLE,
+        f"### {now:%Y-%m-%d %H:%M} UTC: `python bench/cost_model.py --runs {args.runs}`",
         "",
-        f"{platform.machine()} {platform.system()}, {os.cpu_count()} cores (shared with other jobs), {date.today()}, "
-        f"load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the end, provenance `{runs[-1][4]}`; "
-        f"`python bench/cost_model.py --runs {args.runs}`: each run calibrates afresh (`aneforge calibrate --clock cpu`, "
-        "1 thread), then compares `af.estimate(net)` with the median over 3 alternating rounds of each round's median "
-        "of 15 calls `net(x)` after 2 warm-ups, both in process CPU time (other jobs inflate wall time; with one "
-        "thread CPU time is the call's time on an idle machine). The host model: per kind a rate curve by size "
-        "from chain probes (1 vs 1 + n identical ops, so the call floor and port conversion cancel; each probe "
-        "pair timed in 3 alternating rounds, the constant the median over them): copies by bytes, permutes, "
-        "elementwise ops by form (binary, unary, scalar, broadcast) and reductions by elements, gemm by "
-        "min(K, N), conv by channels; ops the executor folds into a conv's output pass (batch_norm, residual "
-        "add, activations) at a probed epilogue rate; plus the floor, a port-conversion term and, for plans, "
-        "a per-cut constant.",
+        f"{platform.machine()} {platform.system()}, {os.cpu_count()} cores (shared with other jobs), "
+        f"load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the end, provenance `{runs[-1][4]}`. "
+        "Each run calibrates afresh (`aneforge calibrate --clock cpu`, 1 thread), then compares "
+        "`af.estimate(net)` with the median over 3 alternating rounds of each round's median of 15 calls "
+        "`net(x)` after 2 warm-ups, both in process CPU time (other jobs inflate wall time; with one thread "
+        "CPU time is the call's time on an idle machine). Calibration: every probe program is compiled "
+        "twice and timed in 6 rounds that run round-robin over all probes once all are compiled (so a "
+        "probe's rounds spread over the whole calibration; rounds alternate between the two copies); "
+        "each constant comes from the fastest round. The host model: per kind a rate curve by size from "
+        "per-op probes (1 vs 1 + n identical ops, so the call floor and port conversion cancel): copies "
+        "by bytes, permutes, reductions by elements, gemm by min(K, N), conv by channels; elementwise ops "
+        "by form (binary, unary, scalar, broadcast) as their own steps (probed between broadcast adds) "
+        "and inside a fused elementwise run (the executor runs consecutive elementwise steps of one size "
+        "as one step: its first op costs its own-step rate, later ops their form's in-run rate); ops "
+        "folded into a conv's output pass at a probed epilogue rate; plus the floor, a port-conversion "
+        "term and, for plans, a per-cut constant.",
         "",
         f"| Program | ops | {head} |",
         "| --- | --- |" + " --- | --- |" * args.runs,
@@ -221,9 +250,10 @@ def main():
         "",
         *summaries,
         "",
-        f'Per step kind over the 22 programs, run {args.runs} (the per-op profiler, `clock="cpu"`, mean of 5 '
-        "profiled calls, against the estimate's µs per executor step; a fused conv step is one row; the "
-        "per-call floor is in no row):",
+        f'Per step kind, run {args.runs} (the per-op profiler, `clock="cpu"`, mean of 5 profiled calls, '
+        "against the estimate's µs per executor step; a fused conv or elementwise step is one row; the "
+        f"per-call floor is in no row; the estimate's steps paired with the profile's rows in {paired}/"
+        f"{len(cases)} programs):",
         "",
         "| step kind | steps | estimated µs | profiled µs | ratio |",
         "| --- | --- | --- | --- | --- |",
@@ -236,13 +266,7 @@ def main():
         *plan_rows,
     ]
     section = "\n".join(lines)
-    out = Path(args.out)
-    text = out.read_text() if out.exists() else ""
-    if TITLE in text:
-        head, _, rest = text.partition(TITLE)
-        nxt = rest.find("\n## ")
-        text = head.rstrip("\n") + ("\n\n" + rest[nxt + 1 :] if nxt >= 0 else "")
-    out.write_text((text.rstrip("\n") + "\n\n" if text.strip() else "") + section + "\n")
+    append_subsection(Path(args.out), section)
     print(section)
 
 

@@ -643,3 +643,119 @@ fn elementwise_ops_cost_at_their_forms_curve() {
     let e = cost::estimate_host(&graph(&x.relu().unwrap()), &old, "x").unwrap();
     assert_eq!(e.micros, 4.0);
 }
+
+#[test]
+fn a_fused_elementwise_run_costs_its_first_op_as_a_step_and_the_rest_at_in_run_rates() {
+    // x [4, 8] (32 elements): (x · 0.5 + 0.25).relu() is one fused run of three steps; the
+    // transpose after it ends the run. The first op costs its own-step rate (scalar curve
+    // 2 el/µs: 16 µs), x + 0.25 the in-run scalar rate (8 el/µs: 4 µs), relu the in-run unary
+    // rate (16 el/µs: 2 µs); the transpose 32 el at 32 el/µs: 1 µs.
+    let x = input(&[4, 8]).unwrap();
+    let y = x
+        .mul_scalar(0.5)
+        .unwrap()
+        .add_scalar(0.25)
+        .unwrap()
+        .relu()
+        .unwrap()
+        .transpose(&[1, 0])
+        .unwrap();
+    let g = graph(&y);
+    let runs = cost::fused::elementwise_runs(&g);
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].len(), 3);
+    let one = |rate: f64| cost::RateCurve::new(&[[32.0, rate]]);
+    let c = HostConstants {
+        floor_us: 0.0,
+        scalar_curve: one(2.0),
+        unary_curve: one(1.0),
+        permute_curve: one(32.0),
+        fused_scalar_curve: one(8.0),
+        fused_unary_curve: one(16.0),
+        fused_binary_curve: one(64.0),
+        ..HostConstants::DEFAULTS
+    };
+    let e = cost::estimate_host(&g, &c, "x").unwrap();
+    assert_eq!(e.micros, 16.0 + 4.0 + 2.0 + 1.0);
+    let into: Vec<Option<usize>> = e.ops.iter().map(|o| o.folded_into).collect();
+    assert_eq!(into, [None, Some(runs[0][0]), Some(runs[0][0]), None]);
+    // Without in-run rates (older files) every op is its own step: 16 + 16 (scalar) + 32 + 1.
+    let old = HostConstants {
+        fused_scalar_curve: cost::RateCurve::EMPTY,
+        fused_unary_curve: cost::RateCurve::EMPTY,
+        fused_binary_curve: cost::RateCurve::EMPTY,
+        ..c
+    };
+    let e = cost::estimate_host(&g, &old, "x").unwrap();
+    assert_eq!(e.micros, 16.0 + 16.0 + 32.0 + 1.0);
+    assert!(e.ops.iter().all(|o| o.folded_into.is_none()));
+}
+
+#[test]
+fn runs_break_at_other_steps_other_sizes_and_broadcast_operands() {
+    // relu, ·2 on [4, 8] (a run); + row [8] (a broadcast operand: its own step); relu, exp
+    // (a run); a sum to [4, 1] (a reduction); ·3, relu on [4, 1] (a run of another size).
+    let x = input(&[4, 8]).unwrap();
+    let row = constant("row", HostArray::f32(&[8], &[0.5; 8])).unwrap();
+    let a = x.relu().unwrap().mul_scalar(2.0).unwrap();
+    let b = a.add(&row).unwrap().relu().unwrap().exp().unwrap();
+    let s = b
+        .sum(&[1], true)
+        .unwrap()
+        .mul_scalar(3.0)
+        .unwrap()
+        .relu()
+        .unwrap();
+    let g = graph(&s);
+    let name = |run: &Vec<usize>| -> Vec<&str> {
+        run.iter().map(|&n| g.nodes[n].op.family().name()).collect()
+    };
+    let runs: Vec<Vec<&str>> = cost::fused::elementwise_runs(&g).iter().map(name).collect();
+    assert_eq!(runs.len(), 3, "{runs:?}");
+    assert_eq!(runs.iter().map(Vec::len).collect::<Vec<_>>(), [2, 2, 2]);
+}
+
+#[test]
+fn host_ops_of_a_plan_cost_their_elements_at_the_host_rate_and_flatten_is_a_copy() {
+    // x [4, 8] → topk 2 (a host op: max(32 read, 8 written) = 32 elements at 4 el/µs: 8 µs);
+    // flatten of x (a host copy: 32 fp16 elements read and written, 128 bytes).
+    let x = input(&[4, 8]).unwrap();
+    let (v, _) = x.topk(2, -1, true, true).unwrap();
+    let g = graph(&v);
+    let w = cost::graph_work(&g);
+    assert_eq!((w[0].kind, w[0].flops), (WorkKind::Host, 32));
+    let c = HostConstants {
+        host_curve: cost::RateCurve::new(&[[32.0, 4.0]]),
+        ..HostConstants::DEFAULTS
+    };
+    assert_eq!(cost::host_node_us(&w[0], &c), 8.0);
+    // Without a host curve (older files): the elementwise rate.
+    assert_eq!(
+        cost::host_node_us(&w[0], &HostConstants::DEFAULTS),
+        32.0 / HostConstants::DEFAULTS.elementwise_per_us
+    );
+    let f = cost::graph_work(&graph(&x.flatten().unwrap()));
+    assert_eq!((f[0].kind, f[0].bytes), (WorkKind::Data, 128));
+}
+
+#[test]
+fn m_series_chip_names_resolve_to_their_arch() {
+    // M<n> = h<n + 12>; the measured M5 Pro is h17s; tiers other than the M5 Pro keep the base
+    // arch; names are case and space free; other names are not chips.
+    for (name, arch) in [
+        ("M1", "h13"),
+        ("m4", "h16"),
+        ("M2 Pro", "h14"),
+        ("m4max", "h16"),
+        ("M5 Pro", "h17s"),
+        ("M5", "h17"),
+    ] {
+        assert_eq!(anchors::chip_arch(name).as_deref(), Some(arch), "{name}");
+        assert_eq!(cost::project_peak(name).unwrap().arch, arch, "{name}");
+    }
+    for name in ["m9", "M4 Mini", "m", "mx", "h16", "A17"] {
+        assert_eq!(anchors::chip_arch(name), None, "{name}");
+    }
+    let e = cost::estimate(&matmul_graph(), Some("M2 Pro")).unwrap();
+    assert_eq!(e.provenance, "measured anchor h14");
+}

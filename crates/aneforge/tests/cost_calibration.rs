@@ -53,6 +53,9 @@ fn calibration_round_trips_and_corrupt_files_are_refused() {
         "elementwise",
         "unary",
         "scalar",
+        "fused elementwise",
+        "fused unary",
+        "fused scalar",
         "broadcast",
         "reduce",
         "gemm",
@@ -60,26 +63,28 @@ fn calibration_round_trips_and_corrupt_files_are_refused() {
     ] {
         want.extend([kind; 4]);
     }
-    want.extend(["ports", "epilogue", "cut"]);
+    want.extend(["ports", "epilogue", "cut", "host"]);
     assert_eq!(names, want);
     // The probes' work from their shapes ([n, n] for n = 16, 64, 256, 1024): reshapes copy
     // 2·2·n² bytes; transposes, x·x, relu, x·0.5, x + row and softmax touch n² elements; matmuls K = N = s with
     // M = clamp(2^19 / s², 64, 4096): 2·4096·8², 2·512·32², 2·64·128², 2·64·512²; padded 3×3
     // convs of c channels on h = clamp(⌊√(3e7 / 18c²)⌋, 10, 64): 2·4·64²·36, 2·16·64²·144,
-    // 2·64·20²·576, 2·256·10²·2304; the port probe is x·x on 1024²; the epilogue probe folds
+    // 2·64·20²·576, 2·256·10²·2304; the port probe converts x and x·x on 1024²; the epilogue probe folds
     // batch_norm and relu into each 1×1 conv of 8 channels on 64×64: 2·8·64² elements.
     let work: Vec<f64> = probes.iter().map(|p| p.work).collect();
     let mut expected = vec![0.0];
     for n in [16.0f64, 64.0, 256.0, 1024.0] {
         expected.push(4.0 * n * n);
     }
-    for _ in 0..6 {
+    for _ in 0..9 {
         expected.extend([256.0, 4096.0, 65536.0, 1048576.0]);
     }
     expected.extend([524288.0, 1048576.0, 2097152.0, 33554432.0]);
-    expected.extend([1179648.0, 18874368.0, 29491200.0, 117964800.0, 1048576.0]);
+    expected.extend([1179648.0, 18874368.0, 29491200.0, 117964800.0, 2097152.0]);
     expected.push(65536.0);
-    assert_eq!(work[..work.len() - 1], expected[..]);
+    // (the cut probe's work is the model's µs for it; the host probe's topk reads 256² elements)
+    assert_eq!(work[..work.len() - 2], expected[..]);
+    assert_eq!(work[work.len() - 1], 65536.0);
     // The curves hold one point per probe size, in increasing size.
     let sizes = |k: &cost::RateCurve| k.points.map(|p| p[0]);
     assert_eq!(sizes(&measured.gemm_curve), [8.0, 32.0, 128.0, 512.0]);
@@ -90,10 +95,14 @@ fn calibration_round_trips_and_corrupt_files_are_refused() {
         &measured.unary_curve,
         &measured.scalar_curve,
         &measured.broadcast_curve,
+        &measured.fused_binary_curve,
+        &measured.fused_unary_curve,
+        &measured.fused_scalar_curve,
         &measured.reduce_curve,
     ] {
         assert_eq!(sizes(k), [256.0, 4096.0, 65536.0, 1048576.0]);
     }
+    assert_eq!(measured.host_curve.points[0][0], 65536.0);
     assert_eq!(
         sizes(&measured.copy_curve),
         [1024.0, 16384.0, 262144.0, 4194304.0]

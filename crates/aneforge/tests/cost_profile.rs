@@ -191,3 +191,78 @@ fn a_fused_conv_step_is_one_row_with_the_work_of_its_ops_on_the_cpu_clock() {
         r.call_us
     );
 }
+
+/// The host estimate groups ops into the executor's steps: for programs with fused elementwise
+/// runs, conv epilogues and steps that break runs, the estimate's steps (an op with
+/// `folded_into` joins that node's step, which runs at its last op's place) named `op+op+...`
+/// are the profile's op rows, in order.
+#[test]
+fn estimate_steps_are_the_profiles_op_rows() {
+    use aneforge::cost::{self, HostConstants, RateCurve};
+    let one = RateCurve::new(&[[1.0, 1.0]]);
+    let c = HostConstants {
+        epilogue_per_us: 1.0,
+        fused_binary_curve: one,
+        fused_unary_curve: one,
+        fused_scalar_curve: one,
+        ..HostConstants::DEFAULTS
+    };
+    let w = vec![0.1f32; 4 * 4 * 9];
+    let conv = |y: &Tensor| {
+        let opts = ConvOptions {
+            pad: [1; 4],
+            ..ConvOptions::default()
+        };
+        conv2d(y, HostArray::f32(&[4, 4, 3, 3], &w), None, opts).unwrap()
+    };
+    let stat = HostArray::f32(&[4], &[0.5; 4]);
+    let x = input(&[1, 4, 8, 8]).unwrap();
+    let row = constant("row", HostArray::f32(&[8], &[0.25; 8])).unwrap();
+    let a = conv(&x);
+    let a = batch_norm(&a, stat, stat, None, None, 1e-3)
+        .unwrap()
+        .relu()
+        .unwrap();
+    let b = a
+        .mul_scalar(0.5)
+        .unwrap()
+        .add_scalar(0.25)
+        .unwrap()
+        .relu()
+        .unwrap();
+    let b = b.transpose(&[0, 1, 3, 2]).unwrap().add(&row).unwrap();
+    let b = conv(&b).mul(&b).unwrap().sub(&x).unwrap();
+    let y = b.mul(&b).unwrap().abs().unwrap();
+    let outs = [(None, y)];
+    let net = compiled(&outs);
+    let e = cost::estimate_host(&net.program.graph, &c, "x").unwrap();
+    let mut steps: Vec<Vec<&cost::OpEstimate>> = Vec::new();
+    for o in &e.ops {
+        let head = o.folded_into.unwrap_or(o.work.node);
+        match steps.iter_mut().find(|s| s[0].work.node == head) {
+            Some(s) => s.push(o),
+            None => steps.push(vec![o]),
+        }
+    }
+    steps.sort_by_key(|s| s.iter().map(|o| o.work.node).max());
+    let want: Vec<String> = steps
+        .iter()
+        .map(|s| s.iter().map(|o| o.work.op).collect::<Vec<_>>().join("+"))
+        .collect();
+    assert!(want.iter().any(|n| n.starts_with("conv+")), "{want:?}");
+    assert!(
+        want.iter()
+            .filter(|n| n.contains('+') && !n.starts_with("conv"))
+            .count()
+            >= 2,
+        "{want:?}"
+    );
+    let r = profile(&outs, 1);
+    let rows: Vec<String> = r
+        .rows
+        .iter()
+        .filter(|r| r.kind == SpanKind::Op)
+        .map(|r| r.name.clone())
+        .collect();
+    assert_eq!(rows, want);
+}

@@ -1,10 +1,11 @@
 //! `aneforge calibrate`: measure the reference executor on this machine: the per-call floor;
-//! per kind a rate curve by size from chain probes (copies by bytes, permutes, elementwise ops
-//! by form: binary, unary, scalar and broadcast, reductions by elements, gemm by min(K, N), conv
-//! by channels); the rate of ops folded into a conv's output pass; the port conversion; and
-//! the fixed cost of a plan's region → host → region cut. Every probe pair is timed in
-//! alternating rounds and each constant comes from the fastest round. Every constant is a
-//! measurement of the executor as it is now (probes, not constants).
+//! per kind a rate curve by size from per-op probes (copies by bytes, permutes, elementwise ops
+//! by form: binary, unary, scalar and broadcast, each as its own step and inside a fused run,
+//! reductions by elements, gemm by min(K, N), conv by channels); the rate of ops folded into a
+//! conv's output pass; the port conversion; and the fixed cost of a plan's region → host →
+//! region cut. Every probe program is compiled twice and timed in rounds spread over the whole
+//! run; each constant comes from the fastest round. Every constant is a measurement of the
+//! executor as it is now (probes, not constants).
 
 use std::time::Duration;
 
@@ -28,10 +29,14 @@ pub struct Probe {
     pub work: f64,
 }
 
-/// Times each probe pair is measured (alternating, each for a fifth of the budget); a probe's
-/// value comes from its fastest round, so a round slowed by load or by a slow allocator mode
-/// (page faults of freshly mapped buffers) cannot skew a constant.
-const REPEATS: usize = 5;
+/// Rounds every probe program is timed in. Rounds run round-robin over all probes once every
+/// probe is compiled, so a probe's rounds spread over the whole calibration: a phase of load
+/// (another job's build sharing the host's cores and caches) that slows every program for a few
+/// seconds slows one of its rounds, not all of them. A probe's value is its fastest round.
+const ROUNDS: usize = 6;
+/// Fresh programs compiled for each probe program; round r times instance r % INSTANCES, so a
+/// program stuck in a slow state for its lifetime (its buffers' placement) cannot set a constant.
+const INSTANCES: usize = 2;
 
 fn ramp(n: usize) -> Vec<f32> {
     (0..n).map(|i| ((i % 13) as f32 - 6.0) / 16.0).collect()
@@ -68,76 +73,176 @@ fn chain(
     Ok(y)
 }
 
-/// The probes of one calibration run, each measured by `clock` for `budget`.
+/// Programs timed together: [`INSTANCES`] compiled copies of each, and each one's fastest
+/// round so far (µs per call).
+struct Job {
+    programs: Vec<Vec<Timed>>,
+    best: Vec<f64>,
+}
+
+/// A per-op probe: programs `base` and `test` (job `job`) that differ by `n` ops of `work`.
+struct OpProbe {
+    name: &'static str,
+    job: usize,
+    n: usize,
+    work: f64,
+}
+
+/// Builds the programs of a per-op probe with `n` extra ops: `(base, test)`.
+type PairFn<'a> = &'a dyn Fn(usize) -> Result<(Tensor, Tensor)>;
+
+/// The probes of one calibration run, each program measured by `clock` for `budget` in all.
 struct Prober {
     budget: Duration,
     clock: Clock,
+    jobs: Vec<Job>,
     probes: Vec<Probe>,
 }
 
 impl Prober {
-    /// `(a, b − a)` µs per call, each the fastest of [`REPEATS`] alternating rounds' medians
-    /// (each round times `a` then `b` for a `REPEATS`-th of the budget).
-    fn pair(&self, a: &Tensor, b: &Tensor) -> Result<(f64, f64)> {
-        let mut ta = Timed::new(std::slice::from_ref(a), &reference())?;
-        let mut tb = Timed::new(std::slice::from_ref(b), &reference())?;
-        let slice = self.budget / REPEATS as u32;
-        let (mut xa, mut xb) = (f64::INFINITY, f64::INFINITY);
-        for _ in 0..REPEATS {
-            xa = xa.min(ta.median_us(slice, self.clock)?);
-            xb = xb.min(tb.median_us(slice, self.clock)?);
-        }
-        Ok((xa, xb - xa))
+    /// Compile [`INSTANCES`] copies of each program (`outputs`, `opts`) and time round 0.
+    fn add(&mut self, programs: &[(Tensor, CompileOptions)]) -> Result<usize> {
+        let programs = programs
+            .iter()
+            .map(|(y, opts)| {
+                (0..INSTANCES)
+                    .map(|_| Timed::new(std::slice::from_ref(y), opts))
+                    .collect::<Result<Vec<_>>>()
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let best = vec![f64::INFINITY; programs.len()];
+        self.jobs.push(Job { programs, best });
+        self.round(self.jobs.len() - 1, 0)?;
+        Ok(self.jobs.len() - 1)
     }
 
-    /// µs of one `op` at `shape`: (a chain of 1 + n ops minus one op, see [`Prober::pair`])
-    /// over n (the call floor and the port conversion cancel), n = [`CHAIN`], lengthened 4×
-    /// at a time up to 16 × [`CHAIN`] while the difference is lost in timing noise (ops far
-    /// cheaper than the call). Also returns the one-op call's median. Still not above 0 is an
-    /// error.
-    fn per_op(
+    /// Time every program of `job` once (instance `r` % [`INSTANCES`], a [`ROUNDS`]-th of the
+    /// budget), alternating, keeping each one's fastest median.
+    fn round(&mut self, job: usize, r: usize) -> Result<()> {
+        let slice = self.budget / ROUNDS as u32;
+        let job = &mut self.jobs[job];
+        for (p, best) in job.programs.iter_mut().zip(&mut job.best) {
+            *best = best.min(p[r % INSTANCES].median_us(slice, self.clock)?);
+        }
+        Ok(())
+    }
+
+    /// Rounds 1.. of every job, round-robin over the jobs, then free the programs.
+    fn finish(&mut self) -> Result<()> {
+        for r in 1..ROUNDS {
+            for job in 0..self.jobs.len() {
+                self.round(job, r)?;
+            }
+        }
+        self.jobs.iter_mut().for_each(|j| j.programs.clear());
+        Ok(())
+    }
+
+    /// µs per call of `job`'s programs (their fastest round).
+    fn best(&self, job: usize) -> &[f64] {
+        &self.jobs[job].best
+    }
+
+    /// A per-op probe of `work` per op: `pair(n)` built for n = [`CHAIN`], lengthened 4× at a
+    /// time up to 16 × [`CHAIN`] while round 0 cannot tell `test` from `base` (ops far cheaper
+    /// than the call).
+    fn per_op(&mut self, name: &'static str, pair: PairFn, work: f64) -> Result<OpProbe> {
+        let opts = reference();
+        let mut n = CHAIN;
+        loop {
+            let (base, test) = pair(n)?;
+            let job = self.add(&[(base, opts.clone()), (test, opts.clone())])?;
+            let t = self.best(job);
+            if t[1] > t[0] || n >= 16 * CHAIN {
+                return Ok(OpProbe { name, job, n, work });
+            }
+            self.jobs.pop();
+            n *= 4;
+        }
+    }
+
+    /// µs of one op of `p` after [`Prober::finish`]: (test − base) / n, recorded as a probe;
+    /// not above 0 is an error.
+    fn op_us(&mut self, p: &OpProbe) -> Result<f64> {
+        let t = self.best(p.job);
+        let (base, us) = (t[0], (t[1] - t[0]) / p.n as f64);
+        self.probes.push(Probe {
+            name: p.name,
+            median_us: us,
+            work: p.work,
+        });
+        if us <= 0.0 {
+            return Err(Error::Runtime {
+                op: "calibrate".into(),
+                msg: format!("probe {}: {} more ops did not take longer ({base:.1} µs); rerun on an idle machine", p.name, p.n),
+            });
+        }
+        Ok(us)
+    }
+
+    /// A chain probe of `op` at `shape`: one op against 1 + n ops (the call floor and the port
+    /// conversion cancel). Consecutive elementwise ops run as one fused step, so for those this
+    /// is the cost of an op inside a fused run.
+    fn chain_op(
         &mut self,
         name: &'static str,
         shape: &[usize],
         op: &dyn Fn(&Tensor, usize) -> Result<Tensor>,
         bytes: bool,
-    ) -> Result<(f64, f64, f64)> {
-        let one = chain(shape, 1, op)?;
-        let mut n = CHAIN;
-        let (us, t1) = loop {
-            let (t1, d) = self.pair(&one, &chain(shape, 1 + n, op)?)?;
-            let us = d / n as f64;
-            if us > 0.0 || n >= 16 * CHAIN {
-                break (us, t1);
-            }
-            n *= 4;
-        };
-        let work = probe_work(&one, bytes)?;
-        self.probes.push(Probe {
-            name,
-            median_us: us,
-            work,
-        });
-        if us <= 0.0 {
-            return Err(Error::Runtime {
-                op: "calibrate".into(),
-                msg: format!("probe {name}: {n} more ops did not take longer than one ({t1:.1} µs); rerun on an idle machine"),
-            });
-        }
-        Ok((work, us, t1))
+    ) -> Result<OpProbe> {
+        let work = probe_work(&chain(shape, 1, op)?, bytes)?;
+        let pair = |n: usize| Ok((chain(shape, 1, op)?, chain(shape, 1 + n, op)?));
+        self.per_op(name, &pair, work)
     }
 
-    /// A rate curve, one chain probe per `(size, shape, op)`: `(size, work / per-op µs)`.
+    /// Chain probes for a curve, one per `(size, shape, op)`.
     fn curve(
         &mut self,
         name: &'static str,
         probes: Vec<ChainProbe>,
         bytes: bool,
-    ) -> Result<RateCurve> {
+    ) -> Result<Vec<(f64, OpProbe)>> {
+        probes
+            .into_iter()
+            .map(|(size, shape, op)| Ok((size, self.chain_op(name, &shape, op.as_ref(), bytes)?)))
+            .collect()
+    }
+
+    /// Standalone-step probes of an elementwise op for a curve: per side in [`SIDES`], n
+    /// broadcast adds (`y + row`, never fused) against the same n each followed by `op`, so
+    /// every `op` runs as its own step.
+    fn standalone(
+        &mut self,
+        name: &'static str,
+        op: fn(&Tensor) -> Result<Tensor>,
+    ) -> Result<Vec<(f64, OpProbe)>> {
+        SIDES
+            .iter()
+            .map(|&s| {
+                let row = crate::constant("calibrate", HostArray::f32(&[s], &ramp(s)))?;
+                let sep = |n: usize, with: bool| {
+                    chain(&[s, s], n, &|y: &Tensor, _| {
+                        let y = y.add(&row)?;
+                        if with {
+                            op(&y)
+                        } else {
+                            Ok(y)
+                        }
+                    })
+                };
+                let work = probe_work(&op(&input(&[s, s])?)?, false)?;
+                let pair = |n: usize| Ok((sep(n, false)?, sep(n, true)?));
+                Ok(((s * s) as f64, self.per_op(name, &pair, work)?))
+            })
+            .collect()
+    }
+
+    /// The rate curve `(size, work / per-op µs)` of finished probes.
+    fn points(&mut self, probes: &[(f64, OpProbe)]) -> Result<RateCurve> {
         let mut points = Vec::with_capacity(probes.len());
-        for (size, shape, op) in probes {
-            let (work, us, _) = self.per_op(name, &shape, op.as_ref(), bytes)?;
-            points.push([size, work / us]);
+        for (size, p) in probes {
+            let us = self.op_us(p)?;
+            points.push([*size, p.work / us]);
         }
         Ok(RateCurve::new(&points))
     }
@@ -193,26 +298,23 @@ fn conv_probe(c: usize) -> ChainProbe {
     (c as f64, vec![1, c, h, h], Box::new(op) as ChainOp)
 }
 
-/// Measure every constant by `clock`; `budget` is the wall time spent per probe call. The floor
-/// comes from a chain of 1 and 33 tiny ops (floor = t1 − per-op). Each kind's rate curve (copy
-/// by bytes, permute, elementwise and reduce by elements, gemm by min(K, N), conv by channels)
-/// comes from chain probes, so the floor and the port conversion cancel; the port conversion
-/// is measured from the largest elementwise probe's one-op call (minus floor and op); the
-/// per-cut µs from a region → host → region plan net of everything else the model predicts.
+/// Measure every constant by `clock`; `budget` is the time spent per probe program (over
+/// [`ROUNDS`] rounds spread over the run). The floor comes from a chain of 1 and 33 tiny ops
+/// (floor = t1 − per-op). Each kind's rate curve (copy by bytes, permute, elementwise and
+/// reduce by elements, gemm by min(K, N), conv by channels) comes from per-op probes, so the
+/// floor and the port conversion cancel: elementwise ops once as their own steps (between
+/// broadcast adds) and once inside a fused run (chains); the port conversion is the largest
+/// one-op `x · x` call minus the floor and that op as its own step; the per-cut µs comes from
+/// a region → host → region plan net of everything else the model predicts.
 pub fn calibrate(budget: Duration, clock: Clock) -> Result<(HostConstants, Vec<Probe>)> {
     let tiny = |n: usize| chain(&[1, 8], n, &|y: &Tensor, _: usize| y.add_scalar(1.0));
     let mut p = Prober {
         budget,
         clock,
+        jobs: Vec::new(),
         probes: Vec::new(),
     };
-    let (one, d) = p.pair(&tiny(1)?, &tiny(33)?)?;
-    let floor = (one - d / 32.0).max(0.0);
-    p.probes.push(Probe {
-        name: "floor",
-        median_us: floor,
-        work: 0.0,
-    });
+    let floor_job = p.add(&[(tiny(1)?, reference()), (tiny(33)?, reference())])?;
     // Reshapes alternate [n, n] ↔ [n/2, 2n] (a contiguous copy each).
     let copy = p.curve(
         "copy",
@@ -233,9 +335,12 @@ pub fn calibrate(budget: Duration, clock: Clock) -> Result<(HostConstants, Vec<P
         true,
     )?;
     let permute = p.curve("permute", squares(|y, _| y.transpose(&[1, 0])), false)?;
-    let elementwise = p.curve("elementwise", squares(|y, _| y.mul(y)), false)?;
-    let unary = p.curve("unary", squares(|y, _| y.relu()), false)?;
-    let scalar = p.curve("scalar", squares(|y, _| y.mul_scalar(0.5)), false)?;
+    let elementwise = p.standalone("elementwise", |y| y.mul(y))?;
+    let unary = p.standalone("unary", |y| y.relu())?;
+    let scalar = p.standalone("scalar", |y| y.mul_scalar(0.5))?;
+    let fused_binary = p.curve("fused elementwise", squares(|y, _| y.mul(y)), false)?;
+    let fused_unary = p.curve("fused unary", squares(|y, _| y.relu()), false)?;
+    let fused_scalar = p.curve("fused scalar", squares(|y, _| y.mul_scalar(0.5)), false)?;
     let broadcast = p.curve("broadcast", broadcast_probes()?, false)?;
     let reduce = p.curve("reduce", squares(|y, _| y.softmax(-1)), false)?;
     let gemm = p.curve(
@@ -251,11 +356,42 @@ pub fn calibrate(budget: Duration, clock: Clock) -> Result<(HostConstants, Vec<P
         CONV_CHANNELS.iter().map(|&c| conv_probe(c)).collect(),
         false,
     )?;
-    // The port term: the largest elementwise one-op call minus floor and op, for 2n² elements.
+    let epilogue = epilogue_job(&mut p)?;
+    let cut = cut_job(&mut p)?;
+    let host = host_job(&mut p)?;
+    p.finish()?;
+
+    let t = p.best(floor_job);
+    let floor = (t[0] - (t[1] - t[0]) / 32.0).max(0.0);
+    p.probes.push(Probe {
+        name: "floor",
+        median_us: floor,
+        work: 0.0,
+    });
+    let copy = p.points(&copy)?;
+    let permute = p.points(&permute)?;
+    let elementwise = p.points(&elementwise)?;
+    let unary = p.points(&unary)?;
+    let scalar = p.points(&scalar)?;
+    let fused_binary_curve = p.points(&fused_binary)?;
+    let fused_unary_curve = p.points(&fused_unary)?;
+    let fused_scalar_curve = p.points(&fused_scalar)?;
+    let broadcast = p.points(&broadcast)?;
+    let reduce = p.points(&reduce)?;
+    let gemm = p.points(&gemm)?;
+    let conv = p.points(&conv)?;
+    // The port term: the largest one-op `x · x` call (the fused probe's base) minus the floor
+    // and the op as its own step, for 2n² elements.
     let n = SIDES[CURVE_POINTS - 1];
-    let (_, op_us, t1) = p.per_op("ports", &[n, n], &|y: &Tensor, _: usize| y.mul(y), false)?;
-    let ports = t1 - floor - op_us;
     let last = |k: &RateCurve| k.points[CURVE_POINTS - 1][1];
+    let elems = (2 * n * n) as f64;
+    let (_, big) = &fused_binary[CURVE_POINTS - 1];
+    let ports = p.best(big.job)[0] - floor - (n * n) as f64 / last(&elementwise);
+    p.probes.push(Probe {
+        name: "ports",
+        median_us: ports,
+        work: elems,
+    });
     let mut c = HostConstants {
         floor_us: floor,
         bytes_per_us: last(&copy),
@@ -271,30 +407,29 @@ pub fn calibrate(budget: Duration, clock: Clock) -> Result<(HostConstants, Vec<P
         elementwise_curve: elementwise,
         reduce_curve: reduce,
         copy_curve: copy,
-        port_elems_per_us: if ports > 0.0 {
-            (2 * n * n) as f64 / ports
-        } else {
-            0.0
-        },
+        port_elems_per_us: if ports > 0.0 { elems / ports } else { 0.0 },
         cut_us: 0.0,
         unary_curve: unary,
         scalar_curve: scalar,
         broadcast_curve: broadcast,
         epilogue_per_us: 0.0,
+        fused_binary_curve,
+        fused_unary_curve,
+        fused_scalar_curve,
+        host_curve: RateCurve::EMPTY,
     };
     c.validate()?;
-    c.epilogue_per_us = epilogue_probe(&mut p)?;
-    c.cut_us = cut_probe(&c, &mut p)?;
+    c.epilogue_per_us = epilogue_rate(&mut p, epilogue);
+    c.cut_us = cut_us(&c, &mut p, cut)?;
+    c.host_curve = host_curve(&c, &mut p, host)?;
     c.validate()?;
     Ok((c, p.probes))
 }
 
-/// Elements per µs of ops folded into a conv's output pass: [`CHAIN`] 1×1 convs of 8 channels
-/// on 64×64, each followed by batch_norm and relu (both run in the conv's step), against the
-/// same convs alone: the difference over the folded elements (2 per conv output element). A
-/// difference lost in timing noise is taken as 1 % of the plain chain's time.
-fn epilogue_probe(p: &mut Prober) -> Result<f64> {
-    let (c, h) = (8, 64);
+/// The epilogue probe's programs: [`CHAIN`] 1×1 convs of 8 channels on 64×64, alone and each
+/// followed by batch_norm and relu (both run in the conv's step); returns the job.
+fn epilogue_job(p: &mut Prober) -> Result<usize> {
+    let (c, h) = (EPILOGUE_CHANNELS, EPILOGUE_SIDE);
     let (w, shape) = (ramp(c * c), [c, c, 1, 1]);
     let conv = |y: &Tensor| conv2d(y, HostArray::f32(&shape, &w), None, ConvOptions::default());
     let stats: Vec<Vec<f32>> = [0.1, 2.0, 0.5, 0.25].iter().map(|&v| vec![v; c]).collect();
@@ -306,20 +441,32 @@ fn epilogue_probe(p: &mut Prober) -> Result<f64> {
         let y = conv(&fused)?;
         fused = batch_norm(&y, stat(0), stat(1), Some(stat(2)), Some(stat(3)), 1e-3)?.relu()?;
     }
-    let (t_plain, d) = p.pair(&plain, &fused)?;
+    p.add(&[(plain, reference()), (fused, reference())])
+}
+
+/// Channels and side of the epilogue probe's convs.
+const EPILOGUE_CHANNELS: usize = 8;
+const EPILOGUE_SIDE: usize = 64;
+
+/// Elements per µs of ops folded into a conv's output pass, from the finished epilogue `job`:
+/// the difference over the folded elements (2 per conv output element). A difference lost in
+/// timing noise is taken as 1 % of the plain chain's time.
+fn epilogue_rate(p: &mut Prober, job: usize) -> f64 {
+    let t = p.best(job);
+    let (c, h) = (EPILOGUE_CHANNELS, EPILOGUE_SIDE);
     let elements = (2 * CHAIN * c * h * h) as f64;
-    let us = d.max(0.01 * t_plain);
+    let us = (t[1] - t[0]).max(0.01 * t[0]);
     p.probes.push(Probe {
         name: "epilogue",
         median_us: us / CHAIN as f64,
         work: elements / CHAIN as f64,
     });
-    Ok(elements / us)
+    elements / us
 }
 
-/// The per-cut µs: a plan x → +1 (region) → flatten (host, `route="host"`) → +1 (region),
-/// measured, minus what `c` (cut term 0) predicts for it, over its host stages (≥ 0).
-fn cut_probe(c: &HostConstants, p: &mut Prober) -> Result<f64> {
+/// The cut probe's plan: x → +1 (region) → flatten (host, `route="host"`) → +1 (region);
+/// returns the job and its graph.
+fn cut_job(p: &mut Prober) -> Result<(usize, Graph)> {
     let y = input(&[1, 4, 8, 8])?
         .add_scalar(1.0)?
         .flatten()?
@@ -328,8 +475,47 @@ fn cut_probe(c: &HostConstants, p: &mut Prober) -> Result<f64> {
         route: crate::options::Route::Host,
         ..reference()
     };
-    let median = Timed::new(std::slice::from_ref(&y), &opts)?.median_us(p.budget, p.clock)?;
-    let g = Graph::from_outputs(&[(None, y)])?;
+    let job = p.add(&[(y.clone(), opts)])?;
+    Ok((job, Graph::from_outputs(&[(None, y)])?))
+}
+
+/// The host-op probe's plan: x [256, 256] → ·2 (region) → topk 8 (host) → +1 (region);
+/// returns the job and its graph.
+fn host_job(p: &mut Prober) -> Result<(usize, Graph)> {
+    let (values, _) = input(&[256, 256])?
+        .mul_scalar(2.0)?
+        .topk(8, -1, true, true)?;
+    let y = values.add_scalar(1.0)?;
+    let job = p.add(&[(y.clone(), reference())])?;
+    Ok((job, Graph::from_outputs(&[(None, y)])?))
+}
+
+/// The host-op rate (one point: elements per µs at the probe's size): the host-op probe's plan
+/// measured, minus what `c` predicts for everything but its host op (cuts included); a
+/// remainder lost in timing noise is taken as 1 % of the plan's time.
+fn host_curve(c: &HostConstants, p: &mut Prober, (job, g): (usize, Graph)) -> Result<RateCurve> {
+    let median = p.best(job)[0];
+    let e = super::estimate_host(&g, c, "probe")?;
+    let Some(op) = e.ops.iter().find(|o| o.work.kind == super::WorkKind::Host) else {
+        return Err(Error::Runtime {
+            op: "calibrate".into(),
+            msg: "the host-op probe has no host op (topk was fused)".into(),
+        });
+    };
+    let elements = op.work.flops as f64;
+    let us = (median - (e.micros - op.micros)).max(0.01 * median);
+    p.probes.push(Probe {
+        name: "host",
+        median_us: us,
+        work: elements,
+    });
+    Ok(RateCurve::new(&[[elements, elements / us]]))
+}
+
+/// The per-cut µs: the cut probe's plan measured, minus what `c` (cut term 0) predicts for it,
+/// over its host stages (≥ 0).
+fn cut_us(c: &HostConstants, p: &mut Prober, (job, g): (usize, Graph)) -> Result<f64> {
+    let median = p.best(job)[0];
     let modelled = super::estimate_host(&g, c, "probe")?;
     let stages =
         super::plan_cost::plan_cost(&g, c.bytes_per_us, 0.0)?.map_or(0, |pc| pc.host_stages);

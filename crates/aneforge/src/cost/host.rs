@@ -131,7 +131,7 @@ pub struct HostConstants {
     /// of the extra region's floor and the crossing bytes.
     #[serde(default)]
     pub cut_us: f64,
-    /// Unary elementwise elements per µs by elements (empty = `elementwise_curve`).
+    /// Unary elementwise elements per µs by elements, as its own step (empty = `elementwise_curve`).
     #[serde(default)]
     pub unary_curve: RateCurve,
     /// Elementwise elements per µs by elements of a binary op with a one-element operand
@@ -146,6 +146,20 @@ pub struct HostConstants {
     /// folded ops are costed as their own steps.
     #[serde(default)]
     pub epilogue_per_us: f64,
+    /// Elements per µs of a binary op inside a fused elementwise run, after the run's first op
+    /// (see [`super::fused`]); all three fused curves empty = runs are costed op by op.
+    #[serde(default)]
+    pub fused_binary_curve: RateCurve,
+    /// Elements per µs of a unary op inside a fused elementwise run.
+    #[serde(default)]
+    pub fused_unary_curve: RateCurve,
+    /// Elements per µs of a scalar-operand op (`x · k`) inside a fused elementwise run.
+    #[serde(default)]
+    pub fused_scalar_curve: RateCurve,
+    /// Elements per µs of a host op of a segmented plan (probed with topk; empty = the
+    /// elementwise rate).
+    #[serde(default)]
+    pub host_curve: RateCurve,
 }
 
 impl HostConstants {
@@ -178,6 +192,10 @@ impl HostConstants {
         scalar_curve: RateCurve::EMPTY,
         broadcast_curve: RateCurve::EMPTY,
         epilogue_per_us: 0.0,
+        fused_binary_curve: RateCurve::EMPTY,
+        fused_unary_curve: RateCurve::EMPTY,
+        fused_scalar_curve: RateCurve::EMPTY,
+        host_curve: RateCurve::EMPTY,
     };
 
     /// Every rate finite and positive, the floor, per-op terms, `reduce_per_us`,
@@ -218,7 +236,11 @@ impl HostConstants {
         self.copy_curve.validate("copy_curve")?;
         self.unary_curve.validate("unary_curve")?;
         self.scalar_curve.validate("scalar_curve")?;
-        self.broadcast_curve.validate("broadcast_curve")
+        self.broadcast_curve.validate("broadcast_curve")?;
+        self.fused_binary_curve.validate("fused_binary_curve")?;
+        self.fused_unary_curve.validate("fused_unary_curve")?;
+        self.fused_scalar_curve.validate("fused_scalar_curve")?;
+        self.host_curve.validate("host_curve")
     }
 }
 

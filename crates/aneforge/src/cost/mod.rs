@@ -29,8 +29,9 @@ pub struct OpEstimate {
     pub work: NodeWork,
     /// Predicted µs of this node (the per-call floor is counted once, in [`Estimate::floor_us`]).
     pub micros: f64,
-    /// Host mode: the conv node whose step runs this op inside its output pass (costed as
-    /// [`fused::folded_us`]); `None` for an op that is its own step.
+    /// Host mode: the node whose step runs this op: the conv whose output pass runs it (costed
+    /// as [`fused::folded_us`]) or the first op of its fused elementwise run (costed as
+    /// [`fused::in_run_us`]); `None` for an op that is its own step or heads one.
     pub folded_into: Option<usize>,
 }
 
@@ -72,7 +73,8 @@ impl Estimate {
 /// (min(K, N) / min(K, Cout): thin products run slower), permutes' elements at the permute
 /// curve's rate for their count, elementwise elements at their form's curve (unary, scalar,
 /// broadcast or binary, see [`work::ElementwiseForm`]), reduce elements and copies' bytes at
-/// their curve's rate for that work. Missing terms (files older than them) fall back: a form's
+/// their curve's rate for that work, host ops of a plan their elements at the host curve's rate.
+/// Missing terms (files older than them) fall back: a form's
 /// curve to the binary elementwise curve, curves to the kind's scalar rate (permutes to bytes / `bytes_per_us`), the copy rate to `bytes_per_us`,
 /// the reduce rate to the elementwise rate.
 pub fn host_node_us(w: &NodeWork, c: &HostConstants) -> f64 {
@@ -98,6 +100,10 @@ pub fn host_node_us(w: &NodeWork, c: &HostConstants) -> f64 {
         WorkKind::Data => {
             let scalar = positive_or(c.copy_bytes_per_us, c.bytes_per_us);
             o.data + bytes / c.copy_curve.rate(bytes).unwrap_or(scalar)
+        }
+        WorkKind::Host => {
+            let rate = c.host_curve.rate(flops);
+            o.elementwise + flops / rate.unwrap_or(c.elementwise_per_us)
         }
         WorkKind::Permute => match c.permute_curve.rate(size) {
             Some(rate) => o.data + flops / rate,
@@ -150,22 +156,29 @@ pub fn analytic_node_us(w: &NodeWork, m: &Machine) -> f64 {
 }
 
 /// Estimate `graph` on the host with explicit constants (`provenance` labels them); ops the
-/// executor folds into a conv's step cost [`fused::folded_us`].
+/// executor folds into a conv's step cost [`fused::folded_us`], ops after the first of a fused
+/// elementwise run [`fused::in_run_us`] (each only when `c` holds those rates).
 pub fn estimate_host(graph: &Graph, c: &HostConstants, provenance: &str) -> Result<Estimate> {
     c.validate()?;
     let machine = (c.floor_us, c.bytes_per_us, c.cut_us);
+    let none = || vec![None; graph.nodes.len()];
     let folded = match c.epilogue_per_us > 0.0 {
         true => fused::folded_into(graph),
-        false => vec![None; graph.nodes.len()],
+        false => none(),
+    };
+    let in_run = match fused::has_run_rates(c) {
+        true => fused::run_into(graph),
+        false => none(),
     };
     let mut e = finish(graph, machine, None, provenance.into(), |w| {
-        match folded[w.node] {
-            Some(_) => fused::folded_us(w, c),
-            None => host_node_us(w, c),
+        match (folded[w.node], in_run[w.node]) {
+            (Some(_), _) => fused::folded_us(w, c),
+            (None, Some(_)) => fused::in_run_us(w, c),
+            (None, None) => host_node_us(w, c),
         }
     })?;
     for o in &mut e.ops {
-        o.folded_into = folded[o.work.node];
+        o.folded_into = folded[o.work.node].or(in_run[o.work.node]);
     }
     e.ports_us = host_ports_us(graph, c);
     e.micros += e.ports_us;

@@ -2,6 +2,7 @@
 
 use super::host::{HostConstants, RateCurve};
 use crate::graph::{Graph, Node};
+use crate::ops::host::HostOp;
 use crate::ops::layout::Layout;
 use crate::ops::Op;
 use crate::shape::numel;
@@ -23,6 +24,9 @@ pub enum WorkKind {
     /// Strided gathers (transposes that move the last axis): `flops` = elements moved, whose
     /// rate depends on the size (in cache or not).
     Permute,
+    /// A host op of a segmented plan (topk, sort, take, scatter, ...; `flatten` is data):
+    /// `flops` = elements read or written, whichever is more.
+    Host,
 }
 
 impl WorkKind {
@@ -35,6 +39,7 @@ impl WorkKind {
             WorkKind::Reduce => "reduce",
             WorkKind::Data => "data",
             WorkKind::Permute => "permute",
+            WorkKind::Host => "host",
         }
     }
 }
@@ -124,7 +129,10 @@ pub fn node_work(graph: &Graph, index: usize, node: &Node) -> NodeWork {
         {
             (WorkKind::Permute, out, out)
         }
-        Op::Layout(_) | Op::Rearrange(_) | Op::Cast(_) => (WorkKind::Data, 0, 0),
+        Op::Layout(_) | Op::Rearrange(_) | Op::Cast(_) | Op::Host(HostOp::Flatten(_)) => {
+            (WorkKind::Data, 0, 0)
+        }
+        Op::Host(_) => (WorkKind::Host, first.max(out), 0),
         Op::Reduce(_) | Op::Softmax(_) | Op::Pool(_) | Op::BatchNorm(_) | Op::InstanceNorm(_) => {
             (WorkKind::Reduce, first.max(out), 0)
         }
