@@ -143,11 +143,12 @@ impl RefProgram {
         }
     }
 
-    /// Map every page of the value and port buffers now (see [`touch_pages`]; no value
-    /// changes), so a plan's first execute does not fault them in one by one.
+    /// Map every page of the value buffers and output port buffers now (see [`touch_pages`];
+    /// no value changes), so a plan's first execute does not fault them in one by one. Input
+    /// port buffers are left alone: a plan hands most inputs over into the value buffers.
     pub fn prefault(&mut self) {
         self.bufs.iter_mut().for_each(|b| touch_pages(&mut b.data));
-        for p in self.in_ports.iter_mut().chain(&mut self.out_ports) {
+        for p in &mut self.out_ports {
             match p {
                 PortBuf::F16(v) => touch_pages(v),
                 PortBuf::U8(v) => touch_pages(v),
