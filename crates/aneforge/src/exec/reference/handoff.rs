@@ -143,11 +143,15 @@ impl RefProgram {
         }
     }
 
-    /// Map every page of the value and port buffers now (see [`touch_pages`]; no value
-    /// changes), so a plan's first execute does not fault them in one by one.
+    /// Map every page of the input and output value buffers and the output port buffers now
+    /// (see [`touch_pages`]; no value changes), so a plan's first execute does not fault them
+    /// in one by one. Other slots (which a fused run may never write) and input port buffers
+    /// (which hand-offs skip) stay unmapped.
     pub fn prefault(&mut self) {
-        self.bufs.iter_mut().for_each(|b| touch_pages(&mut b.data));
-        for p in self.in_ports.iter_mut().chain(&mut self.out_ports) {
+        for &b in self.input_bufs.iter().chain(&self.output_bufs) {
+            touch_pages(&mut self.bufs[b].data);
+        }
+        for p in &mut self.out_ports {
             match p {
                 PortBuf::F16(v) => touch_pages(v),
                 PortBuf::U8(v) => touch_pages(v),
