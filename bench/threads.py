@@ -133,23 +133,26 @@ def rss_worker(engine):
 
 # Kernel thresholds (crates/aneforge/src/ops/kernel.rs PAR_MIN_ELEMS, ops/gemm.rs PAR_MIN_MACS).
 PAR_MIN_ELEMS, PAR_MIN_MACS = 1 << 15, 1 << 20
-# Steps with no parallel path: layout copies (ops/layout.rs, ops/rearrange.rs).
-SERIAL_OPS = {"reshape", "transpose", "concat", "slice_by_index", "slice_by_size", "split", "pad", "tile", "gather"}
+# Layout copies with no parallel path (ops/layout.rs, ops/rearrange.rs); reshape, transpose and
+# slice_by_size split from PAR_MIN_ELEMS elements since h-threads (before: serial too).
+SERIAL_OPS = {"concat", "slice_by_index", "split", "pad", "tile", "gather"}
+LAYOUT_SPLIT = {"reshape", "transpose", "slice_by_size"}
 # Ops whose parallel split tests the output length (binary elementwise, fused elementwise runs).
 BY_OUTPUT = {"add", "sub", "mul", "real_div", "maximum", "minimum", "pow", "select"}
 
 
-def parallel_step(row):
+def parallel_step(row, layout_split=True):
     """Whether a profile row's step splits over the pool: GEMM-like steps from PAR_MIN_MACS
-    multiply-adds, layout copies never, elementwise steps from PAR_MIN_ELEMS output elements,
-    other kernels (unary, reductions, softmax, pooling) from PAR_MIN_ELEMS input elements."""
+    multiply-adds, layout copies never (reshape/transpose/slice_by_size only when `layout_split`,
+    i.e. on this build), elementwise steps from PAR_MIN_ELEMS output elements, other kernels
+    (unary, reductions, softmax, pooling, layout copies) from PAR_MIN_ELEMS input elements."""
     name, out = row["name"], 1
     for d in row["shape"]:
         out *= d
     ops = name.split("+")
     if ops[0] in ("matmul", "conv", "conv_transpose", "linear"):
         return row["flops"] // 2 >= PAR_MIN_MACS
-    if ops[0] in SERIAL_OPS:
+    if ops[0] in SERIAL_OPS or (ops[0] in LAYOUT_SPLIT and not layout_split):
         return False
     if len(ops) > 1 or ops[0] in BY_OUTPUT:
         return out >= PAR_MIN_ELEMS
@@ -217,7 +220,8 @@ def serial_section(repeat, base=None):
         for key, label in names.items():
             one = prof[1][key]
             call = one["call_us"]
-            serial = sum(r["micros"] for r in one["rows"] if not parallel_step(r))
+            par = lambda r, split=d is None: parallel_step(r, layout_split=split)  # noqa: E731
+            serial = sum(r["micros"] for r in one["rows"] if not par(r))
             outside = max(call - sum(r["micros"] for r in one["rows"]), 0.0)
             s = (serial + outside) / call
             extra = prof[2][key]["call_us"] / call
@@ -228,7 +232,7 @@ def serial_section(repeat, base=None):
                 f"| {bound:.2f}× | {extra:.2f} | {with_cpu:.2f}× |"
             )
             if b == "this build":
-                top = sorted((r for r in one["rows"] if not parallel_step(r)), key=lambda r: -r["micros"])[:3]
+                top = sorted((r for r in one["rows"] if not par(r)), key=lambda r: -r["micros"])[:3]
                 worst[label] = ", ".join(f"{r['name']} {r['shape']} {r['micros']:.0f} µs" for r in top)
     return "\n".join(
         [
@@ -237,7 +241,7 @@ def serial_section(repeat, base=None):
             *rows,
             "",
             f'- Process CPU time per call (`net.profile(clock="cpu", repeat={repeat})`), each (build, threads) pair in its own process.',
-            "- Serial steps: the kernels' own thresholds (`parallel_step`); outside steps: port conversion and the executor loop.",
+            "- Serial steps: the kernels' own thresholds (`parallel_step`; the base build's layout copies are all serial); outside steps: port conversion and the executor loop.",
             "- Amdahl bound = 1 / (s + (1 − s)/2); with CPU: 1 / (s + (1 − s)·c/2), c = 2-thread CPU / 1-thread CPU (spin, join and packing overhead).",
             *(f"- Largest serial steps, {k}: {v}." for k, v in worst.items()),
             f"- Load average when the run started: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores.",
