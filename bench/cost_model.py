@@ -19,6 +19,7 @@ os.environ.setdefault("ANEFORGE_QUIET", "1")
 
 import argparse  # noqa: E402
 import platform  # noqa: E402
+import shutil  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
@@ -133,6 +134,8 @@ def per_kind(net, e, agg):
 
 
 ROUNDS = 3
+# The calibration cache dirs of the runs (removed at the end).
+CACHE_DIRS = []
 
 TITLE = "## Cost model: host estimate vs measured (reference executor, 1 thread)"
 
@@ -155,6 +158,7 @@ def one_run(cases, nets):
     """Calibrate into a fresh cache dir (``aneforge calibrate --clock cpu``), then return
     ``(estimated, measured)`` µs per program, the per-step-kind totals and the plan rows."""
     os.environ["ANEFORGE_CACHE_DIR"] = tempfile.mkdtemp(prefix="aneforge-cost-bench-")
+    CACHE_DIRS.append(os.environ["ANEFORGE_CACHE_DIR"])
     if af._core.cli_main(["aneforge", "calibrate", "--clock", "cpu"]) != 0:
         raise SystemExit("aneforge calibrate failed")
     # ROUNDS alternating rounds over all programs; each program's time is the median of its
@@ -202,6 +206,8 @@ def main():
         print(f"run {r + 1}: {summary([e / m - 1 for (e, _), m in zip(est, meas)])}", flush=True)
     for net in nets:
         net.release()
+    for d in CACHE_DIRS:
+        shutil.rmtree(d, ignore_errors=True)
     load = os.getloadavg()
     head = " | ".join(f"run {i + 1} est / meas µs | error" for i in range(args.runs))
     rows = []

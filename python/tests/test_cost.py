@@ -87,10 +87,18 @@ def test_scaled_and_projected_targets():
 
 
 def test_bad_targets_and_empty_graphs():
-    with pytest.raises(ValueError, match="'m1' is not a known ANE arch"):
-        af.estimate(_matmul(), "m1")
+    with pytest.raises(ValueError, match="'m9x' is not a known ANE arch"):
+        af.estimate(_matmul(), "m9x")
     with pytest.raises(ValueError, match="no ANE family"):
         af.project_peak("u2")
+
+
+def test_m_series_chip_names_are_targets():
+    # M<n> is h<n + 12>; the measured M5 Pro is h17s.
+    assert af.estimate(_matmul(), "M1", warn=False).target == "h13"
+    assert af.estimate(_matmul(), "m2 pro", warn=False).provenance == "measured anchor h14"
+    assert af.project_peak("M4")["arch"] == "h16"
+    assert af.project_peak("M5 Pro")["arch"] == "h17s"
 
 
 def test_project_peak():

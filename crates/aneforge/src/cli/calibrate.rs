@@ -1,7 +1,7 @@
-//! `aneforge calibrate`: measure the reference executor (per-call floor; per-op overhead and
-//! rate for copy, gemm, conv, elementwise and reduce ops; rate curves by shape for gemm, conv
-//! and permutes; the per-cut µs of a plan) and store the constants atomically in the cache dir,
-//! where `af.estimate(y)` (host mode) reads them.
+//! `aneforge calibrate`: measure the reference executor (per-call floor; rate curves by size
+//! for copies, permutes, elementwise ops as steps and inside fused runs, reductions, gemm,
+//! conv and host ops; the per-cut µs of a plan) and store the constants atomically in the
+//! cache dir, where `af.estimate(y)` (host mode) reads them.
 
 use std::time::Duration;
 
@@ -40,9 +40,19 @@ pub(super) fn calibrate(budget_ms: u64, clock: &str) -> Result<()> {
             .collect();
         format!("{name} rate by size [{}]\n", pts.join(", "))
     };
-    out += &curve("gemm (min(K, N))", &c.gemm_curve);
-    out += &curve("conv (min(K, Cout))", &c.conv_curve);
-    out += &curve("permute (elements)", &c.permute_curve);
+    for (name, k) in [
+        ("gemm (min(K, N))", &c.gemm_curve),
+        ("conv (min(K, Cout))", &c.conv_curve),
+        ("permute (elements)", &c.permute_curve),
+        ("elementwise step (elements)", &c.elementwise_curve),
+        (
+            "elementwise in a fused run (elements)",
+            &c.fused_binary_curve,
+        ),
+        ("host op (elements)", &c.host_curve),
+    ] {
+        out += &curve(name, k);
+    }
     out += &format!("cut: {:.1} µs per host stage\n", c.cut_us);
     let path = host::save(&c)?;
     out += &format!("wrote {}\n", path.display());
