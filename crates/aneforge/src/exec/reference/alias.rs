@@ -35,9 +35,12 @@ impl RefProgram {
             (Some(PortBuf::F16(_)), Some(PortBuf::F16(_))) | (None, None)
         );
         let once = |bufs: &[usize], s: usize| bufs.iter().filter(|&&b| b == s).count();
+        // A view taken before the alias holds a port buffer that sharing would drop.
         if so == si
             || !fp16_ports
             || self.shared.has(i)
+            || self.handoff.viewed_input(i)
+            || self.handoff.viewed_output(o)
             || once(&self.output_bufs, so) != 1
             || once(&self.input_bufs, so) != 0
             || once(&self.input_bufs, si) != 1
@@ -97,7 +100,7 @@ impl RefProgram {
     /// buffer (no port buffer is touched). `false` when `i` is not one (the caller writes the
     /// port as usual).
     pub(super) fn set_shared_input(&mut self, i: usize, data: &PortData) -> bool {
-        if self.in_ports.is_empty() || !self.shared.has(i) {
+        if self.in_ports.is_empty() || !self.shared.has(i) || self.handoff.viewed_input(i) {
             return false;
         }
         let dst = &mut self.bufs[self.input_bufs[i]].data;
@@ -110,6 +113,18 @@ impl RefProgram {
         }
         self.handoff.feed(i);
         true
+    }
+
+    /// After an execute, shared input `i` holds its next value in its value buffer: the next
+    /// execute runs from it, unless a view of the input is live, in which case the port buffer
+    /// takes the value (the view sees it) and the next execute loads it back (with any write
+    /// made through the view).
+    pub(super) fn after_shared_execute(&mut self, i: usize) {
+        if self.handoff.viewed_input(i) {
+            self.in_ports[i].store_from(&self.bufs[self.input_bufs[i]].data);
+        } else {
+            self.handoff.feed(i);
+        }
     }
 
     /// Before a view of input `i`: when its value buffer holds the input (fed: a shared alias,
@@ -218,6 +233,45 @@ mod tests {
             p.read_output(0, &mut got).unwrap();
             let zeros = oracle(&[0.0; 8], &d64, true);
             assert_eq!(got.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), zeros);
+        }
+    }
+
+    /// The fp16 port buffer of input `i` as f64 (what a view held across calls shows).
+    fn port_values(p: &RefProgram, i: usize) -> Vec<f64> {
+        match &p.in_ports[i] {
+            PortBuf::F16(v) => v.iter().map(|h| h.to_f64()).collect(),
+            _ => panic!("fp16 port expected"),
+        }
+    }
+
+    /// A view taken after the alias stays live across executes, as Python's `input_view` is
+    /// held: the port buffer shows every new value and a write through it feeds the next call.
+    /// A view taken before the alias keeps the pair on the copying path (its buffer is kept).
+    #[test]
+    fn views_held_across_executes_stay_current() {
+        for view_first in [false, true] {
+            let mut p = RefProgram::new(&program(), Precision::Fp16).unwrap();
+            let ki = p.inputs.iter().position(|s| s.name == "k").unwrap();
+            let d: Vec<f32> = (0..8).map(|i| i as f32 * 0.25 - 0.5).collect();
+            let d64: Vec<f64> = d.iter().map(|&v| f64::from(v)).collect();
+            p.set_input(1 - ki, PortData::F32(&d)).unwrap();
+            if view_first {
+                p.input_view(ki).unwrap();
+            }
+            p.alias("k_next", "k").unwrap();
+            assert_eq!(p.shared.has(ki), !view_first);
+            p.input_view(ki).unwrap();
+            let mut want = vec![0.0; 8];
+            for _ in 0..3 {
+                p.execute().unwrap();
+                want = oracle(&want, &d64, true);
+                assert_eq!(port_values(&p, ki), want, "view_first {view_first}");
+            }
+            if let PortBuf::F16(v) = &mut p.in_ports[ki] {
+                v.fill(f16::from_f32(2.0));
+            }
+            p.execute().unwrap();
+            assert_eq!(port_values(&p, ki), oracle(&[2.0; 8], &d64, true));
         }
     }
 }

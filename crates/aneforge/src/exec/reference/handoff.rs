@@ -27,6 +27,10 @@ pub(super) struct Handoff {
     stale: Vec<bool>,
     /// Whether fp16 aliases are carried in f32 (see [`RefProgram::carry_aliases_in_f32`]).
     carry_f32: bool,
+    /// Inputs and outputs a view was taken of: their port buffers stay allocated and current
+    /// after every execute, since the caller may hold the view across calls.
+    viewed_in: Vec<bool>,
+    viewed_out: Vec<bool>,
 }
 
 impl Handoff {
@@ -36,7 +40,36 @@ impl Handoff {
             lazy: vec![false; n_outputs],
             stale: vec![false; n_inputs],
             carry_f32: false,
+            viewed_in: vec![false; n_inputs],
+            viewed_out: vec![false; n_outputs],
         }
+    }
+
+    /// Input `j` has a view from now on (its port buffer is kept current).
+    pub(super) fn view_input(&mut self, j: usize) {
+        if let Some(v) = self.viewed_in.get_mut(j) {
+            *v = true;
+        }
+    }
+
+    /// Whether a view of input `j` was taken.
+    pub(super) fn viewed_input(&self, j: usize) -> bool {
+        self.viewed_in.get(j) == Some(&true)
+    }
+
+    /// Output `o` has a view from now on: it is stored into its port at every execute.
+    pub(super) fn view_output(&mut self, o: usize) {
+        if let Some(v) = self.viewed_out.get_mut(o) {
+            *v = true;
+        }
+        if let Some(l) = self.lazy.get_mut(o) {
+            *l = false;
+        }
+    }
+
+    /// Whether a view of output `o` was taken.
+    pub(super) fn viewed_output(&self, o: usize) -> bool {
+        self.viewed_out.get(o) == Some(&true)
     }
 
     /// Whether output `o` skips its port store.
@@ -200,7 +233,10 @@ impl RefProgram {
     /// next execute; its port buffer is stored only when a view reads it. Other ports copy
     /// their port buffers.
     pub(super) fn carry_alias(&mut self, o: usize, i: usize) {
-        if !self.handoff.carry_f32 || !matches!(self.in_ports[i], PortBuf::F16(_)) {
+        if !self.handoff.carry_f32
+            || !matches!(self.in_ports[i], PortBuf::F16(_))
+            || self.handoff.viewed_input(i)
+        {
             self.sync_output_port(o);
             self.in_ports[i].copy_from(&self.out_ports[o]);
             return;

@@ -553,7 +553,7 @@ impl Loaded for RefProgram {
         for a in 0..self.aliases.len() {
             let (o, i) = self.aliases[a];
             if self.shared.has(i) {
-                self.handoff.feed(i);
+                self.after_shared_execute(i);
             } else if self.in_ports.is_empty() {
                 copy_value(&mut self.bufs, self.output_bufs[o], self.input_bufs[i]);
             } else {
@@ -611,11 +611,13 @@ impl Loaded for RefProgram {
     fn input_view(&mut self, index: usize) -> Result<PortView<'_>> {
         self.sync_input_port(index);
         self.handoff.unfeed(index);
+        self.handoff.view_input(index);
         Self::view(&mut self.in_ports, index, self.inputs.len(), "input_view")
     }
 
     fn output_view(&mut self, index: usize) -> Result<PortView<'_>> {
         self.sync_output_port(index);
+        self.handoff.view_output(index);
         Self::view(
             &mut self.out_ports,
             index,

@@ -7,7 +7,7 @@ use aneforge_gguf::{Architecture, GgufFile};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::models::{
+use crate::models::json::{
     json_file, json_layers, json_opt_positive, json_opt_usize, json_usize, require_field,
 };
 

@@ -15,7 +15,8 @@ use serde_json::Value;
 
 use crate::compress::CompressionEntry;
 use crate::error::{Error, Result};
-use crate::models::{json_file, Weights};
+use crate::models::json::json_file;
+use crate::models::weights::Weights;
 
 use super::config::{Family, LlmConfig};
 use super::weights::{self, Request, Weight};

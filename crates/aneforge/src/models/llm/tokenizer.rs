@@ -231,7 +231,7 @@ pub fn from_folder(dir: &Path) -> Result<(tokenizers::Tokenizer, TextInfo)> {
     let mut info = TextInfo::default();
     let cfg_file = dir.join("tokenizer_config.json");
     if cfg_file.exists() {
-        let v = crate::models::json_file(&cfg_file)?;
+        let v = crate::models::json::json_file(&cfg_file)?;
         let token_id = |k: &str| {
             let name = match v.get(k)? {
                 Value::String(s) => s.clone(),
