@@ -15,7 +15,7 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use super::conv::{tap, window_row};
-use super::gemm::{sgemm_with, PAR_MIN_MACS};
+use super::gemm::{sgemm_raw, PAR_MIN_MACS};
 use super::kernel::PAR_MIN_ELEMS;
 use crate::error::Result;
 
@@ -32,8 +32,6 @@ thread_local! {
     /// im2col columns of one tile, reused across tiles, convs and calls (every element read is
     /// written first).
     static COLS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-    /// Outputs of the tiles of one product when tiles run in parallel (scattered afterwards).
-    static TILE_OUT: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
 /// One conv product: geometry, strides, dilations and padding.
@@ -114,7 +112,7 @@ impl Product {
     }
 
     /// out [Cout/g, H'·W'] (+)= weight × columns of `xs` for group `gi` (`accumulate`: out holds
-    /// the bias), tile by tile.
+    /// the bias), tile by tile, each tile's GEMM writing its columns of `out` in place.
     pub fn run(
         &self,
         xs: &[f32],
@@ -129,60 +127,51 @@ impl Product {
         let p = self.output[0] * ow;
         // The weight of group gi [m, k], the GEMM's A.
         let a = &w[gi * m * k..(gi + 1) * m * k];
-        let tile = |rows: &Range<usize>, c: &mut [f32], c_rs: usize, acc: bool, par: bool| {
-            let n = rows.len() * ow;
+        let (c, len) = (SyncPtr(out.as_mut_ptr()), out.len());
+        // SAFETY (for the caller): `c`, `len` describe `out`, and no other call of `tile` at
+        // the same time writes the columns of `rows`.
+        let tile = |rows: &Range<usize>, par: bool| {
+            let (n, start) = (rows.len() * ow, rows.start * ow);
+            // C [m, n] with row stride p, starting at column `start` of `out`.
+            let c = (c.get().wrapping_add(start), len.saturating_sub(start));
             if self.direct() {
-                let b = &xs[rows.start * ow..];
-                sgemm_with(par, m, n, k, a, k, 1, b, h * wd, 1, c, c_rs, acc);
+                let b = &xs[start..];
+                // SAFETY: see the closure's contract; C's checks run inside.
+                unsafe { sgemm_raw(par, m, n, k, a, k, 1, b, h * wd, 1, c, p, accumulate) };
                 return Ok(());
             }
             with_scratch(&COLS, k * n, "the im2col scratch", |col| {
                 self.im2col(xs, rows.clone(), col, par);
-                sgemm_with(par, m, n, k, a, k, 1, col, n, 1, c, c_rs, acc);
+                // SAFETY: as above.
+                unsafe { sgemm_raw(par, m, n, k, a, k, 1, col, n, 1, c, p, accumulate) };
             })
         };
         if tiles.len() == 1 || threads == 1 || m * k * p < PAR_MIN_MACS {
-            // One thread per product (tiles in order, each written in place), or the whole
-            // product at once with the `gemm` crate's own threads.
+            // One thread per product (tiles in order), or the whole product at once with the
+            // `gemm` crate's own threads.
             let par = tiles.len() == 1;
-            for rows in &tiles {
-                tile(rows, &mut out[rows.start * ow..], p, accumulate, par)?;
-            }
-            return Ok(());
+            return tiles.iter().try_for_each(|rows| tile(rows, par));
         }
-        // Tiles in parallel, each into its own block [m, tile columns], then scattered.
-        let most = tiles.iter().map(|r| r.len() * ow).max().unwrap_or(0);
-        with_scratch(
-            &TILE_OUT,
-            tiles.len() * m * most,
-            "the conv tile outputs",
-            |blocks| {
-                blocks
-                    .par_chunks_mut(m * most)
-                    .zip(&tiles)
-                    .map(|(block, rows)| {
-                        let n = rows.len() * ow;
-                        let block = &mut block[..m * n];
-                        if accumulate {
-                            for (brow, orow) in block.chunks_mut(n).zip(out.chunks(p)) {
-                                brow.copy_from_slice(&orow[rows.start * ow..rows.end * ow]);
-                            }
-                        }
-                        tile(rows, block, n, accumulate, false)
-                    })
-                    .collect::<Result<()>>()?;
-                out.par_chunks_mut(p).enumerate().for_each(|(i, orow)| {
-                    for (block, rows) in blocks.chunks(m * most).zip(&tiles) {
-                        let n = rows.len() * ow;
-                        orow[rows.start * ow..rows.end * ow]
-                            .copy_from_slice(&block[i * n..(i + 1) * n]);
-                    }
-                });
-                Ok(())
-            },
-        )?
+        // Tiles in parallel: disjoint row ranges write disjoint columns of every channel.
+        tiles.par_iter().try_for_each(|rows| tile(rows, false))
     }
 }
+
+/// `out`'s pointer shared by the tiles of one product, which write disjoint columns of it.
+#[derive(Clone, Copy)]
+struct SyncPtr(*mut f32);
+
+impl SyncPtr {
+    /// The pointer (a method, so closures capture the whole `Send + Sync` wrapper).
+    fn get(self) -> *mut f32 {
+        self.0
+    }
+}
+
+// SAFETY: the tiles that share the pointer write disjoint elements (see `Product::run`).
+unsafe impl Send for SyncPtr {}
+// SAFETY: as above.
+unsafe impl Sync for SyncPtr {}
 
 /// Run `f` on the first `len` elements of the thread's scratch `cell`, grown (capped by the
 /// limits and allocated fallibly: a typed error, not an abort) when too short.
