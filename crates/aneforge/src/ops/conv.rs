@@ -551,6 +551,32 @@ pub(crate) mod tests {
             [8, 16, 3, 3],
             true,
         );
+        // Stride 1, output as wide as the input (one copy per tap): dilated, one-sided pad,
+        // a kernel taller than the input, width 1.
+        check(
+            conv([1, 1], [2, 2, 2, 2], [2, 2], 1),
+            [1, 3, 9, 6],
+            [4, 3, 3, 3],
+            true,
+        );
+        check(
+            conv([1, 1], [0, 2, 0, 2], [1, 1], 1),
+            [1, 2, 5, 4],
+            [3, 2, 3, 3],
+            false,
+        );
+        check(
+            conv([1, 1], [3, 3, 1, 1], [1, 1], 1),
+            [1, 2, 2, 3],
+            [2, 2, 7, 3],
+            true,
+        );
+        check(
+            conv([1, 1], [1, 1, 0, 0], [1, 1], 1),
+            [1, 2, 5, 1],
+            [3, 2, 3, 1],
+            true,
+        );
     }
 
     #[test]

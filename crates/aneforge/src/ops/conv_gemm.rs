@@ -92,9 +92,15 @@ impl Product {
         let ([_, h, w], [kh, kw], [_, ow]) = (self.input, self.kernel, self.output);
         let ([sh, sw], [dh, dw], [pt, _, pl, _]) = (self.strides, self.dilations, self.pad);
         let n = rows.len() * ow;
+        // Stride 1 with the output as wide as the input: a tap's rows are one run of the plane.
+        let flat = [sh, sw] == [1, 1] && ow == w && pl < w && dw * (kw - 1) < w + pl;
         let fill = |(r, crow): (usize, &mut [f32])| {
             let (c, ky, kx) = (r / (kh * kw), r / kw % kh, r % kw);
             let plane = &xs[c * h * w..(c + 1) * h * w];
+            if flat {
+                let shift = (kx * dw) as isize - pl as isize;
+                return tap_rows(plane, [h, w], rows.clone(), ky * dh, pt, shift, crow);
+            }
             for (oy, orow) in rows.clone().zip(crow.chunks_mut(ow)) {
                 match tap(oy, ky, sh, dh, pt, h) {
                     Some(iy) => {
@@ -154,6 +160,47 @@ impl Product {
         }
         // Tiles in parallel: disjoint row ranges write disjoint columns of every channel.
         tiles.par_iter().try_for_each(|rows| tile(rows, false))
+    }
+}
+
+/// The im2col row of one tap for output rows `rows` of a stride-1 conv whose output is as wide
+/// as its input `[h, w]`: output (oy, ox) reads input (oy + `dy` − `pt`, ox + `shift`), zero
+/// outside the plane. The rows inside are one copy of the plane's run (shifted by `shift`,
+/// |shift| < w), after which the few columns that wrapped into a neighbouring row are zeroed.
+fn tap_rows(
+    plane: &[f32],
+    [h, w]: [usize; 2],
+    rows: Range<usize>,
+    dy: usize,
+    pt: usize,
+    shift: isize,
+    crow: &mut [f32],
+) {
+    // Output rows [lo, hi) read input rows lo + dy − pt ≥ 0 up to < h.
+    let lo = pt.saturating_sub(dy).clamp(rows.start, rows.end);
+    let hi = (h + pt).saturating_sub(dy).clamp(lo, rows.end);
+    let at = |oy: usize| (oy - rows.start) * w;
+    crow[..at(lo)].fill(0.0);
+    crow[at(hi)..].fill(0.0);
+    if lo == hi {
+        return;
+    }
+    let dst = &mut crow[at(lo)..at(hi)];
+    // dst[t] = plane[first + t], clipped to the plane (the clipped ends are wrapped columns).
+    let first = ((lo + dy - pt) * w) as isize + shift;
+    let skip = (-first).max(0) as usize;
+    let end = (first + dst.len() as isize).min(plane.len() as isize);
+    let take = (end - first) as usize - skip;
+    let from = (first + skip as isize) as usize;
+    dst[skip..skip + take].copy_from_slice(&plane[from..from + take]);
+    // Columns whose input column ox + shift lies outside [0, w).
+    let edge = if shift < 0 {
+        0..(-shift) as usize
+    } else {
+        w - shift as usize..w
+    };
+    for row in dst.chunks_mut(w) {
+        row[edge.clone()].fill(0.0);
     }
 }
 
