@@ -28,6 +28,10 @@ const MIN_TILE_COLS: usize = 128;
 /// The `gemm` crate's bound below which it may pick a different depth blocking (m, n ≤ 64).
 const GEMM_SMALL: usize = 64;
 
+/// Depth up to which the `gemm` crate runs a product in one depth block (its depth block is at
+/// least min(K, 512) on every path and CPU).
+const ONE_DEPTH_BLOCK: usize = 512;
+
 thread_local! {
     /// im2col columns of one tile, reused across tiles, convs and calls (every element read is
     /// written first).
@@ -84,6 +88,20 @@ impl Product {
             n -= 1;
         }
         (0..n).map(|t| oh * t / n..oh * (t + 1) / n).collect()
+    }
+
+    /// Whether every GEMM of [`Product::run`] computes each element as one fused multiply-add
+    /// chain written once (the `gemm` crate's blocked path, m, n ≥ 2, k ≥ 3, m·n > 256, with
+    /// K ≤ [`ONE_DEPTH_BLOCK`]; see `ops::gemm_order`), so accumulating onto the bias,
+    /// bias + acc, and adding the bias afterwards, acc + bias, round the same sum.
+    pub fn bias_commutes(&self) -> bool {
+        let (m, k, ow) = (self.cog, self.depth(), self.output[1]);
+        let tiles = self.tile_rows(rayon::current_num_threads());
+        (3..=ONE_DEPTH_BLOCK).contains(&k)
+            && m >= 2
+            && tiles
+                .iter()
+                .all(|r| r.len() * ow >= 2 && m * r.len() * ow > 256)
     }
 
     /// Write the im2col columns of output rows `rows` from `xs` [Cin/g, H, W] into `col`

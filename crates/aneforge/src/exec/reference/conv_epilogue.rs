@@ -237,14 +237,32 @@ enum Params<'a> {
 const PIECE: usize = 256;
 
 impl Epilogue {
+    /// The output pass of a conv with nothing folded after it (rounding, and the bias when the
+    /// conv leaves it for later), for node `i` of `g` when it is a conv step of its own with a
+    /// bias and an fp16 [N, C, H, W] output (a conv with folded ops is no step of its own).
+    pub(super) fn bare(g: &Graph, i: usize, round: bool) -> Option<Self> {
+        let node = &g.nodes[i];
+        let out = &node.outputs;
+        let conv = matches!(node.op, Op::Conv(_)) && node.inputs.len() == 3 && out.len() == 1;
+        (conv && out[0].dtype == DType::Fp16 && out[0].shape.len() == 4).then(|| Epilogue {
+            conv_inputs: 3,
+            conv_round: round,
+            stages: Vec::new(),
+        })
+    }
+
     /// How many of the step's inputs belong to the conv itself.
     pub fn conv_inputs(&self) -> usize {
         self.conv_inputs
     }
 
-    /// Apply the folded ops to `out` (the conv's output [N, C, H, W], not yet rounded) in place;
-    /// `extra` are the step's inputs after the conv's own.
-    pub fn apply(&self, extra: &[&Buf], out: &mut Buf) {
+    /// Apply the folded ops to `out` (the conv's output [N, C, H, W], not yet rounded) in place,
+    /// first adding `bias` [C] when the conv left it out; `extra` are the step's inputs after
+    /// the conv's own.
+    pub fn apply(&self, extra: &[&Buf], bias: Option<&[f32]>, out: &mut Buf) {
+        if self.stages.is_empty() && !self.conv_round && bias.is_none() {
+            return;
+        }
         let mut rest = extra;
         let params: Vec<(Params, bool)> = self
             .stages
@@ -277,7 +295,10 @@ impl Epilogue {
         if plane == 0 {
             return;
         }
-        let run = |(i, p): (usize, &mut [f32])| self.plane(&params, i, i % c, p);
+        let run = |(i, p): (usize, &mut [f32])| {
+            let b = bias.map(|b| b[i % c]);
+            self.plane(&params, i, i % c, b, p)
+        };
         if out.data.len() >= PAR_MIN_ELEMS {
             out.data.par_chunks_mut(plane).enumerate().for_each(run);
         } else {
@@ -285,13 +306,24 @@ impl Epilogue {
         }
     }
 
-    /// Run every stage over plane `i` (channel `k`), one piece at a time.
-    fn plane(&self, params: &[(Params, bool)], i: usize, k: usize, p: &mut [f32]) {
+    /// Run every stage over plane `i` (channel `k`, first adding the channel's `bias`), one
+    /// piece at a time.
+    fn plane(
+        &self,
+        params: &[(Params, bool)],
+        i: usize,
+        k: usize,
+        bias: Option<f32>,
+        p: &mut [f32],
+    ) {
         let mut scratch = [0.0f32; PIECE];
         let base = i * p.len();
         for (ci, chunk) in p.chunks_mut(PIECE).enumerate() {
             let at = base + ci * PIECE;
             let values = &mut scratch[..chunk.len()];
+            if let Some(b) = bias {
+                chunk.iter_mut().for_each(|v| *v += b);
+            }
             if self.conv_round {
                 round_in_place(chunk);
             }
