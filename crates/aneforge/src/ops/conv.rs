@@ -276,15 +276,7 @@ impl Family for Conv {
     }
     fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
         let g = self.geometry(&ins[0].shape, &ins[1].shape)?;
-        let dw = Depthwise {
-            input: [g.h, g.w],
-            kernel: [g.kh, g.kw],
-            output: [g.oh, g.ow],
-            strides: self.strides,
-            dilations: self.dilations,
-            pad: self.pad,
-        };
-        if self.groups == g.cin && g.cout == g.cin && dw.matches_gemv() {
+        if let Some(dw) = self.depthwise(&g) {
             let bias = ins.get(2).map(|b| &b.data[..]);
             return dw.run(&ins[0].data, &ins[1].data, bias, &mut out[0].data);
         }
@@ -293,17 +285,50 @@ impl Family for Conv {
 }
 
 impl Conv {
+    /// The direct depthwise kernel for this geometry, when it computes it.
+    fn depthwise(&self, g: &Geom) -> Option<Depthwise> {
+        let dw = Depthwise {
+            input: [g.h, g.w],
+            kernel: [g.kh, g.kw],
+            output: [g.oh, g.ow],
+            strides: self.strides,
+            dilations: self.dilations,
+            pad: self.pad,
+        };
+        (self.groups == g.cin && g.cout == g.cin && dw.matches_gemv()).then_some(dw)
+    }
+
+    /// The GEMM product of one (batch, group).
+    fn product(&self, g: &Geom) -> Product {
+        Product {
+            input: [g.cin / self.groups, g.h, g.w],
+            kernel: [g.kh, g.kw],
+            output: [g.oh, g.ow],
+            strides: self.strides,
+            dilations: self.dilations,
+            pad: self.pad,
+            cog: g.cout / self.groups,
+        }
+    }
+
+    /// [`Family::eval`] without the bias when adding it afterwards, `out + bias[channel]`, gives
+    /// the same bits (see [`Product::bias_commutes`]); returns whether the caller must add it.
+    pub(crate) fn eval_bias_later(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<bool> {
+        let g = self.geometry(&ins[0].shape, &ins[1].shape)?;
+        if ins.len() == 3 && self.depthwise(&g).is_none() && self.product(&g).bias_commutes() {
+            self.eval_im2col(&ins[..2], out)?;
+            return Ok(true);
+        }
+        self.eval(ins, out).map(|()| false)
+    }
+
     /// [`Family::eval`] through im2col + one GEMM per (batch, group); every conv but the
     /// depthwise ones that [`Depthwise`] computes directly (with the same bits).
     pub(crate) fn eval_im2col(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
         let (x, w) = (ins[0], &ins[1].data);
         let g = self.geometry(&x.shape, &ins[1].shape)?;
-        let (cg, cog, p, hw) = (
-            g.cin / self.groups,
-            g.cout / self.groups,
-            g.oh * g.ow,
-            g.h * g.w,
-        );
+        let product = self.product(&g);
+        let ([cg, _, _], cog, p, hw) = (product.input, product.cog, g.oh * g.ow, g.h * g.w);
         let od = &mut out[0].data;
         // The bias initialises each output plane; the GEMM then accumulates onto it.
         if let Some(b) = ins.get(2) {
@@ -311,15 +336,6 @@ impl Conv {
                 .zip(b.data.iter().cycle())
                 .for_each(|(plane, &v)| plane.fill(v));
         }
-        let product = Product {
-            input: [cg, g.h, g.w],
-            kernel: [g.kh, g.kw],
-            output: [g.oh, g.ow],
-            strides: self.strides,
-            dilations: self.dilations,
-            pad: self.pad,
-            cog,
-        };
         for b in 0..g.n {
             for gi in 0..self.groups {
                 let xo = (b * g.cin + gi * cg) * hw;
@@ -495,6 +511,98 @@ pub(crate) mod tests {
         assert_close(&out[0].data, &want, 1e-5);
     }
 
+    /// A conv whose products each take one depth block leaves its bias out, and out + bias is
+    /// every bit of the conv with the bias (at 1 thread and the default pool); deeper, tiny
+    /// and depthwise ones keep it in.
+    #[test]
+    fn bias_added_later_keeps_every_bit() {
+        let cases = [
+            (
+                conv([1, 1], [0; 4], [1, 1], 1),
+                [1, 64, 20, 20],
+                [32, 64, 1, 1],
+                true,
+            ),
+            (
+                conv([2, 2], [0; 4], [1, 1], 1),
+                [2, 32, 16, 16],
+                [64, 32, 1, 1],
+                true,
+            ),
+            (
+                conv([1, 1], [1; 4], [1, 1], 2),
+                [1, 8, 16, 16],
+                [8, 4, 3, 3],
+                true,
+            ),
+            (
+                conv([1, 1], [1; 4], [1, 1], 1),
+                [1, 56, 30, 30],
+                [16, 56, 3, 3],
+                true,
+            ),
+            (
+                conv([1, 1], [1; 4], [1, 1], 1),
+                [1, 64, 30, 30],
+                [16, 64, 3, 3],
+                false,
+            ),
+            (
+                conv([1, 1], [0; 4], [1, 1], 1),
+                [1, 4, 3, 3],
+                [2, 4, 1, 1],
+                false,
+            ),
+            (
+                conv([1, 1], [1; 4], [1, 1], 8),
+                [1, 8, 20, 20],
+                [8, 1, 3, 3],
+                false,
+            ),
+        ];
+        let one = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        for (c, xs, ws, later) in cases {
+            let buf = |shape: &[usize], seed| Buf {
+                shape: shape.to_vec(),
+                data: rand_vec(shape.iter().product(), seed),
+            };
+            let (x, w, b) = (buf(&xs, 31), buf(&ws, 32), buf(&ws[..1], 33));
+            let types: Vec<TensorType> = [&x, &w, &b]
+                .iter()
+                .map(|b| TensorType::fp16(b.shape.clone()))
+                .collect();
+            let shape = c.infer(&types).unwrap().remove(0).shape;
+            for pool in [None, Some(&one)] {
+                let run = |f: &(dyn Fn() -> (Vec<f32>, bool) + Sync)| match pool {
+                    Some(p) => p.install(f),
+                    None => f(),
+                };
+                let (want, _) = run(&|| {
+                    let mut out = [Buf::zeros(&shape)];
+                    c.eval(&[&x, &w, &b], &mut out).unwrap();
+                    (out[0].data.clone(), true)
+                });
+                let (mut got, deferred) = run(&|| {
+                    let mut out = [Buf::zeros(&shape)];
+                    let d = c.eval_bias_later(&[&x, &w, &b], &mut out).unwrap();
+                    (out.into_iter().next().unwrap().data, d)
+                });
+                assert_eq!(deferred, later, "{c:?} {xs:?} {ws:?}");
+                if deferred {
+                    let plane = shape[2] * shape[3];
+                    for (i, p) in got.chunks_mut(plane).enumerate() {
+                        p.iter_mut().for_each(|v| *v += b.data[i % ws[0]]);
+                    }
+                }
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "{c:?} {xs:?} {ws:?}");
+            }
+        }
+    }
+
     #[test]
     fn kernel_matches_naive_on_awkward_shapes() {
         check(
@@ -549,6 +657,32 @@ pub(crate) mod tests {
             conv([1, 1], [1, 1, 1, 1], [1, 1], 1),
             [2, 16, 40, 40],
             [8, 16, 3, 3],
+            true,
+        );
+        // Stride 1, output as wide as the input (one copy per tap): dilated, one-sided pad,
+        // a kernel taller than the input, width 1.
+        check(
+            conv([1, 1], [2, 2, 2, 2], [2, 2], 1),
+            [1, 3, 9, 6],
+            [4, 3, 3, 3],
+            true,
+        );
+        check(
+            conv([1, 1], [0, 2, 0, 2], [1, 1], 1),
+            [1, 2, 5, 4],
+            [3, 2, 3, 3],
+            false,
+        );
+        check(
+            conv([1, 1], [3, 3, 1, 1], [1, 1], 1),
+            [1, 2, 2, 3],
+            [2, 2, 7, 3],
+            true,
+        );
+        check(
+            conv([1, 1], [1, 1, 0, 0], [1, 1], 1),
+            [1, 2, 5, 1],
+            [3, 2, 3, 1],
             true,
         );
     }

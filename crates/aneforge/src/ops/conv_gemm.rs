@@ -15,7 +15,7 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use super::conv::{tap, window_row};
-use super::gemm::{sgemm_with, PAR_MIN_MACS};
+use super::gemm::{sgemm_raw, PAR_MIN_MACS};
 use super::kernel::PAR_MIN_ELEMS;
 use crate::error::Result;
 
@@ -28,12 +28,14 @@ const MIN_TILE_COLS: usize = 128;
 /// The `gemm` crate's bound below which it may pick a different depth blocking (m, n ≤ 64).
 const GEMM_SMALL: usize = 64;
 
+/// Depth up to which the `gemm` crate runs a product in one depth block (its depth block is at
+/// least min(K, 512) on every path and CPU).
+const ONE_DEPTH_BLOCK: usize = 512;
+
 thread_local! {
     /// im2col columns of one tile, reused across tiles, convs and calls (every element read is
     /// written first).
     static COLS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-    /// Outputs of the tiles of one product when tiles run in parallel (scattered afterwards).
-    static TILE_OUT: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
 /// One conv product: geometry, strides, dilations and padding.
@@ -88,15 +90,35 @@ impl Product {
         (0..n).map(|t| oh * t / n..oh * (t + 1) / n).collect()
     }
 
+    /// Whether every GEMM of [`Product::run`] computes each element as one fused multiply-add
+    /// chain written once (the `gemm` crate's blocked path, m, n ≥ 2, k ≥ 3, m·n > 256, with
+    /// K ≤ [`ONE_DEPTH_BLOCK`]; see `ops::gemm_order`), so accumulating onto the bias,
+    /// bias + acc, and adding the bias afterwards, acc + bias, round the same sum.
+    pub fn bias_commutes(&self) -> bool {
+        let (m, k, ow) = (self.cog, self.depth(), self.output[1]);
+        let tiles = self.tile_rows(rayon::current_num_threads());
+        (3..=ONE_DEPTH_BLOCK).contains(&k)
+            && m >= 2
+            && tiles
+                .iter()
+                .all(|r| r.len() * ow >= 2 && m * r.len() * ow > 256)
+    }
+
     /// Write the im2col columns of output rows `rows` from `xs` [Cin/g, H, W] into `col`
     /// [K, rows·W'] (zeros in the padding), on the rayon pool when `par` and the tile is large.
     fn im2col(&self, xs: &[f32], rows: Range<usize>, col: &mut [f32], par: bool) {
         let ([_, h, w], [kh, kw], [_, ow]) = (self.input, self.kernel, self.output);
         let ([sh, sw], [dh, dw], [pt, _, pl, _]) = (self.strides, self.dilations, self.pad);
         let n = rows.len() * ow;
+        // Stride 1 with the output as wide as the input: a tap's rows are one run of the plane.
+        let flat = [sh, sw] == [1, 1] && ow == w && pl < w && dw * (kw - 1) < w + pl;
         let fill = |(r, crow): (usize, &mut [f32])| {
             let (c, ky, kx) = (r / (kh * kw), r / kw % kh, r % kw);
             let plane = &xs[c * h * w..(c + 1) * h * w];
+            if flat {
+                let shift = (kx * dw) as isize - pl as isize;
+                return tap_rows(plane, [h, w], rows.clone(), ky * dh, pt, shift, crow);
+            }
             for (oy, orow) in rows.clone().zip(crow.chunks_mut(ow)) {
                 match tap(oy, ky, sh, dh, pt, h) {
                     Some(iy) => {
@@ -114,7 +136,7 @@ impl Product {
     }
 
     /// out [Cout/g, H'·W'] (+)= weight × columns of `xs` for group `gi` (`accumulate`: out holds
-    /// the bias), tile by tile.
+    /// the bias), tile by tile, each tile's GEMM writing its columns of `out` in place.
     pub fn run(
         &self,
         xs: &[f32],
@@ -129,60 +151,92 @@ impl Product {
         let p = self.output[0] * ow;
         // The weight of group gi [m, k], the GEMM's A.
         let a = &w[gi * m * k..(gi + 1) * m * k];
-        let tile = |rows: &Range<usize>, c: &mut [f32], c_rs: usize, acc: bool, par: bool| {
-            let n = rows.len() * ow;
+        let (c, len) = (SyncPtr(out.as_mut_ptr()), out.len());
+        // SAFETY (for the caller): `c`, `len` describe `out`, and no other call of `tile` at
+        // the same time writes the columns of `rows`.
+        let tile = |rows: &Range<usize>, par: bool| {
+            let (n, start) = (rows.len() * ow, rows.start * ow);
+            // C [m, n] with row stride p, starting at column `start` of `out`.
+            let c = (c.get().wrapping_add(start), len.saturating_sub(start));
             if self.direct() {
-                let b = &xs[rows.start * ow..];
-                sgemm_with(par, m, n, k, a, k, 1, b, h * wd, 1, c, c_rs, acc);
+                let b = &xs[start..];
+                // SAFETY: see the closure's contract; C's checks run inside.
+                unsafe { sgemm_raw(par, m, n, k, a, k, 1, b, h * wd, 1, c, p, accumulate) };
                 return Ok(());
             }
             with_scratch(&COLS, k * n, "the im2col scratch", |col| {
                 self.im2col(xs, rows.clone(), col, par);
-                sgemm_with(par, m, n, k, a, k, 1, col, n, 1, c, c_rs, acc);
+                // SAFETY: as above.
+                unsafe { sgemm_raw(par, m, n, k, a, k, 1, col, n, 1, c, p, accumulate) };
             })
         };
         if tiles.len() == 1 || threads == 1 || m * k * p < PAR_MIN_MACS {
-            // One thread per product (tiles in order, each written in place), or the whole
-            // product at once with the `gemm` crate's own threads.
+            // One thread per product (tiles in order), or the whole product at once with the
+            // `gemm` crate's own threads.
             let par = tiles.len() == 1;
-            for rows in &tiles {
-                tile(rows, &mut out[rows.start * ow..], p, accumulate, par)?;
-            }
-            return Ok(());
+            return tiles.iter().try_for_each(|rows| tile(rows, par));
         }
-        // Tiles in parallel, each into its own block [m, tile columns], then scattered.
-        let most = tiles.iter().map(|r| r.len() * ow).max().unwrap_or(0);
-        with_scratch(
-            &TILE_OUT,
-            tiles.len() * m * most,
-            "the conv tile outputs",
-            |blocks| {
-                blocks
-                    .par_chunks_mut(m * most)
-                    .zip(&tiles)
-                    .map(|(block, rows)| {
-                        let n = rows.len() * ow;
-                        let block = &mut block[..m * n];
-                        if accumulate {
-                            for (brow, orow) in block.chunks_mut(n).zip(out.chunks(p)) {
-                                brow.copy_from_slice(&orow[rows.start * ow..rows.end * ow]);
-                            }
-                        }
-                        tile(rows, block, n, accumulate, false)
-                    })
-                    .collect::<Result<()>>()?;
-                out.par_chunks_mut(p).enumerate().for_each(|(i, orow)| {
-                    for (block, rows) in blocks.chunks(m * most).zip(&tiles) {
-                        let n = rows.len() * ow;
-                        orow[rows.start * ow..rows.end * ow]
-                            .copy_from_slice(&block[i * n..(i + 1) * n]);
-                    }
-                });
-                Ok(())
-            },
-        )?
+        // Tiles in parallel: disjoint row ranges write disjoint columns of every channel.
+        tiles.par_iter().try_for_each(|rows| tile(rows, false))
     }
 }
+
+/// The im2col row of one tap for output rows `rows` of a stride-1 conv whose output is as wide
+/// as its input `[h, w]`: output (oy, ox) reads input (oy + `dy` − `pt`, ox + `shift`), zero
+/// outside the plane. The rows inside are one copy of the plane's run (shifted by `shift`,
+/// |shift| < w), after which the few columns that wrapped into a neighbouring row are zeroed.
+fn tap_rows(
+    plane: &[f32],
+    [h, w]: [usize; 2],
+    rows: Range<usize>,
+    dy: usize,
+    pt: usize,
+    shift: isize,
+    crow: &mut [f32],
+) {
+    // Output rows [lo, hi) read input rows lo + dy − pt ≥ 0 up to < h.
+    let lo = pt.saturating_sub(dy).clamp(rows.start, rows.end);
+    let hi = (h + pt).saturating_sub(dy).clamp(lo, rows.end);
+    let at = |oy: usize| (oy - rows.start) * w;
+    crow[..at(lo)].fill(0.0);
+    crow[at(hi)..].fill(0.0);
+    if lo == hi {
+        return;
+    }
+    let dst = &mut crow[at(lo)..at(hi)];
+    // dst[t] = plane[first + t], clipped to the plane (the clipped ends are wrapped columns).
+    let first = ((lo + dy - pt) * w) as isize + shift;
+    let skip = (-first).max(0) as usize;
+    let end = (first + dst.len() as isize).min(plane.len() as isize);
+    let take = (end - first) as usize - skip;
+    let from = (first + skip as isize) as usize;
+    dst[skip..skip + take].copy_from_slice(&plane[from..from + take]);
+    // Columns whose input column ox + shift lies outside [0, w).
+    let edge = if shift < 0 {
+        0..(-shift) as usize
+    } else {
+        w - shift as usize..w
+    };
+    for row in dst.chunks_mut(w) {
+        row[edge.clone()].fill(0.0);
+    }
+}
+
+/// `out`'s pointer shared by the tiles of one product, which write disjoint columns of it.
+#[derive(Clone, Copy)]
+struct SyncPtr(*mut f32);
+
+impl SyncPtr {
+    /// The pointer (a method, so closures capture the whole `Send + Sync` wrapper).
+    fn get(self) -> *mut f32 {
+        self.0
+    }
+}
+
+// SAFETY: the tiles that share the pointer write disjoint elements (see `Product::run`).
+unsafe impl Send for SyncPtr {}
+// SAFETY: as above.
+unsafe impl Sync for SyncPtr {}
 
 /// Run `f` on the first `len` elements of the thread's scratch `cell`, grown (capped by the
 /// limits and allocated fallibly: a typed error, not an abort) when too short.

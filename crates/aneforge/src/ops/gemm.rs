@@ -46,24 +46,68 @@ pub fn sgemm_with(
     c_rs: usize,
     accumulate: bool,
 ) {
+    // SAFETY: `c` is borrowed mutably, so it is valid for its length and nothing else
+    // accesses it (nor aliases A or B) during the call.
+    unsafe {
+        sgemm_raw(
+            parallel,
+            m,
+            n,
+            k,
+            a,
+            a_rs,
+            a_cs,
+            b,
+            b_rs,
+            b_cs,
+            (c.as_mut_ptr(), c.len()),
+            c_rs,
+            accumulate,
+        )
+    }
+}
+
+/// [`sgemm_with`] with C given as (pointer, length), for callers whose threads write disjoint
+/// column blocks of one matrix in place (conv tiles); same checks, same bits.
+///
+/// # Safety
+/// `c.0` is valid for reads and writes of `c.1` f32, and while the call runs nothing else
+/// reads or writes the elements C[i, j] = c[i·c_rs + j] (i < m, j < n), nor do A or B alias them.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn sgemm_raw(
+    parallel: bool,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[f32],
+    a_rs: usize,
+    a_cs: usize,
+    b: &[f32],
+    b_rs: usize,
+    b_cs: usize,
+    c: (*mut f32, usize),
+    c_rs: usize,
+    accumulate: bool,
+) {
     if m == 0 || n == 0 {
         return;
     }
-    check_operand("C", m, n, c, c_rs, 1);
+    check_operand("C", m, n, c.1, c_rs, 1);
     assert!(
         m == 1 || c_rs >= n,
         "sgemm: C rows overlap (row stride {c_rs} < n = {n})"
     );
     if k == 0 {
         if !accumulate {
-            c.chunks_mut(c_rs.max(n))
-                .take(m)
-                .for_each(|row| row[..n].fill(0.0));
+            for i in 0..m {
+                // SAFETY: C[i, 0..n] lies inside `c` (checked above) and is the caller's alone.
+                unsafe { std::slice::from_raw_parts_mut(c.0.add(i * c_rs), n) }.fill(0.0);
+            }
         }
         return;
     }
-    check_operand("A", m, k, a, a_rs, a_cs);
-    check_operand("B", k, n, b, b_rs, b_cs);
+    check_operand("A", m, k, a.len(), a_rs, a_cs);
+    check_operand("B", k, n, b.len(), b_rs, b_cs);
     // Strides of unit axes are never applied; normalise them so every stride fits in isize
     // (a used stride times its extent is below a slice length, hence below isize::MAX).
     let st = |extent: usize, s: usize| if extent == 1 { 1 } else { s as isize };
@@ -73,13 +117,13 @@ pub fn sgemm_with(
         Parallelism::None
     };
     // SAFETY: the asserts above keep every A, B and C element the kernel addresses inside its
-    // slice; C rows are disjoint, and `c` is borrowed mutably so it aliases neither A nor B.
+    // slice; C rows are disjoint, and the caller keeps C's elements from every other access.
     unsafe {
         gemm::gemm(
             m,
             n,
             k,
-            c.as_mut_ptr(),
+            c.0,
             1,
             st(m, c_rs),
             accumulate,
@@ -99,8 +143,8 @@ pub fn sgemm_with(
     }
 }
 
-/// Panics unless the r×c matrix X[i, j] = x[i·rs + j·cs] lies inside `x` (empty fits).
-fn check_operand(name: &str, r: usize, c: usize, x: &[f32], rs: usize, cs: usize) {
+/// Panics unless the r×c matrix X[i, j] = x[i·rs + j·cs] lies inside `len` elements (empty fits).
+fn check_operand(name: &str, r: usize, c: usize, len: usize, rs: usize, cs: usize) {
     if r == 0 || c == 0 {
         return;
     }
@@ -108,9 +152,8 @@ fn check_operand(name: &str, r: usize, c: usize, x: &[f32], rs: usize, cs: usize
         .checked_mul(rs)
         .and_then(|e| e.checked_add((c - 1).checked_mul(cs)?));
     assert!(
-        matches!(last, Some(i) if i < x.len()),
-        "sgemm: {name} {r}x{c} (strides {rs}, {cs}) exceeds {} elements",
-        x.len()
+        matches!(last, Some(i) if i < len),
+        "sgemm: {name} {r}x{c} (strides {rs}, {cs}) exceeds {len} elements"
     );
 }
 

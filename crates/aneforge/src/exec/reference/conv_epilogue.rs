@@ -93,7 +93,10 @@ pub(crate) fn find_chains(g: &Graph) -> (Vec<Option<Chain>>, Vec<bool>) {
         }
         let mut links = Vec::new();
         let mut cur = c;
-        while let Some(link) = next_link(g, &readers, cur, c).filter(|l| !absorbed[l.last()]) {
+        // A node another conv already took (inside its chain, or as the end of it: an add of
+        // two conv outputs is taken by the first conv only, the second runs as its own step).
+        let free = |l: &Link| !absorbed[l.last()] && chains[l.last()].is_none();
+        while let Some(link) = next_link(g, &readers, cur, c).filter(free) {
             cur = link.last();
             links.push(link);
         }
@@ -234,14 +237,32 @@ enum Params<'a> {
 const PIECE: usize = 256;
 
 impl Epilogue {
+    /// The output pass of a conv with nothing folded after it (rounding, and the bias when the
+    /// conv leaves it for later), for node `i` of `g` when it is a conv step of its own with a
+    /// bias and an fp16 [N, C, H, W] output (a conv with folded ops is no step of its own).
+    pub(super) fn bare(g: &Graph, i: usize, round: bool) -> Option<Self> {
+        let node = &g.nodes[i];
+        let out = &node.outputs;
+        let conv = matches!(node.op, Op::Conv(_)) && node.inputs.len() == 3 && out.len() == 1;
+        (conv && out[0].dtype == DType::Fp16 && out[0].shape.len() == 4).then(|| Epilogue {
+            conv_inputs: 3,
+            conv_round: round,
+            stages: Vec::new(),
+        })
+    }
+
     /// How many of the step's inputs belong to the conv itself.
     pub fn conv_inputs(&self) -> usize {
         self.conv_inputs
     }
 
-    /// Apply the folded ops to `out` (the conv's output [N, C, H, W], not yet rounded) in place;
-    /// `extra` are the step's inputs after the conv's own.
-    pub fn apply(&self, extra: &[&Buf], out: &mut Buf) {
+    /// Apply the folded ops to `out` (the conv's output [N, C, H, W], not yet rounded) in place,
+    /// first adding `bias` [C] when the conv left it out; `extra` are the step's inputs after
+    /// the conv's own.
+    pub fn apply(&self, extra: &[&Buf], bias: Option<&[f32]>, out: &mut Buf) {
+        if self.stages.is_empty() && !self.conv_round && bias.is_none() {
+            return;
+        }
         let mut rest = extra;
         let params: Vec<(Params, bool)> = self
             .stages
@@ -274,7 +295,10 @@ impl Epilogue {
         if plane == 0 {
             return;
         }
-        let run = |(i, p): (usize, &mut [f32])| self.plane(&params, i, i % c, p);
+        let run = |(i, p): (usize, &mut [f32])| {
+            let b = bias.map(|b| b[i % c]);
+            self.plane(&params, i, i % c, b, p)
+        };
         if out.data.len() >= PAR_MIN_ELEMS {
             out.data.par_chunks_mut(plane).enumerate().for_each(run);
         } else {
@@ -282,13 +306,24 @@ impl Epilogue {
         }
     }
 
-    /// Run every stage over plane `i` (channel `k`), one piece at a time.
-    fn plane(&self, params: &[(Params, bool)], i: usize, k: usize, p: &mut [f32]) {
+    /// Run every stage over plane `i` (channel `k`, first adding the channel's `bias`), one
+    /// piece at a time.
+    fn plane(
+        &self,
+        params: &[(Params, bool)],
+        i: usize,
+        k: usize,
+        bias: Option<f32>,
+        p: &mut [f32],
+    ) {
         let mut scratch = [0.0f32; PIECE];
         let base = i * p.len();
         for (ci, chunk) in p.chunks_mut(PIECE).enumerate() {
             let at = base + ci * PIECE;
             let values = &mut scratch[..chunk.len()];
+            if let Some(b) = bias {
+                chunk.iter_mut().for_each(|v| *v += b);
+            }
             if self.conv_round {
                 round_in_place(chunk);
             }
@@ -419,13 +454,17 @@ mod tests {
         vals[v.node][v.port].data.clone()
     }
 
+    /// Weights [cout, cin, k, k] and bias [cout] of the test conv with this seed.
+    fn conv_params(cout: usize, cin: usize, k: usize, seed: u64) -> (Vec<f32>, Vec<f32>) {
+        let w = rand_vec(cout * cin * k * k, seed)
+            .into_iter()
+            .map(|v| v * 0.5);
+        (w.collect(), rand_vec(cout, seed + 1))
+    }
+
     fn conv(x: &Tensor, cout: usize, k: usize, groups: usize, seed: u64) -> Tensor {
         let cin = x.shape()[1] / groups;
-        let w: Vec<f32> = rand_vec(cout * cin * k * k, seed)
-            .iter()
-            .map(|v| v * 0.5)
-            .collect();
-        let b = rand_vec(cout, seed + 1);
+        let (w, b) = conv_params(cout, cin, k, seed);
         let opts = ConvOptions {
             pad: [k / 2; 4],
             groups,
@@ -446,6 +485,59 @@ mod tests {
         batch_norm(x, m, HostArray::f32(&cs, &var), Some(g), Some(b), 1e-3).unwrap()
     }
 
+    /// Every node runs in at most one step: a chain's conv and folded nodes belong to no other
+    /// chain, the absorbed nodes are exactly the chains' convs and non-final folded nodes, and
+    /// every chain is keyed by its last node.
+    fn assert_claimed_once(g: &Graph, chains: &[Option<Chain>], absorbed: &[bool]) {
+        let mut owner: Vec<Option<usize>> = vec![None; g.nodes.len()];
+        for (end, chain) in chains.iter().enumerate() {
+            let Some(chain) = chain else { continue };
+            let folded = chain.folded();
+            assert_eq!(folded.last(), Some(&end), "{chain:?}");
+            for &n in std::iter::once(&chain.conv).chain(&folded) {
+                assert_eq!(
+                    owner[n], None,
+                    "node {n} claimed by chains at {owner:?} and {end}"
+                );
+                owner[n] = Some(end);
+                assert_eq!(absorbed[n], n != end, "node {n} of the chain at {end}");
+            }
+        }
+        for (n, _) in absorbed.iter().enumerate().filter(|(_, &a)| a) {
+            assert!(owner[n].is_some(), "node {n} absorbed by no chain");
+        }
+    }
+
+    /// Compile `y` (input [1, 8, 12, 12]) for the reference executor in fp16 and fp32
+    /// precision, check its chains (`chains` of them, `absorbed` nodes run inside another
+    /// node's step, no node claimed twice) and that two runs give every bit of node-by-node
+    /// evaluation; returns the fp32-precision output.
+    fn check_fused(y: &Tensor, tag: &str, chains: usize, absorbed: usize) -> Vec<f32> {
+        let xs: Vec<f32> = rand_vec(8 * 144, 9).iter().map(|v| v * 3.0).collect();
+        let mut fp32 = Vec::new();
+        for precision in [Precision::Fp16, Precision::Fp32] {
+            let (mut c, dir) =
+                super::super::test_support::compile_reference_for_test(y, precision, tag);
+            let (found, taken) = find_chains(&c.program.graph);
+            assert_claimed_once(&c.program.graph, &found, &taken);
+            assert_eq!(found.iter().flatten().count(), chains, "{tag}: {found:?}");
+            assert_eq!(taken.iter().filter(|&&a| a).count(), absorbed, "{tag}");
+            let mut fed = xs.clone();
+            if precision == Precision::Fp16 {
+                round_to_fp16(&mut fed);
+            }
+            let want = node_by_node(&c.program.graph, &fed, precision);
+            for _ in 0..2 {
+                let got = c.run(&[PortData::F32(&xs)]).unwrap().remove(0);
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "{tag} {precision:?}");
+                fp32 = got;
+            }
+            std::fs::remove_dir_all(dir).unwrap();
+        }
+        fp32
+    }
+
     /// Residual, batch_norm, relu, hardswish (a gate), relu6 and a depthwise conv, fused and
     /// run by the executor, against node-by-node evaluation: every bit equal, in fp16 and fp32
     /// precision, with a value read twice (not folded) and the add's other input computed
@@ -458,29 +550,58 @@ mod tests {
         let h = bn(&conv(&d, 16, 1, 1, 4), 5);
         let skip = conv(&a, 16, 1, 1, 6);
         let y = h.add(&skip).unwrap().relu().unwrap().add(&a).unwrap();
-        let xs: Vec<f32> = rand_vec(8 * 144, 9).iter().map(|v| v * 3.0).collect();
-        for precision in [Precision::Fp16, Precision::Fp32] {
-            let (mut c, dir) = super::super::test_support::compile_reference_for_test(
-                &y,
-                precision,
-                "conv-epilogue",
+        // conv→bn→gate; depthwise→relu6; conv→bn→add→relu→add (the skip conv's add is
+        // taken): 3 chains, 8 nodes run inside another node's step.
+        check_fused(&y, "conv-epilogue", 3, 8);
+    }
+
+    /// An add of two conv outputs is taken by one conv only (it once was by both, so the first
+    /// conv never ran and its output slot was read out of bounds), with and without an
+    /// activation, batch_norm on both sides, and the sum feeding another conv's residual add;
+    /// the plain sum also against an f64 oracle.
+    #[test]
+    fn add_of_two_convs_is_taken_once() {
+        let x = input(&[1, 8, 12, 12]).unwrap();
+        let (c1, c2) = (conv(&x, 16, 3, 1, 11), conv(&x, 16, 3, 1, 13));
+        let sum = c1.add(&c2).unwrap();
+        // conv1→add; conv2 alone.
+        let got = check_fused(&sum, "two-convs", 1, 1);
+        // conv1→add→relu; conv2 alone.
+        check_fused(&sum.relu().unwrap(), "two-convs-relu", 1, 2);
+        // conv1→bn→add→relu6; conv2→bn.
+        let bns = bn(&c1, 15).add(&bn(&c2, 17)).unwrap().relu6().unwrap();
+        check_fused(&bns, "two-convs-bn", 2, 4);
+        // conv1→add (read twice: ends there); conv2 alone; conv3→add.
+        let res = conv(&sum, 16, 3, 1, 19).add(&sum).unwrap();
+        check_fused(&res, "two-convs-residual", 2, 2);
+
+        let xs: Vec<f64> = rand_vec(8 * 144, 9)
+            .iter()
+            .map(|&v| v as f64 * 3.0)
+            .collect();
+        // Both convs summed in f64; the tolerance covers constants stored in fp16 (a dropped
+        // or doubled conv is off by its whole size).
+        let params = [conv_params(16, 8, 3, 11), conv_params(16, 8, 3, 13)];
+        for (o, &g) in got.iter().enumerate() {
+            let (co, oy, ox) = (o / 144, o / 12 % 12, o % 12);
+            let (mut want, mut scale) = (0.0f64, 0.0f64);
+            for (w, b) in &params {
+                want += b[co] as f64;
+                scale += (b[co] as f64).abs();
+                for (ci, ky, kx) in (0..8).flat_map(|c| (0..9).map(move |k| (c, k / 3, k % 3))) {
+                    let (iy, ix) = ((oy + ky).wrapping_sub(1), (ox + kx).wrapping_sub(1));
+                    if iy < 12 && ix < 12 {
+                        let t = w[((co * 8 + ci) * 3 + ky) * 3 + kx] as f64
+                            * xs[ci * 144 + iy * 12 + ix];
+                        want += t;
+                        scale += t.abs();
+                    }
+                }
+            }
+            assert!(
+                (g as f64 - want).abs() <= 1e-3 * scale + 1e-6,
+                "{o}: {g} vs {want}"
             );
-            let (chains, absorbed) = find_chains(&c.program.graph);
-            // conv→bn→gate; depthwise→relu6; conv→bn→add→relu→add (the skip conv's add is
-            // taken): 3 chains, 8 nodes run inside another node's step.
-            assert_eq!(chains.iter().flatten().count(), 3, "{chains:?}");
-            assert_eq!(absorbed.iter().filter(|&&a| a).count(), 8);
-            let mut fed = xs.clone();
-            if precision == Precision::Fp16 {
-                round_to_fp16(&mut fed);
-            }
-            let want = node_by_node(&c.program.graph, &fed, precision);
-            for _ in 0..2 {
-                let got = c.run(&[PortData::F32(&xs)]).unwrap().remove(0);
-                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-                assert_eq!(bits(&got), bits(&want), "{precision:?}");
-            }
-            std::fs::remove_dir_all(dir).unwrap();
         }
     }
 

@@ -306,13 +306,16 @@ impl RefProgram {
                 .chain(&value[i])
                 .fold(work, |w, &v| w.saturating_add(numel[v]));
             let chain = chains[i].take();
-            let epilogue = chain.as_ref().map(|c| {
-                c.epilogue(
-                    g,
-                    |j| rounds(j) == [true],
-                    |op| step_table(op, &[true], &mut tables),
-                )
-            });
+            let epilogue = chain
+                .as_ref()
+                .map(|c| {
+                    c.epilogue(
+                        g,
+                        |j| rounds(j) == [true],
+                        |op| step_table(op, &[true], &mut tables),
+                    )
+                })
+                .or_else(|| Epilogue::bare(g, i, round == [true]));
             let run = chain.as_ref().map_or(i, |c| c.conv);
             let rounds_in_kernel =
                 matches!(n.op, Op::Binary(_)) && round == [true] && epilogue.is_none();
@@ -490,15 +493,21 @@ fn run_steps(steps: &[Step], bufs: &mut [Buf], timing: &mut Option<Profile>) -> 
             .epilogue
             .as_ref()
             .map_or(ins.len(), Epilogue::conv_inputs);
+        let mut bias_later = false;
         let r = match &step.op {
             Op::Binary(b) if step.rounds_in_kernel => {
                 b.eval_rounded(&ins, &mut outs);
                 Ok(())
             }
+            // The conv's own output pass adds the bias when that keeps the bits.
+            Op::Conv(c) if step.epilogue.is_some() => c
+                .eval_bias_later(&ins[..own], &mut outs)
+                .map(|later| bias_later = later),
             op => op.family().eval(&ins[..own], &mut outs),
         };
         if let (Some(e), true) = (&step.epilogue, r.is_ok()) {
-            e.apply(&ins[own..], &mut outs[0]);
+            let bias = bias_later.then(|| &ins[2].data[..]);
+            e.apply(&ins[own..], bias, &mut outs[0]);
         }
         for ((o, b), &round) in step.outs.iter().zip(outs.drain(..)).zip(&step.round) {
             bufs[*o] = b;
