@@ -115,11 +115,12 @@ def main():
         "NumPy topk = argpartition + take_along_axis + sort of the k survivors; ours bounds the k-th key of a "
         "long lane by an evenly spaced sample of 1024 keys and selects among the keys within the bound. `sort (values)` is the "
         "values-only kernel (`Select::sort_values`: fp16 keys formed and mapped back in one AVX2+F16C pass each "
-        "(`ops/host_radix.rs`), sorted by an AVX2 bitonic network up to 256 per lane, "
+        "(`ops/host_radix.rs`), sorted 16 rows at once by a bitonic network on columns for 16 or more rows of "
+        "17..512 (`ops/host_sort_columns.rs`), else by an AVX2 bitonic network up to 256 per lane, "
         "else a 16-bit LSD radix sort; bit-identical to the values of the full sort), which a plan's `sort` stage runs "
         "(`sort_values`) when nothing reads the permutation; `sort + permutation` rows are the full kernel, against "
         "`np.sort` and against NumPy's stable `argsort` (which also returns only one array). `gather` is an AVX2 "
-        "gather per row (`ops/host_take.rs`). Kernels: `ops/host_select.rs`, `ops/host_radix.rs`, `ops/host_sort_network.rs`, "
+        "gather per row (`ops/host_take.rs`). Kernels: `ops/host_select.rs`, `ops/host_radix.rs`, `ops/host_sort_columns.rs`, `ops/host_sort_network.rs`, "
         "`ops/host_take.rs`.",
         "",
         "| kernel | shape | aneforge µs | NumPy µs | ratio | goal ≤ 1.5x |",

@@ -3,6 +3,7 @@
 //! `ANEFORGE_FUZZ_ITERS=<n>` sets the mutants per target (the long runs recorded in
 //! docs/fuzzing.md use this test in release mode).
 
+mod common;
 #[path = "../fuzz/src/mutate.rs"]
 mod mutate;
 #[path = "../fuzz/src/targets.rs"]
@@ -22,7 +23,9 @@ fn iters() -> u64 {
         .unwrap_or(1500)
 }
 
+/// Run `target` on mutants of `seeds`; the thread's scratch directory is removed afterwards.
 fn fuzz(name: &str, seeds: &[Vec<u8>], target: &dyn Fn(&[u8])) {
+    let _scratch = common::Scratch::at(targets::scratch());
     let n = mutate::run(seeds, iters(), 0x16, target);
     eprintln!("{name}: {n} executions, 0 crashes");
 }

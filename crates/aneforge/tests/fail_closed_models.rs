@@ -4,18 +4,21 @@
 
 use std::path::PathBuf;
 
+mod common;
+
 use aneforge::models::bert::BertConfig;
 #[cfg(feature = "llm")]
 use aneforge::models::llm::LlmConfig;
 use aneforge::Error;
+use common::Scratch;
 use serde_json::json;
 
-fn config(name: &str, v: &serde_json::Value) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("aneforge-fc-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
+/// `v` written as `config.json` in a fresh scratch directory (removed when the guard drops).
+fn config(name: &str, v: &serde_json::Value) -> (Scratch, PathBuf) {
+    let d = Scratch::new(&format!("fc-{name}"));
     let p = d.join("config.json");
     std::fs::write(&p, v.to_string()).unwrap();
-    p
+    (d, p)
 }
 
 #[cfg(feature = "llm")]
@@ -49,17 +52,17 @@ fn assert_err(e: Error, format: bool, needles: &[&str]) {
 #[cfg(feature = "llm")]
 #[test]
 fn gpt2_layer_count_is_one_to_the_cap() {
-    let p = config("g1", &gpt2(json!(2)));
+    let (_dir, p) = config("g1", &gpt2(json!(2)));
     assert_eq!(LlmConfig::from_hf(&p).unwrap().0.layers, 2);
     for bad in [json!(0), json!(-1), json!("12"), json!(1.5)] {
-        let p = config("g0", &gpt2(bad.clone()));
+        let (_dir, p) = config("g0", &gpt2(bad.clone()));
         assert_err(
             LlmConfig::from_hf(&p).unwrap_err(),
             true,
             &["n_layer", &bad.to_string()],
         );
     }
-    let p = config("gbig", &gpt2(json!(1_000_000_000u64)));
+    let (_dir, p) = config("gbig", &gpt2(json!(1_000_000_000u64)));
     assert_err(
         LlmConfig::from_hf(&p).unwrap_err(),
         false,
@@ -69,7 +72,7 @@ fn gpt2_layer_count_is_one_to_the_cap() {
 
 #[test]
 fn bert_optional_fields_are_validated_not_defaulted() {
-    let p = config("b1", &bert("type_vocab_size", json!(3)));
+    let (_dir, p) = config("b1", &bert("type_vocab_size", json!(3)));
     assert_eq!(BertConfig::from_file(&p).unwrap().type_vocab, 3);
     for (field, bad) in [
         ("type_vocab_size", json!(-1)),
@@ -78,7 +81,7 @@ fn bert_optional_fields_are_validated_not_defaulted() {
         ("layer_norm_eps", json!("1e-12")),
         ("num_hidden_layers", json!(0)),
     ] {
-        let p = config("b0", &bert(field, bad.clone()));
+        let (_dir, p) = config("b0", &bert(field, bad.clone()));
         assert_err(
             BertConfig::from_file(&p).unwrap_err(),
             true,
@@ -86,17 +89,15 @@ fn bert_optional_fields_are_validated_not_defaulted() {
         );
     }
     // null means absent: the documented default (2 token types) applies.
-    let p = config("bnull", &bert("type_vocab_size", json!(null)));
+    let (_dir, p) = config("bnull", &bert("type_vocab_size", json!(null)));
     assert_eq!(BertConfig::from_file(&p).unwrap().type_vocab, 2);
 }
 
 #[cfg(all(unix, feature = "llm"))]
 #[test]
 fn config_that_is_a_device_is_refused() {
-    let d = std::env::temp_dir().join(format!("aneforge-fc-dev-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
+    let d = Scratch::new("fc-dev");
     let p = d.join("config.json");
-    let _ = std::fs::remove_file(&p);
     std::os::unix::fs::symlink("/dev/zero", &p).unwrap();
     let e = LlmConfig::from_hf(&p).unwrap_err().to_string();
     assert!(e.contains("a device"), "{e}");

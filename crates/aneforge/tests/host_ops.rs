@@ -2,27 +2,27 @@
 //! before and after each host op, outputs against values worked out by hand in the tests,
 //! and the run-time errors of bad indices.
 
-use std::path::PathBuf;
+mod common;
 
 use aneforge::graph::build::indexing::cumsum;
 use aneforge::{
     compile, input, input_port, CompileOptions, Compiled, DType, Device, PortData, Tensor,
 };
+use common::Scratch;
 
-fn build(outs: &[(&str, Tensor)], name: &str) -> Compiled {
-    let dir: PathBuf =
-        std::env::temp_dir().join(format!("aneforge-hostops-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+/// Compile `outs` into a fresh scratch directory (removed when the guard drops).
+fn build(outs: &[(&str, Tensor)], name: &str) -> (Compiled, Scratch) {
+    let dir = Scratch::new(&format!("hostops-{name}"));
     let opts = CompileOptions {
         device: Device::Reference,
-        build_dir: Some(dir),
+        build_dir: Some(dir.to_path_buf()),
         ..Default::default()
     };
     let named: Vec<(Option<String>, Tensor)> = outs
         .iter()
         .map(|(n, t)| (Some(n.to_string()), t.clone()))
         .collect();
-    compile(&named, &opts).unwrap()
+    (compile(&named, &opts).unwrap(), dir)
 }
 
 #[test]
@@ -43,7 +43,7 @@ fn kv_cache_write_scatter_add_and_running_sums_in_one_plan() {
     let upd = input(&[1, 3]).unwrap();
     let scattered = x.scatter(&idx, &upd, 1, Some("add")).unwrap();
     let sums = cumsum(&x, 1, true, true).unwrap();
-    let mut c = build(&[("w", written), ("s", scattered), ("r", sums)], "kv");
+    let (mut c, _dir) = build(&[("w", written), ("s", scattered), ("r", sums)], "kv");
     let cache_v: Vec<f32> = (0..12).map(|v| v as f32).collect();
     let out = c
         .run(&[
@@ -86,7 +86,7 @@ fn one_hot_and_greedy_sample_feed_regions() {
         .unwrap()
         .sample(0.0, 0, 1.0, 7)
         .unwrap();
-    let mut c = build(&[("hot", hot), ("tok", tok)], "hot");
+    let (mut c, _dir) = build(&[("hot", hot), ("tok", tok)], "hot");
     c.loaded.set_input(0, PortData::I32(&[2, 0, 3])).unwrap();
     c.loaded
         .set_input(
@@ -132,16 +132,14 @@ fn routing_decomposes_minmax_norm_and_flatten_unless_told_host() {
             .unwrap()
             .mul_scalar(2.0)
             .unwrap();
-        let dir: PathBuf =
-            std::env::temp_dir().join(format!("aneforge-route-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = Scratch::new(&format!("route-{name}"));
         let opts = CompileOptions {
             device: Device::Reference,
-            build_dir: Some(dir),
+            build_dir: Some(dir.to_path_buf()),
             route,
             ..Default::default()
         };
-        compile(&[(None, y)], &opts).unwrap()
+        (compile(&[(None, y)], &opts).unwrap(), dir)
     };
     // Rows [1, 2, 3] and [4, 4, 6]: (x − min) / (max − min + 0.5), times 2.
     let want = [0.0, 0.8, 1.6, 0.0, 0.0, 1.6];
@@ -151,7 +149,7 @@ fn routing_decomposes_minmax_norm_and_flatten_unless_told_host() {
         (Route::Fused, true),
         (Route::Host, false),
     ] {
-        let mut c = build_route(route, route.name());
+        let (mut c, _dir) = build_route(route, route.name());
         // Fully routed: a plan of one region (its plan file keeps the routes).
         let kinds = c.plan.as_ref().unwrap().stage_kinds();
         assert_eq!(kinds == ["region"], fused, "{route:?}: {kinds:?}");

@@ -2,19 +2,14 @@
 //! loading it back, and the errors of bad indices and corrupted plans. Oracles are written out
 //! in the tests (hand-computed values and plain loops over the test's own data).
 
-use std::path::PathBuf;
+mod common;
 
 use aneforge::plan::file::{PLAN_FILE, REGIONS};
 use aneforge::{
     compile, embedding, input, input_port, load_dir, CompileOptions, Compiled, DType, Device,
     Error, PortData, Precision, Tensor,
 };
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("aneforge-seg-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
+use common::Scratch;
 
 fn opts(dir: &std::path::Path) -> CompileOptions {
     CompileOptions {
@@ -24,8 +19,8 @@ fn opts(dir: &std::path::Path) -> CompileOptions {
     }
 }
 
-fn build(outs: &[(&str, Tensor)], name: &str) -> (Compiled, PathBuf) {
-    let dir = tmp(name);
+fn build(outs: &[(&str, Tensor)], name: &str) -> (Compiled, Scratch) {
+    let dir = Scratch::new(&format!("seg-{name}"));
     let named: Vec<(Option<String>, Tensor)> = outs
         .iter()
         .map(|(n, t)| (Some(n.to_string()), t.clone()))
@@ -92,7 +87,7 @@ fn sort_argsort_and_argmin_follow_numpy() {
         ("amin", x.argmin(1, true).unwrap()),
         ("small", x.topk(3, 1, false, false).unwrap().1),
     ];
-    let (mut c, _) = build(&outs, "sort");
+    let (mut c, _dir) = build(&outs, "sort");
     let data = [3.0, -1.0, 2.0, -1.0, 5.0, 2.0];
     let out = c.run(&[PortData::F32(&data)]).unwrap();
     assert_eq!(out[0], vec![-1.0, -1.0, 2.0, 2.0, 3.0, 5.0]);
@@ -109,7 +104,7 @@ fn embedding_with_runtime_ids_and_its_range_error() {
     let ids = input_port(&[3], DType::Int32, Some("ids")).unwrap();
     let table = input(&[4, 2]).unwrap();
     let e = embedding(&ids, &table).unwrap().mul_scalar(10.0).unwrap();
-    let (mut c, _) = build(&[("e", e)], "embed");
+    let (mut c, _dir) = build(&[("e", e)], "embed");
     let t = [0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5];
     let mut run = |ids: &[i32]| {
         c.loaded.set_input(0, PortData::I32(ids))?;
@@ -134,7 +129,7 @@ fn embedding_with_runtime_ids_and_its_range_error() {
 fn int32_ports_cast_to_fp16_in_a_fused_region() {
     let ids = input_port(&[3], DType::Int32, None).unwrap();
     let y = ids.cast(DType::Fp16).unwrap().mul_scalar(0.5).unwrap();
-    let (mut c, _) = build(&[("y", y)], "cast");
+    let (mut c, _dir) = build(&[("y", y)], "cast");
     assert!(c.plan.is_none());
     c.loaded
         .set_input(0, PortData::I32(&[-7, 2048, 65504]))
@@ -256,7 +251,7 @@ fn plan_inputs_round_to_fp16_and_host_values_reach_the_next_region_exactly() {
     let idx = input_port(&[3], DType::Int32, None).unwrap();
     let taken = x.take(&idx, 1).unwrap();
     let y = taken.mul_scalar(0.5).unwrap();
-    let (mut c, _) = build(&[("y", y)], "inf");
+    let (mut c, _dir) = build(&[("y", y)], "inf");
     c.loaded
         .set_input(0, PortData::F32(&[60000.0, 1.0 / 3.0, 2.0]))
         .unwrap();

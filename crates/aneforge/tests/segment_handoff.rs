@@ -3,7 +3,9 @@
 //! values read by regions of two levels, int32 inputs returned as outputs, and the routes saved
 //! in `plan.json`. Oracles are hand-computed values and plain loops over the test's data.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+mod common;
 
 use aneforge::exec::reference::handoff::ref_program;
 use aneforge::graph::build::indexing::cumsum;
@@ -14,26 +16,28 @@ use aneforge::{
     compile, input, input_port, load_dir, select, CompileOptions, Compiled, DType, Device,
     PortData, Precision, Tensor,
 };
+use common::Scratch;
 
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("aneforge-seg3-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
-
-fn build(outs: &[(&str, Tensor)], name: &str, route: Route, precision: Precision) -> Compiled {
+/// Compile `outs` into a fresh scratch directory (removed when the guard drops).
+fn build(
+    outs: &[(&str, Tensor)],
+    name: &str,
+    route: Route,
+    precision: Precision,
+) -> (Compiled, Scratch) {
+    let dir = Scratch::new(&format!("seg3-{name}"));
     let named: Vec<(Option<String>, Tensor)> = outs
         .iter()
         .map(|(n, t)| (Some(n.to_string()), t.clone()))
         .collect();
     let opts = CompileOptions {
         device: Device::Reference,
-        build_dir: Some(tmp(name)),
+        build_dir: Some(dir.to_path_buf()),
         route,
         precision,
         ..Default::default()
     };
-    compile(&named, &opts).unwrap()
+    (compile(&named, &opts).unwrap(), dir)
 }
 
 fn f16(v: f32) -> f32 {
@@ -51,7 +55,7 @@ fn a_host_result_is_rounded_to_fp16_before_the_next_region() {
         .unwrap();
     let tiny = 2f32.powi(-11);
     for (precision, want) in [(Precision::Fp16, 0.0), (Precision::Fp32, tiny)] {
-        let mut c = build(&[("y", y.clone())], "round", Route::Auto, precision);
+        let (mut c, _dir) = build(&[("y", y.clone())], "round", Route::Auto, precision);
         let got = c.run(&[PortData::F32(&[1.0, tiny])]).unwrap();
         assert_eq!(got[0], [0.0, want], "{precision:?}");
     }
@@ -87,8 +91,8 @@ fn region_to_region_and_moved_values_match_the_single_program_bit_for_bit() {
         };
         let (plain, _) = chain(false);
         let (cut, _) = chain(true);
-        let mut single = build(&[("y", plain)], "single", Route::Auto, precision);
-        let mut plan = build(&[("y", cut)], "plan", Route::Auto, precision);
+        let (mut single, _dir) = build(&[("y", plain)], "single", Route::Auto, precision);
+        let (mut plan, _dir) = build(&[("y", cut)], "plan", Route::Auto, precision);
         assert_eq!(plan.plan.as_ref().unwrap().stages.len(), 7);
         let want = single.run(&[PortData::F32(&xv)]).unwrap();
         for _ in 0..2 {
@@ -116,7 +120,7 @@ fn region_to_region_and_moved_values_match_the_single_program_bit_for_bit() {
 #[test]
 fn the_hand_off_api_feeds_value_buffers_and_lazy_outputs_read_the_same() {
     let x = input(&[4]).unwrap();
-    let mut c = build(
+    let (mut c, _dir) = build(
         &[("y", x.mul_scalar(3.0).unwrap())],
         "api",
         Route::Auto,
@@ -151,7 +155,7 @@ fn the_hand_off_api_feeds_value_buffers_and_lazy_outputs_read_the_same() {
     assert_eq!(c.loaded.read_outputs().unwrap()[0], [3.0; 4]);
     // int32 ports have no hand-off.
     let ids = input_port(&[3], DType::Int32, None).unwrap();
-    let mut ci = build(
+    let (mut ci, _dir) = build(
         &[("y", ids.cast(DType::Fp16).unwrap())],
         "api32",
         Route::Auto,
@@ -172,7 +176,7 @@ fn a_mask_read_at_two_levels_is_recomputed_and_never_crosses() {
     let m = x.compare_scalar(Compare::Greater, 0.0).unwrap();
     let a = select(&m, &x.sort(1, true).unwrap(), &x).unwrap();
     let b = select(&m, &a.sort(1, false).unwrap(), &a).unwrap();
-    let mut c = build(&[("y", b)], "mask", Route::Auto, Precision::Fp16);
+    let (mut c, _dir) = build(&[("y", b)], "mask", Route::Auto, Precision::Fp16);
     let plan = c.plan.as_ref().unwrap();
     assert!(plan.values.iter().all(|v| v.ty.dtype != DType::Bool));
     let kinds = plan.stage_kinds();
@@ -187,7 +191,7 @@ fn a_mask_read_at_two_levels_is_recomputed_and_never_crosses() {
 fn an_int32_input_is_returned_as_an_output() {
     let x = input(&[3]).unwrap();
     let ids = input_port(&[3], DType::Int32, Some("ids")).unwrap();
-    let mut c = build(
+    let (mut c, _dir) = build(
         &[("ids_out", ids.clone()), ("y", x.mul_scalar(2.0).unwrap())],
         "ints",
         Route::Auto,
@@ -201,7 +205,7 @@ fn an_int32_input_is_returned_as_an_output() {
     assert_eq!(got, idv);
     assert_eq!(c.loaded.read_outputs().unwrap()[1], [2.0, 4.0, 6.0]);
     // Returned twice: each output is its own exact copy.
-    let mut twice = build(
+    let (mut twice, _dir) = build(
         &[("a", ids.clone()), ("b", ids)],
         "ints2",
         Route::Auto,
@@ -226,7 +230,7 @@ fn routes_are_saved_in_the_plan_and_format_1_still_loads() {
         ("m", x.flatten().unwrap()),
         ("s", x.sort(1, false).unwrap()),
     ];
-    let c = build(&outs, "routes", Route::Host, Precision::Fp16);
+    let (c, _dir) = build(&outs, "routes", Route::Host, Precision::Fp16);
     let want: Vec<String> = c.routes.iter().map(|r| r.to_string()).collect();
     assert_eq!(want, ["kept on host: flatten (route=\"host\")"]);
     let dir = c.dir.clone();
@@ -274,7 +278,7 @@ fn aneforge_plan_prints_the_saved_routes() {
         ("m", x.flatten().unwrap()),
         ("s", x.sort(1, false).unwrap()),
     ];
-    let c = build(&outs, "cliroutes", Route::Host, Precision::Fp16);
+    let (c, _dir) = build(&outs, "cliroutes", Route::Host, Precision::Fp16);
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_aneforge"))
         .args(["plan", &c.dir.display().to_string()])
         .output()

@@ -7,11 +7,14 @@
 //! the same everywhere is skipped); `topk` bounds the k-th best key by an evenly spaced sample
 //! of a long lane, keeps the packed words within the bound, partitions them with
 //! `select_nth_unstable` and sorts the k survivors. A values-only sort (no permutation) sorts
-//! the bare keys, by a bitonic network for short lanes (`host_sort_network`). A lane holding a
+//! the bare keys: 16 lanes at a time by a network on columns when there are that many lanes of
+//! a length in `COLUMN_LANES` (`host_sort_columns`), else one lane by a bitonic network for
+//! short lanes (`host_sort_network`) or the radix sort. A lane holding a
 //! value that is not exactly an fp16 number (fp32 precision), or longer than 65536, takes a
 //! comparison sort with the same order.
 
-use super::host_radix::{key, key_values, keys_at_most, lane_keys, radix_sort_by};
+use super::host_radix::{key, key_values, keys_at_most, lane_keys, radix_sort_by, LaneScan};
+use super::host_sort_columns::{sort_lanes, Wire, ROWS};
 use super::host_sort_network::sort_keys;
 use crate::error::{Error, Result};
 
@@ -22,6 +25,10 @@ const RADIX_MIN: usize = 64;
 /// Values-only lanes up to this length sort by the network; longer ones (up to the network's
 /// 512) by the radix sort, which is faster there than the network padded to 512.
 const NETWORK_LANES: usize = 256;
+
+/// Values-only lanes of these lengths sort 16 at a time by the column network
+/// (`host_sort_columns`) when there are at least 16 of them.
+const COLUMN_LANES: std::ops::RangeInclusive<usize> = 17..=512;
 
 /// Keys a `topk` draws (evenly spaced) to bound the k-th best key before it scans the lane.
 const SAMPLE: usize = 1024;
@@ -50,6 +57,25 @@ struct Lanes {
     order: Vec<u32>,
     keys: Vec<u16>,
     key_scratch: Vec<u16>,
+    wires: Vec<Wire>,
+}
+
+/// Overwrite the blocks of `out` (the values of the sorted `keys` of `lane`) whose key stands
+/// for several bit patterns (±0, NaN payloads) with the lane's own such values in position
+/// order, as the stable sort leaves them.
+fn refill_specials(keys: &[u16], lane: &[f32], descending: bool, out: &mut [f32]) {
+    for (k, nan) in [(key(0, descending), false), (key(0x7E00, descending), true)] {
+        let start = keys.partition_point(|&x| x < k);
+        if keys.get(start) == Some(&k) {
+            let block = lane
+                .iter()
+                .filter(|v| if nan { v.is_nan() } else { **v == 0.0 });
+            out[start..]
+                .iter_mut()
+                .zip(block)
+                .for_each(|(o, &v)| *o = v);
+        }
+    }
 }
 
 impl Lanes {
@@ -75,19 +101,44 @@ impl Lanes {
             }
         }
         key_values(&self.keys, descending, out);
-        if !scan.special {
-            return;
+        if scan.special {
+            refill_specials(&self.keys, lane, descending, out);
         }
-        for (k, nan) in [(key(0, descending), false), (key(0x7E00, descending), true)] {
-            let start = self.keys.partition_point(|&x| x < k);
-            if self.keys.get(start) == Some(&k) {
-                let block = lane
-                    .iter()
-                    .filter(|v| if nan { v.is_nan() } else { **v == 0.0 });
-                out[start..]
-                    .iter_mut()
-                    .zip(block)
-                    .for_each(|(o, &v)| *o = v);
+    }
+
+    /// The sorted values of the 16 lanes of `x` (each `n` long, one after the other) into
+    /// `out` (same layout), bit for bit those of [`Lanes::sorted_values`]: the lanes' keys
+    /// sorted together by the column network (`host_sort_columns`); a lane holding a value that
+    /// is not an fp16 number, or every lane on a CPU without the network, takes the one-lane
+    /// path.
+    fn sorted_values_16(&mut self, x: &[f32], n: usize, descending: bool, out: &mut [f32]) {
+        self.keys.resize(ROWS * n, 0);
+        let mut scans = [LaneScan {
+            exact: true,
+            special: false,
+        }; ROWS];
+        for ((scan, lane), keys) in scans
+            .iter_mut()
+            .zip(x.chunks_exact(n))
+            .zip(self.keys.chunks_exact_mut(n))
+        {
+            *scan = lane_keys(lane, descending, keys);
+        }
+        let sorted = sort_lanes(&mut self.keys, n, &mut self.wires);
+        let lanes = x.chunks_exact(n).zip(out.chunks_exact_mut(n));
+        for ((scan, keys), (lane, out)) in scans.iter().zip(self.keys.chunks_exact(n)).zip(lanes) {
+            if sorted && scan.exact {
+                key_values(keys, descending, out);
+                if scan.special {
+                    refill_specials(keys, lane, descending, out);
+                }
+            }
+        }
+        // The one-lane path reuses `self.keys`: after every batch lane is out.
+        let lanes = x.chunks_exact(n).zip(out.chunks_exact_mut(n));
+        for (scan, (lane, out)) in scans.iter().zip(lanes) {
+            if !(sorted && scan.exact) {
+                self.sorted_values(lane, descending, out);
             }
         }
     }
@@ -253,8 +304,18 @@ impl Select {
             ));
         }
         let mut lanes = Lanes::default();
+        let mut first = 0;
+        if inner == 1 && COLUMN_LANES.contains(&n) {
+            for (x, out) in x
+                .chunks_exact(ROWS * n)
+                .zip(values.chunks_exact_mut(ROWS * n))
+            {
+                lanes.sorted_values_16(x, n, self.largest, out);
+                first += ROWS;
+            }
+        }
         let (mut lane, mut sorted) = (Vec::new(), vec![0.0f32; n]);
-        for o in 0..outer {
+        for o in first..outer {
             for i in 0..inner {
                 let base = o * n * inner + i;
                 if inner == 1 {
@@ -473,6 +534,31 @@ mod tests {
             }
         }
         assert!(select(1, 0, 1, 0, false).collect("sort", &[]).is_err());
+    }
+
+    #[test]
+    fn batches_of_lanes_sort_like_the_stable_sort_with_specials_and_an_inexact_lane() {
+        // 37 lanes: two batches of 16 and 5 left over; lane 3 holds a value fp16 does not.
+        for n in [17usize, 100, 256, 384, 512] {
+            let rows = 37;
+            let mut x = mixed_lane(rows * n, n as u64);
+            x[3 * n + 1] = 1.0001;
+            for desc in [false, true] {
+                let mut got = vec![0.0f32; rows * n];
+                select(rows, n, 1, n, desc)
+                    .sort_values("sort", &x, &mut got)
+                    .unwrap();
+                for (r, (lane, out)) in x.chunks(n).zip(got.chunks(n)).enumerate() {
+                    let want = reference(lane, desc);
+                    assert!(
+                        out.iter()
+                            .zip(&want)
+                            .all(|(a, &p)| a.to_bits() == lane[p as usize].to_bits()),
+                        "n={n} lane {r} desc={desc}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -31,6 +31,7 @@ pub mod host_scatter;
 pub mod host_sdpa;
 pub mod host_select;
 pub mod host_sort;
+pub mod host_sort_columns;
 pub mod host_sort_network;
 pub mod host_take;
 pub mod host_view;

@@ -39,3 +39,43 @@ pub fn noise(i: usize) -> f32 {
         ^ 0x5555;
     ((x % 20_000) as f32 / 10_000.0) - 1.0
 }
+
+/// A scratch directory for one test: `<tmp>/aneforge-<tag>-<pid>-<n>` (unique within the run),
+/// created fresh and removed with everything in it when dropped.
+pub struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    /// A new empty directory named after `tag` (a stale one of the same name is emptied).
+    pub fn new(tag: &str) -> Scratch {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("aneforge-{tag}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        Scratch(dir)
+    }
+
+    /// Take charge of the directory `path` made by someone else: removed when dropped.
+    pub fn at(path: std::path::PathBuf) -> Scratch {
+        Scratch(path)
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::path::Path> for Scratch {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
