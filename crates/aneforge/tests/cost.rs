@@ -443,6 +443,20 @@ fn unknown_targets_old_families_and_empty_graphs_are_errors() {
     g.nodes.truncate(1);
     let e = cost::estimate(&g, Some("h14")).unwrap_err().to_string();
     assert!(e.contains("no compute nodes"), "{e}");
+    // A graph that is just an input (or a constant) is empty too, not the copy compiling adds.
+    let c = constant("c", HostArray::f32(&[2], &[1.0, 2.0])).unwrap();
+    for outs in [vec![x.clone()], vec![c.clone()], vec![x.clone(), c]] {
+        let outs: Vec<_> = outs.into_iter().map(|t| (None, t)).collect();
+        for target in [None, Some("h14")] {
+            let e = cost::estimate_outputs(&outs, target).unwrap_err();
+            assert!(e.to_string().contains("no compute nodes"), "{e}");
+        }
+    }
+    // An op beside an input output is costed, the input's copy included.
+    let e = cost::estimate_outputs(&[(None, x.clone()), (None, x.relu().unwrap())], None).unwrap();
+    let ops: Vec<_> = e.ops.iter().map(|o| o.work.op).collect();
+    assert_eq!(ops.len(), 2, "{ops:?}");
+    assert!(ops.contains(&"relu"), "{ops:?}");
 }
 
 #[test]
@@ -750,11 +764,15 @@ fn m_series_chip_names_resolve_to_their_arch() {
         ("M5 Pro", "h17s"),
         ("M5", "h17"),
     ] {
-        assert_eq!(anchors::chip_arch(name).as_deref(), Some(arch), "{name}");
+        assert_eq!(
+            aneforge::targets::chip_arch(name).as_deref(),
+            Some(arch),
+            "{name}"
+        );
         assert_eq!(cost::project_peak(name).unwrap().arch, arch, "{name}");
     }
     for name in ["m9", "M4 Mini", "m", "mx", "h16", "A17"] {
-        assert_eq!(anchors::chip_arch(name), None, "{name}");
+        assert_eq!(aneforge::targets::chip_arch(name), None, "{name}");
     }
     let e = cost::estimate(&matmul_graph(), Some("M2 Pro")).unwrap();
     assert_eq!(e.provenance, "measured anchor h14");

@@ -14,7 +14,8 @@ pub mod timing;
 pub mod work;
 
 use crate::error::{Error, Result};
-use crate::graph::Graph;
+use crate::graph::{Graph, Tensor};
+use crate::ops::Op;
 use crate::shape::numel;
 pub use anchors::{project_peak, Machine, PeakProjection};
 pub use host::{HostConstants, OpOverhead, RateCurve};
@@ -224,6 +225,28 @@ pub fn estimate(graph: &Graph, target: Option<&str>) -> Result<Estimate> {
     }
 }
 
+/// [`estimate`] of the graph under `outputs`. When every output is an input or a constant the
+/// graph has no op (compiling it would add a copy per output, which is not the user's work):
+/// the empty-graph error, as for a graph of inputs and constants.
+pub fn estimate_outputs(
+    outputs: &[(Option<String>, Tensor)],
+    target: Option<&str>,
+) -> Result<Estimate> {
+    let source = |t: &Tensor| matches!(t.op(), Op::Input(_) | Op::Const(_) | Op::Constexpr(_));
+    if outputs.iter().all(|(_, t)| source(t)) {
+        return Err(no_compute_nodes());
+    }
+    estimate(&Graph::from_outputs(outputs)?, target)
+}
+
+/// The empty-graph error.
+fn no_compute_nodes() -> Error {
+    Error::value(
+        "estimate",
+        "the graph has no compute nodes (only inputs and constants)",
+    )
+}
+
 /// Cost every node, then the call: `(floor µs, bytes per µs, µs per host stage)` of the machine
 /// for the floors and the cut hand-offs.
 fn finish(
@@ -235,10 +258,7 @@ fn finish(
 ) -> Result<Estimate> {
     let work = graph_work(graph);
     if work.is_empty() {
-        return Err(Error::value(
-            "estimate",
-            "the graph has no compute nodes (only inputs and constants)",
-        ));
+        return Err(no_compute_nodes());
     }
     let ops: Vec<OpEstimate> = work
         .into_iter()
