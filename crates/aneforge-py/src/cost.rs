@@ -6,7 +6,7 @@ use std::path::Path;
 use aneforge::cost::profile::ProfileReport;
 use aneforge::cost::{self, Estimate};
 use aneforge::tune::{self, TuneOptions, Tuned};
-use aneforge::{Graph, Program};
+use aneforge::Program;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
