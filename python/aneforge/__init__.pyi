@@ -1307,7 +1307,8 @@ def project_peak(arch: str) -> dict[str, Any]:
     """{arch, tflops, rel_m1, cores, ghz, clock_recorded}: fp16 peak scaled from a 1.8 TFLOP/s M1 by cores x clock."""
 
 def cross_compile_check(outputs: Tensor | Sequence[Tensor] | Mapping[str, Tensor], target: str) -> dict[str, Any]:
-    """Check a graph for another ANE target (arch or family name; a family compiles its representative arch).
+    """Check a graph for another ANE target (arch, family or M-series chip name such as "M4" / "M5 Pro";
+    a family compiles its representative arch, a chip its arch).
 
     Returns the static preflight for the target's family (af.preflight: ok, native, decompose,
     reject, oversize) plus target, arch, compiled, caches and compile_note. Where an e5rt library
@@ -1343,8 +1344,9 @@ def tune(
     Variants: sum_via_matmul, int8 / int4 / blockwise weights, per-weight compression ("auto")
     and combinations, and for a graph with a routable host op (minmax_norm, flatten, sdpa, take
     with constant indices) its routes "route_fused" / "route_host" (options["route"] is then
-    "fused" / "host"; lossless, still gated by atol). They are measured on the executor options select with seeded inputs; a
-    variant is accepted only within atol (max-abs error / max|baseline|; NaN or inf rejected) and
+    "fused" / "host"; lossless, still gated by atol). Nothing else is varied: attention query
+    tiles are fixed when sdpa / mha / cross_attention build the graph (see README). They are
+    measured on the executor options select with seeded inputs; a variant is accepted only within atol (max-abs error / max|baseline|; NaN or inf rejected) and
     a lossy one only if >= min_lossy_speedup x faster. The choice is cached in autotune.json in
     the cache dir by a structural graph hash (a corrupt cache is ignored with a warning and
     rewritten).

@@ -91,6 +91,11 @@ def test_bad_targets_and_empty_graphs():
         af.estimate(_matmul(), "m9x")
     with pytest.raises(ValueError, match="no ANE family"):
         af.project_peak("u2")
+    x = af.input([4])
+    for y in (x, [x, af.constant(np.ones(3, np.float32))]):
+        for target in (None, "h14"):
+            with pytest.raises(ValueError, match="no compute nodes"):
+                af.estimate(y, target)
 
 
 def test_m_series_chip_names_are_targets():
@@ -118,6 +123,17 @@ def test_cross_compile_check_reports_static_result_and_skipped_compile():
     assert [e["op"] for e in r["decompose"]] == ["sin"]
     with pytest.raises(ValueError, match="not a known ANE arch"):
         af.cross_compile_check(x.relu(), "h99")
+
+
+def test_cross_compile_check_accepts_chip_names():
+    # The names estimate and project_peak accept: M<n> is h<n + 12>, the M5 Pro h17s.
+    x = af.input([1, 8])
+    for chip, arch, family in [("M1", "h13", "A13"), ("m4", "h16", "A16"), ("M5 Pro", "h17s", "A16")]:
+        r = af.cross_compile_check(x.sin(), chip)
+        assert (r["target"], r["arch"], r["family"]) == (chip, arch, family)
+        assert af.preflight(x.sin(), chip)["family"] == family
+    with pytest.raises(ValueError, match=r"'M7' is not a known ANE arch; expected one of h11, .* M-series chip M1"):
+        af.cross_compile_check(x.relu(), "M7")
 
 
 def test_ops_folded_into_a_conv_cost_their_elements_at_the_epilogue_rate(tmp_path, monkeypatch):

@@ -6,7 +6,7 @@ use std::path::Path;
 use aneforge::cost::profile::ProfileReport;
 use aneforge::cost::{self, Estimate};
 use aneforge::tune::{self, TuneOptions, Tuned};
-use aneforge::{Graph, Program};
+use aneforge::Program;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
@@ -53,8 +53,7 @@ pub fn _estimate<'py>(
     target: Option<&str>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let (outs, _) = parse_outputs(outputs)?;
-    let g = Graph::from_outputs(&outs).py()?;
-    estimate_dict(py, &cost::estimate(&g, target).py()?)
+    estimate_dict(py, &cost::estimate_outputs(&outs, target).py()?)
 }
 
 /// Estimate the program in directory `dir` for `target` (None = host).

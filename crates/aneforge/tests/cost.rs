@@ -133,6 +133,14 @@ fn rate_curves_interpolate_in_log_log_and_clamp() {
     let e = cost::estimate_host(&matmul_graph(), &ported, "x").unwrap();
     assert!((e.ports_us - 2.0).abs() < 1e-12, "{}", e.ports_us);
     assert!((e.micros - 14.4).abs() < 1e-9, "{}", e.micros);
+    // A port curve takes precedence: 54 port elements between points (27, 9) and (108, 36)
+    // interpolate log-log to 18 el/µs → 3 µs.
+    let curved = HostConstants {
+        port_curve: cost::RateCurve::new(&[[27.0, 9.0], [108.0, 36.0]]),
+        ..ported
+    };
+    let e = cost::estimate_host(&matmul_graph(), &curved, "x").unwrap();
+    assert!((e.ports_us - 3.0).abs() < 1e-9, "{}", e.ports_us);
     // Elementwise at its curve's rate for its element count: relu over 32 elements, curve
     // (16, 4), (64, 16) → 8 el/µs at 32 → 4 µs; softmax's reduce curve (32, 2) → 16 µs.
     let x = input(&[4, 8]).unwrap();
@@ -146,6 +154,47 @@ fn rate_curves_interpolate_in_log_log_and_clamp() {
     assert!((r.micros - 4.0).abs() < 1e-9, "{}", r.micros);
     let r = cost::estimate_host(&graph(&x.softmax(-1).unwrap()), &el, "x").unwrap();
     assert!((r.micros - 16.0).abs() < 1e-9, "{}", r.micros);
+    // Softmax at its own curve when set ((32, 4) → 8 µs); other reductions keep the reduce
+    // curve (amax over the 32 elements → 16 µs).
+    let sm = HostConstants {
+        softmax_curve: cost::RateCurve::new(&[[32.0, 4.0]]),
+        ..el
+    };
+    let r = cost::estimate_host(&graph(&x.softmax(-1).unwrap()), &sm, "x").unwrap();
+    assert!((r.micros - 8.0).abs() < 1e-9, "{}", r.micros);
+    let r = cost::estimate_host(&graph(&x.amax(&[1], true).unwrap()), &sm, "x").unwrap();
+    assert!((r.micros - 16.0).abs() < 1e-9, "{}", r.micros);
+    // A conv at the lower of its channel curve's rate and its work curve's: conv 2→3 (3×3,
+    // pad 1) on 4×4 is 48 outputs × 18 multiply-adds × 2 = 1728 flops, min(K, Cout) = 3:
+    // channel rate 1728 → 1 µs; a work curve at 864 for 1728 flops halves the rate → 2 µs;
+    // one at 3456 does not bind → 1 µs.
+    let conv = || {
+        let opts = ConvOptions {
+            pad: [1; 4],
+            ..ConvOptions::default()
+        };
+        let w = HostArray::f32(&[3, 2, 3, 3], &[0.1; 54]);
+        graph(&conv2d(&input(&[1, 2, 4, 4]).unwrap(), w, None, opts).unwrap())
+    };
+    let by_channels = HostConstants {
+        floor_us: 0.0,
+        conv_curve: cost::RateCurve::new(&[[3.0, 1728.0]]),
+        ..HostConstants::DEFAULTS
+    };
+    for (work_rate, want) in [(None, 1.0), (Some(864.0), 2.0), (Some(3456.0), 1.0)] {
+        let c = HostConstants {
+            conv_work_curve: work_rate.map_or(cost::RateCurve::EMPTY, |r| {
+                cost::RateCurve::new(&[[1728.0, r]])
+            }),
+            ..by_channels
+        };
+        let e = cost::estimate_host(&conv(), &c, "x").unwrap();
+        assert!(
+            (e.micros - want).abs() < 1e-9,
+            "{work_rate:?}: {}",
+            e.micros
+        );
+    }
     // Permutes at their curve's rate by elements: transpose of [4, 8] (32 el) at 16 el/µs;
     // copies at the copy rate: reshape 128 B at 32 B/µs.
     let x = input(&[4, 8]).unwrap();
@@ -443,6 +492,20 @@ fn unknown_targets_old_families_and_empty_graphs_are_errors() {
     g.nodes.truncate(1);
     let e = cost::estimate(&g, Some("h14")).unwrap_err().to_string();
     assert!(e.contains("no compute nodes"), "{e}");
+    // A graph that is just an input (or a constant) is empty too, not the copy compiling adds.
+    let c = constant("c", HostArray::f32(&[2], &[1.0, 2.0])).unwrap();
+    for outs in [vec![x.clone()], vec![c.clone()], vec![x.clone(), c]] {
+        let outs: Vec<_> = outs.into_iter().map(|t| (None, t)).collect();
+        for target in [None, Some("h14")] {
+            let e = cost::estimate_outputs(&outs, target).unwrap_err();
+            assert!(e.to_string().contains("no compute nodes"), "{e}");
+        }
+    }
+    // An op beside an input output is costed, the input's copy included.
+    let e = cost::estimate_outputs(&[(None, x.clone()), (None, x.relu().unwrap())], None).unwrap();
+    let ops: Vec<_> = e.ops.iter().map(|o| o.work.op).collect();
+    assert_eq!(ops.len(), 2, "{ops:?}");
+    assert!(ops.contains(&"relu"), "{ops:?}");
 }
 
 #[test]
@@ -750,11 +813,15 @@ fn m_series_chip_names_resolve_to_their_arch() {
         ("M5 Pro", "h17s"),
         ("M5", "h17"),
     ] {
-        assert_eq!(anchors::chip_arch(name).as_deref(), Some(arch), "{name}");
+        assert_eq!(
+            aneforge::targets::chip_arch(name).as_deref(),
+            Some(arch),
+            "{name}"
+        );
         assert_eq!(cost::project_peak(name).unwrap().arch, arch, "{name}");
     }
     for name in ["m9", "M4 Mini", "m", "mx", "h16", "A17"] {
-        assert_eq!(anchors::chip_arch(name), None, "{name}");
+        assert_eq!(aneforge::targets::chip_arch(name), None, "{name}");
     }
     let e = cost::estimate(&matmul_graph(), Some("M2 Pro")).unwrap();
     assert_eq!(e.provenance, "measured anchor h14");

@@ -58,18 +58,22 @@ fn calibration_round_trips_and_corrupt_files_are_refused() {
         "fused scalar",
         "broadcast",
         "reduce",
+        "softmax",
         "gemm",
         "conv",
+        "conv work",
     ] {
         want.extend([kind; 4]);
     }
     want.extend(["ports", "epilogue", "cut", "host"]);
     assert_eq!(names, want);
     // The probes' work from their shapes ([n, n] for n = 16, 64, 256, 1024): reshapes copy
-    // 2·2·n² bytes; transposes, x·x, relu, x·0.5, x + row and softmax touch n² elements; matmuls K = N = s with
+    // 2·2·n² bytes; transposes, x·x, relu, x·0.5, x + row and softmax touch n² elements, the
+    // softmax probe's units (y + z, then softmax) 2n²; matmuls K = N = s with
     // M = clamp(2^19 / s², 64, 4096): 2·4096·8², 2·512·32², 2·64·128², 2·64·512²; padded 3×3
     // convs of c channels on h = clamp(⌊√(3e7 / 18c²)⌋, 10, 64): 2·4·64²·36, 2·16·64²·144,
-    // 2·64·20²·576, 2·256·10²·2304; the port probe converts x and x·x on 1024²; the epilogue probe folds
+    // 2·64·20²·576, 2·256·10²·2304; the conv work probes, c channels on c×c for c = 8, 16, 32,
+    // 64: 2·c³·9c; the port probe converts x and x·x on 1024²; the epilogue probe folds
     // batch_norm and relu into each 1×1 conv of 8 channels on 64×64: 2·8·64² elements.
     let work: Vec<f64> = probes.iter().map(|p| p.work).collect();
     let mut expected = vec![0.0];
@@ -79,8 +83,10 @@ fn calibration_round_trips_and_corrupt_files_are_refused() {
     for _ in 0..9 {
         expected.extend([256.0, 4096.0, 65536.0, 1048576.0]);
     }
+    expected.extend([512.0, 8192.0, 131072.0, 2097152.0]);
     expected.extend([524288.0, 1048576.0, 2097152.0, 33554432.0]);
-    expected.extend([1179648.0, 18874368.0, 29491200.0, 117964800.0, 2097152.0]);
+    expected.extend([1179648.0, 18874368.0, 29491200.0, 117964800.0]);
+    expected.extend([73728.0, 1179648.0, 18874368.0, 301989888.0, 2097152.0]);
     expected.push(65536.0);
     // (the cut probe's work is the model's µs for it; the host probe's topk reads 256² elements)
     assert_eq!(work[..work.len() - 2], expected[..]);
@@ -89,6 +95,10 @@ fn calibration_round_trips_and_corrupt_files_are_refused() {
     let sizes = |k: &cost::RateCurve| k.points.map(|p| p[0]);
     assert_eq!(sizes(&measured.gemm_curve), [8.0, 32.0, 128.0, 512.0]);
     assert_eq!(sizes(&measured.conv_curve), [4.0, 16.0, 64.0, 256.0]);
+    assert_eq!(
+        sizes(&measured.conv_work_curve),
+        [73728.0, 1179648.0, 18874368.0, 301989888.0]
+    );
     for k in [
         &measured.permute_curve,
         &measured.elementwise_curve,
@@ -99,6 +109,7 @@ fn calibration_round_trips_and_corrupt_files_are_refused() {
         &measured.fused_unary_curve,
         &measured.fused_scalar_curve,
         &measured.reduce_curve,
+        &measured.softmax_curve,
     ] {
         assert_eq!(sizes(k), [256.0, 4096.0, 65536.0, 1048576.0]);
     }

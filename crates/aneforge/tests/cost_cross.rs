@@ -73,6 +73,13 @@ fn unknown_arch_is_refused_before_compiling() {
     assert!(fake.log().is_empty(), "{:#?}", fake.log());
     let e = cross_compile(&relu(), "z9").unwrap_err().to_string();
     assert!(e.contains("z9"), "{e}");
+    // A chip past M6 is no chip name: refused with the accepted arches, families and chips.
+    let e = cross_compile(&relu(), "M7 Pro").unwrap_err().to_string();
+    assert!(
+        e.contains("'M7 Pro' is not a known ANE arch; expected one of h11, h12")
+            && e.contains("a family A13, A14, A15, A16 or an M-series chip M1 … M6"),
+        "{e}"
+    );
     assert!(fake.log().is_empty());
 }
 
@@ -92,6 +99,16 @@ fn cross_compile_check_compiles_for_the_target_family() {
         &"e5rt_e5_compiler_options_set_custom_ane_compiler_options TargetArchitecture=h16s"
             .to_string()
     ));
+    // M-series chip names compile their arch (the measured M5 Pro is h17s).
+    for (chip, arch) in [("M1", "h13"), ("m4 max", "h16"), ("M5 Pro", "h17s")] {
+        let c = cross_compile(&relu(), chip).unwrap();
+        assert_eq!((c.arch, c.compiled), (arch, Some(true)), "{chip}");
+        assert!(c.caches[0].ends_with(format!("cache-{arch}")), "{chip}");
+        let opt = format!(
+            "e5rt_e5_compiler_options_set_custom_ane_compiler_options TargetArchitecture={arch}"
+        );
+        assert!(fake.log().contains(&opt), "{chip}");
+    }
     // A compiler failure is reported, not raised.
     fake.fail("e5rt_e5_compiler_compile", 1, 11);
     let c = cross_compile(&relu(), "h14").unwrap();

@@ -126,33 +126,10 @@ pub struct Machine {
     pub provenance: String,
 }
 
-/// The arch of an Apple M-series chip name (`M1`, `m4`, `M2 Pro`, case and spaces free):
-/// M<n> is H<n + 12> (spec §3: M1 = h13 … M5 = h17), except the measured M5 Pro (`h17s`);
-/// `None` for any other name.
-pub fn chip_arch(name: &str) -> Option<String> {
-    let compact: String = name
-        .chars()
-        .filter(|c| !c.is_whitespace())
-        .collect::<String>()
-        .to_ascii_lowercase();
-    let rest = compact.strip_prefix('m')?;
-    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    let tier = &rest[digits.len()..];
-    let n: u32 = digits.parse().ok()?;
-    if !(1..=6).contains(&n) || !["", "pro", "max", "ultra"].contains(&tier) {
-        return None;
-    }
-    Some(match (n, tier) {
-        (5, "pro") => "h17s".to_string(),
-        _ => format!("h{}", n + 12),
-    })
-}
-
-/// Resolve `target` (arch, family or M-series chip name, see [`chip_arch`]) to its arch:
-/// family names cost their representative.
+/// Resolve `target` (arch, family or M-series chip name, see [`targets::parse_target`]) to its
+/// arch: family names cost their representative.
 pub fn resolve(target: &str) -> Result<(&'static str, Family)> {
-    let chip = chip_arch(target);
-    let Target { arch, family } = targets::parse_target(chip.as_deref().unwrap_or(target))?;
+    let Target { arch, family } = targets::parse_target(target)?;
     targets::require_mil(family, arch)?;
     let arch = arch.unwrap_or_else(|| representative(family));
     Ok((arch, family))

@@ -1,8 +1,9 @@
 //! `aneforge calibrate`: measure the reference executor on this machine: the per-call floor;
 //! per kind a rate curve by size from per-op probes (copies by bytes, permutes, elementwise ops
 //! by form: binary, unary, scalar and broadcast, each as its own step and inside a fused run,
-//! reductions by elements, gemm by min(K, N), conv by channels); the rate of ops folded into a
-//! conv's output pass; the port conversion; and the fixed cost of a plan's region → host →
+//! reductions by elements (softmax on its own, over pseudo-random values), gemm by min(K, N)
+//! with a weight per op, conv by channels and by flops); the rate of ops folded into a conv's
+//! output pass; the port conversion; and the fixed cost of a plan's region → host →
 //! region cut. Every probe program is compiled twice and timed in rounds spread over the whole
 //! run; each constant comes from the fastest round. Every constant is a measurement of the
 //! executor as it is now (probes, not constants).
@@ -39,7 +40,29 @@ const ROUNDS: usize = 6;
 const INSTANCES: usize = 2;
 
 fn ramp(n: usize) -> Vec<f32> {
-    (0..n).map(|i| ((i % 13) as f32 - 6.0) / 16.0).collect()
+    (0..n).map(ramp_at).collect()
+}
+
+/// Element `i` of [`ramp`].
+fn ramp_at(i: usize) -> f32 {
+    ((i % 13) as f32 - 6.0) / 16.0
+}
+
+/// `n` pseudo-random values, roughly normal with σ ≈ 2 (a sum of four xorshift uniforms), like
+/// attention scores: a softmax over them takes its exp's slow path for most elements (the fp16
+/// exp table serves only `x - max` exact in fp16, as on a ramp's evenly spaced values) and its
+/// branches follow no pattern (on rows that repeat, the branch predictor learns them).
+fn spread(n: usize) -> Vec<f32> {
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut uniform = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+    };
+    (0..n)
+        .map(|_| 1.7 * (uniform() + uniform() + uniform() + uniform()))
+        .collect()
 }
 
 /// The work of the one compute node of `y` (bytes for the data probe, flops otherwise).
@@ -59,6 +82,8 @@ const SIDES: [usize; CURVE_POINTS] = [16, 64, 256, 1024];
 const GEMM_SIZES: [usize; CURVE_POINTS] = [8, 32, 128, 512];
 /// Convolution probe channel counts (3×3, padded to keep the size, so min(K, Cout) = c).
 const CONV_CHANNELS: [usize; CURVE_POINTS] = [4, 16, 64, 256];
+/// Channels = side of the convolution work probes (3×3 on c×c: 74 Kflop to 302 Mflop).
+const CONV_WORK_CHANNELS: [usize; CURVE_POINTS] = [8, 16, 32, 64];
 
 /// `n` ops `op` applied one after another to a fresh input of `shape`.
 fn chain(
@@ -273,37 +298,81 @@ fn broadcast_probes() -> Result<Vec<ChainProbe>> {
         .collect()
 }
 
-/// `y · w` with a ramp `[s, s]` weight (shared by the chain).
+/// Softmax units `softmax(y + z)` with a spread `[n, n]` constant z, for every side in [`SIDES`]
+/// (keyed by n²): each softmax reads ≈ z (the previous one's output is below z's precision
+/// mostly), pseudo-random like attention scores; the add is a step of its own (its neighbours
+/// are softmaxes), costed at the elementwise curve and taken off (see [`less_adds`]).
+fn softmax_probes() -> Result<Vec<ChainProbe>> {
+    SIDES
+        .iter()
+        .map(|&n| {
+            let z = crate::constant("calibrate", HostArray::f32(&[n, n], &spread(n * n)))?;
+            let op = move |y: &Tensor, _: usize| y.add(&z)?.softmax(-1);
+            Ok(((n * n) as f64, vec![n, n], Box::new(op) as ChainOp))
+        })
+        .collect()
+}
+
+/// The softmax curve from the finished softmax unit probes: each unit's µs less its add's
+/// (n² elements at the `adds` curve's rate); a remainder lost in timing noise is an error.
+fn less_adds(p: &mut Prober, probes: &[(f64, OpProbe)], adds: &RateCurve) -> Result<RateCurve> {
+    let mut points = Vec::with_capacity(probes.len());
+    for (size, probe) in probes {
+        let add = adds.rate(*size).map_or(0.0, |r| size / r);
+        let us = p.op_us(probe)? - add;
+        if us <= 0.0 {
+            return Err(Error::Runtime {
+                op: "calibrate".into(),
+                msg: format!("probe softmax at {size} elements: not slower than its add ({add:.1} µs); rerun on an idle machine"),
+            });
+        }
+        points.push([*size, size / us]);
+    }
+    Ok(RateCurve::new(&points))
+}
+
+/// `y · w` with a ramp `[s, s]` weight, shifted per op of the chain.
 fn gemm_probe(s: usize) -> Result<ChainProbe> {
-    let w = crate::constant("calibrate", HostArray::f32(&[s, s], &ramp(s * s)))?;
     let m = ((1 << 19) / (s * s)).clamp(64, 4096);
-    Ok((
-        s as f64,
-        vec![m, s],
-        Box::new(move |y: &Tensor, _: usize| y.matmul(&w)) as ChainOp,
-    ))
+    // Each op of the chain its own weight, as each layer of a model: a weight shared by the
+    // chain would stay in cache and run faster than a model's.
+    let op = move |y: &Tensor, i: usize| {
+        let w: Vec<f32> = (0..s * s).map(|j| ramp_at(j + 7 * i)).collect();
+        y.matmul(&crate::constant("calibrate", HostArray::f32(&[s, s], &w))?)
+    };
+    Ok((s as f64, vec![m, s], Box::new(op) as ChainOp))
 }
 
 /// A padded 3×3 convolution of `c` channels on an `h`×`h` image, h = clamp(⌊√(3e7 / 18c²)⌋, 10, 64).
 fn conv_probe(c: usize) -> ChainProbe {
     let h = ((3e7 / (18.0 * (c * c) as f64)).sqrt() as usize).clamp(10, 64);
+    (c as f64, vec![1, c, h, h], conv_op(c))
+}
+
+/// A padded 3×3 convolution of `c` channels on a `c`×`c` image, keyed by its flops (18c⁴).
+fn conv_work_probe(c: usize) -> ChainProbe {
+    ((18 * c * c * c * c) as f64, vec![1, c, c, c], conv_op(c))
+}
+
+/// One padded 3×3 convolution of `c` channels with a ramp weight.
+fn conv_op(c: usize) -> ChainOp {
     let w = ramp(c * c * 9);
-    let op = move |y: &Tensor, _: usize| {
+    Box::new(move |y: &Tensor, _: usize| {
         let opts = ConvOptions {
             pad: [1; 4],
             ..ConvOptions::default()
         };
         conv2d(y, HostArray::f32(&[c, c, 3, 3], &w), None, opts)
-    };
-    (c as f64, vec![1, c, h, h], Box::new(op) as ChainOp)
+    })
 }
 
 /// Measure every constant by `clock`; `budget` is the time spent per probe program (over
 /// [`ROUNDS`] rounds spread over the run). The floor comes from a chain of 1 and 33 tiny ops
 /// (floor = t1 − per-op). Each kind's rate curve (copy by bytes, permute, elementwise and
-/// reduce by elements, gemm by min(K, N), conv by channels) comes from per-op probes, so the
+/// reduce by elements, softmax by elements over pseudo-random values, gemm by min(K, N), conv by
+/// channels and by flops) comes from per-op probes, so the
 /// floor and the port conversion cancel: elementwise ops once as their own steps (between
-/// broadcast adds) and once inside a fused run (chains); the port conversion is the largest
+/// broadcast adds) and once inside a fused run (chains); the port conversion, by size, is each
 /// one-op `x · x` call minus the floor and that op as its own step; the per-cut µs comes from
 /// a region → host → region plan net of everything else the model predicts.
 pub fn calibrate(budget: Duration, clock: Clock) -> Result<(HostConstants, Vec<Probe>)> {
@@ -338,6 +407,7 @@ pub fn calibrate(budget: Duration, clock: Clock) -> Result<(HostConstants, Vec<P
     let elementwise = p.standalone("elementwise", |y| y.mul(y))?;
     let unary = p.standalone("unary", |y| y.relu())?;
     let scalar = p.standalone("scalar", |y| y.mul_scalar(0.5))?;
+    let softmax = p.curve("softmax", softmax_probes()?, false)?;
     let fused_binary = p.curve("fused elementwise", squares(|y, _| y.mul(y)), false)?;
     let fused_unary = p.curve("fused unary", squares(|y, _| y.relu()), false)?;
     let fused_scalar = p.curve("fused scalar", squares(|y, _| y.mul_scalar(0.5)), false)?;
@@ -354,6 +424,14 @@ pub fn calibrate(budget: Duration, clock: Clock) -> Result<(HostConstants, Vec<P
     let conv = p.curve(
         "conv",
         CONV_CHANNELS.iter().map(|&c| conv_probe(c)).collect(),
+        false,
+    )?;
+    let conv_work = p.curve(
+        "conv work",
+        CONV_WORK_CHANNELS
+            .iter()
+            .map(|&c| conv_work_probe(c))
+            .collect(),
         false,
     )?;
     let epilogue = epilogue_job(&mut p)?;
@@ -378,15 +456,25 @@ pub fn calibrate(budget: Duration, clock: Clock) -> Result<(HostConstants, Vec<P
     let fused_scalar_curve = p.points(&fused_scalar)?;
     let broadcast = p.points(&broadcast)?;
     let reduce = p.points(&reduce)?;
+    let softmax = less_adds(&mut p, &softmax, &elementwise)?;
     let gemm = p.points(&gemm)?;
     let conv = p.points(&conv)?;
-    // The port term: the largest one-op `x · x` call (the fused probe's base) minus the floor
-    // and the op as its own step, for 2n² elements.
-    let n = SIDES[CURVE_POINTS - 1];
+    let conv_work = p.points(&conv_work)?;
+    // The port term per size: each one-op `x · x` call (the in-run probes' base) minus the
+    // floor and the op as its own step, for its 2n² elements (a size whose remainder is lost
+    // in timing noise gives no point).
     let last = |k: &RateCurve| k.points[CURVE_POINTS - 1][1];
+    let mut port_points = Vec::new();
+    let mut ports = 0.0;
+    for (size, probe) in &fused_binary {
+        let op = elementwise.rate(*size).map_or(0.0, |r| size / r);
+        ports = p.best(probe.job)[0] - floor - op;
+        if ports > 0.0 {
+            port_points.push([2.0 * size, 2.0 * size / ports]);
+        }
+    }
+    let n = SIDES[CURVE_POINTS - 1];
     let elems = (2 * n * n) as f64;
-    let (_, big) = &fused_binary[CURVE_POINTS - 1];
-    let ports = p.best(big.job)[0] - floor - (n * n) as f64 / last(&elementwise);
     p.probes.push(Probe {
         name: "ports",
         median_us: ports,
@@ -403,11 +491,14 @@ pub fn calibrate(budget: Duration, clock: Clock) -> Result<(HostConstants, Vec<P
         copy_bytes_per_us: last(&copy),
         gemm_curve: gemm,
         conv_curve: conv,
+        conv_work_curve: conv_work,
+        softmax_curve: softmax,
         permute_curve: permute,
         elementwise_curve: elementwise,
         reduce_curve: reduce,
         copy_curve: copy,
         port_elems_per_us: if ports > 0.0 { elems / ports } else { 0.0 },
+        port_curve: RateCurve::new(&port_points),
         cut_us: 0.0,
         unary_curve: unary,
         scalar_curve: scalar,

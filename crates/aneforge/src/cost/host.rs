@@ -111,6 +111,11 @@ pub struct HostConstants {
     /// Convolution flops per µs by min(K, Cout) (empty = `conv_flops_per_us`).
     #[serde(default)]
     pub conv_curve: RateCurve,
+    /// Convolution flops per µs by the conv's flops: a small conv runs below its channels' rate
+    /// (its per-row and per-call work does not shrink with it), so a conv costs at the lower of
+    /// this curve and `conv_curve` (empty = `conv_curve` alone).
+    #[serde(default)]
+    pub conv_work_curve: RateCurve,
     /// Strided-gather (permute) elements per µs by element count (empty = data bytes over
     /// `bytes_per_us`).
     #[serde(default)]
@@ -121,6 +126,10 @@ pub struct HostConstants {
     /// Reduction elements per µs by elements (empty = `reduce_per_us`).
     #[serde(default)]
     pub reduce_curve: RateCurve,
+    /// Softmax elements per µs by elements, probed on spread values (its exp is data-dependent:
+    /// an fp16 table serves only evenly spaced rows; empty = `reduce_curve`).
+    #[serde(default)]
+    pub softmax_curve: RateCurve,
     /// Contiguous copy bytes per µs by bytes (empty = `copy_bytes_per_us`).
     #[serde(default)]
     pub copy_curve: RateCurve,
@@ -160,6 +169,10 @@ pub struct HostConstants {
     /// elementwise rate).
     #[serde(default)]
     pub host_curve: RateCurve,
+    /// Port elements converted per µs by the call's port elements (inputs + outputs; empty =
+    /// `port_elems_per_us`).
+    #[serde(default)]
+    pub port_curve: RateCurve,
 }
 
 impl HostConstants {
@@ -182,9 +195,11 @@ impl HostConstants {
         copy_bytes_per_us: 0.0,
         gemm_curve: RateCurve::EMPTY,
         conv_curve: RateCurve::EMPTY,
+        conv_work_curve: RateCurve::EMPTY,
         permute_curve: RateCurve::EMPTY,
         elementwise_curve: RateCurve::EMPTY,
         reduce_curve: RateCurve::EMPTY,
+        softmax_curve: RateCurve::EMPTY,
         copy_curve: RateCurve::EMPTY,
         port_elems_per_us: 0.0,
         cut_us: 0.0,
@@ -196,6 +211,7 @@ impl HostConstants {
         fused_unary_curve: RateCurve::EMPTY,
         fused_scalar_curve: RateCurve::EMPTY,
         host_curve: RateCurve::EMPTY,
+        port_curve: RateCurve::EMPTY,
     };
 
     /// Every rate finite and positive, the floor, per-op terms, `reduce_per_us`,
@@ -230,9 +246,11 @@ impl HostConstants {
         }
         self.gemm_curve.validate("gemm_curve")?;
         self.conv_curve.validate("conv_curve")?;
+        self.conv_work_curve.validate("conv_work_curve")?;
         self.permute_curve.validate("permute_curve")?;
         self.elementwise_curve.validate("elementwise_curve")?;
         self.reduce_curve.validate("reduce_curve")?;
+        self.softmax_curve.validate("softmax_curve")?;
         self.copy_curve.validate("copy_curve")?;
         self.unary_curve.validate("unary_curve")?;
         self.scalar_curve.validate("scalar_curve")?;
@@ -240,7 +258,8 @@ impl HostConstants {
         self.fused_binary_curve.validate("fused_binary_curve")?;
         self.fused_unary_curve.validate("fused_unary_curve")?;
         self.fused_scalar_curve.validate("fused_scalar_curve")?;
-        self.host_curve.validate("host_curve")
+        self.host_curve.validate("host_curve")?;
+        self.port_curve.validate("port_curve")
     }
 }
 

@@ -14,7 +14,8 @@ pub mod timing;
 pub mod work;
 
 use crate::error::{Error, Result};
-use crate::graph::Graph;
+use crate::graph::{Graph, Tensor};
+use crate::ops::Op;
 use crate::shape::numel;
 pub use anchors::{project_peak, Machine, PeakProjection};
 pub use host::{HostConstants, OpOverhead, RateCurve};
@@ -70,9 +71,11 @@ impl Estimate {
 /// Host-mode time of one node: its kind's per-op overhead plus its work over the measured rate
 /// of its kind at its size (each rate is measured end to end, memory traffic included, so the
 /// cache regime is in the curve): gemm and conv flops at their curve's rate for `w.size`
-/// (min(K, N) / min(K, Cout): thin products run slower), permutes' elements at the permute
+/// (min(K, N) / min(K, Cout): thin products run slower; a conv at the lower of that and its
+/// work curve's rate for its flops: small convs run slower), permutes' elements at the permute
 /// curve's rate for their count, elementwise elements at their form's curve (unary, scalar,
-/// broadcast or binary, see [`work::ElementwiseForm`]), reduce elements and copies' bytes at
+/// broadcast or binary, see [`work::ElementwiseForm`]), reduce elements (softmax at its own
+/// curve when set) and copies' bytes at
 /// their curve's rate for that work, host ops of a plan their elements at the host curve's rate.
 /// Missing terms (files older than them) fall back: a form's
 /// curve to the binary elementwise curve, curves to the kind's scalar rate (permutes to bytes / `bytes_per_us`), the copy rate to `bytes_per_us`,
@@ -84,7 +87,10 @@ pub fn host_node_us(w: &NodeWork, c: &HostConstants) -> f64 {
     let bytes = w.bytes as f64;
     match w.kind {
         WorkKind::Gemm => o.gemm + flops / c.gemm_curve.rate(size).unwrap_or(c.gemm_flops_per_us),
-        WorkKind::Conv => o.conv + flops / c.conv_curve.rate(size).unwrap_or(c.conv_flops_per_us),
+        WorkKind::Conv => {
+            let rate = c.conv_curve.rate(size).unwrap_or(c.conv_flops_per_us);
+            o.conv + flops / c.conv_work_curve.rate(flops).map_or(rate, |r| r.min(rate))
+        }
         WorkKind::Elementwise => {
             let rate = work::elementwise_form(w)
                 .curve(c)
@@ -95,7 +101,11 @@ pub fn host_node_us(w: &NodeWork, c: &HostConstants) -> f64 {
         }
         WorkKind::Reduce => {
             let scalar = positive_or(c.reduce_per_us, c.elementwise_per_us);
-            o.reduce + flops / c.reduce_curve.rate(flops).unwrap_or(scalar)
+            let softmax = (w.op == crate::ops::reduce::SOFTMAX)
+                .then(|| c.softmax_curve.rate(flops))
+                .flatten();
+            let rate = softmax.or_else(|| c.reduce_curve.rate(flops));
+            o.reduce + flops / rate.unwrap_or(scalar)
         }
         WorkKind::Data => {
             let scalar = positive_or(c.copy_bytes_per_us, c.bytes_per_us);
@@ -121,12 +131,9 @@ fn positive_or(rate: f64, fallback: f64) -> f64 {
     }
 }
 
-/// Host-mode µs of converting the program's input and output elements at its ports (0 when
-/// the calibration has no port term).
+/// Host-mode µs of converting the program's input and output elements at its ports: their
+/// count at the port curve's rate for it (else `port_elems_per_us`; 0 when neither is set).
 fn host_ports_us(graph: &Graph, c: &HostConstants) -> f64 {
-    if c.port_elems_per_us <= 0.0 {
-        return 0.0;
-    }
     let ins = graph.inputs.iter().map(|id| {
         graph.nodes[*id]
             .outputs
@@ -138,7 +145,12 @@ fn host_ports_us(graph: &Graph, c: &HostConstants) -> f64 {
         .outputs
         .iter()
         .map(|(_, v)| numel(&graph.ty(*v).shape));
-    ins.chain(outs).sum::<usize>() as f64 / c.port_elems_per_us
+    let elements = ins.chain(outs).sum::<usize>() as f64;
+    match c.port_curve.rate(elements) {
+        Some(rate) => elements / rate,
+        None if c.port_elems_per_us > 0.0 => elements / c.port_elems_per_us,
+        None => 0.0,
+    }
 }
 
 /// Analytic time of one node on `m`: max(bytes / bandwidth, flops / effective peak) with
@@ -224,6 +236,28 @@ pub fn estimate(graph: &Graph, target: Option<&str>) -> Result<Estimate> {
     }
 }
 
+/// [`estimate`] of the graph under `outputs`. When every output is an input or a constant the
+/// graph has no op (compiling it would add a copy per output, which is not the user's work):
+/// the empty-graph error, as for a graph of inputs and constants.
+pub fn estimate_outputs(
+    outputs: &[(Option<String>, Tensor)],
+    target: Option<&str>,
+) -> Result<Estimate> {
+    let source = |t: &Tensor| matches!(t.op(), Op::Input(_) | Op::Const(_) | Op::Constexpr(_));
+    if outputs.iter().all(|(_, t)| source(t)) {
+        return Err(no_compute_nodes());
+    }
+    estimate(&Graph::from_outputs(outputs)?, target)
+}
+
+/// The empty-graph error.
+fn no_compute_nodes() -> Error {
+    Error::value(
+        "estimate",
+        "the graph has no compute nodes (only inputs and constants)",
+    )
+}
+
 /// Cost every node, then the call: `(floor µs, bytes per µs, µs per host stage)` of the machine
 /// for the floors and the cut hand-offs.
 fn finish(
@@ -235,10 +269,7 @@ fn finish(
 ) -> Result<Estimate> {
     let work = graph_work(graph);
     if work.is_empty() {
-        return Err(Error::value(
-            "estimate",
-            "the graph has no compute nodes (only inputs and constants)",
-        ));
+        return Err(no_compute_nodes());
     }
     let ops: Vec<OpEstimate> = work
         .into_iter()

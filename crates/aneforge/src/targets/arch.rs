@@ -52,8 +52,9 @@ impl std::fmt::Display for Target {
     }
 }
 
-/// An arch string (`h13`, `h16s` ...) or family name (`A13`..`A16`, `OLDER`), case-insensitive;
-/// unknown and unmapped names are errors that list the accepted ones (never a host fallback).
+/// An arch string (`h13`, `h16s` ...), family name (`A13`..`A16`, `OLDER`) or M-series chip name
+/// (`M1`, `M5 Pro`, see [`chip_arch`]), case-insensitive; unknown and unmapped names are errors
+/// that list the accepted ones (never a host fallback).
 pub fn parse_target(s: &str) -> Result<Target> {
     let a = s.trim().to_ascii_lowercase();
     if let Some(family) = Family::ALL
@@ -62,6 +63,7 @@ pub fn parse_target(s: &str) -> Result<Target> {
     {
         return Ok(Target { arch: None, family });
     }
+    let a = chip_arch(&a).unwrap_or(a);
     match ARCHES.iter().find(|(name, _)| *name == a) {
         Some((arch, Some(family))) => Ok(Target {
             arch: Some(arch),
@@ -77,11 +79,33 @@ pub fn parse_target(s: &str) -> Result<Target> {
         None => Err(Error::value(
             "target",
             format!(
-                "'{s}' is not a known ANE arch; expected one of {} or a family A13, A14, A15, A16",
+                "'{s}' is not a known ANE arch; expected one of {}, a family A13, A14, A15, A16 or an M-series chip M1 … M6 (optionally Pro, Max, Ultra)",
                 known()
             ),
         )),
     }
+}
+
+/// The arch of an Apple M-series chip name (`M1`, `m4`, `M2 Pro`, case and spaces free):
+/// M<n> is H<n + 12> (spec §3: M1 = h13 … M5 = h17), except the measured M5 Pro (`h17s`);
+/// `None` for any other name (arch strings such as `m9` and `m11` are not chip names).
+pub fn chip_arch(name: &str) -> Option<String> {
+    let compact: String = name
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect::<String>()
+        .to_ascii_lowercase();
+    let rest = compact.strip_prefix('m')?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    let tier = &rest[digits.len()..];
+    let n: u32 = digits.parse().ok()?;
+    if !(1..=6).contains(&n) || !["", "pro", "max", "ultra"].contains(&tier) {
+        return None;
+    }
+    Some(match (n, tier) {
+        (5, "pro") => "h17s".to_string(),
+        _ => format!("h{}", n + 12),
+    })
 }
 
 /// The mapped arch strings, comma-separated.
@@ -145,10 +169,12 @@ mod tests {
         );
         assert_eq!(parse_target("OLDER").unwrap().family, Family::Older);
         assert_eq!(parse_target("h17s").unwrap().to_string(), "A16 (h17s)");
-        for bad in ["h99", "", "m1", "h13x"] {
+        for bad in ["h99", "", "m7", "m1 mini", "h13x"] {
             let e = parse_target(bad).unwrap_err().to_string();
             assert!(
-                e.contains(&format!("'{bad}' is not a known ANE arch")) && e.contains("h16s"),
+                e.contains(&format!("'{bad}' is not a known ANE arch"))
+                    && e.contains("h16s")
+                    && e.contains("M-series chip M1 … M6"),
                 "{e}"
             );
         }

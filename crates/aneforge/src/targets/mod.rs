@@ -12,7 +12,7 @@ use std::sync::Once;
 
 use crate::error::Result;
 use crate::ops::constexpr::Encoding;
-pub use arch::{parse_target, Target};
+pub use arch::{chip_arch, parse_target, Target};
 pub use floors::{op_floor, op_status, Status};
 pub use limits::{limit, Limit};
 pub use opset_table::Opset;

@@ -4,8 +4,9 @@
 //! structural graph hash. `tune_precision`: the cheapest variant meeting an error target
 //! against the fp32 reference. Variants: sum_via_matmul, global and per-weight (`auto`) weight
 //! compression, and the routes of selectable host ops (`route="fused"` / `"host"`, when the
-//! graph has a routable op). Not a variant: attention query tiles (the graph has no tiled
-//! attention op to vary).
+//! graph has a routable op). Not a variant: attention query tiles (`sdpa`, `mha` and
+//! `cross_attention` fix the tile count when they build the graph from plain ops, and the host
+//! `sdpa`'s fused decomposition is untiled: a built graph has no tile count left to vary).
 
 pub mod cache;
 pub mod gate;
