@@ -2,10 +2,6 @@
 //! the matmul and conv kernels (f32 accumulation; the executor rounds to fp16 once afterwards).
 
 use gemm::Parallelism;
-use rayon::prelude::*;
-
-/// Smallest m·n the crate multiplies on its blocked path whatever the strides.
-const MIN_BLOCKED_OUTPUT: usize = 16 * 16 + 1;
 
 /// Multiply-adds (m·n·k) from which one GEMM runs on the rayon pool.
 pub const PAR_MIN_MACS: usize = 1 << 20;
@@ -68,6 +64,9 @@ pub fn sgemm_with(
     }
     check_operand("A", m, k, a, a_rs, a_cs);
     check_operand("B", k, n, b, b_rs, b_cs);
+    // Strides of unit axes are never applied; normalise them so every stride fits in isize
+    // (a used stride times its extent is below a slice length, hence below isize::MAX).
+    let st = |extent: usize, s: usize| if extent == 1 { 1 } else { s as isize };
     let par = if parallel && m.saturating_mul(n).saturating_mul(k) >= PAR_MIN_MACS {
         Parallelism::Rayon(rayon::current_num_threads())
     } else {
@@ -76,141 +75,28 @@ pub fn sgemm_with(
     // SAFETY: the asserts above keep every A, B and C element the kernel addresses inside its
     // slice; C rows are disjoint, and `c` is borrowed mutably so it aliases neither A nor B.
     unsafe {
-        crate_gemm(
-            par,
+        gemm::gemm(
             m,
             n,
             k,
             c.as_mut_ptr(),
-            c_rs,
-            a.as_ptr(),
-            a_rs,
-            a_cs,
-            b.as_ptr(),
-            b_rs,
-            b_cs,
+            1,
+            st(m, c_rs),
             accumulate,
-        )
+            a.as_ptr(),
+            st(k, a_cs),
+            st(m, a_rs),
+            b.as_ptr(),
+            st(n, b_cs),
+            st(k, b_rs),
+            1.0f32,
+            1.0f32,
+            false,
+            false,
+            false,
+            par,
+        );
     }
-}
-
-/// The `gemm` crate's C (+)= A·B over raw pointers (strides as in [`sgemm`]).
-///
-/// # Safety
-/// Every element the strides address for m×k A, k×n B and m×n C must be in bounds, C's rows
-/// disjoint, and C aliased by neither A nor B nor any concurrent writer of the same elements.
-#[allow(clippy::too_many_arguments)]
-unsafe fn crate_gemm(
-    par: Parallelism,
-    m: usize,
-    n: usize,
-    k: usize,
-    c: *mut f32,
-    c_rs: usize,
-    a: *const f32,
-    a_rs: usize,
-    a_cs: usize,
-    b: *const f32,
-    b_rs: usize,
-    b_cs: usize,
-    accumulate: bool,
-) {
-    // Strides of unit axes are never applied; normalise them so every stride fits in isize
-    // (a used stride times its extent is below a slice length, hence below isize::MAX).
-    let st = |extent: usize, s: usize| if extent == 1 { 1 } else { s as isize };
-    gemm::gemm(
-        m,
-        n,
-        k,
-        c,
-        1,
-        st(m, c_rs),
-        accumulate,
-        a,
-        st(k, a_cs),
-        st(m, a_rs),
-        b,
-        st(n, b_cs),
-        st(k, b_rs),
-        1.0f32,
-        1.0f32,
-        false,
-        false,
-        false,
-        par,
-    );
-}
-
-/// Column-block granularity of [`sgemm_cols`] (the crate's 16-lane microkernel covers 64
-/// output columns of a row-major C per register tile).
-const COL_BLOCK: usize = 64;
-
-/// C's base pointer, shared by the column blocks of [`sgemm_cols`] (each writes only its own
-/// columns).
-#[derive(Clone, Copy)]
-struct CPtr(*mut f32);
-// SAFETY: the blocks sharing it write disjoint columns of C.
-unsafe impl Send for CPtr {}
-unsafe impl Sync for CPtr {}
-
-/// [`sgemm`] for row-major A [m, k] and C [m, n] (written, not accumulated), with C's columns
-/// cut into one block per pool thread above [`PAR_MIN_MACS`], each block a single-threaded crate
-/// call that packs only its own columns of B (the crate's own split has every thread pack all
-/// of B). Bit-identical to [`sgemm`]: on the crate's blocked path the per-element order depends
-/// on k alone (ops/gemm_order.rs); blocks are formed only when each stays on that path and is
-/// wider than 64 (the crate's small-size depth rule reads m and n), else [`sgemm`] runs.
-#[allow(clippy::too_many_arguments)]
-pub fn sgemm_cols(
-    m: usize,
-    n: usize,
-    k: usize,
-    a: &[f32],
-    b: &[f32],
-    b_rs: usize,
-    b_cs: usize,
-    c: &mut [f32],
-) {
-    let threads = rayon::current_num_threads();
-    let width = n.div_ceil(threads.max(1)).next_multiple_of(COL_BLOCK);
-    let last = n - (n.max(1) - 1) / width * width;
-    let split = threads > 1
-        && width < n
-        && last > COL_BLOCK
-        && m >= 2
-        && k >= 3
-        && m * last >= MIN_BLOCKED_OUTPUT
-        && m.saturating_mul(n).saturating_mul(k) >= PAR_MIN_MACS;
-    if !split {
-        return sgemm(m, n, k, a, k, 1, b, b_rs, b_cs, c, n, false);
-    }
-    check_operand("A", m, k, a, k, 1);
-    check_operand("B", k, n, b, b_rs, b_cs);
-    check_operand("C", m, n, c, n, 1);
-    let cp = CPtr(c.as_mut_ptr());
-    (0..n.div_ceil(width)).into_par_iter().for_each(|blk| {
-        let j0 = blk * width;
-        let w = width.min(n - j0);
-        // SAFETY: the checks above keep every element of A, B and C in bounds; this block
-        // writes only C's columns j0..j0 + w, which no other block touches, and `c` is
-        // borrowed mutably for the whole call so it aliases neither A nor B.
-        unsafe {
-            crate_gemm(
-                Parallelism::None,
-                m,
-                w,
-                k,
-                { cp }.0.add(j0),
-                n,
-                a.as_ptr(),
-                k,
-                1,
-                b.as_ptr().add(j0 * b_cs),
-                b_rs,
-                b_cs,
-                false,
-            )
-        }
-    });
 }
 
 /// Panics unless the r×c matrix X[i, j] = x[i·rs + j·cs] lies inside `x` (empty fits).
@@ -298,51 +184,6 @@ pub(crate) mod tests {
         let mut c = vec![0.0; m * n];
         sgemm(m, n, k, &a, 1, m, &b, n, 1, &mut c, n, false);
         assert_close(&c, &naive(m, n, k, &a, (1, m), &b, (n, 1)), 1e-4);
-    }
-
-    /// Column blocks give `sgemm`'s bits at 2 and 3 threads (MiniLM's q/k/v/o and FFN shapes
-    /// with the weight stored [K, N] or read transposed from [N, K], a ragged last block, and
-    /// shapes that fall back), and match the f64 product.
-    #[test]
-    fn column_blocks_are_bit_identical_to_one_call() {
-        let shapes = [
-            (128, 384, 384),
-            (128, 1536, 384),
-            (128, 384, 1536),
-            (16, 1536, 384),
-            (33, 1000, 77),
-            (128, 130, 384),
-            (3, 2000, 200),
-        ];
-        for threads in [2, 3] {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .unwrap();
-            for (si, &(m, n, k)) in shapes.iter().enumerate() {
-                let (a, b) = (
-                    rand_vec(m * k, 7 * si as u64),
-                    rand_vec(k * n, 7 * si as u64 + 1),
-                );
-                for (b_rs, b_cs) in [(n, 1), (1, k)] {
-                    let mut want = vec![f32::NAN; m * n];
-                    sgemm(m, n, k, &a, k, 1, &b, b_rs, b_cs, &mut want, n, false);
-                    let mut got = vec![f32::NAN; m * n];
-                    pool.install(|| sgemm_cols(m, n, k, &a, &b, b_rs, b_cs, &mut got));
-                    let differ = got
-                        .iter()
-                        .zip(&want)
-                        .filter(|(g, w)| g.to_bits() != w.to_bits())
-                        .count();
-                    assert_eq!(
-                        differ, 0,
-                        "({m}, {n}, {k}) B strides ({b_rs}, {b_cs}) at {threads} threads"
-                    );
-                    let exact = naive(m, n, k, &a, (k, 1), &b, (b_rs, b_cs));
-                    assert_close(&got, &exact, 1e-4);
-                }
-            }
-        }
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use rayon::prelude::*;
 
-use super::gemm::{sgemm, sgemm_cols, PAR_MIN_MACS};
+use super::gemm::{sgemm, PAR_MIN_MACS};
 use super::io::{expect_fp16, expect_inputs};
 use super::kernel::{broadcast_strides, for_each_broadcast};
 use super::{Buf, Family, Op, TensorType};
@@ -171,10 +171,7 @@ impl Family for MatMul {
             );
         };
         let od = &mut out[0].data;
-        if let ([(xo, yo)], 1) = (&offsets[..], x.cs) {
-            // One product with row-major x: C's columns split over the pool (same bits).
-            sgemm_cols(m, n, k, &xb.data[*xo..], &yb.data[*yo..], y.rs, y.cs, od);
-        } else if offsets.len() > 1 && (m * n * k).saturating_mul(offsets.len()) >= PAR_MIN_MACS {
+        if offsets.len() > 1 && (m * n * k).saturating_mul(offsets.len()) >= PAR_MIN_MACS {
             od.par_chunks_mut(m * n)
                 .zip(offsets.par_iter())
                 .for_each(run);

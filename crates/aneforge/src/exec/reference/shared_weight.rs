@@ -16,7 +16,7 @@ use half::f16;
 
 use crate::error::{Error, Result};
 use crate::graph::Graph;
-use crate::ops::gemm::sgemm_cols;
+use crate::ops::gemm::sgemm;
 use crate::ops::io::Const;
 use crate::ops::linear::MatMul;
 use crate::ops::{Buf, Op};
@@ -94,7 +94,7 @@ impl SharedWeight {
                 ))
             }
         };
-        sgemm_cols(m, n, k, &x.data, &self.wt, n, 1, y);
+        sgemm(m, n, k, &x.data, k, 1, &self.wt, n, 1, y, n, false);
         Ok(())
     }
 }
@@ -152,7 +152,6 @@ pub fn only_weight_uses(g: &Graph, weight_step: &[bool]) -> Vec<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::gemm::sgemm;
     use crate::ops::gemm::tests::rand_vec;
 
     fn fp16_const(shape: [usize; 2], seed: u64) -> Const {
