@@ -4,6 +4,9 @@
 //! that it equals this process's `f32::exp` on every fp16 value and a sweep of other inputs;
 //! lanes with |x| ≥ 88 (overflow, underflow, inf, NaN) call `f32::exp`.
 
+// The lanes and their scalar model exist on x86-64 only; elsewhere `available` is false.
+#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+
 use std::sync::OnceLock;
 
 /// glibc's `__exp2f_data`: 2^(i/32) as double bits minus (i << 47), i = 0..32.
