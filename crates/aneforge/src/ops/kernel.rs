@@ -113,10 +113,13 @@ pub fn for_each_broadcast<const K: usize>(
     }
 }
 
-/// e^v of every element in place, bit for bit `f32::exp`: exact fp16 values (softmax's
-/// differences of fp16 numbers nearly always are) read a table of `f32::exp` over all 65,536 fp16
-/// inputs, built once; any other value calls `exp`.
+/// e^v of every element in place, bit for bit `f32::exp`: the vector lanes of
+/// [`super::simd_exp`] where they reproduce it, else exact fp16 values read a table of
+/// `f32::exp` over all 65,536 fp16 inputs, built once, and any other value calls `exp`.
 pub fn exp_in_place(v: &mut [f32]) {
+    if super::simd_exp::try_exp_in_place(v).is_some() {
+        return;
+    }
     static TABLE: OnceLock<Box<[f32; TABLE_LEN]>> = OnceLock::new();
     let table = TABLE.get_or_init(|| {
         let t: Vec<f32> = (0..=u16::MAX)

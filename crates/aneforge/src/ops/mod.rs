@@ -44,6 +44,7 @@ pub mod pool;
 pub mod rearrange;
 pub mod reduce;
 pub mod resize;
+pub mod simd_exp;
 pub mod simd_fp16;
 mod table;
 pub mod unary;

@@ -1,0 +1,191 @@
+//! e^x of f32 lanes, 4 at a time with AVX2+FMA, bit for bit glibc's `expf` (its FMA variant,
+//! glibc ≥ 2.28, which `f32::exp` calls on x86-64 Linux): x·32/ln2 = k + r in double, a 32-entry
+//! table of 2^(i/32), a cubic in r, one rounding to f32. Used only after a check at first use
+//! that it equals this process's `f32::exp` on every fp16 value and a sweep of other inputs;
+//! lanes with |x| ≥ 88 (overflow, underflow, inf, NaN) call `f32::exp`.
+
+// The lanes and their scalar model exist on x86-64 only; elsewhere `available` is false.
+#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+
+use std::sync::OnceLock;
+
+/// glibc's `__exp2f_data`: 2^(i/32) as double bits minus (i << 47), i = 0..32.
+const TAB: [u64; 32] = [
+    0x3ff0000000000000,
+    0x3fefd9b0d3158574,
+    0x3fefb5586cf9890f,
+    0x3fef9301d0125b51,
+    0x3fef72b83c7d517b,
+    0x3fef54873168b9aa,
+    0x3fef387a6e756238,
+    0x3fef1e9df51fdee1,
+    0x3fef06fe0a31b715,
+    0x3feef1a7373aa9cb,
+    0x3feedea64c123422,
+    0x3feece086061892d,
+    0x3feebfdad5362a27,
+    0x3feeb42b569d4f82,
+    0x3feeab07dd485429,
+    0x3feea47eb03a5585,
+    0x3feea09e667f3bcd,
+    0x3fee9f75e8ec5f74,
+    0x3feea11473eb0187,
+    0x3feea589994cce13,
+    0x3feeace5422aa0db,
+    0x3feeb737b0cdc5e5,
+    0x3feec49182a3f090,
+    0x3feed503b23e255d,
+    0x3feee89f995ad3ad,
+    0x3feeff76f2fb5e47,
+    0x3fef199bdd85529c,
+    0x3fef3720dcef9069,
+    0x3fef5818dcfba487,
+    0x3fef7c97337b9b5f,
+    0x3fefa4afa2a490da,
+    0x3fefd0765b6e4540,
+];
+/// 32/ln2.
+const INV_LN2_N: f64 = f64::from_bits(0x40471547652b82fe);
+/// 1.5·2^52: adding it rounds to an integer in the low mantissa bits.
+const SHIFT: f64 = f64::from_bits(0x4338000000000000);
+/// The cubic's coefficients (r³, r², r), scaled for N = 32.
+const C: [f64; 3] = [
+    f64::from_bits(0x3ebc6af84b912394),
+    f64::from_bits(0x3f2ebfce50fac4f3),
+    f64::from_bits(0x3f962e42ff0c52d6),
+];
+
+/// e^x by the algorithm of glibc's FMA `expf` for |x| < 88 (the scalar model of the lanes).
+fn exp1(x: f32) -> f32 {
+    if x.abs() >= 88.0 || x.is_nan() {
+        return x.exp();
+    }
+    let xd = x as f64;
+    let z = INV_LN2_N.mul_add(xd, SHIFT);
+    let ki = z.to_bits();
+    let kd = z - SHIFT;
+    let r = INV_LN2_N.mul_add(xd, -kd);
+    let s = f64::from_bits(TAB[(ki & 31) as usize].wrapping_add(ki << 47));
+    let p = C[0].mul_add(r, C[1]);
+    let y = p.mul_add(r * r, r.mul_add(C[2], 1.0));
+    (y * s) as f32
+}
+
+/// Whether the lanes give this process's `f32::exp` bits (checked once: every fp16 value and
+/// 2^16 other f32 inputs spread over (-88, 88)) and the CPU has AVX2 and FMA.
+fn available() -> bool {
+    static OK: OnceLock<bool> = OnceLock::new();
+    *OK.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            let fp16 = (0..=u16::MAX).map(|b| half::f16::from_bits(b).to_f32());
+            let sweep = (0..1u32 << 16).map(|i| f32::from_bits(i.wrapping_mul(65_537) ^ 0x5a5a));
+            let x: Vec<f32> = fp16.chain(sweep).collect();
+            let mut y = x.clone();
+            // SAFETY: the features the function is compiled for were just detected.
+            unsafe { exp_avx2(&mut y) };
+            return x.iter().zip(&y).all(|(v, e)| {
+                let want = v.exp();
+                want.to_bits() == e.to_bits() || (want.is_nan() && e.is_nan())
+            });
+        }
+        false
+    })
+}
+
+/// e^v of every element in place with the lanes, or `None` (nothing written) when they are
+/// not available here (see the module doc).
+pub fn try_exp_in_place(v: &mut [f32]) -> Option<()> {
+    if !available() {
+        return None;
+    }
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `available` detected AVX2 and FMA.
+    unsafe {
+        exp_avx2(v)
+    };
+    Some(())
+}
+
+/// [`exp1`] 4 lanes a step in double; a group with any lane outside |x| < 88 and the tail take
+/// [`exp1`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn exp_avx2(v: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let mut chunks = v.chunks_exact_mut(4);
+    // SAFETY (whole block): each chunk holds exactly 4 f32, read and written unaligned; gather
+    // indices are masked to 0..32, inside TAB.
+    unsafe {
+        let (inv, shift) = (_mm256_set1_pd(INV_LN2_N), _mm256_set1_pd(SHIFT));
+        let (c0, c1, c2) = (
+            _mm256_set1_pd(C[0]),
+            _mm256_set1_pd(C[1]),
+            _mm256_set1_pd(C[2]),
+        );
+        let one = _mm256_set1_pd(1.0);
+        let mask31 = _mm256_set1_epi64x(31);
+        let lim = _mm_set1_ps(88.0);
+        let abs = _mm_castsi128_ps(_mm_set1_epi32(0x7fff_ffff));
+        for c in &mut chunks {
+            let xf = _mm_loadu_ps(c.as_ptr());
+            // All four |x| < 88 (false for NaN).
+            if _mm_movemask_ps(_mm_cmplt_ps(_mm_and_ps(xf, abs), lim)) != 0b1111 {
+                c.iter_mut().for_each(|x| *x = exp1(*x));
+                continue;
+            }
+            let xd = _mm256_cvtps_pd(xf);
+            let z = _mm256_fmadd_pd(inv, xd, shift);
+            let ki = _mm256_castpd_si256(z);
+            let kd = _mm256_sub_pd(z, shift);
+            let r = _mm256_fmsub_pd(inv, xd, kd);
+            let t = _mm256_i64gather_epi64::<8>(
+                TAB.as_ptr() as *const i64,
+                _mm256_and_si256(ki, mask31),
+            );
+            let s = _mm256_castsi256_pd(_mm256_add_epi64(t, _mm256_slli_epi64::<47>(ki)));
+            let p = _mm256_fmadd_pd(c0, r, c1);
+            let y = _mm256_fmadd_pd(p, _mm256_mul_pd(r, r), _mm256_fmadd_pd(r, c2, one));
+            _mm_storeu_ps(c.as_mut_ptr(), _mm256_cvtpd_ps(_mm256_mul_pd(y, s)));
+        }
+    }
+    chunks
+        .into_remainder()
+        .iter_mut()
+        .for_each(|x| *x = exp1(*x));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The scalar model and the lanes give glibc's `expf` bits on a strided sweep of every f32
+    /// bit pattern with |x| < 89 (the range the lanes compute), where that is this libm.
+    #[test]
+    fn lanes_and_model_match_glibc_expf() {
+        if !cfg!(all(target_os = "linux", target_env = "gnu")) {
+            return;
+        }
+        let x: Vec<f32> = (0..u32::MAX / 251)
+            .map(|i| f32::from_bits(i * 251))
+            .filter(|v| v.abs() < 89.0)
+            .collect();
+        assert!(x.len() > 8_000_000, "{}", x.len());
+        for v in &x {
+            assert_eq!(exp1(*v).to_bits(), v.exp().to_bits(), "model exp({v})");
+        }
+        let mut y = x.clone();
+        if try_exp_in_place(&mut y).is_none() {
+            return;
+        }
+        for (v, e) in x.iter().zip(&y) {
+            assert_eq!(e.to_bits(), v.exp().to_bits(), "lanes exp({v})");
+        }
+        // Specials go through f32::exp.
+        let mut s = [f32::NEG_INFINITY, -100.0, 88.5, f32::NAN, -0.0];
+        try_exp_in_place(&mut s).unwrap();
+        assert_eq!(s[..3], [0.0, (-100f32).exp(), 88.5f32.exp()]);
+        assert!(s[3].is_nan() && s[4] == 1.0);
+    }
+}
