@@ -88,8 +88,54 @@ impl Reduce {
             };
             for_chunks(y, inner, &x.data, block, body);
         } else {
-            let st = broadcast_strides(&self.kept_shape(&x.shape), &x.shape);
-            for_each_broadcast(&x.shape, [&st], |i, [o]| y[o] = f(y[o], x.data[i]));
+            self.fold_rows(x, y, f);
+        }
+    }
+
+    /// [`Reduce::fold`] for reduced axes that are not contiguous, in row-major order of x (the
+    /// order every output accumulates in, so the bits are those of an element-by-element
+    /// pass): x as rows of its trailing axes that are all reduced or all kept. A reduced tail
+    /// folds each row into one output, eight rows with distinct outputs at a time (independent
+    /// chains, each still in its own order); a kept tail folds rows into output rows.
+    fn fold_rows(&self, x: &Buf, y: &mut [f32], f: impl Fn(f32, f32) -> f32) {
+        const LANES: usize = 8;
+        let rank = x.shape.len();
+        let tail_reduced = self.axes.contains(&(rank - 1));
+        let split = (0..rank)
+            .rev()
+            .take_while(|a| self.axes.contains(a) == tail_reduced)
+            .last()
+            .unwrap_or(rank);
+        let r = shape::numel(&x.shape[split..]);
+        let kept = self.kept_shape(&x.shape);
+        let st = broadcast_strides(&kept[..split], &x.shape[..split]);
+        let mut outs = Vec::with_capacity(shape::numel(&x.shape[..split]));
+        for_each_broadcast(&x.shape[..split], [&st], |_, [o]| outs.push(o));
+        if !tail_reduced {
+            for (row, &o) in x.data.chunks_exact(r).zip(&outs) {
+                (y[o * r..(o + 1) * r].iter_mut().zip(row)).for_each(|(a, &v)| *a = f(*a, v));
+            }
+            return;
+        }
+        let mut i = 0;
+        while i < outs.len() {
+            let group = &outs[i..(i + LANES).min(outs.len())];
+            let distinct = (1..group.len()).all(|k| !group[..k].contains(&group[k]));
+            if group.len() == LANES && distinct {
+                let mut acc: [f32; LANES] = std::array::from_fn(|k| y[group[k]]);
+                let rows = &x.data[i * r..(i + LANES) * r];
+                for p in 0..r {
+                    for (k, a) in acc.iter_mut().enumerate() {
+                        *a = f(*a, rows[k * r + p]);
+                    }
+                }
+                group.iter().zip(acc).for_each(|(&o, a)| y[o] = a);
+                i += LANES;
+            } else {
+                let row = &x.data[i * r..(i + 1) * r];
+                y[outs[i]] = row.iter().fold(y[outs[i]], |a, &v| f(a, v));
+                i += 1;
+            }
         }
     }
 }
@@ -276,6 +322,50 @@ mod tests {
                 (g as f64 - w).abs() <= 1e-4 * (1.0 + w.abs()),
                 "{what}: element {i}: got {g}, want {w}"
             );
+        }
+    }
+
+    /// Non-contiguous reduced axes (the row paths of `fold_rows`, eight-row groups with and
+    /// without repeated outputs, kept and reduced tails) give the bits of an f32 fold of each
+    /// output's elements in x's row-major order, written out here.
+    #[test]
+    fn split_axes_fold_in_row_major_order_bit_for_bit() {
+        let cases: [(&[usize], &[usize]); 5] = [
+            (&[5, 16, 7, 9], &[0, 2, 3]),
+            (&[3, 5, 4, 2], &[1, 3]),
+            (&[2, 3, 4, 5, 6], &[1, 3]),
+            (&[2, 3, 4, 5, 6], &[0, 2, 4]),
+            (&[9, 1, 11], &[0, 2]),
+        ];
+        type Case = (ReduceKind, f32, fn(f32, f32) -> f32);
+        let kinds: [Case; 4] = [
+            (ReduceKind::Sum, 0.0, |a, v| a + v),
+            (ReduceKind::SumSquare, 0.0, |a, v| a + v * v),
+            (ReduceKind::Max, f32::NEG_INFINITY, f32::max),
+            (ReduceKind::Min, f32::INFINITY, f32::min),
+        ];
+        for (shape, axes) in cases {
+            let x = buf(shape, 11);
+            let kept: Vec<usize> = (shape.iter().enumerate())
+                .map(|(i, &d)| if axes.contains(&i) { 1 } else { d })
+                .collect();
+            for (kind, init, f) in kinds {
+                let mut want = vec![init; shape::numel(&kept)];
+                for (i, &v) in x.data.iter().enumerate() {
+                    let mut idx = unravel(i, shape);
+                    axes.iter().for_each(|&a| idx[a] = 0);
+                    let o = ravel(&idx, &kept);
+                    want[o] = f(want[o], v);
+                }
+                let op = Op::Reduce(Reduce {
+                    kind,
+                    axes: axes.to_vec(),
+                    keep_dims: true,
+                });
+                let got = run(&op, &[&x]).remove(0).data;
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "{kind:?} {shape:?} over {axes:?}");
+            }
         }
     }
 

@@ -319,8 +319,8 @@ impl Unary {
         }
     }
 
-    /// y[i] = self.apply(x[i]) (same bits; `y.len() == x.len()`); the piecewise ops get a loop
-    /// of their own, with the op fixed, so it vectorises.
+    /// y[i] = self.apply(x[i]) (same bits; `y.len() == x.len()`); the piecewise ops and sqrt
+    /// get a loop of their own, with the op fixed, so it vectorises.
     pub(crate) fn map(self, x: &[f32], y: &mut [f32]) {
         #[inline(always)]
         fn each(x: &[f32], y: &mut [f32], f: impl Fn(f32) -> f32) {
@@ -330,6 +330,7 @@ impl Unary {
             Unary::Relu => each(x, y, |v| Unary::Relu.piecewise(v)),
             Unary::Relu6 => each(x, y, |v| Unary::Relu6.piecewise(v)),
             Unary::Abs => each(x, y, |v| Unary::Abs.piecewise(v)),
+            Unary::Sqrt => each(x, y, f32::sqrt),
             Unary::SigmoidHard { alpha, beta } => {
                 each(x, y, |v| Unary::SigmoidHard { alpha, beta }.piecewise(v))
             }

@@ -1,7 +1,9 @@
 //! Aliased ports held once. `alias(output, input)` (a resident KV cache) copies the output into
 //! the input after every execute; when the output's value can be computed straight into the
 //! input's value buffer (every read of the input comes before the step producing the output, or
-//! is that step's own elementwise read of it, see `in_place`), the two share that buffer and, in fp16 mode, neither port buffer is used while the program
+//! is that step's own elementwise read of it, see `in_place`, or a fused elementwise run's read
+//! at or before the op that stores the output, see `train_fuse`), the two share that buffer
+//! and, in fp16 mode, neither port buffer is used while the program
 //! runs: the value buffer (fp16-exact f32) holds the input between executes, `set_input` writes
 //! it, and the port buffers are filled only for a view. One copy of the cache instead of four
 //! (input and output ports, input and output value buffers); the numbers are the same bits.
@@ -48,26 +50,31 @@ impl RefProgram {
         {
             return;
         }
-        // A fused elementwise run (`train_fuse`) keeps its slots inside; leave such pairs to the copy.
-        if (self.steps.iter()).any(|s| {
-            s.fused
-                .as_ref()
-                .is_some_and(|f| f.touches(so) || f.touches(si))
-        }) {
-            return;
-        }
+        let writes = |s: &super::Step, slot: usize| {
+            s.outs.contains(&slot) || s.fused.as_ref().is_some_and(|f| f.writes(slot))
+        };
+        let reads = |s: &super::Step, slot: usize| {
+            s.ins.contains(&slot) || s.fused.as_ref().is_some_and(|f| f.reads(slot))
+        };
         let writers: Vec<usize> = (0..self.steps.len())
-            .filter(|&k| self.steps[k].outs.contains(&so) || self.steps[k].outs.contains(&si))
+            .filter(|&k| writes(&self.steps[k], so) || writes(&self.steps[k], si))
             .collect();
         let [w] = writers[..] else { return };
         let writer = &self.steps[w];
-        // The writer may read the input only as an operand it can update in place.
-        let reads_in_place = !writer.ins.contains(&si)
-            || in_place::operand(writer, si, &self.bufs[si].shape).is_some();
-        if !writer.outs.contains(&so)
+        // The writer may read the input only as an operand it can update in place (a fused
+        // run: only in or before the op that stores the output, see `Fused::can_share`).
+        let reads_in_place = match &writer.fused {
+            Some(f) => f.can_share(so, si),
+            None => {
+                !writer.ins.contains(&si)
+                    || in_place::operand(writer, si, &self.bufs[si].shape).is_some()
+            }
+        };
+        if !writes(writer, so)
             || !reads_in_place
-            || (self.steps[..=w].iter()).any(|s| s.ins.contains(&so))
-            || (self.steps[w + 1..].iter()).any(|s| s.ins.contains(&si))
+            || (self.steps[..w].iter()).any(|s| reads(s, so))
+            || (writer.fused.is_none() && writer.ins.contains(&so))
+            || (self.steps[w + 1..].iter()).any(|s| reads(s, si))
         {
             return;
         }
@@ -76,6 +83,9 @@ impl RefProgram {
                 if *slot == so {
                     *slot = si;
                 }
+            }
+            if let Some(f) = s.fused.as_mut() {
+                f.rename(so, si);
             }
         }
         self.output_bufs[o] = si;
@@ -184,6 +194,43 @@ mod tests {
     fn oracle(k: &[f64], d: &[f64], fp16: bool) -> Vec<f64> {
         let r = |v: f64| r(v, fp16);
         k.iter().zip(d).map(|(&k, &d)| r(r(0.5 * k) + d)).collect()
+    }
+
+    /// A fused elementwise run writing k_next = k·0.5 + d (and, with `late_read`, a second
+    /// output (k·0.5 + d)·k that reads k after k_next is stored): the pair shares k's buffer
+    /// exactly when no op of the run reads k after the store, and either way each execute
+    /// gives the recurrence's rounded values.
+    #[test]
+    fn a_fused_run_shares_its_alias_only_when_no_read_follows_the_store() {
+        for late_read in [false, true] {
+            let k = input_port(&[1, 8], DType::Fp16, Some("k")).unwrap();
+            let d = input_port(&[1, 8], DType::Fp16, Some("d")).unwrap();
+            let next = k.mul_scalar(0.5).unwrap().add(&d).unwrap();
+            let mut outs = vec![(Some("k_next".to_string()), next.clone())];
+            if late_read {
+                outs.push((Some("other".to_string()), next.mul(&k).unwrap()));
+            }
+            let prog = Program::lower(Graph::from_outputs(&outs).unwrap()).unwrap();
+            let mut p = RefProgram::new(&prog, Precision::Fp16).unwrap();
+            assert!(p.steps.iter().any(|s| s.fused.is_some()), "no fused run");
+            let ki = p.inputs.iter().position(|s| s.name == "k").unwrap();
+            let k0: Vec<f32> = (0..8).map(|i| 3.3 - i as f32 * 0.71).collect();
+            let d: Vec<f32> = (0..8).map(|i| i as f32 * 0.37 - 1.1).collect();
+            p.set_input(ki, PortData::F32(&k0)).unwrap();
+            p.set_input(1 - ki, PortData::F32(&d)).unwrap();
+            p.alias("k_next", "k").unwrap();
+            assert_eq!(p.shared.has(ki), !late_read);
+            let d64: Vec<f64> = d.iter().map(|&v| r(f64::from(v), true)).collect();
+            let mut want: Vec<f64> = k0.iter().map(|&v| r(f64::from(v), true)).collect();
+            let o = p.outputs.iter().position(|s| s.name == "k_next").unwrap();
+            let mut got = vec![0f32; 8];
+            for _ in 0..3 {
+                p.execute().unwrap();
+                want = oracle(&want, &d64, true);
+                p.read_output(o, &mut got).unwrap();
+                assert_eq!(got.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), want);
+            }
+        }
     }
 
     fn port_f16(view: PortView<'_>) -> Vec<f64> {

@@ -249,9 +249,10 @@ impl RefProgram {
     }
 
     /// The f32 values fp16 input `i` executes from when a carried alias left them in its value
-    /// buffer (its port buffer not yet stored), else `None` (read the port).
+    /// buffer (its port buffer not yet stored) or the input shares that buffer with its aliased
+    /// output (`share_alias`), else `None` (read the port).
     pub fn carried_input(&self, i: usize) -> Option<&[f32]> {
-        (self.handoff.stale.get(i) == Some(&true))
+        (self.handoff.stale.get(i) == Some(&true) || self.shared.has(i))
             .then(|| self.bufs[self.input_bufs[i]].data.as_slice())
     }
 }

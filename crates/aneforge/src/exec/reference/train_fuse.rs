@@ -221,9 +221,85 @@ fn flush(
 }
 
 impl Fused {
-    /// Whether the run reads or writes value slot `slot`.
-    pub(super) fn touches(&self, slot: usize) -> bool {
-        self.arrays.iter().any(|a| a.slot == slot) || self.scalars.contains(&slot)
+    /// Whether the run writes value slot `slot`.
+    pub(super) fn writes(&self, slot: usize) -> bool {
+        self.arrays.iter().any(|a| a.slot == slot && a.written)
+    }
+
+    /// Whether the run reads value slot `slot` (as an operand, not as its own result).
+    pub(super) fn reads(&self, slot: usize) -> bool {
+        self.scalars.contains(&slot)
+            || (self.arrays.iter().enumerate()).any(|(a, arr)| {
+                arr.slot == slot
+                    && (self.ops.iter()).any(|op| {
+                        op.ins
+                            .iter()
+                            .any(|o| matches!(o, Operand::Array(x) if *x == a))
+                    })
+            })
+    }
+
+    /// Whether the result the run stores into slot `out` may be stored into slot `input`
+    /// instead (see [`Fused::rename`]): `out` is written once and never read as an operand,
+    /// and `input` is read only as a full-length operand, by the storing op or ops before it
+    /// (per element each chunk then reads `input` before the store overwrites it).
+    pub(super) fn can_share(&self, out: usize, input: usize) -> bool {
+        let (Some(ao), ai) = (
+            self.arrays.iter().position(|a| a.slot == out && a.written),
+            self.arrays.iter().position(|a| a.slot == input),
+        ) else {
+            return false;
+        };
+        let reads_at = |a: usize| {
+            (self.ops.iter().enumerate())
+                .filter(move |(_, op)| {
+                    op.ins
+                        .iter()
+                        .any(|o| matches!(o, Operand::Array(x) if *x == a))
+                })
+                .map(|(k, _)| k)
+        };
+        let stores: Vec<usize> = (0..self.ops.len())
+            .filter(|&k| self.ops[k].store == Some(ao))
+            .collect();
+        let [k] = stores[..] else { return false };
+        !self.scalars.contains(&input)
+            && !self.scalars.contains(&out)
+            && reads_at(ao).next().is_none()
+            && ai.is_none_or(|ai| !self.arrays[ai].written && reads_at(ai).all(|j| j <= k))
+    }
+
+    /// Use slot `input` wherever the run used slot `out`: the result it stored there (checked
+    /// by [`Fused::can_share`] for the run that writes it) goes into `input`, whose reads then
+    /// take that array; a run that only reads `out` reads `input` instead.
+    pub(super) fn rename(&mut self, out: usize, input: usize) {
+        let written = self.arrays.iter().position(|a| a.slot == out && a.written);
+        let slots = (self.scalars.iter_mut()).chain(self.shapes.iter_mut().map(|(s, _)| s));
+        for slot in slots.chain(self.arrays.iter_mut().map(|a| &mut a.slot)) {
+            if *slot == out {
+                *slot = input;
+            }
+        }
+        let Some(mut ao) = written else { return };
+        while let Some(ai) =
+            (self.arrays.iter().enumerate()).position(|(a, arr)| a != ao && arr.slot == input)
+        {
+            self.arrays.remove(ai);
+            let remap = move |a: usize| match a {
+                a if a == ai => ao - usize::from(ao > ai),
+                a if a > ai => a - 1,
+                a => a,
+            };
+            for op in &mut self.ops {
+                for o in &mut op.ins {
+                    if let Operand::Array(a) = o {
+                        *a = remap(*a);
+                    }
+                }
+                op.store = op.store.map(remap);
+            }
+            ao = remap(ao);
+        }
     }
 }
 
@@ -257,11 +333,6 @@ unsafe fn round_f16c(y: &mut [f32]) {
     round_to_fp16(chunks.into_remainder());
 }
 
-/// out[i] = f(a[i]) over one chunk.
-fn map1(out: &mut [f32], a: &[f32], f: impl Fn(f32) -> f32) {
-    out.iter_mut().zip(a).for_each(|(o, &x)| *o = f(x));
-}
-
 /// out[i] = f(a[i], b[i]) over one chunk.
 fn map2(out: &mut [f32], a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32) {
     out.iter_mut()
@@ -280,18 +351,16 @@ fn apply(kernel: Kernel, ins: &[&[f32]], out: &mut [f32]) {
         };
     }
     match kernel {
-        Kernel::Unary(u) => map1(out, ins[0], |x| u.apply(x)),
+        Kernel::Unary(u) => u.map(ins[0], out),
         Kernel::Binary(b) => {
             binary!(b, Add, Sub, Mul, RealDiv, Maximum, Minimum, Pow)
         }
         Kernel::Compare(c) => map2(out, ins[0], ins[1], |x, y| c.apply(x, y) as u8 as f32),
-        Kernel::Select => out.iter_mut().enumerate().for_each(|(i, o)| {
-            *o = if ins[0][i] != 0.0 {
-                ins[1][i]
-            } else {
-                ins[2][i]
-            }
-        }),
+        // Zipped (no bounds checks), so the choice compiles to a vector blend.
+        Kernel::Select => out
+            .iter_mut()
+            .zip(ins[0].iter().zip(ins[1].iter().zip(ins[2])))
+            .for_each(|(o, (&c, (&a, &b)))| *o = if c != 0.0 { a } else { b }),
     }
 }
 
