@@ -5,8 +5,11 @@
   with the host ops removed (one program); (plan − single) / cuts = the cost of one cut,
   host kernel included;
 - first call: the plan's first call after compile against the single program's first call
-  (thread CPU time, median over `--fresh` fresh compiles of each, alternating, so both see the
+  (process CPU time, median over `--fresh` fresh compiles of each, alternating, so both see the
   same load; wall time under load measured the scheduler more than the call).
+
+Process CPU time, not the calling thread's: a program of ≥ 4,096 elements runs on a pool worker
+(`exec/reference/threads.rs`) while the caller waits, so the caller's own CPU time misses it.
 
 Writes (or replaces) the "Segmented plans" section of the report.
 Usage: python bench/plan_cuts.py [--out BENCHMARKS.md]
@@ -40,25 +43,25 @@ def chain(n, cuts, with_host):
 
 
 def paired_cpu_us(fa, fb, calls, rounds):
-    """Median per-call thread CPU time (µs) of `fa` and of `fb` over `rounds` rounds of `calls`
+    """Median per-call process CPU time (µs) of `fa` and of `fb` over `rounds` rounds of `calls`
     calls each, alternating round by round so both see the same machine load."""
     fa(), fb()
     ts = ([], [])
     for _ in range(rounds):
         for side, f in enumerate((fa, fb)):
-            t = time.thread_time()
+            t = time.process_time()
             for _ in range(calls):
                 f()
-            ts[side].append((time.thread_time() - t) / calls)
+            ts[side].append((time.process_time() - t) / calls)
     return float(np.median(ts[0])) * 1e6, float(np.median(ts[1])) * 1e6
 
 
 def first_call_us(build, args):
-    """Thread CPU time of the first call of a freshly compiled net (µs)."""
+    """Process CPU time of the first call of a freshly compiled net (µs)."""
     net = build()
-    t = time.thread_time()
+    t = time.process_time()
     net(*args)
-    return (time.thread_time() - t) * 1e6
+    return (time.process_time() - t) * 1e6
 
 
 def main():
@@ -95,16 +98,16 @@ def main():
         "## Segmented plans",
         "",
         f"Reference executor, one thread; {platform.machine()} {platform.system()}, {date.today()}; "
-        f"load average {os.getloadavg()[0]:.1f} at the end; per-call thread CPU time "
-        f"(`time.thread_time`), median of {args.rounds} rounds of {args.calls} calls (fewer at 65,536 "
+        f"load average {os.getloadavg()[0]:.1f} at the end; per-call process CPU time "
+        f"(`time.process_time`: the calling thread and the pool worker a program runs on), median of {args.rounds} rounds of {args.calls} calls (fewer at 65,536 "
         "elements) through the Python call, plan and single program alternating round by round "
         "(`bench/plan_cuts.py`). A chain of `cuts` blocks `relu(0.5 x) + 1` with an identity "
         "`af.take` (runtime int32 indices) after each block, against the same chain without the "
         "takes (one program); per cut = (plan − single) / cuts, the take kernel included. First "
-        f"call (thread CPU time): median over {args.fresh} fresh compiles of each. Goal: ≤ 5 µs per cut "
+        f"call (process CPU time): median over {args.fresh} fresh compiles of each. Goal: ≤ 5 µs per cut "
         "at 4,096 elements, first call ≤ 2×. A host stage reads its arguments in place (a "
         "reference region's value buffer, an int32 plan input) and its outputs stay in the "
-        "kernel's result buffers (`plan/run.rs`).",
+        "kernel's result buffers, and a plan call enters the thread pool once (`plan/run.rs`).",
         "",
         "| elements | cuts | single program µs | plan µs | µs per cut | first call single µs "
         "| first call plan µs | plan / single |",

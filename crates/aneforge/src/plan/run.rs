@@ -25,7 +25,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::exec::profile::{Profile, SpanKind};
 use crate::exec::reference::handoff::{ref_program, touch_pages};
-use crate::exec::reference::{round_to_fp16, RefProgram};
+use crate::exec::reference::{round_to_fp16, threads, RefProgram};
 use crate::exec::{
     alias_ports, checked_input, checked_output, not_int32, Executor, Loaded, PortData, PortView,
     Precision,
@@ -133,6 +133,10 @@ pub struct PlanLoaded {
     executed: bool,
     /// Set only during `execute_profiled`: each stage becomes one span.
     timing: Option<Profile>,
+    /// Elements the regions and host stages touch per call when every region runs on the
+    /// reference executor (the thread policy's measure: the whole call enters the pool once),
+    /// else 0 (stages run on the calling thread).
+    work: usize,
 }
 
 fn port(v: &CutValue) -> PortSpec {
@@ -197,14 +201,19 @@ impl PlanLoaded {
             })
         };
         let mut steps: Vec<Step> = Vec::with_capacity(plan.stages.len());
+        let (mut work, mut all_reference) = (0usize, true);
         for (k, stage) in plan.stages.iter().enumerate() {
             let step = match stage {
                 Stage::Region { program, .. } => {
                     let rdir = dir.join(REGIONS).join(&program.sha256[..KEY_LEN]);
                     let mut loaded = executor.load(program, &rdir, precision)?;
-                    if let Some(r) = ref_program(loaded.as_mut()) {
-                        (0..program.outputs().len()).for_each(|q| r.lazy_output(q));
-                        r.prefault();
+                    match ref_program(loaded.as_mut()) {
+                        Some(r) => {
+                            (0..program.outputs().len()).for_each(|q| r.lazy_output(q));
+                            r.prefault();
+                            work = work.saturating_add(r.work());
+                        }
+                        None => all_reference = false,
                     }
                     let mut feeds = Vec::new();
                     for j in 0..loaded.inputs().len() {
@@ -252,6 +261,8 @@ impl PlanLoaded {
                         .map(|n| HostTensor::zeros(ty(n)?))
                         .collect::<Result<Vec<_>>>()?;
                     results.iter_mut().for_each(prefault);
+                    work = (results.iter())
+                        .fold(work, |w, t| w.saturating_add(crate::shape::numel(&t.shape)));
                     for (index, n) in outputs.iter().enumerate() {
                         let v = &plan.values[value_index(plan, n)?];
                         homes.insert(&v.name, Home::Result { step: k, index });
@@ -291,7 +302,29 @@ impl PlanLoaded {
             round,
             executed: false,
             timing: None,
+            work: if all_reference { work } else { 0 },
         })
+    }
+
+    /// Run every stage in order; an error names the stage.
+    fn run_stages(&mut self) -> Result<()> {
+        for k in 0..self.steps.len() {
+            let what = match &self.steps[k] {
+                Step::Region { .. } => "region",
+                Step::Host { op, .. } => op.name(),
+            };
+            let span = self.timing.as_mut().map(|p| {
+                p.stage = Some(k);
+                p.open()
+            });
+            let r = self.run_step(k);
+            if let (Some(p), Some(o)) = (self.timing.as_mut(), span) {
+                p.close(o, format!("stage {k} ({what})"), SpanKind::Stage, None);
+                p.stage = None;
+            }
+            r.map_err(|e| in_stage(e, k, what))?;
+        }
+        Ok(())
     }
 
     /// Run step `k` (every earlier step has run).
@@ -629,22 +662,8 @@ impl Loaded for PlanLoaded {
     }
 
     fn execute(&mut self) -> Result<()> {
-        for k in 0..self.steps.len() {
-            let what = match &self.steps[k] {
-                Step::Region { .. } => "region",
-                Step::Host { op, .. } => op.name(),
-            };
-            let span = self.timing.as_mut().map(|p| {
-                p.stage = Some(k);
-                p.open()
-            });
-            let r = self.run_step(k);
-            if let (Some(p), Some(o)) = (self.timing.as_mut(), span) {
-                p.close(o, format!("stage {k} ({what})"), SpanKind::Stage, None);
-                p.stage = None;
-            }
-            r.map_err(|e| in_stage(e, k, what))?;
-        }
+        let work = self.work;
+        threads::run(work, || self.run_stages())?;
         for a in 0..self.aliases.len() {
             let (o, i) = self.aliases[a];
             self.copy_home_to_slot(self.output_homes[o], self.input_slots[i])?;
@@ -652,7 +671,6 @@ impl Loaded for PlanLoaded {
         self.executed = true;
         Ok(())
     }
-
     fn execute_profiled(&mut self, profile: &mut Profile) -> Result<()> {
         self.timing = Some(std::mem::take(profile));
         let r = self.execute();

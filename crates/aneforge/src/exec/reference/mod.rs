@@ -213,6 +213,11 @@ fn step_table(op: &Op, round: &[bool], cache: &mut Vec<Arc<Fp16Table>>) -> Optio
 }
 
 impl RefProgram {
+    /// Elements its steps read and write per execute (the thread policy's measure of work).
+    pub fn work(&self) -> usize {
+        self.work
+    }
+
     /// Plan and allocate the slots, evaluate constants, and order the steps.
     pub fn new(program: &Program, precision: Precision) -> Result<RefProgram> {
         let g = &program.graph;
