@@ -101,9 +101,13 @@ def test_older_unknown_and_unmapped_targets():
             af.compile(y, target=arch)
         with pytest.raises(NotImplementedError, match="MIL is only supported for H13\\+"):
             af.preflight(y, arch)
-    for bad in ("h99", "M1", ""):
+    for bad in ("h99", "M7", "X1", ""):
         with pytest.raises(ValueError, match=f"'{bad}' is not a known ANE arch"):
             af.compile(y, target=bad)
+    # Chip names map onto their arch (spec §3: M1 = h13, M4 = h16).
+    for chip, arch, family in (("M1", "h13", "A13"), ("m4", "h16", "A16")):
+        assert af.preflight(y, chip) == af.preflight(y, arch)
+        assert af.preflight(y, chip)["family"] == family
     with pytest.raises(ValueError, match="'u1' is a reference arch with no ANE family"):
         af.preflight(y, "u1")
 
