@@ -14,6 +14,8 @@ fn seed_is_a_valid_file() {
     std::fs::write(&p, gguf::seed()).unwrap();
     let f = aneforge_gguf::GgufFile::open(&p).unwrap();
     let w = f.tensor("w").unwrap().dequantize().unwrap();
+    drop(f);
+    std::fs::remove_file(&p).unwrap();
     assert_eq!(w, [0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5]);
 }
 

@@ -9,15 +9,15 @@ pub fn gguf(data: &[u8]) {
         std::thread::current().id()
     ));
     std::fs::write(&p, data).expect("write");
-    let Ok(f) = aneforge_gguf::GgufFile::open(&p) else {
-        return;
-    };
-    let _ = f.architecture();
-    for info in f.tensor_infos() {
-        if let Ok(t) = f.tensor(&info.name) {
-            let _ = t.dequantize();
+    if let Ok(f) = aneforge_gguf::GgufFile::open(&p) {
+        let _ = f.architecture();
+        for info in f.tensor_infos() {
+            if let Ok(t) = f.tensor(&info.name) {
+                let _ = t.dequantize();
+            }
         }
     }
+    let _ = std::fs::remove_file(&p);
 }
 
 /// A small valid GGUF v3 file: `general.architecture = "llama"`, one u32 key, one string array,
