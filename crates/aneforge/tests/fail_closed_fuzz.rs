@@ -96,9 +96,21 @@ fn fuzz_safetensors() {
 fn fuzz_hf_config() {
     let gpt2 = br#"{"model_type": "gpt2", "activation_function": "gelu_new", "n_embd": 8, "n_layer": 2, "n_head": 2, "n_positions": 16, "vocab_size": 10, "n_inner": null, "layer_norm_epsilon": 1e-05}"#;
     let bert = br#"{"model_type": "bert", "hidden_act": "gelu", "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 16, "vocab_size": 10, "max_position_embeddings": 16, "type_vocab_size": 2, "layer_norm_eps": 1e-12}"#;
+    let llama3 = br#"{"model_type": "llama", "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1, "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "vocab_size": 10, "max_position_embeddings": 16, "tie_word_embeddings": true, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8}}"#;
+    let qwen3 = br#"{"model_type": "qwen3", "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2, "head_dim": 8, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "vocab_size": 10, "max_position_embeddings": 16, "use_sliding_window": false, "sliding_window": 4}"#;
+    for seed in [&gpt2[..], llama3, qwen3] {
+        let p = targets::scratch().join("seed-config.json");
+        std::fs::write(&p, seed).unwrap();
+        aneforge::models::llm::LlmConfig::from_hf(&p).expect("decoder seeds are valid configs");
+    }
     fuzz(
         "hf_config",
-        &[gpt2.to_vec(), bert.to_vec()],
+        &[
+            gpt2.to_vec(),
+            bert.to_vec(),
+            llama3.to_vec(),
+            qwen3.to_vec(),
+        ],
         &targets::hf_config,
     );
 }
