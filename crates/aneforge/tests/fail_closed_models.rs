@@ -102,3 +102,26 @@ fn config_that_is_a_device_is_refused() {
     let e = LlmConfig::from_hf(&p).unwrap_err().to_string();
     assert!(e.contains("a device"), "{e}");
 }
+
+/// Found by the 1 M-mutant hf_config fuzz run: a huge `head_dim` with `rope_scaling` sized the
+/// RoPE table (an 8 GiB allocation, abort); it is a Resource error naming the table now.
+#[cfg(feature = "llm")]
+#[test]
+fn huge_head_dim_is_refused_before_allocating() {
+    let llama = |head_dim: u64| {
+        json!({"model_type": "llama", "hidden_size": 8, "intermediate_size": 16,
+               "num_hidden_layers": 1, "num_attention_heads": 2, "head_dim": head_dim,
+               "vocab_size": 10, "rope_scaling": {"rope_type": "linear", "factor": 2.0}})
+    };
+    let (_dir, p) = config("hd4", &llama(4));
+    assert_eq!(
+        LlmConfig::from_hf(&p).unwrap().0.rope_divisors,
+        Some(vec![2.0; 2])
+    );
+    let (_dir, p) = config("hdbig", &llama(1 << 31));
+    assert_err(
+        LlmConfig::from_hf(&p).unwrap_err(),
+        false,
+        &["RoPE frequencies", "1073741824"],
+    );
+}

@@ -139,6 +139,7 @@ impl LlmConfig {
         if let Some((name, _)) = sizes.iter().find(|(_, v)| *v == 0) {
             return Err(bad(format!("{name} must be positive")));
         }
+        check_rope_table(self.head_dim)?;
         if self.heads % self.kv_heads != 0 {
             return Err(bad(format!(
                 "head count {} is not a multiple of the key/value head count {}",
@@ -392,6 +393,7 @@ fn gguf_rope_divisors(
     arch: Architecture,
     head_dim: usize,
 ) -> Result<Option<Vec<f64>>> {
+    check_rope_table(head_dim)?;
     let md = file.metadata();
     let type_key = arch.key("rope.scaling.type");
     let kind = match md.get(&type_key) {
@@ -425,6 +427,17 @@ fn gguf_rope_divisors(
     }
 }
 
+/// Checks that the `head_dim / 2` RoPE frequency table fits the tensor caps (`crate::limits`)
+/// before anything is allocated from a file's head_dim.
+fn check_rope_table(head_dim: usize) -> Result<()> {
+    crate::limits::Limits::current()?.tensor(
+        "RoPE frequencies (head_dim / 2)",
+        &[head_dim / 2],
+        8,
+    )?;
+    Ok(())
+}
+
 /// RoPE divisors of a config.json `rope_scaling` object: `rope_type` (or `type`) llama3
 /// (factor, low_freq_factor, high_freq_factor, original_max_position_embeddings, as in
 /// transformers' llama3 rule) or linear (factor); other types are NotImplemented naming them.
@@ -434,6 +447,7 @@ fn hf_rope_divisors(
     base: f64,
     path: &Path,
 ) -> Result<Option<Vec<f64>>> {
+    check_rope_table(head_dim)?;
     let kind = r
         .get("rope_type")
         .or_else(|| r.get("type"))
