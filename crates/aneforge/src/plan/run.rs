@@ -3,9 +3,10 @@
 //! Values crossing a cut stay where their producer wrote them. A region's output lives in that
 //! region's own output buffer: a later region reading it is bound to that buffer at load when
 //! the executor can ([`Loaded::bind_input`]: the ANE's port buffers); on the reference executor
-//! it is handed over as the f32 value buffer of the producer (fp16-exact numbers,
-//! [`crate::exec::reference::handoff`]: no fp16 store or load pass), else one buffer-to-buffer
-//! copy of the port elements per call. A host stage's outputs live in its kernel's result
+//! the producer's f32 value buffer (fp16-exact numbers, [`crate::exec::reference::handoff`]: no
+//! fp16 store or load pass) is lent to the consumer by swapping it with the consumer's input
+//! buffer for its execute (see [`Feed::swap`]), else one buffer-to-buffer copy of the port
+//! elements per call. A host result read by a reference region is lent the same way. A host stage's outputs live in its kernel's result
 //! buffers (allocated once at load; in an fp16 plan rounded to fp16 in place unless the op only
 //! moves its input values). A host stage borrows its arguments where they live — a reference
 //! region's value buffer, an earlier host stage's results, an int32 or f32 plan input — and
