@@ -40,6 +40,20 @@ fn build(
     (compile(&named, &opts).unwrap(), dir)
 }
 
+/// y = 3 x on a [4] fp16 input, fp16 precision.
+fn times_three(name: &str) -> (Compiled, Scratch) {
+    let x = input(&[4]).unwrap();
+    let y = x.mul_scalar(3.0).unwrap();
+    build(&[("y", y)], name, Route::Auto, Precision::Fp16)
+}
+
+/// y = cast(ids) on a [3] int32 input, fp16 precision.
+fn int32_cast(name: &str) -> (Compiled, Scratch) {
+    let ids = input_port(&[3], DType::Int32, None).unwrap();
+    let y = ids.cast(DType::Fp16).unwrap();
+    build(&[("y", y)], name, Route::Auto, Precision::Fp16)
+}
+
 fn f16(v: f32) -> f32 {
     half::f16::from_f32(v).to_f32()
 }
@@ -119,13 +133,7 @@ fn region_to_region_and_moved_values_match_the_single_program_bit_for_bit() {
 
 #[test]
 fn the_hand_off_api_feeds_value_buffers_and_lazy_outputs_read_the_same() {
-    let x = input(&[4]).unwrap();
-    let (mut c, _dir) = build(
-        &[("y", x.mul_scalar(3.0).unwrap())],
-        "api",
-        Route::Auto,
-        Precision::Fp16,
-    );
+    let (mut c, _dir) = times_three("api");
     let r = ref_program(c.loaded.as_mut()).expect("a reference program");
     r.lazy_output(0);
     r.handoff_input(0)
@@ -154,13 +162,7 @@ fn the_hand_off_api_feeds_value_buffers_and_lazy_outputs_read_the_same() {
     c.loaded.execute().unwrap();
     assert_eq!(c.loaded.read_outputs().unwrap()[0], [3.0; 4]);
     // int32 ports have no hand-off.
-    let ids = input_port(&[3], DType::Int32, None).unwrap();
-    let (mut ci, _dir) = build(
-        &[("y", ids.cast(DType::Fp16).unwrap())],
-        "api32",
-        Route::Auto,
-        Precision::Fp16,
-    );
+    let (mut ci, _dir) = int32_cast("api32");
     let e = ref_program(ci.loaded.as_mut())
         .unwrap()
         .handoff_input(0)
@@ -212,13 +214,7 @@ fn values_lent_to_a_region_stay_readable_by_every_later_reader() {
 
 #[test]
 fn swapping_a_value_buffer_checks_the_port_and_the_length() {
-    let x = input(&[4]).unwrap();
-    let (mut c, _dir) = build(
-        &[("y", x.mul_scalar(3.0).unwrap())],
-        "swap",
-        Route::Auto,
-        Precision::Fp16,
-    );
+    let (mut c, _dir) = times_three("swap");
     let r = ref_program(c.loaded.as_mut()).expect("a reference program");
     r.lazy_output(0);
     let mut v = vec![1.0f32, 0.5, -2.0, 0.25];
@@ -236,13 +232,7 @@ fn swapping_a_value_buffer_checks_the_port_and_the_length() {
     let e = r.swap_input(1, &mut vec![0.0; 4], true).unwrap_err();
     assert!(e.to_string().contains("out of range"), "{e}");
     // An int32 port has no f32 value to lend.
-    let ids = input_port(&[3], DType::Int32, None).unwrap();
-    let (mut ci, _dir) = build(
-        &[("y", ids.cast(DType::Fp16).unwrap())],
-        "swap32",
-        Route::Auto,
-        Precision::Fp16,
-    );
+    let (mut ci, _dir) = int32_cast("swap32");
     let e = ref_program(ci.loaded.as_mut())
         .unwrap()
         .swap_input(0, &mut vec![0.0; 3], true)
