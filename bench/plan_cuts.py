@@ -11,8 +11,11 @@
 Process CPU time, not the calling thread's: a program of ≥ 4,096 elements runs on a pool worker
 (`exec/reference/threads.rs`) while the caller waits, so the caller's own CPU time misses it.
 
-Writes (or replaces) the "Segmented plans" section of the report.
-Usage: python bench/plan_cuts.py [--out BENCHMARKS.md]
+Writes (or replaces) the "Segmented plans" section of the report. `--base DIR` instead compares
+this build with the aneforge package found in DIR (e.g. a copy of main's installed package):
+`--pairs` fresh processes of each, alternating, medians per row; that table is printed (and
+appended to `--out` only when given).
+Usage: python bench/plan_cuts.py [--out BENCHMARKS.md] [--base DIR [--pairs N]]
 """
 
 import os
@@ -21,14 +24,20 @@ os.environ["RAYON_NUM_THREADS"] = "1"
 os.environ.setdefault("ANEFORGE_QUIET", "1")
 
 import argparse  # noqa: E402
+import json  # noqa: E402
 import platform  # noqa: E402
 import re  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
 import time  # noqa: E402
 from datetime import date  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import aneforge as af  # noqa: E402
 import numpy as np  # noqa: E402
+from emit import emit  # noqa: E402
+
+SIZES = [(64, 8), (4096, 8), (65536, 8)]
 
 
 def chain(n, cuts, with_host):
@@ -64,15 +73,11 @@ def first_call_us(build, args):
     return (time.process_time() - t) * 1e6
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="BENCHMARKS.md")
-    ap.add_argument("--calls", type=int, default=300)
-    ap.add_argument("--rounds", type=int, default=9)
-    ap.add_argument("--fresh", type=int, default=7)
-    args = ap.parse_args()
+def measure(args):
+    """Rows (elements, cuts, single µs, plan µs, µs per cut, first call plan µs, first call
+    single µs) of this process's aneforge."""
     rows = []
-    for n, cuts in [(64, 8), (4096, 8), (65536, 8)]:
+    for n, cuts in SIZES:
         xv = np.random.default_rng(0).standard_normal((1, n)).astype(np.float32)
         idv = np.arange(n, dtype=np.int32)
         plan, _, _ = chain(n, cuts, True)
@@ -94,6 +99,62 @@ def main():
             args.rounds,
         )
         rows.append((n, cuts, t_single, t_plan, (t_plan - t_single) / cuts, first_plan, first_single))
+    return rows
+
+
+def child_rows(args, base=None):
+    """`measure` in a fresh process (`base` first on PYTHONPATH): its rows."""
+    env = dict(os.environ)
+    if base:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in [str(base), env.get("PYTHONPATH", "")] if p)
+    flags = ["--child", "--calls", str(args.calls), "--rounds", str(args.rounds), "--fresh", str(args.fresh)]
+    res = subprocess.run([sys.executable, __file__, *flags], env=env, capture_output=True, text=True, check=True)
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def compare(args):
+    """This build against `args.base`: `args.pairs` child runs of each, alternating; medians."""
+    runs = {"this build": [], "before (base)": []}
+    for _ in range(args.pairs):
+        runs["this build"].append(child_rows(args))
+        runs["before (base)"].append(child_rows(args, args.base))
+    lines = [
+        f"Plan cuts, this build vs `{args.base}` (`bench/plan_cuts.py --base`): {args.pairs} fresh processes "
+        f"of each build, alternating; per row the median over them of each process's medians (process "
+        f"CPU time, {args.rounds} rounds of {args.calls} calls, first call over {args.fresh} fresh "
+        f"compiles); load average {os.getloadavg()[0]:.1f} at the end.",
+        "",
+        "| elements | cuts | build | single program µs | plan µs | µs per cut | first call single µs "
+        "| first call plan µs | plan / single |",
+        "| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r, (n, cuts) in enumerate(SIZES):
+        for build, rows in runs.items():
+            med = [float(np.median([run[r][k] for run in rows])) for k in range(2, 7)]
+            s, p, per, fp, fs = med
+            lines.append(
+                f"| {n} | {cuts} | {build} | {s:.1f} | {p:.1f} | {per:.2f} | {fs:.1f} | {fp:.1f} | {fp / fs:.2f}x |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out")
+    ap.add_argument("--calls", type=int, default=300)
+    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--fresh", type=int, default=7)
+    ap.add_argument("--base")
+    ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--child", action="store_true")
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(measure(args)))
+        return
+    if args.base:
+        emit(compare(args), args.out)
+        return
+    rows = measure(args)
     lines = [
         "## Segmented plans",
         "",
@@ -119,7 +180,7 @@ def main():
         "",
     ]
     section = "\n".join(lines)
-    out = Path(args.out)
+    out = Path(args.out or "BENCHMARKS.md")
     text = out.read_text() if out.exists() else ""
     old = re.compile(r"## Segmented plans\n.*?(?=\n## |\Z)", flags=re.S)
     if old.search(text):  # replaced in place

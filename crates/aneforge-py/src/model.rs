@@ -282,13 +282,13 @@ impl Model {
         }
         let out = |j: usize| -> PyResult<Bound<'_, PyAny>> {
             if self.outputs[j].dtype == DType::Int32 {
-                let arr = numpy_empty::<i32>(py, &self.outputs[j].shape, "int32")?;
+                let arr = numpy_empty::<i32>(py, &self.outputs[j].shape)?;
                 let s = unsafe { arr.as_slice_mut() }
                     .map_err(|e| PyValueError::new_err(e.to_string()))?;
                 c.loaded.read_output_i32(j, s).py()?;
                 return Ok(arr.into_any());
             }
-            let arr = numpy_empty::<f32>(py, &self.outputs[j].shape, "float32")?;
+            let arr = numpy_empty::<f32>(py, &self.outputs[j].shape)?;
             let s =
                 unsafe { arr.as_slice_mut() }.map_err(|e| PyValueError::new_err(e.to_string()))?;
             c.loaded.read_output(j, s).py()?;
@@ -345,19 +345,39 @@ impl Uint8Input<'_> {
     }
 }
 
-/// An uninitialised NumPy array of `shape` and `dtype` through `numpy.empty`, which raises
-/// MemoryError when NumPy cannot allocate (the numpy crate's constructors panic instead); the
-/// caller writes every element.
+/// An uninitialised C-order NumPy array of `shape` (`PyArray_NewFromDescr`, as `numpy.empty`
+/// does, without the module lookup and argument parsing per call); a failed allocation is
+/// NumPy's MemoryError (the numpy crate's constructors panic instead). The caller writes every
+/// element.
 fn numpy_empty<'py, T: numpy::Element>(
     py: Python<'py>,
     shape: &[usize],
-    dtype: &str,
 ) -> PyResult<Bound<'py, PyArrayDyn<T>>> {
-    Ok(py
-        .import("numpy")?
-        .getattr("empty")?
-        .call1((shape.to_vec(), dtype))?
-        .cast_into::<PyArrayDyn<T>>()?)
+    use numpy::npyffi::{get_type_object, npy_intp, NpyTypes, PY_ARRAY_API};
+    let mut dims = shape
+        .iter()
+        .map(|&d| npy_intp::try_from(d))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| PyValueError::new_err(format!("output shape {shape:?} is too large")))?;
+    let nd = std::os::raw::c_int::try_from(dims.len())
+        .map_err(|_| PyValueError::new_err(format!("output shape {shape:?} has too many axes")))?;
+    // SAFETY: the GIL is held; `PyArray_NewFromDescr` steals the descriptor reference, reads
+    // `nd` dims, allocates the data itself (null data, strides and base: C order) and returns a
+    // new reference or null with a Python error set, which `from_owned_ptr_or_err` raises.
+    unsafe {
+        let ptr = PY_ARRAY_API.PyArray_NewFromDescr(
+            py,
+            get_type_object(py, NpyTypes::PyArray_Type),
+            T::get_dtype(py).into_dtype_ptr(),
+            nd,
+            dims.as_mut_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            0,
+            std::ptr::null_mut(),
+        );
+        Ok(Bound::from_owned_ptr_or_err(py, ptr)?.cast_into_unchecked())
+    }
 }
 
 /// The one rule for every uint8 port (`Model` inputs and `uint8=True` vision models): uint8

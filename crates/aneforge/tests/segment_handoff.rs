@@ -40,6 +40,20 @@ fn build(
     (compile(&named, &opts).unwrap(), dir)
 }
 
+/// y = 3 x on a [4] fp16 input, fp16 precision.
+fn times_three(name: &str) -> (Compiled, Scratch) {
+    let x = input(&[4]).unwrap();
+    let y = x.mul_scalar(3.0).unwrap();
+    build(&[("y", y)], name, Route::Auto, Precision::Fp16)
+}
+
+/// y = cast(ids) on a [3] int32 input, fp16 precision.
+fn int32_cast(name: &str) -> (Compiled, Scratch) {
+    let ids = input_port(&[3], DType::Int32, None).unwrap();
+    let y = ids.cast(DType::Fp16).unwrap();
+    build(&[("y", y)], name, Route::Auto, Precision::Fp16)
+}
+
 fn f16(v: f32) -> f32 {
     half::f16::from_f32(v).to_f32()
 }
@@ -119,13 +133,7 @@ fn region_to_region_and_moved_values_match_the_single_program_bit_for_bit() {
 
 #[test]
 fn the_hand_off_api_feeds_value_buffers_and_lazy_outputs_read_the_same() {
-    let x = input(&[4]).unwrap();
-    let (mut c, _dir) = build(
-        &[("y", x.mul_scalar(3.0).unwrap())],
-        "api",
-        Route::Auto,
-        Precision::Fp16,
-    );
+    let (mut c, _dir) = times_three("api");
     let r = ref_program(c.loaded.as_mut()).expect("a reference program");
     r.lazy_output(0);
     r.handoff_input(0)
@@ -154,19 +162,85 @@ fn the_hand_off_api_feeds_value_buffers_and_lazy_outputs_read_the_same() {
     c.loaded.execute().unwrap();
     assert_eq!(c.loaded.read_outputs().unwrap()[0], [3.0; 4]);
     // int32 ports have no hand-off.
-    let ids = input_port(&[3], DType::Int32, None).unwrap();
-    let (mut ci, _dir) = build(
-        &[("y", ids.cast(DType::Fp16).unwrap())],
-        "api32",
-        Route::Auto,
-        Precision::Fp16,
-    );
+    let (mut ci, _dir) = int32_cast("api32");
     let e = ref_program(ci.loaded.as_mut())
         .unwrap()
         .handoff_input(0)
         .unwrap_err()
         .to_string();
     assert!(e.contains("hand-offs are fp16 values only"), "{e}");
+}
+
+#[test]
+fn values_lent_to_a_region_stay_readable_by_every_later_reader() {
+    // Region 0: a = 0.5 x + 1; host 1: h = take(a, reversed); host 2: s = cumsum(a); region 3:
+    // b = 2 h + a, y = s + b (h, a and s lent to it by swapping buffers). a, h and b are plan
+    // outputs too, read after the lends. Small halves: every value is exact in fp16, so the
+    // oracle is the plain loop.
+    let n = 64;
+    let x = input(&[1, n]).unwrap();
+    let ids = input_port(&[n], DType::Int32, None).unwrap();
+    let a = x.mul_scalar(0.5).unwrap().add_scalar(1.0).unwrap();
+    let h = a.take(&ids, 1).unwrap();
+    let b = h.mul_scalar(2.0).unwrap().add(&a).unwrap();
+    let s = cumsum(&a, 1, false, false).unwrap();
+    let y = s.add(&b).unwrap();
+    let xv: Vec<f32> = (0..n).map(|i| (i % 9) as f32 - 4.0).collect();
+    let idv: Vec<i32> = (0..n as i32).rev().collect();
+    let av: Vec<f32> = xv.iter().map(|v| 0.5 * v + 1.0).collect();
+    let hv: Vec<f32> = idv.iter().map(|&i| av[i as usize]).collect();
+    let bv: Vec<f32> = hv.iter().zip(&av).map(|(h, a)| 2.0 * h + a).collect();
+    let sv: Vec<f32> = av
+        .iter()
+        .scan(0.0, |t, a| Some(*t + a).inspect(|v| *t = *v))
+        .collect();
+    let yv: Vec<f32> = sv.iter().zip(&bv).map(|(s, b)| s + b).collect();
+    for precision in [Precision::Fp16, Precision::Fp32] {
+        let outs = [
+            ("a", a.clone()),
+            ("h", h.clone()),
+            ("b", b.clone()),
+            ("y", y.clone()),
+        ];
+        let (mut c, _dir) = build(&outs, "lend", Route::Auto, precision);
+        let kinds = c.plan.as_ref().unwrap().stage_kinds();
+        assert_eq!(kinds, ["region", "host", "host", "region"]);
+        for _ in 0..3 {
+            let got = c.run(&[PortData::F32(&xv), PortData::I32(&idv)]).unwrap();
+            assert_eq!(got, [&av[..], &hv, &bv, &yv], "{precision:?}");
+        }
+    }
+}
+
+#[test]
+fn swapping_a_value_buffer_checks_the_port_and_the_length() {
+    let (mut c, _dir) = times_three("swap");
+    let r = ref_program(c.loaded.as_mut()).expect("a reference program");
+    r.lazy_output(0);
+    let mut v = vec![1.0f32, 0.5, -2.0, 0.25];
+    r.swap_input(0, &mut v, true).unwrap();
+    aneforge::Loaded::execute(r).unwrap();
+    r.swap_input(0, &mut v, false).unwrap();
+    assert_eq!(v, [1.0, 0.5, -2.0, 0.25], "the lent values come back");
+    assert_eq!(c.loaded.read_outputs().unwrap()[0], [3.0, 1.5, -6.0, 0.75]);
+    let r = ref_program(c.loaded.as_mut()).unwrap();
+    let e = r.swap_input(0, &mut vec![0.0; 3], true).unwrap_err();
+    assert!(
+        matches!(e, aneforge::Error::Shape { .. }) && e.to_string().contains("3 values"),
+        "{e}"
+    );
+    let e = r.swap_input(1, &mut vec![0.0; 4], true).unwrap_err();
+    assert!(e.to_string().contains("out of range"), "{e}");
+    // An int32 port has no f32 value to lend.
+    let (mut ci, _dir) = int32_cast("swap32");
+    let e = ref_program(ci.loaded.as_mut())
+        .unwrap()
+        .swap_input(0, &mut vec![0.0; 3], true)
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("hand-offs are fp16 values only"),
+        "{e}"
+    );
 }
 
 #[test]

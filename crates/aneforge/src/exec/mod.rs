@@ -279,10 +279,11 @@ pub trait Loaded: Send {
 /// Check port data against its spec: element count, dtype family, and for fp16 ports that
 /// every value rounds to a finite fp16 (f64 values through f32). Errors name the port and value.
 pub fn check_port_data(port: &PortSpec, data: &PortData) -> Result<()> {
-    let op = format!("input '{}'", port.name);
+    // The op name is formatted only for an error (this runs on every call).
+    let op = || format!("input '{}'", port.name);
     if data.len() != port.numel() {
         return Err(Error::shape(
-            op,
+            op(),
             format!(
                 "expects {} elements (shape {:?}), got {}",
                 port.numel(),
@@ -294,16 +295,16 @@ pub fn check_port_data(port: &PortSpec, data: &PortData) -> Result<()> {
     match (port.dtype, data) {
         (DType::Uint8, PortData::U8(_)) => Ok(()),
         (DType::Uint8, _) => Err(Error::dtype(
-            op,
+            op(),
             format!("is a uint8 port (shape {:?}); pass uint8 data", port.shape),
         )),
         (DType::Int32, PortData::I32(_)) => Ok(()),
         (DType::Int32, _) => Err(Error::dtype(
-            op,
+            op(),
             format!("is an int32 port (shape {:?}); pass int32 data", port.shape),
         )),
         (DType::Fp16, PortData::U8(_) | PortData::I32(_)) => Err(Error::dtype(
-            op,
+            op(),
             format!("is an fp16 port (shape {:?}); pass float data", port.shape),
         )),
         (DType::Fp16, d) => {
@@ -314,7 +315,7 @@ pub fn check_port_data(port: &PortSpec, data: &PortData) -> Result<()> {
                     "is not finite"
                 };
                 Err(Error::value(
-                    op.clone(),
+                    op(),
                     format!("element {i} = {v} {what} (shape {:?})", port.shape),
                 ))
             };
@@ -341,7 +342,7 @@ pub fn check_port_data(port: &PortSpec, data: &PortData) -> Result<()> {
                 PortData::U8(_) | PortData::I32(_) => unreachable!("matched above"),
             }
         }
-        (DType::Bool, _) => Err(Error::dtype(op, "bool ports do not exist")),
+        (DType::Bool, _) => Err(Error::dtype(op(), "bool ports do not exist")),
     }
 }
 

@@ -50,35 +50,39 @@ pub fn take_into(
             ),
         ));
     }
-    let (lo, hi) = idx_range(indices);
-    if lo < -(n as i64) || hi >= n as i64 {
-        let pos = indices
-            .iter()
-            .position(|&v| !(-(n as i64)..n as i64).contains(&(v as i64)))
-            .expect("the range holds an index out of bounds");
-        return checked_index("gather", indices[pos], pos, n).map(|_| ());
-    }
+    // One pass proves the common case (every index in 0..n); the full check, with negative
+    // indices wrapped and the error naming the first bad one, only when it fails.
+    let wrapped: Vec<i32>;
+    let checked = match InRange::new(indices, n) {
+        Some(c) => c,
+        None => {
+            let (lo, hi) = idx_range(indices);
+            if lo < -(n as i64) || hi >= n as i64 {
+                let pos = indices
+                    .iter()
+                    .position(|&v| !(-(n as i64)..n as i64).contains(&(v as i64)))
+                    .expect("the range holds an index out of bounds");
+                return checked_index("gather", indices[pos], pos, n).map(|_| ());
+            }
+            let n32 = i32::try_from(n).map_err(|_| {
+                Error::shape(
+                    "gather",
+                    format!("negative indices into an axis of {n} (more than 2^31 - 1)"),
+                )
+            })?;
+            wrapped = indices
+                .iter()
+                .map(|&v| if v < 0 { v + n32 } else { v })
+                .collect();
+            InRange::new(&wrapped, n).expect("wrapped indices are in 0..n")
+        }
+    };
     if out.is_empty() {
         return Ok(());
     }
-    let wrapped: Vec<i32>;
-    let indices = if lo < 0 {
-        let n = i32::try_from(n).map_err(|_| {
-            Error::shape(
-                "gather",
-                format!("negative indices into an axis of {n} (more than 2^31 - 1)"),
-            )
-        })?;
-        wrapped = indices
-            .iter()
-            .map(|&v| if v < 0 { v + n } else { v })
-            .collect();
-        &wrapped[..]
-    } else {
-        indices
-    };
+    let indices = checked.idx;
     if inner == 1 {
-        gather_lanes(x, n, indices, out);
+        gather_lanes(x, checked, out);
     } else {
         for (dst, src) in out
             .chunks_exact_mut(m * inner)
@@ -105,19 +109,65 @@ fn idx_range(idx: &[i32]) -> (i64, i64) {
     }
 }
 
-/// Each lane of `x` (lanes of `n`) gathered at `idx` into the lanes of `out` (lanes of
-/// `idx.len()`): `out[o][j] = x[o][idx[j]]`. Every index is checked to be in `0..n` here
-/// (nothing is written otherwise); AVX2 gathers 8 at a time when the CPU has it.
-fn gather_lanes(x: &[f32], n: usize, idx: &[i32], out: &mut [f32]) {
+/// Indices into an axis of extent `n`, every one in `0..n` (checked when made).
+#[derive(Clone, Copy)]
+struct InRange<'a> {
+    idx: &'a [i32],
+    n: usize,
+}
+
+impl<'a> InRange<'a> {
+    /// `idx` when every index is in `0..n` (one pass: the largest index read as unsigned, so a
+    /// negative one counts as too large), else `None`.
+    fn new(idx: &'a [i32], n: usize) -> Option<InRange<'a>> {
+        (idx.is_empty() || (max_unsigned(idx) as usize) < n).then_some(InRange { idx, n })
+    }
+}
+
+/// The largest of `idx` read as u32 (0 when empty); AVX2 when the CPU has it.
+fn max_unsigned(idx: &[i32]) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { max_unsigned_avx2(idx) };
+    }
+    idx.iter().fold(0, |m, &v| m.max(v as u32))
+}
+
+/// [`max_unsigned`], 8 lanes per step.
+///
+/// # Safety
+/// The CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn max_unsigned_avx2(idx: &[i32]) -> u32 {
+    use std::arch::x86_64::{
+        __m256i, _mm256_loadu_si256, _mm256_max_epu32, _mm256_setzero_si256, _mm256_storeu_si256,
+    };
+    let mut chunks = idx.chunks_exact(8);
+    let mut m = _mm256_setzero_si256();
+    for c in &mut chunks {
+        m = _mm256_max_epu32(m, _mm256_loadu_si256(c.as_ptr() as *const __m256i));
+    }
+    let mut lanes = [0u32; 8];
+    _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, m);
+    (chunks.remainder().iter().map(|&v| v as u32))
+        .chain(lanes)
+        .fold(0, u32::max)
+}
+
+/// Each lane of `x` (lanes of `idx.n`) gathered at `idx` into the lanes of `out` (lanes of
+/// `idx.len()`): `out[o][j] = x[o][idx[j]]`; AVX2 gathers 8 at a time when the CPU has it.
+fn gather_lanes(x: &[f32], idx: InRange<'_>, out: &mut [f32]) {
+    let (n, idx) = (idx.n, idx.idx);
     let m = idx.len();
-    let (lo, hi) = idx_range(idx);
-    if m == 0 || lo < 0 || hi >= n as i64 {
+    if m == 0 || n == 0 {
         return;
     }
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         for (dst, src) in out.chunks_exact_mut(m).zip(x.chunks_exact(n)) {
-            // SAFETY: the CPU has AVX2; every index is in 0..n = src.len() (checked above).
+            // SAFETY: the CPU has AVX2; every index is in 0..n = src.len() (`InRange`).
             unsafe { gather_avx2(src, idx, dst) };
         }
         return;
@@ -306,5 +356,22 @@ mod tests {
         assert_eq!(out, [7.0; 6]);
         assert!(take(&x, (3, 4, 1), &[-5]).is_err());
         assert!(take(&x, (3, 5, 1), &[0]).is_err());
+        // Long index lists (the vector range pass and gather, and their tails): a bad index
+        // anywhere is found and named; a negative one counts from the end.
+        let x: Vec<f32> = (0..100).map(|v| v as f32).collect();
+        let idx: Vec<i32> = (0..37).map(|i| i * 7 % 100).collect();
+        let want: Vec<f32> = idx.iter().map(|&i| i as f32).collect();
+        assert_eq!(take(&x, (1, 100, 1), &idx).unwrap(), want);
+        for (pos, bad) in [(3, 100), (36, 100), (20, -101), (35, i32::MIN)] {
+            let mut b = idx.clone();
+            b[pos] = bad;
+            let e = take(&x, (1, 100, 1), &b).unwrap_err().to_string();
+            assert!(e.contains(&format!("index {bad} (element {pos} ")), "{e}");
+        }
+        let mut neg = idx.clone();
+        neg[35] = -1;
+        let mut want_neg = want.clone();
+        want_neg[35] = 99.0;
+        assert_eq!(take(&x, (1, 100, 1), &neg).unwrap(), want_neg);
     }
 }

@@ -3,9 +3,10 @@
 //! Values crossing a cut stay where their producer wrote them. A region's output lives in that
 //! region's own output buffer: a later region reading it is bound to that buffer at load when
 //! the executor can ([`Loaded::bind_input`]: the ANE's port buffers); on the reference executor
-//! it is handed over as the f32 value buffer of the producer (fp16-exact numbers,
-//! [`crate::exec::reference::handoff`]: no fp16 store or load pass), else one buffer-to-buffer
-//! copy of the port elements per call. A host stage's outputs live in its kernel's result
+//! the producer's f32 value buffer (fp16-exact numbers, [`crate::exec::reference::handoff`]: no
+//! fp16 store or load pass) is lent to the consumer by swapping it with the consumer's input
+//! buffer for its execute (see [`Feed::swap`]), else one buffer-to-buffer copy of the port
+//! elements per call. A host result read by a reference region is lent the same way. A host stage's outputs live in its kernel's result
 //! buffers (allocated once at load; in an fp16 plan rounded to fp16 in place unless the op only
 //! moves its input values). A host stage borrows its arguments where they live — a reference
 //! region's value buffer, an earlier host stage's results, an int32 or f32 plan input — and
@@ -95,11 +96,20 @@ enum Arg {
     Copy(Home, HostTensor),
 }
 
+/// How a region gets input `input` (one not bound to a producer's buffer at load) each call.
+struct Feed {
+    input: usize,
+    from: Home,
+    /// Lent without a copy: a reference region's fp16 value buffer or a host stage's f32 result
+    /// swapped into this reference region's input buffer for its execute and swapped back after
+    /// it (each source buffer lent once per region; others are copied).
+    swap: bool,
+}
+
 enum Step {
     Region {
         loaded: Box<dyn Loaded>,
-        /// (input port, home) of the inputs not bound to a producer's buffer at load.
-        feeds: Vec<(usize, Home)>,
+        feeds: Vec<Feed>,
     },
     Host {
         op: HostOp,
@@ -225,9 +235,14 @@ impl PlanLoaded {
                             Home::Slot(_) | Home::Result { .. } => false,
                         };
                         if !bound {
-                            feeds.push((j, from));
+                            feeds.push(Feed {
+                                input: j,
+                                from,
+                                swap: false,
+                            });
                         }
                     }
+                    mark_swaps(&mut feeds, loaded.as_mut(), &mut steps);
                     for (q, p) in loaded.outputs().iter().enumerate() {
                         let name = &plan.values[value_index(plan, &p.name)?].name;
                         homes.insert(name, Home::Port { step: k, port: q });
@@ -332,8 +347,9 @@ impl PlanLoaded {
         let (done, rest) = self.steps.split_at_mut(k);
         match &mut rest[0] {
             Step::Region { loaded, feeds } => {
-                for &(j, from) in feeds.iter() {
-                    match from {
+                for f in feeds.iter().filter(|f| !f.swap) {
+                    let j = f.input;
+                    match f.from {
                         Home::Slot(s) => feed_slot(loaded.as_mut(), j, &self.slots[s])?,
                         Home::Port { step, port } => {
                             pass_port(region(&mut done[step]), port, loaded.as_mut(), j)?
@@ -344,10 +360,27 @@ impl PlanLoaded {
                         }
                     }
                 }
-                match self.timing.as_mut() {
-                    Some(p) => loaded.execute_profiled(p),
-                    None => loaded.execute(),
+                let lends = || feeds.iter().filter(|f| f.swap);
+                let mut lent = 0;
+                let mut r = Ok(());
+                for f in lends() {
+                    r = lend(f, done, loaded.as_mut(), true);
+                    if r.is_err() {
+                        break;
+                    }
+                    lent += 1;
                 }
+                if r.is_ok() {
+                    r = match self.timing.as_mut() {
+                        Some(p) => loaded.execute_profiled(p),
+                        None => loaded.execute(),
+                    };
+                }
+                // Every lent buffer goes back to its owner, whatever happened.
+                for f in lends().take(lent) {
+                    r = r.and(lend(f, done, loaded.as_mut(), false));
+                }
+                r
             }
             Step::Host {
                 op,
@@ -498,6 +531,14 @@ fn results_at(steps: &[Step], step: usize) -> &[HostTensor] {
     }
 }
 
+/// [`results_at`], mutable.
+fn results_at_mut(steps: &mut [Step], step: usize) -> &mut [HostTensor] {
+    match &mut steps[step] {
+        Step::Host { results, .. } => results,
+        Step::Region { .. } => unreachable!("a result home names a host step"),
+    }
+}
+
 /// What a later host stage may borrow from `step`.
 fn source(step: &mut Step) -> Src<'_> {
     match step {
@@ -532,6 +573,64 @@ fn borrow<'a>(
         },
     };
     Ok(HostRef { shape, data })
+}
+
+/// Mark the feeds of region `dst` that can be lent by swapping buffers (see [`Feed::swap`]):
+/// `dst` and the source are reference programs, the value is fp16 (or an f32 host result),
+/// and no other feed of `dst` reads the same source buffer.
+fn mark_swaps(feeds: &mut [Feed], dst: &mut dyn Loaded, steps: &mut [Step]) {
+    let fp16_in = |j: usize, dst: &dyn Loaded| dst.inputs()[j].dtype == DType::Fp16;
+    if ref_program(dst).is_none() {
+        return;
+    }
+    // The source buffer each feed would lend: (step, output value buffer or result index).
+    let keys: Vec<Option<(usize, usize)>> = feeds
+        .iter()
+        .map(|f| match f.from {
+            _ if !fp16_in(f.input, dst) => None,
+            Home::Port { step, port } => {
+                let src = region(&mut steps[step]);
+                let fp16 = src.outputs()[port].dtype == DType::Fp16;
+                let r = ref_program(src)?;
+                fp16.then(|| r.output_buffer(port).map(|b| (step, b)))?
+            }
+            Home::Result { step, index } => match &results_at(steps, step)[index].data {
+                Elems::F32(_) => Some((step, index)),
+                Elems::I32(_) => None,
+            },
+            Home::Slot(_) => None,
+        })
+        .collect();
+    for (f, k) in feeds.iter_mut().zip(&keys) {
+        f.swap = k.is_some() && keys.iter().filter(|o| *o == k).count() == 1;
+    }
+}
+
+/// Swap the source buffer of lent feed `f` with region `dst`'s input buffer: in before the
+/// execute (`feed`: the input is marked fed), back after it.
+fn lend(f: &Feed, done: &mut [Step], dst: &mut dyn Loaded, feed: bool) -> Result<()> {
+    let d = ref_program(dst).ok_or_else(|| lend_error(f))?;
+    match f.from {
+        Home::Port { step, port } => {
+            let s = ref_program(region(&mut done[step])).ok_or_else(|| lend_error(f))?;
+            d.swap_input(f.input, s.output_values_mut(port)?, feed)
+        }
+        Home::Result { step, index } => match &mut results_at_mut(done, step)[index].data {
+            Elems::F32(v) => d.swap_input(f.input, v, feed),
+            Elems::I32(_) => Err(lend_error(f)),
+        },
+        Home::Slot(_) => Err(lend_error(f)),
+    }
+}
+
+fn lend_error(f: &Feed) -> Error {
+    Error::Runtime {
+        op: "plan".into(),
+        msg: format!(
+            "input {} is marked to be lent from {:?}, which is not a reference fp16 buffer",
+            f.input, f.from
+        ),
+    }
 }
 
 /// Copy argument `from` into `arg`: an fp16 slot widened, an output port read (int32 as is).

@@ -136,6 +136,23 @@ fn check_port(op: &str, specs: &[PortSpec], index: usize, port: Option<&PortBuf>
     }
 }
 
+/// Exchange `a` and `b` when they hold the same number of values (port `spec`'s buffer).
+fn swap_same_len(a: &mut Vec<f32>, b: &mut Vec<f32>, spec: &PortSpec) -> Result<()> {
+    if a.len() != b.len() {
+        return Err(Error::shape(
+            format!("port '{}'", spec.name),
+            format!(
+                "a hand-off of {} values into a buffer of {} ({:?})",
+                b.len(),
+                a.len(),
+                spec.shape
+            ),
+        ));
+    }
+    std::mem::swap(a, b);
+    Ok(())
+}
+
 impl RefProgram {
     /// The f32 values of output `index` (fp16-exact in fp16 mode), straight from the value
     /// buffer; an fp16 or fp32-mode port only (int32 / uint8 ports are a dtype error).
@@ -161,6 +178,52 @@ impl RefProgram {
         )?;
         self.handoff.feed(index);
         Ok(&mut self.bufs[self.input_bufs[index]].data)
+    }
+
+    /// Exchange `buf` with the f32 value buffer input `index` executes from (same length; an
+    /// fp16 or fp32-mode port, not one sharing its buffer with an aliased output): a plan moves
+    /// a value into a region without copying it and swaps it back after the execute (execute
+    /// never writes an input's value buffer). `feed` marks the input fed for the next execute,
+    /// as [`RefProgram::handoff_input`] does (the swap in, not the swap back).
+    pub fn swap_input(&mut self, index: usize, buf: &mut Vec<f32>, feed: bool) -> Result<()> {
+        check_port("swap_input", &self.inputs, index, self.in_ports.get(index))?;
+        if self.shared.has(index) {
+            return Err(Error::value(
+                "swap_input",
+                format!(
+                    "input '{}' shares its buffer with an aliased output",
+                    self.inputs[index].name
+                ),
+            ));
+        }
+        swap_same_len(
+            &mut self.bufs[self.input_bufs[index]].data,
+            buf,
+            &self.inputs[index],
+        )?;
+        if feed {
+            self.handoff.feed(index);
+        }
+        Ok(())
+    }
+
+    /// The value buffer output `index` is written to (outputs of one value share one), for a
+    /// plan to tell apart the buffers it swaps.
+    pub fn output_buffer(&self, index: usize) -> Option<usize> {
+        self.output_bufs.get(index).copied()
+    }
+
+    /// The f32 value buffer of output `index` (an fp16 or fp32-mode port), for a plan to lend
+    /// it to its next region with [`RefProgram::swap_input`] and swap it back before anything
+    /// else reads it.
+    pub(crate) fn output_values_mut(&mut self, index: usize) -> Result<&mut Vec<f32>> {
+        check_port(
+            "output_values_mut",
+            &self.outputs,
+            index,
+            self.out_ports.get(index),
+        )?;
+        Ok(&mut self.bufs[self.output_bufs[index]].data)
     }
 
     /// Store fp16 output `index` only on demand from now on (a plan reads it through
