@@ -90,3 +90,23 @@ pub unsafe fn tile(
         }
     }
 }
+
+/// Never called off x86_64 ([`available`] is false there); keeps callers arch-independent.
+///
+/// # Safety
+/// None needed: it panics.
+#[cfg(not(target_arch = "x86_64"))]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn tile(
+    _kb: usize,
+    _a: *const f32,
+    _a_rs: usize,
+    _b: *const f32,
+    _c: *mut f32,
+    _c_rs: usize,
+    _rows: usize,
+    _cols: usize,
+    _overwrite: bool,
+) {
+    unreachable!("the AVX2 GEMM tile runs on x86_64 only")
+}

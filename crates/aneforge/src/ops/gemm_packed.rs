@@ -57,50 +57,47 @@ pub fn gemm(
     check_operand("C", m, n, c.len(), c_rs, 1);
     assert!(m == 1 || c_rs >= n, "packed gemm: C rows overlap");
     assert!(panels.len() >= panels_len(k, n), "packed gemm: B panels");
-    #[cfg(target_arch = "x86_64")]
-    {
-        assert!(avx2::available(), "packed gemm: no AVX2+FMA");
-        let count = n.div_ceil(NR);
-        let threads = rayon::current_num_threads();
-        let large = parallel && threads > 1 && m * n * k >= PAR_MIN_MACS;
-        let mut blocks = count.div_ceil(BLOCK_PANELS);
-        if large {
-            blocks = blocks.max((2 * threads).min(count));
-        }
-        let dst = SyncPtr(c.as_mut_ptr());
-        let block = |t: usize| {
-            let range = count * t / blocks..count * (t + 1) / blocks;
-            let mut p0 = 0;
-            while p0 < k {
-                let kb = kc.min(k - p0);
-                for i0 in (0..m).step_by(MR) {
-                    for jb in range.clone() {
-                        let (rows, cols) = (MR.min(m - i0), NR.min(n - jb * NR));
-                        // SAFETY: the checks above keep the A rows, the panel and the C tile
-                        // inside their slices; blocks write disjoint columns of C.
-                        unsafe {
-                            avx2::tile(
-                                kb,
-                                a.as_ptr().add(i0 * a_rs + p0),
-                                a_rs,
-                                panels.as_ptr().add(jb * k * NR + p0 * NR),
-                                dst.get().add(i0 * c_rs + jb * NR),
-                                c_rs,
-                                rows,
-                                cols,
-                                p0 == 0,
-                            )
-                        };
-                    }
+    assert!(avx2::available(), "packed gemm: no AVX2+FMA");
+    let count = n.div_ceil(NR);
+    let threads = rayon::current_num_threads();
+    let large = parallel && threads > 1 && m * n * k >= PAR_MIN_MACS;
+    let mut blocks = count.div_ceil(BLOCK_PANELS);
+    if large {
+        blocks = blocks.max((2 * threads).min(count));
+    }
+    let dst = SyncPtr(c.as_mut_ptr());
+    let block = |t: usize| {
+        let range = count * t / blocks..count * (t + 1) / blocks;
+        let mut p0 = 0;
+        while p0 < k {
+            let kb = kc.min(k - p0);
+            for i0 in (0..m).step_by(MR) {
+                for jb in range.clone() {
+                    let (rows, cols) = (MR.min(m - i0), NR.min(n - jb * NR));
+                    // SAFETY: the CPU has AVX2+FMA (asserted); the checks above keep the A rows,
+                    // the panel and the C tile inside their slices; blocks write disjoint columns.
+                    unsafe {
+                        avx2::tile(
+                            kb,
+                            a.as_ptr().add(i0 * a_rs + p0),
+                            a_rs,
+                            panels.as_ptr().add(jb * k * NR + p0 * NR),
+                            dst.get().add(i0 * c_rs + jb * NR),
+                            c_rs,
+                            rows,
+                            cols,
+                            p0 == 0,
+                        )
+                    };
                 }
-                p0 += kb;
             }
-        };
-        if large && blocks > 1 {
-            (0..blocks).into_par_iter().for_each(block);
-        } else {
-            (0..blocks).for_each(block);
+            p0 += kb;
         }
+    };
+    if large && blocks > 1 {
+        (0..blocks).into_par_iter().for_each(block);
+    } else {
+        (0..blocks).for_each(block);
     }
 }
 
