@@ -222,13 +222,14 @@ fn tap_rows(
     }
 }
 
-/// `out`'s pointer shared by the tiles of one product, which write disjoint columns of it.
+/// `out`'s pointer shared by the tiles of one product, which write disjoint columns of it
+/// (also the packed GEMM's column blocks).
 #[derive(Clone, Copy)]
-struct SyncPtr(*mut f32);
+pub(crate) struct SyncPtr(pub(crate) *mut f32);
 
 impl SyncPtr {
     /// The pointer (a method, so closures capture the whole `Send + Sync` wrapper).
-    fn get(self) -> *mut f32 {
+    pub(crate) fn get(self) -> *mut f32 {
         self.0
     }
 }

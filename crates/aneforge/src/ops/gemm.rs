@@ -144,7 +144,7 @@ pub unsafe fn sgemm_raw(
 }
 
 /// Panics unless the r×c matrix X[i, j] = x[i·rs + j·cs] lies inside `len` elements (empty fits).
-fn check_operand(name: &str, r: usize, c: usize, len: usize, rs: usize, cs: usize) {
+pub(crate) fn check_operand(name: &str, r: usize, c: usize, len: usize, rs: usize, cs: usize) {
     if r == 0 || c == 0 {
         return;
     }

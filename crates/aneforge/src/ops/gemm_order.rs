@@ -1,5 +1,5 @@
-//! Test-only: the f32 operation sequence the `gemm` crate performs per output element on its
-//! blocked path, i.e. the bits every conv and matmul of the reference executor depends on. For
+//! The f32 operation sequence the `gemm` crate performs per output element on its blocked
+//! path, i.e. the bits every conv and matmul of the reference executor depends on. For
 //! C (m×n) = A·B with depth k the crate cuts k into consecutive depth blocks of [`depth_block`]
 //! elements (the last one shorter); per block it runs one fused multiply-add chain from +0 in
 //! increasing depth order (acc = fma(a[p], b[p], acc)), then writes C = acc for the first block
@@ -7,11 +7,10 @@
 //! width, register tiling, packing, the (m, n) tiling and the thread count change none of this.
 //! Its blocked path runs for m, n ≥ 2, k ≥ 3 and m·n > 256 ([`blocked_path`]); the block size
 //! depends on which microkernel the crate dispatches to on this CPU and on the L1 cache
-//! geometry it reads. The test below fails if a `gemm` upgrade changes that sequence (the
-//! bit-identity hashes would move). A kernel of our own can reproduce it exactly (an AVX2+FMA
-//! one with weights packed once did, commit f9d55c2), but on AVX-512 CPUs the crate's 16-lane
-//! kernel runs above the AVX2 peak, so that kernel was 1.6–2.8× slower and is not used
-//! (BENCHMARKS.md, h-gemm).
+//! geometry it reads. The packed GEMM (`gemm_packed`, AVX2 CPUs without AVX-512) reproduces
+//! this sequence; the test below fails if a `gemm` upgrade changes it (the bit-identity hashes
+//! would move). On AVX-512 CPUs the crate's 16-lane kernel runs above the AVX2 peak, so the
+//! crate stays there (BENCHMARKS.md, h-gemm).
 
 /// Smallest m·n the crate multiplies on its blocked path for every stride pattern (smaller
 /// products with unit-stride depth take its horizontal kernel, whose order differs).
@@ -37,13 +36,13 @@ fn crate_tile() -> Option<(usize, usize)> {
 }
 
 /// Whether the crate runs C (m×n, depth k) on its blocked path whatever the strides.
-fn blocked_path(m: usize, n: usize, k: usize) -> bool {
+pub(crate) fn blocked_path(m: usize, n: usize, k: usize) -> bool {
     m >= 2 && n >= 2 && k >= 3 && m * n >= MIN_OUTPUT
 }
 
 /// The crate's depth block for a blocked-path product (m×n, depth k ≥ 1) on this CPU, or `None`
 /// when its kernel here is not one this module models (see [`crate_tile`]).
-fn depth_block(m: usize, n: usize, k: usize) -> Option<usize> {
+pub(crate) fn depth_block(m: usize, n: usize, k: usize) -> Option<usize> {
     let (mr, nr) = crate_tile()?;
     if m <= SMALL && n <= SMALL {
         return Some(k.min(512));
@@ -54,6 +53,7 @@ fn depth_block(m: usize, n: usize, k: usize) -> Option<usize> {
 /// C[i, j] (+)= Σ_p A[i, p]·B[p, j] in the crate's order (see the module doc) with depth block
 /// `kc`: the scalar definition every fast kernel in this family must match bit for bit.
 /// `a(i, p)` and `b(p, j)` read the operands; C is row-major with row stride `c_rs`.
+#[cfg(test)]
 #[allow(clippy::too_many_arguments)]
 fn reference(
     m: usize,

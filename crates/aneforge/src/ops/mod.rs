@@ -13,8 +13,9 @@ pub mod conv_transpose;
 pub mod einsum;
 pub mod elementwise;
 pub mod gemm;
-#[cfg(test)]
+pub(crate) mod gemm_avx2;
 mod gemm_order;
+pub(crate) mod gemm_packed;
 pub mod host;
 pub mod host_argreduce;
 pub mod host_bridge;

@@ -1,13 +1,14 @@
 //! Dense fp16 matmul weights expanded to f32 once per process, in the layout the GEMM reads
 //! without packing, and shared by every program built from the same constant (e.g. every
 //! sequence bucket of a sentence encoder). A `matmul(x, W, transpose_y = true)` with W a rank-2
-//! fp16 constant [N, K] keeps Wᵀ as a row-major [K, N] f32 array instead of the program's own
-//! [N, K] slot. The `gemm` crate computes Cᵀ = Wᵀᵀ·xᵀ with W as its left operand; stored
-//! [K, N], that operand is already column-major, so the crate skips re-packing the weight on
-//! every call. Packing only copies values: the microkernel's summation order (blocking by
-//! (m, n, k) alone) is unchanged, so results are bit-identical to the [N, K] call. That holds
-//! on the crate's blocked path only; shapes its small-matrix paths take (M or N < 2, K ≤ 2,
-//! M·N ≤ 256) keep the ordinary dense matmul.
+//! fp16 constant [N, K] keeps Wᵀ (K×N) instead of the program's own [N, K] slot: on AVX2 CPUs
+//! without AVX-512 in the panels of the packed GEMM (`ops::gemm_packed`, which then runs the
+//! product without packing anything per call), elsewhere as a row-major [K, N] array, which the
+//! `gemm` crate (computing Cᵀ = Wᵀᵀ·xᵀ with W as its left operand) reads as column-major
+//! without re-packing. Both reproduce the crate's per-element summation order (blocking by
+//! (m, n, k) alone), so results are bit-identical to the [N, K] call. That holds on the crate's
+//! blocked path only; shapes its small-matrix paths take (M or N < 2, K ≤ 2, M·N ≤ 256) keep
+//! the ordinary dense matmul.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -17,6 +18,8 @@ use half::f16;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::ops::gemm::sgemm;
+use crate::ops::gemm_avx2;
+use crate::ops::gemm_packed;
 use crate::ops::io::Const;
 use crate::ops::linear::MatMul;
 use crate::ops::{Buf, Op};
@@ -29,12 +32,31 @@ const MIN_OUTPUT: usize = 16 * 16 + 1;
 type Cache = HashMap<(u64, usize, usize), Weak<[f32]>>;
 static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
 
-/// Wᵀ of a rank-2 fp16 constant W [N, K] as row-major [K, N] f32, shared between programs.
+/// Wᵀ of a rank-2 fp16 constant W [N, K] as f32 K×N (packed-GEMM panels when `panels`,
+/// otherwise row-major [K, N]), shared between programs.
 #[derive(Clone, Debug)]
 pub struct SharedWeight {
     wt: Arc<[f32]>,
     n: usize,
     k: usize,
+    panels: bool,
+}
+
+/// Position of Wᵀ[p, j] in the expansion, and the expansion's length.
+fn layout(panels: bool, n: usize, k: usize) -> (impl Fn(usize, usize) -> usize, usize) {
+    let len = if panels {
+        gemm_packed::panels_len(k, n)
+    } else {
+        n * k
+    };
+    let at = move |p, j| {
+        if panels {
+            gemm_packed::panel_index(k, p, j)
+        } else {
+            p * n + j
+        }
+    };
+    (at, len)
 }
 
 /// FNV-1a 64 over the fp16 bit patterns.
@@ -44,36 +66,39 @@ fn content_hash(values: &[f16]) -> u64 {
     })
 }
 
-/// Whether `wt` is exactly Wᵀ of `values` (guards the cache against a hash collision).
-fn is_transpose_of(wt: &[f32], values: &[f16], n: usize, k: usize) -> bool {
-    wt.len() == n * k
-        && (0..n).all(|j| {
-            (0..k).all(|p| wt[p * n + j].to_bits() == values[j * k + p].to_f32().to_bits())
-        })
+/// Whether `wt` is exactly Wᵀ of `values` in its layout (guards the cache against a hash
+/// collision).
+fn is_transpose_of(wt: &[f32], values: &[f16], n: usize, k: usize, panels: bool) -> bool {
+    let (at, len) = layout(panels, n, k);
+    wt.len() == len
+        && (0..n)
+            .all(|j| (0..k).all(|p| wt[at(p, j)].to_bits() == values[j * k + p].to_f32().to_bits()))
 }
 
 impl SharedWeight {
     /// The process-wide expansion of `c` (shape [N, K]), made now if no live program holds it.
     pub fn of(c: &Const) -> SharedWeight {
         let (n, k) = (c.shape[0], c.shape[1]);
+        let panels = gemm_avx2::available();
         let key = (content_hash(&c.values), n, k);
         let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
         let cache = cache.get_or_insert_with(HashMap::new);
         if let Some(wt) = cache.get(&key).and_then(Weak::upgrade) {
-            if is_transpose_of(&wt, &c.values, n, k) {
-                return SharedWeight { wt, n, k };
+            if is_transpose_of(&wt, &c.values, n, k, panels) {
+                return SharedWeight { wt, n, k, panels };
             }
         }
-        let mut wt = vec![0f32; n * k];
+        let (at, len) = layout(panels, n, k);
+        let mut wt = vec![0f32; len];
         for (j, row) in c.values.chunks_exact(k).enumerate() {
             for (p, v) in row.iter().enumerate() {
-                wt[p * n + j] = v.to_f32();
+                wt[at(p, j)] = v.to_f32();
             }
         }
         let wt: Arc<[f32]> = wt.into();
         cache.retain(|_, w| w.strong_count() > 0);
         cache.insert(key, Arc::downgrade(&wt));
-        SharedWeight { wt, n, k }
+        SharedWeight { wt, n, k, panels }
     }
 
     /// Bytes of the f32 expansion (counted by every program that uses it).
@@ -94,7 +119,17 @@ impl SharedWeight {
                 ))
             }
         };
-        sgemm(m, n, k, &x.data, k, 1, &self.wt, n, 1, y, n, false);
+        if !self.panels {
+            sgemm(m, n, k, &x.data, k, 1, &self.wt, n, 1, y, n, false);
+            return Ok(());
+        }
+        let kc = gemm_packed::depth_block(m, n, k).ok_or_else(|| {
+            Error::shape(
+                "matmul",
+                format!("x {:?} is below the shared weight's GEMM size", x.shape),
+            )
+        })?;
+        gemm_packed::gemm(kc, true, (m, n, k), &x.data, k, &self.wt, y, n);
         Ok(())
     }
 }
@@ -215,7 +250,8 @@ mod tests {
         );
         assert!(Arc::ptr_eq(&wa.wt, &wb.wt));
         assert!(!Arc::ptr_eq(&wa.wt, &wo.wt));
-        assert_eq!(wa.bytes(), 4 * 40 * 24);
+        let padded = if gemm_avx2::available() { 48 } else { 40 };
+        assert_eq!(wa.bytes(), 4 * padded * 24);
         let x = Buf::zeros(&[3, 23]);
         assert!(wa.matmul(&x, &mut [0.0; 3 * 40]).is_err());
     }

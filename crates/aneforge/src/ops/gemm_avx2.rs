@@ -1,0 +1,112 @@
+//! The AVX2+FMA microkernel of the packed GEMM (`gemm_packed`): one tile of up to [`MR`] rows ×
+//! [`NR`] columns of C over one depth block, in the `gemm` crate's per-element order
+//! (`gemm_order`): a fused multiply-add chain from +0 in increasing depth, then C = acc (first
+//! depth block) or C = C + acc.
+
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::*;
+
+/// Rows of C per tile (broadcast operand A, read in place).
+pub const MR: usize = 6;
+/// Columns of C per tile (vector operand B: panels hold NR values per depth step).
+pub const NR: usize = 16;
+
+/// Whether the packed kernel replaces the crate on this CPU: AVX2 and FMA without AVX-512
+/// (where the crate runs its own AVX2 16×6 kernel, whose order this one reproduces; on AVX-512
+/// CPUs the crate's 16-lane kernel is faster and stays).
+pub fn available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        has!("avx2") && has!("fma") && !has!("avx512f")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// One tile over depth `kb`: C[r, c] = Σ_p A[r, p]·B[p, c] for r < rows ≤ MR, c < cols ≤ NR,
+/// with A[r, p] at `a[r·a_rs + p]`, B[p, c] at `b[p·NR + c]` and C[r, c] at `c[r·c_rs + c]`;
+/// `overwrite` stores the sum, otherwise adds it to C.
+///
+/// # Safety
+/// The CPU has AVX2 and FMA; A's `rows` rows of `kb` values and the kb·NR values of `b` are
+/// readable; every addressed C element is writable and accessed by no one else meanwhile.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn tile(
+    kb: usize,
+    a: *const f32,
+    a_rs: usize,
+    b: *const f32,
+    c: *mut f32,
+    c_rs: usize,
+    rows: usize,
+    cols: usize,
+    overwrite: bool,
+) {
+    // Rows past the edge re-read the last row; their sums are not stored.
+    let ar: [*const f32; MR] = std::array::from_fn(|r| a.add(r.min(rows - 1) * a_rs));
+    let mut acc = [[_mm256_setzero_ps(); 2]; MR];
+    for p in 0..kb {
+        let bp = b.add(p * NR);
+        let (b0, b1) = (_mm256_loadu_ps(bp), _mm256_loadu_ps(bp.add(8)));
+        for (acc, ar) in acc.iter_mut().zip(&ar) {
+            let x = _mm256_broadcast_ss(&*ar.add(p));
+            acc[0] = _mm256_fmadd_ps(x, b0, acc[0]);
+            acc[1] = _mm256_fmadd_ps(x, b1, acc[1]);
+        }
+    }
+    if cols == NR {
+        for (r, acc) in acc.iter().enumerate().take(rows) {
+            let d = c.add(r * c_rs);
+            for (h, &v) in acc.iter().enumerate() {
+                let d = d.add(8 * h);
+                let v = if overwrite {
+                    v
+                } else {
+                    _mm256_add_ps(_mm256_loadu_ps(d), v)
+                };
+                _mm256_storeu_ps(d, v);
+            }
+        }
+        return;
+    }
+    let lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    let mask = |from: i32| _mm256_cmpgt_epi32(_mm256_set1_epi32(cols as i32 - from), lane);
+    let masks = [mask(0), mask(8)];
+    for (r, acc) in acc.iter().enumerate().take(rows) {
+        let d = c.add(r * c_rs);
+        for (h, (&v, &mk)) in acc.iter().zip(&masks).enumerate() {
+            let d = d.add(8 * h);
+            let v = if overwrite {
+                v
+            } else {
+                _mm256_add_ps(_mm256_maskload_ps(d, mk), v)
+            };
+            _mm256_maskstore_ps(d, mk, v);
+        }
+    }
+}
+
+/// Never called off x86_64 ([`available`] is false there); keeps callers arch-independent.
+///
+/// # Safety
+/// None needed: it panics.
+#[cfg(not(target_arch = "x86_64"))]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn tile(
+    _kb: usize,
+    _a: *const f32,
+    _a_rs: usize,
+    _b: *const f32,
+    _c: *mut f32,
+    _c_rs: usize,
+    _rows: usize,
+    _cols: usize,
+    _overwrite: bool,
+) {
+    unreachable!("the AVX2 GEMM tile runs on x86_64 only")
+}
