@@ -15,7 +15,7 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use super::conv::{tap, window_row};
-use super::gemm::{sgemm_raw, PAR_MIN_MACS};
+use super::gemm::{sgemm_raw, sgemm_with, PAR_MIN_MACS};
 use super::kernel::PAR_MIN_ELEMS;
 use crate::error::Result;
 
@@ -27,6 +27,12 @@ const MIN_TILE_COLS: usize = 128;
 
 /// The `gemm` crate's bound below which it may pick a different depth blocking (m, n ≤ 64).
 const GEMM_SMALL: usize = 64;
+
+/// Widest output whose im2col takes the narrow path ([`Product::narrow_taps`]).
+const NARROW: usize = 8;
+
+/// Most padded input columns one output row of a narrow im2col reads (its window on the stack).
+const WINDOW: usize = 64;
 
 /// Depth up to which the `gemm` crate runs a product in one depth block (its depth block is at
 /// least min(K, 512) on every path and CPU).
@@ -104,17 +110,28 @@ impl Product {
                 .all(|r| r.len() * ow >= 2 && m * r.len() * ow > 256)
     }
 
-    /// Write the im2col columns of output rows `rows` from `xs` [Cin/g, H, W] into `col`
-    /// [K, rows·W'] (zeros in the padding), on the rayon pool when `par` and the tile is large.
-    fn im2col(&self, xs: &[f32], rows: Range<usize>, col: &mut [f32], par: bool) {
+    /// Write the im2col columns of output rows `rows` from `xs` [Cin/g, H, W] into the first
+    /// rows·W' values of each of the K rows of `col` (rows `ld` apart; zeros in the padding),
+    /// on the rayon pool when `par` and the tile is large.
+    fn im2col(&self, xs: &[f32], rows: Range<usize>, col: &mut [f32], ld: usize, par: bool) {
         let ([_, h, w], [kh, kw], [_, ow]) = (self.input, self.kernel, self.output);
         let ([sh, sw], [dh, dw], [pt, _, pl, _]) = (self.strides, self.dilations, self.pad);
         let n = rows.len() * ow;
+        let par = par && col.len() >= PAR_MIN_ELEMS;
         // Stride 1 with the output as wide as the input: a tap's rows are one run of the plane.
         let flat = [sh, sw] == [1, 1] && ow == w && pl < w && dw * (kw - 1) < w + pl;
+        if !flat && ow <= NARROW && self.window() <= WINDOW {
+            let taps = |(g, t): (usize, &mut [f32])| self.narrow_taps(xs, g, rows.clone(), t, ld);
+            return if par {
+                col.par_chunks_mut(kw * ld).enumerate().for_each(taps)
+            } else {
+                col.chunks_mut(kw * ld).enumerate().for_each(taps)
+            };
+        }
         let fill = |(r, crow): (usize, &mut [f32])| {
             let (c, ky, kx) = (r / (kh * kw), r / kw % kh, r % kw);
             let plane = &xs[c * h * w..(c + 1) * h * w];
+            let crow = &mut crow[..n];
             if flat {
                 let shift = (kx * dw) as isize - pl as isize;
                 return tap_rows(plane, [h, w], rows.clone(), ky * dh, pt, shift, crow);
@@ -128,10 +145,42 @@ impl Product {
                 }
             }
         };
-        if par && col.len() >= PAR_MIN_ELEMS {
-            col.par_chunks_mut(n).enumerate().for_each(fill);
+        if par {
+            col.par_chunks_mut(ld).enumerate().for_each(fill);
         } else {
-            col.chunks_mut(n).enumerate().for_each(fill);
+            col.chunks_mut(ld).enumerate().for_each(fill);
+        }
+    }
+
+    /// Padded input columns one output row reads: (W' − 1)·sW + (kW − 1)·dW + 1.
+    fn window(&self) -> usize {
+        let ([_, ow], [_, kw]) = (self.output, self.kernel);
+        (ow.max(1) - 1) * self.strides[1] + (kw - 1) * self.dilations[1] + 1
+    }
+
+    /// [`Product::im2col`] for a narrow output: the kW rows of taps (c, ky, 0..kW) in `taps`
+    /// (rows `ld` apart), `group` = c·kH + ky. Each input row they read is copied once into the
+    /// zero-padded window of [`Product::window`] columns, from which every tap takes its W'.
+    fn narrow_taps(&self, xs: &[f32], group: usize, rows: Range<usize>, taps: &mut [f32], ld: usize) {
+        let ([_, h, w], [kh, kw], [_, ow]) = (self.input, self.kernel, self.output);
+        let ([sh, sw], [dh, dw], [pt, _, pl, _]) = (self.strides, self.dilations, self.pad);
+        let (c, ky) = (group / kh, group % kh);
+        let plane = &xs[c * h * w..(c + 1) * h * w];
+        let mut win = [0f32; WINDOW];
+        let win = &mut win[..self.window()];
+        for (t, oy) in rows.enumerate() {
+            let iy = tap(oy, ky, sh, dh, pt, h);
+            if let Some(iy) = iy {
+                window_row(&plane[iy * w..(iy + 1) * w], [0, 1, pl], 0.0, win);
+            }
+            for kx in 0..kw {
+                let dst = &mut taps[kx * ld + t * ow..kx * ld + (t + 1) * ow];
+                match iy {
+                    Some(_) => (dst.iter_mut().enumerate())
+                        .for_each(|(ox, d)| *d = win[ox * sw + kx * dw]),
+                    None => dst.fill(0.0),
+                }
+            }
         }
     }
 
@@ -165,7 +214,7 @@ impl Product {
                 return Ok(());
             }
             with_scratch(&COLS, k * n, "the im2col scratch", |col| {
-                self.im2col(xs, rows.clone(), col, par);
+                self.im2col(xs, rows.clone(), col, n, par);
                 // SAFETY: as above.
                 unsafe { sgemm_raw(par, m, n, k, a, k, 1, col, n, 1, c, p, accumulate) };
             })
@@ -178,6 +227,78 @@ impl Product {
         }
         // Tiles in parallel: disjoint row ranges write disjoint columns of every channel.
         tiles.par_iter().try_for_each(|rows| tile(rows, false))
+    }
+
+    /// Batch elements whose products share one GEMM (see [`Product::run_batched`]): as many as
+    /// keep its n ≤ 64 when every product is small and im2col'd (m ≤ 64, 2 ≤ H'·W' ≤ 32, K ≥ 3),
+    /// else 1. The crate then runs both on its blocked path (B's row stride is n ≥ 2) with the
+    /// depth block min(K, 512), so each element is the same fused multiply-add chain.
+    pub fn batch(&self, n: usize) -> usize {
+        let (m, p) = (self.cog, self.output[0] * self.output[1]);
+        let small = (2..=GEMM_SMALL).contains(&m) && (2..=GEMM_SMALL / 2).contains(&p);
+        if self.direct() || self.depth() < 3 || !small {
+            return 1;
+        }
+        (GEMM_SMALL / p).min(n)
+    }
+
+    /// out (+)= weight × columns for every (batch, group) of `x` [N, Cin, H, W] into `out`
+    /// [N, Cout, H', W'] (`accumulate`: out holds the bias), [`Product::batch`] elements of one
+    /// group per GEMM: their im2col columns side by side in B [K, b·H'·W'], C [m, b·H'·W']
+    /// scattered back to their planes. GEMMs run in parallel when there are several and the
+    /// work is large; results are the same bits as one [`Product::run`] per element.
+    pub fn run_batched(
+        &self,
+        x: &[f32],
+        w: &[f32],
+        out: &mut [f32],
+        [n, groups]: [usize; 2],
+        accumulate: bool,
+    ) -> Result<()> {
+        let ([cg, h, wd], m, k) = (self.input, self.cog, self.depth());
+        let p = self.output[0] * self.output[1];
+        let chunks = n.div_ceil(self.batch(n).max(1));
+        // (x planes, out planes) of each (batch, group), in (batch, group) order.
+        let mut planes: Vec<Option<_>> = (x.chunks(cg * h * wd).zip(out.chunks_mut(m * p)))
+            .map(Some)
+            .collect();
+        let jobs: Vec<(usize, Vec<(&[f32], &mut [f32])>)> = (0..groups)
+            .flat_map(|gi| (0..chunks).map(move |t| (gi, n * t / chunks..n * (t + 1) / chunks)))
+            .map(|(gi, batch)| {
+                let mine = batch.map(|b| planes[b * groups + gi].take().expect("each plane once"));
+                (gi, mine.collect())
+            })
+            .collect();
+        let gemm = |(gi, mut mine): (usize, Vec<(&[f32], &mut [f32])>), par: bool| {
+            let ld = mine.len() * p;
+            let a = &w[gi * m * k..(gi + 1) * m * k];
+            let mut c = vec![0f32; m * ld];
+            if accumulate {
+                for (j, (_, o)) in mine.iter().enumerate() {
+                    for (crow, orow) in c.chunks_mut(ld).zip(o.chunks(p)) {
+                        crow[j * p..(j + 1) * p].copy_from_slice(orow);
+                    }
+                }
+            }
+            with_scratch(&COLS, k * ld, "the im2col scratch", |col| {
+                for (j, (xs, _)) in mine.iter().enumerate() {
+                    self.im2col(xs, 0..self.output[0], &mut col[j * p..], ld, par);
+                }
+                sgemm_with(par, m, ld, k, a, k, 1, col, ld, 1, &mut c, ld, accumulate);
+            })?;
+            for (j, (_, o)) in mine.iter_mut().enumerate() {
+                for (crow, orow) in c.chunks(ld).zip(o.chunks_mut(p)) {
+                    orow.copy_from_slice(&crow[j * p..(j + 1) * p]);
+                }
+            }
+            Ok(())
+        };
+        let threads = rayon::current_num_threads();
+        if jobs.len() == 1 || threads == 1 || n * groups * m * k * p < PAR_MIN_MACS {
+            let par = jobs.len() == 1;
+            return jobs.into_iter().try_for_each(|job| gemm(job, par));
+        }
+        jobs.into_par_iter().try_for_each(|job| gemm(job, false))
     }
 }
 
@@ -321,8 +442,9 @@ mod tests {
         }
     }
 
-    /// Tiled products, in order on one thread and in parallel on two, give every bit of the untiled product: narrow (m ≤ 64) and wide products,
-    /// 1×1 direct ones, strides, padding, dilation, groups, batch 2, with and without bias.
+    /// Tiled products, in order on one thread and in parallel on two, and batched ones give
+    /// every bit of one untiled product per element: narrow (m ≤ 64) and wide products, 1×1
+    /// direct ones, strides, padding, dilation, groups, batches, with and without bias.
     #[test]
     fn tiles_and_threads_change_no_bit() {
         // (x shape, weight shape, strides, pad, dilations, groups, bias)
@@ -335,7 +457,7 @@ mod tests {
             usize,
             bool,
         );
-        let cases: [Case; 6] = [
+        let cases: [Case; 10] = [
             (
                 [1, 16, 40, 40],
                 [32, 16, 3, 3],
@@ -389,6 +511,46 @@ mod tests {
                 [1, 1],
                 1,
                 true,
+            ),
+            // A weight gradient's correlation: 3×3 outputs, batch 16 in GEMMs of ≤ 7, K > 512.
+            (
+                [16, 64, 14, 14],
+                [32, 64, 14, 14],
+                [1, 1],
+                [1, 1, 1, 1],
+                [1, 1],
+                1,
+                false,
+            ),
+            // Batched with groups and bias, narrow strided im2col (4×4 outputs).
+            (
+                [5, 6, 7, 7],
+                [8, 3, 3, 3],
+                [2, 2],
+                [1, 1, 1, 1],
+                [1, 1],
+                2,
+                true,
+            ),
+            // Narrow im2col with dilation and uneven padding, batch 3 in one GEMM.
+            (
+                [3, 4, 11, 10],
+                [6, 4, 3, 3],
+                [2, 3],
+                [2, 0, 1, 2],
+                [2, 2],
+                1,
+                true,
+            ),
+            // One element, narrow wide-kernel im2col (5×5 outputs of an 18×15 kernel).
+            (
+                [1, 8, 20, 17],
+                [4, 8, 18, 15],
+                [1, 1],
+                [1, 1, 1, 1],
+                [1, 1],
+                1,
+                false,
             ),
         ];
         for (xs, ws, strides, pad, dilations, groups, with_bias) in cases {
