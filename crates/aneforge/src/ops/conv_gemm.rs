@@ -1,13 +1,15 @@
 //! The GEMM path of `conv`: per (batch, group) one product weight [Cout/g, K] × columns
 //! [K, H'·W'] (K = Cin/g·kH·kW), cut into tiles of whole output rows. A tile's im2col columns
 //! are written into a reused scratch and read by its GEMM while still in cache, and tiles run
-//! on the rayon pool (each GEMM on one thread) when the conv is large enough.
+//! on the rayon pool (each GEMM on one thread) when the conv is large enough. Small products
+//! (a weight gradient's 3×3 correlation outputs) of several batch elements share one GEMM.
 //!
 //! Bits: a tile is a column block of the same product, and the `gemm` crate computes every
 //! output element as one fused multiply-add chain over K in depth blocks whose size depends only
 //! on K, unless the call takes one of its small-size paths (m or n ≤ 1, k ≤ 2, or m and n both
 //! ≤ 64). [`tile_rows`] cuts only when every tile takes the same path as the whole product,
-//! so the result is the same bit for bit whatever the tiling and the thread count.
+//! and [`Product::batch`] joins only products that keep it, so the result is the same bit for
+//! bit whatever the tiling, the batching and the thread count.
 
 use std::cell::RefCell;
 use std::ops::Range;
@@ -152,6 +154,27 @@ impl Product {
         }
     }
 
+    /// The im2col columns of `xs` [Cin/g, H, W] as rows: `rows` [H'·W', K], row (oy, ox) holding
+    /// tap (c, ky, kx) at c·kH·kW + ky·kW + kx (zeros in the padding), each (c, ky) one run of
+    /// an input row.
+    fn im2col_transposed(&self, xs: &[f32], rows: &mut [f32]) {
+        let ([_, h, w], [kh, kw], [_, ow]) = (self.input, self.kernel, self.output);
+        let ([sh, sw], [dh, dw], [pt, _, pl, _]) = (self.strides, self.dilations, self.pad);
+        for (o, row) in rows.chunks_mut(self.depth()).enumerate() {
+            let (oy, ox) = (o / ow, o % ow);
+            for (g, run) in row.chunks_mut(kw).enumerate() {
+                let (c, ky) = (g / kh, g % kh);
+                match tap(oy, ky, sh, dh, pt, h) {
+                    Some(iy) => {
+                        let src = &xs[(c * h + iy) * w..(c * h + iy + 1) * w];
+                        window_row(src, [ox * sw, dw, pl], 0.0, run)
+                    }
+                    None => run.fill(0.0),
+                }
+            }
+        }
+    }
+
     /// Padded input columns one output row reads: (W' − 1)·sW + (kW − 1)·dW + 1.
     fn window(&self) -> usize {
         let ([_, ow], [_, kw]) = (self.output, self.kernel);
@@ -161,7 +184,14 @@ impl Product {
     /// [`Product::im2col`] for a narrow output: the kW rows of taps (c, ky, 0..kW) in `taps`
     /// (rows `ld` apart), `group` = c·kH + ky. Each input row they read is copied once into the
     /// zero-padded window of [`Product::window`] columns, from which every tap takes its W'.
-    fn narrow_taps(&self, xs: &[f32], group: usize, rows: Range<usize>, taps: &mut [f32], ld: usize) {
+    fn narrow_taps(
+        &self,
+        xs: &[f32],
+        group: usize,
+        rows: Range<usize>,
+        taps: &mut [f32],
+        ld: usize,
+    ) {
         let ([_, h, w], [kh, kw], [_, ow]) = (self.input, self.kernel, self.output);
         let ([sh, sw], [dh, dw], [pt, _, pl, _]) = (self.strides, self.dilations, self.pad);
         let (c, ky) = (group / kh, group % kh);
@@ -176,8 +206,9 @@ impl Product {
             for kx in 0..kw {
                 let dst = &mut taps[kx * ld + t * ow..kx * ld + (t + 1) * ow];
                 match iy {
-                    Some(_) => (dst.iter_mut().enumerate())
-                        .for_each(|(ox, d)| *d = win[ox * sw + kx * dw]),
+                    Some(_) => {
+                        (dst.iter_mut().enumerate()).for_each(|(ox, d)| *d = win[ox * sw + kx * dw])
+                    }
                     None => dst.fill(0.0),
                 }
             }
@@ -281,10 +312,21 @@ impl Product {
                 }
             }
             with_scratch(&COLS, k * ld, "the im2col scratch", |col| {
-                for (j, (xs, _)) in mine.iter().enumerate() {
-                    self.im2col(xs, 0..self.output[0], &mut col[j * p..], ld, par);
-                }
-                sgemm_with(par, m, ld, k, a, k, 1, col, ld, 1, &mut c, ld, accumulate);
+                // Above 256 outputs the crate takes its blocked path for either layout of B,
+                // so B is stored transposed, [b·H'·W', K], whose rows are runs of the input.
+                let b_strides = if m * ld > 256 {
+                    for (xs, rows) in mine.iter().map(|t| t.0).zip(col.chunks_mut(p * k)) {
+                        self.im2col_transposed(xs, rows);
+                    }
+                    [1, k]
+                } else {
+                    for (j, (xs, _)) in mine.iter().enumerate() {
+                        self.im2col(xs, 0..self.output[0], &mut col[j * p..], ld, par);
+                    }
+                    [ld, 1]
+                };
+                let [rs, cs] = b_strides;
+                sgemm_with(par, m, ld, k, a, k, 1, col, rs, cs, &mut c, ld, accumulate);
             })?;
             for (j, (_, o)) in mine.iter_mut().enumerate() {
                 for (crow, orow) in c.chunks(ld).zip(o.chunks_mut(p)) {
