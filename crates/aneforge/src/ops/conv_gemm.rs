@@ -293,14 +293,14 @@ impl Product {
         let mut planes: Vec<Option<_>> = (x.chunks(cg * h * wd).zip(out.chunks_mut(m * p)))
             .map(Some)
             .collect();
-        let jobs: Vec<(usize, Vec<(&[f32], &mut [f32])>)> = (0..groups)
+        let jobs: Vec<(usize, Vec<Planes>)> = (0..groups)
             .flat_map(|gi| (0..chunks).map(move |t| (gi, n * t / chunks..n * (t + 1) / chunks)))
             .map(|(gi, batch)| {
                 let mine = batch.map(|b| planes[b * groups + gi].take().expect("each plane once"));
                 (gi, mine.collect())
             })
             .collect();
-        let gemm = |(gi, mut mine): (usize, Vec<(&[f32], &mut [f32])>), par: bool| {
+        let gemm = |(gi, mut mine): (usize, Vec<Planes>), par: bool| {
             let ld = mine.len() * p;
             let a = &w[gi * m * k..(gi + 1) * m * k];
             let mut c = vec![0f32; m * ld];
@@ -343,6 +343,9 @@ impl Product {
         jobs.into_par_iter().try_for_each(|job| gemm(job, false))
     }
 }
+
+/// The input planes of one (batch, group) and its output planes.
+type Planes<'a> = (&'a [f32], &'a mut [f32]);
 
 /// The im2col row of one tap for output rows `rows` of a stride-1 conv whose output is as wide
 /// as its input `[h, w]`: output (oy, ox) reads input (oy + `dy` − `pt`, ox + `shift`), zero
