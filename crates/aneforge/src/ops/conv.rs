@@ -336,6 +336,9 @@ impl Conv {
                 .zip(b.data.iter().cycle())
                 .for_each(|(plane, &v)| plane.fill(v));
         }
+        if product.batch(g.n) > 1 {
+            return product.run_batched(&x.data, w, od, [g.n, self.groups], ins.len() == 3);
+        }
         for b in 0..g.n {
             for gi in 0..self.groups {
                 let xo = (b * g.cin + gi * cg) * hw;

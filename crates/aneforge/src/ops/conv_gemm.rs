@@ -1,13 +1,15 @@
 //! The GEMM path of `conv`: per (batch, group) one product weight [Cout/g, K] × columns
 //! [K, H'·W'] (K = Cin/g·kH·kW), cut into tiles of whole output rows. A tile's im2col columns
 //! are written into a reused scratch and read by its GEMM while still in cache, and tiles run
-//! on the rayon pool (each GEMM on one thread) when the conv is large enough.
+//! on the rayon pool (each GEMM on one thread) when the conv is large enough. Small products
+//! (a weight gradient's 3×3 correlation outputs) of several batch elements share one GEMM.
 //!
 //! Bits: a tile is a column block of the same product, and the `gemm` crate computes every
 //! output element as one fused multiply-add chain over K in depth blocks whose size depends only
 //! on K, unless the call takes one of its small-size paths (m or n ≤ 1, k ≤ 2, or m and n both
 //! ≤ 64). [`tile_rows`] cuts only when every tile takes the same path as the whole product,
-//! so the result is the same bit for bit whatever the tiling and the thread count.
+//! and [`Product::batch`] joins only products that keep it, so the result is the same bit for
+//! bit whatever the tiling, the batching and the thread count.
 
 use std::cell::RefCell;
 use std::ops::Range;
@@ -15,7 +17,7 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use super::conv::{tap, window_row};
-use super::gemm::{sgemm_raw, PAR_MIN_MACS};
+use super::gemm::{sgemm_raw, sgemm_with, PAR_MIN_MACS};
 use super::kernel::PAR_MIN_ELEMS;
 use crate::error::Result;
 
@@ -27,6 +29,12 @@ const MIN_TILE_COLS: usize = 128;
 
 /// The `gemm` crate's bound below which it may pick a different depth blocking (m, n ≤ 64).
 const GEMM_SMALL: usize = 64;
+
+/// Widest output whose im2col takes the narrow path ([`Product::narrow_taps`]).
+const NARROW: usize = 8;
+
+/// Most padded input columns one output row of a narrow im2col reads (its window on the stack).
+const WINDOW: usize = 64;
 
 /// Depth up to which the `gemm` crate runs a product in one depth block (its depth block is at
 /// least min(K, 512) on every path and CPU).
@@ -104,17 +112,28 @@ impl Product {
                 .all(|r| r.len() * ow >= 2 && m * r.len() * ow > 256)
     }
 
-    /// Write the im2col columns of output rows `rows` from `xs` [Cin/g, H, W] into `col`
-    /// [K, rows·W'] (zeros in the padding), on the rayon pool when `par` and the tile is large.
-    fn im2col(&self, xs: &[f32], rows: Range<usize>, col: &mut [f32], par: bool) {
+    /// Write the im2col columns of output rows `rows` from `xs` [Cin/g, H, W] into the first
+    /// rows·W' values of each of the K rows of `col` (rows `ld` apart; zeros in the padding),
+    /// on the rayon pool when `par` and the tile is large.
+    fn im2col(&self, xs: &[f32], rows: Range<usize>, col: &mut [f32], ld: usize, par: bool) {
         let ([_, h, w], [kh, kw], [_, ow]) = (self.input, self.kernel, self.output);
         let ([sh, sw], [dh, dw], [pt, _, pl, _]) = (self.strides, self.dilations, self.pad);
         let n = rows.len() * ow;
+        let par = par && col.len() >= PAR_MIN_ELEMS;
         // Stride 1 with the output as wide as the input: a tap's rows are one run of the plane.
         let flat = [sh, sw] == [1, 1] && ow == w && pl < w && dw * (kw - 1) < w + pl;
+        if !flat && ow <= NARROW && self.window() <= WINDOW {
+            let taps = |(g, t): (usize, &mut [f32])| self.narrow_taps(xs, g, rows.clone(), t, ld);
+            return if par {
+                col.par_chunks_mut(kw * ld).enumerate().for_each(taps)
+            } else {
+                col.chunks_mut(kw * ld).enumerate().for_each(taps)
+            };
+        }
         let fill = |(r, crow): (usize, &mut [f32])| {
             let (c, ky, kx) = (r / (kh * kw), r / kw % kh, r % kw);
             let plane = &xs[c * h * w..(c + 1) * h * w];
+            let crow = &mut crow[..n];
             if flat {
                 let shift = (kx * dw) as isize - pl as isize;
                 return tap_rows(plane, [h, w], rows.clone(), ky * dh, pt, shift, crow);
@@ -128,10 +147,71 @@ impl Product {
                 }
             }
         };
-        if par && col.len() >= PAR_MIN_ELEMS {
-            col.par_chunks_mut(n).enumerate().for_each(fill);
+        if par {
+            col.par_chunks_mut(ld).enumerate().for_each(fill);
         } else {
-            col.chunks_mut(n).enumerate().for_each(fill);
+            col.chunks_mut(ld).enumerate().for_each(fill);
+        }
+    }
+
+    /// The im2col columns of `xs` [Cin/g, H, W] as rows: `rows` [H'·W', K], row (oy, ox) holding
+    /// tap (c, ky, kx) at c·kH·kW + ky·kW + kx (zeros in the padding), each (c, ky) one run of
+    /// an input row.
+    fn im2col_transposed(&self, xs: &[f32], rows: &mut [f32]) {
+        let ([_, h, w], [kh, kw], [_, ow]) = (self.input, self.kernel, self.output);
+        let ([sh, sw], [dh, dw], [pt, _, pl, _]) = (self.strides, self.dilations, self.pad);
+        for (o, row) in rows.chunks_mut(self.depth()).enumerate() {
+            let (oy, ox) = (o / ow, o % ow);
+            for (g, run) in row.chunks_mut(kw).enumerate() {
+                let (c, ky) = (g / kh, g % kh);
+                match tap(oy, ky, sh, dh, pt, h) {
+                    Some(iy) => {
+                        let src = &xs[(c * h + iy) * w..(c * h + iy + 1) * w];
+                        window_row(src, [ox * sw, dw, pl], 0.0, run)
+                    }
+                    None => run.fill(0.0),
+                }
+            }
+        }
+    }
+
+    /// Padded input columns one output row reads: (W' − 1)·sW + (kW − 1)·dW + 1.
+    fn window(&self) -> usize {
+        let ([_, ow], [_, kw]) = (self.output, self.kernel);
+        (ow.max(1) - 1) * self.strides[1] + (kw - 1) * self.dilations[1] + 1
+    }
+
+    /// [`Product::im2col`] for a narrow output: the kW rows of taps (c, ky, 0..kW) in `taps`
+    /// (rows `ld` apart), `group` = c·kH + ky. Each input row they read is copied once into the
+    /// zero-padded window of [`Product::window`] columns, from which every tap takes its W'.
+    fn narrow_taps(
+        &self,
+        xs: &[f32],
+        group: usize,
+        rows: Range<usize>,
+        taps: &mut [f32],
+        ld: usize,
+    ) {
+        let ([_, h, w], [kh, kw], [_, ow]) = (self.input, self.kernel, self.output);
+        let ([sh, sw], [dh, dw], [pt, _, pl, _]) = (self.strides, self.dilations, self.pad);
+        let (c, ky) = (group / kh, group % kh);
+        let plane = &xs[c * h * w..(c + 1) * h * w];
+        let mut win = [0f32; WINDOW];
+        let win = &mut win[..self.window()];
+        for (t, oy) in rows.enumerate() {
+            let iy = tap(oy, ky, sh, dh, pt, h);
+            if let Some(iy) = iy {
+                window_row(&plane[iy * w..(iy + 1) * w], [0, 1, pl], 0.0, win);
+            }
+            for kx in 0..kw {
+                let dst = &mut taps[kx * ld + t * ow..kx * ld + (t + 1) * ow];
+                match iy {
+                    Some(_) => {
+                        (dst.iter_mut().enumerate()).for_each(|(ox, d)| *d = win[ox * sw + kx * dw])
+                    }
+                    None => dst.fill(0.0),
+                }
+            }
         }
     }
 
@@ -165,7 +245,7 @@ impl Product {
                 return Ok(());
             }
             with_scratch(&COLS, k * n, "the im2col scratch", |col| {
-                self.im2col(xs, rows.clone(), col, par);
+                self.im2col(xs, rows.clone(), col, n, par);
                 // SAFETY: as above.
                 unsafe { sgemm_raw(par, m, n, k, a, k, 1, col, n, 1, c, p, accumulate) };
             })
@@ -179,7 +259,93 @@ impl Product {
         // Tiles in parallel: disjoint row ranges write disjoint columns of every channel.
         tiles.par_iter().try_for_each(|rows| tile(rows, false))
     }
+
+    /// Batch elements whose products share one GEMM (see [`Product::run_batched`]): as many as
+    /// keep its n ≤ 64 when every product is small and im2col'd (m ≤ 64, 2 ≤ H'·W' ≤ 32, K ≥ 3),
+    /// else 1. The crate then runs both on its blocked path (B's row stride is n ≥ 2) with the
+    /// depth block min(K, 512), so each element is the same fused multiply-add chain.
+    pub fn batch(&self, n: usize) -> usize {
+        let (m, p) = (self.cog, self.output[0] * self.output[1]);
+        let small = (2..=GEMM_SMALL).contains(&m) && (2..=GEMM_SMALL / 2).contains(&p);
+        if self.direct() || self.depth() < 3 || !small {
+            return 1;
+        }
+        (GEMM_SMALL / p).min(n)
+    }
+
+    /// out (+)= weight × columns for every (batch, group) of `x` [N, Cin, H, W] into `out`
+    /// [N, Cout, H', W'] (`accumulate`: out holds the bias), [`Product::batch`] elements of one
+    /// group per GEMM: their im2col columns side by side in B [K, b·H'·W'], C [m, b·H'·W']
+    /// scattered back to their planes. GEMMs run in parallel when there are several and the
+    /// work is large; results are the same bits as one [`Product::run`] per element.
+    pub fn run_batched(
+        &self,
+        x: &[f32],
+        w: &[f32],
+        out: &mut [f32],
+        [n, groups]: [usize; 2],
+        accumulate: bool,
+    ) -> Result<()> {
+        let ([cg, h, wd], m, k) = (self.input, self.cog, self.depth());
+        let p = self.output[0] * self.output[1];
+        let chunks = n.div_ceil(self.batch(n).max(1));
+        // (x planes, out planes) of each (batch, group), in (batch, group) order.
+        let mut planes: Vec<Option<_>> = (x.chunks(cg * h * wd).zip(out.chunks_mut(m * p)))
+            .map(Some)
+            .collect();
+        let jobs: Vec<(usize, Vec<Planes>)> = (0..groups)
+            .flat_map(|gi| (0..chunks).map(move |t| (gi, n * t / chunks..n * (t + 1) / chunks)))
+            .map(|(gi, batch)| {
+                let mine = batch.map(|b| planes[b * groups + gi].take().expect("each plane once"));
+                (gi, mine.collect())
+            })
+            .collect();
+        let gemm = |(gi, mut mine): (usize, Vec<Planes>), par: bool| {
+            let ld = mine.len() * p;
+            let a = &w[gi * m * k..(gi + 1) * m * k];
+            let mut c = vec![0f32; m * ld];
+            if accumulate {
+                for (j, (_, o)) in mine.iter().enumerate() {
+                    for (crow, orow) in c.chunks_mut(ld).zip(o.chunks(p)) {
+                        crow[j * p..(j + 1) * p].copy_from_slice(orow);
+                    }
+                }
+            }
+            with_scratch(&COLS, k * ld, "the im2col scratch", |col| {
+                // Above 256 outputs the crate takes its blocked path for either layout of B,
+                // so B is stored transposed, [b·H'·W', K], whose rows are runs of the input.
+                let b_strides = if m * ld > 256 {
+                    for (xs, rows) in mine.iter().map(|t| t.0).zip(col.chunks_mut(p * k)) {
+                        self.im2col_transposed(xs, rows);
+                    }
+                    [1, k]
+                } else {
+                    for (j, (xs, _)) in mine.iter().enumerate() {
+                        self.im2col(xs, 0..self.output[0], &mut col[j * p..], ld, par);
+                    }
+                    [ld, 1]
+                };
+                let [rs, cs] = b_strides;
+                sgemm_with(par, m, ld, k, a, k, 1, col, rs, cs, &mut c, ld, accumulate);
+            })?;
+            for (j, (_, o)) in mine.iter_mut().enumerate() {
+                for (crow, orow) in c.chunks(ld).zip(o.chunks_mut(p)) {
+                    orow.copy_from_slice(&crow[j * p..(j + 1) * p]);
+                }
+            }
+            Ok(())
+        };
+        let threads = rayon::current_num_threads();
+        if jobs.len() == 1 || threads == 1 || n * groups * m * k * p < PAR_MIN_MACS {
+            let par = jobs.len() == 1;
+            return jobs.into_iter().try_for_each(|job| gemm(job, par));
+        }
+        jobs.into_par_iter().try_for_each(|job| gemm(job, false))
+    }
 }
+
+/// The input planes of one (batch, group) and its output planes.
+type Planes<'a> = (&'a [f32], &'a mut [f32]);
 
 /// The im2col row of one tap for output rows `rows` of a stride-1 conv whose output is as wide
 /// as its input `[h, w]`: output (oy, ox) reads input (oy + `dy` − `pt`, ox + `shift`), zero
@@ -322,8 +488,9 @@ mod tests {
         }
     }
 
-    /// Tiled products, in order on one thread and in parallel on two, give every bit of the untiled product: narrow (m ≤ 64) and wide products,
-    /// 1×1 direct ones, strides, padding, dilation, groups, batch 2, with and without bias.
+    /// Tiled products, in order on one thread and in parallel on two, and batched ones give
+    /// every bit of one untiled product per element: narrow (m ≤ 64) and wide products, 1×1
+    /// direct ones, strides, padding, dilation, groups, batches, with and without bias.
     #[test]
     fn tiles_and_threads_change_no_bit() {
         // (x shape, weight shape, strides, pad, dilations, groups, bias)
@@ -336,7 +503,7 @@ mod tests {
             usize,
             bool,
         );
-        let cases: [Case; 6] = [
+        let cases: [Case; 10] = [
             (
                 [1, 16, 40, 40],
                 [32, 16, 3, 3],
@@ -390,6 +557,46 @@ mod tests {
                 [1, 1],
                 1,
                 true,
+            ),
+            // A weight gradient's correlation: 3×3 outputs, batch 16 in GEMMs of ≤ 7, K > 512.
+            (
+                [16, 64, 14, 14],
+                [32, 64, 14, 14],
+                [1, 1],
+                [1, 1, 1, 1],
+                [1, 1],
+                1,
+                false,
+            ),
+            // Batched with groups and bias, narrow strided im2col (4×4 outputs).
+            (
+                [5, 6, 7, 7],
+                [8, 3, 3, 3],
+                [2, 2],
+                [1, 1, 1, 1],
+                [1, 1],
+                2,
+                true,
+            ),
+            // Narrow im2col with dilation and uneven padding, batch 3 in one GEMM.
+            (
+                [3, 4, 11, 10],
+                [6, 4, 3, 3],
+                [2, 3],
+                [2, 0, 1, 2],
+                [2, 2],
+                1,
+                true,
+            ),
+            // One element, narrow wide-kernel im2col (5×5 outputs of an 18×15 kernel).
+            (
+                [1, 8, 20, 17],
+                [4, 8, 18, 15],
+                [1, 1],
+                [1, 1, 1, 1],
+                [1, 1],
+                1,
+                false,
             ),
         ];
         for (xs, ws, strides, pad, dilations, groups, with_bias) in cases {

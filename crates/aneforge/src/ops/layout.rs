@@ -356,13 +356,55 @@ fn upsample(x: &Buf, sh: usize, sw: usize, out: &mut Buf) {
     let ow = w * sw;
     for (i, row) in x.data.chunks_exact(w).enumerate() {
         let first = i * sh * ow;
-        out.data[first..first + ow]
-            .iter_mut()
-            .enumerate()
-            .for_each(|(j, v)| *v = row[j / sw]);
+        widen(row, sw, 0, &mut out.data[first..first + ow]);
         for k in 1..sh {
             out.data.copy_within(first..first + ow, first + k * ow);
         }
+    }
+}
+
+/// Elements `start..start + out.len()` (row-major) of the nearest-neighbour upsample by
+/// (`sh`, `sw`) of `x`, whose rows are `w` long (the last two axes upsampled).
+pub(crate) fn upsample_range(x: &[f32], [w, sh, sw]: [usize; 3], start: usize, out: &mut [f32]) {
+    let ow = w * sw;
+    let mut at = start;
+    for seg in split_rows(out, start, ow) {
+        let (r, col) = (at / ow, at % ow);
+        at += seg.len();
+        widen(&x[r / sh * w..(r / sh + 1) * w], sw, col, seg);
+    }
+}
+
+/// `out` (elements `start..` of a row-major array with rows `ow` long) cut at its row ends.
+fn split_rows(out: &mut [f32], start: usize, ow: usize) -> impl Iterator<Item = &mut [f32]> {
+    let mut rest = out;
+    let mut first = ow - start % ow;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let cut = first.min(rest.len());
+        let (seg, tail) = std::mem::take(&mut rest).split_at_mut(cut);
+        (rest, first) = (tail, ow);
+        Some(seg)
+    })
+}
+
+/// Columns `col..col + dst.len()` of one input row `src` widened `sw`-fold: dst[t] =
+/// src[(col + t) / sw] (one division per call; 2-fold repeats have their own loop).
+fn widen(src: &[f32], sw: usize, col: usize, dst: &mut [f32]) {
+    let head = ((sw - col % sw) % sw).min(dst.len());
+    let (first, rest) = dst.split_at_mut(head);
+    first.fill(src[col / sw]);
+    let src = &src[(col + head) / sw..];
+    /// The whole groups and the tail, `s`-fold (constant 2 in one instance).
+    #[inline(always)]
+    fn groups(src: &[f32], s: usize, dst: &mut [f32]) {
+        dst.chunks_mut(s).zip(src).for_each(|(d, &v)| d.fill(v));
+    }
+    match sw {
+        2 => groups(src, 2, rest),
+        _ => groups(src, sw, rest),
     }
 }
 

@@ -79,6 +79,9 @@ impl Pool {
         let sw = self.strides[1];
         // Phase r of row iy: phases[(iy·sW + r)·wp ..][..len(r)], len(r) = ⌈(W − r) / sW⌉.
         let wp = w.div_ceil(sw);
+        if self.kernel == [2, 2] && self.strides == [2, 2] && self.pad == [0; 4] {
+            return max_2x2(x, w, out, ow);
+        }
         if sw == 1 {
             return self.max_rows(x, [h, w, wp], out, ow);
         }
@@ -213,6 +216,38 @@ unsafe fn max_into_avx2(acc: &mut [f32], x: &[f32]) {
     acc.iter_mut().zip(x).for_each(|(a, &v)| *a = a.max(v));
 }
 
+/// [`Pool::max_plane`] for 2×2 windows at stride 2 without padding, one pass per pair of rows
+/// of the [H, W] plane `x`: each output is max(max(max(max(−inf, x₀₀), x₀₁), x₁₀), x₁₁), the
+/// same chain in (ky, kx) order (with AVX2 when the CPU has it).
+fn max_2x2(x: &[f32], w: usize, out: &mut [f32], ow: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the feature the function is compiled for was just detected.
+        unsafe { max_2x2_avx2(x, w, out, ow) };
+        return;
+    }
+    max_2x2_rows(x, w, out, ow);
+}
+
+/// [`max_2x2`] compiled for AVX2 (the pair loop vectorises to de-interleaving loads and `vmaxps`).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn max_2x2_avx2(x: &[f32], w: usize, out: &mut [f32], ow: usize) {
+    max_2x2_rows(x, w, out, ow);
+}
+
+/// The body of [`max_2x2`].
+#[inline(always)]
+fn max_2x2_rows(x: &[f32], w: usize, out: &mut [f32], ow: usize) {
+    for (rows, o) in x.chunks_exact(2 * w).zip(out.chunks_exact_mut(ow)) {
+        let (r0, r1) = rows.split_at(w);
+        let pairs = r0.chunks_exact(2).zip(r1.chunks_exact(2));
+        for (v, (a, b)) in o.iter_mut().zip(pairs) {
+            *v = f32::NEG_INFINITY.max(a[0]).max(a[1]).max(b[0]).max(b[1]);
+        }
+    }
+}
+
 /// Parse `max_pool` / `avg_pool`.
 pub fn from_mil(op: &str, args: &mut MilArgs) -> Option<Result<Op>> {
     let pool = PoolOp::from_mil_name(op)?;
@@ -325,7 +360,8 @@ mod tests {
     }
 
     /// Max-pooling keeps the per-element chain max(…max(max(−inf, t0), t1)…) over the taps in
-    /// (ky, kx) order bit for bit (signed zeros and NaNs in the input), for strides 1–3.
+    /// (ky, kx) order bit for bit (signed zeros and NaNs in the input), for strides 1–3 and the
+    /// 2×2 stride-2 pass (odd sizes, rows long enough for its vector loop).
     #[test]
     fn max_pool_is_the_tap_order_chain_bit_for_bit() {
         let cases = [
@@ -333,6 +369,8 @@ mod tests {
             ([2, 2, 8, 13], [3, 2], [3, 3], [2, 0, 1, 1]),
             ([1, 2, 5, 4], [2, 3], [1, 1], [0, 1, 2, 0]),
             ([1, 1, 3, 2], [3, 3], [1, 3], [1, 1, 2, 2]),
+            ([2, 3, 29, 29], [2, 2], [2, 2], [0; 4]),
+            ([1, 2, 4, 70], [2, 2], [2, 2], [0; 4]),
         ];
         for (xs, k, s, pad) in cases {
             let p = pool(PoolKind::Max, k, s, pad);

@@ -3,10 +3,13 @@
 //! operands are all of one element count (or single values) runs as one step, op by op over
 //! cache-sized chunks, each op rounded to fp16 exactly as its own step would be (so the results
 //! are bit-identical). Values read only inside the run are never written to their slots.
+//! A nearest-neighbour upsample joins a run as an op that gathers from its smaller input.
 //!
 //! Chunked order is safe with the memory plan: every operand is index-aligned (or a single value
 //! read before the run starts), so for each element the run reads and writes its slots in the
-//! steps' own order, whatever slots the plan shared.
+//! steps' own order, whatever slots the plan shared. An upsample's input is the one operand that
+//! is not: it is smaller than the run, and the plan gives slots of one element count only to
+//! values of that count, so no op of the run writes into it.
 
 use std::sync::Arc;
 
@@ -17,6 +20,7 @@ use super::{round_to_fp16, Step};
 use crate::exec::profile::OpLabel;
 use crate::ops::elementwise::{Binary, Compare};
 use crate::ops::kernel::PAR_MIN_ELEMS;
+use crate::ops::layout::{upsample_range, Layout};
 use crate::ops::unary::Unary;
 use crate::ops::{Buf, Op};
 
@@ -30,6 +34,12 @@ enum Kernel {
     Binary(Binary),
     Compare(Compare),
     Select,
+    /// Nearest-neighbour upsample by (h, w) factors of an input whose rows are `row` long.
+    Upsample {
+        row: usize,
+        h: usize,
+        w: usize,
+    },
 }
 
 /// Where a fused op reads an operand.
@@ -41,6 +51,18 @@ enum Operand {
     Scalar(usize),
     /// The result of an earlier op of the run (its index).
     Local(usize),
+    /// A whole smaller slot an upsample gathers from (index into [`Fused::arrays`]).
+    Coarse(usize),
+}
+
+impl Operand {
+    /// The array (index into [`Fused::arrays`]) the operand reads, if any.
+    fn array(self) -> Option<usize> {
+        match self {
+            Operand::Array(a) | Operand::Coarse(a) => Some(a),
+            _ => None,
+        }
+    }
 }
 
 /// One op of a fused run.
@@ -79,6 +101,13 @@ fn kernel(step: &Step) -> Option<Kernel> {
         Op::Binary(b) => Some(Kernel::Binary(b)),
         Op::Compare(c) => Some(Kernel::Compare(c)),
         Op::Select(_) => Some(Kernel::Select),
+        Op::Layout(Layout::Upsample { scale_h, scale_w }) if scale_h * scale_w > 1 => {
+            Some(Kernel::Upsample {
+                row: step.out_shapes[0].last()? / scale_w,
+                h: scale_h,
+                w: scale_w,
+            })
+        }
         _ => None,
     }
 }
@@ -102,9 +131,12 @@ pub(super) fn fuse(
         .iter()
         .zip(values)
         .map(|(s, (ins, outs))| {
-            kernel(s)?;
-            let n = numel[outs[0]];
-            (n > 0 && ins.iter().all(|&v| numel[v] == n || numel[v] == 1)).then_some(n)
+            let (k, n) = (kernel(s)?, numel[outs[0]]);
+            let fits = |v: usize| match k {
+                Kernel::Upsample { h, w, .. } => numel[v] * h * w == n,
+                _ => numel[v] == n || numel[v] == 1,
+            };
+            (n > 0 && ins.iter().all(|&v| fits(v))).then_some(n)
         })
         .collect();
     let mut out = Vec::with_capacity(steps.len());
@@ -166,12 +198,14 @@ fn flush(
     let (mut bytes, mut flops, mut names) = (0, 0, Vec::new());
     for (i, step) in run.drain(..).enumerate() {
         let (ins, outs) = &values[start + i];
+        let upsample = matches!(kernel(&step), Some(Kernel::Upsample { .. }));
         let operands = ins
             .iter()
             .zip(&step.ins)
             .map(
                 |(v, &slot)| match produced[..i].iter().position(|p| p == v) {
                     Some(j) => Operand::Local(j),
+                    None if upsample => Operand::Coarse(array(slot, false, &mut f.arrays)),
                     None if numel[*v] == len => Operand::Array(array(slot, false, &mut f.arrays)),
                     None => {
                         f.scalars.push(slot);
@@ -231,11 +265,7 @@ impl Fused {
         self.scalars.contains(&slot)
             || (self.arrays.iter().enumerate()).any(|(a, arr)| {
                 arr.slot == slot
-                    && (self.ops.iter()).any(|op| {
-                        op.ins
-                            .iter()
-                            .any(|o| matches!(o, Operand::Array(x) if *x == a))
-                    })
+                    && (self.ops.iter()).any(|op| op.ins.iter().any(|o| o.array() == Some(a)))
             })
     }
 
@@ -252,11 +282,7 @@ impl Fused {
         };
         let reads_at = |a: usize| {
             (self.ops.iter().enumerate())
-                .filter(move |(_, op)| {
-                    op.ins
-                        .iter()
-                        .any(|o| matches!(o, Operand::Array(x) if *x == a))
-                })
+                .filter(move |(_, op)| op.ins.iter().any(|o| o.array() == Some(a)))
                 .map(|(k, _)| k)
         };
         let stores: Vec<usize> = (0..self.ops.len())
@@ -340,8 +366,9 @@ fn map2(out: &mut [f32], a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32) {
         .for_each(|(o, (&x, &y))| *o = f(x, y));
 }
 
-/// Evaluate `kernel` on one chunk of operands (each `out.len()` long), without rounding.
-fn apply(kernel: Kernel, ins: &[&[f32]], out: &mut [f32]) {
+/// Evaluate `kernel` on one chunk of operands (each `out.len()` long, but an upsample's whole
+/// input), elements `at..` of the run, without rounding.
+fn apply(kernel: Kernel, ins: &[&[f32]], at: usize, out: &mut [f32]) {
     // A constant op per arm, so each loop is specialised (and vectorised) for it.
     macro_rules! binary {
         ($b:expr, $($k:ident),*) => {
@@ -361,6 +388,7 @@ fn apply(kernel: Kernel, ins: &[&[f32]], out: &mut [f32]) {
             .iter_mut()
             .zip(ins[0].iter().zip(ins[1].iter().zip(ins[2])))
             .for_each(|(o, (&c, (&a, &b)))| *o = if c != 0.0 { a } else { b }),
+        Kernel::Upsample { row, h, w } => upsample_range(ins[0], [row, h, w], at, out),
     }
 }
 
@@ -453,6 +481,11 @@ impl Fused {
                                 (true, w) => &owned[w][at.clone()],
                                 (false, r) => &shared[r][abs.clone()],
                             },
+                            // Never written by the run (see the module doc).
+                            Operand::Coarse(a) => match src[a] {
+                                (true, w) => &owned[w][..],
+                                (false, r) => shared[r],
+                            },
                         }
                     };
                     let mut ins: [&[f32]; 3] = [&[]; 3];
@@ -462,7 +495,7 @@ impl Fused {
                     match &op.table {
                         Some(t) => t.eval(ins[0], y),
                         None => {
-                            apply(op.kernel, &ins, y);
+                            apply(op.kernel, &ins, abs.start, y);
                             if op.round {
                                 round_fp16(y);
                             }
@@ -549,6 +582,38 @@ mod tests {
                     want.to_bits(),
                     "n = {n}, element {i}: {g} vs {want}"
                 );
+            }
+        }
+    }
+
+    /// Nearest-neighbour upsamples join a run (2×2 and 1×3 factors; rows that cut across the
+    /// chunks and the rayon split): one fused step whose results match the per-op rounded
+    /// arithmetic written out here bit for bit, the upsampled value never stored.
+    #[test]
+    fn upsamples_fuse_and_match_per_op_rounding_bit_for_bit() {
+        for ([n, c, h, w], [sh, sw]) in [([2, 3, 4, 5], [2, 2]), ([4, 8, 50, 21], [1, 3])] {
+            let x = crate::input(&[n, c, h, w]).unwrap();
+            let y = crate::input(&[n, c, h * sh, w * sw]).unwrap();
+            let u = x.upsample(sh, sw).unwrap();
+            let eq = y.compare(Compare::Equal, &u).unwrap();
+            let z = crate::select(&eq, &y.mul(&u).unwrap(), &y).unwrap();
+            let (mut net, dir) = compile_reference_for_test(&z, Precision::Fp16, "fuse-upsample");
+            let rp = ref_program(&mut *net.loaded).expect("a reference program");
+            assert_eq!(rp.steps.len(), 1, "every step fused");
+            let (ow, len) = (w * sw, n * c * h * sh * w * sw);
+            let xs: Vec<f32> = (0..n * c * h * w)
+                .map(|i| (i * 37 % 101) as f32 / 8.0)
+                .collect();
+            let up = |i: usize| xs[(i / ow / sh) * w + i % ow / sw];
+            let ys: Vec<f32> = (0..len)
+                .map(|i| if i % 3 == 0 { up(i) } else { (i % 13) as f32 })
+                .collect();
+            let got = net.run(&[PortData::F32(&xs), PortData::F32(&ys)]).unwrap();
+            let _ = std::fs::remove_dir_all(dir);
+            for (i, &g) in got[0].iter().enumerate() {
+                let (uv, yv) = (r(up(i)), r(ys[i]));
+                let want = if yv == uv { r(yv * uv) } else { yv };
+                assert_eq!(g.to_bits(), want.to_bits(), "element {i}: {g} vs {want}");
             }
         }
     }
