@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::graph::build::attention::Attention;
 use crate::ops::{Op, TensorType};
 use crate::shape;
 
@@ -19,6 +20,9 @@ pub struct NodeDef {
     pub op: Op,
     pub srcs: Vec<Tensor>,
     pub outs: Vec<TensorType>,
+    /// Set on the output node of a decomposed attention: how to decompose it again with another
+    /// query-tile count (the `attention_tiles` compile option, see [`crate::plan::retile`]).
+    pub attention: Option<Box<Attention>>,
 }
 
 impl Drop for NodeDef {
@@ -44,6 +48,15 @@ pub struct Tensor {
 impl Tensor {
     /// Build a node: infer its outputs (errors name the op and shapes) and check every output shape.
     pub fn apply(op: Op, srcs: Vec<Tensor>) -> Result<Vec<Tensor>> {
+        Tensor::apply_marked(op, srcs, None)
+    }
+
+    /// [`Tensor::apply`] with the node's attention marker.
+    pub(crate) fn apply_marked(
+        op: Op,
+        srcs: Vec<Tensor>,
+        attention: Option<Box<Attention>>,
+    ) -> Result<Vec<Tensor>> {
         let in_types: Vec<TensorType> = srcs.iter().map(|t| t.ty().clone()).collect();
         if let Some(t) = in_types.iter().find(|t| t.dtype == DType::Int32) {
             if !matches!(op, Op::Cast(_) | Op::Host(_)) {
@@ -64,6 +77,7 @@ impl Tensor {
             op,
             srcs,
             outs,
+            attention,
         });
         Ok((0..node.outs.len())
             .map(|port| Tensor {
@@ -116,6 +130,11 @@ impl Tensor {
     /// The inputs of the op that produced this tensor, in order.
     pub fn sources(&self) -> &[Tensor] {
         &self.node.srcs
+    }
+
+    /// The attention this tensor is the decomposed output of, if any.
+    pub(crate) fn attention(&self) -> Option<&Attention> {
+        self.node.attention.as_deref()
     }
 }
 
