@@ -3,8 +3,10 @@
 //! under a key naming the base tile count. One test function: it sets
 //! ANEFORGE_CACHE_DIR for the process.
 
-use aneforge::compile::{CompileOptions, Device};
-use aneforge::tune::{self, cache, TuneOptions};
+mod common;
+
+use aneforge::compile::CompileOptions;
+use aneforge::tune::{self, cache};
 use aneforge::{input, sdpa, Tensor};
 
 fn attention(s: usize) -> Vec<(Option<String>, Tensor)> {
@@ -18,18 +20,7 @@ fn attention(s: usize) -> Vec<(Option<String>, Tensor)> {
 
 #[test]
 fn tune_measures_and_caches_tile_variants() {
-    let dir = std::env::temp_dir().join(format!("aneforge-tune-tiles-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::env::set_var("ANEFORGE_CACHE_DIR", &dir);
-    std::env::set_var("ANEFORGE_QUIET", "1");
-    let base = CompileOptions {
-        device: Device::Reference,
-        ..CompileOptions::default()
-    };
-    let opts = TuneOptions {
-        reps: 2,
-        ..TuneOptions::default()
-    };
+    let (_cache, base, opts) = common::tune_setup("tune-tiles", 2);
     // 768 query rows: the heuristic builds 2 tiles, so the variants are 1 and 4 tiles.
     let (t, hit) = tune::tune(&attention(768), &base, &opts).unwrap();
     assert!(!hit);
@@ -73,5 +64,4 @@ fn tune_measures_and_caches_tile_variants() {
     names.sort();
     assert_eq!(names, ["attention_tiles=1", "attention_tiles=2"]);
     assert!(tune::variant("attention_tiles=0").is_err());
-    let _ = std::fs::remove_dir_all(&dir);
 }
