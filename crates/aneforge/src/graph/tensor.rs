@@ -25,14 +25,26 @@ pub struct NodeDef {
     pub attention: Option<Box<Attention>>,
 }
 
+impl NodeDef {
+    /// Move the sources and the attention marker's operands onto `pending`.
+    fn release(&mut self, pending: &mut Vec<Tensor>) {
+        pending.append(&mut self.srcs);
+        if let Some(a) = self.attention.take() {
+            let Attention { q, k, v, .. } = *a;
+            pending.extend([q, k, v]);
+        }
+    }
+}
+
 impl Drop for NodeDef {
     /// Free the chain of sources iteratively: the default drop recurses once per node, which
     /// overflows the stack on deep graphs (unrolled solvers are tens of thousands of nodes deep).
     fn drop(&mut self) {
-        let mut pending = std::mem::take(&mut self.srcs);
+        let mut pending = Vec::new();
+        self.release(&mut pending);
         while let Some(t) = pending.pop() {
             if let Ok(mut node) = Arc::try_unwrap(t.node) {
-                pending.append(&mut node.srcs);
+                node.release(&mut pending);
             }
         }
     }
@@ -147,6 +159,22 @@ mod tests {
             let mut t = crate::input(&[4]).unwrap();
             for _ in 0..100_000 {
                 t = t.relu().unwrap();
+            }
+            drop(t);
+        });
+        worker
+            .unwrap()
+            .join()
+            .expect("the drop overflowed the stack");
+    }
+
+    #[test]
+    fn dropping_a_deep_chain_of_attentions_does_not_recurse() {
+        // Each sdpa's marker holds its operands: they are freed iteratively too.
+        let worker = std::thread::Builder::new().stack_size(256 << 10).spawn(|| {
+            let mut t = crate::input(&[1, 1, 2, 2]).unwrap();
+            for _ in 0..5_000 {
+                t = crate::sdpa(&t, &t, &t, None, false, None).unwrap();
             }
             drop(t);
         });
