@@ -135,6 +135,11 @@ class CompileOptions:
     - route: "auto" (host ops with a fused decomposition - minmax_norm, flatten, sdpa, take with constant
       indices, argmax/argmin along an axis of at most 2048 - become fused ops when that removes a cut), "fused" (always) or "host" (never); Model.routes
       reports each decision.
+    - attention_tiles: None (or "auto": each sdpa / mha / cross_attention keeps its builder's
+      query tiles, max(1, (S + 256) // 512); cross_attention one unless S >= 768 and T >= 512)
+      or k: every such attention decomposed in k near-even query tiles (1 <= k <= its query rows,
+      else ValueError naming the option). The same per-row math: the reference executor's
+      outputs are bit-identical across tile counts.
     - opt: not implemented yet (only 0 or None).
 
     Unknown names and bad values raise ValueError (TypeError for a value of the wrong kind),
@@ -179,6 +184,9 @@ class CompileOptions:
     @property
     def route(self) -> Literal["auto", "fused", "host"]:
         """Where host ops with a fused decomposition run."""
+    @property
+    def attention_tiles(self) -> int | None:
+        """Query tiles of every attention, or None for each one's heuristic."""
 
 class _Options(TypedDict, total=False):
     """Keyword form of CompileOptions (see its docstring for meanings and defaults)."""
@@ -195,6 +203,7 @@ class _Options(TypedDict, total=False):
     opset: _Opset | None
     sum_via_matmul: bool | None
     route: Literal["auto", "fused", "host"] | None
+    attention_tiles: int | Literal["auto"] | None
     opt: int | None
 
 """A weight compression mode (see ``compile``)."""
@@ -722,6 +731,8 @@ def sdpa(
 ) -> Tensor:
     """Decomposed, query-tiled softmax(q @ k^T * scale (+ mask)) @ v on [1, H, S, D]; attn_mask is one plane [1, 1, Sq, Skv].
 
+    Tiles: max(1, (Sq + 256) // 512) unless compiled with attention_tiles=k (see CompileOptions).
+
     attn_mask given as a Tensor (computed at run time): the host op sdpa instead, f32 over the last two axes of
     q [..., Sq, D], k [..., Skv, D], v [..., Skv, Dv] with the mask broadcasting to [..., Sq, Skv]; a row with no finite
     score -> ValueError at run time. Gradients: q, k, v and the mask. Fused under route="auto"/"fused"."""
@@ -738,7 +749,7 @@ def mha(
     bo: _ArrayLike | None,
     n_heads: int,
 ) -> Tensor:
-    """Self-attention on x [S, D] (PyTorch linear weights [out, in]; biases may be None), query-tiled."""
+    """Self-attention on x [S, D] (PyTorch linear weights [out, in]; biases may be None), query-tiled (attention_tiles compile option)."""
 
 def cross_attention(
     x: Tensor,
@@ -753,7 +764,7 @@ def cross_attention(
     bv: _ArrayLike | None = None,
     bo: _ArrayLike | None = None,
 ) -> Tensor:
-    """Attention of x [S, D] over context [T, Dc]; query-tiled only when S >= 768 and T >= 512."""
+    """Attention of x [S, D] over context [T, Dc]; query-tiled only when S >= 768 and T >= 512 (or as attention_tiles says)."""
 
 def crop(x: Tensor, top: int, bottom: int, left: int, right: int) -> Tensor:
     """Drop rows (top, bottom) and columns (left, right) of the last two axes."""
@@ -1344,8 +1355,9 @@ def tune(
     Variants: sum_via_matmul, int8 / int4 / blockwise weights, per-weight compression ("auto")
     and combinations, and for a graph with a routable host op (minmax_norm, flatten, sdpa, take
     with constant indices) its routes "route_fused" / "route_host" (options["route"] is then
-    "fused" / "host"; lossless, still gated by atol). Nothing else is varied: attention query
-    tiles are fixed when sdpa / mha / cross_attention build the graph (see README). They are
+    "fused" / "host"; lossless, still gated by atol), and for a graph with an attention (sdpa /
+    mha / cross_attention) of >= 512 query rows "attention_tiles=k" for k in 1, h, 2h (h the
+    heuristic of the longest; options["attention_tiles"] is then k; lossless). They are
     measured on the executor options select with seeded inputs; a variant is accepted only within atol (max-abs error / max|baseline|; NaN or inf rejected) and
     a lossy one only if >= min_lossy_speedup x faster. The choice is cached in autotune.json in
     the cache dir by a structural graph hash (a corrupt cache is ignored with a warning and

@@ -20,9 +20,7 @@ from test_models_resnet import resnet_ref, resnet_state_dict
 from test_models_vision import espcn_ref, espcn_state_dict
 
 ROOT = Path(__file__).resolve().parents[2]
-KEYS = (
-    "device, precision, build_dir, compress, compress_atol, block_size, target, opset, sum_via_matmul, route, int8, opt"
-)
+KEYS = "device, precision, build_dir, compress, compress_atol, block_size, target, opset, sum_via_matmul, route, attention_tiles, int8, opt"
 
 
 @pytest.fixture(scope="module")
@@ -181,7 +179,7 @@ def test_compile_options_default_is_the_rust_default_field_by_field():
         None,
         False,
     )
-    assert opts.route == "auto"
+    assert (opts.route, opts.attention_tiles) == ("auto", None)
     assert af.CompileOptions.keywords == tuple(KEYS.split(", "))
 
 

@@ -82,7 +82,7 @@ pub fn project_peak<'py>(py: Python<'py>, arch: &str) -> PyResult<Bound<'py, PyD
     Ok(d)
 }
 
-/// `{chosen, executor, atol, options: {sum_via_matmul, compress?, route?}, table: [{variant, lossy,
+/// `{chosen, executor, atol, options: {sum_via_matmul, compress?, route?, attention_tiles?}, table: [{variant, lossy,
 /// estimate_us, measured_us, error, accepted, note}]}`.
 fn tuned_dict<'py>(py: Python<'py>, t: &Tuned) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
@@ -97,6 +97,9 @@ fn tuned_dict<'py>(py: Python<'py>, t: &Tuned) -> PyResult<Bound<'py, PyDict>> {
     }
     if let Some(r) = v.route {
         o.set_item("route", r.name())?;
+    }
+    if let Some(k) = v.tiles {
+        o.set_item("attention_tiles", k)?;
     }
     d.set_item("options", o)?;
     let table = PyList::empty(py);

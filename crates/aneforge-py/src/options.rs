@@ -200,6 +200,12 @@ impl PyCompileOptions {
         self.field(py, "route")
     }
 
+    /// Query tiles of every attention (sdpa, mha, cross_attention), or None (each one's heuristic).
+    #[getter]
+    fn attention_tiles<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.field(py, "attention_tiles")
+    }
+
     /// The fields as a dict name -> value.
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);

@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::exec::{ane::Ane, reference::Reference, Executor, Loaded, PortData, Precision};
 use crate::graph::{Graph, Tensor};
 pub use crate::options::{CompileOptions, Device};
+use crate::plan::retile;
 use crate::plan::route::{self, RouteChoice};
 use crate::plan::{file as plan_file, run::PlanLoaded, segment, Plan, Stage};
 use crate::program::{cache_root, PortSpec, Program};
@@ -95,7 +96,9 @@ pub fn executor(device: Device, precision: Precision) -> Result<Box<dyn Executor
 /// program directory (`opts.build_dir`, else the cache) without loading it. A graph holding host
 /// ops is segmented: one program directory per fused region plus `plan.json` (see [`crate::plan`]).
 pub fn export(outputs: &[(Option<String>, Tensor)], opts: &CompileOptions) -> Result<Exported> {
-    let (outputs, routes) = route::route(outputs, opts.route)?;
+    opts.validate()?;
+    let outputs = retile::retile(outputs, opts.attention_tiles)?;
+    let (outputs, routes) = route::route(&outputs, opts.route)?;
     let mut e = if opts.sum_via_matmul {
         let names: Vec<Option<String>> = outputs.iter().map(|(n, _)| n.clone()).collect();
         let ts: Vec<Tensor> = outputs.iter().map(|(_, t)| t.clone()).collect();

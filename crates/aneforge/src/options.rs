@@ -72,6 +72,9 @@ pub struct CompileOptions {
     pub sum_via_matmul: bool,
     /// Where host ops with a fused decomposition run (see [`crate::plan::route`]) (`route`).
     pub route: Route,
+    /// Query tiles of every attention built by `sdpa` / `mha` / `cross_attention` (see
+    /// [`crate::plan::retile`]): `None` = each builder's heuristic, else 1 ≤ k ≤ its query rows (`attention_tiles`).
+    pub attention_tiles: Option<usize>,
 }
 
 /// The `route` option: `Auto` decomposes a routable host op (minmax_norm, flatten, sdpa, take
@@ -111,7 +114,8 @@ impl Route {
 
 impl Default for CompileOptions {
     /// The only place the defaults are spelled: auto device, fp16, the cache, no compression
-    /// (budget 0.05 and block 32 once enabled), target from the environment, host opset, no sum rewrite.
+    /// (budget 0.05 and block 32 once enabled), target from the environment, host opset, no sum
+    /// rewrite, auto routes, heuristic attention tiles.
     fn default() -> Self {
         CompileOptions {
             device: Device::Auto,
@@ -124,6 +128,7 @@ impl Default for CompileOptions {
             opset: None,
             sum_via_matmul: false,
             route: Route::Auto,
+            attention_tiles: None,
         }
     }
 }
@@ -259,7 +264,7 @@ fn compress_name(m: Compress) -> &'static str {
 
 impl CompileOptions {
     /// The option fields, in declaration order (what [`CompileOptions::get`] reads).
-    pub const FIELDS: [&'static str; 10] = [
+    pub const FIELDS: [&'static str; 11] = [
         "device",
         "precision",
         "build_dir",
@@ -270,19 +275,20 @@ impl CompileOptions {
         "opset",
         "sum_via_matmul",
         "route",
+        "attention_tiles",
     ];
 
     /// Every key [`CompileOptions::set`] accepts: the fields plus `int8` (alias of
     /// `compress='int8'`) and `opt` (not implemented: only 0 is accepted).
-    pub const KEYS: [&'static str; 12] = {
-        let mut keys = [""; 12];
+    pub const KEYS: [&'static str; 13] = {
+        let mut keys = [""; 13];
         let mut i = 0;
         while i < Self::FIELDS.len() {
             keys[i] = Self::FIELDS[i];
             i += 1;
         }
-        keys[10] = "int8";
-        keys[11] = "opt";
+        keys[11] = "int8";
+        keys[12] = "opt";
         keys
     };
 
@@ -315,6 +321,12 @@ impl CompileOptions {
             }
             "sum_via_matmul" => self.sum_via_matmul = v.boolean(key)?,
             "route" => self.route = Route::parse(v.text(key)?)?,
+            "attention_tiles" => {
+                self.attention_tiles = match v {
+                    OptionValue::Str(s) if s == "auto" => None,
+                    _ => Some(check_attention_tiles(v.integer(key)?)?),
+                }
+            }
             "int8" => {
                 if v.boolean(key)? {
                     self.compress = Some(int8_alias(self.compress)?);
@@ -346,6 +358,7 @@ impl CompileOptions {
             "opset" => self.opset = d.opset,
             "sum_via_matmul" => self.sum_via_matmul = d.sum_via_matmul,
             "route" => self.route = d.route,
+            "attention_tiles" => self.attention_tiles = d.attention_tiles,
             "int8" | "opt" => {}
             _ => return Err(unknown_key(key)),
         }
@@ -396,14 +409,21 @@ impl CompileOptions {
             "opset" => self.opset.clone().into(),
             "sum_via_matmul" => self.sum_via_matmul.into(),
             "route" => self.route.name().into(),
+            "attention_tiles" => self
+                .attention_tiles
+                .map(|k| i64::try_from(k).unwrap_or(i64::MAX))
+                .into(),
             _ => return Err(unknown_key(key)),
         })
     }
 
     /// Check the fields a struct literal may have set out of range (`compress_atol`,
-    /// `block_size`, `target`, `opset`), with the same errors as [`CompileOptions::set`].
+    /// `block_size`, `target`, `opset`, `attention_tiles`), with the same errors as [`CompileOptions::set`].
     pub fn validate(&self) -> Result<()> {
         compress::check_options(self.compress_atol, self.block_size)?;
+        if let Some(k) = self.attention_tiles {
+            check_attention_tiles(i64::try_from(k).unwrap_or(i64::MAX))?;
+        }
         if let Some(t) = &self.target {
             targets::parse_target(t)?;
         }
@@ -427,6 +447,17 @@ impl CompileOptions {
         }
         Ok(())
     }
+}
+
+/// `k` as an `attention_tiles` count (≥ 1; the upper bound, the query rows, is checked where the
+/// attention is decomposed), else a value error naming the option and `k`.
+pub fn check_attention_tiles(k: i64) -> Result<usize> {
+    usize::try_from(k).ok().filter(|&k| k >= 1).ok_or_else(|| {
+        Error::value(
+            "compile",
+            format!("attention_tiles must be >= 1 (or \"auto\"), got {k}"),
+        )
+    })
 }
 
 /// The Value error for an unknown option name, listing the accepted ones.
@@ -463,6 +494,7 @@ mod tests {
         );
         assert!(!d.sum_via_matmul);
         assert_eq!(d.route, Route::Auto);
+        assert_eq!(d.attention_tiles, None);
     }
 
     #[test]
@@ -479,6 +511,7 @@ mod tests {
             ("opset", "ios17"),
             ("sum_via_matmul", "true"),
             ("route", "host"),
+            ("attention_tiles", "3"),
         ] {
             o.set(k, v).unwrap();
         }
@@ -493,6 +526,7 @@ mod tests {
             opset: Some("ios17".into()),
             sum_via_matmul: true,
             route: Route::Host,
+            attention_tiles: Some(3),
         };
         assert_eq!(o, want);
         for k in CompileOptions::FIELDS {
@@ -536,6 +570,16 @@ mod tests {
             "compile: option block_size must be an int, got float 2.5"
         );
         assert!(err("opset", "ios15").contains("unknown opset 'ios15'"));
+        for bad in [0, -2] {
+            assert_eq!(
+                err("attention_tiles", bad),
+                format!("compile: attention_tiles must be >= 1 (or \"auto\"), got {bad}")
+            );
+        }
+        assert_eq!(
+            err("attention_tiles", "many"),
+            "compile: option attention_tiles must be an int, got str 'many'"
+        );
         assert!(err("target", "q7").contains("'q7' is not a known ANE arch"));
         assert!(err("precision", "fp8").contains("unknown precision 'fp8'"));
         let unknown = err("devise", "ane");
@@ -572,6 +616,14 @@ mod tests {
         assert_eq!(
             bad.validate().unwrap_err().to_string(),
             err("compress_atol", 0.0)
+        );
+        let bad = CompileOptions {
+            attention_tiles: Some(0),
+            ..Default::default()
+        };
+        assert_eq!(
+            bad.validate().unwrap_err().to_string(),
+            err("attention_tiles", 0)
         );
     }
 

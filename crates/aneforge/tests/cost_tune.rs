@@ -2,7 +2,8 @@
 //! the table's structure, the gate's invariants, the cache (hit, structural key, corrupt file
 //! rewritten). One test function: it sets ANEFORGE_CACHE_DIR for the process.
 
-use aneforge::compile::{CompileOptions, Device};
+mod common;
+
 use aneforge::tune::{self, cache, TuneOptions};
 use aneforge::{constant, input, Graph, HostArray, Tensor};
 
@@ -19,18 +20,7 @@ fn net(seed: f32) -> Vec<(Option<String>, Tensor)> {
 
 #[test]
 fn tune_measures_gates_and_caches() {
-    let dir = std::env::temp_dir().join(format!("aneforge-cost-tune-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::env::set_var("ANEFORGE_CACHE_DIR", &dir);
-    std::env::set_var("ANEFORGE_QUIET", "1");
-    let base = CompileOptions {
-        device: Device::Reference,
-        ..CompileOptions::default()
-    };
-    let opts = TuneOptions {
-        reps: 3,
-        ..TuneOptions::default()
-    };
+    let (dir, base, opts) = common::tune_setup("cost-tune", 3);
 
     let (t, hit) = tune::tune(&net(0.0), &base, &opts).unwrap();
     assert!(!hit);
@@ -145,5 +135,4 @@ fn tune_measures_gates_and_caches() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("no variant meets target_error"), "{e}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }

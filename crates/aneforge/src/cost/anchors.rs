@@ -43,6 +43,13 @@ pub const UTILISATION_EXPONENT: f64 = 0.38;
 /// µs of one host-stage hand-off in a segmented plan on a device: the reference design's CUT
 /// default (spec §4.6), a projection (no device hand-off has been measured).
 pub const PROJECTED_CUT_US: f64 = 200.0;
+/// Rows and columns from which a softmax plane (its last two axes) stops fitting on chip: the
+/// reference design's attention measurements (its query-tile heuristic keeps every plane under
+/// 768 rows; its cross-attention splits only from 768 query rows over 512 keys).
+pub const SOFTMAX_WALL: (usize, usize) = (768, 512);
+/// Multiple of a walled softmax's memory time: the reference design's measured ~2.4×
+/// "materialisation wall" of untiled attention (a projection here, never measured on a device).
+pub const SOFTMAX_WALL_FACTOR: f64 = 2.4;
 /// The M1 fp16 anchor `project_peak` scales from (TFLOP/s).
 pub const M1_PEAK_TFLOPS: f64 = 1.8;
 

@@ -154,9 +154,11 @@ fn host_ports_us(graph: &Graph, c: &HostConstants) -> f64 {
 }
 
 /// Analytic time of one node on `m`: max(bytes / bandwidth, flops / effective peak) with
-/// effective peak = peak · min(1, (flops / 1.8e10)^0.38); elementwise and data nodes cost bytes only.
+/// effective peak = peak · min(1, (flops / 1.8e10)^0.38); elementwise and data nodes cost bytes
+/// only, a softmax whose planes reach [`anchors::SOFTMAX_WALL`] its bytes ×
+/// [`anchors::SOFTMAX_WALL_FACTOR`] (what attention query tiles avoid).
 pub fn analytic_node_us(w: &NodeWork, m: &Machine) -> f64 {
-    let memory = w.bytes as f64 / m.bytes_per_us;
+    let memory = w.bytes as f64 / m.bytes_per_us * softmax_wall(w);
     if !matches!(w.kind, WorkKind::Gemm | WorkKind::Conv) || w.flops == 0 {
         return memory;
     }
@@ -165,6 +167,21 @@ pub fn analytic_node_us(w: &NodeWork, m: &Machine) -> f64 {
         .powf(anchors::UTILISATION_EXPONENT)
         .min(1.0);
     memory.max(f / (m.peak_flops_per_us * utilisation))
+}
+
+/// [`anchors::SOFTMAX_WALL_FACTOR`] for a softmax whose output planes (last two axes) have at
+/// least [`anchors::SOFTMAX_WALL`] rows and columns, else 1.
+pub fn softmax_wall(w: &NodeWork) -> f64 {
+    let (rows, cols) = anchors::SOFTMAX_WALL;
+    let walled = w.op == crate::ops::reduce::SOFTMAX
+        && w.output_shapes
+            .first()
+            .is_some_and(|s| s.len() >= 2 && s[s.len() - 2] >= rows && s[s.len() - 1] >= cols);
+    if walled {
+        anchors::SOFTMAX_WALL_FACTOR
+    } else {
+        1.0
+    }
 }
 
 /// Estimate `graph` on the host with explicit constants (`provenance` labels them); ops the

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::graph::build::attention::Attention;
 use crate::ops::{Op, TensorType};
 use crate::shape;
 
@@ -19,16 +20,31 @@ pub struct NodeDef {
     pub op: Op,
     pub srcs: Vec<Tensor>,
     pub outs: Vec<TensorType>,
+    /// Set on the output node of a decomposed attention: how to decompose it again with another
+    /// query-tile count (the `attention_tiles` compile option, see [`crate::plan::retile`]).
+    pub attention: Option<Box<Attention>>,
+}
+
+impl NodeDef {
+    /// Move the sources and the attention marker's operands onto `pending`.
+    fn release(&mut self, pending: &mut Vec<Tensor>) {
+        pending.append(&mut self.srcs);
+        if let Some(a) = self.attention.take() {
+            let Attention { q, k, v, .. } = *a;
+            pending.extend([q, k, v]);
+        }
+    }
 }
 
 impl Drop for NodeDef {
     /// Free the chain of sources iteratively: the default drop recurses once per node, which
     /// overflows the stack on deep graphs (unrolled solvers are tens of thousands of nodes deep).
     fn drop(&mut self) {
-        let mut pending = std::mem::take(&mut self.srcs);
+        let mut pending = Vec::new();
+        self.release(&mut pending);
         while let Some(t) = pending.pop() {
             if let Ok(mut node) = Arc::try_unwrap(t.node) {
-                pending.append(&mut node.srcs);
+                node.release(&mut pending);
             }
         }
     }
@@ -44,6 +60,15 @@ pub struct Tensor {
 impl Tensor {
     /// Build a node: infer its outputs (errors name the op and shapes) and check every output shape.
     pub fn apply(op: Op, srcs: Vec<Tensor>) -> Result<Vec<Tensor>> {
+        Tensor::apply_marked(op, srcs, None)
+    }
+
+    /// [`Tensor::apply`] with the node's attention marker.
+    pub(crate) fn apply_marked(
+        op: Op,
+        srcs: Vec<Tensor>,
+        attention: Option<Box<Attention>>,
+    ) -> Result<Vec<Tensor>> {
         let in_types: Vec<TensorType> = srcs.iter().map(|t| t.ty().clone()).collect();
         if let Some(t) = in_types.iter().find(|t| t.dtype == DType::Int32) {
             if !matches!(op, Op::Cast(_) | Op::Host(_)) {
@@ -64,6 +89,7 @@ impl Tensor {
             op,
             srcs,
             outs,
+            attention,
         });
         Ok((0..node.outs.len())
             .map(|port| Tensor {
@@ -117,6 +143,11 @@ impl Tensor {
     pub fn sources(&self) -> &[Tensor] {
         &self.node.srcs
     }
+
+    /// The attention this tensor is the decomposed output of, if any.
+    pub(crate) fn attention(&self) -> Option<&Attention> {
+        self.node.attention.as_deref()
+    }
 }
 
 #[cfg(test)]
@@ -128,6 +159,22 @@ mod tests {
             let mut t = crate::input(&[4]).unwrap();
             for _ in 0..100_000 {
                 t = t.relu().unwrap();
+            }
+            drop(t);
+        });
+        worker
+            .unwrap()
+            .join()
+            .expect("the drop overflowed the stack");
+    }
+
+    #[test]
+    fn dropping_a_deep_chain_of_attentions_does_not_recurse() {
+        // Each sdpa's marker holds its operands: they are freed iteratively too.
+        let worker = std::thread::Builder::new().stack_size(256 << 10).spawn(|| {
+            let mut t = crate::input(&[1, 1, 2, 2]).unwrap();
+            for _ in 0..5_000 {
+                t = crate::sdpa(&t, &t, &t, None, false, None).unwrap();
             }
             drop(t);
         });

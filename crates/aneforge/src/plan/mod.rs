@@ -5,6 +5,7 @@
 //! loaded plan on either executor.
 
 pub mod file;
+pub mod retile;
 pub mod route;
 pub mod run;
 pub mod segment;

@@ -3,13 +3,14 @@
 //! baseline (NaN/inf rejected; lossy ones only when ≥ 1.10× faster), and cache the choice by a
 //! structural graph hash. `tune_precision`: the cheapest variant meeting an error target
 //! against the fp32 reference. Variants: sum_via_matmul, global and per-weight (`auto`) weight
-//! compression, and the routes of selectable host ops (`route="fused"` / `"host"`, when the
-//! graph has a routable op). Not a variant: attention query tiles (`sdpa`, `mha` and
-//! `cross_attention` fix the tile count when they build the graph from plain ops, and the host
-//! `sdpa`'s fused decomposition is untiled: a built graph has no tile count left to vary).
+//! compression, the routes of selectable host ops (`route="fused"` / `"host"`, when the
+//! graph has a routable op) and attention query tiles (`attention_tiles=k`, when the graph has
+//! an attention built by `sdpa` / `mha` / `cross_attention` with enough query rows: see
+//! [`tiles`]; lossless, since tiles split the query rows of the same per-row math).
 
 pub mod cache;
 pub mod gate;
+pub mod tiles;
 
 use std::time::Instant;
 
@@ -33,6 +34,8 @@ pub struct Variant {
     pub compress: Option<&'static str>,
     /// The `route=` mode, if the variant sets one (else the base options' route).
     pub route: Option<Route>,
+    /// The `attention_tiles=` count, if the variant sets one (else the base options' count).
+    pub tiles: Option<usize>,
 }
 
 const fn v(
@@ -47,6 +50,7 @@ const fn v(
         sum_via_matmul,
         compress,
         route: None,
+        tiles: None,
     }
 }
 
@@ -58,8 +62,24 @@ const fn routed(name: &'static str, route: Route) -> Variant {
         sum_via_matmul: false,
         compress: None,
         route: Some(route),
+        tiles: None,
     }
 }
+
+/// The lossless variant `attention_tiles=k` (the same per-row math in k query tiles).
+pub const fn tiled(k: usize) -> Variant {
+    Variant {
+        name: TILES,
+        lossy: false,
+        sum_via_matmul: false,
+        compress: None,
+        route: None,
+        tiles: Some(k),
+    }
+}
+
+/// The name of the tile variants (labelled `attention_tiles=k`).
+pub const TILES: &str = "attention_tiles";
 
 /// Every variant `tune` knows, baseline first (`auto` = per-weight compression: each weight
 /// gets the smallest encoding within the compile's error budget, see [`Compress::Auto`];
@@ -76,8 +96,18 @@ pub const VARIANTS: [Variant; 9] = [
     v("int8+sum_via_matmul", true, true, Some("int8")),
 ];
 
-/// The variant called `name`, or a value error listing the names.
+/// The variant called `name` (`attention_tiles=k` for k ≥ 1 included), or a value error
+/// listing the names.
 pub fn variant(name: &str) -> Result<Variant> {
+    if let Some(k) = name.strip_prefix(TILES).and_then(|r| r.strip_prefix('=')) {
+        return match k.parse::<usize>() {
+            Ok(k) if k >= 1 => Ok(tiled(k)),
+            _ => Err(Error::value(
+                "tune",
+                format!("variant '{name}': the tile count must be an integer >= 1"),
+            )),
+        };
+    }
     VARIANTS
         .into_iter()
         .find(|v| v.name == name)
@@ -91,6 +121,14 @@ pub fn variant(name: &str) -> Result<Variant> {
 }
 
 impl Variant {
+    /// The name in tables and the cache: `name`, or `attention_tiles=k` for a tile variant.
+    pub fn label(&self) -> String {
+        match self.tiles {
+            Some(k) => format!("{}={k}", self.name),
+            None => self.name.to_string(),
+        }
+    }
+
     /// `base` with this variant's options set.
     pub fn options(&self, base: &CompileOptions) -> Result<CompileOptions> {
         let mut o = base.clone();
@@ -98,6 +136,9 @@ impl Variant {
         o.compress = self.compress.map(Compress::parse).transpose()?;
         if let Some(r) = self.route {
             o.route = r;
+        }
+        if self.tiles.is_some() {
+            o.attention_tiles = self.tiles;
         }
         Ok(o)
     }
@@ -216,11 +257,14 @@ pub fn tune(
     let g = Graph::from_outputs(outs)?;
     let (baseline, base_est) = build(outs, &VARIANTS[0], base)?;
     let executor = baseline.device().to_string();
+    // Graphs with attention have tile variants: their key names the base tile count (entries
+    // written before tiles were tuned are not reused for them; every other key is unchanged).
     let key = format!(
-        "{}/{executor}/{:e}/{}",
+        "{}/{executor}/{:e}/{}{}",
         cache::structural_hash(&g),
         t.atol,
-        t.min_lossy_speedup
+        t.min_lossy_speedup,
+        tiles::key_suffix(outs, base)
     );
     let all = match cache::load_all() {
         Ok(all) => all,
@@ -237,8 +281,10 @@ pub fn tune(
     let mut candidates: Vec<(Variant, Result<(Compiled, f64)>)> =
         vec![(VARIANTS[0], Ok((baseline, base_est)))];
     let routable = has_routable_op(outs)?;
-    for v in VARIANTS[1..].iter().filter(|v| v.applies(&g, routable)) {
-        candidates.push((*v, build(outs, v, base)));
+    let tile_variants = tiles::tile_counts(outs, base).into_iter().map(tiled);
+    let applicable = VARIANTS[1..].iter().filter(|v| v.applies(&g, routable));
+    for v in applicable.copied().chain(tile_variants) {
+        candidates.push((v, build(outs, &v, base)));
     }
     let best_est = candidates
         .iter()
@@ -257,7 +303,7 @@ pub fn tune(
     let mut inputs = None;
     for (v, built) in candidates {
         let mut row = Row {
-            variant: v.name.into(),
+            variant: v.label(),
             lossy: v.lossy,
             estimate_us: f64::NAN,
             measured_us: None,

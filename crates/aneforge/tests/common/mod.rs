@@ -79,3 +79,27 @@ impl Drop for Scratch {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// A fresh tune cache for the process (`ANEFORGE_CACHE_DIR` set to a scratch directory,
+/// `ANEFORGE_QUIET` set), base options on the reference executor and `reps` calls per measurement.
+pub fn tune_setup(
+    tag: &str,
+    reps: usize,
+) -> (
+    Scratch,
+    aneforge::compile::CompileOptions,
+    aneforge::tune::TuneOptions,
+) {
+    let dir = Scratch::new(tag);
+    std::env::set_var("ANEFORGE_CACHE_DIR", &*dir);
+    std::env::set_var("ANEFORGE_QUIET", "1");
+    let base = aneforge::compile::CompileOptions {
+        device: aneforge::compile::Device::Reference,
+        ..Default::default()
+    };
+    let opts = aneforge::tune::TuneOptions {
+        reps,
+        ..Default::default()
+    };
+    (dir, base, opts)
+}

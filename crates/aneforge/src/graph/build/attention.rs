@@ -1,5 +1,7 @@
 //! Attention composites built from existing primitives (no new op): decomposed, query-tiled
-//! scaled dot-product attention (`sdpa`), self-attention (`mha`) and `cross_attention`.
+//! scaled dot-product attention (`sdpa`), self-attention (`mha`) and `cross_attention`. The
+//! output node of each decomposition carries an [`Attention`] marker, so the compile pipeline
+//! can decompose it again with the `attention_tiles` option's count ([`crate::plan::retile`]).
 
 use half::f16;
 
@@ -18,16 +20,45 @@ pub fn attention_tiles(s: usize) -> usize {
 }
 
 /// How each query tile is masked.
-enum Mask {
+#[derive(Clone, Debug)]
+pub(crate) enum Mask {
     None,
     Causal,
     /// fp16 [Sq, Skv] rows of a user mask.
     Rows(Vec<f16>),
 }
 
+/// A decomposed attention as its builder made it: the operands, scale, mask and tile count.
+#[derive(Clone, Debug)]
+pub struct Attention {
+    /// The builder (`sdpa`, `mha` or `cross_attention`), for error messages.
+    pub op: &'static str,
+    pub q: Tensor,
+    pub k: Tensor,
+    pub v: Tensor,
+    pub scale: f32,
+    pub(crate) mask: Mask,
+    /// Query tiles of the decomposition on the marked node.
+    pub tiles: usize,
+}
+
+impl Attention {
+    /// Query rows (Sq).
+    pub fn rows(&self) -> usize {
+        self.q.shape()[2]
+    }
+
+    /// The same attention over (rebuilt) operands `q`, `k`, `v` in `tiles` query tiles (1 ≤ tiles ≤ Sq).
+    pub fn decompose(&self, q: &Tensor, k: &Tensor, v: &Tensor, tiles: usize) -> Result<Tensor> {
+        attend(self.op, q, k, v, self.scale, &self.mask, tiles)
+    }
+}
+
 /// softmax(q kᵀ · scale (+ mask)) v on [1, H, Sq, D] × [1, H, Skv, D] × [1, H, Skv, Dv], the query
-/// axis split into `tiles` near-even chunks whose results are concatenated.
+/// axis split into `tiles` near-even chunks whose results are concatenated; the output node
+/// carries the [`Attention`] marker.
 fn attend(
+    op: &'static str,
     q: &Tensor,
     k: &Tensor,
     v: &Tensor,
@@ -75,11 +106,26 @@ fn attend(
         outs.push(s.softmax(-1)?.matmul(v)?);
         start += len;
     }
-    if tiles == 1 {
-        Ok(outs.swap_remove(0))
+    let out = if tiles == 1 {
+        outs.swap_remove(0)
     } else {
-        concat(&outs, 2)
-    }
+        concat(&outs, 2)?
+    };
+    let marker = Attention {
+        op,
+        q: q.clone(),
+        k: k.clone(),
+        v: v.clone(),
+        scale,
+        mask: mask.clone(),
+        tiles,
+    };
+    Ok(Tensor::apply_marked(
+        out.op().clone(),
+        out.sources().to_vec(),
+        Some(Box::new(marker)),
+    )?
+    .remove(0))
 }
 
 /// Decomposed, query-tiled scaled dot-product attention on q [1, H, Sq, D], k [1, H, Skv, D],
@@ -135,7 +181,7 @@ pub fn sdpa(
         (false, None) => Mask::None,
     };
     let scale = scale.unwrap_or(1.0 / (qs[3] as f32).sqrt());
-    attend(q, k, v, scale, &mask, attention_tiles(sq))
+    attend("sdpa", q, k, v, scale, &mask, attention_tiles(sq))
 }
 
 /// The projection weights (PyTorch linear convention, [out, in]) and optional biases of one attention block.
@@ -167,7 +213,7 @@ fn split_heads(op: &str, t: &Tensor, heads: usize) -> Result<Tensor> {
 /// Multi-head attention of queries from `x` [S, D] over keys/values from `context` [T, Dc];
 /// `tiles` query tiles; returns [S, out] after the output projection.
 fn attention_block(
-    op: &str,
+    op: &'static str,
     x: &Tensor,
     context: &Tensor,
     w: AttentionWeights,
@@ -188,6 +234,7 @@ fn attention_block(
     let k = split_heads(op, &context.linear(w.wk, w.bk)?, heads)?;
     let v = split_heads(op, &context.linear(w.wv, w.bv)?, heads)?;
     let o = attend(
+        op,
         &q,
         &k,
         &v,
