@@ -1,6 +1,7 @@
 //! The graph IR: an arena of MIL-level nodes in topological order, built from the user's DAG.
 //! Passes and the printer work on [`Graph`]; users build with [`Tensor`].
 
+pub mod attention_marker;
 pub mod build;
 pub mod tensor;
 

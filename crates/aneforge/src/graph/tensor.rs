@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::graph::build::attention::Attention;
+use crate::graph::attention_marker::Attention;
 use crate::ops::{Op, TensorType};
 use crate::shape;
 

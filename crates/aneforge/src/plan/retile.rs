@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::route::NamedOutputs;
 use crate::error::{Error, Result};
-use crate::graph::build::attention::Attention;
+use crate::graph::attention_marker::Attention;
 use crate::graph::tensor::NodeDef;
 use crate::graph::Tensor;
 
@@ -89,7 +89,7 @@ pub fn retile(outputs: &[(Option<String>, Tensor)], tiles: Option<usize>) -> Res
             }
             Some(a) if k != a.tiles || [&a.q, &a.k, &a.v].into_iter().any(moved) => {
                 let (q, kk, v) = (get(&changed, &a.q), get(&changed, &a.k), get(&changed, &a.v));
-                vec![a.decompose(&q, &kk, &v, k)?]
+                vec![crate::graph::build::attention::decompose(a, &q, &kk, &v, k)?]
             }
             Some(_) => continue,
             None if t.sources().iter().any(moved) => {

@@ -4,7 +4,8 @@
 //! least [`MIN_ROWS`] query rows.
 
 use crate::compile::CompileOptions;
-use crate::graph::build::attention::{attention_tiles, Attention};
+use crate::graph::attention_marker::Attention;
+use crate::graph::build::attention::attention_tiles;
 use crate::graph::Tensor;
 use crate::plan::retile::attentions;
 

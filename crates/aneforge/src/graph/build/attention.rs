@@ -7,6 +7,7 @@ use half::f16;
 
 use super::io::constant;
 use crate::error::{Error, Result};
+use crate::graph::attention_marker::{Attention, Mask};
 use crate::graph::build::layout::concat;
 use crate::graph::Tensor;
 use crate::ops::io::{HostArray, HostData};
@@ -19,39 +20,16 @@ pub fn attention_tiles(s: usize) -> usize {
     ((s + 256) / 512).clamp(1, s.max(1))
 }
 
-/// How each query tile is masked.
-#[derive(Clone, Debug)]
-pub(crate) enum Mask {
-    None,
-    Causal,
-    /// fp16 [Sq, Skv] rows of a user mask.
-    Rows(Vec<f16>),
-}
-
-/// A decomposed attention as its builder made it: the operands, scale, mask and tile count.
-#[derive(Clone, Debug)]
-pub struct Attention {
-    /// The builder (`sdpa`, `mha` or `cross_attention`), for error messages.
-    pub op: &'static str,
-    pub q: Tensor,
-    pub k: Tensor,
-    pub v: Tensor,
-    pub scale: f32,
-    pub(crate) mask: Mask,
-    /// Query tiles of the decomposition on the marked node.
-    pub tiles: usize,
-}
-
-impl Attention {
-    /// Query rows (Sq).
-    pub fn rows(&self) -> usize {
-        self.q.shape()[2]
-    }
-
-    /// The same attention over (rebuilt) operands `q`, `k`, `v` in `tiles` query tiles (1 ≤ tiles ≤ Sq).
-    pub fn decompose(&self, q: &Tensor, k: &Tensor, v: &Tensor, tiles: usize) -> Result<Tensor> {
-        attend(self.op, q, k, v, self.scale, &self.mask, tiles)
-    }
+/// Attention `a` decomposed again over (rebuilt) operands `q`, `k`, `v` in `tiles` query tiles
+/// (1 ≤ tiles ≤ Sq).
+pub fn decompose(
+    a: &Attention,
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    tiles: usize,
+) -> Result<Tensor> {
+    attend(a.op, q, k, v, a.scale, &a.mask, tiles)
 }
 
 /// softmax(q kᵀ · scale (+ mask)) v on [1, H, Sq, D] × [1, H, Skv, D] × [1, H, Skv, Dv], the query
