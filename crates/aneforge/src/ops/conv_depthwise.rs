@@ -18,7 +18,7 @@ use crate::error::Result;
 use crate::limits::{exceeded, Limits};
 
 /// Geometry of one depthwise conv: input planes [H, W], kernel [kH, kW], output planes [H', W'].
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Depthwise {
     pub input: [usize; 2],
     pub kernel: [usize; 2],
@@ -30,8 +30,9 @@ pub struct Depthwise {
 }
 
 thread_local! {
-    /// The padded scratch plane, reused across planes, convs and calls (fully rewritten per plane).
-    static PADDED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    /// The padded scratch plane, reused across planes, convs and calls, and the geometry whose
+    /// padding zeros it holds (the next plane of that geometry only rewrites the input columns).
+    static PADDED: RefCell<(Vec<f32>, Option<Depthwise>)> = const { RefCell::new((Vec::new(), None)) };
 }
 
 /// Layout of the padded scratch plane: `rows` rows of `stride` phases of `width` columns; padded
@@ -101,7 +102,7 @@ impl Depthwise {
             let k = i % c;
             let b = bias.map(|b| b[k]);
             let (xs, f) = (&x[i * hw..(i + 1) * hw], &w[k * taps..(k + 1) * taps]);
-            PADDED.with_borrow_mut(|s| {
+            PADDED.with_borrow_mut(|(s, zeroed)| {
                 if s.len() < pad.len() {
                     s.try_reserve_exact(pad.len() - s.len()).map_err(|_| {
                         exceeded(
@@ -111,7 +112,10 @@ impl Depthwise {
                     })?;
                     s.resize(pad.len(), 0.0);
                 }
-                self.fill(xs, pad, &spans, &mut s[..pad.len()]);
+                let padding = *zeroed != Some(*self);
+                *zeroed = None;
+                self.fill(xs, pad, &spans, padding, &mut s[..pad.len()]);
+                *zeroed = Some(*self);
                 self.plane(&s[..pad.len()], pad, &offsets, f, b, o);
                 Ok(())
             })
@@ -152,9 +156,9 @@ impl Depthwise {
             .collect()
     }
 
-    /// Copy input plane `xs` [H, W] into the scratch plane `s`, zeros in the padding; `spans`
-    /// from [`Self::spans`].
-    fn fill(&self, xs: &[f32], pad: Padded, spans: &[Span], s: &mut [f32]) {
+    /// Copy input plane `xs` [H, W] into the scratch plane `s`, and when `padding`, zeros in
+    /// the padding (else they are there from the previous plane); `spans` from [`Self::spans`].
+    fn fill(&self, xs: &[f32], pad: Padded, spans: &[Span], padding: bool, s: &mut [f32]) {
         let ([h, w], pt, sw) = (self.input, self.pad[0], self.strides[1]);
         for (r, row) in s.chunks_exact_mut(pad.row_len()).enumerate() {
             let Some(src) = r
@@ -162,14 +166,18 @@ impl Depthwise {
                 .filter(|&iy| iy < h)
                 .map(|iy| &xs[iy * w..(iy + 1) * w])
             else {
-                row.fill(0.0);
+                if padding {
+                    row.fill(0.0);
+                }
                 continue;
             };
             for (dst, sp) in row.chunks_exact_mut(pad.width).zip(spans) {
                 let (head, rest) = dst.split_at_mut(sp.lo);
                 let (body, tail) = rest.split_at_mut(sp.hi - sp.lo);
-                head.fill(0.0);
-                tail.fill(0.0);
+                if padding {
+                    head.fill(0.0);
+                    tail.fill(0.0);
+                }
                 let from = &src[sp.from.min(w)..];
                 match sw {
                     1 => body.copy_from_slice(&from[..body.len()]),
@@ -458,7 +466,7 @@ mod tests {
             [usize; 2],
             bool,
         );
-        let cases: [Case; 11] = [
+        let cases: [Case; 12] = [
             ([1, 8, 9, 9], [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], true),
             ([2, 5, 12, 7], [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], false),
             ([1, 6, 15, 15], [5, 5], [2, 2], [2, 2, 2, 2], [1, 1], true),
@@ -472,6 +480,8 @@ mod tests {
             // MobileNetV3's narrow planes: 7 and 14 columns, row counts not a multiple of 4.
             ([1, 5, 14, 14], [5, 5], [2, 2], [2, 2, 2, 2], [1, 1], true),
             ([1, 3, 14, 14], [5, 5], [1, 1], [2, 2, 2, 2], [1, 1], false),
+            // A geometry again after another: its padding zeros are rewritten, not assumed.
+            ([1, 6, 15, 15], [5, 5], [2, 2], [2, 2, 2, 2], [1, 1], false),
         ];
         for (xs, k, strides, pad, dilations, with_bias) in cases {
             let c = xs[1];
