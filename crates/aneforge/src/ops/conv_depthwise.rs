@@ -18,7 +18,7 @@ use crate::error::Result;
 use crate::limits::{exceeded, Limits};
 
 /// Geometry of one depthwise conv: input planes [H, W], kernel [kH, kW], output planes [H', W'].
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Depthwise {
     pub input: [usize; 2],
     pub kernel: [usize; 2],
@@ -30,8 +30,9 @@ pub struct Depthwise {
 }
 
 thread_local! {
-    /// The padded scratch plane, reused across planes, convs and calls (fully rewritten per plane).
-    static PADDED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    /// The padded scratch plane, reused across planes, convs and calls, and the geometry whose
+    /// padding zeros it holds (the next plane of that geometry only rewrites the input columns).
+    static PADDED: RefCell<(Vec<f32>, Option<Depthwise>)> = const { RefCell::new((Vec::new(), None)) };
 }
 
 /// Layout of the padded scratch plane: `rows` rows of `stride` phases of `width` columns; padded
@@ -41,6 +42,15 @@ struct Padded {
     rows: usize,
     phases: usize,
     width: usize,
+}
+
+/// The columns of one phase of a padded row that read the input: `lo..hi`, reading input
+/// columns `from`, `from + stride`, …; the others are padding zeros.
+#[derive(Clone, Copy)]
+struct Span {
+    lo: usize,
+    hi: usize,
+    from: usize,
 }
 
 impl Padded {
@@ -87,12 +97,12 @@ impl Depthwise {
         let pad = self.padded();
         let bytes = (pad.len() as u64).saturating_mul(4);
         Limits::current()?.bytes("conv", "the depthwise padded scratch plane", bytes)?;
-        let offsets = self.tap_offsets(pad);
+        let (offsets, spans) = (self.tap_offsets(pad), self.spans(pad));
         let plane = |(i, o): (usize, &mut [f32])| {
             let k = i % c;
             let b = bias.map(|b| b[k]);
             let (xs, f) = (&x[i * hw..(i + 1) * hw], &w[k * taps..(k + 1) * taps]);
-            PADDED.with_borrow_mut(|s| {
+            PADDED.with_borrow_mut(|(s, zeroed)| {
                 if s.len() < pad.len() {
                     s.try_reserve_exact(pad.len() - s.len()).map_err(|_| {
                         exceeded(
@@ -102,7 +112,10 @@ impl Depthwise {
                     })?;
                     s.resize(pad.len(), 0.0);
                 }
-                self.fill(xs, pad, &mut s[..pad.len()]);
+                let padding = *zeroed != Some(*self);
+                *zeroed = None;
+                self.fill(xs, pad, &spans, padding, &mut s[..pad.len()]);
+                *zeroed = Some(*self);
                 self.plane(&s[..pad.len()], pad, &offsets, f, b, o);
                 Ok(())
             })
@@ -125,37 +138,61 @@ impl Depthwise {
             .collect()
     }
 
-    /// Copy input plane `xs` [H, W] into the scratch plane `s`, zeros in the padding.
-    fn fill(&self, xs: &[f32], pad: Padded, s: &mut [f32]) {
-        let ([h, w], [pt, _, pl, _], sw) = (self.input, self.pad, self.strides[1]);
-        for (r, row) in s.chunks_mut(pad.row_len()).enumerate() {
+    /// Per phase of a padded row, which of its columns read the input (see [`Span`]).
+    fn spans(&self, pad: Padded) -> Vec<Span> {
+        let (w, pl, sw) = (self.input[1], self.pad[2], self.strides[1]);
+        (0..pad.phases)
+            .map(|ph| {
+                // Padded column j·sw + ph reads input column j·sw + ph − pl, inside the input
+                // for j in lo..hi.
+                let lo = pl.saturating_sub(ph).div_ceil(sw).min(pad.width);
+                let hi = (w + pl)
+                    .saturating_sub(ph)
+                    .div_ceil(sw)
+                    .clamp(lo, pad.width);
+                let from = if hi > lo { lo * sw + ph - pl } else { 0 };
+                Span { lo, hi, from }
+            })
+            .collect()
+    }
+
+    /// Copy input plane `xs` [H, W] into the scratch plane `s`, and when `padding`, zeros in
+    /// the padding (else they are there from the previous plane); `spans` from [`Self::spans`].
+    fn fill(&self, xs: &[f32], pad: Padded, spans: &[Span], padding: bool, s: &mut [f32]) {
+        let ([h, w], pt, sw) = (self.input, self.pad[0], self.strides[1]);
+        for (r, row) in s.chunks_exact_mut(pad.row_len()).enumerate() {
             let Some(src) = r
                 .checked_sub(pt)
                 .filter(|&iy| iy < h)
                 .map(|iy| &xs[iy * w..(iy + 1) * w])
             else {
-                row.fill(0.0);
+                if padding {
+                    row.fill(0.0);
+                }
                 continue;
             };
-            for (ph, dst) in row.chunks_mut(pad.width).enumerate() {
-                // Padded column j·sw + ph reads input column j·sw + ph − pl, inside the input
-                // for j in lo..hi.
-                let lo = pl.saturating_sub(ph).div_ceil(sw).min(dst.len());
-                let hi = (w + pl)
-                    .saturating_sub(ph)
-                    .div_ceil(sw)
-                    .clamp(lo, dst.len());
-                let (head, rest) = dst.split_at_mut(lo);
-                let (body, tail) = rest.split_at_mut(hi - lo);
-                head.fill(0.0);
-                tail.fill(0.0);
-                let from = &src[(lo * sw + ph).saturating_sub(pl)..];
-                if sw == 1 {
-                    body.copy_from_slice(&from[..body.len()]);
-                } else {
-                    body.iter_mut()
+            for (dst, sp) in row.chunks_exact_mut(pad.width).zip(spans) {
+                let (head, rest) = dst.split_at_mut(sp.lo);
+                let (body, tail) = rest.split_at_mut(sp.hi - sp.lo);
+                if padding {
+                    head.fill(0.0);
+                    tail.fill(0.0);
+                }
+                let from = &src[sp.from.min(w)..];
+                match sw {
+                    1 => body.copy_from_slice(&from[..body.len()]),
+                    2 => {
+                        // Every other column: pairs, then the last column on its own.
+                        if let Some((last, first)) = body.split_last_mut() {
+                            let pairs = from.chunks_exact(2);
+                            first.iter_mut().zip(pairs).for_each(|(d, p)| *d = p[0]);
+                            *last = from[2 * first.len()];
+                        }
+                    }
+                    _ => body
+                        .iter_mut()
                         .zip(from.iter().step_by(sw))
-                        .for_each(|(d, &v)| *d = v);
+                        .for_each(|(d, &v)| *d = v),
                 }
             }
         }
@@ -245,8 +282,8 @@ mod x86 {
     /// even when rows are narrow (7 or 14 columns).
     const ROWS: usize = 4;
 
-    /// [`super::output_plane`] with AVX2 + FMA: groups of [`ROWS`] rows in blocks of 16 and 8
-    /// columns and a masked tail, then the remaining rows one by one.
+    /// [`super::output_plane`] with AVX2 + FMA: groups of [`ROWS`] rows, then the 2 or 3 rows
+    /// left as one group, a lone last row by [`output_row`].
     ///
     /// # Safety
     /// The CPU has AVX2 and FMA; reads as in [`super::output_plane`].
@@ -262,30 +299,53 @@ mod x86 {
     ) {
         let rows = o.len() / n;
         let out = o.as_mut_ptr();
+        let at = |oy: usize| (base.add(oy * step), out.add(oy * n));
         let mut oy = 0;
         while oy + ROWS <= rows {
-            let bases = std::array::from_fn(|r| base.add((oy + r) * step));
-            let outs = std::array::from_fn(|r| out.add((oy + r) * n));
-            let mut ox = 0;
-            while ox + 16 <= n {
-                let at = (bases.map(|b| b.add(ox)), outs.map(|p| p.add(ox)));
-                block::<ROWS, 2, false>(at.0, offsets, f, bias, at.1, ALL);
-                ox += 16;
-            }
-            if ox + 8 <= n {
-                let at = (bases.map(|b| b.add(ox)), outs.map(|p| p.add(ox)));
-                block::<ROWS, 1, false>(at.0, offsets, f, bias, at.1, ALL);
-                ox += 8;
-            }
-            if ox < n {
-                let at = (bases.map(|b| b.add(ox)), outs.map(|p| p.add(ox)));
-                block::<ROWS, 1, true>(at.0, offsets, f, bias, at.1, tail_mask(n - ox));
-            }
+            row_group::<ROWS>(at(oy), step, offsets, f, bias, n);
             oy += ROWS;
         }
-        for y in oy..rows {
-            let row = std::slice::from_raw_parts_mut(out.add(y * n), n);
-            output_row(base.add(y * step), offsets, f, bias, row);
+        match rows - oy {
+            3 => row_group::<3>(at(oy), step, offsets, f, bias, n),
+            2 => row_group::<2>(at(oy), step, offsets, f, bias, n),
+            1 => {
+                let row = std::slice::from_raw_parts_mut(out.add(oy * n), n);
+                output_row(base.add(oy * step), offsets, f, bias, row);
+            }
+            _ => {}
+        }
+    }
+
+    /// R consecutive output rows of `n` columns starting at `(base, out)` (row r reads from
+    /// `base + r·step`, writes at `out + r·n`): blocks of 16 and 8 columns and a masked tail.
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and FMA; reads as in [`super::output_plane`].
+    #[inline(always)]
+    unsafe fn row_group<const R: usize>(
+        (base, out): (*const f32, *mut f32),
+        step: usize,
+        offsets: &[usize],
+        f: &[f32],
+        bias: Option<f32>,
+        n: usize,
+    ) {
+        let bases: [*const f32; R] = std::array::from_fn(|r| base.add(r * step));
+        let outs: [*mut f32; R] = std::array::from_fn(|r| out.add(r * n));
+        let mut ox = 0;
+        while ox + 16 <= n {
+            let at = (bases.map(|b| b.add(ox)), outs.map(|p| p.add(ox)));
+            block::<R, 2, false>(at.0, offsets, f, bias, at.1, ALL);
+            ox += 16;
+        }
+        if ox + 8 <= n {
+            let at = (bases.map(|b| b.add(ox)), outs.map(|p| p.add(ox)));
+            block::<R, 1, false>(at.0, offsets, f, bias, at.1, ALL);
+            ox += 8;
+        }
+        if ox < n {
+            let at = (bases.map(|b| b.add(ox)), outs.map(|p| p.add(ox)));
+            block::<R, 1, true>(at.0, offsets, f, bias, at.1, tail_mask(n - ox));
         }
     }
 
@@ -406,7 +466,7 @@ mod tests {
             [usize; 2],
             bool,
         );
-        let cases: [Case; 11] = [
+        let cases: [Case; 12] = [
             ([1, 8, 9, 9], [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], true),
             ([2, 5, 12, 7], [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], false),
             ([1, 6, 15, 15], [5, 5], [2, 2], [2, 2, 2, 2], [1, 1], true),
@@ -420,6 +480,8 @@ mod tests {
             // MobileNetV3's narrow planes: 7 and 14 columns, row counts not a multiple of 4.
             ([1, 5, 14, 14], [5, 5], [2, 2], [2, 2, 2, 2], [1, 1], true),
             ([1, 3, 14, 14], [5, 5], [1, 1], [2, 2, 2, 2], [1, 1], false),
+            // A geometry again after another: its padding zeros are rewritten, not assumed.
+            ([1, 6, 15, 15], [5, 5], [2, 2], [2, 2, 2, 2], [1, 1], false),
         ];
         for (xs, k, strides, pad, dilations, with_bias) in cases {
             let c = xs[1];
@@ -505,8 +567,8 @@ mod tests {
         }
     }
 
-    /// A whole plane (rows grouped by four, blocks of 16, 8 and masked tails, leftover rows
-    /// one by one) gives the bits of the scalar rows, for every row count from 1 to 9.
+    /// A whole plane (rows grouped by four, then by three or two, blocks of 16, 8 and masked
+    /// tails, a lone last row) gives the bits of the scalar rows, for every row count from 1 to 9.
     #[test]
     fn plane_rows_match_the_scalar_rows() {
         let (step, s) = (70, rand_vec(70 * 12, 43));
