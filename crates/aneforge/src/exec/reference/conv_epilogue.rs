@@ -227,7 +227,11 @@ impl Chain {
                     (_, op @ Op::Unary(u)) => Stage::Unary(*u, table(op)),
                     (Link::Op { node, from }, _) => {
                         let ins = &g.nodes[node].inputs;
-                        let other = if ins[0].node == from { &ins[1] } else { &ins[0] };
+                        let other = if ins[0].node == from {
+                            &ins[1]
+                        } else {
+                            &ins[0]
+                        };
                         if g.nodes[other.node].outputs[other.port] == g.nodes[node].outputs[0] {
                             Stage::Add
                         } else {
@@ -608,7 +612,11 @@ mod tests {
             let n = shape.iter().product::<usize>();
             constant("test", HostArray::f32(shape, &rand_vec(n, seed))).unwrap()
         };
-        let h = bare(&x, 21).add(&values(&[16, 1, 1], 22)).unwrap().relu().unwrap();
+        let h = bare(&x, 21)
+            .add(&values(&[16, 1, 1], 22))
+            .unwrap()
+            .relu()
+            .unwrap();
         let y = values(&[1, 16, 1, 1], 23).add(&bare(&h, 24)).unwrap();
         let y = y.add(&values(&[1, 1, 1, 12], 25)).unwrap();
         // conv1→add→relu; conv2→add; the width-broadcast add alone.

@@ -142,7 +142,10 @@ pub(super) fn sink(g: &Graph, ops: &[usize], chains: &[Option<Chain>]) -> Vec<us
     // The node whose step runs node j (a chain runs at its last node).
     let mut step_of: Vec<usize> = (0..n).collect();
     for (last, chain) in chains.iter().enumerate() {
-        for j in chain.iter().flat_map(|c| std::iter::once(c.conv).chain(c.folded())) {
+        for j in chain
+            .iter()
+            .flat_map(|c| std::iter::once(c.conv).chain(c.folded()))
+        {
             step_of[j] = last;
         }
     }
@@ -168,7 +171,9 @@ pub(super) fn sink(g: &Graph, ops: &[usize], chains: &[Option<Chain>]) -> Vec<us
     for (j, node) in g.nodes.iter().enumerate() {
         node.inputs.iter().for_each(|v| read_by(v.node, step_of[j]));
     }
-    g.outputs.iter().for_each(|(_, v)| read_by(v.node, usize::MAX));
+    g.outputs
+        .iter()
+        .for_each(|(_, v)| read_by(v.node, usize::MAX));
     let mut before: Vec<Vec<usize>> = vec![Vec::new(); n];
     let mut moved = vec![false; n];
     for &i in ops {
@@ -451,17 +456,32 @@ fn apply(kernel: Kernel, ins: &[&[f32]], at: usize, out: &mut [f32]) {
             }
         };
     }
+    macro_rules! compare {
+        ($c:expr, $($k:ident),*) => {
+            match $c {
+                $(Compare::$k => map2(out, ins[0], ins[1], |x, y| {
+                    f32::from(u8::from(Compare::$k.apply(x, y)))
+                }),)*
+            }
+        };
+    }
     match kernel {
         Kernel::Unary(u) => u.map(ins[0], out),
         Kernel::Binary(b) => {
             binary!(b, Add, Sub, Mul, RealDiv, Maximum, Minimum, Pow)
         }
-        Kernel::Compare(c) => map2(out, ins[0], ins[1], |x, y| c.apply(x, y) as u8 as f32),
-        // Zipped (no bounds checks), so the choice compiles to a vector blend.
+        Kernel::Compare(c) => {
+            compare!(c, Greater, Less, Equal, NotEqual, LessEqual, GreaterEqual)
+        }
+        // Zipped (no bounds checks) and chosen by a bit mask (all ones where c != 0, NaN
+        // included), so the choice compiles to vector ands.
         Kernel::Select => out
             .iter_mut()
             .zip(ins[0].iter().zip(ins[1].iter().zip(ins[2])))
-            .for_each(|(o, (&c, (&a, &b)))| *o = if c != 0.0 { a } else { b }),
+            .for_each(|(o, (&c, (&a, &b)))| {
+                let m = u32::from(c != 0.0).wrapping_neg();
+                *o = f32::from_bits((a.to_bits() & m) | (b.to_bits() & !m));
+            }),
         Kernel::Upsample { row, h, w } => upsample_range(ins[0], [row, h, w], at, out),
     }
 }
@@ -669,7 +689,9 @@ mod tests {
         let [n, c, h, w] = [2, 3, 4, 6];
         let x = crate::input(&[n, c, 2 * h, 2 * w]).unwrap();
         let y = crate::input(&[n, c, h, w]).unwrap();
-        let eq = x.compare(Compare::Equal, &y.upsample(2, 2).unwrap()).unwrap();
+        let eq = x
+            .compare(Compare::Equal, &y.upsample(2, 2).unwrap())
+            .unwrap();
         let g = y.mul_scalar(2.0).unwrap().add_scalar(1.0).unwrap();
         let z = crate::select(&eq, &g.upsample(2, 2).unwrap(), &x).unwrap();
         let (mut net, dir) = compile_reference_for_test(&z, Precision::Fp16, "sink-masks");
@@ -684,8 +706,16 @@ mod tests {
         let _ = std::fs::remove_dir_all(dir);
         for (i, &got) in got[0].iter().enumerate() {
             let yv = r(ys[up(i)]);
-            let want = if r(xs[i]) == yv { r(r(yv * 2.0) + 1.0) } else { r(xs[i]) };
-            assert_eq!(got.to_bits(), want.to_bits(), "element {i}: {got} vs {want}");
+            let want = if r(xs[i]) == yv {
+                r(r(yv * 2.0) + 1.0)
+            } else {
+                r(xs[i])
+            };
+            assert_eq!(
+                got.to_bits(),
+                want.to_bits(),
+                "element {i}: {got} vs {want}"
+            );
         }
     }
 
