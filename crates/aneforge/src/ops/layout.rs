@@ -397,10 +397,16 @@ fn widen(src: &[f32], sw: usize, col: usize, dst: &mut [f32]) {
     let (first, rest) = dst.split_at_mut(head);
     first.fill(src[col / sw]);
     let src = &src[(col + head) / sw..];
-    /// The whole groups and the tail, `s`-fold (constant 2 in one instance).
+    /// The whole groups and the tail, `s`-fold (constant 2 in one instance: exact chunks of
+    /// a constant length, so the loop vectorises).
     #[inline(always)]
     fn groups(src: &[f32], s: usize, dst: &mut [f32]) {
-        dst.chunks_mut(s).zip(src).for_each(|(d, &v)| d.fill(v));
+        let groups = dst.len() / s;
+        let mut whole = dst.chunks_exact_mut(s);
+        (&mut whole).zip(src).for_each(|(d, &v)| d.fill(v));
+        if let Some(&v) = src.get(groups) {
+            whole.into_remainder().fill(v);
+        }
     }
     match sw {
         2 => groups(src, 2, rest),

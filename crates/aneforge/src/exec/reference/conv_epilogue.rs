@@ -1,6 +1,7 @@
 //! Conv epilogues of the reference executor: the elementwise ops that directly follow a `conv`
-//! (batch_norm, a same-shape add such as a residual, unary activations) run inside the conv's
-//! step as one pass over its output instead of one pass (plus one rounding pass) per op.
+//! (batch_norm, a same-shape add such as a residual, an add of a per-channel value such as a
+//! bias parameter, unary activations) run inside the conv's step as one pass over its output
+//! instead of one pass (plus one rounding pass) per op.
 //!
 //! The fp16 contract is kept bit for bit: the pass applies the same scalar formulas in graph
 //! order and rounds to fp16 after each op exactly where the unfused ops would, so only the
@@ -28,6 +29,8 @@ enum Stage {
     BatchNorm(f32),
     /// `add` of a same-shape value; reads 1 extra input.
     Add,
+    /// `add` of a per-channel value ([C], [C, 1, 1] or [1, C, 1, 1]); reads 1 extra input.
+    ChannelAdd,
     /// A unary op, with its fp16 table when it is a costly one (see `fp16_table`).
     Unary(Unary, Option<Arc<Fp16Table>>),
     /// `mul(x, u(x))`: the unary op (table, whether u(x) is rounded), then the product.
@@ -133,7 +136,13 @@ fn next_link(g: &Graph, readers: &[Vec<usize>], cur: usize, c: usize) -> Option<
                 Op::Binary(Binary::Add) => {
                     let same =
                         |v: &Value| v.port == 0 && g.nodes[v.node].outputs[0] == node.outputs[0];
-                    node.inputs.len() == 2 && node.inputs.iter().all(same)
+                    let chained_and = |other: &Value| {
+                        (0..2).any(|k| reads(j, k)) && (same(other) || per_channel(g, other, c))
+                    };
+                    match &node.inputs[..] {
+                        [a, b] => chained_and(if a.node == cur { b } else { a }),
+                        _ => false,
+                    }
                 }
                 _ => false,
             };
@@ -163,6 +172,15 @@ fn next_link(g: &Graph, readers: &[Vec<usize>], cur: usize, c: usize) -> Option<
         }
         _ => None,
     }
+}
+
+/// Whether `v` is a per-channel operand of conv `c`'s [N, C, H, W] output: an fp16 value of
+/// shape [C, 1, 1] or [1, C, 1, 1] (broadcast over batch and plane).
+fn per_channel(g: &Graph, v: &Value, c: usize) -> bool {
+    let t = &g.nodes[v.node].outputs[v.port];
+    let channels = g.nodes[c].outputs[0].shape[1];
+    let want = [1, channels, 1, 1];
+    t.dtype == DType::Fp16 && (3..=4).contains(&t.shape.len()) && want.ends_with(&t.shape)
 }
 
 impl Chain {
@@ -207,7 +225,19 @@ impl Chain {
                     }
                     (_, Op::BatchNorm(b)) => Stage::BatchNorm(b.eps),
                     (_, op @ Op::Unary(u)) => Stage::Unary(*u, table(op)),
-                    _ => Stage::Add,
+                    (Link::Op { node, from }, _) => {
+                        let ins = &g.nodes[node].inputs;
+                        let other = if ins[0].node == from {
+                            &ins[1]
+                        } else {
+                            &ins[0]
+                        };
+                        if g.nodes[other.node].outputs[other.port] == g.nodes[node].outputs[0] {
+                            Stage::Add
+                        } else {
+                            Stage::ChannelAdd
+                        }
+                    }
                 };
                 (stage, round(l.last()))
             })
@@ -229,6 +259,7 @@ enum Params<'a> {
         beta: &'a [f32],
     },
     Add(&'a [f32]),
+    ChannelAdd(&'a [f32]),
     Unary(Unary, Option<&'a Fp16Table>),
     Gate(Unary, Option<&'a Fp16Table>, bool),
 }
@@ -280,10 +311,13 @@ impl Epilogue {
                             .collect();
                         Params::BatchNorm { mean, scale, beta }
                     }
-                    Stage::Add => {
+                    Stage::Add | Stage::ChannelAdd => {
                         let other = &rest[0].data[..];
                         rest = &rest[1..];
-                        Params::Add(other)
+                        match s {
+                            Stage::Add => Params::Add(other),
+                            _ => Params::ChannelAdd(other),
+                        }
                     }
                     Stage::Unary(u, t) => Params::Unary(*u, t.as_deref()),
                     Stage::Gate(u, t, r) => Params::Gate(*u, t.as_deref(), *r),
@@ -340,6 +374,10 @@ impl Epilogue {
                     Params::Add(other) => {
                         let o = &other[at..at + chunk.len()];
                         chunk.iter_mut().zip(o).for_each(|(v, &w)| *v += w);
+                    }
+                    Params::ChannelAdd(per_channel) => {
+                        let w = per_channel[k];
+                        chunk.iter_mut().for_each(|v| *v += w);
                     }
                     Params::Unary(u, t) => {
                         values.copy_from_slice(chunk);
@@ -553,6 +591,36 @@ mod tests {
         // conv→bn→gate; depthwise→relu6; conv→bn→add→relu→add (the skip conv's add is
         // taken): 3 chains, 8 nodes run inside another node's step.
         check_fused(&y, "conv-epilogue", 3, 8);
+    }
+
+    /// Adds of a per-channel value ([C, 1, 1] after the conv, [1, C, 1, 1] before it) fold
+    /// into bias-less convs (the training graphs' `conv2d(x, w) + b`); an add broadcast along
+    /// the width ([1, 1, 1, W]) does not. Every bit equals node-by-node evaluation.
+    #[test]
+    fn per_channel_adds_fold_into_the_conv() {
+        use crate::graph::build::io::constant;
+        let x = input(&[1, 8, 12, 12]).unwrap();
+        let bare = |x: &Tensor, seed: u64| {
+            let (w, _) = conv_params(16, x.shape()[1], 3, seed);
+            let opts = ConvOptions {
+                pad: [1; 4],
+                ..Default::default()
+            };
+            conv2d(x, HostArray::f32(&[16, x.shape()[1], 3, 3], &w), None, opts).unwrap()
+        };
+        let values = |shape: &[usize], seed: u64| {
+            let n = shape.iter().product::<usize>();
+            constant("test", HostArray::f32(shape, &rand_vec(n, seed))).unwrap()
+        };
+        let h = bare(&x, 21)
+            .add(&values(&[16, 1, 1], 22))
+            .unwrap()
+            .relu()
+            .unwrap();
+        let y = values(&[1, 16, 1, 1], 23).add(&bare(&h, 24)).unwrap();
+        let y = y.add(&values(&[1, 1, 1, 12], 25)).unwrap();
+        // conv1→add→relu; conv2→add; the width-broadcast add alone.
+        check_fused(&y, "per-channel-add", 2, 3);
     }
 
     /// An add of two conv outputs is taken by one conv only (it once was by both, so the first

@@ -255,6 +255,7 @@ impl RefProgram {
         let ops: Vec<usize> = (0..g.nodes.len())
             .filter(|&i| !is_const(i) && !absorbed[i] && !matches!(g.nodes[i].op, Op::Input(_)))
             .collect();
+        let ops = train_fuse::sink(g, &ops, &chains);
         let step_ins: Vec<Vec<usize>> = ops
             .iter()
             .map(|&i| match &chains[i] {

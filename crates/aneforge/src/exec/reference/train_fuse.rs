@@ -15,14 +15,17 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use super::conv_epilogue::Chain;
 use super::fp16_table::Fp16Table;
 use super::{round_to_fp16, Step};
 use crate::exec::profile::OpLabel;
+use crate::graph::Graph;
 use crate::ops::elementwise::{Binary, Compare};
 use crate::ops::kernel::PAR_MIN_ELEMS;
 use crate::ops::layout::{upsample_range, Layout};
 use crate::ops::unary::Unary;
 use crate::ops::{Buf, Op};
+use crate::shape::numel;
 
 /// Elements per chunk: every op's chunk of a run stays in L1.
 const CHUNK: usize = 256;
@@ -96,20 +99,103 @@ fn kernel(step: &Step) -> Option<Kernel> {
     if step.packed.is_some() || step.epilogue.is_some() || step.outs.len() != 1 {
         return None;
     }
-    match step.op {
+    op_kernel(&step.op, &step.out_shapes[0])
+}
+
+/// The kernel of an elementwise `op` with one output of shape `out`.
+fn op_kernel(op: &Op, out: &[usize]) -> Option<Kernel> {
+    match *op {
         Op::Unary(u) => Some(Kernel::Unary(u)),
         Op::Binary(b) => Some(Kernel::Binary(b)),
         Op::Compare(c) => Some(Kernel::Compare(c)),
         Op::Select(_) => Some(Kernel::Select),
         Op::Layout(Layout::Upsample { scale_h, scale_w }) if scale_h * scale_w > 1 => {
             Some(Kernel::Upsample {
-                row: step.out_shapes[0].last()? / scale_w,
+                row: out.last()? / scale_w,
                 h: scale_h,
                 w: scale_w,
             })
         }
         _ => None,
     }
+}
+
+/// The element count `n` of a step with `kernel`, output count `n` and input counts `ins` when
+/// it can join a run: every operand is `n` long or a single value (an upsample's input is the
+/// `n`-element output's coarse grid).
+fn run_len(kernel: Kernel, n: usize, mut ins: impl Iterator<Item = usize>) -> Option<usize> {
+    let fits = |m: usize| match kernel {
+        Kernel::Upsample { h, w, .. } => m * h * w == n,
+        _ => m == n || m == 1,
+    };
+    (n > 0 && ins.all(fits)).then_some(n)
+}
+
+/// `ops` (the steps' nodes of `g` in graph order) with each fusable elementwise node whose
+/// value is read by exactly one step moved to just before that step, when it is a fusable
+/// node of the same element count (so both join one fused run: a max-pool backward's masks,
+/// computed from forward values, run with the selects that read them instead of in a run of
+/// their own that stores them). The order stays topological: a moved node's inputs are either
+/// earlier in graph order than the node's new place or moved to just before it.
+pub(super) fn sink(g: &Graph, ops: &[usize], chains: &[Option<Chain>]) -> Vec<usize> {
+    let n = g.nodes.len();
+    // The node whose step runs node j (a chain runs at its last node).
+    let mut step_of: Vec<usize> = (0..n).collect();
+    for (last, chain) in chains.iter().enumerate() {
+        for j in chain
+            .iter()
+            .flat_map(|c| std::iter::once(c.conv).chain(c.folded()))
+        {
+            step_of[j] = last;
+        }
+    }
+    let len: Vec<Option<usize>> = (0..n)
+        .map(|i| {
+            let node = &g.nodes[i];
+            let [out] = &node.outputs[..] else {
+                return None;
+            };
+            let k = op_kernel(&node.op, &out.shape).filter(|_| chains[i].is_none())?;
+            let ins = node.inputs.iter();
+            run_len(k, numel(&out.shape), ins.map(|v| numel(&g.ty(*v).shape)))
+        })
+        .collect();
+    // The one step reading each node's values (None: none yet; usize::MAX: several or a port).
+    let mut reader: Vec<Option<usize>> = vec![None; n];
+    let mut read_by = |v: usize, r: usize| {
+        reader[v] = match reader[v] {
+            Some(s) if s != r => Some(usize::MAX),
+            _ => Some(r),
+        }
+    };
+    for (j, node) in g.nodes.iter().enumerate() {
+        node.inputs.iter().for_each(|v| read_by(v.node, step_of[j]));
+    }
+    g.outputs
+        .iter()
+        .for_each(|(_, v)| read_by(v.node, usize::MAX));
+    let mut before: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut moved = vec![false; n];
+    for &i in ops {
+        if let Some(r) = reader[i].filter(|&r| r != usize::MAX && len[i].is_some()) {
+            if len[r] == len[i] {
+                before[r].push(i);
+                moved[i] = true;
+            }
+        }
+    }
+    // Each unmoved node in graph order, preceded by what moved before it (depth first).
+    let mut order = Vec::with_capacity(ops.len());
+    for &top in ops.iter().filter(|&&i| !moved[i]) {
+        let mut stack = vec![(top, 0)];
+        while let Some((node, k)) = stack.pop() {
+            match before[node].get(k) {
+                Some(&child) => stack.extend([(node, k + 1), (child, 0)]),
+                None => order.push(node),
+            }
+        }
+    }
+    order
 }
 
 /// Replace each run of two or more consecutive fusable steps by one fused step. `values[k]` are
@@ -130,14 +216,7 @@ pub(super) fn fuse(
     let len: Vec<Option<usize>> = steps
         .iter()
         .zip(values)
-        .map(|(s, (ins, outs))| {
-            let (k, n) = (kernel(s)?, numel[outs[0]]);
-            let fits = |v: usize| match k {
-                Kernel::Upsample { h, w, .. } => numel[v] * h * w == n,
-                _ => numel[v] == n || numel[v] == 1,
-            };
-            (n > 0 && ins.iter().all(|&v| fits(v))).then_some(n)
-        })
+        .map(|(s, (ins, outs))| run_len(kernel(s)?, numel[outs[0]], ins.iter().map(|&v| numel[v])))
         .collect();
     let mut out = Vec::with_capacity(steps.len());
     let mut run: Vec<Step> = Vec::new();
@@ -377,17 +456,32 @@ fn apply(kernel: Kernel, ins: &[&[f32]], at: usize, out: &mut [f32]) {
             }
         };
     }
+    macro_rules! compare {
+        ($c:expr, $($k:ident),*) => {
+            match $c {
+                $(Compare::$k => map2(out, ins[0], ins[1], |x, y| {
+                    f32::from(u8::from(Compare::$k.apply(x, y)))
+                }),)*
+            }
+        };
+    }
     match kernel {
         Kernel::Unary(u) => u.map(ins[0], out),
         Kernel::Binary(b) => {
             binary!(b, Add, Sub, Mul, RealDiv, Maximum, Minimum, Pow)
         }
-        Kernel::Compare(c) => map2(out, ins[0], ins[1], |x, y| c.apply(x, y) as u8 as f32),
-        // Zipped (no bounds checks), so the choice compiles to a vector blend.
+        Kernel::Compare(c) => {
+            compare!(c, Greater, Less, Equal, NotEqual, LessEqual, GreaterEqual)
+        }
+        // Zipped (no bounds checks) and chosen by a bit mask (all ones where c != 0, NaN
+        // included), so the choice compiles to vector ands.
         Kernel::Select => out
             .iter_mut()
             .zip(ins[0].iter().zip(ins[1].iter().zip(ins[2])))
-            .for_each(|(o, (&c, (&a, &b)))| *o = if c != 0.0 { a } else { b }),
+            .for_each(|(o, (&c, (&a, &b)))| {
+                let m = u32::from(c != 0.0).wrapping_neg();
+                *o = f32::from_bits((a.to_bits() & m) | (b.to_bits() & !m));
+            }),
         Kernel::Upsample { row, h, w } => upsample_range(ins[0], [row, h, w], at, out),
     }
 }
@@ -583,6 +677,45 @@ mod tests {
                     "n = {n}, element {i}: {g} vs {want}"
                 );
             }
+        }
+    }
+
+    /// A max-pool-backward-like graph: the mask `x == up(y)` is built before a step of
+    /// another length (`g = 2·y + 1`), and is read once by the select of `up(g)`. The mask and
+    /// its upsample move down to the select and run in its fused step (2 steps, not 3), and
+    /// the results match the per-op rounded arithmetic written out here bit for bit.
+    #[test]
+    fn single_reader_masks_sink_into_their_run() {
+        let [n, c, h, w] = [2, 3, 4, 6];
+        let x = crate::input(&[n, c, 2 * h, 2 * w]).unwrap();
+        let y = crate::input(&[n, c, h, w]).unwrap();
+        let eq = x
+            .compare(Compare::Equal, &y.upsample(2, 2).unwrap())
+            .unwrap();
+        let g = y.mul_scalar(2.0).unwrap().add_scalar(1.0).unwrap();
+        let z = crate::select(&eq, &g.upsample(2, 2).unwrap(), &x).unwrap();
+        let (mut net, dir) = compile_reference_for_test(&z, Precision::Fp16, "sink-masks");
+        let rp = ref_program(&mut *net.loaded).expect("a reference program");
+        assert_eq!(rp.steps.len(), 2, "the mask runs with the select");
+        let up = |i: usize| (i / (2 * w) / 2) * w + i % (2 * w) / 2;
+        let ys: Vec<f32> = (0..n * c * h * w).map(|i| (i % 7) as f32 / 4.0).collect();
+        let xs: Vec<f32> = (0..4 * ys.len())
+            .map(|i| if i % 3 == 0 { ys[up(i)] } else { 9.0 })
+            .collect();
+        let got = net.run(&[PortData::F32(&xs), PortData::F32(&ys)]).unwrap();
+        let _ = std::fs::remove_dir_all(dir);
+        for (i, &got) in got[0].iter().enumerate() {
+            let yv = r(ys[up(i)]);
+            let want = if r(xs[i]) == yv {
+                r(r(yv * 2.0) + 1.0)
+            } else {
+                r(xs[i])
+            };
+            assert_eq!(
+                got.to_bits(),
+                want.to_bits(),
+                "element {i}: {got} vs {want}"
+            );
         }
     }
 
