@@ -8,8 +8,9 @@
 //!
 //! A faster kernel must reproduce every bit; a change here needs a documented contract change.
 //! Each program also runs twice: the memory plan's shared slots must not leak into a result.
-//! The hashes hold for the x86-64 AVX-512 dispatch of the `gemm` crate (its microkernel fixes the
-//! f32 summation order); on other CPUs the comparison is skipped with a note.
+//! Hashes depend on the CPU's GEMM dispatch (its microkernel fixes the f32 summation order): one
+//! file per class, x86-64 AVX-512 (`bit_identical_hashes.txt`) and AVX2+FMA without AVX-512
+//! (`bit_identical_hashes.avx2.txt`, recorded at a2149b8); other CPUs skip with a note.
 //! Record (only when the contract changes): `ANEFORGE_RECORD_HASHES=1 cargo test --test bit_identical`.
 
 use std::collections::BTreeMap;

@@ -5,8 +5,8 @@
 //! parameter and optimizer state buffer (`state_dict`).
 //!
 //! A faster training kernel must reproduce every bit; a change here needs a documented contract
-//! change. Like `bit_identical`, the hashes hold for the x86-64 AVX-512 dispatch of the `gemm`
-//! crate; elsewhere the comparison is skipped with a note.
+//! change. Like `bit_identical`, one hash file per GEMM dispatch class (AVX-512, and `.avx2.txt`
+//! recorded at a2149b8); other CPUs skip with a note.
 //! Record (only when the contract changes): `ANEFORGE_RECORD_HASHES=1 cargo test --test train_bit_identical`.
 
 mod common;
