@@ -1148,7 +1148,7 @@ class Encoder:
         inputs: str | Sequence[str] | Sequence[Sequence[int]] | npt.NDArray[np.integer],
         batch_size: int = 32,
     ) -> npt.NDArray[np.float32]:
-        """Embeddings [N, D] (input order) of a string, a list of strings or token-id sequences, run sorted by length ``batch_size`` at a time, each batch padded to a bucketed (batch, length) with padded keys masked (ValueError if batch_size is 0)."""
+        """Embeddings [N, D] (input order) of a string, a list of strings or token-id sequences, run in batches of one length bucket (multiples of 8 tokens), at most ``batch_size`` and 512 tokens per call, power-of-two sizes with no padded rows, padded keys masked (ValueError if batch_size is 0)."""
     def encode(
         self,
         inputs: str | Sequence[str] | Sequence[Sequence[int]] | npt.NDArray[np.integer],

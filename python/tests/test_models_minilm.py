@@ -195,7 +195,7 @@ def test_encoder_honours_block_size():
 
 
 def test_batched_encode_equals_one_by_one_and_the_float64_oracle(enc, weights, ref_ids):
-    # 24 sentences of 4..~50 tokens, batch 8: three length-sorted batches padded to (8, bucket).
+    # 24 sentences of 4..~50 tokens, batch 8: batches of one length bucket, 1..8 sequences each.
     one_by_one = enc(SENTENCES, batch_size=1)
     batched = enc.encode(SENTENCES, batch_size=8)
     assert batched.shape == (len(SENTENCES), 384)
@@ -205,9 +205,22 @@ def test_batched_encode_equals_one_by_one_and_the_float64_oracle(enc, weights, r
     assert diff <= 5e-4, diff
     for ids, g in zip(ref_ids, batched):
         assert _cos(g, _unit(bert_states(weights, ids).mean(0))) >= 0.9999
-    # A partial last batch (5 = 4 + 1) is padded to the batch bucket and still in input order.
+    # Five sequences at batch 4 run as power-of-two batches and come back in input order.
     np.testing.assert_allclose(enc(ref_ids[:5], batch_size=4), one_by_one[:5], atol=5e-4)
     cls = af.load(MODEL_DIR, device="reference", pooling="cls", normalize=False)
     np.testing.assert_allclose(cls(ref_ids[:3], batch_size=3), cls(ref_ids[:3], batch_size=1), rtol=0, atol=2e-2)
     with pytest.raises(ValueError, match="batch_size"):
         enc(SENTENCES[:2], batch_size=0)
+
+
+def test_batches_split_by_bucket_and_token_budget_equal_one_by_one(enc, weights):
+    # 13 sequences of 33..40 ids (bucket 40: at most 512 // 40 -> 8 per call: 8 + 4 + 1) and 3 of
+    # 5 ids (bucket 8): every batch holds one bucket and no padded rows; input order is kept.
+    rng = np.random.default_rng(3)
+    ids = [[101, *rng.integers(1000, 29000, n - 2).tolist(), 102] for n in [*range(33, 41), *range(35, 40), 5, 5, 5]]
+    rng.shuffle(ids)
+    batched = enc(ids, batch_size=32)
+    one_by_one = enc(ids, batch_size=1)
+    assert float(np.abs(batched - one_by_one).max()) <= 5e-4
+    for seq, g in zip(ids[:3], batched[:3]):
+        assert _cos(g, _unit(bert_states(weights, seq).mean(0))) >= 0.9999

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use aneforge::models::bert::{expected_tensors, BertConfig, Pooling};
+use aneforge::models::bert::{expected_tensors, plan_batches, BertConfig, Pooling};
 use aneforge::models::Weights;
 use aneforge::Error;
 use half::{bf16, f16};
@@ -147,6 +147,38 @@ fn pooling_names() {
         Err(Error::NotImplemented(_))
     ));
     assert!(matches!(Pooling::parse("avg"), Err(Error::Value { .. })));
+}
+
+/// Batches hold one bucket each, longest first, in power-of-two sizes capped by batch_size and
+/// 512 tokens per call; remainders split into binary parts (expected plans written out).
+#[test]
+fn encoder_batches_group_buckets_without_padded_rows() {
+    // Buckets of 11 sequences: 7 of length 16, 3 of 64, 1 of 8 (input order mixed).
+    let buckets = [16, 64, 16, 8, 16, 64, 16, 16, 64, 16, 16];
+    let plan = plan_batches(&buckets, 32);
+    assert_eq!(
+        plan,
+        vec![
+            vec![1, 5],
+            vec![8],
+            vec![0, 2, 4, 6],
+            vec![7, 9],
+            vec![10],
+            vec![3]
+        ]
+    );
+    // batch_size caps below the token budget; a 3 is not a power of two: batches of 2.
+    assert_eq!(
+        plan_batches(&[16; 5], 3),
+        vec![vec![0, 1], vec![2, 3], vec![4]]
+    );
+    // 512 tokens per call: 40 sequences of 24 tokens go 16 (384 tokens) at a time, then 8.
+    let sizes: Vec<usize> = plan_batches(&[24; 40], 32).iter().map(Vec::len).collect();
+    assert_eq!(sizes, [16, 16, 8]);
+    // A sequence longer than the budget still runs, alone; batch_size 1 is one per call.
+    assert_eq!(plan_batches(&[600, 600], 32), vec![vec![0], vec![1]]);
+    assert_eq!(plan_batches(&[8, 8], 1), vec![vec![0], vec![1]]);
+    assert!(plan_batches(&[], 32).is_empty());
 }
 
 #[test]

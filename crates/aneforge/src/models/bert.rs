@@ -32,7 +32,11 @@ use crate::DType;
 pub const DEFAULT_BATCH_SIZE: usize = 32;
 
 /// Sequence-length buckets are multiples of this many tokens.
-pub const BUCKET_STEP: usize = 16;
+pub const BUCKET_STEP: usize = 8;
+
+/// Tokens (batch × bucket length) per program call at most, unless one sequence is longer:
+/// larger calls run the GEMMs out of cache and cost more per token.
+pub const TOKENS_PER_CALL: usize = 512;
 
 /// How token states become one sentence vector.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -263,20 +267,21 @@ impl Encoder {
     }
 
     /// Embeddings ([D] each, in input order) of token-id sequences (1..=max_len ids below the
-    /// vocabulary size). Like sentence-transformers, sequences are sorted by length and run
-    /// `batch_size` at a time (1 = one program call per sequence); each batch is padded to a
-    /// bucketed (batch, length) with padded keys masked out. `batch_size` 0 is a value error.
+    /// vocabulary size), run in the batches of [`plan_batches`] (`batch_size` 1 = one program
+    /// call per sequence): each batch holds sequences of one length bucket, masked past their
+    /// own length, and no padded rows. `batch_size` 0 is a value error.
     pub fn encode_ids(&mut self, ids: &[Vec<u32>], batch_size: usize) -> Result<Vec<Vec<f32>>> {
         if batch_size == 0 {
             return Err(Error::value("bert", "batch_size must be at least 1, got 0"));
         }
-        let mut order: Vec<usize> = (0..ids.len()).collect();
-        order.sort_by_key(|&i| std::cmp::Reverse(ids[i].len()));
+        let buckets = ids
+            .iter()
+            .map(|q| self.bucket(q.len()))
+            .collect::<Result<Vec<_>>>()?;
         let mut out = vec![Vec::new(); ids.len()];
-        for chunk in order.chunks(batch_size) {
-            let seqs: Vec<&[u32]> = chunk.iter().map(|&i| ids[i].as_slice()).collect();
-            let b = chunk.len().next_power_of_two().min(batch_size);
-            for (&i, e) in chunk.iter().zip(self.encode_batch(&seqs, b)?) {
+        for batch in plan_batches(&buckets, batch_size) {
+            let seqs: Vec<&[u32]> = batch.iter().map(|&i| ids[i].as_slice()).collect();
+            for (&i, e) in batch.iter().zip(self.encode_batch(&seqs)?) {
                 out[i] = e;
             }
         }
@@ -303,9 +308,9 @@ impl Encoder {
             .min(self.max_len))
     }
 
-    /// Embeddings of `seqs` (at most `b`) through the (b, length-bucket) program; rows past
-    /// `seqs.len()` are zero padding whose outputs are dropped.
-    fn encode_batch(&mut self, seqs: &[&[u32]], b: usize) -> Result<Vec<Vec<f32>>> {
+    /// Embeddings of `seqs` through the (`seqs.len()`, length-bucket) program.
+    fn encode_batch(&mut self, seqs: &[&[u32]]) -> Result<Vec<Vec<f32>>> {
+        let b = seqs.len();
         let longest = seqs.iter().map(|q| q.len()).max().unwrap_or(0);
         let s = seqs.iter().try_fold(self.bucket(longest.max(1))?, |s, q| {
             self.bucket(q.len()).map(|_| s)
@@ -342,11 +347,7 @@ impl Encoder {
             PortData::F32(&pool),
         ])?;
         let flat = out.into_iter().next().unwrap_or_default();
-        Ok(flat
-            .chunks(d)
-            .take(seqs.len())
-            .map(<[f32]>::to_vec)
-            .collect())
+        Ok(flat.chunks(d).map(<[f32]>::to_vec).collect())
     }
 
     /// The compiled program of bucket (`b` sequences, length `s`), built on first use.
@@ -445,6 +446,27 @@ impl Encoder {
         let m = gelu_mlp(&self.weights, &x, name, c.hidden, c.intermediate)?;
         self.layer_norm(&x.add(&m)?, &format!("{name}.output.LayerNorm"))
     }
+}
+
+/// Batches of sequence indices for sequences of bucket lengths `buckets`, longest first:
+/// one bucket per batch, power-of-two batch sizes of at most `batch_size` and
+/// [`TOKENS_PER_CALL`] / bucket (at least 1); a bucket's remainder splits into its binary
+/// parts (7 = 4 + 2 + 1), so no batch is padded with empty rows.
+pub fn plan_batches(buckets: &[usize], batch_size: usize) -> Vec<Vec<usize>> {
+    let floor_pow2 = |n: usize| 1usize << (usize::BITS - 1 - n.max(1).leading_zeros());
+    let mut order: Vec<usize> = (0..buckets.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(buckets[i]));
+    let mut out = Vec::new();
+    for group in order.chunk_by(|&a, &b| buckets[a] == buckets[b]) {
+        let cap = floor_pow2(batch_size.min(TOKENS_PER_CALL / buckets[group[0]].max(1)));
+        let mut rest = group;
+        while !rest.is_empty() {
+            let (batch, tail) = rest.split_at(floor_pow2(rest.len()).min(cap));
+            out.push(batch.to_vec());
+            rest = tail;
+        }
+    }
+    out
 }
 
 /// Every tensor the encoder reads, with its shape (checked when loading).

@@ -75,18 +75,24 @@ impl Reduce {
         let (first, last) = (self.axes[0], self.axes[self.axes.len() - 1]);
         if last - first + 1 == self.axes.len() {
             // Contiguous reduced axes: x is [outer, red, inner] and y is [outer, inner].
+            // Reduced tail (inner 1): LANES outputs per chunk, their rows folded interleaved.
             let inner = shape::numel(&x.shape[last + 1..]);
             let block = shape::numel(&x.shape[first..=last]) * inner;
             let body = |acc: &mut [f32], xs: &[f32]| {
-                if let [a] = acc {
-                    *a = xs.iter().fold(*a, |a, &v| f(a, v));
+                if inner == 1 {
+                    fold_each_row(acc, xs, &f);
                 } else {
                     for row in xs.chunks_exact(inner) {
                         acc.iter_mut().zip(row).for_each(|(a, &v)| *a = f(*a, v));
                     }
                 }
             };
-            for_chunks(y, inner, &x.data, block, body);
+            let (outs, ins) = if inner == 1 {
+                (LANES, LANES * block)
+            } else {
+                (inner, block)
+            };
+            for_chunks(y, outs, &x.data, ins, body);
         } else {
             self.fold_rows(x, y, f);
         }
@@ -98,7 +104,6 @@ impl Reduce {
     /// folds each row into one output, eight rows with distinct outputs at a time (independent
     /// chains, each still in its own order); a kept tail folds rows into output rows.
     fn fold_rows(&self, x: &Buf, y: &mut [f32], f: impl Fn(f32, f32) -> f32) {
-        const LANES: usize = 8;
         let rank = x.shape.len();
         let tail_reduced = self.axes.contains(&(rank - 1));
         let split = (0..rank)
@@ -123,12 +128,7 @@ impl Reduce {
             let distinct = (1..group.len()).all(|k| !group[..k].contains(&group[k]));
             if group.len() == LANES && distinct {
                 let mut acc: [f32; LANES] = std::array::from_fn(|k| y[group[k]]);
-                let rows = &x.data[i * r..(i + LANES) * r];
-                for p in 0..r {
-                    for (k, a) in acc.iter_mut().enumerate() {
-                        *a = f(*a, rows[k * r + p]);
-                    }
-                }
+                fold_lanes(&mut acc, &x.data[i * r..(i + LANES) * r], &f);
                 group.iter().zip(acc).for_each(|(&o, a)| y[o] = a);
                 i += LANES;
             } else {
@@ -197,11 +197,34 @@ impl Family for Reduce {
     }
 }
 
+/// Rows folded side by side: [`fold_lanes`] runs this many independent chains.
+const LANES: usize = 8;
+
+/// Fold `LANES` equal rows of `rows` into `acc`, row k into `acc[k]`, interleaved:
+/// independent chains, each in its row's order (the bits of one row at a time).
+fn fold_lanes(acc: &mut [f32; LANES], rows: &[f32], f: &impl Fn(f32, f32) -> f32) {
+    let r = rows.len() / LANES;
+    for p in 0..r {
+        for (k, a) in acc.iter_mut().enumerate() {
+            *a = f(*a, rows[k * r + p]);
+        }
+    }
+}
+
+/// Fold the `acc.len()` equal rows of `rows` into `acc`, row k into `acc[k]`, each in its
+/// own order ([`fold_lanes`] when there are `LANES` of them).
+fn fold_each_row(acc: &mut [f32], rows: &[f32], f: &impl Fn(f32, f32) -> f32) {
+    if let Ok(lanes) = <&mut [f32; LANES]>::try_from(&mut *acc) {
+        return fold_lanes(lanes, rows, f);
+    }
+    let r = rows.len() / acc.len().max(1);
+    for (a, row) in acc.iter_mut().zip(rows.chunks_exact(r.max(1))) {
+        *a = row.iter().fold(*a, |a, &v| f(a, v));
+    }
+}
+
 /// Softmax of one `[n, inner]` block along its first axis, subtracting each column's max (f32).
 fn softmax_block(x: &[f32], y: &mut [f32], inner: usize) {
-    if inner == 1 {
-        return softmax_row(x, y);
-    }
     let mut max = vec![f32::NEG_INFINITY; inner];
     for row in x.chunks_exact(inner) {
         max.iter_mut().zip(row).for_each(|(m, &v)| *m = m.max(v));
@@ -220,14 +243,21 @@ fn softmax_block(x: &[f32], y: &mut [f32], inner: usize) {
     }
 }
 
-/// Softmax of one contiguous row (the last-axis case), subtracting its max (f32).
-fn softmax_row(x: &[f32], y: &mut [f32]) {
-    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    y.iter_mut().zip(x).for_each(|(o, &v)| *o = v - max);
+/// Softmax of each contiguous row of `n` elements of x (the last-axis case; at most `LANES`
+/// rows): subtract the row's max, exp, then multiply by 1 / the row's sum (f32, row order).
+fn softmax_rows(x: &[f32], y: &mut [f32], n: usize) {
+    let rows = x.len() / n;
+    let (mut max, mut sum) = ([f32::NEG_INFINITY; LANES], [0f32; LANES]);
+    fold_each_row(&mut max[..rows], x, &f32::max);
+    for ((yr, xr), &m) in y.chunks_exact_mut(n).zip(x.chunks_exact(n)).zip(&max) {
+        yr.iter_mut().zip(xr).for_each(|(o, &v)| *o = v - m);
+    }
     exp_in_place(y);
-    let sum = y.iter().fold(0f32, |s, &o| s + o);
-    let inv = 1.0 / sum;
-    y.iter_mut().for_each(|o| *o *= inv);
+    fold_each_row(&mut sum[..rows], y, &|s, o| s + o);
+    for (yr, &s) in y.chunks_exact_mut(n).zip(&sum) {
+        let inv = 1.0 / s;
+        yr.iter_mut().for_each(|o| *o *= inv);
+    }
 }
 
 impl Family for Softmax {
@@ -255,9 +285,14 @@ impl Family for Softmax {
         let (x, y) = (ins[0], &mut out[0].data);
         let inner = shape::numel(&x.shape[self.axis + 1..]);
         let block = x.shape[self.axis] * inner;
-        for_chunks(y, block, &x.data, block, |ys, xs| {
-            softmax_block(xs, ys, inner)
-        });
+        if inner == 1 {
+            let rows = LANES * block;
+            for_chunks(y, rows, &x.data, rows, |ys, xs| softmax_rows(xs, ys, block));
+        } else {
+            for_chunks(y, block, &x.data, block, |ys, xs| {
+                softmax_block(xs, ys, inner)
+            });
+        }
         Ok(())
     }
 }
@@ -325,17 +360,21 @@ mod tests {
         }
     }
 
-    /// Non-contiguous reduced axes (the row paths of `fold_rows`, eight-row groups with and
-    /// without repeated outputs, kept and reduced tails) give the bits of an f32 fold of each
-    /// output's elements in x's row-major order, written out here.
+    /// Reduced axes (the row paths of `fold_rows`, eight-row groups with and without repeated
+    /// outputs, kept and reduced tails; contiguous reduced tails folded eight rows at a time
+    /// with a partial last group) give the bits of an f32 fold of each output's elements in
+    /// x's row-major order, written out here.
     #[test]
-    fn split_axes_fold_in_row_major_order_bit_for_bit() {
-        let cases: [(&[usize], &[usize]); 5] = [
+    fn reductions_fold_in_row_major_order_bit_for_bit() {
+        let cases: [(&[usize], &[usize]); 8] = [
             (&[5, 16, 7, 9], &[0, 2, 3]),
             (&[3, 5, 4, 2], &[1, 3]),
             (&[2, 3, 4, 5, 6], &[1, 3]),
             (&[2, 3, 4, 5, 6], &[0, 2, 4]),
             (&[9, 1, 11], &[0, 2]),
+            (&[13, 40], &[1]),
+            (&[2, 9, 3, 17], &[2, 3]),
+            (&[41, 1000], &[1]),
         ];
         type Case = (ReduceKind, f32, fn(f32, f32) -> f32);
         let kinds: [Case; 4] = [
@@ -459,6 +498,30 @@ mod tests {
             ],
             "big",
         );
+    }
+
+    /// Last-axis softmax (rows eight at a time, a partial last group, the parallel split, a
+    /// NaN and a −inf) gives the bits of one row at a time in f32, written out here: max fold,
+    /// x − max, exp, sum in row order, times 1 / sum.
+    #[test]
+    fn last_axis_softmax_is_the_row_by_row_f32_bits() {
+        for shape in [vec![13, 40], vec![2, 3, 7], vec![50, 700]] {
+            let mut x = buf(&shape, 5);
+            x.data[3] = f32::NAN;
+            x.data[5] = f32::NEG_INFINITY;
+            let n = shape[shape.len() - 1];
+            let mut want = Vec::new();
+            for row in x.data.chunks_exact(n) {
+                let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                let e: Vec<f32> = row.iter().map(|&v| (v - m).exp()).collect();
+                let inv = 1.0 / e.iter().fold(0f32, |s, &v| s + v);
+                want.extend(e.iter().map(|&v| v * inv));
+            }
+            let axis = shape.len() - 1;
+            let got = run(&Op::Softmax(Softmax { axis }), &[&x]).remove(0).data;
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "softmax {shape:?}");
+        }
     }
 
     /// log_sum_exp of values near fp16's limits stays finite (the max is subtracted first).
