@@ -18,8 +18,6 @@ use rayon::prelude::*;
 
 use super::conv::{tap, window_row};
 use super::gemm::{sgemm_raw, sgemm_with, PAR_MIN_MACS};
-use super::gemm_avx2::NR;
-use super::gemm_packed;
 use super::kernel::PAR_MIN_ELEMS;
 use crate::error::Result;
 
@@ -46,8 +44,6 @@ thread_local! {
     /// im2col columns of one tile, reused across tiles, convs and calls (every element read is
     /// written first).
     static COLS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-    /// One group of im2col rows of a tile on its way into the packed GEMM's panels.
-    static ROW: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
 /// One conv product: geometry, strides, dilations and padding.
@@ -102,16 +98,6 @@ impl Product {
         (0..n).map(|t| oh * t / n..oh * (t + 1) / n).collect()
     }
 
-    /// The packed GEMM's depth block when it takes a tile of `n` output columns (im2col written
-    /// in its panels), or `None` for the `gemm` crate: im2col products the packed kernel runs
-    /// on this CPU with the crate's bits ([`gemm_packed::depth_block`]).
-    fn packed_block(&self, n: usize) -> Option<usize> {
-        if self.direct() {
-            return None;
-        }
-        gemm_packed::depth_block(self.cog, n, self.depth())
-    }
-
     /// Whether every GEMM of [`Product::run`] computes each element as one fused multiply-add
     /// chain written once (the `gemm` crate's blocked path, m, n ≥ 2, k ≥ 3, m·n > 256, with
     /// K ≤ [`ONE_DEPTH_BLOCK`]; see `ops::gemm_order`), so accumulating onto the bias,
@@ -126,86 +112,46 @@ impl Product {
                 .all(|r| r.len() * ow >= 2 && m * r.len() * ow > 256)
     }
 
-    /// Whether a stride-1 conv's output is as wide as its input, so that each tap's rows are
-    /// one run of the plane ([`tap_rows`]).
-    fn flat(&self) -> bool {
-        let ([_, _, w], [_, kw], [_, ow]) = (self.input, self.kernel, self.output);
-        let ([_, dw], [_, _, pl, _]) = (self.dilations, self.pad);
-        self.strides == [1, 1] && ow == w && pl < w && dw * (kw - 1) < w + pl
-    }
-
-    /// im2col rows each [`Product::fill_group`] writes: the kW taps (c, ky, 0..kW) of a narrow
-    /// output ([`Product::narrow_taps`]), else one tap.
-    fn group_rows(&self) -> usize {
-        let narrow = !self.flat() && self.output[1] <= NARROW && self.window() <= WINDOW;
-        if narrow {
-            self.kernel[1]
-        } else {
-            1
-        }
-    }
-
-    /// Write the im2col rows of group `g` (rows g·[`Product::group_rows`]..) for output rows
-    /// `rows` from `xs` [Cin/g, H, W] into the first rows·W' values of each row of `dst` (rows
-    /// `ld` apart; zeros in the padding).
-    fn fill_group(&self, xs: &[f32], rows: Range<usize>, g: usize, dst: &mut [f32], ld: usize) {
-        if self.group_rows() > 1 {
-            return self.narrow_taps(xs, g, rows, dst, ld);
-        }
-        let ([_, h, w], [kh, kw], [_, ow]) = (self.input, self.kernel, self.output);
-        let ([sh, sw], [dh, dw], [pt, _, pl, _]) = (self.strides, self.dilations, self.pad);
-        let (c, ky, kx) = (g / (kh * kw), g / kw % kh, g % kw);
-        let plane = &xs[c * h * w..(c + 1) * h * w];
-        let crow = &mut dst[..rows.len() * ow];
-        if self.flat() {
-            let shift = (kx * dw) as isize - pl as isize;
-            return tap_rows(plane, [h, w], rows, ky * dh, pt, shift, crow);
-        }
-        for (oy, orow) in rows.zip(crow.chunks_mut(ow)) {
-            match tap(oy, ky, sh, dh, pt, h) {
-                Some(iy) => window_row(&plane[iy * w..(iy + 1) * w], [kx * dw, sw, pl], 0.0, orow),
-                None => orow.fill(0.0),
-            }
-        }
-    }
-
     /// Write the im2col columns of output rows `rows` from `xs` [Cin/g, H, W] into the first
     /// rows·W' values of each of the K rows of `col` (rows `ld` apart; zeros in the padding),
     /// on the rayon pool when `par` and the tile is large.
     fn im2col(&self, xs: &[f32], rows: Range<usize>, col: &mut [f32], ld: usize, par: bool) {
-        let fill = |(g, dst): (usize, &mut [f32])| self.fill_group(xs, rows.clone(), g, dst, ld);
-        let size = self.group_rows() * ld;
-        if par && col.len() >= PAR_MIN_ELEMS {
-            col.par_chunks_mut(size).enumerate().for_each(fill);
-        } else {
-            col.chunks_mut(size).enumerate().for_each(fill);
+        let ([_, h, w], [kh, kw], [_, ow]) = (self.input, self.kernel, self.output);
+        let ([sh, sw], [dh, dw], [pt, _, pl, _]) = (self.strides, self.dilations, self.pad);
+        let n = rows.len() * ow;
+        let par = par && col.len() >= PAR_MIN_ELEMS;
+        // Stride 1 with the output as wide as the input: a tap's rows are one run of the plane.
+        let flat = [sh, sw] == [1, 1] && ow == w && pl < w && dw * (kw - 1) < w + pl;
+        if !flat && ow <= NARROW && self.window() <= WINDOW {
+            let taps = |(g, t): (usize, &mut [f32])| self.narrow_taps(xs, g, rows.clone(), t, ld);
+            return if par {
+                col.par_chunks_mut(kw * ld).enumerate().for_each(taps)
+            } else {
+                col.chunks_mut(kw * ld).enumerate().for_each(taps)
+            };
         }
-    }
-
-    /// [`Product::im2col`] for output rows `rows` written straight into the packed GEMM's
-    /// panels (`panels`: [`gemm_packed::panels_len`]`(K, rows·W')` values, the tail panel's
-    /// padding zero): each group of rows goes through the thread's small `ROW` scratch.
-    fn im2col_panels(&self, xs: &[f32], rows: Range<usize>, panels: &mut [f32]) -> Result<()> {
-        let (k, n, gr) = (self.depth(), rows.len() * self.output[1], self.group_rows());
-        with_scratch(&ROW, gr * n, "the im2col row", |tmp| {
-            for g in 0..k / gr {
-                self.fill_group(xs, rows.clone(), g, tmp, n);
-                for (r, row) in (g * gr..).zip(tmp.chunks(n)) {
-                    let (full, tail) = row.split_at(n / NR * NR);
-                    let dst = panels[r * NR..].chunks_mut(k * NR);
-                    for (src, dst) in full.chunks_exact(NR).zip(dst) {
-                        let dst: &mut [f32; NR] = (&mut dst[..NR]).try_into().unwrap();
-                        *dst = src.try_into().unwrap();
+        let fill = |(r, crow): (usize, &mut [f32])| {
+            let (c, ky, kx) = (r / (kh * kw), r / kw % kh, r % kw);
+            let plane = &xs[c * h * w..(c + 1) * h * w];
+            let crow = &mut crow[..n];
+            if flat {
+                let shift = (kx * dw) as isize - pl as isize;
+                return tap_rows(plane, [h, w], rows.clone(), ky * dh, pt, shift, crow);
+            }
+            for (oy, orow) in rows.clone().zip(crow.chunks_mut(ow)) {
+                match tap(oy, ky, sh, dh, pt, h) {
+                    Some(iy) => {
+                        window_row(&plane[iy * w..(iy + 1) * w], [kx * dw, sw, pl], 0.0, orow)
                     }
-                    if !tail.is_empty() {
-                        let at = (n / NR * k + r) * NR;
-                        let dst = &mut panels[at..at + NR];
-                        dst[..tail.len()].copy_from_slice(tail);
-                        dst[tail.len()..].fill(0.0);
-                    }
+                    None => orow.fill(0.0),
                 }
             }
-        })
+        };
+        if par {
+            col.par_chunks_mut(ld).enumerate().for_each(fill);
+        } else {
+            col.chunks_mut(ld).enumerate().for_each(fill);
+        }
     }
 
     /// The im2col columns of `xs` [Cin/g, H, W] as rows: `rows` [H'·W', K], row (oy, ox) holding
@@ -297,17 +243,6 @@ impl Product {
                 // SAFETY: see the closure's contract; C's checks run inside.
                 unsafe { sgemm_raw(par, m, n, k, a, k, 1, b, h * wd, 1, c, p, accumulate) };
                 return Ok(());
-            }
-            if let Some(kc) = self.packed_block(n) {
-                let len = gemm_packed::panels_len(k, n);
-                return with_scratch(&COLS, len, "the im2col scratch", |col| {
-                    self.im2col_panels(xs, rows.clone(), col)?;
-                    // SAFETY: as above.
-                    unsafe {
-                        gemm_packed::gemm_raw(kc, par, (m, n, k), a, k, col, c, p, accumulate)
-                    };
-                    Ok(())
-                })?;
             }
             with_scratch(&COLS, k * n, "the im2col scratch", |col| {
                 self.im2col(xs, rows.clone(), col, n, par);
@@ -741,112 +676,5 @@ mod tests {
         // 1×1 direct: one tile on one thread.
         assert!(one_tile(product(64, 1, 56, 256).tile_rows(1), 56));
         assert!(one_tile(product(1, 3, 56, 1).tile_rows(2), 56));
-    }
-
-    /// Throughput of the packed path (im2col in panels + packed GEMM) against im2col + the
-    /// `gemm` crate on ResNet conv products, whole products tile by tile on one thread (a
-    /// benchmark, not a test: run with `--ignored --nocapture` in release).
-    #[test]
-    #[ignore]
-    fn throughput_panels_against_crate() {
-        // (Cin, kernel, input size, stride, Cout)
-        let shapes = [
-            (3, 7, 224, 2, 64),
-            (64, 3, 56, 1, 64),
-            (64, 3, 56, 2, 128),
-            (128, 3, 28, 1, 128),
-            (64, 1, 56, 2, 128),
-            (128, 3, 28, 2, 256),
-            (256, 3, 14, 1, 256),
-            (256, 3, 14, 2, 512),
-            (512, 3, 7, 1, 512),
-            (256, 1, 14, 2, 512),
-        ];
-        for (cin, kk, size, stride, cout) in shapes {
-            let pad = kk / 2;
-            let out = (size + 2 * pad - kk) / stride + 1;
-            let product = Product {
-                input: [cin, size, size],
-                kernel: [kk, kk],
-                output: [out, out],
-                strides: [stride; 2],
-                dilations: [1, 1],
-                pad: [pad; 4],
-                cog: cout,
-            };
-            let (m, k, p) = (cout, product.depth(), out * out);
-            let (x, w) = (rand_vec(cin * size * size, 1), rand_vec(m * k, 2));
-            let mut c = vec![0f32; m * p];
-            let time = |f: &mut dyn FnMut()| {
-                let mut t: Vec<f64> = (0..9)
-                    .map(|_| {
-                        let t = crate::exec::clock::process_cpu_us().unwrap();
-                        (0..10).for_each(|_| f());
-                        (crate::exec::clock::process_cpu_us().unwrap() - t) / 10.0
-                    })
-                    .collect();
-                t.sort_by(f64::total_cmp);
-                t[4]
-            };
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(1)
-                .build()
-                .unwrap();
-            let tiles = product.tile_rows(1);
-            let mut col = vec![0f32; k * tiles.iter().map(|r| r.len()).max().unwrap() * out];
-            let mut crate_path = || {
-                for rows in &tiles {
-                    let (n, start) = (rows.len() * out, rows.start * out);
-                    product.im2col(&x, rows.clone(), &mut col[..k * n], n, false);
-                    sgemm_with(
-                        false,
-                        m,
-                        n,
-                        k,
-                        &w,
-                        k,
-                        1,
-                        &col,
-                        n,
-                        1,
-                        &mut c[start..],
-                        p,
-                        false,
-                    );
-                }
-            };
-            let crate_t = pool.install(|| time(&mut crate_path));
-            let packed_t =
-                pool.install(|| time(&mut || product.run(&x, &w, 0, &mut c, false).unwrap()));
-            // The two parts of each path alone (im2col; GEMM over columns left in the scratch).
-            let last = tiles.last().unwrap().clone();
-            let nl = last.len() * out;
-            let mut panels = vec![0f32; gemm_packed::panels_len(k, nl)];
-            let parts = pool.install(|| {
-                let kc = product.packed_block(nl).unwrap_or(k);
-                [
-                    time(&mut || product.im2col(&x, last.clone(), &mut col[..k * nl], nl, false)),
-                    time(&mut || {
-                        product
-                            .im2col_panels(&x, last.clone(), &mut panels)
-                            .unwrap()
-                    }),
-                    time(&mut || {
-                        sgemm_with(false, m, nl, k, &w, k, 1, &col, nl, 1, &mut c, nl, false)
-                    }),
-                    time(&mut || {
-                        gemm_packed::gemm(kc, false, (m, nl, k), &w, k, &panels, &mut c, nl)
-                    }),
-                ]
-            });
-            println!("parts of the last tile: im2col {:.0} / panels {:.0} µs, gemm crate {:.0} / packed {:.0} µs", parts[0], parts[1], parts[2], parts[3]);
-            let n = tiles[0].len() * out;
-            println!(
-                "| ({m}, {p}, {k}) {kk}x{kk}/{stride} | {} tiles of {n} | {crate_t:.0} µs | {packed_t:.0} µs | {:.2}x | {:?} |",
-                tiles.len(),
-                packed_t / crate_t,
-                product.packed_block(n),
-            );
-        }
     }
 }

@@ -42,56 +42,19 @@ pub fn panel_index(k: usize, p: usize, j: usize) -> usize {
 pub fn gemm(
     kc: usize,
     parallel: bool,
-    mnk: (usize, usize, usize),
+    (m, n, k): (usize, usize, usize),
     a: &[f32],
     a_rs: usize,
     panels: &[f32],
     c: &mut [f32],
     c_rs: usize,
 ) {
-    // SAFETY: `c` is borrowed mutably, so it is valid for its length and nothing else accesses
-    // it (nor aliases A or the panels) during the call.
-    unsafe {
-        gemm_raw(
-            kc,
-            parallel,
-            mnk,
-            a,
-            a_rs,
-            panels,
-            (c.as_mut_ptr(), c.len()),
-            c_rs,
-            false,
-        )
-    }
-}
-
-/// [`gemm`] with C given as (pointer, length), for callers whose threads write disjoint column
-/// blocks of one matrix in place (conv tiles), and C += A·B when `accumulate` (the crate's
-/// order: C + acc per depth block, as `sgemm` with `accumulate`); same checks, same bits.
-///
-/// # Safety
-/// `c.0` is valid for reads and writes of `c.1` f32, and while the call runs nothing else
-/// reads or writes the elements C[i, j] = c[i·c_rs + j] (i < m, j < n), nor do A or the panels
-/// alias them.
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn gemm_raw(
-    kc: usize,
-    parallel: bool,
-    (m, n, k): (usize, usize, usize),
-    a: &[f32],
-    a_rs: usize,
-    panels: &[f32],
-    c: (*mut f32, usize),
-    c_rs: usize,
-    accumulate: bool,
-) {
     if m == 0 || n == 0 {
         return;
     }
     assert!(kc >= 1 && k >= 1, "packed gemm: depth {k}, block {kc}");
     check_operand("A", m, k, a.len(), a_rs, 1);
-    check_operand("C", m, n, c.1, c_rs, 1);
+    check_operand("C", m, n, c.len(), c_rs, 1);
     assert!(m == 1 || c_rs >= n, "packed gemm: C rows overlap");
     assert!(panels.len() >= panels_len(k, n), "packed gemm: B panels");
     assert!(avx2::available(), "packed gemm: no AVX2+FMA");
@@ -102,7 +65,7 @@ pub unsafe fn gemm_raw(
     if large {
         blocks = blocks.max((2 * threads).min(count));
     }
-    let dst = SyncPtr(c.0);
+    let dst = SyncPtr(c.as_mut_ptr());
     let block = |t: usize| {
         let range = count * t / blocks..count * (t + 1) / blocks;
         let mut p0 = 0;
@@ -112,8 +75,7 @@ pub unsafe fn gemm_raw(
                 for jb in range.clone() {
                     let (rows, cols) = (MR.min(m - i0), NR.min(n - jb * NR));
                     // SAFETY: the CPU has AVX2+FMA (asserted); the checks above keep the A rows,
-                    // the panel and the C tile inside their slices; blocks write disjoint
-                    // columns, which the caller keeps from every other access.
+                    // the panel and the C tile inside their slices; blocks write disjoint columns.
                     unsafe {
                         avx2::tile(
                             kb,
@@ -124,7 +86,7 @@ pub unsafe fn gemm_raw(
                             c_rs,
                             rows,
                             cols,
-                            p0 == 0 && !accumulate,
+                            p0 == 0,
                         )
                     };
                 }
