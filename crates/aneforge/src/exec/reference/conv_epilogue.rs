@@ -29,7 +29,7 @@ enum Stage {
     BatchNorm(f32),
     /// `add` of a same-shape value; reads 1 extra input.
     Add,
-    /// `add` of a per-channel value ([C], [C, 1, 1] or [1, C, 1, 1]); reads 1 extra input.
+    /// `add` of a per-channel value ([C, 1, 1] or [1, C, 1, 1]); reads 1 extra input.
     ChannelAdd,
     /// A unary op, with its fp16 table when it is a costly one (see `fp16_table`).
     Unary(Unary, Option<Arc<Fp16Table>>),
@@ -139,10 +139,7 @@ fn next_link(g: &Graph, readers: &[Vec<usize>], cur: usize, c: usize) -> Option<
                     let chained_and = |other: &Value| {
                         (0..2).any(|k| reads(j, k)) && (same(other) || per_channel(g, other, c))
                     };
-                    match &node.inputs[..] {
-                        [a, b] => chained_and(if a.node == cur { b } else { a }),
-                        _ => false,
-                    }
+                    node.inputs.len() == 2 && chained_and(other_input(g, j, cur))
                 }
                 _ => false,
             };
@@ -171,6 +168,16 @@ fn next_link(g: &Graph, readers: &[Vec<usize>], cur: usize, c: usize) -> Option<
             })
         }
         _ => None,
+    }
+}
+
+/// The input of binary node `node` (two inputs) that is not the chain's value `from`.
+fn other_input(g: &Graph, node: usize, from: usize) -> &Value {
+    let ins = &g.nodes[node].inputs;
+    if ins[0].node == from {
+        &ins[1]
+    } else {
+        &ins[0]
     }
 }
 
@@ -226,13 +233,8 @@ impl Chain {
                     (_, Op::BatchNorm(b)) => Stage::BatchNorm(b.eps),
                     (_, op @ Op::Unary(u)) => Stage::Unary(*u, table(op)),
                     (Link::Op { node, from }, _) => {
-                        let ins = &g.nodes[node].inputs;
-                        let other = if ins[0].node == from {
-                            &ins[1]
-                        } else {
-                            &ins[0]
-                        };
-                        if g.nodes[other.node].outputs[other.port] == g.nodes[node].outputs[0] {
+                        let other = other_input(g, node, from);
+                        if g.ty(*other) == &g.nodes[node].outputs[0] {
                             Stage::Add
                         } else {
                             Stage::ChannelAdd
