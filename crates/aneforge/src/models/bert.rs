@@ -281,7 +281,7 @@ impl Encoder {
         let mut out = vec![Vec::new(); ids.len()];
         for batch in plan_batches(&buckets, batch_size) {
             let seqs: Vec<&[u32]> = batch.iter().map(|&i| ids[i].as_slice()).collect();
-            for (&i, e) in batch.iter().zip(self.encode_batch(&seqs)?) {
+            for (&i, e) in batch.iter().zip(self.encode_batch(&seqs, buckets[batch[0]])?) {
                 out[i] = e;
             }
         }
@@ -308,13 +308,10 @@ impl Encoder {
             .min(self.max_len))
     }
 
-    /// Embeddings of `seqs` through the (`seqs.len()`, length-bucket) program.
-    fn encode_batch(&mut self, seqs: &[&[u32]]) -> Result<Vec<Vec<f32>>> {
+    /// Embeddings of `seqs` (each at most `s` tokens, `s` their length bucket from
+    /// [`Encoder::bucket`]) through the (`seqs.len()`, `s`) program.
+    fn encode_batch(&mut self, seqs: &[&[u32]], s: usize) -> Result<Vec<Vec<f32>>> {
         let b = seqs.len();
-        let longest = seqs.iter().map(|q| q.len()).max().unwrap_or(0);
-        let s = seqs.iter().try_fold(self.bucket(longest.max(1))?, |s, q| {
-            self.bucket(q.len()).map(|_| s)
-        })?;
         let d = self.config.hidden;
         let mut tokens = vec![0f32; b * s * d];
         let mut mask = vec![CAUSAL_MASK; b * s];
