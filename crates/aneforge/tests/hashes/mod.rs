@@ -39,7 +39,8 @@ pub fn check(file: &str, test: &str, prefix: &str, got: BTreeMap<String, u64>) {
         eprintln!("{test}: no hashes are recorded for this CPU's gemm dispatch; not compared");
         return;
     };
-    let file = &file.replace(".txt", &format!("{class}.txt"));
+    let stem = file.strip_suffix(".txt").expect("hash files end in .txt");
+    let file = &format!("{stem}{class}.txt");
     let text = std::fs::read_to_string(file).unwrap_or_default();
     let mut recorded: BTreeMap<String, u64> = text
         .lines()
