@@ -281,7 +281,10 @@ impl Encoder {
         let mut out = vec![Vec::new(); ids.len()];
         for batch in plan_batches(&buckets, batch_size) {
             let seqs: Vec<&[u32]> = batch.iter().map(|&i| ids[i].as_slice()).collect();
-            for (&i, e) in batch.iter().zip(self.encode_batch(&seqs, buckets[batch[0]])?) {
+            for (&i, e) in batch
+                .iter()
+                .zip(self.encode_batch(&seqs, buckets[batch[0]])?)
+            {
                 out[i] = e;
             }
         }
