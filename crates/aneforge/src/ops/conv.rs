@@ -162,13 +162,42 @@ pub fn window_row(src: &[f32], [offset, stride, pad_lo]: [usize; 3], fill: f32, 
         return; // this tap reads only padding along W (e.g. wide dilation or pad)
     }
     let first = (lo as isize * stride as isize + shift) as usize;
+    gather_strided(&src[first..], stride, &mut dst[lo..hi]);
+}
+
+/// dst[i] = src[i·`stride`] for every i < dst.len() (src holds at least (len − 1)·stride + 1
+/// values): a copy for stride 1, AVX2 de-interleaving for stride 2 when the CPU has it.
+pub fn gather_strided(src: &[f32], stride: usize, dst: &mut [f32]) {
     if stride == 1 {
-        dst[lo..hi].copy_from_slice(&src[first..first + hi - lo]);
-    } else {
-        for (v, ix) in dst[lo..hi].iter_mut().zip((first..).step_by(stride)) {
-            *v = src[ix];
-        }
+        return dst.copy_from_slice(&src[..dst.len()]);
     }
+    let mut done = 0;
+    #[cfg(target_arch = "x86_64")]
+    if stride == 2 && std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the feature the function is compiled for was just detected.
+        done = unsafe { gather_even_avx2(src, dst) };
+    }
+    let rest = src.iter().skip(done * stride).step_by(stride);
+    dst[done..].iter_mut().zip(rest).for_each(|(v, &s)| *v = s);
+}
+
+/// The first 8·⌊min(dst.len(), src.len() / 2) / 8⌋ values of [`gather_strided`] at stride 2
+/// (two loads, one shuffle, one lane permute per 8 outputs); returns how many it wrote.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn gather_even_avx2(src: &[f32], dst: &mut [f32]) -> usize {
+    use std::arch::x86_64::*;
+    let blocks = dst.len().min(src.len() / 2) / 8;
+    for j in 0..blocks {
+        // In bounds: 16·j + 16 ≤ src.len() and 8·j + 8 ≤ dst.len().
+        let s = src.as_ptr().add(16 * j);
+        let (a, b) = (_mm256_loadu_ps(s), _mm256_loadu_ps(s.add(8)));
+        // Per 128-bit lane (a0 a2 b0 b2 | a4 a6 b4 b6), then 64-bit pairs in order 0, 2, 1, 3.
+        let even = _mm256_castps_pd(_mm256_shuffle_ps(a, b, 0b10_00_10_00));
+        let even = _mm256_castpd_ps(_mm256_permute4x64_pd(even, 0b11_01_10_00));
+        _mm256_storeu_ps(dst.as_mut_ptr().add(8 * j), even);
+    }
+    8 * blocks
 }
 
 /// Validated conv geometry.
@@ -401,6 +430,30 @@ pub(crate) mod tests {
     use crate::graph::build::conv::*;
     use crate::ops::gemm::tests::{assert_close, rand_vec};
     use crate::ops::io::HostArray;
+
+    /// Strided gathers give src[i·stride] at every position: strides 1–3, lengths around the
+    /// 8-output AVX2 blocks of stride 2 (0, 1, 7, 8, 9, 16, 17, 40), with the source exactly as
+    /// long as needed or longer.
+    #[test]
+    fn gather_strided_picks_every_stride_th_value() {
+        for stride in 1..=3 {
+            for len in [0, 1, 7, 8, 9, 16, 17, 40] {
+                for extra in [0, 1, 5] {
+                    let n = if len == 0 {
+                        extra
+                    } else {
+                        (len - 1) * stride + 1 + extra
+                    };
+                    let src: Vec<f32> = (0..n).map(|i| i as f32 * 0.5 - 3.0).collect();
+                    let mut dst = vec![f32::NAN; len];
+                    gather_strided(&src, stride, &mut dst);
+                    let want: Vec<f32> =
+                        (0..len).map(|i| (i * stride) as f32 * 0.5 - 3.0).collect();
+                    assert_eq!(dst, want, "stride {stride} len {len} extra {extra}");
+                }
+            }
+        }
+    }
 
     /// Assert `op` prints alphabetically ordered params and `parse(print(op)) == op`, consuming every param.
     pub(crate) fn mil_roundtrip(op: Op, parse: fn(&str, &mut MilArgs) -> Option<Result<Op>>) {

@@ -677,4 +677,111 @@ mod tests {
         assert!(one_tile(product(64, 1, 56, 256).tile_rows(1), 56));
         assert!(one_tile(product(1, 3, 56, 1).tile_rows(2), 56));
     }
+
+    /// Achieved throughput of ResNet-18/50 conv products (batch 1, one group) on one thread:
+    /// `Product::run` whole, its im2col alone over the same tiles, and the transposed
+    /// orientation (C' [n, m] = columnsᵀ · weightᵀ, then transposed back) for the narrow-output
+    /// convs (a benchmark, not a test: run with `--ignored --nocapture` in release; no timing
+    /// is asserted, only that the transposed orientation gives the same bits).
+    #[test]
+    #[ignore]
+    fn throughput_per_conv() {
+        // (Cin, kernel, input size, stride, Cout)
+        let shapes = [
+            (3, 7, 224, 2, 64),
+            (64, 3, 56, 1, 64),
+            (64, 3, 56, 2, 128),
+            (128, 3, 28, 1, 128),
+            (64, 1, 56, 2, 128),
+            (128, 3, 28, 2, 256),
+            (256, 3, 14, 1, 256),
+            (256, 3, 14, 2, 512),
+            (512, 3, 7, 1, 512),
+            (256, 1, 14, 2, 512),
+            (64, 1, 56, 1, 256),
+            (256, 1, 56, 1, 64),
+            (512, 1, 28, 1, 128),
+            (1024, 1, 14, 1, 256),
+            (2048, 1, 7, 1, 512),
+        ];
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        for (cin, kk, size, stride, cout) in shapes {
+            let pad = kk / 2;
+            let out = (size + 2 * pad - kk) / stride + 1;
+            let product = Product {
+                input: [cin, size, size],
+                kernel: [kk, kk],
+                output: [out, out],
+                strides: [stride; 2],
+                dilations: [1, 1],
+                pad: [pad; 4],
+                cog: cout,
+            };
+            let (m, k, p) = (cout, product.depth(), out * out);
+            let (x, w) = (rand_vec(cin * size * size, 1), rand_vec(m * k, 2));
+            let mut c = vec![0f32; m * p];
+            let time = |f: &mut dyn FnMut()| {
+                let mut t: Vec<f64> = (0..9)
+                    .map(|_| {
+                        let t = crate::exec::clock::process_cpu_us().unwrap();
+                        (0..10).for_each(|_| f());
+                        (crate::exec::clock::process_cpu_us().unwrap() - t) / 10.0
+                    })
+                    .collect();
+                t.sort_by(f64::total_cmp);
+                t[4]
+            };
+            let tiles = product.tile_rows(1);
+            let most = tiles.iter().map(|r| r.len()).max().unwrap() * out;
+            let mut col = vec![0f32; k * most];
+            let run = pool.install(|| time(&mut || product.run(&x, &w, 0, &mut c, false).unwrap()));
+            let im2col = if product.direct() {
+                0.0
+            } else {
+                pool.install(|| {
+                    time(&mut || {
+                        for rows in &tiles {
+                            let n = rows.len() * out;
+                            product.im2col(&x, rows.clone(), &mut col[..k * n], n, false);
+                        }
+                    })
+                })
+            };
+            // The transposed orientation, tile by tile (columns as the crate's broadcast side).
+            let mut ct = vec![0f32; most * m];
+            let mut c2 = vec![0f32; m * p];
+            let mut transposed = || {
+                for rows in &tiles {
+                    let (n, start) = (rows.len() * out, rows.start * out);
+                    let b: &[f32] = if product.direct() {
+                        &x[start..]
+                    } else {
+                        product.im2col(&x, rows.clone(), &mut col[..k * n], n, false);
+                        &col
+                    };
+                    let ld = if product.direct() { p } else { n };
+                    sgemm_with(false, n, m, k, b, 1, ld, &w, 1, k, &mut ct, m, false);
+                    for (i, row) in c2.chunks_mut(p).enumerate() {
+                        (row[start..start + n].iter_mut().enumerate())
+                            .for_each(|(j, v)| *v = ct[j * m + i]);
+                    }
+                }
+            };
+            let trans = pool.install(|| time(&mut transposed));
+            pool.install(|| product.run(&x, &w, 0, &mut c, false).unwrap());
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&c), bits(&c2), "{cin} {kk} {size} {stride} {cout}");
+            let flop = 2.0 * (m * k * p) as f64;
+            println!(
+                "| ({m}, {p}, {k}) {kk}×{kk}/{stride} | {} × {} | {run:.0} µs | {:.1} | {im2col:.0} µs | {trans:.0} µs | {:.1} |",
+                tiles.len(),
+                tiles[0].len() * out,
+                flop / run / 1e3,
+                flop / trans / 1e3,
+            );
+        }
+    }
 }

@@ -1,6 +1,6 @@
 //! Max and average pooling over the last two axes of NCHW tensors.
 
-use super::conv::{ints, take_custom_pad, take_sizes, tap, window_output};
+use super::conv::{gather_strided, ints, take_custom_pad, take_sizes, tap, window_output};
 use super::io::{expect_fp16, expect_inputs};
 use super::kernel::for_chunks;
 use super::table::mil_kinds;
@@ -89,8 +89,9 @@ impl Pool {
             // Every slot a tap reads is written here (unread tail slots keep stale values).
             ph.resize(h * sw * wp, 0.0);
             for (row, dst) in x.chunks(w).zip(ph.chunks_mut(sw * wp)) {
-                for (i, &v) in row.iter().enumerate() {
-                    dst[(i % sw) * wp + i / sw] = v;
+                for (r, phase) in dst.chunks_mut(wp).enumerate().take(w) {
+                    let len = (w - r).div_ceil(sw);
+                    gather_strided(&row[r..], sw, &mut phase[..len]);
                 }
             }
             self.max_rows(ph, [h, w, wp], out, ow)
