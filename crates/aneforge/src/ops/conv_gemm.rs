@@ -434,7 +434,7 @@ mod tests {
     use super::*;
     use crate::ops::conv::Conv;
     use crate::ops::gemm::sgemm;
-    use crate::ops::gemm::tests::rand_vec;
+    use crate::ops::gemm::tests::{median_cpu_us, rand_vec};
     use crate::ops::{Buf, Family, TensorType};
 
     /// The untiled product: the whole im2col matrix (built here, directly from the definition)
@@ -723,17 +723,7 @@ mod tests {
             let (m, k, p) = (cout, product.depth(), out * out);
             let (x, w) = (rand_vec(cin * size * size, 1), rand_vec(m * k, 2));
             let mut c = vec![0f32; m * p];
-            let time = |f: &mut dyn FnMut()| {
-                let mut t: Vec<f64> = (0..9)
-                    .map(|_| {
-                        let t = crate::exec::clock::process_cpu_us().unwrap();
-                        (0..10).for_each(|_| f());
-                        (crate::exec::clock::process_cpu_us().unwrap() - t) / 10.0
-                    })
-                    .collect();
-                t.sort_by(f64::total_cmp);
-                t[4]
-            };
+            let time = |f: &mut dyn FnMut()| median_cpu_us(10, f);
             let tiles = product.tile_rows(1);
             let most = tiles.iter().map(|r| r.len()).max().unwrap() * out;
             let mut col = vec![0f32; k * most];

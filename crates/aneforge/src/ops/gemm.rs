@@ -164,6 +164,20 @@ pub(crate) mod tests {
     /// Deterministic pseudo-random values in [-1, 1) (xorshift), for kernel tests.
     pub(crate) use crate::conformance::corpus::data as rand_vec;
 
+    /// Median over 9 rounds of the process CPU time of `calls` calls of `f`, in µs per call
+    /// (for the `#[ignore]` throughput benchmarks; nothing asserts it).
+    pub(crate) fn median_cpu_us(calls: usize, f: &mut dyn FnMut()) -> f64 {
+        let mut t: Vec<f64> = (0..9)
+            .map(|_| {
+                let t = crate::exec::clock::process_cpu_us().unwrap();
+                (0..calls).for_each(|_| f());
+                (crate::exec::clock::process_cpu_us().unwrap() - t) / calls as f64
+            })
+            .collect();
+        t.sort_by(f64::total_cmp);
+        t[4]
+    }
+
     /// Assert `got` matches the f64 reference `want` elementwise within `tol` (relative to max(1, |want|)).
     pub(crate) fn assert_close(got: &[f32], want: &[f64], tol: f64) {
         assert_eq!(got.len(), want.len(), "length");

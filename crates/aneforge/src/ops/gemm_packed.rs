@@ -105,7 +105,7 @@ pub fn gemm(
 mod tests {
     use super::*;
     use crate::ops::gemm::sgemm;
-    use crate::ops::gemm::tests::rand_vec;
+    use crate::ops::gemm::tests::{median_cpu_us, rand_vec};
 
     /// B (k×n) with B[p, j] = `b(p, j)` packed as panels (padding zero).
     fn pack(k: usize, n: usize, b: impl Fn(usize, usize) -> f32) -> Vec<f32> {
@@ -193,18 +193,7 @@ mod tests {
             let (a, w) = (rand_vec(m * k, 1), rand_vec(n * k, 2));
             let mut c = vec![0.0; m * n];
             let wt = pack(k, n, |p, j| w[p * n + j]);
-            // Median over 9 rounds of the process CPU time of 20 calls, in µs per call.
-            let time = |f: &mut dyn FnMut()| {
-                let mut t: Vec<f64> = (0..9)
-                    .map(|_| {
-                        let t = crate::exec::clock::process_cpu_us().unwrap();
-                        (0..20).for_each(|_| f());
-                        (crate::exec::clock::process_cpu_us().unwrap() - t) / 20.0
-                    })
-                    .collect();
-                t.sort_by(f64::total_cmp);
-                t[4]
-            };
+            let time = |f: &mut dyn FnMut()| median_cpu_us(20, f);
             let crate_t = time(&mut || {
                 crate::ops::gemm::sgemm_with(false, m, n, k, &a, k, 1, &w, n, 1, &mut c, n, false)
             });
