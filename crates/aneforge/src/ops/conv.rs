@@ -351,6 +351,24 @@ impl Conv {
         self.eval(ins, out).map(|()| false)
     }
 
+    /// [`Family::eval`] with `post(i, plane)` on each output plane i right after the direct
+    /// depthwise kernel writes it, when this conv is one it computes; else nothing is done and
+    /// the result is false.
+    pub(crate) fn eval_depthwise_then(
+        &self,
+        ins: &[&Buf],
+        out: &mut [Buf],
+        post: impl Fn(usize, &mut [f32]) + Sync,
+    ) -> Result<bool> {
+        let g = self.geometry(&ins[0].shape, &ins[1].shape)?;
+        let Some(dw) = self.depthwise(&g) else {
+            return Ok(false);
+        };
+        let bias = ins.get(2).map(|b| &b.data[..]);
+        dw.run_then(&ins[0].data, &ins[1].data, bias, &mut out[0].data, post)?;
+        Ok(true)
+    }
+
     /// [`Family::eval`] through im2col + one GEMM per (batch, group); every conv but the
     /// depthwise ones that [`Depthwise`] computes directly (with the same bits).
     pub(crate) fn eval_im2col(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {

@@ -84,6 +84,19 @@ impl Depthwise {
     /// [planes, H', W'] fully written; plane i uses filter i mod C. Panics on mismatched lengths;
     /// errors (Resource) when the scratch plane exceeds the memory limits.
     pub fn run(&self, x: &[f32], w: &[f32], bias: Option<&[f32]>, out: &mut [f32]) -> Result<()> {
+        self.run_then(x, w, bias, out, |_, _| {})
+    }
+
+    /// [`Self::run`], then `post(i, plane)` on each output plane i right after it is written
+    /// (while it is in cache), instead of one more pass over the whole output.
+    pub fn run_then(
+        &self,
+        x: &[f32],
+        w: &[f32],
+        bias: Option<&[f32]>,
+        out: &mut [f32],
+        post: impl Fn(usize, &mut [f32]) + Sync,
+    ) -> Result<()> {
         let (hw, taps, p) = (
             self.input[0] * self.input[1],
             self.kernel[0] * self.kernel[1],
@@ -117,6 +130,7 @@ impl Depthwise {
                 self.fill(xs, pad, &spans, padding, &mut s[..pad.len()]);
                 *zeroed = Some(*self);
                 self.plane(&s[..pad.len()], pad, &offsets, f, b, o);
+                post(i, o);
                 Ok(())
             })
         };

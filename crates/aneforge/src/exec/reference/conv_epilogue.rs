@@ -16,7 +16,9 @@ use rayon::prelude::*;
 
 use super::fp16_table::Fp16Table;
 use crate::dtype::DType;
+use crate::error::Result;
 use crate::graph::{Graph, Value};
+use crate::ops::conv::Conv;
 use crate::ops::elementwise::Binary;
 use crate::ops::kernel::PAR_MIN_ELEMS;
 use crate::ops::simd_fp16::round_in_place;
@@ -284,17 +286,43 @@ impl Epilogue {
         })
     }
 
-    /// How many of the step's inputs belong to the conv itself.
-    pub fn conv_inputs(&self) -> usize {
-        self.conv_inputs
+    /// Run conv `c` on the step's inputs `ins` (its own, then the stages' extra ones) and the
+    /// folded ops on its output `out[0]`: inside a direct depthwise conv's plane loop, each
+    /// plane while it is in cache; else as one more pass, adding the bias there when the conv
+    /// leaves it out (when that keeps the bits).
+    pub fn run_conv(&self, c: &Conv, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
+        let (own, extra) = ins.split_at(self.conv_inputs);
+        let channels = ins[1].shape[0];
+        let pass = self.pass(extra, None, channels);
+        let post = |i: usize, p: &mut [f32]| {
+            if let Some(pass) = &pass {
+                pass.plane(i, p);
+            }
+        };
+        if c.eval_depthwise_then(own, out, post)? {
+            return Ok(());
+        }
+        let pass = match c.eval_bias_later(own, out)? {
+            true => self.pass(extra, Some(&own[2].data), channels),
+            false => pass,
+        };
+        if let Some(pass) = pass {
+            pass.run(&mut out[0]);
+        }
+        Ok(())
     }
 
-    /// Apply the folded ops to `out` (the conv's output [N, C, H, W], not yet rounded) in place,
-    /// first adding `bias` [C] when the conv left it out; `extra` are the step's inputs after
-    /// the conv's own.
-    pub fn apply(&self, extra: &[&Buf], bias: Option<&[f32]>, out: &mut Buf) {
+    /// The folded ops of one call as a per-plane pass over the conv's output ([N, C, H, W] with
+    /// C = `channels`, not yet rounded), first adding `bias` [C] when the conv left it out;
+    /// `extra` are the step's inputs after the conv's own. None when there is nothing to do.
+    fn pass<'a>(
+        &'a self,
+        extra: &[&'a Buf],
+        bias: Option<&'a [f32]>,
+        channels: usize,
+    ) -> Option<Pass<'a>> {
         if self.stages.is_empty() && !self.conv_round && bias.is_none() {
-            return;
+            return None;
         }
         let mut rest = extra;
         let params: Vec<(Params, bool)> = self
@@ -327,14 +355,31 @@ impl Epilogue {
                 (p, *round)
             })
             .collect();
-        let (c, plane) = (out.shape[1], out.shape[2] * out.shape[3]);
+        Some(Pass {
+            conv_round: self.conv_round,
+            params,
+            bias,
+            channels,
+        })
+    }
+}
+
+/// The folded ops of one call, ready to run plane by plane (see [`Epilogue::pass`]).
+struct Pass<'a> {
+    conv_round: bool,
+    params: Vec<(Params<'a>, bool)>,
+    bias: Option<&'a [f32]>,
+    channels: usize,
+}
+
+impl Pass<'_> {
+    /// Run every stage over the whole output [N, C, H, W], one plane at a time.
+    fn run(&self, out: &mut Buf) {
+        let plane = out.shape[2] * out.shape[3];
         if plane == 0 {
             return;
         }
-        let run = |(i, p): (usize, &mut [f32])| {
-            let b = bias.map(|b| b[i % c]);
-            self.plane(&params, i, i % c, b, p)
-        };
+        let run = |(i, p): (usize, &mut [f32])| self.plane(i, p);
         if out.data.len() >= PAR_MIN_ELEMS {
             out.data.par_chunks_mut(plane).enumerate().for_each(run);
         } else {
@@ -342,16 +387,11 @@ impl Epilogue {
         }
     }
 
-    /// Run every stage over plane `i` (channel `k`, first adding the channel's `bias`), one
-    /// piece at a time.
-    fn plane(
-        &self,
-        params: &[(Params, bool)],
-        i: usize,
-        k: usize,
-        bias: Option<f32>,
-        p: &mut [f32],
-    ) {
+    /// Run every stage over plane `i` ([H, W] of the output's flat [N·C] planes, not yet
+    /// rounded), first adding its channel's bias when the conv left it out, one piece at a time.
+    fn plane(&self, i: usize, p: &mut [f32]) {
+        let k = i % self.channels;
+        let bias = self.bias.map(|b| b[k]);
         let mut scratch = [0.0f32; PIECE];
         let base = i * p.len();
         for (ci, chunk) in p.chunks_mut(PIECE).enumerate() {
@@ -363,7 +403,7 @@ impl Epilogue {
             if self.conv_round {
                 round_in_place(chunk);
             }
-            for (param, round) in params {
+            for (param, round) in &self.params {
                 match *param {
                     Params::BatchNorm {
                         mean,
@@ -548,12 +588,11 @@ mod tests {
         }
     }
 
-    /// Compile `y` (input [1, 8, 12, 12]) for the reference executor in fp16 and fp32
+    /// Compile `y` (one input, random values) for the reference executor in fp16 and fp32
     /// precision, check its chains (`chains` of them, `absorbed` nodes run inside another
     /// node's step, no node claimed twice) and that two runs give every bit of node-by-node
     /// evaluation; returns the fp32-precision output.
     fn check_fused(y: &Tensor, tag: &str, chains: usize, absorbed: usize) -> Vec<f32> {
-        let xs: Vec<f32> = rand_vec(8 * 144, 9).iter().map(|v| v * 3.0).collect();
         let mut fp32 = Vec::new();
         for precision in [Precision::Fp16, Precision::Fp32] {
             let (mut c, dir) =
@@ -562,6 +601,9 @@ mod tests {
             assert_claimed_once(&c.program.graph, &found, &taken);
             assert_eq!(found.iter().flatten().count(), chains, "{tag}: {found:?}");
             assert_eq!(taken.iter().filter(|&&a| a).count(), absorbed, "{tag}");
+            let g = &c.program.graph;
+            let numel = g.nodes[g.inputs[0]].outputs[0].shape.iter().product();
+            let xs: Vec<f32> = rand_vec(numel, 9).iter().map(|v| v * 3.0).collect();
             let mut fed = xs.clone();
             if precision == Precision::Fp16 {
                 round_to_fp16(&mut fed);
@@ -593,6 +635,41 @@ mod tests {
         // conv→bn→gate; depthwise→relu6; conv→bn→add→relu→add (the skip conv's add is
         // taken): 3 chains, 8 nodes run inside another node's step.
         check_fused(&y, "conv-epilogue", 3, 8);
+    }
+
+    /// Depthwise convs run their folded ops inside the kernel's plane loop: strides 1 and 2,
+    /// kernels 3 and 5, odd and even sizes, an output large enough to split planes across
+    /// threads; a gate, then relu and a residual add. Every bit equals node-by-node evaluation.
+    #[test]
+    fn depthwise_epilogues_in_the_plane_loop_keep_every_bit() {
+        let dw = |x: &Tensor, k: usize, stride: usize, seed: u64| {
+            let c = x.shape()[1];
+            let (w, b) = conv_params(c, 1, k, seed);
+            let opts = ConvOptions {
+                stride: [stride; 2],
+                pad: [k / 2; 4],
+                groups: c,
+                ..Default::default()
+            };
+            let (ws, bs) = ([c, 1, k, k], [c]);
+            let bias = HostArray::f32(&bs, &b);
+            conv2d(x, HostArray::f32(&ws, &w), Some(bias), opts).unwrap()
+        };
+        // (input, first kernel, its stride); the second conv has the other kernel, stride 1.
+        let cases = [
+            ([1, 8, 13, 11], 3, 2),
+            ([1, 6, 15, 15], 5, 2),
+            ([1, 8, 13, 11], 5, 1),
+            ([1, 3, 7, 7], 3, 1),
+            ([1, 16, 48, 48], 3, 1),
+        ];
+        for (xs, k, stride) in cases {
+            let x = input(&xs).unwrap();
+            let d = dw(&x, k, stride, 61).hardswish().unwrap();
+            let y = dw(&d, 8 - k, 1, 63).relu().unwrap().add(&d).unwrap();
+            // dw→gate (conv and hardsigmoid inside the mul's step); dw→relu→add.
+            check_fused(&y, &format!("dw-{xs:?}-{k}-{stride}"), 2, 4);
+        }
     }
 
     /// Adds of a per-channel value ([C, 1, 1] after the conv, [1, C, 1, 1] before it) fold

@@ -495,26 +495,14 @@ fn run_steps(steps: &[Step], bufs: &mut [Buf], timing: &mut Option<Profile>) -> 
             b
         }));
         let ins: Vec<&Buf> = step.ins.iter().map(|&i| &bufs[i]).collect();
-        let own = step
-            .epilogue
-            .as_ref()
-            .map_or(ins.len(), Epilogue::conv_inputs);
-        let mut bias_later = false;
-        let r = match &step.op {
-            Op::Binary(b) if step.rounds_in_kernel => {
+        let r = match (&step.op, &step.epilogue) {
+            (Op::Binary(b), _) if step.rounds_in_kernel => {
                 b.eval_rounded(&ins, &mut outs);
                 Ok(())
             }
-            // The conv's own output pass adds the bias when that keeps the bits.
-            Op::Conv(c) if step.epilogue.is_some() => c
-                .eval_bias_later(&ins[..own], &mut outs)
-                .map(|later| bias_later = later),
-            op => op.family().eval(&ins[..own], &mut outs),
+            (Op::Conv(c), Some(e)) => e.run_conv(c, &ins, &mut outs),
+            (op, _) => op.family().eval(&ins, &mut outs),
         };
-        if let (Some(e), true) = (&step.epilogue, r.is_ok()) {
-            let bias = bias_later.then(|| &ins[2].data[..]);
-            e.apply(&ins[own..], bias, &mut outs[0]);
-        }
         for ((o, b), &round) in step.outs.iter().zip(outs.drain(..)).zip(&step.round) {
             bufs[*o] = b;
             if round && step.epilogue.is_none() && !step.rounds_in_kernel {
