@@ -77,6 +77,13 @@ impl Link {
 /// last node, so every extra input is computed before it), and `absorbed[i]` for every node
 /// that runs inside another node's step. A conv with nothing to fold gets no chain.
 pub(crate) fn find_chains(g: &Graph) -> (Vec<Option<Chain>>, Vec<bool>) {
+    find_chains_after(g, &[])
+}
+
+/// [`find_chains`], also folding ops into the output pass of each node `i` with `linear[i]` (a
+/// matmul the executor runs with a weight prepared at load, fp16 [M, N] output; per-channel
+/// operands are then per column: [N] or [1, N]).
+pub(crate) fn find_chains_after(g: &Graph, linear: &[bool]) -> (Vec<Option<Chain>>, Vec<bool>) {
     let n = g.nodes.len();
     // Reading nodes of each node's port 0, one entry per read; a graph output reads twice
     // (with no node), so an output never joins a chain.
@@ -91,9 +98,13 @@ pub(crate) fn find_chains(g: &Graph) -> (Vec<Option<Chain>>, Vec<bool>) {
     }
     let mut chains: Vec<Option<Chain>> = (0..n).map(|_| None).collect();
     let mut absorbed = vec![false; n];
-    for c in (0..n).filter(|&i| matches!(g.nodes[i].op, Op::Conv(_))) {
+    let head = |i: usize| match g.nodes[i].op {
+        Op::Conv(_) => Some(4),
+        _ => linear.get(i).is_some_and(|&l| l).then_some(2),
+    };
+    for (c, rank) in (0..n).filter_map(|i| Some((i, head(i)?))) {
         let out = &g.nodes[c].outputs;
-        if out.len() != 1 || out[0].dtype != DType::Fp16 || out[0].shape.len() != 4 {
+        if out.len() != 1 || out[0].dtype != DType::Fp16 || out[0].shape.len() != rank {
             continue;
         }
         let mut links = Vec::new();
@@ -134,7 +145,8 @@ fn next_link(g: &Graph, readers: &[Vec<usize>], cur: usize, c: usize) -> Option<
         [j] if kept(j) => {
             let node = &g.nodes[j];
             let ok = match &node.op {
-                Op::BatchNorm(_) | Op::Unary(_) => reads(j, 0),
+                Op::BatchNorm(_) => reads(j, 0) && node.outputs[0].shape.len() == 4,
+                Op::Unary(_) => reads(j, 0),
                 Op::Binary(Binary::Add) => {
                     let same =
                         |v: &Value| v.port == 0 && g.nodes[v.node].outputs[0] == node.outputs[0];
@@ -184,12 +196,14 @@ fn other_input(g: &Graph, node: usize, from: usize) -> &Value {
 }
 
 /// Whether `v` is a per-channel operand of conv `c`'s [N, C, H, W] output: an fp16 value of
-/// shape [C, 1, 1] or [1, C, 1, 1] (broadcast over batch and plane).
+/// shape [C, 1, 1] or [1, C, 1, 1] (broadcast over batch and plane); of a linear head's [M, N]
+/// output, [N] or [1, N].
 fn per_channel(g: &Graph, v: &Value, c: usize) -> bool {
     let t = &g.nodes[v.node].outputs[v.port];
-    let channels = g.nodes[c].outputs[0].shape[1];
-    let want = [1, channels, 1, 1];
-    t.dtype == DType::Fp16 && (3..=4).contains(&t.shape.len()) && want.ends_with(&t.shape)
+    let out = &g.nodes[c].outputs[0].shape;
+    let mut want = vec![1; out.len()];
+    want[1] = out[1];
+    t.dtype == DType::Fp16 && t.shape.len() + 1 >= out.len() && want.ends_with(&t.shape)
 }
 
 impl Chain {
@@ -264,6 +278,8 @@ enum Params<'a> {
     },
     Add(&'a [f32]),
     ChannelAdd(&'a [f32]),
+    /// A per-channel add on rows [M, N] (a linear head): channel = column.
+    ColumnAdd(&'a [f32]),
     Unary(Unary, Option<&'a Fp16Table>),
     Gate(Unary, Option<&'a Fp16Table>, bool),
 }
@@ -293,7 +309,7 @@ impl Epilogue {
     pub fn run_conv(&self, c: &Conv, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
         let (own, extra) = ins.split_at(self.conv_inputs);
         let channels = ins[1].shape[0];
-        let pass = self.pass(extra, None, channels);
+        let pass = self.pass(extra, None, Some(channels));
         let post = |i: usize, p: &mut [f32]| {
             if let Some(pass) = &pass {
                 pass.plane(i, p);
@@ -303,7 +319,7 @@ impl Epilogue {
             return Ok(());
         }
         let pass = match c.eval_bias_later(own, out)? {
-            true => self.pass(extra, Some(&own[2].data), channels),
+            true => self.pass(extra, Some(&own[2].data), Some(channels)),
             false => pass,
         };
         if let Some(pass) = pass {
@@ -312,19 +328,30 @@ impl Epilogue {
         Ok(())
     }
 
+    /// Run the folded ops of a linear step on its output rows `out` [M, N] (not yet rounded) in
+    /// place, each row as one plane; `ins` are the step's inputs (the matmul's own, then the
+    /// stages' extra ones).
+    pub fn run_rows(&self, ins: &[&Buf], out: &mut Buf) {
+        if let Some(pass) = self.pass(&ins[self.conv_inputs..], None, None) {
+            pass.run(out);
+        }
+    }
+
     /// The folded ops of one call as a per-plane pass over the conv's output ([N, C, H, W] with
-    /// C = `channels`, not yet rounded), first adding `bias` [C] when the conv left it out;
-    /// `extra` are the step's inputs after the conv's own. None when there is nothing to do.
+    /// C = `channels`; None for the rows [M, N] of a linear, whose per-channel operands are per
+    /// column), not yet rounded, first adding `bias` [C] when the conv left it out; `extra` are
+    /// the step's inputs after the conv's own. None when there is nothing to do.
     fn pass<'a>(
         &'a self,
         extra: &[&'a Buf],
         bias: Option<&'a [f32]>,
-        channels: usize,
+        channels: Option<usize>,
     ) -> Option<Pass<'a>> {
         if self.stages.is_empty() && !self.conv_round && bias.is_none() {
             return None;
         }
         let mut rest = extra;
+        let rows = channels.is_none();
         let params: Vec<(Params, bool)> = self
             .stages
             .iter()
@@ -346,6 +373,7 @@ impl Epilogue {
                         rest = &rest[1..];
                         match s {
                             Stage::Add => Params::Add(other),
+                            _ if rows => Params::ColumnAdd(other),
                             _ => Params::ChannelAdd(other),
                         }
                     }
@@ -359,7 +387,7 @@ impl Epilogue {
             conv_round: self.conv_round,
             params,
             bias,
-            channels,
+            channels: channels.unwrap_or(1),
         })
     }
 }
@@ -375,7 +403,10 @@ struct Pass<'a> {
 impl Pass<'_> {
     /// Run every stage over the whole output [N, C, H, W], one plane at a time.
     fn run(&self, out: &mut Buf) {
-        let plane = out.shape[2] * out.shape[3];
+        let plane = match out.shape[..] {
+            [_, n] => n,
+            _ => out.shape[2] * out.shape[3],
+        };
         if plane == 0 {
             return;
         }
@@ -420,6 +451,10 @@ impl Pass<'_> {
                     Params::ChannelAdd(per_channel) => {
                         let w = per_channel[k];
                         chunk.iter_mut().for_each(|v| *v += w);
+                    }
+                    Params::ColumnAdd(per_column) => {
+                        let w = &per_column[ci * PIECE..];
+                        chunk.iter_mut().zip(w).for_each(|(v, &w)| *v += w);
                     }
                     Params::Unary(u, t) => {
                         values.copy_from_slice(chunk);
@@ -597,7 +632,10 @@ mod tests {
         for precision in [Precision::Fp16, Precision::Fp32] {
             let (mut c, dir) =
                 super::super::test_support::compile_reference_for_test(y, precision, tag);
-            let (found, taken) = find_chains(&c.program.graph);
+            let g = &c.program.graph;
+            let shared = super::super::shared_weight::shared_matmuls(g);
+            let linear: Vec<bool> = shared.iter().map(Option::is_some).collect();
+            let (found, taken) = find_chains_after(g, &linear);
             assert_claimed_once(&c.program.graph, &found, &taken);
             assert_eq!(found.iter().flatten().count(), chains, "{tag}: {found:?}");
             assert_eq!(taken.iter().filter(|&&a| a).count(), absorbed, "{tag}");
@@ -750,6 +788,73 @@ mod tests {
                 "{o}: {g} vs {want}"
             );
         }
+    }
+
+    /// Linears (shared fp16 weight, x [8, 144]) with a bias add, GELU and a residual add in
+    /// their output pass, at an odd width (37), run by the executor: every bit equal to
+    /// node-by-node evaluation in fp16 and fp32 precision; a value read by two ops (the GELU
+    /// output, the last linear's output) ends its chain. The GELU chain alone also against an
+    /// f64 oracle.
+    #[test]
+    fn linear_epilogues_keep_every_bit() {
+        let x = input(&[8, 144]).unwrap();
+        let lin = |x: &Tensor, n: usize, seed: u64| {
+            let k = x.shape()[1];
+            let w: Vec<f32> = rand_vec(n * k, seed).iter().map(|v| v * 0.2).collect();
+            let b = rand_vec(n, seed + 1);
+            let (ws, bs) = ([n, k], [n]);
+            let bias = HostArray::f32(&bs, &b);
+            x.linear(HostArray::f32(&ws, &w), Some(bias)).unwrap()
+        };
+        let a = lin(&x, 37, 31).gelu().unwrap();
+        let r = lin(&a, 37, 33).add(&a).unwrap();
+        let b = lin(&r, 37, 35);
+        let y = b.add(&b.relu().unwrap()).unwrap();
+        // matmul→add→gelu; matmul→add→add (residual); matmul→add (read twice).
+        check_fused(&y, "linear-epilogue", 3, 5);
+
+        let got = check_fused(&lin(&x, 37, 31).gelu().unwrap(), "linear-gelu", 1, 2);
+        let xs: Vec<f64> = rand_vec(8 * 144, 9)
+            .iter()
+            .map(|&v| v as f64 * 3.0)
+            .collect();
+        let half = |v: &[f32]| -> Vec<f64> {
+            v.iter().map(|&v| half::f16::from_f32(v).to_f64()).collect()
+        };
+        let w = half(
+            &rand_vec(37 * 144, 31)
+                .iter()
+                .map(|v| v * 0.2)
+                .collect::<Vec<_>>(),
+        );
+        let bias = half(&rand_vec(37, 32));
+        for (o, &g) in got.iter().enumerate() {
+            let (r, j) = (o / 37, o % 37);
+            let t: f64 = bias[j]
+                + (0..144)
+                    .map(|p| xs[r * 144 + p] * w[j * 144 + p])
+                    .sum::<f64>();
+            // Exact GELU: 0.5 t (1 + erf(t / √2)).
+            let want = 0.5 * t * (1.0 + erf64(t / std::f64::consts::SQRT_2));
+            assert!(
+                (g as f64 - want).abs() <= 1e-3 * (1.0 + t.abs()),
+                "{o}: {g} vs {want}"
+            );
+        }
+    }
+
+    /// erf by its Maclaurin series for |t| < 3 (converged to ~1e-12 in 60 terms), else ±1
+    /// (|erf(t) ∓ 1| < 2.3e-5 there).
+    fn erf64(t: f64) -> f64 {
+        if t.abs() >= 3.0 {
+            return t.signum();
+        }
+        let (mut term, mut sum) = (t, t);
+        for n in 1..60 {
+            term *= -t * t / n as f64;
+            sum += term / (2 * n + 1) as f64;
+        }
+        sum * 2.0 / std::f64::consts::PI.sqrt()
     }
 
     /// The vector hardswish gate against the unfused scalar ops (kernel, round, product,

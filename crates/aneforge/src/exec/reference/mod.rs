@@ -251,7 +251,7 @@ impl RefProgram {
         for &v in inputs_v.iter().chain(&outputs_v).chain(&consts_v) {
             pinned[v] = true;
         }
-        let (mut chains, absorbed) = conv_epilogue::find_chains(g);
+        let (mut chains, absorbed) = conv_epilogue::find_chains_after(g, &weight_step);
         let ops: Vec<usize> = (0..g.nodes.len())
             .filter(|&i| !is_const(i) && !absorbed[i] && !matches!(g.nodes[i].op, Op::Input(_)))
             .collect();
@@ -331,8 +331,8 @@ impl RefProgram {
                 outs: value[i].iter().map(|&v| slot(v)).collect(),
                 out_shapes: n.outputs.iter().map(|t| t.shape.clone()).collect(),
                 table: step_table(&n.op, &round, &mut tables).filter(|_| epilogue.is_none()),
-                packed: packed[i].take(),
-                shared: shared[i].take(),
+                packed: packed[run].take(),
+                shared: shared[run].take(),
                 epilogue,
                 rounds_in_kernel,
                 label: profile::step_label(g, i, chain.as_ref()),
@@ -473,11 +473,20 @@ fn run_steps(steps: &[Step], bufs: &mut [Buf], timing: &mut Option<Profile>) -> 
                     .as_ref()
                     .map_or(Ok(()), |w| w.matmul(&bufs[i], &mut y)),
             };
-            if step.round[0] {
-                round_to_fp16(&mut y);
-            }
-            bufs[o].data = y;
             bufs[o].shape.clone_from(&step.out_shapes[0]);
+            let mut out = Buf {
+                data: y,
+                shape: std::mem::take(&mut bufs[o].shape),
+            };
+            match &step.epilogue {
+                Some(e) => {
+                    let ins: Vec<&Buf> = step.ins.iter().map(|&s| &bufs[s]).collect();
+                    e.run_rows(&ins, &mut out);
+                }
+                None if step.round[0] => round_to_fp16(&mut out.data),
+                None => {}
+            }
+            bufs[o] = out;
             r?;
             profile::end(timing, span, &step.label);
             continue;
