@@ -6,8 +6,9 @@ weights) and MobileNetV3-small (bench/mobilenetv3.py: one onnx.helper model, imp
 Each (build, threads) pair runs in its own subprocess (RAYON_NUM_THREADS=n and
 af.set_num_threads(n); ORT intra_op_num_threads=n), calls alternating with ONNX Runtime, so each
 ratio comes from one process; the row is the median over rounds. Every call is timed twice: wall
-clock and process CPU time (all threads), the latter robust to other work on a loaded machine. `--base DIR` also times the aneforge package found in
-DIR (e.g. main's `python/aneforge` with its built `_core`) for before/after.
+clock and process CPU time (all threads), the latter robust to other work on a loaded machine. `--base DIR` also times a saved build for before/after:
+DIR is a copy of an installed `aneforge` package directory (with its built `_core`) or a directory
+containing one; the worker reports the package it imported and a mismatch is an error.
 
 Usage: python bench/conv_nets.py [--base DIR] [--runs N] [--rounds N] [--models resnet18,resnet50,mobilenetv3]
                              [--out BENCHMARKS.md (appended)]
@@ -16,12 +17,12 @@ Usage: python bench/conv_nets.py [--base DIR] [--runs N] [--rounds N] [--models 
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from base_build import run_worker
 from emit import emit
 
 HERE = Path(__file__).resolve().parent
@@ -78,17 +79,8 @@ def worker(threads, runs, names):
             net = af.load_onnx(m.SerializeToString(), device="reference")
             sess = session(m)
             out["mobilenetv3"] = alternate(lambda: net(x), lambda: sess.run(None, {"x": x}), runs)
+    out["module"] = af.__file__
     print(json.dumps(out))
-
-
-def child_json(args, threads, base=None):
-    """Run this script with `args` in a fresh process at `threads` threads (`base` prepended to
-    PYTHONPATH); its last stdout line parsed as JSON."""
-    env = dict(os.environ, RAYON_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads), ANEFORGE_QUIET="1")
-    if base:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in [str(base), env.get("PYTHONPATH", "")] if p)
-    res = subprocess.run([sys.executable, __file__, *args], env=env, capture_output=True, text=True, check=True)
-    return json.loads(res.stdout.strip().splitlines()[-1])
 
 
 def median(values):
@@ -104,7 +96,7 @@ def section(runs, rounds, base=None, names=tuple(MODELS)):
         for b, d in builds:
             for t in (1, 2):
                 per.setdefault((b, t), []).append(
-                    child_json(["--worker", str(t), "--runs", str(runs), "--models", ",".join(names)], t, d)
+                    run_worker(__file__, ["--worker", str(t), "--runs", str(runs), "--models", ",".join(names)], t, d)
                 )
     res = {k: {m: [median([r[m][i] for r in v]) for i in range(4)] for m in names} for k, v in per.items()}
     rows = [

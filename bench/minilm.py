@@ -4,7 +4,8 @@ safetensors, no PyTorch), at 1 and 2 threads. Each (build, threads) pair runs in
 (RAYON_NUM_THREADS=n and af.set_num_threads(n); intra_op_num_threads=n), calls alternating with
 ONNX Runtime; per call it records wall time and process CPU time (`time.process_time`, all
 threads), and reports medians. The embeddings of both engines are compared (cosine) first.
-`--base DIR` also times the aneforge package found in DIR (before/after in the same run).
+`--base DIR` also times a saved build (an `aneforge` package directory, or a directory containing
+one; see base_build.py) for before/after in the same run.
 
 Usage: python bench/minilm.py [--runs N] [--base DIR] [--out BENCHMARKS.md (appended)]
 """
@@ -12,11 +13,11 @@ Usage: python bench/minilm.py [--runs N] [--base DIR] [--out BENCHMARKS.md (appe
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+from base_build import run_worker
 from emit import emit
 
 HERE = Path(__file__).resolve().parent
@@ -54,23 +55,14 @@ def worker(threads, runs):
             cpu[k].append(time.process_time() - c)
             wall[k].append(time.perf_counter() - w)
     med = lambda d: [float(np.median(d["af"])), float(np.median(d["ort"]))]  # noqa: E731
-    print(json.dumps({"wall": med(wall), "cpu": med(cpu), "cosine": cosine}))
-
-
-def child(threads, runs, base=None):
-    """This script's worker in a fresh process at `threads` threads (`base` first on PYTHONPATH)."""
-    env = dict(os.environ, RAYON_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads), ANEFORGE_QUIET="1")
-    if base:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in [str(base), env.get("PYTHONPATH", "")] if p)
-    cmd = [sys.executable, __file__, "--worker", str(threads), "--runs", str(runs)]
-    res = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    print(json.dumps({"wall": med(wall), "cpu": med(cpu), "cosine": cosine, "module": af.__file__}))
 
 
 def section(runs, base=None):
     load = os.getloadavg()[0]
     builds = [("this build", None)] + ([("before (base)", base)] if base else [])
-    res = {(b, t): child(t, runs, d) for b, d in builds for t in (1, 2)}
+    args = lambda t: ["--worker", str(t), "--runs", str(runs)]  # noqa: E731
+    res = {(b, t): run_worker(__file__, args(t), t, d) for b, d in builds for t in (1, 2)}
     rows = [
         "| build | threads | aneforge wall | ORT wall | wall ratio | aneforge CPU | ORT CPU | CPU ratio |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
