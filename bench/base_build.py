@@ -39,14 +39,14 @@ def package_dir(base):
 def run_worker(script, args, threads, base=None):
     """Run `script` with `args` in a fresh process at `threads` threads (RAYON/OMP), with the
     `base` build first on PYTHONPATH when given; its last stdout line parsed as JSON. The worker
-    must report `aneforge.__file__` as "module"; a base run that imported another package raises
+    reports `aneforge.__file__` as "module" (dropped from the result); a base run that imported another package raises
     SystemExit."""
     env = dict(os.environ, RAYON_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads), ANEFORGE_QUIET="1")
     if base:
         env["PYTHONPATH"] = os.pathsep.join(p for p in [str(search_dir(base)), env.get("PYTHONPATH", "")] if p)
     res = subprocess.run([sys.executable, str(script), *args], env=env, capture_output=True, text=True, check=True)
     out = json.loads(res.stdout.strip().splitlines()[-1])
-    module = Path(out.pop("module")).resolve()
-    if base and module.parent != package_dir(base):
+    module = out.pop("module", None)
+    if base and (module is None or Path(module).resolve().parent != package_dir(base)):
         raise SystemExit(f"--base {base}: the worker imported {module}, not the base build")
     return out

@@ -6,8 +6,8 @@ ResNet-18 and ResNet-50 (224x224, the bench's seeded weights, `resnet18.aneforge
 intra_op_num_threads=n), calls alternating with ONNX Runtime, so every ratio comes from one run.
 Memory: ResNet-50's planned bytes (`net.memory()`) and the peak RSS of a process that builds and
 runs it 5 times, for aneforge and ONNX Runtime in separate processes (both hold the numpy weights).
-`--base DIR` also times the aneforge package found in DIR (e.g. a copy of main's
-`python/aneforge` with its built `_core`), for before/after.
+`--base DIR` also times a saved build (an installed `aneforge` package directory copied aside, or
+a directory containing one; see base_build.py), for before/after.
 
 `--serial` instead prints the serial-fraction table: each model profiled by process CPU time
 (`net.profile(clock="cpu")`, robust on a loaded machine) at 1 and 2 threads; each step is
@@ -23,11 +23,11 @@ Usage: python bench/threads.py [--base DIR] [--runs N] [--serial] [--out BENCHMA
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from base_build import run_worker
 from emit import emit
 
 HERE = Path(__file__).resolve().parent
@@ -67,6 +67,7 @@ def worker(threads, runs):
         arr = np.array(ids, np.int64)
         out["minilm128"] = models.alternate(lambda: enc([ids]), lambda: sess.run(None, {"ids": arr}), runs)
         out["tiny"] = tiny_call(af, session)
+    out["module"] = af.__file__
     print(json.dumps(out))
 
 
@@ -199,6 +200,7 @@ def serial_worker(threads, repeat):
             if r["leaf"]:
                 rows.append({k: r[k] for k in keep})
         out["minilm128"] = {"call_us": enc["micros"], "rows": rows}
+    out["module"] = af.__file__
     print(json.dumps(out))
 
 
@@ -216,7 +218,7 @@ def serial_section(repeat, base=None):
     ]
     worst = {}
     for b, d in builds:
-        prof = {t: child_json(["--serial-worker", str(t), "--runs", str(repeat)], t, d) for t in (1, 2)}
+        prof = {t: run_worker(__file__, ["--serial-worker", str(t), "--runs", str(repeat)], t, d) for t in (1, 2)}
         for key, label in names.items():
             one = prof[1][key]
             call = one["call_us"]
@@ -250,19 +252,11 @@ def serial_section(repeat, base=None):
     )
 
 
-def child_json(args, threads=1, base=None):
-    """Run this script with `args` in a fresh process at `threads` threads (`base` prepended to
-    PYTHONPATH); its last stdout line parsed as JSON."""
-    env = dict(os.environ, RAYON_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads), ANEFORGE_QUIET="1")
-    if base:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in [str(base), env.get("PYTHONPATH", "")] if p)
-    res = subprocess.run([sys.executable, __file__, *args], env=env, capture_output=True, text=True, check=True)
-    return json.loads(res.stdout.strip().splitlines()[-1])
-
-
 def section(runs, base=None):
     builds = [("this build", None)] + ([("before (base)", base)] if base else [])
-    results = {(b, t): child_json(["--worker", str(t), "--runs", str(runs)], t, d) for b, d in builds for t in (1, 2)}
+    results = {
+        (b, t): run_worker(__file__, ["--worker", str(t), "--runs", str(runs)], t, d) for b, d in builds for t in (1, 2)
+    }
     rows = [
         "| model | build | threads | aneforge | ONNX Runtime | aneforge / ORT |",
         "| --- | --- | --- | --- | --- | --- |",
@@ -283,7 +277,7 @@ def section(runs, base=None):
         f"{names[k]} {results[('this build', 1)][k][0] / results[('this build', 2)][k][0]:.2f}×"
         for k in ("resnet18", "resnet50", "minilm128")
     ]
-    rss = {e: child_json(["--rss", e]) for e in ("aneforge", "onnxruntime")}
+    rss = {e: run_worker(__file__, ["--rss", e], 1) for e in ("aneforge", "onnxruntime")}
     plan = rss["aneforge"]["planned"]
     mib = 1 / 1024
     memory = [
