@@ -305,3 +305,106 @@ fn cli_run_writes_int32_outputs_as_int32_npy() {
     let f = std::fs::read(out.join("vals.npy")).unwrap();
     assert!(std::str::from_utf8(&f[10..64]).unwrap().contains("'<f4'"));
 }
+
+/// Ops run inside each plan stage on each of the calls `inputs` makes (ids, then x when given),
+/// with each call's first output, and the stage names.
+type StageRuns = (Vec<Vec<usize>>, Vec<Vec<f32>>, Vec<String>);
+
+fn stage_ops_per_call(c: &mut Compiled, calls: &[(&[i32], Option<&[f32]>)]) -> StageRuns {
+    use aneforge::exec::profile::{Profile, SpanKind};
+    let (mut ops, mut outs, mut names) = (Vec::new(), Vec::new(), Vec::new());
+    for (ids, x) in calls {
+        let mut p = Profile::default();
+        c.loaded.set_input(0, PortData::I32(ids)).unwrap();
+        if let Some(x) = x {
+            c.loaded.set_input(1, PortData::F32(x)).unwrap();
+        }
+        c.loaded.execute_profiled(&mut p).unwrap();
+        outs.push(c.loaded.read_outputs().unwrap().remove(0));
+        let stages: Vec<&aneforge::exec::profile::Span> = p
+            .spans
+            .iter()
+            .filter(|s| s.kind == SpanKind::Stage)
+            .collect();
+        names = stages.iter().map(|s| s.name.clone()).collect();
+        let inside = |k| {
+            p.spans
+                .iter()
+                .filter(|s| s.stage == Some(k) && s.kind != SpanKind::Stage)
+                .count()
+        };
+        ops.push((0..stages.len()).map(inside).collect());
+    }
+    (ops, outs, names)
+}
+
+const TABLE: [f32; 8] = [0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5];
+
+/// 2·TABLE[id] row by row for `ids`, plus `add` [.., 2] cycled or per element.
+fn doubled_rows(ids: &[i32], add: &[f32]) -> Vec<f32> {
+    let rows = ids
+        .iter()
+        .flat_map(|&i| (0..2).map(move |j| 2.0 * TABLE[2 * i as usize + j]));
+    rows.zip(add.iter().cycle()).map(|(v, a)| v + a).collect()
+}
+
+fn doubled_table() -> Tensor {
+    let t = aneforge::constant("t", aneforge::HostArray::f32(&[4, 2], &TABLE)).unwrap();
+    t.mul_scalar(2.0).unwrap()
+}
+
+/// ids → gather rows of a constant table·2 (host) → + a constant bias·3 (region): region 0
+/// reads no input, so it runs on the first call only.
+#[test]
+fn a_region_of_constants_runs_on_the_first_call_only() {
+    let bias = aneforge::constant("b", aneforge::HostArray::f32(&[2], &[0.25, -4.0])).unwrap();
+    let ids = input_port(&[3], DType::Int32, Some("ids")).unwrap();
+    let e = embedding(&ids, &doubled_table()).unwrap();
+    let y = e.add(&bias.mul_scalar(3.0).unwrap()).unwrap();
+    let (mut c, _dir) = build(&[("y", y)], "constant-region");
+    let calls: [(&[i32], Option<&[f32]>); 3] =
+        [(&[3, 0, 1], None), (&[2, 2, 0], None), (&[1, 3, 3], None)];
+    let (ops, outs, names) = stage_ops_per_call(&mut c, &calls);
+    assert_eq!(names[0], "stage 0 (constant region)");
+    assert_eq!(names.len(), 3);
+    for ((ids, _), out) in calls.iter().zip(&outs) {
+        assert_eq!(*out, doubled_rows(ids, &[0.75, -12.0]), "ids {ids:?}");
+    }
+    assert!(ops[0][0] > 0 && ops[0][2] > 0, "{ops:?}");
+    assert_eq!((ops[1][0], ops[2][0]), (0, 0), "{ops:?}");
+    assert!(ops[1][2] > 0 && ops[2][2] > 0, "{ops:?}");
+}
+
+/// Region 0 both computes from an input (relu(x)) and exports a constant-only value (the
+/// gathered table·2): the constant part becomes a region of its own, run once; relu every call.
+#[test]
+fn constants_leaving_a_region_that_reads_inputs_are_split_off() {
+    let ids = input_port(&[3], DType::Int32, Some("ids")).unwrap();
+    let x = input(&[3, 2]).unwrap();
+    let y = embedding(&ids, &doubled_table())
+        .unwrap()
+        .add(&x.relu().unwrap())
+        .unwrap();
+    let (mut c, _dir) = build(&[("y", y)], "constant-split");
+    let kinds = c.plan.as_ref().unwrap().stage_kinds();
+    assert_eq!(kinds, ["region", "region", "host", "region"]);
+    let xs = [
+        [1.0f32, -1.0, 2.0, -2.0, 0.5, 3.0],
+        [-1.0, 4.0, 0.25, 1.0, -3.0, 2.0],
+    ];
+    let calls: [(&[i32], Option<&[f32]>); 2] =
+        [(&[0, 3, 2], Some(&xs[0])), (&[3, 3, 1], Some(&xs[1]))];
+    let (ops, outs, names) = stage_ops_per_call(&mut c, &calls);
+    assert_eq!(names[0], "stage 0 (constant region)");
+    for (((ids, _), x), out) in calls.iter().zip(&xs).zip(&outs) {
+        let relu: Vec<f32> = x.iter().map(|v| v.max(0.0)).collect();
+        let want: Vec<f32> = doubled_rows(ids, &[0.0])
+            .iter()
+            .zip(&relu)
+            .map(|(a, b)| a + b)
+            .collect();
+        assert_eq!(*out, want, "ids {ids:?}");
+    }
+    assert!(ops[0][0] > 0 && ops[1][0] == 0, "{ops:?}");
+    assert!(ops[0][1] > 0 && ops[1][1] > 0, "{ops:?}");
+}

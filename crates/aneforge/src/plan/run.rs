@@ -110,6 +110,10 @@ enum Step {
     Region {
         loaded: Box<dyn Loaded>,
         feeds: Vec<Feed>,
+        /// A region without inputs (constants only, such as a weight a host op reads): its
+        /// outputs are the same every call, so it runs on the first call only. `None` for a
+        /// region that runs every call, else whether its outputs are held.
+        constant: Option<bool>,
     },
     Host {
         op: HostOp,
@@ -217,11 +221,14 @@ impl PlanLoaded {
                 Stage::Region { program, .. } => {
                     let rdir = dir.join(REGIONS).join(&program.sha256[..KEY_LEN]);
                     let mut loaded = executor.load(program, &rdir, precision)?;
+                    let constant = loaded.inputs().is_empty();
                     match ref_program(loaded.as_mut()) {
                         Some(r) => {
                             (0..program.outputs().len()).for_each(|q| r.lazy_output(q));
                             r.prefault();
-                            work = work.saturating_add(r.work());
+                            if !constant {
+                                work = work.saturating_add(r.work());
+                            }
                         }
                         None => all_reference = false,
                     }
@@ -247,7 +254,11 @@ impl PlanLoaded {
                         let name = &plan.values[value_index(plan, &p.name)?].name;
                         homes.insert(name, Home::Port { step: k, port: q });
                     }
-                    Step::Region { loaded, feeds }
+                    Step::Region {
+                        loaded,
+                        feeds,
+                        constant: constant.then_some(false),
+                    }
                 }
                 Stage::Host {
                     op,
@@ -325,6 +336,9 @@ impl PlanLoaded {
     fn run_stages(&mut self) -> Result<()> {
         for k in 0..self.steps.len() {
             let what = match &self.steps[k] {
+                Step::Region {
+                    constant: Some(_), ..
+                } => "constant region",
                 Step::Region { .. } => "region",
                 Step::Host { op, .. } => op.name(),
             };
@@ -346,7 +360,15 @@ impl PlanLoaded {
     fn run_step(&mut self, k: usize) -> Result<()> {
         let (done, rest) = self.steps.split_at_mut(k);
         match &mut rest[0] {
-            Step::Region { loaded, feeds } => {
+            Step::Region {
+                constant: Some(true),
+                ..
+            } => Ok(()),
+            Step::Region {
+                loaded,
+                feeds,
+                constant,
+            } => {
                 for f in feeds.iter().filter(|f| !f.swap) {
                     let j = f.input;
                     match f.from {
@@ -379,6 +401,9 @@ impl PlanLoaded {
                 // Every lent buffer goes back to its owner, whatever happened.
                 for f in lends().take(lent) {
                     r = r.and(lend(f, done, loaded.as_mut(), false));
+                }
+                if let Some(held) = constant {
+                    *held = r.is_ok();
                 }
                 r
             }

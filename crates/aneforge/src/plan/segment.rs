@@ -1,10 +1,13 @@
 //! Cutting a graph at its host ops. Every node gets a level: the number of host ops on the
 //! longest path to it (a host op's own output counts from the next level). Stages run region 0,
 //! the host ops of level 0, region 1, the host ops of level 1, ... Constants are copied into
-//! each region that uses them; a constant a host op reads or the plan returns leaves region 0
-//! through `x * 1` (like an input returned as an output). Values crossing a cut keep the port
-//! name they had (plan inputs and outputs) or get `cut<node>_<port>`. A `sort` whose permutation
-//! nothing reads runs as `sort_values` (the same values, no permutation).
+//! each region that uses them. Values computed from constants alone that leave region 0 (a
+//! weight a host op gathers from, a parameter reshaped for a later region) come from a first
+//! region of constants, which reads no input and so runs once per loaded plan; a constant
+//! itself leaves it through `x * 1` (like an input returned as an output). Values crossing a
+//! cut keep the port name they had (plan inputs and outputs) or get `cut<node>_<port>`. A
+//! `sort` whose permutation nothing reads runs as `sort_values` (the same values, no
+//! permutation).
 
 use std::collections::{HashMap, HashSet};
 
@@ -162,6 +165,7 @@ pub fn segment(g: &Graph, always: bool) -> Result<Option<Segmented>> {
     let reach = bool_reach(g, &consumers, &level);
     let plan_outputs: HashSet<Value> = g.outputs.iter().map(|(_, v)| *v).collect();
     let mut names = Names::new(g);
+    let const_only = const_only(g);
     let top = (0..n).map(|i| level[i]).max().unwrap_or(0);
     let mut stages = Vec::new();
     for r in 0..=top {
@@ -183,24 +187,39 @@ pub fn segment(g: &Graph, always: bool) -> Result<Option<Segmented>> {
         } else {
             Vec::new()
         };
-        if !members.is_empty() || !exported_consts.is_empty() {
-            let mut builder = RegionBuilder {
+        let leaves = |v: Value| {
+            let i = v.node;
+            plan_outputs.contains(&v)
+                || consumers[i].iter().any(|&c| {
+                    g.nodes[c].inputs.contains(&v)
+                        && ((!is_member(&members, c) && level[c] >= level[i])
+                            || reach[c] > level[i])
+                })
+        };
+        if r == 0 {
+            // What region 0 exports that is computed from constants alone comes from a region
+            // of its own, which reads no input and so runs on the first call only (`plan::run`).
+            let (own, constants) = split_constants(g, &members, &consumers, &const_only, leaves);
+            if !constants.is_empty() || !exported_consts.is_empty() {
+                let region = build_region(g, &mut names, &constants, &exported_consts, leaves)?;
+                stages.push(Segment::Region(region));
+            }
+            if !own.is_empty() {
+                let leaves = |v: Value| leaves(v) && !const_only[v.node];
+                stages.push(Segment::Region(build_region(
+                    g,
+                    &mut names,
+                    &own,
+                    &[],
+                    leaves,
+                )?));
+            }
+        } else if !members.is_empty() {
+            stages.push(Segment::Region(build_region(
                 g,
-                built: HashMap::new(),
-                names: &mut names,
-            };
-            let leaves = |v: Value| {
-                let i = v.node;
-                plan_outputs.contains(&v)
-                    || consumers[i].iter().any(|&c| {
-                        g.nodes[c].inputs.contains(&v)
-                            && ((!is_member(&members, c) && level[c] >= level[i])
-                                || reach[c] > level[i])
-                    })
-            };
-            stages.push(Segment::Region(builder.region(
+                &mut names,
                 &members,
-                &exported_consts,
+                &[],
                 leaves,
             )?));
         }
@@ -251,6 +270,59 @@ pub fn segment(g: &Graph, always: bool) -> Result<Option<Segmented>> {
         stages,
         values: names.values,
     }))
+}
+
+/// Build region `members` (plus `exported_consts`, see [`RegionBuilder::region`]).
+fn build_region<'g>(
+    g: &'g Graph,
+    names: &mut Names<'g>,
+    members: &[usize],
+    exported_consts: &[usize],
+    leaves: impl Fn(Value) -> bool,
+) -> Result<Graph> {
+    let mut builder = RegionBuilder {
+        g,
+        built: HashMap::new(),
+        names,
+    };
+    builder.region(members, exported_consts, leaves)
+}
+
+/// Per node, whether its value follows from constants alone: a constant, or a fused op (no
+/// bool output: bool values never cross a cut) whose inputs all do.
+fn const_only(g: &Graph) -> Vec<bool> {
+    let mut only = vec![false; g.nodes.len()];
+    for (i, node) in g.nodes.iter().enumerate() {
+        only[i] = is_const(&node.op)
+            || (!is_host(&node.op)
+                && !matches!(node.op, Op::Input(_))
+                && !node.inputs.is_empty()
+                && node.outputs.iter().all(|t| t.dtype != DType::Bool)
+                && node.inputs.iter().all(|v| only[v.node]));
+    }
+    only
+}
+
+/// Split region 0's `members` (sorted) into the nodes region 0 itself computes (those reading an
+/// input and the constant-only nodes they read) and the constant-only nodes whose values
+/// `leaves` region 0 with the constant-only nodes these read (a node may be in both).
+fn split_constants(
+    g: &Graph,
+    members: &[usize],
+    consumers: &[Vec<usize>],
+    const_only: &[bool],
+    leaves: impl Fn(Value) -> bool,
+) -> (Vec<usize>, Vec<usize>) {
+    let n = g.nodes.len();
+    let (mut own, mut constant) = (vec![false; n], vec![false; n]);
+    for &i in members.iter().rev() {
+        let read_by = |set: &[bool]| consumers[i].iter().any(|&c| set[c]);
+        own[i] = !const_only[i] || read_by(&own);
+        let leaving = (0..g.nodes[i].outputs.len()).any(|port| leaves(Value { node: i, port }));
+        constant[i] = const_only[i] && (leaving || read_by(&constant));
+    }
+    let pick = |set: &[bool]| members.iter().copied().filter(|&i| set[i]).collect();
+    (pick(&own), pick(&constant))
 }
 
 /// Whether node `c` is one of a region's `members` (sorted node indices).
