@@ -12,6 +12,7 @@ mod in_place;
 mod memory_plan;
 mod packed;
 mod profile;
+mod reshape_move;
 mod shared_weight;
 pub mod threads;
 pub(crate) mod train_fuse;
@@ -143,6 +144,8 @@ struct Step {
     rounds_in_kernel: bool,
     /// What a profile reports for this step.
     label: OpLabel,
+    /// A reshape that takes its dying input's buffer (see `reshape_move`).
+    moves_input: bool,
     /// A run of elementwise steps executed as one (see `train_fuse`); the fields above are unused.
     fused: Option<Box<train_fuse::Fused>>,
 }
@@ -304,7 +307,8 @@ impl RefProgram {
                 .map(|t| precision == Precision::Fp16 && t.dtype == DType::Fp16)
                 .collect()
         };
-        for (&i, ins) in ops.iter().zip(&step_ins) {
+        let last_use = reshape_move::last_uses(numel.len(), &step_ins);
+        for (k, (&i, ins)) in ops.iter().zip(&step_ins).enumerate() {
             let n = &g.nodes[i];
             let round = rounds(i);
             work = ins
@@ -336,6 +340,14 @@ impl RefProgram {
                 epilogue,
                 rounds_in_kernel,
                 label: profile::step_label(g, i, chain.as_ref()),
+                moves_input: reshape_move::moves_input(
+                    &n.op,
+                    chain.is_some(),
+                    k,
+                    ins,
+                    &last_use,
+                    &pinned,
+                ),
                 round,
                 fused: None,
             })
@@ -446,6 +458,11 @@ fn run_steps(steps: &[Step], bufs: &mut [Buf], timing: &mut Option<Profile>) -> 
         let span = profile::begin(timing);
         if let Some(f) = &step.fused {
             f.run(bufs);
+            profile::end(timing, span, &step.label);
+            continue;
+        }
+        if step.moves_input {
+            reshape_move::run(step, bufs);
             profile::end(timing, span, &step.label);
             continue;
         }

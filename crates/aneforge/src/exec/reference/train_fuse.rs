@@ -319,6 +319,7 @@ fn flush(
                 shared: None,
                 epilogue: None,
                 rounds_in_kernel: false,
+                moves_input: false,
                 label: OpLabel {
                     op: names.join("+"),
                     shape: step.out_shapes[0].clone(),
