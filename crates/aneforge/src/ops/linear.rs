@@ -7,7 +7,7 @@ use rayon::prelude::*;
 
 use super::gemm::{sgemm, PAR_MIN_MACS};
 use super::io::{expect_fp16, expect_inputs};
-use super::kernel::{broadcast_strides, for_each_broadcast};
+use super::kernel::for_each_broadcast;
 use super::{Buf, Family, Op, TensorType};
 use crate::error::{Error, Result};
 use crate::mil::{Literal, MilArgs, MilOp};
@@ -28,47 +28,48 @@ pub struct MatMul {
 /// One operand seen as a stack of matrices: batch axes, matrix extents and element strides.
 struct Operand<'a> {
     batch: &'a [usize],
+    /// Element strides of the batch axes in the stored buffer.
+    batch_strides: &'a [usize],
     /// (rows, cols) of the (possibly transposed) matrix as multiplied.
     rows: usize,
     cols: usize,
-    /// Element strides of those rows and columns inside one stored matrix.
+    /// Element strides of those rows and columns in the stored buffer.
     rs: usize,
     cs: usize,
 }
 
 impl<'a> Operand<'a> {
-    /// View `shape` as matrices; a rank-1 operand is promoted to [1, K] (`is_x`) or [K, 1]
-    /// and ignores `transpose` (as MIL does); `None` for a rank-0 shape.
-    fn new(shape: &'a [usize], transpose: bool, is_x: bool) -> Option<Self> {
-        let (batch, r0, r1) = match *shape {
+    /// View `shape` (element `strides` per axis) as matrices; a rank-1 operand is promoted to
+    /// [1, K] (`is_x`) or [K, 1] and ignores `transpose` (as MIL does); `None` for rank 0.
+    fn new(shape: &'a [usize], strides: &'a [usize], transpose: bool, is_x: bool) -> Option<Self> {
+        let r = shape.len();
+        let (rows, cols, rs, cs) = match *shape {
             [] => return None,
-            [k] if is_x => (&shape[..0], 1, k),
-            [k] => (&shape[..0], k, 1),
-            [.., r0, r1] => (&shape[..shape.len() - 2], r0, r1),
+            [k] if is_x => (1, k, k * strides[0], strides[0]),
+            [k] => (k, 1, strides[0], 1),
+            [.., r0, r1] if transpose => (r1, r0, strides[r - 1], strides[r - 2]),
+            [.., r0, r1] => (r0, r1, strides[r - 2], strides[r - 1]),
         };
-        let t = transpose && shape.len() >= 2;
-        Some(if t {
-            Operand {
-                batch,
-                rows: r1,
-                cols: r0,
-                rs: 1,
-                cs: r1,
-            }
-        } else {
-            Operand {
-                batch,
-                rows: r0,
-                cols: r1,
-                rs: r1,
-                cs: 1,
-            }
+        let b = r.saturating_sub(2);
+        Some(Operand {
+            batch: &shape[..b],
+            batch_strides: &strides[..b],
+            rows,
+            cols,
+            rs,
+            cs,
         })
     }
 
-    /// Elements in one stored matrix.
-    fn size(&self) -> usize {
-        self.rows * self.cols
+    /// The batch strides seen through a broadcast to `batch` (0 on broadcast axes).
+    fn broadcast(&self, batch: &[usize]) -> Vec<usize> {
+        let pad = batch.len() - self.batch.len();
+        (0..batch.len())
+            .map(|i| match i.checked_sub(pad) {
+                Some(a) if self.batch[a] != 1 => self.batch_strides[a],
+                _ => 0,
+            })
+            .collect()
     }
 }
 
@@ -76,8 +77,8 @@ impl MatMul {
     /// Both operands as matrix stacks plus the broadcast batch shape, or a shape error naming both shapes.
     fn operands<'a>(
         &self,
-        xs: &'a [usize],
-        ys: &'a [usize],
+        (xs, xst): (&'a [usize], &'a [usize]),
+        (ys, yst): (&'a [usize], &'a [usize]),
     ) -> Result<(Operand<'a>, Operand<'a>, Vec<usize>)> {
         let desc = || {
             format!(
@@ -86,8 +87,8 @@ impl MatMul {
             )
         };
         let (Some(x), Some(y)) = (
-            Operand::new(xs, self.transpose_x, true),
-            Operand::new(ys, self.transpose_y, false),
+            Operand::new(xs, xst, self.transpose_x, true),
+            Operand::new(ys, yst, self.transpose_y, false),
         ) else {
             return Err(Error::shape(
                 MIL_NAME,
@@ -128,7 +129,8 @@ impl Family for MatMul {
         expect_inputs(MIL_NAME, inputs, 2)?;
         expect_fp16(MIL_NAME, inputs)?;
         let (xs, ys) = (&inputs[0].shape, &inputs[1].shape);
-        let (x, y, mut out) = self.operands(xs, ys)?;
+        let (xst, yst) = (crate::shape::strides(xs), crate::shape::strides(ys));
+        let (x, y, mut out) = self.operands((xs, &xst), (ys, &yst))?;
         if xs.len() >= 2 {
             out.push(x.rows);
         }
@@ -143,26 +145,44 @@ impl Family for MatMul {
             .param("transpose_y", Literal::Bool(self.transpose_y))
     }
     fn eval(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
-        let (xb, yb) = (ins[0], ins[1]);
-        let (x, y, batch) = self.operands(&xb.shape, &yb.shape)?;
-        let (m, n, k) = (x.rows, y.cols, x.cols);
-        let (sx, sy) = (
-            broadcast_strides(x.batch, &batch),
-            broadcast_strides(y.batch, &batch),
-        );
-        let mut offsets = Vec::new();
-        for_each_broadcast(&batch, [&sx, &sy], |_, [i, j]| {
-            offsets.push((i * x.size(), j * y.size()))
+        let views = [0, 1].map(|p| crate::shape::strides(&ins[p].shape));
+        let [x, y] = [0, 1].map(|p| View {
+            buf: ins[p],
+            shape: &ins[p].shape,
+            strides: &views[p],
         });
+        self.eval_views(x, y, &mut out[0])
+    }
+}
+
+/// A matmul operand: `shape` read from `buf` through element `strides` per axis (a stored
+/// tensor's own row-major strides, or those of a transpose of it folded into the matmul).
+#[derive(Clone, Copy)]
+pub struct View<'a> {
+    pub buf: &'a Buf,
+    pub shape: &'a [usize],
+    pub strides: &'a [usize],
+}
+
+impl MatMul {
+    /// `eval` on operands read through views; `out` is the contiguous result. Each product is
+    /// one `sgemm` call whatever the strides, so a view changes no bit of the result.
+    pub fn eval_views(&self, xv: View, yv: View, out: &mut Buf) -> Result<()> {
+        let (x, y, batch) = self.operands((xv.shape, xv.strides), (yv.shape, yv.strides))?;
+        let (m, n, k) = (x.rows, y.cols, x.cols);
+        let (sx, sy) = (x.broadcast(&batch), y.broadcast(&batch));
+        let mut offsets = Vec::new();
+        for_each_broadcast(&batch, [&sx, &sy], |_, [i, j]| offsets.push((i, j)));
+        let (xd, yd) = (&xv.buf.data, &yv.buf.data);
         let run = |(c, &(xo, yo)): (&mut [f32], &(usize, usize))| {
             sgemm(
                 m,
                 n,
                 k,
-                &xb.data[xo..],
+                &xd[xo..],
                 x.rs,
                 x.cs,
-                &yb.data[yo..],
+                &yd[yo..],
                 y.rs,
                 y.cs,
                 c,
@@ -170,7 +190,7 @@ impl Family for MatMul {
                 false,
             );
         };
-        let od = &mut out[0].data;
+        let od = &mut out.data;
         if offsets.len() > 1 && (m * n * k).saturating_mul(offsets.len()) >= PAR_MIN_MACS {
             od.par_chunks_mut(m * n)
                 .zip(offsets.par_iter())

@@ -16,6 +16,7 @@ mod reshape_move;
 mod shared_weight;
 pub mod threads;
 pub(crate) mod train_fuse;
+mod transpose_fold;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -146,6 +147,8 @@ struct Step {
     label: OpLabel,
     /// A reshape that takes its dying input's buffer (see `reshape_move`).
     moves_input: bool,
+    /// A matmul reading transposes folded into it (see `transpose_fold`).
+    views: Option<transpose_fold::Views>,
     /// A run of elementwise steps executed as one (see `train_fuse`); the fields above are unused.
     fused: Option<Box<train_fuse::Fused>>,
 }
@@ -254,7 +257,12 @@ impl RefProgram {
         for &v in inputs_v.iter().chain(&outputs_v).chain(&consts_v) {
             pinned[v] = true;
         }
-        let (mut chains, absorbed) = conv_epilogue::find_chains_after(g, &weight_step);
+        let (mut chains, mut absorbed) = conv_epilogue::find_chains_after(g, &weight_step);
+        let heads: Vec<bool> = (weight_step.iter().zip(&chains))
+            .map(|(&w, c)| w || c.is_some())
+            .collect();
+        let (mut views, folded) = transpose_fold::find(g, &heads);
+        absorbed.iter_mut().zip(&folded).for_each(|(a, &f)| *a |= f);
         let ops: Vec<usize> = (0..g.nodes.len())
             .filter(|&i| !is_const(i) && !absorbed[i] && !matches!(g.nodes[i].op, Op::Input(_)))
             .collect();
@@ -263,9 +271,8 @@ impl RefProgram {
             .iter()
             .map(|&i| match &chains[i] {
                 Some(c) => c.inputs(g).iter().map(|v| value[v.node][v.port]).collect(),
-                None => g.nodes[i]
-                    .inputs
-                    .iter()
+                None => (g.nodes[i].inputs.iter().enumerate())
+                    .map(|(p, &v)| transpose_fold::source(g, views[i].as_ref(), p, v))
                     .map(|v| value[v.node][v.port])
                     .collect(),
             })
@@ -348,6 +355,7 @@ impl RefProgram {
                     &last_use,
                     &pinned,
                 ),
+                views: views[i].take(),
                 round,
                 fused: None,
             })
@@ -521,13 +529,14 @@ fn run_steps(steps: &[Step], bufs: &mut [Buf], timing: &mut Option<Profile>) -> 
             b
         }));
         let ins: Vec<&Buf> = step.ins.iter().map(|&i| &bufs[i]).collect();
-        let r = match (&step.op, &step.epilogue) {
-            (Op::Binary(b), _) if step.rounds_in_kernel => {
+        let r = match (&step.op, &step.epilogue, &step.views) {
+            (Op::Binary(b), ..) if step.rounds_in_kernel => {
                 b.eval_rounded(&ins, &mut outs);
                 Ok(())
             }
-            (Op::Conv(c), Some(e)) => e.run_conv(c, &ins, &mut outs),
-            (op, _) => op.family().eval(&ins, &mut outs),
+            (Op::Conv(c), Some(e), _) => e.run_conv(c, &ins, &mut outs),
+            (Op::MatMul(mm), _, Some(v)) => transpose_fold::run(mm, v, &ins, &mut outs),
+            (op, ..) => op.family().eval(&ins, &mut outs),
         };
         for ((o, b), &round) in step.outs.iter().zip(outs.drain(..)).zip(&step.round) {
             bufs[*o] = b;

@@ -320,6 +320,7 @@ fn flush(
                 epilogue: None,
                 rounds_in_kernel: false,
                 moves_input: false,
+                views: None,
                 label: OpLabel {
                     op: names.join("+"),
                     shape: step.out_shapes[0].clone(),
