@@ -28,7 +28,8 @@ pub fn available() -> bool {
 
 /// One tile over depth `kb`: C[r, c] = Σ_p A[r, p]·B[p, c] for r < rows ≤ MR, c < cols ≤ NR,
 /// with A[r, p] at `a[r·a_rs + p]`, B[p, c] at `b[p·NR + c]` and C[r, c] at `c[r·c_rs + c]`;
-/// `overwrite` stores the sum, otherwise adds it to C.
+/// `overwrite` stores the sum, otherwise adds it to C. At most NR / 2 columns compute only the
+/// first 8-lane half (half the multiply-adds, the same chain per element).
 ///
 /// # Safety
 /// The CPU has AVX2 and FMA; A's `rows` rows of `kb` values and the kb·NR values of `b` are
@@ -47,19 +48,48 @@ pub unsafe fn tile(
     cols: usize,
     overwrite: bool,
 ) {
+    if cols <= NR / 2 {
+        halves::<1>(kb, a, a_rs, b, c, c_rs, rows, cols, overwrite)
+    } else {
+        halves::<2>(kb, a, a_rs, b, c, c_rs, rows, cols, overwrite)
+    }
+}
+
+/// [`tile`] computing the first `H` 8-lane halves of each row (cols ≤ 8·H).
+///
+/// # Safety
+/// As [`tile`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn halves<const H: usize>(
+    kb: usize,
+    a: *const f32,
+    a_rs: usize,
+    b: *const f32,
+    c: *mut f32,
+    c_rs: usize,
+    rows: usize,
+    cols: usize,
+    overwrite: bool,
+) {
     // Rows past the edge re-read the last row; their sums are not stored.
     let ar: [*const f32; MR] = std::array::from_fn(|r| a.add(r.min(rows - 1) * a_rs));
-    let mut acc = [[_mm256_setzero_ps(); 2]; MR];
+    let mut acc = [[_mm256_setzero_ps(); H]; MR];
     for p in 0..kb {
         let bp = b.add(p * NR);
-        let (b0, b1) = (_mm256_loadu_ps(bp), _mm256_loadu_ps(bp.add(8)));
+        let mut bv = [_mm256_setzero_ps(); H];
+        for (h, v) in bv.iter_mut().enumerate() {
+            *v = _mm256_loadu_ps(bp.add(8 * h));
+        }
         for (acc, ar) in acc.iter_mut().zip(&ar) {
             let x = _mm256_broadcast_ss(&*ar.add(p));
-            acc[0] = _mm256_fmadd_ps(x, b0, acc[0]);
-            acc[1] = _mm256_fmadd_ps(x, b1, acc[1]);
+            for (acc, &bv) in acc.iter_mut().zip(&bv) {
+                *acc = _mm256_fmadd_ps(x, bv, *acc);
+            }
         }
     }
-    if cols == NR {
+    if cols == 8 * H {
         for (r, acc) in acc.iter().enumerate().take(rows) {
             let d = c.add(r * c_rs);
             for (h, &v) in acc.iter().enumerate() {
@@ -75,8 +105,10 @@ pub unsafe fn tile(
         return;
     }
     let lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    let mask = |from: i32| _mm256_cmpgt_epi32(_mm256_set1_epi32(cols as i32 - from), lane);
-    let masks = [mask(0), mask(8)];
+    let mut masks = [lane; H];
+    for (h, mk) in masks.iter_mut().enumerate() {
+        *mk = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols as i32 - 8 * h as i32), lane);
+    }
     for (r, acc) in acc.iter().enumerate().take(rows) {
         let d = c.add(r * c_rs);
         for (h, (&v, &mk)) in acc.iter().zip(&masks).enumerate() {
