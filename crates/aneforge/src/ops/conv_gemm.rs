@@ -4,6 +4,11 @@
 //! on the rayon pool (each GEMM on one thread) when the conv is large enough. Small products
 //! (a weight gradient's 3×3 correlation outputs) of several batch elements share one GEMM.
 //!
+//! On AVX2 CPUs without AVX-512 a tile runs on the packed kernel (`gemm_packed`) where it
+//! knows the crate's order: the im2col writes the columns straight into its NR-column panels
+//! (a 1×1 conv's input up to [`DIRECT_PANEL_COLS`] columns is copied into them), so nothing is
+//! packed per call, and each element is the crate's chain (same bits, [`Product::packed_block`]).
+//!
 //! Bits: a tile is a column block of the same product, and the `gemm` crate computes every
 //! output element as one fused multiply-add chain over K in depth blocks whose size depends only
 //! on K, unless the call takes one of its small-size paths (m or n ≤ 1, k ≤ 2, or m and n both
@@ -283,16 +288,15 @@ impl Product {
         out: &mut [f32],
         accumulate: bool,
     ) -> Result<()> {
-        self.run_on(xs, w, gi, out, accumulate, true)
+        self.run_on((xs, w, gi), out, accumulate, true)
     }
 
-    /// [`Product::run`], with tiles on the packed kernel where [`Product::packed_block`]
-    /// allows when `packed`, else every tile through the `gemm` crate (the same bits).
+    /// [`Product::run`] of (input, weight, group), with tiles on the packed kernel where
+    /// [`Product::packed_block`] allows when `packed`, else every tile through the `gemm` crate
+    /// (the same bits).
     fn run_on(
         &self,
-        xs: &[f32],
-        w: &[f32],
-        gi: usize,
+        (xs, w, gi): (&[f32], &[f32], usize),
         out: &mut [f32],
         accumulate: bool,
         packed: bool,
@@ -310,52 +314,29 @@ impl Product {
             let (n, start) = (rows.len() * ow, rows.start * ow);
             // C [m, n] with row stride p, starting at column `start` of `out`.
             let c = (c.get().wrapping_add(start), len.saturating_sub(start));
-            let kc = self.packed_block(n, par).filter(|_| packed);
-            if let (Some(kc), true) = (kc, self.direct()) {
-                return with_scratch(&PANELS, panels_len(k, n), "the input panels", |panels| {
-                    rows_to_panels(&xs[start..], h * wd, n, 0..k, panels);
+            if let Some(kc) = self.packed_block(n, par).filter(|_| packed) {
+                return with_scratch(&PANELS, panels_len(k, n), "the GEMM panels", |panels| {
+                    if self.direct() {
+                        rows_to_panels(&xs[start..], h * wd, n, 0..k, panels);
+                    } else {
+                        let buf_len = self.panel_taps(n) * n;
+                        with_scratch(&COLS, buf_len, "the im2col scratch", |buf| {
+                            self.im2col_panels(xs, rows.clone(), panels, buf)
+                        })?;
+                    }
+                    let a = (a, k);
                     // SAFETY: see the closure's contract; C's checks run inside.
                     unsafe {
-                        gemm_packed::gemm_raw(
-                            kc,
-                            false,
-                            (m, n, k),
-                            (a, k),
-                            panels,
-                            c,
-                            p,
-                            accumulate,
-                        )
+                        gemm_packed::gemm_raw(kc, false, (m, n, k), a, panels, c, p, accumulate)
                     };
-                });
+                    Ok(())
+                })?;
             }
             if self.direct() {
                 let b = &xs[start..];
                 // SAFETY: see the closure's contract; C's checks run inside.
                 unsafe { sgemm_raw(par, m, n, k, a, k, 1, b, h * wd, 1, c, p, accumulate) };
                 return Ok(());
-            }
-            if let Some(kc) = kc {
-                let buf_len = self.panel_taps(n) * n;
-                return with_scratch(&PANELS, panels_len(k, n), "the im2col panels", |panels| {
-                    with_scratch(&COLS, buf_len, "the im2col scratch", |buf| {
-                        self.im2col_panels(xs, rows.clone(), panels, buf)
-                    })?;
-                    // SAFETY: as above.
-                    unsafe {
-                        gemm_packed::gemm_raw(
-                            kc,
-                            false,
-                            (m, n, k),
-                            (a, k),
-                            panels,
-                            c,
-                            p,
-                            accumulate,
-                        )
-                    };
-                    Ok(())
-                })?;
             }
             with_scratch(&COLS, k * n, "the im2col scratch", |col| {
                 self.im2col(xs, rows.clone(), 0, col, n, par);
@@ -870,8 +851,8 @@ mod tests {
                         let tiles = product.tile_rows(threads);
                         let n = tiles[0].len() * out[1];
                         ran_packed |= product.packed_block(n, tiles.len() == 1).is_some();
-                        product.run_on(&x, &wt, 1, &mut want, accumulate, false)?;
-                        product.run_on(&x, &wt, 1, &mut got, accumulate, true)
+                        product.run_on((&x, &wt, 1), &mut want, accumulate, false)?;
+                        product.run_on((&x, &wt, 1), &mut got, accumulate, true)
                     })
                     .unwrap();
                     let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
@@ -938,9 +919,9 @@ mod tests {
                     rows_to_panels(&x, p, p, 0..k, &mut panels);
                     gemm_packed::gemm(kc, false, (m, p, k), &w, k, &panels, &mut c2, p);
                 }
-                _ => product.run_on(&x, &w, 0, &mut c2, false, true).unwrap(),
+                _ => product.run_on((&x, &w, 0), &mut c2, false, true).unwrap(),
             };
-            let mut crate_path = || product.run_on(&x, &w, 0, &mut c, false, false).unwrap();
+            let mut crate_path = || product.run_on((&x, &w, 0), &mut c, false, false).unwrap();
             let (mut t_crate, mut t_packed) = (vec![], vec![]);
             pool.install(|| {
                 let clock = || crate::exec::clock::process_cpu_us().unwrap();

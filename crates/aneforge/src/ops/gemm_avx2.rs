@@ -49,9 +49,9 @@ pub unsafe fn tile(
     overwrite: bool,
 ) {
     if cols <= NR / 2 {
-        halves::<1>(kb, a, a_rs, b, c, c_rs, rows, cols, overwrite)
+        halves::<1>(kb, (a, a_rs), b, (c, c_rs), [rows, cols], overwrite)
     } else {
-        halves::<2>(kb, a, a_rs, b, c, c_rs, rows, cols, overwrite)
+        halves::<2>(kb, (a, a_rs), b, (c, c_rs), [rows, cols], overwrite)
     }
 }
 
@@ -61,16 +61,12 @@ pub unsafe fn tile(
 /// As [`tile`].
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-#[allow(clippy::too_many_arguments)]
 unsafe fn halves<const H: usize>(
     kb: usize,
-    a: *const f32,
-    a_rs: usize,
+    (a, a_rs): (*const f32, usize),
     b: *const f32,
-    c: *mut f32,
-    c_rs: usize,
-    rows: usize,
-    cols: usize,
+    (c, c_rs): (*mut f32, usize),
+    [rows, cols]: [usize; 2],
     overwrite: bool,
 ) {
     // Rows past the edge re-read the last row; their sums are not stored.
