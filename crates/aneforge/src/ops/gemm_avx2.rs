@@ -8,6 +8,8 @@ use std::arch::x86_64::*;
 
 /// Rows of C per tile (broadcast operand A, read in place).
 pub const MR: usize = 6;
+/// Most rows of the narrower edge tile (Cout = 64 = 10·6 + 4 leaves 4 rows).
+const EDGE_ROWS: usize = 4;
 /// Columns of C per tile (vector operand B: panels hold NR values per depth step).
 pub const NR: usize = 16;
 
@@ -29,7 +31,8 @@ pub fn available() -> bool {
 /// One tile over depth `kb`: C[r, c] = Σ_p A[r, p]·B[p, c] for r < rows ≤ MR, c < cols ≤ NR,
 /// with A[r, p] at `a[r·a_rs + p]`, B[p, c] at `b[p·NR + c]` and C[r, c] at `c[r·c_rs + c]`;
 /// `overwrite` stores the sum, otherwise adds it to C. At most NR / 2 columns compute only the
-/// first 8-lane half (half the multiply-adds, the same chain per element).
+/// first 8-lane half and at most [`EDGE_ROWS`] rows only those rows (fewer multiply-adds, the
+/// same chain per element).
 ///
 /// # Safety
 /// The CPU has AVX2 and FMA; A's `rows` rows of `kb` values and the kb·NR values of `b` are
@@ -48,20 +51,22 @@ pub unsafe fn tile(
     cols: usize,
     overwrite: bool,
 ) {
-    if cols <= NR / 2 {
-        halves::<1>(kb, (a, a_rs), b, (c, c_rs), [rows, cols], overwrite)
-    } else {
-        halves::<2>(kb, (a, a_rs), b, (c, c_rs), [rows, cols], overwrite)
+    let (a, c, shape) = ((a, a_rs), (c, c_rs), [rows, cols]);
+    match (rows <= EDGE_ROWS, cols <= NR / 2) {
+        (false, false) => halves::<MR, 2>(kb, a, b, c, shape, overwrite),
+        (false, true) => halves::<MR, 1>(kb, a, b, c, shape, overwrite),
+        (true, false) => halves::<EDGE_ROWS, 2>(kb, a, b, c, shape, overwrite),
+        (true, true) => halves::<EDGE_ROWS, 1>(kb, a, b, c, shape, overwrite),
     }
 }
 
-/// [`tile`] computing the first `H` 8-lane halves of each row (cols ≤ 8·H).
+/// [`tile`] computing the first `H` 8-lane halves of `R` rows (rows ≤ R, cols ≤ 8·H).
 ///
 /// # Safety
 /// As [`tile`].
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn halves<const H: usize>(
+unsafe fn halves<const R: usize, const H: usize>(
     kb: usize,
     (a, a_rs): (*const f32, usize),
     b: *const f32,
@@ -70,8 +75,8 @@ unsafe fn halves<const H: usize>(
     overwrite: bool,
 ) {
     // Rows past the edge re-read the last row; their sums are not stored.
-    let ar: [*const f32; MR] = std::array::from_fn(|r| a.add(r.min(rows - 1) * a_rs));
-    let mut acc = [[_mm256_setzero_ps(); H]; MR];
+    let ar: [*const f32; R] = std::array::from_fn(|r| a.add(r.min(rows - 1) * a_rs));
+    let mut acc = [[_mm256_setzero_ps(); H]; R];
     for p in 0..kb {
         let bp = b.add(p * NR);
         let mut bv = [_mm256_setzero_ps(); H];
