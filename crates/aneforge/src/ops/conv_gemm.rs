@@ -4,6 +4,11 @@
 //! on the rayon pool (each GEMM on one thread) when the conv is large enough. Small products
 //! (a weight gradient's 3×3 correlation outputs) of several batch elements share one GEMM.
 //!
+//! On AVX2 CPUs without AVX-512 a tile runs on the packed kernel (`gemm_packed`) where it
+//! knows the crate's order: the im2col writes the columns straight into its NR-column panels
+//! (a 1×1 conv's input up to [`DIRECT_PANEL_COLS`] columns is copied into them), so nothing is
+//! packed per call, and each element is the crate's chain (same bits, [`Product::packed_block`]).
+//!
 //! Bits: a tile is a column block of the same product, and the `gemm` crate computes every
 //! output element as one fused multiply-add chain over K in depth blocks whose size depends only
 //! on K, unless the call takes one of its small-size paths (m or n ≤ 1, k ≤ 2, or m and n both
@@ -18,6 +23,8 @@ use rayon::prelude::*;
 
 use super::conv::{tap, window_row};
 use super::gemm::{sgemm_raw, sgemm_with, PAR_MIN_MACS};
+use super::gemm_avx2::NR;
+use super::gemm_packed::{self, panels_len};
 use super::kernel::PAR_MIN_ELEMS;
 use crate::error::Result;
 
@@ -36,6 +43,14 @@ const NARROW: usize = 8;
 /// Most padded input columns one output row of a narrow im2col reads (its window on the stack).
 const WINDOW: usize = 64;
 
+/// Values of the tap rows one pass of [`Product::im2col_panels`] writes before copying them
+/// into panels (16 KiB of f32: they stay in L1).
+const PANEL_PASS: usize = 1 << 12;
+
+/// Widest direct (1×1, stride 1) tile whose input is copied into panels for the packed kernel:
+/// wider ones gain nothing over the crate's own packing (BENCHMARKS.md, h-im2p round 12).
+const DIRECT_PANEL_COLS: usize = 256;
+
 /// Depth up to which the `gemm` crate runs a product in one depth block (its depth block is at
 /// least min(K, 512) on every path and CPU).
 const ONE_DEPTH_BLOCK: usize = 512;
@@ -44,6 +59,8 @@ thread_local! {
     /// im2col columns of one tile, reused across tiles, convs and calls (every element read is
     /// written first).
     static COLS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    /// The im2col panels of one tile for the packed kernel (every element read is written).
+    static PANELS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
 /// One conv product: geometry, strides, dilations and padding.
@@ -113,9 +130,18 @@ impl Product {
     }
 
     /// Write the im2col columns of output rows `rows` from `xs` [Cin/g, H, W] into the first
-    /// rows·W' values of each of the K rows of `col` (rows `ld` apart; zeros in the padding),
-    /// on the rayon pool when `par` and the tile is large.
-    fn im2col(&self, xs: &[f32], rows: Range<usize>, col: &mut [f32], ld: usize, par: bool) {
+    /// rows·W' values of each row of `col` (rows `ld` apart; zeros in the padding), row t
+    /// holding tap `first` + t (`first` a multiple of kW), on the rayon pool when `par` and the
+    /// tile is large.
+    fn im2col(
+        &self,
+        xs: &[f32],
+        rows: Range<usize>,
+        first: usize,
+        col: &mut [f32],
+        ld: usize,
+        par: bool,
+    ) {
         let ([_, h, w], [kh, kw], [_, ow]) = (self.input, self.kernel, self.output);
         let ([sh, sw], [dh, dw], [pt, _, pl, _]) = (self.strides, self.dilations, self.pad);
         let n = rows.len() * ow;
@@ -123,7 +149,9 @@ impl Product {
         // Stride 1 with the output as wide as the input: a tap's rows are one run of the plane.
         let flat = [sh, sw] == [1, 1] && ow == w && pl < w && dw * (kw - 1) < w + pl;
         if !flat && ow <= NARROW && self.window() <= WINDOW {
-            let taps = |(g, t): (usize, &mut [f32])| self.narrow_taps(xs, g, rows.clone(), t, ld);
+            let taps = |(g, t): (usize, &mut [f32])| {
+                self.narrow_taps(xs, first / kw + g, rows.clone(), t, ld)
+            };
             return if par {
                 col.par_chunks_mut(kw * ld).enumerate().for_each(taps)
             } else {
@@ -131,6 +159,7 @@ impl Product {
             };
         }
         let fill = |(r, crow): (usize, &mut [f32])| {
+            let r = first + r;
             let (c, ky, kx) = (r / (kh * kw), r / kw % kh, r % kw);
             let plane = &xs[c * h * w..(c + 1) * h * w];
             let crow = &mut crow[..n];
@@ -173,6 +202,40 @@ impl Product {
                 }
             }
         }
+    }
+
+    /// Taps per pass of [`Product::im2col_panels`] for n columns: a multiple of kW (whole
+    /// narrow-path groups) whose rows fill about [`PANEL_PASS`] values, at most K.
+    fn panel_taps(&self, n: usize) -> usize {
+        let kw = self.kernel[1];
+        ((PANEL_PASS / n.max(1)) / kw * kw).clamp(kw, self.depth())
+    }
+
+    /// The im2col columns of output rows `rows` (n = rows·W' of them) as `panels` of NR
+    /// columns, [n/NR][K][NR] (zeros past n and in the padding), the GEMM operand B of
+    /// `gemm_packed`: [`Product::panel_taps`] taps at a time are written as rows into `buf`
+    /// (that many times n values) and copied from there, still in L1, into their panels.
+    fn im2col_panels(&self, xs: &[f32], rows: Range<usize>, panels: &mut [f32], buf: &mut [f32]) {
+        let (k, n) = (self.depth(), rows.len() * self.output[1]);
+        let step = self.panel_taps(n);
+        for first in (0..k).step_by(step) {
+            let taps = step.min(k - first);
+            let buf = &mut buf[..taps * n];
+            self.im2col(xs, rows.clone(), first, buf, n, false);
+            rows_to_panels(buf, n, n, first..first + taps, panels);
+        }
+    }
+
+    /// The depth block with which a tile of n columns runs on the packed kernel
+    /// (`gemm_packed`, the `gemm` crate's per-element sequence) instead of the crate, `None`
+    /// where it does not: direct products wider than [`DIRECT_PANEL_COLS`] (the crate packs
+    /// their input as fast), products the crate threads itself (`par` on several threads), and
+    /// where `gemm_packed::depth_block` does not know the crate's order.
+    fn packed_block(&self, n: usize, par: bool) -> Option<usize> {
+        if (self.direct() && n > DIRECT_PANEL_COLS) || (par && rayon::current_num_threads() > 1) {
+            return None;
+        }
+        gemm_packed::depth_block(self.cog, n, self.depth())
     }
 
     /// Padded input columns one output row reads: (W' − 1)·sW + (kW − 1)·dW + 1.
@@ -225,6 +288,19 @@ impl Product {
         out: &mut [f32],
         accumulate: bool,
     ) -> Result<()> {
+        self.run_on((xs, w, gi), out, accumulate, true)
+    }
+
+    /// [`Product::run`] of (input, weight, group), with tiles on the packed kernel where
+    /// [`Product::packed_block`] allows when `packed`, else every tile through the `gemm` crate
+    /// (the same bits).
+    fn run_on(
+        &self,
+        (xs, w, gi): (&[f32], &[f32], usize),
+        out: &mut [f32],
+        accumulate: bool,
+        packed: bool,
+    ) -> Result<()> {
         let threads = rayon::current_num_threads();
         let tiles = self.tile_rows(threads);
         let ([_, h, wd], [_, ow], m, k) = (self.input, self.output, self.cog, self.depth());
@@ -238,6 +314,24 @@ impl Product {
             let (n, start) = (rows.len() * ow, rows.start * ow);
             // C [m, n] with row stride p, starting at column `start` of `out`.
             let c = (c.get().wrapping_add(start), len.saturating_sub(start));
+            if let Some(kc) = self.packed_block(n, par).filter(|_| packed) {
+                return with_scratch(&PANELS, panels_len(k, n), "the GEMM panels", |panels| {
+                    if self.direct() {
+                        rows_to_panels(&xs[start..], h * wd, n, 0..k, panels);
+                    } else {
+                        let buf_len = self.panel_taps(n) * n;
+                        with_scratch(&COLS, buf_len, "the im2col scratch", |buf| {
+                            self.im2col_panels(xs, rows.clone(), panels, buf)
+                        })?;
+                    }
+                    let a = (a, k);
+                    // SAFETY: see the closure's contract; C's checks run inside.
+                    unsafe {
+                        gemm_packed::gemm_raw(kc, false, (m, n, k), a, panels, c, p, accumulate)
+                    };
+                    Ok(())
+                })?;
+            }
             if self.direct() {
                 let b = &xs[start..];
                 // SAFETY: see the closure's contract; C's checks run inside.
@@ -245,7 +339,7 @@ impl Product {
                 return Ok(());
             }
             with_scratch(&COLS, k * n, "the im2col scratch", |col| {
-                self.im2col(xs, rows.clone(), col, n, par);
+                self.im2col(xs, rows.clone(), 0, col, n, par);
                 // SAFETY: as above.
                 unsafe { sgemm_raw(par, m, n, k, a, k, 1, col, n, 1, c, p, accumulate) };
             })
@@ -321,7 +415,7 @@ impl Product {
                     [1, k]
                 } else {
                     for (j, (xs, _)) in mine.iter().enumerate() {
-                        self.im2col(xs, 0..self.output[0], &mut col[j * p..], ld, par);
+                        self.im2col(xs, 0..self.output[0], 0, &mut col[j * p..], ld, par);
                     }
                     [ld, 1]
                 };
@@ -388,6 +482,27 @@ fn tap_rows(
     }
 }
 
+/// Copy the depth rows `depth` of B (n columns; row `depth.start` + t at `src[t·src_rs..]`)
+/// into `panels` of NR columns ([n/NR][K][NR], K = panels.len() / (n/NR) / NR), zeros past n.
+fn rows_to_panels(src: &[f32], src_rs: usize, n: usize, depth: Range<usize>, panels: &mut [f32]) {
+    let k = panels.len() / n.div_ceil(NR) / NR;
+    for (jb, panel) in panels.chunks_exact_mut(k * NR).enumerate() {
+        let (j0, dst) = (jb * NR, &mut panel[depth.start * NR..depth.end * NR]);
+        for (t, d) in dst.chunks_exact_mut(NR).enumerate() {
+            let row = &src[t * src_rs..];
+            match <&[f32; NR]>::try_from(row.get(j0..j0 + NR).unwrap_or(&[])) {
+                Ok(whole) if j0 + NR <= n => {
+                    *<&mut [f32; NR]>::try_from(d).expect("NR values") = *whole
+                }
+                _ => {
+                    d[..n - j0].copy_from_slice(&row[j0..n]);
+                    d[n - j0..].fill(0.0);
+                }
+            }
+        }
+    }
+}
+
 /// `out`'s pointer shared by the tiles of one product, which write disjoint columns of it
 /// (also the packed GEMM's column blocks).
 #[derive(Clone, Copy)]
@@ -434,7 +549,7 @@ mod tests {
     use super::*;
     use crate::ops::conv::Conv;
     use crate::ops::gemm::sgemm;
-    use crate::ops::gemm::tests::{median_cpu_us, rand_vec};
+    use crate::ops::gemm::tests::rand_vec;
     use crate::ops::{Buf, Family, TensorType};
 
     /// The untiled product: the whole im2col matrix (built here, directly from the definition)
@@ -678,11 +793,85 @@ mod tests {
         assert!(one_tile(product(1, 3, 56, 1).tile_rows(2), 56));
     }
 
+    /// The packed path (im2col written as panels, edge half panels, 1×1 inputs copied into
+    /// panels) gives every bit of the crate path on awkward shapes: Cout 1, 5, 6, 7, 64, 130;
+    /// output widths giving 1 to 196 columns per tile; depth one below, at and above the
+    /// crate's depth block; strides 1 and 2, padding, dilation, a second group; with and
+    /// without bias; 1 and 2 threads.
+    #[test]
+    fn packed_path_matches_the_crate_bit_for_bit() {
+        // (Cin/g, kernel, input [H, W], stride, pad, dilation, Cout/g)
+        let mut cases = vec![
+            (3, 3, [9, 9], 1, 1, 1, 1),
+            (4, 3, [3, 7], 1, 1, 1, 5),
+            (5, 3, [5, 15], 1, 1, 1, 6),
+            (6, 3, [4, 16], 1, 1, 1, 7),
+            (7, 3, [9, 17], 1, 1, 1, 64),
+            (16, 3, [14, 14], 2, 1, 1, 64),
+            (8, 3, [7, 7], 1, 1, 1, 130),
+            (9, 5, [13, 11], 1, 2, 2, 33),
+            (64, 1, [14, 14], 1, 0, 1, 64),
+            (64, 1, [7, 7], 1, 0, 1, 130),
+            (3, 7, [30, 30], 2, 3, 1, 64),
+        ];
+        // 1×1 stride-2 convs whose depth is the crate's depth block ± 1 and past two blocks.
+        if let Some(kc) = gemm_packed::depth_block(256, 49, 4096) {
+            assert!(kc < 4096, "depth block {kc}");
+            cases.extend([kc - 1, kc, kc + 1, 2 * kc + 1].map(|k| (k, 1, [13, 13], 2, 0, 1, 256)));
+        }
+        let mut ran_packed = false;
+        for (ci, &(cin, kk, [h, w], stride, pad, dil, cog)) in cases.iter().enumerate() {
+            let span = dil * (kk - 1) + 1;
+            let out = [
+                (h + 2 * pad - span) / stride + 1,
+                (w + 2 * pad - span) / stride + 1,
+            ];
+            let product = Product {
+                input: [cin, h, w],
+                kernel: [kk, kk],
+                output: out,
+                strides: [stride; 2],
+                dilations: [dil; 2],
+                pad: [pad; 4],
+                cog,
+            };
+            let k = product.depth();
+            let seed = 10 * ci as u64;
+            // Two groups: the weight of group 1 follows group 0's.
+            let (x, wt) = (rand_vec(cin * h * w, seed), rand_vec(2 * cog * k, seed + 1));
+            let bias = rand_vec(cog * out[0] * out[1], seed + 2);
+            for threads in [1, 2] {
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .unwrap();
+                for accumulate in [false, true] {
+                    let (mut want, mut got) = (bias.clone(), bias.clone());
+                    pool.install(|| {
+                        let tiles = product.tile_rows(threads);
+                        let n = tiles[0].len() * out[1];
+                        ran_packed |= product.packed_block(n, tiles.len() == 1).is_some();
+                        product.run_on((&x, &wt, 1), &mut want, accumulate, false)?;
+                        product.run_on((&x, &wt, 1), &mut got, accumulate, true)
+                    })
+                    .unwrap();
+                    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(
+                        bits(&got),
+                        bits(&want),
+                        "case {ci} threads {threads} accumulate {accumulate}"
+                    );
+                }
+            }
+        }
+        assert!(ran_packed || !crate::ops::gemm_avx2::available());
+    }
+
     /// Achieved throughput of ResNet-18/50 conv products (batch 1, one group) on one thread:
-    /// `Product::run` whole, its im2col alone over the same tiles, and the transposed
-    /// orientation (C' [n, m] = columnsᵀ · weightᵀ, then transposed back) for the narrow-output
-    /// convs (a benchmark, not a test: run with `--ignored --nocapture` in release; no timing
-    /// is asserted, only that the transposed orientation gives the same bits).
+    /// `Product::run` through the `gemm` crate and through the packed kernel, alternating (for
+    /// the wide direct 1×1 convs, which `run` keeps on the crate, their input copied into panels
+    /// and multiplied on the packed kernel). A benchmark, not a test: run with `--ignored
+    /// --nocapture` in release; no timing is asserted, only that both give the same bits.
     #[test]
     #[ignore]
     fn throughput_per_conv() {
@@ -722,55 +911,44 @@ mod tests {
             };
             let (m, k, p) = (cout, product.depth(), out * out);
             let (x, w) = (rand_vec(cin * size * size, 1), rand_vec(m * k, 2));
-            let mut c = vec![0f32; m * p];
-            let time = |f: &mut dyn FnMut()| median_cpu_us(10, f);
+            let (mut c, mut c2) = (vec![0f32; m * p], vec![0f32; m * p]);
             let tiles = product.tile_rows(1);
-            let most = tiles.iter().map(|r| r.len()).max().unwrap() * out;
-            let mut col = vec![0f32; k * most];
-            let run = pool.install(|| time(&mut || product.run(&x, &w, 0, &mut c, false).unwrap()));
-            let im2col = if product.direct() {
-                0.0
-            } else {
-                pool.install(|| {
-                    time(&mut || {
-                        for rows in &tiles {
-                            let n = rows.len() * out;
-                            product.im2col(&x, rows.clone(), &mut col[..k * n], n, false);
-                        }
-                    })
-                })
-            };
-            // The transposed orientation, tile by tile (columns as the crate's broadcast side).
-            let mut ct = vec![0f32; most * m];
-            let mut c2 = vec![0f32; m * p];
-            let mut transposed = || {
-                for rows in &tiles {
-                    let (n, start) = (rows.len() * out, rows.start * out);
-                    let b: &[f32] = if product.direct() {
-                        &x[start..]
-                    } else {
-                        product.im2col(&x, rows.clone(), &mut col[..k * n], n, false);
-                        &col
-                    };
-                    let ld = if product.direct() { p } else { n };
-                    sgemm_with(false, n, m, k, b, 1, ld, &w, 1, k, &mut ct, m, false);
-                    for (i, row) in c2.chunks_mut(p).enumerate() {
-                        (row[start..start + n].iter_mut().enumerate())
-                            .for_each(|(j, v)| *v = ct[j * m + i]);
-                    }
+            let mut panels = vec![0f32; panels_len(k, p)];
+            let mut packed = || match gemm_packed::depth_block(m, p, k) {
+                Some(kc) if product.direct() && p > DIRECT_PANEL_COLS => {
+                    rows_to_panels(&x, p, p, 0..k, &mut panels);
+                    gemm_packed::gemm(kc, false, (m, p, k), &w, k, &panels, &mut c2, p);
                 }
+                _ => product.run_on((&x, &w, 0), &mut c2, false, true).unwrap(),
             };
-            let trans = pool.install(|| time(&mut transposed));
-            pool.install(|| product.run(&x, &w, 0, &mut c, false).unwrap());
+            let mut crate_path = || product.run_on((&x, &w, 0), &mut c, false, false).unwrap();
+            let (mut t_crate, mut t_packed) = (vec![], vec![]);
+            pool.install(|| {
+                let clock = || crate::exec::clock::process_cpu_us().unwrap();
+                for _ in 0..15 {
+                    let t0 = clock();
+                    (0..5).for_each(|_| crate_path());
+                    let t1 = clock();
+                    (0..5).for_each(|_| packed());
+                    t_crate.push((t1 - t0) / 5.0);
+                    t_packed.push((clock() - t1) / 5.0);
+                }
+            });
+            let median = |mut t: Vec<f64>| {
+                t.sort_by(f64::total_cmp);
+                t[t.len() / 2]
+            };
+            let (t_crate, t_packed) = (median(t_crate), median(t_packed));
             let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&c), bits(&c2), "{cin} {kk} {size} {stride} {cout}");
-            let flop = 2.0 * (m * k * p) as f64;
+            let gflops = |t: f64| 2.0 * (m * k * p) as f64 / t / 1e3;
             println!(
-                "| ({m}, {p}, {k}) {kk}×{kk}/{stride} | {} × {} | {run:.0} µs | {:.1} | {im2col:.0} µs | {trans:.0} µs | {:.1} |",
+                "| ({m}, {p}, {k}) {kk}×{kk}/{stride} | {} × {} | {t_crate:.0} µs ({:.1}) | {t_packed:.0} µs ({:.1}) | {:.3} |",
                 tiles.len(),
                 tiles[0].len() * out,
-                flop / run / 1e3,
-                flop / trans / 1e3,
+                gflops(t_crate),
+                gflops(t_packed),
+                t_packed / t_crate,
             );
         }
     }

@@ -8,6 +8,8 @@ use std::arch::x86_64::*;
 
 /// Rows of C per tile (broadcast operand A, read in place).
 pub const MR: usize = 6;
+/// Most rows of the narrower edge tile (Cout = 64 = 10·6 + 4 leaves 4 rows).
+const EDGE_ROWS: usize = 4;
 /// Columns of C per tile (vector operand B: panels hold NR values per depth step).
 pub const NR: usize = 16;
 
@@ -28,7 +30,9 @@ pub fn available() -> bool {
 
 /// One tile over depth `kb`: C[r, c] = Σ_p A[r, p]·B[p, c] for r < rows ≤ MR, c < cols ≤ NR,
 /// with A[r, p] at `a[r·a_rs + p]`, B[p, c] at `b[p·NR + c]` and C[r, c] at `c[r·c_rs + c]`;
-/// `overwrite` stores the sum, otherwise adds it to C.
+/// `overwrite` stores the sum, otherwise adds it to C. At most NR / 2 columns compute only the
+/// first 8-lane half and at most [`EDGE_ROWS`] rows only those rows (fewer multiply-adds, the
+/// same chain per element).
 ///
 /// # Safety
 /// The CPU has AVX2 and FMA; A's `rows` rows of `kb` values and the kb·NR values of `b` are
@@ -47,19 +51,46 @@ pub unsafe fn tile(
     cols: usize,
     overwrite: bool,
 ) {
+    let (a, c, shape) = ((a, a_rs), (c, c_rs), [rows, cols]);
+    match (rows <= EDGE_ROWS, cols <= NR / 2) {
+        (false, false) => halves::<MR, 2>(kb, a, b, c, shape, overwrite),
+        (false, true) => halves::<MR, 1>(kb, a, b, c, shape, overwrite),
+        (true, false) => halves::<EDGE_ROWS, 2>(kb, a, b, c, shape, overwrite),
+        (true, true) => halves::<EDGE_ROWS, 1>(kb, a, b, c, shape, overwrite),
+    }
+}
+
+/// [`tile`] computing the first `H` 8-lane halves of `R` rows (rows ≤ R, cols ≤ 8·H).
+///
+/// # Safety
+/// As [`tile`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn halves<const R: usize, const H: usize>(
+    kb: usize,
+    (a, a_rs): (*const f32, usize),
+    b: *const f32,
+    (c, c_rs): (*mut f32, usize),
+    [rows, cols]: [usize; 2],
+    overwrite: bool,
+) {
     // Rows past the edge re-read the last row; their sums are not stored.
-    let ar: [*const f32; MR] = std::array::from_fn(|r| a.add(r.min(rows - 1) * a_rs));
-    let mut acc = [[_mm256_setzero_ps(); 2]; MR];
+    let ar: [*const f32; R] = std::array::from_fn(|r| a.add(r.min(rows - 1) * a_rs));
+    let mut acc = [[_mm256_setzero_ps(); H]; R];
     for p in 0..kb {
         let bp = b.add(p * NR);
-        let (b0, b1) = (_mm256_loadu_ps(bp), _mm256_loadu_ps(bp.add(8)));
+        let mut bv = [_mm256_setzero_ps(); H];
+        for (h, v) in bv.iter_mut().enumerate() {
+            *v = _mm256_loadu_ps(bp.add(8 * h));
+        }
         for (acc, ar) in acc.iter_mut().zip(&ar) {
             let x = _mm256_broadcast_ss(&*ar.add(p));
-            acc[0] = _mm256_fmadd_ps(x, b0, acc[0]);
-            acc[1] = _mm256_fmadd_ps(x, b1, acc[1]);
+            for (acc, &bv) in acc.iter_mut().zip(&bv) {
+                *acc = _mm256_fmadd_ps(x, bv, *acc);
+            }
         }
     }
-    if cols == NR {
+    if cols == 8 * H {
         for (r, acc) in acc.iter().enumerate().take(rows) {
             let d = c.add(r * c_rs);
             for (h, &v) in acc.iter().enumerate() {
@@ -75,8 +106,10 @@ pub unsafe fn tile(
         return;
     }
     let lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    let mask = |from: i32| _mm256_cmpgt_epi32(_mm256_set1_epi32(cols as i32 - from), lane);
-    let masks = [mask(0), mask(8)];
+    let mut masks = [lane; H];
+    for (h, mk) in masks.iter_mut().enumerate() {
+        *mk = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols as i32 - 8 * h as i32), lane);
+    }
     for (r, acc) in acc.iter().enumerate().take(rows) {
         let d = c.add(r * c_rs);
         for (h, (&v, &mk)) in acc.iter().zip(&masks).enumerate() {

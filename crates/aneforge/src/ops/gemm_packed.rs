@@ -42,19 +42,51 @@ pub fn panel_index(k: usize, p: usize, j: usize) -> usize {
 pub fn gemm(
     kc: usize,
     parallel: bool,
-    (m, n, k): (usize, usize, usize),
+    dims: (usize, usize, usize),
     a: &[f32],
     a_rs: usize,
     panels: &[f32],
     c: &mut [f32],
     c_rs: usize,
 ) {
+    // SAFETY: `c` is borrowed mutably, so its elements are ours alone.
+    unsafe {
+        gemm_raw(
+            kc,
+            parallel,
+            dims,
+            (a, a_rs),
+            panels,
+            (c.as_mut_ptr(), c.len()),
+            c_rs,
+            false,
+        )
+    }
+}
+
+/// [`gemm`] into C given as (pointer, length), C (+)= A·B: `accumulate` adds the product to C
+/// (C = C + acc after the first depth block too, as `sgemm` accumulating).
+///
+/// # Safety
+/// `c` points to `c.1` writable f32 of which no addressed element is accessed by anyone else
+/// during the call.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn gemm_raw(
+    kc: usize,
+    parallel: bool,
+    (m, n, k): (usize, usize, usize),
+    (a, a_rs): (&[f32], usize),
+    panels: &[f32],
+    c: (*mut f32, usize),
+    c_rs: usize,
+    accumulate: bool,
+) {
     if m == 0 || n == 0 {
         return;
     }
     assert!(kc >= 1 && k >= 1, "packed gemm: depth {k}, block {kc}");
     check_operand("A", m, k, a.len(), a_rs, 1);
-    check_operand("C", m, n, c.len(), c_rs, 1);
+    check_operand("C", m, n, c.1, c_rs, 1);
     assert!(m == 1 || c_rs >= n, "packed gemm: C rows overlap");
     assert!(panels.len() >= panels_len(k, n), "packed gemm: B panels");
     assert!(avx2::available(), "packed gemm: no AVX2+FMA");
@@ -65,7 +97,7 @@ pub fn gemm(
     if large {
         blocks = blocks.max((2 * threads).min(count));
     }
-    let dst = SyncPtr(c.as_mut_ptr());
+    let dst = SyncPtr(c.0);
     let block = |t: usize| {
         let range = count * t / blocks..count * (t + 1) / blocks;
         let mut p0 = 0;
@@ -86,7 +118,7 @@ pub fn gemm(
                             c_rs,
                             rows,
                             cols,
-                            p0 == 0,
+                            p0 == 0 && !accumulate,
                         )
                     };
                 }
