@@ -13,7 +13,6 @@ use std::cell::RefCell;
 
 use rayon::prelude::*;
 
-use super::conv::gather_strided;
 use super::kernel::PAR_MIN_ELEMS;
 use crate::error::Result;
 use crate::limits::{exceeded, Limits};
@@ -193,8 +192,22 @@ impl Depthwise {
                     head.fill(0.0);
                     tail.fill(0.0);
                 }
-                // Every sw-th column (AVX2 de-interleaving at stride 2).
-                gather_strided(&src[sp.from.min(w)..], sw, body);
+                let from = &src[sp.from.min(w)..];
+                match sw {
+                    1 => body.copy_from_slice(&from[..body.len()]),
+                    2 => {
+                        // Every other column: pairs, then the last column on its own.
+                        if let Some((last, first)) = body.split_last_mut() {
+                            let pairs = from.chunks_exact(2);
+                            first.iter_mut().zip(pairs).for_each(|(d, p)| *d = p[0]);
+                            *last = from[2 * first.len()];
+                        }
+                    }
+                    _ => body
+                        .iter_mut()
+                        .zip(from.iter().step_by(sw))
+                        .for_each(|(d, &v)| *d = v),
+                }
             }
         }
     }
