@@ -378,11 +378,13 @@ mod tests {
     use crate::ops::gemm::sgemm;
     use crate::ops::gemm::tests::rand_vec;
 
-    /// (m, n, k, A strides, B strides, C row stride): batch-1 linears (x [1, K] × W [N, K] read
-    /// transposed: MobileNetV3's classifier 576 → 1024 → 1000, squeeze-excite-sized ones),
-    /// 1×1 convs on one pixel (weight [m, k] × x), depths around the kernels' 8 / 64 / 1024
+    /// (m, n, k, A strides, B strides, C row stride).
+    type Case = (usize, usize, usize, [usize; 2], [usize; 2], usize);
+
+    /// Batch-1 linears (x [1, K] × W [N, K] read transposed: MobileNetV3's classifier
+    /// 576 → 1024 → 1000, squeeze-excite-sized ones), 1×1 convs on one pixel (weight [m, k] × x), depths around the kernels' 8 / 64 / 1024
     /// boundaries, both sides of the crate's horizontal bound m·n ≤ 256, a padded C column.
-    fn cases() -> Vec<(usize, usize, usize, [usize; 2], [usize; 2], usize)> {
+    fn cases() -> Vec<Case> {
         let mut v = Vec::new();
         for (n, k) in [
             (1024, 576),
