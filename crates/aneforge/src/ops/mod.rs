@@ -16,6 +16,7 @@ pub mod gemm;
 pub(crate) mod gemm_avx2;
 mod gemm_order;
 pub(crate) mod gemm_packed;
+pub(crate) mod gemv;
 pub mod host;
 pub mod host_argreduce;
 pub mod host_bridge;

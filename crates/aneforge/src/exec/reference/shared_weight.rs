@@ -8,7 +8,9 @@
 //! without re-packing. Both reproduce the crate's per-element summation order (blocking by
 //! (m, n, k) alone), so results are bit-identical to the [N, K] call. That holds on the crate's
 //! blocked path only; shapes its small-matrix paths take (M or N < 2, K ≤ 2, M·N ≤ 256) keep
-//! the ordinary dense matmul.
+//! the ordinary dense matmul, except one row (M = 1, x [1, K]): a matrix-vector product that
+//! `ops::gemv` runs in the crate's order straight from the constant's fp16 values (no f32
+//! copy at all, half the bytes read per call).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -20,6 +22,7 @@ use crate::graph::Graph;
 use crate::ops::gemm::sgemm;
 use crate::ops::gemm_avx2;
 use crate::ops::gemm_packed;
+use crate::ops::gemv;
 use crate::ops::io::Const;
 use crate::ops::linear::MatMul;
 use crate::ops::{Buf, Op};
@@ -33,13 +36,15 @@ type Cache = HashMap<(u64, usize, usize), Weak<[f32]>>;
 static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
 
 /// Wᵀ of a rank-2 fp16 constant W [N, K] as f32 K×N (packed-GEMM panels when `panels`,
-/// otherwise row-major [K, N]), shared between programs.
+/// otherwise row-major [K, N]), shared between programs; or W's own fp16 values for x [1, K].
 #[derive(Clone, Debug)]
 pub struct SharedWeight {
     wt: Arc<[f32]>,
     n: usize,
     k: usize,
     panels: bool,
+    /// W [N, K] itself (the constant's values), for matrix-vector products.
+    half: Option<Arc<Vec<f16>>>,
 }
 
 /// Position of Wᵀ[p, j] in the expansion, and the expansion's length.
@@ -85,7 +90,13 @@ impl SharedWeight {
         let cache = cache.get_or_insert_with(HashMap::new);
         if let Some(wt) = cache.get(&key).and_then(Weak::upgrade) {
             if is_transpose_of(&wt, &c.values, n, k, panels) {
-                return SharedWeight { wt, n, k, panels };
+                return SharedWeight {
+                    wt,
+                    n,
+                    k,
+                    panels,
+                    half: None,
+                };
             }
         }
         let (at, len) = layout(panels, n, k);
@@ -98,12 +109,29 @@ impl SharedWeight {
         let wt: Arc<[f32]> = wt.into();
         cache.retain(|_, w| w.strong_count() > 0);
         cache.insert(key, Arc::downgrade(&wt));
-        SharedWeight { wt, n, k, panels }
+        SharedWeight {
+            wt,
+            n,
+            k,
+            panels,
+            half: None,
+        }
+    }
+
+    /// `c` (shape [N, K]) read in place by the matrix-vector kernel.
+    fn half(c: &Const) -> SharedWeight {
+        SharedWeight {
+            wt: Arc::new([]),
+            n: c.shape[0],
+            k: c.shape[1],
+            panels: false,
+            half: Some(c.values.clone()),
+        }
     }
 
     /// Bytes of the f32 expansion (counted by every program that uses it).
     pub fn bytes(&self) -> u64 {
-        4 * self.wt.len() as u64
+        4 * self.wt.len() as u64 + self.half.as_ref().map_or(0, |h| 2 * h.len() as u64)
     }
 
     /// y [M, N] = x [M, K] @ Wᵀ (f32 accumulation; the caller rounds to fp16). A shape that
@@ -119,6 +147,17 @@ impl SharedWeight {
                 ))
             }
         };
+        if let Some(w) = &self.half {
+            let g = gemv::plan((m, n, k), (k, 1), (1, k), n).filter(|_| m == 1);
+            let g = g.ok_or_else(|| {
+                Error::shape(
+                    "matmul",
+                    format!("x {:?} is not the one row of this fp16 GEMV", x.shape),
+                )
+            })?;
+            gemv::run(&g, k, w, &x.data, y, false, true);
+            return Ok(());
+        }
         if !self.panels {
             sgemm(m, n, k, &x.data, k, 1, &self.wt, n, 1, y, n, false);
             return Ok(());
@@ -136,7 +175,8 @@ impl SharedWeight {
 
 /// For each node of `g`, the shared weight when it is a matmul this module runs: `x` rank 2
 /// [M, K], `transpose_x` false, `transpose_y` true, `y` a rank-2 fp16 constant [N, K], with
-/// M ≥ 2, N ≥ 2, K ≥ 3 and M·N > 256 (the `gemm` crate's blocked path, see the module doc).
+/// M ≥ 2, N ≥ 2, K ≥ 3 and M·N > 256 (the `gemm` crate's blocked path, see the module doc),
+/// or M = 1 where the crate's dense call is a GEMV that `ops::gemv` reproduces.
 pub fn shared_matmuls(g: &Graph) -> Vec<Option<SharedWeight>> {
     g.nodes
         .iter()
@@ -157,6 +197,11 @@ pub fn shared_matmuls(g: &Graph) -> Vec<Option<SharedWeight>> {
                     if k == kw && m >= 2 && n >= 2 && k >= 3 && m * n >= MIN_OUTPUT =>
                 {
                     Some(SharedWeight::of(c))
+                }
+                (&[1, k], &[n, kw])
+                    if k == kw && gemv::plan((1, n, k), (k, 1), (1, k), n).is_some() =>
+                {
+                    Some(SharedWeight::half(c))
                 }
                 _ => None,
             }
@@ -231,6 +276,39 @@ mod tests {
                     .sum();
                 assert!((*g as f64 - want).abs() <= 1e-4 * want.abs().max(1.0));
             }
+        }
+    }
+
+    /// One row (x [1, K]) runs the fp16 GEMV: every bit of the dense [N, K] `sgemm` call
+    /// (the crate's horizontal kernel for N ≤ 256, its row-major GEMV above; MobileNetV3's
+    /// classifier shapes), an independent f64 dot product agrees, and an x of two rows is an
+    /// error naming its shape.
+    #[test]
+    fn one_row_reads_the_fp16_weight_with_the_dense_bits() {
+        for (n, k) in [(1024, 576), (1000, 1024), (64, 240), (257, 33), (3, 1030)] {
+            let c = fp16_const([n, k], 11 + n as u64);
+            let w: Vec<f32> = c.values.iter().map(|v| v.to_f32()).collect();
+            let x = Buf {
+                shape: vec![1, k],
+                data: rand_vec(k, 5),
+            };
+            let mut dense = vec![0f32; n];
+            sgemm(1, n, k, &x.data, k, 1, &w, 1, k, &mut dense, n, false);
+            let shared = SharedWeight::half(&c);
+            assert_eq!(shared.bytes(), 2 * (n * k) as u64);
+            let mut got = vec![f32::NAN; n];
+            shared.matmul(&x, &mut got).unwrap();
+            for (j, (g, d)) in got.iter().zip(&dense).enumerate() {
+                assert_eq!(g.to_bits(), d.to_bits(), "({n}, {k}) element {j}");
+                let want: f64 = (0..k).map(|p| x.data[p] as f64 * w[j * k + p] as f64).sum();
+                assert!((*g as f64 - want).abs() <= 1e-4 * want.abs().max(1.0));
+            }
+            let two = Buf {
+                shape: vec![2, k],
+                data: rand_vec(2 * k, 6),
+            };
+            let err = shared.matmul(&two, &mut vec![0.0; 2 * n]).unwrap_err();
+            assert!(err.to_string().contains(&format!("{:?}", [2, k])), "{err}");
         }
     }
 
