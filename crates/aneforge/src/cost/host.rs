@@ -102,7 +102,8 @@ pub struct HostConstants {
     /// Fixed µs per compute op, per kind (all 0 = no per-op term).
     #[serde(default)]
     pub op_us: OpOverhead,
-    /// Contiguous copy rate (reshape, slices, casts), bytes per µs (0 = `bytes_per_us`).
+    /// Contiguous copy rate (slices, concat, casts, a reshape whose input stays live), bytes per
+    /// µs (0 = `bytes_per_us`).
     #[serde(default)]
     pub copy_bytes_per_us: f64,
     /// Matrix-product flops per µs by min(K, N) (empty = `gemm_flops_per_us`).
