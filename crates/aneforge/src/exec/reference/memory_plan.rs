@@ -17,11 +17,13 @@ pub struct PlanStep<'a> {
     pub outs: &'a [usize],
 }
 
-/// Slots for the values of one program: `slot_of[value]` indexes `slot_len` (element counts).
+/// Slots for the values of one program: `slot_of[value]` indexes `slot_len` (element counts);
+/// `last_use[value]` is the last step reading it (`None`: no step does).
 #[derive(Debug, PartialEq, Eq)]
 pub struct SlotPlan {
     pub slot_of: Vec<usize>,
     pub slot_len: Vec<usize>,
+    pub last_use: Vec<Option<usize>>,
 }
 
 /// Assign a slot to each of the `numel.len()` values; `pinned[v]` values get their own slot.
@@ -65,7 +67,11 @@ pub fn plan_slots(numel: &[usize], pinned: &[bool], steps: &[PlanStep]) -> SlotP
             }
         }
     }
-    SlotPlan { slot_of, slot_len }
+    SlotPlan {
+        slot_of,
+        slot_len,
+        last_use,
+    }
 }
 
 /// What a program loaded on the reference executor allocates, in bytes (f32 storage: 4 bytes

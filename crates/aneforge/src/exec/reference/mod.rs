@@ -314,7 +314,6 @@ impl RefProgram {
                 .map(|t| precision == Precision::Fp16 && t.dtype == DType::Fp16)
                 .collect()
         };
-        let last_use = reshape_move::last_uses(numel.len(), &step_ins);
         for (k, (&i, ins)) in ops.iter().zip(&step_ins).enumerate() {
             let n = &g.nodes[i];
             let round = rounds(i);
@@ -352,7 +351,7 @@ impl RefProgram {
                     chain.is_some(),
                     k,
                     ins,
-                    &last_use,
+                    &plan.last_use,
                     &pinned,
                 ),
                 views: views[i].take(),

@@ -16,24 +16,14 @@ pub(super) fn moves_input(
     folded: bool,
     k: usize,
     ins: &[usize],
-    last_use: &[usize],
+    last_use: &[Option<usize>],
     pinned: &[bool],
 ) -> bool {
     let reshape = matches!(
         op,
         Op::Layout(Layout::Reshape { .. } | Layout::Squeeze { .. } | Layout::ExpandDims { .. })
     );
-    reshape && !folded && matches!(ins, [v] if last_use[*v] == k && !pinned[*v])
-}
-
-/// The steps reading each of `n_values` values last (index into `step_ins`, the steps' input
-/// values in order); 0 for values no step reads.
-pub(super) fn last_uses(n_values: usize, step_ins: &[Vec<usize>]) -> Vec<usize> {
-    let mut last = vec![0; n_values];
-    for (k, ins) in step_ins.iter().enumerate() {
-        ins.iter().for_each(|&v| last[v] = k);
-    }
-    last
+    reshape && !folded && matches!(ins, [v] if last_use[*v] == Some(k) && !pinned[*v])
 }
 
 /// Run a moving reshape `step` (see [`moves_input`]): swap its input and output buffers.
