@@ -1281,7 +1281,8 @@ class PrecisionWarning(UserWarning):
 class Estimate:
     """Predicted µs per call (floor + sum of op µs + cut_us + ports_us), the per-call floor, the
     costed arch (None = host reference executor), where the constants come from, one dict per
-    compute op (node, op, kind — gemm, conv, elementwise, reduce, data, permute — input_shapes,
+    compute op (node, op, kind — gemm, conv, elementwise, reduce, data, permute, host, move: a
+    reshape whose input dies at it, whose buffer the reference executor hands on — input_shapes,
     output_shapes, bytes, flops, micros, folded_into — host mode: the conv node whose step runs
     the op in its output pass, costed at the calibrated epilogue rate, else None) and the
     warnings. A graph with host ops is costed as its segmented plan: regions dispatches (each

@@ -76,7 +76,8 @@ impl Estimate {
 /// curve's rate for their count, elementwise elements at their form's curve (unary, scalar,
 /// broadcast or binary, see [`work::ElementwiseForm`]), reduce elements (softmax at its own
 /// curve when set) and copies' bytes at
-/// their curve's rate for that work, host ops of a plan their elements at the host curve's rate.
+/// their curve's rate for that work, host ops of a plan their elements at the host curve's rate,
+/// a moving reshape the data overhead alone.
 /// Missing terms (files older than them) fall back: a form's
 /// curve to the binary elementwise curve, curves to the kind's scalar rate (permutes to bytes / `bytes_per_us`), the copy rate to `bytes_per_us`,
 /// the reduce rate to the elementwise rate.
@@ -111,6 +112,7 @@ pub fn host_node_us(w: &NodeWork, c: &HostConstants) -> f64 {
             let scalar = positive_or(c.copy_bytes_per_us, c.bytes_per_us);
             o.data + bytes / c.copy_curve.rate(bytes).unwrap_or(scalar)
         }
+        WorkKind::Move => o.data,
         WorkKind::Host => {
             let rate = c.host_curve.rate(flops);
             o.elementwise + flops / rate.unwrap_or(c.elementwise_per_us)

@@ -1,7 +1,7 @@
 //! Per-node work from the graph's types alone: bytes moved and flops, classified by kind.
 
 use super::host::{HostConstants, RateCurve};
-use crate::graph::{Graph, Node};
+use crate::graph::{Graph, Node, Value};
 use crate::ops::host::HostOp;
 use crate::ops::layout::Layout;
 use crate::ops::Op;
@@ -24,6 +24,10 @@ pub enum WorkKind {
     /// Strided gathers (transposes that move the last axis): `flops` = elements moved, whose
     /// rate depends on the size (in cache or not).
     Permute,
+    /// A reshape, squeeze or expand_dims whose input dies at it (read by it alone; not a graph
+    /// input, constant or output): the reference executor hands the buffer on, nothing is
+    /// copied. `bytes` still counts the copy another executor may make.
+    Move,
     /// A host op of a segmented plan (topk, sort, take, scatter, ...; `flatten` is data):
     /// `flops` = elements read or written, whichever is more.
     Host,
@@ -39,6 +43,7 @@ impl WorkKind {
             WorkKind::Reduce => "reduce",
             WorkKind::Data => "data",
             WorkKind::Permute => "permute",
+            WorkKind::Move => "move",
             WorkKind::Host => "host",
         }
     }
@@ -64,15 +69,55 @@ pub struct NodeWork {
 }
 
 /// The work of every compute node (inputs, constants and compressed constants are free: their
-/// bytes are counted where they are read), in graph order.
+/// bytes are counted where they are read), in graph order; reshapes whose input dies at them are
+/// [`WorkKind::Move`].
 pub fn graph_work(graph: &Graph) -> Vec<NodeWork> {
+    let readers = reader_counts(graph);
     graph
         .nodes
         .iter()
         .enumerate()
-        .filter(|(_, n)| !matches!(n.op, Op::Input(_) | Op::Const(_) | Op::Constexpr(_)))
-        .map(|(i, n)| node_work(graph, i, n))
+        .filter(|(_, n)| !is_leaf(&n.op))
+        .map(|(i, n)| {
+            let mut w = node_work(graph, i, n);
+            if moves_input(graph, n, &readers) {
+                w.kind = WorkKind::Move;
+            }
+            w
+        })
         .collect()
+}
+
+/// Inputs, constants and compressed constants: values that are never computed.
+fn is_leaf(op: &Op) -> bool {
+    matches!(op, Op::Input(_) | Op::Const(_) | Op::Constexpr(_))
+}
+
+/// How many times each value (`[node][port]`) is read: by nodes, and once more per graph output.
+fn reader_counts(graph: &Graph) -> Vec<Vec<usize>> {
+    let mut counts: Vec<Vec<usize>> = graph
+        .nodes
+        .iter()
+        .map(|n| vec![0; n.outputs.len()])
+        .collect();
+    let reads = graph.nodes.iter().flat_map(|n| n.inputs.iter());
+    for v in reads.chain(graph.outputs.iter().map(|(_, v)| v)) {
+        // A value outside the graph (a malformed graph) is left to the checks that report it.
+        if let Some(c) = counts.get_mut(v.node).and_then(|c| c.get_mut(v.port)) {
+            *c += 1;
+        }
+    }
+    counts
+}
+
+/// Whether `node` is a reshape-like op whose one input is computed and read by it alone.
+fn moves_input(graph: &Graph, node: &Node, readers: &[Vec<usize>]) -> bool {
+    let reshape = matches!(
+        node.op,
+        Op::Layout(Layout::Reshape { .. } | Layout::Squeeze { .. } | Layout::ExpandDims { .. })
+    );
+    let read_once = |v: &Value| readers.get(v.node).and_then(|r| r.get(v.port)) == Some(&1);
+    reshape && matches!(&node.inputs[..], [v] if read_once(v) && !is_leaf(&graph.nodes[v.node].op))
 }
 
 /// The work of node `index` (`node` = `graph.nodes[index]`).
