@@ -870,8 +870,10 @@ mod tests {
     /// Achieved throughput of ResNet-18/50 conv products (batch 1, one group) on one thread:
     /// `Product::run` through the `gemm` crate and through the packed kernel, alternating (for
     /// the wide direct 1×1 convs, which `run` keeps on the crate, their input copied into panels
-    /// and multiplied on the packed kernel). A benchmark, not a test: run with `--ignored
-    /// --nocapture` in release; no timing is asserted, only that both give the same bits.
+    /// and multiplied on the packed kernel); for im2col products also the packed path's two
+    /// phases timed apart per tile (panel writing, kernel). A benchmark, not a test: run with
+    /// `--ignored --nocapture` in release; no timing is asserted, only that all give the same
+    /// bits.
     #[test]
     #[ignore]
     fn throughput_per_conv() {
@@ -897,6 +899,10 @@ mod tests {
             .num_threads(1)
             .build()
             .unwrap();
+        let median = |mut t: Vec<f64>| {
+            t.sort_by(f64::total_cmp);
+            t[t.len() / 2]
+        };
         for (cin, kk, size, stride, cout) in shapes {
             let pad = kk / 2;
             let out = (size + 2 * pad - kk) / stride + 1;
@@ -922,9 +928,34 @@ mod tests {
                 _ => product.run_on((&x, &w, 0), &mut c2, false, true).unwrap(),
             };
             let mut crate_path = || product.run_on((&x, &w, 0), &mut c, false, false).unwrap();
-            let (mut t_crate, mut t_packed) = (vec![], vec![]);
+            let clock = || crate::exec::clock::process_cpu_us().unwrap();
+            // The packed path of an im2col product in its two phases, timed apart per tile:
+            // (panel writing µs, kernel µs).
+            let (mut c3, mut panels3) = (vec![0f32; m * p], vec![0f32; panels_len(k, p)]);
+            let mut buf = vec![0f32; k * p];
+            let mut phases = || {
+                let mut sum = (0.0, 0.0);
+                for rows in tiles.iter().filter(|_| !product.direct()) {
+                    let (n, start) = (rows.len() * out, rows.start * out);
+                    let Some(kc) = gemm_packed::depth_block(m, n, k) else {
+                        continue;
+                    };
+                    let panels = &mut panels3[..panels_len(k, n)];
+                    let t0 = clock();
+                    product.im2col_panels(&x, rows.clone(), panels, &mut buf);
+                    let t1 = clock();
+                    let dst = &mut c3[start..];
+                    // SAFETY: `dst` is borrowed mutably; the operand checks run inside.
+                    unsafe {
+                        let c = (dst.as_mut_ptr(), dst.len());
+                        gemm_packed::gemm_raw(kc, false, (m, n, k), (&w, k), panels, c, p, false)
+                    };
+                    sum = (sum.0 + t1 - t0, sum.1 + clock() - t1);
+                }
+                sum
+            };
+            let (mut t_crate, mut t_packed, mut t_phases) = (vec![], vec![], vec![]);
             pool.install(|| {
-                let clock = || crate::exec::clock::process_cpu_us().unwrap();
                 for _ in 0..15 {
                     let t0 = clock();
                     (0..5).for_each(|_| crate_path());
@@ -932,18 +963,32 @@ mod tests {
                     (0..5).for_each(|_| packed());
                     t_crate.push((t1 - t0) / 5.0);
                     t_packed.push((clock() - t1) / 5.0);
+                    let five = (0..5).map(|_| phases());
+                    t_phases.push(five.fold((0.0, 0.0), |s, t| (s.0 + t.0 / 5.0, s.1 + t.1 / 5.0)));
                 }
             });
-            let median = |mut t: Vec<f64>| {
-                t.sort_by(f64::total_cmp);
-                t[t.len() / 2]
-            };
+            let phase = |f: fn(&(f64, f64)) -> f64| median(t_phases.iter().map(f).collect());
             let (t_crate, t_packed) = (median(t_crate), median(t_packed));
+            let (t_panels, t_kernel) = (phase(|t| t.0), phase(|t| t.1));
             let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&c), bits(&c2), "{cin} {kk} {size} {stride} {cout}");
+            if t_kernel > 0.0 {
+                assert_eq!(
+                    bits(&c),
+                    bits(&c3),
+                    "phases {cin} {kk} {size} {stride} {cout}"
+                );
+            }
             let gflops = |t: f64| 2.0 * (m * k * p) as f64 / t / 1e3;
+            let phases = match t_kernel > 0.0 {
+                true => format!(
+                    "{t_panels:.0} µs | {t_kernel:.0} µs ({:.1})",
+                    gflops(t_kernel)
+                ),
+                false => "— | —".into(),
+            };
             println!(
-                "| ({m}, {p}, {k}) {kk}×{kk}/{stride} | {} × {} | {t_crate:.0} µs ({:.1}) | {t_packed:.0} µs ({:.1}) | {:.3} |",
+                "| ({m}, {p}, {k}) {kk}×{kk}/{stride} | {} × {} | {t_crate:.0} µs ({:.1}) | {t_packed:.0} µs ({:.1}) | {:.3} | {phases} |",
                 tiles.len(),
                 tiles[0].len() * out,
                 gflops(t_crate),
