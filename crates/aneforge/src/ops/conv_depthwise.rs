@@ -29,6 +29,10 @@ pub struct Depthwise {
     pub pad: [usize; 4],
 }
 
+/// Values after the padded scratch plane, so rows narrower than 8 outputs read one whole 8-lane
+/// vector per tap (the lanes past the row are never kept).
+const SLACK: usize = 8;
+
 thread_local! {
     /// The padded scratch plane, reused across planes, convs and calls, and the geometry whose
     /// padding zeros it holds (the next plane of that geometry only rewrites the input columns).
@@ -108,7 +112,8 @@ impl Depthwise {
             "depthwise: input, filter and output plane counts disagree"
         );
         let pad = self.padded();
-        let bytes = (pad.len() as u64).saturating_mul(4);
+        let len = pad.len() + SLACK;
+        let bytes = (len as u64).saturating_mul(4);
         Limits::current()?.bytes("conv", "the depthwise padded scratch plane", bytes)?;
         let (offsets, spans) = (self.tap_offsets(pad), self.spans(pad));
         let plane = |(i, o): (usize, &mut [f32])| {
@@ -116,20 +121,20 @@ impl Depthwise {
             let b = bias.map(|b| b[k]);
             let (xs, f) = (&x[i * hw..(i + 1) * hw], &w[k * taps..(k + 1) * taps]);
             PADDED.with_borrow_mut(|(s, zeroed)| {
-                if s.len() < pad.len() {
-                    s.try_reserve_exact(pad.len() - s.len()).map_err(|_| {
+                if s.len() < len {
+                    s.try_reserve_exact(len - s.len()).map_err(|_| {
                         exceeded(
                             "conv",
                             format!("cannot allocate {bytes} bytes of depthwise scratch"),
                         )
                     })?;
-                    s.resize(pad.len(), 0.0);
+                    s.resize(len, 0.0);
                 }
                 let padding = *zeroed != Some(*self);
                 *zeroed = None;
                 self.fill(xs, pad, &spans, padding, &mut s[..pad.len()]);
                 *zeroed = Some(*self);
-                self.plane(&s[..pad.len()], pad, &offsets, f, b, o);
+                self.plane(&s[..len], pad, &offsets, f, b, o);
                 post(i, o);
                 Ok(())
             })
@@ -194,7 +199,7 @@ impl Depthwise {
                 }
                 let from = &src[sp.from.min(w)..];
                 match sw {
-                    1 => body.copy_from_slice(&from[..body.len()]),
+                    1 => copy_short(body, from),
                     2 => {
                         // Every other column: pairs, then the last column on its own.
                         if let Some((last, first)) = body.split_last_mut() {
@@ -212,7 +217,8 @@ impl Depthwise {
         }
     }
 
-    /// One channel from its scratch plane `s` through filter `f` [kH, kW] into `o` [H', W'].
+    /// One channel from its scratch plane `s` (the padded plane, then [`SLACK`] values) through
+    /// filter `f` [kH, kW] into `o` [H', W'].
     fn plane(
         &self,
         s: &[f32],
@@ -223,23 +229,40 @@ impl Depthwise {
         o: &mut [f32],
     ) {
         let (ow, step) = (self.output[1], self.strides[0] * pad.row_len());
-        // The farthest read is s[(H'−1)·step + max offset + W' − 1]: every read is in bounds.
+        // The farthest read is s[(H'−1)·step + max offset + max(W', 8) − 1]: every read is in
+        // bounds.
         let far = offsets.iter().max().copied().unwrap_or(0);
-        let last = (self.output[0] - 1) * step + far + ow - 1;
+        let last = (self.output[0] - 1) * step + far + ow.max(SLACK) - 1;
         assert!(
             last < s.len() && offsets.len() == f.len(),
             "depthwise: scratch too small"
         );
-        // SAFETY: s[oy·step + offsets[t] + ox] for oy < H', ox < W' is at most `last`, checked above.
+        // SAFETY: s[oy·step + offsets[t] + ox] for oy < H', ox < max(W', 8) is at most `last`,
+        // checked above.
         unsafe { output_plane(s.as_ptr(), step, offsets, f, bias, o, ow) };
     }
+}
+
+/// dst = src[..dst.len()] in 4-value pieces, the last one overlapping the one before (no
+/// `memcpy` call: the rows of MobileNetV3's planes are 7 to 56 values).
+fn copy_short(dst: &mut [f32], src: &[f32]) {
+    let (n, src) = (dst.len(), &src[..dst.len()]);
+    if n < 4 {
+        return dst.iter_mut().zip(src).for_each(|(d, &s)| *d = s);
+    }
+    for (d, s) in dst.chunks_exact_mut(4).zip(src.chunks_exact(4)) {
+        *<&mut [f32; 4]>::try_from(d).expect("4 values") = s.try_into().expect("4 values");
+    }
+    let last = <&mut [f32; 4]>::try_from(&mut dst[n - 4..]).expect("4 values");
+    *last = src[n - 4..].try_into().expect("4 values");
 }
 
 /// Output plane `o` [rows, n]: row oy as [`output_row_scalar`] computes it from
 /// `base.add(oy · step)`.
 ///
 /// # Safety
-/// `base.add(oy · step + offsets[t] + ox)` must be readable for every tap t, row oy, ox < n.
+/// `base.add(oy · step + offsets[t] + ox)` must be readable for every tap t, row oy and
+/// ox < max(n, [`SLACK`]) (the vector kernel reads rows narrower than 8 as 8 lanes).
 unsafe fn output_plane(
     base: *const f32,
     step: usize,
@@ -314,14 +337,16 @@ mod x86 {
         let rows = o.len() / n;
         let out = o.as_mut_ptr();
         let at = |oy: usize| (base.add(oy * step), out.add(oy * n));
+        // Values of the plane from row oy on (a narrow row's 8-lane store may spill into them).
+        let room = |oy: usize| (rows - oy) * n;
         let mut oy = 0;
         while oy + ROWS <= rows {
-            row_group::<ROWS>(at(oy), step, offsets, f, bias, n);
+            row_group::<ROWS>(at(oy), step, offsets, f, bias, [n, room(oy)]);
             oy += ROWS;
         }
         match rows - oy {
-            3 => row_group::<3>(at(oy), step, offsets, f, bias, n),
-            2 => row_group::<2>(at(oy), step, offsets, f, bias, n),
+            3 => row_group::<3>(at(oy), step, offsets, f, bias, [n, room(oy)]),
+            2 => row_group::<2>(at(oy), step, offsets, f, bias, [n, room(oy)]),
             1 => {
                 let row = std::slice::from_raw_parts_mut(out.add(oy * n), n);
                 output_row(base.add(oy * step), offsets, f, bias, row);
@@ -331,10 +356,14 @@ mod x86 {
     }
 
     /// R consecutive output rows of `n` columns starting at `(base, out)` (row r reads from
-    /// `base + r·step`, writes at `out + r·n`): blocks of 16 and 8 columns and a masked tail.
+    /// `base + r·step`, writes at `out + r·n`; `room` values are writable from `out`): blocks
+    /// of 16 and 8 columns, the columns left as one more 8-column block ending at column n
+    /// (recomputing a few columns with the same bits), no masks. Rows narrower than 8 take
+    /// one 8-lane block each: the lanes past a row land in later rows, which are written after
+    /// it, and only a store that would leave `room` is masked.
     ///
     /// # Safety
-    /// The CPU has AVX2 and FMA; reads as in [`super::output_plane`].
+    /// The CPU has AVX2 and FMA; reads as in [`super::output_plane`]; r·n + n ≤ `room` for r < R.
     #[inline(always)]
     unsafe fn row_group<const R: usize>(
         (base, out): (*const f32, *mut f32),
@@ -342,29 +371,32 @@ mod x86 {
         offsets: &[usize],
         f: &[f32],
         bias: Option<f32>,
-        n: usize,
+        [n, room]: [usize; 2],
     ) {
         let bases: [*const f32; R] = std::array::from_fn(|r| base.add(r * step));
         let outs: [*mut f32; R] = std::array::from_fn(|r| out.add(r * n));
+        let at = |ox: usize| (bases.map(|b| b.add(ox)), outs.map(|p| p.add(ox)));
+        if n < 8 {
+            let masks = std::array::from_fn(|r| (r * n + 8 > room).then(|| tail_mask(n)));
+            let (b, o) = at(0);
+            return block::<R, 1>(b, offsets, f, bias, o, masks);
+        }
         let mut ox = 0;
         while ox + 16 <= n {
-            let at = (bases.map(|b| b.add(ox)), outs.map(|p| p.add(ox)));
-            block::<R, 2, false>(at.0, offsets, f, bias, at.1, ALL);
+            let (b, o) = at(ox);
+            block::<R, 2>(b, offsets, f, bias, o, [None; R]);
             ox += 16;
         }
         if ox + 8 <= n {
-            let at = (bases.map(|b| b.add(ox)), outs.map(|p| p.add(ox)));
-            block::<R, 1, false>(at.0, offsets, f, bias, at.1, ALL);
+            let (b, o) = at(ox);
+            block::<R, 1>(b, offsets, f, bias, o, [None; R]);
             ox += 8;
         }
         if ox < n {
-            let at = (bases.map(|b| b.add(ox)), outs.map(|p| p.add(ox)));
-            block::<R, 1, true>(at.0, offsets, f, bias, at.1, tail_mask(n - ox));
+            let (b, o) = at(n - 8);
+            block::<R, 1>(b, offsets, f, bias, o, [None; R]);
         }
     }
-
-    /// Every lane on.
-    const ALL: __m256i = unsafe { std::mem::transmute([-1i32; 8]) };
 
     /// Lanes 0..left on (left < 8).
     #[inline(always)]
@@ -373,8 +405,8 @@ mod x86 {
         _mm256_cmpgt_epi32(left, _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))
     }
 
-    /// [`super::output_row_scalar`] with AVX2 + FMA: blocks of 32 columns, then 8, then a
-    /// masked tail.
+    /// [`super::output_row_scalar`] with AVX2 + FMA: blocks of 32 columns, then 8, then one
+    /// 8-column block ending at the row's end (a masked store for rows narrower than 8).
     ///
     /// # Safety
     /// The CPU has AVX2 and FMA; reads as in [`super::output_row_scalar`].
@@ -388,40 +420,42 @@ mod x86 {
     ) {
         let n = row.len();
         let out = row.as_mut_ptr();
+        if n < 8 {
+            return block::<1, 1>([base], offsets, f, bias, [out], [Some(tail_mask(n))]);
+        }
         let mut ox = 0;
         while ox + BLOCK <= n {
-            block::<1, 4, false>([base.add(ox)], offsets, f, bias, [out.add(ox)], ALL);
+            block::<1, 4>([base.add(ox)], offsets, f, bias, [out.add(ox)], [None]);
             ox += BLOCK;
         }
         while ox + 8 <= n {
-            block::<1, 1, false>([base.add(ox)], offsets, f, bias, [out.add(ox)], ALL);
+            block::<1, 1>([base.add(ox)], offsets, f, bias, [out.add(ox)], [None]);
             ox += 8;
         }
         if ox < n {
-            let mask = tail_mask(n - ox);
-            block::<1, 1, true>([base.add(ox)], offsets, f, bias, [out.add(ox)], mask);
+            block::<1, 1>(
+                [base.add(n - 8)],
+                offsets,
+                f,
+                bias,
+                [out.add(n - 8)],
+                [None],
+            );
         }
     }
 
-    /// V vectors of 8 outputs in each of R rows (row r reads from `bases[r]`, writes at
-    /// `outs[r]`); when MASKED, lanes off in `mask` are neither read nor written.
+    /// V vectors of 8 outputs in each of R rows (row r reads 8·V values from `bases[r]` at
+    /// each tap, writes at `outs[r]`, only the lanes on in `masks[r]` when it is given).
     #[inline(always)]
-    unsafe fn block<const R: usize, const V: usize, const MASKED: bool>(
+    unsafe fn block<const R: usize, const V: usize>(
         bases: [*const f32; R],
         offsets: &[usize],
         f: &[f32],
         bias: Option<f32>,
         outs: [*mut f32; R],
-        mask: __m256i,
+        masks: [Option<__m256i>; R],
     ) {
-        let load = |r: usize, t: usize, v: usize| {
-            let p = bases[r].add(offsets[t] + 8 * v);
-            if MASKED {
-                _mm256_maskload_ps(p, mask)
-            } else {
-                _mm256_loadu_ps(p)
-            }
-        };
+        let load = |r: usize, t: usize, v: usize| _mm256_loadu_ps(bases[r].add(offsets[t] + 8 * v));
         let mut acc = [[_mm256_setzero_ps(); V]; R];
         let first = match bias {
             Some(b) => {
@@ -446,12 +480,12 @@ mod x86 {
                 }
             }
         }
+        // In row order: a narrow row's spilled lanes are overwritten by the rows after it.
         for (r, row) in acc.iter().enumerate() {
             for (v, a) in row.iter().enumerate() {
-                if MASKED {
-                    _mm256_maskstore_ps(outs[r].add(8 * v), mask, *a);
-                } else {
-                    _mm256_storeu_ps(outs[r].add(8 * v), *a);
+                match masks[r] {
+                    Some(mask) => _mm256_maskstore_ps(outs[r].add(8 * v), mask, *a),
+                    None => _mm256_storeu_ps(outs[r].add(8 * v), *a),
                 }
             }
         }
@@ -467,7 +501,7 @@ mod tests {
 
     /// The direct kernel against the im2col + GEMM path, bit for bit, on awkward geometries
     /// (padding wider than the kernel, strides up to 3, dilation, 1-wide outputs, every block
-    /// width of the vector loop and masked tails, no bias), with
+    /// width of the vector loop and its tails, no bias), with
     /// zeros and signed zeros in the input so the sign of zero sums is exercised.
     #[test]
     fn direct_depthwise_is_bit_identical_to_the_gemm_path() {
@@ -547,7 +581,7 @@ mod tests {
     }
 
     /// The scalar fallback gives the vector path's bits (with and without bias, every width
-    /// from a masked tail to two 32-column blocks), against an f64 oracle within fp32 rounding.
+    /// from one column to two 32-column blocks), against an f64 oracle within fp32 rounding.
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn scalar_fallback_matches_the_vector_path() {
@@ -581,8 +615,10 @@ mod tests {
         }
     }
 
-    /// A whole plane (rows grouped by four, then by three or two, blocks of 16, 8 and masked
-    /// tails, a lone last row) gives the bits of the scalar rows, for every row count from 1 to 9.
+    /// A whole plane (rows grouped by four, then by three or two, blocks of 16, 8, a last block
+    /// overlapping the one before, rows narrower than 8 spilling into the next, a lone last
+    /// row) gives the bits of the scalar rows, for every row count from 1 to 9, and writes
+    /// nothing past the plane.
     #[test]
     fn plane_rows_match_the_scalar_rows() {
         let (step, s) = (70, rand_vec(70 * 12, 43));
@@ -591,9 +627,17 @@ mod tests {
         for width in [1, 7, 8, 14, 16, 23, 56] {
             for rows in 1..=9 {
                 for bias in [None, Some(-0.5f32)] {
-                    let (mut v, mut c) = (vec![0f32; width * rows], vec![0f32; width * rows]);
+                    // The plane, then 8 guard values no store may touch.
+                    let len = width * rows;
+                    let (mut v, mut c) = (vec![7.5f32; len + 8], vec![0f32; len]);
+                    let plane = &mut v[..len];
                     // SAFETY: the largest read is 8·70 + 2·70 + 2 + 55 < 840.
-                    unsafe { output_plane(s.as_ptr(), step, &offsets, &f, bias, &mut v, width) };
+                    unsafe { output_plane(s.as_ptr(), step, &offsets, &f, bias, plane, width) };
+                    assert!(
+                        v[len..].iter().all(|&g| g == 7.5),
+                        "width {width} rows {rows}"
+                    );
+                    v.truncate(len);
                     for (oy, row) in c.chunks_mut(width).enumerate() {
                         // SAFETY: as above.
                         unsafe {

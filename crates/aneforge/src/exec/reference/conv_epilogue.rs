@@ -328,11 +328,12 @@ impl Epilogue {
         Ok(())
     }
 
-    /// Run the folded ops of a linear step on its output rows `out` [M, N] (not yet rounded) in
-    /// place, each row as one plane; `ins` are the step's inputs (the matmul's own, then the
-    /// stages' extra ones).
+    /// Run the folded ops of a step whose head computed `out` elsewhere (not yet rounded) in
+    /// place: a linear's rows [M, N], each row as one plane, or a conv's [N, C, H, W]
+    /// (its bias in); `ins` are the step's inputs (the head's own, then the stages' extra ones).
     pub fn run_rows(&self, ins: &[&Buf], out: &mut Buf) {
-        if let Some(pass) = self.pass(&ins[self.conv_inputs..], None, None) {
+        let channels = (out.shape.len() == 4).then(|| out.shape[1]);
+        if let Some(pass) = self.pass(&ins[self.conv_inputs..], None, channels) {
             pass.run(out);
         }
     }
@@ -434,7 +435,10 @@ impl Pass<'_> {
             if self.conv_round {
                 round_in_place(chunk);
             }
+            // Whether the chunk holds fp16 values (rounded by the conv or the last stage).
+            let mut fp16 = self.conv_round;
             for (param, round) in &self.params {
+                let was_fp16 = std::mem::replace(&mut fp16, *round);
                 match *param {
                     Params::BatchNorm {
                         mean,
@@ -456,6 +460,13 @@ impl Pass<'_> {
                         let w = &per_column[ci * PIECE..];
                         chunk.iter_mut().zip(w).for_each(|(v, &w)| *v += w);
                     }
+                    Params::Unary(u, None) if was_fp16 && selects(u) => {
+                        // Its outputs are inputs or fp16 constants: rounding them is a no-op.
+                        values.copy_from_slice(chunk);
+                        u.map(values, chunk);
+                        fp16 = true;
+                        continue;
+                    }
                     Params::Unary(u, t) => {
                         values.copy_from_slice(chunk);
                         unary(u, t, *round, values, chunk);
@@ -476,6 +487,15 @@ impl Pass<'_> {
             }
         }
     }
+}
+
+/// Whether `u` maps every value to itself or to one of its fp16 parameters (0, 6, lo, hi;
+/// NaN to 0 or NaN), so its output on fp16 values is fp16.
+fn selects(u: Unary) -> bool {
+    matches!(
+        u,
+        Unary::Relu | Unary::Relu6 | Unary::Abs | Unary::Clip { .. }
+    )
 }
 
 /// y = u(x), rounded to fp16 when `round` (through the op's table when it has one), as the
@@ -633,7 +653,7 @@ mod tests {
             let (mut c, dir) =
                 super::super::test_support::compile_reference_for_test(y, precision, tag);
             let g = &c.program.graph;
-            let shared = super::super::shared_weight::shared_matmuls(g);
+            let shared = super::super::shared_weight::shared_weights(g);
             let linear: Vec<bool> = shared.iter().map(Option::is_some).collect();
             let (found, taken) = find_chains_after(g, &linear);
             assert_claimed_once(&c.program.graph, &found, &taken);
@@ -895,6 +915,49 @@ mod tests {
                     "{v}: {g} vs {exact}"
                 );
             }
+        }
+    }
+
+    /// A selecting op (relu, relu6, abs, clip) after a rounded conv output skips its own
+    /// rounding with the unfused ops' bits: signed zeros, NaN, infinities, values past fp16's
+    /// range and below its subnormals, one piece and several.
+    #[test]
+    fn selecting_ops_skip_a_no_op_rounding() {
+        let mut x: Vec<f32> = rand_vec(600, 52).iter().map(|v| v * 9.0).collect();
+        x[..9].copy_from_slice(&[
+            0.0,
+            -0.0,
+            f32::NAN,
+            -f32::NAN,
+            f32::INFINITY,
+            -6.1,
+            6.01,
+            7e4,
+            1e-9,
+        ]);
+        let ops = [
+            Unary::Relu,
+            Unary::Relu6,
+            Unary::Abs,
+            Unary::Clip { lo: -1.5, hi: 2.25 },
+        ];
+        for u in ops {
+            assert!(selects(u));
+            let pass = Pass {
+                conv_round: true,
+                params: vec![(Params::Unary(u, None), true)],
+                bias: None,
+                channels: 1,
+            };
+            let mut got = x.clone();
+            pass.plane(0, &mut got);
+            // The unfused steps: the conv's rounding, the op, its rounding.
+            let mut want = x.clone();
+            round_in_place(&mut want);
+            want.iter_mut().for_each(|v| *v = u.apply(*v));
+            round_in_place(&mut want);
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "{u:?}");
         }
     }
 }

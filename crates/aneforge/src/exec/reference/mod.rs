@@ -137,7 +137,8 @@ struct Step {
     table: Option<Arc<Fp16Table>>,
     /// A matmul over a compressed weight kept compressed (see `packed`).
     packed: Option<PackedWeight>,
-    /// A matmul over a dense fp16 weight expanded once per process (see `shared_weight`).
+    /// A matmul over a dense fp16 weight expanded once per process, or a GEMV reading an fp16
+    /// weight in place (see `shared_weight`).
     shared: Option<SharedWeight>,
     /// A conv whose following elementwise ops run in its output pass (see `conv_epilogue`).
     epilogue: Option<Epilogue>,
@@ -238,7 +239,7 @@ impl RefProgram {
         let is_const = |i: usize| matches!(g.nodes[i].op, Op::Const(_) | Op::Constexpr(_));
         // Weights read only by packed matmuls stay in their stored form (no dense copy).
         let mut packed = packed::packed_matmuls(g);
-        let mut shared = shared_weight::shared_matmuls(g);
+        let mut shared = shared_weight::shared_weights(g);
         let weight_step: Vec<bool> = (packed.iter().zip(&shared))
             .map(|(p, s)| p.is_some() || s.is_some())
             .collect();
@@ -492,10 +493,10 @@ fn run_steps(steps: &[Step], bufs: &mut [Buf], timing: &mut Option<Profile>) -> 
             let mut y = std::mem::take(&mut bufs[o].data);
             let r = match &step.packed {
                 Some(w) => w.matmul(&bufs[i], &mut y),
-                None => step
-                    .shared
-                    .as_ref()
-                    .map_or(Ok(()), |w| w.matmul(&bufs[i], &mut y)),
+                None => {
+                    let ins: Vec<&Buf> = step.ins.iter().map(|&s| &bufs[s]).collect();
+                    step.shared.as_ref().map_or(Ok(()), |w| w.run(&ins, &mut y))
+                }
             };
             bufs[o].shape.clone_from(&step.out_shapes[0]);
             let mut out = Buf {

@@ -10,7 +10,8 @@
 //! blocked path only; shapes its small-matrix paths take (M or N < 2, K ≤ 2, M·N ≤ 256) keep
 //! the ordinary dense matmul, except one row (M = 1, x [1, K]): a matrix-vector product that
 //! `ops::gemv` runs in the crate's order straight from the constant's fp16 values (no f32
-//! copy at all, half the bytes read per call).
+//! copy at all, half the bytes read per call). A 1×1 conv on one pixel (x [1, C, 1, 1], weight
+//! an fp16 constant [S, C, 1, 1]: MobileNetV3's squeeze-excite FCs) is such a product too.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -19,6 +20,7 @@ use half::f16;
 
 use crate::error::{Error, Result};
 use crate::graph::Graph;
+use crate::ops::conv::Conv;
 use crate::ops::gemm::sgemm;
 use crate::ops::gemm_avx2;
 use crate::ops::gemm_packed;
@@ -45,6 +47,8 @@ pub struct SharedWeight {
     panels: bool,
     /// W [N, K] itself (the constant's values), for matrix-vector products.
     half: Option<Arc<Vec<f16>>>,
+    /// For a 1×1 conv on one pixel (W [N, K, 1, 1]): whether it has a bias (its third input).
+    conv_bias: Option<bool>,
 }
 
 /// Position of Wᵀ[p, j] in the expansion, and the expansion's length.
@@ -96,6 +100,7 @@ impl SharedWeight {
                     k,
                     panels,
                     half: None,
+                    conv_bias: None,
                 };
             }
         }
@@ -115,18 +120,51 @@ impl SharedWeight {
             k,
             panels,
             half: None,
+            conv_bias: None,
         }
     }
 
-    /// `c` (shape [N, K]) read in place by the matrix-vector kernel.
-    fn half(c: &Const) -> SharedWeight {
+    /// `c` (shape [N, K], or [N, K, 1, 1] for a conv with `conv_bias`) read in place by the
+    /// matrix-vector kernel.
+    fn half(c: &Const, conv_bias: Option<bool>) -> SharedWeight {
         SharedWeight {
             wt: Arc::new([]),
             n: c.shape[0],
             k: c.shape[1],
             panels: false,
             half: Some(c.values.clone()),
+            conv_bias,
         }
+    }
+
+    /// The step's output from its inputs `ins` (the node's own first): a matmul's
+    /// [`SharedWeight::matmul`] of `ins[0]`, a one-pixel conv's [`SharedWeight::conv_pixel`].
+    pub fn run(&self, ins: &[&Buf], y: &mut [f32]) -> Result<()> {
+        match self.conv_bias {
+            Some(bias) => self.conv_pixel(ins[0], bias.then(|| &ins[2].data[..]), y),
+            None => self.matmul(ins[0], y),
+        }
+    }
+
+    /// y [N] = bias + W·x for a 1×1 conv on one pixel, x [1, K, 1, 1], with the bits of the
+    /// conv's dense `sgemm(N, 1, K)` call (C initialised with the bias, then accumulated onto).
+    fn conv_pixel(&self, x: &Buf, bias: Option<&[f32]>, y: &mut [f32]) -> Result<()> {
+        let (n, k) = (self.n, self.k);
+        let (Some(w), Some(g)) = (&self.half, conv_plan(n, k)) else {
+            return Err(Error::shape(
+                "conv",
+                "no fp16 GEMV for this conv on this CPU",
+            ));
+        };
+        if x.shape[..] != [1, k, 1, 1] || y.len() != n || bias.is_some_and(|b| b.len() != n) {
+            let what = format!("x {:?} does not fit the weight [{n}, {k}, 1, 1]", x.shape);
+            return Err(Error::shape("conv", what));
+        }
+        if let Some(b) = bias {
+            y.copy_from_slice(b);
+        }
+        gemv::run(&g, k, w, &x.data, y, bias.is_some(), true);
+        Ok(())
     }
 
     /// Bytes of the f32 expansion (counted by every program that uses it).
@@ -173,14 +211,25 @@ impl SharedWeight {
     }
 }
 
-/// For each node of `g`, the shared weight when it is a matmul this module runs: `x` rank 2
-/// [M, K], `transpose_x` false, `transpose_y` true, `y` a rank-2 fp16 constant [N, K], with
-/// M ≥ 2, N ≥ 2, K ≥ 3 and M·N > 256 (the `gemm` crate's blocked path, see the module doc),
-/// or M = 1 where the crate's dense call is a GEMV that `ops::gemv` reproduces.
-pub fn shared_matmuls(g: &Graph) -> Vec<Option<SharedWeight>> {
+/// The GEMV the `gemm` crate runs for a 1×1 conv on one pixel, C [N, 1] = W [N, K]·x [K, 1]
+/// (the conv's `sgemm` strides), if `ops::gemv` reproduces it here.
+fn conv_plan(n: usize, k: usize) -> Option<gemv::Plan> {
+    gemv::plan((n, 1, k), (k, 1), (1, 1), 1)
+}
+
+/// For each node of `g`, the shared weight when it is a matmul or conv this module runs: a
+/// matmul with `x` rank 2 [M, K], `transpose_x` false, `transpose_y` true, `y` a rank-2 fp16
+/// constant [N, K], with M ≥ 2, N ≥ 2, K ≥ 3 and M·N > 256 (the `gemm` crate's blocked path,
+/// see the module doc), or M = 1 where the crate's dense call is a GEMV that `ops::gemv`
+/// reproduces; a conv of one group and no padding on x [1, K, 1, 1] with an fp16 constant
+/// weight [N, K, 1, 1] whose GEMV `ops::gemv` reproduces.
+pub fn shared_weights(g: &Graph) -> Vec<Option<SharedWeight>> {
     g.nodes
         .iter()
         .map(|nd| {
+            if let Op::Conv(c) = &nd.op {
+                return one_pixel_conv(g, nd, c);
+            }
             let Op::MatMul(MatMul {
                 transpose_x: false,
                 transpose_y: true,
@@ -201,12 +250,26 @@ pub fn shared_matmuls(g: &Graph) -> Vec<Option<SharedWeight>> {
                 (&[1, k], &[n, kw])
                     if k == kw && gemv::plan((1, n, k), (k, 1), (1, k), n).is_some() =>
                 {
-                    Some(SharedWeight::half(c))
+                    Some(SharedWeight::half(c, None))
                 }
                 _ => None,
             }
         })
         .collect()
+}
+
+/// The fp16 weight of conv node `nd` when it is a 1×1 conv on one pixel (see [`shared_weights`]).
+fn one_pixel_conv(g: &Graph, nd: &crate::graph::Node, c: &Conv) -> Option<SharedWeight> {
+    let (x, w) = (nd.inputs.first()?, nd.inputs.get(1)?);
+    let Op::Const(wc) = &g.nodes[w.node].op else {
+        return None;
+    };
+    let (&[1, k, 1, 1], &[n, kw, 1, 1]) = (&g.ty(*x).shape[..], &wc.shape[..]) else {
+        return None;
+    };
+    let plain = c.groups == 1 && c.pad == [0; 4] && nd.inputs.len() <= 3;
+    (plain && k == kw && conv_plan(n, k).is_some())
+        .then(|| SharedWeight::half(wc, Some(nd.inputs.len() == 3)))
 }
 
 /// Nodes of `g` that are constants whose every use is the weight (input 1) of a node `i` with
@@ -294,7 +357,7 @@ mod tests {
             };
             let mut dense = vec![0f32; n];
             sgemm(1, n, k, &x.data, k, 1, &w, 1, k, &mut dense, n, false);
-            let shared = SharedWeight::half(&c);
+            let shared = SharedWeight::half(&c, None);
             assert_eq!(shared.bytes(), 2 * (n * k) as u64);
             let mut got = vec![f32::NAN; n];
             shared.matmul(&x, &mut got).unwrap();
@@ -309,6 +372,58 @@ mod tests {
             };
             let err = shared.matmul(&two, &mut vec![0.0; 2 * n]).unwrap_err();
             assert!(err.to_string().contains(&format!("{:?}", [2, k])), "{err}");
+        }
+    }
+
+    /// A 1×1 conv on one pixel (MobileNetV3's squeeze-excite shapes, both sides of the crate's
+    /// horizontal bound N = 256, with and without bias) runs the fp16 GEMV with every bit of
+    /// the dense conv; an x of another shape is an error.
+    #[test]
+    fn one_pixel_conv_reads_the_fp16_weight_with_the_dense_bits() {
+        use crate::ops::Family;
+        if conv_plan(576, 144).is_none() {
+            return;
+        }
+        let conv = Conv {
+            strides: [1, 1],
+            pad: [0; 4],
+            dilations: [1, 1],
+            groups: 1,
+        };
+        for (n, k) in [
+            (8, 16),
+            (24, 96),
+            (144, 576),
+            (576, 144),
+            (300, 40),
+            (3, 1030),
+        ] {
+            let mut c = fp16_const([n, k], 13 + n as u64);
+            c.shape = vec![n, k, 1, 1];
+            let buf = |shape: &[usize], data: Vec<f32>| Buf {
+                shape: shape.to_vec(),
+                data,
+            };
+            let w = buf(&c.shape, c.values.iter().map(|v| v.to_f32()).collect());
+            let (x, b) = (
+                buf(&[1, k, 1, 1], rand_vec(k, 8)),
+                buf(&[n], rand_vec(n, 9)),
+            );
+            for with_bias in [false, true] {
+                let ins: Vec<&Buf> = [&x, &w, &b][..2 + with_bias as usize].to_vec();
+                let mut dense = [Buf::zeros(&[1, n, 1, 1])];
+                conv.eval(&ins, &mut dense).unwrap();
+                let mut got = vec![f32::NAN; n];
+                let shared = SharedWeight::half(&c, Some(with_bias));
+                shared.run(&ins, &mut got).unwrap();
+                for (j, (g, d)) in got.iter().zip(&dense[0].data).enumerate() {
+                    assert_eq!(g.to_bits(), d.to_bits(), "({n}, {k}) bias {with_bias} {j}");
+                }
+                let wrong = buf(&[1, k, 2, 1], rand_vec(2 * k, 8));
+                let mut ins = ins;
+                ins[0] = &wrong;
+                assert!(shared.run(&ins, &mut got).is_err());
+            }
         }
     }
 
