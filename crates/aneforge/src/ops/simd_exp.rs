@@ -73,7 +73,7 @@ fn exp1(x: f32) -> f32 {
 
 /// Whether the lanes give this process's `f32::exp` bits (checked once: every fp16 value and
 /// 2^16 other f32 inputs spread over (-88, 88)) and the CPU has AVX2 and FMA.
-fn available() -> bool {
+pub(super) fn available() -> bool {
     static OK: OnceLock<bool> = OnceLock::new();
     *OK.get_or_init(|| {
         #[cfg(target_arch = "x86_64")]
