@@ -48,6 +48,7 @@ pub mod reduce;
 pub mod resize;
 pub mod simd_exp;
 pub mod simd_fp16;
+mod simd_softmax;
 mod table;
 pub mod unary;
 

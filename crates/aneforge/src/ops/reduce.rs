@@ -244,8 +244,12 @@ fn softmax_block(x: &[f32], y: &mut [f32], inner: usize) {
 }
 
 /// Softmax of each contiguous row of `n` elements of x (the last-axis case; at most `LANES`
-/// rows): subtract the row's max, exp, then multiply by 1 / the row's sum (f32, row order).
+/// rows): subtract the row's max, exp, then multiply by 1 / the row's sum (f32, row order);
+/// 8 rows at once in AVX2 lanes where `simd_softmax` applies (same bits).
 fn softmax_rows(x: &[f32], y: &mut [f32], n: usize) {
+    if super::simd_softmax::try_softmax_rows(x, y, n) {
+        return;
+    }
     let rows = x.len() / n;
     let (mut max, mut sum) = ([f32::NEG_INFINITY; LANES], [0f32; LANES]);
     fold_each_row(&mut max[..rows], x, &f32::max);
@@ -501,15 +505,36 @@ mod tests {
     }
 
     /// Last-axis softmax (rows eight at a time, a partial last group, the parallel split, a
-    /// NaN and a −inf) gives the bits of one row at a time in f32, written out here: max fold,
-    /// x − max, exp, sum in row order, times 1 / sum.
+    /// NaN and a −inf; the AVX2 lanes' widths, n a multiple of 8, with an all −inf row, a row
+    /// of ±0 whose max is a zero, and a row whose x − max falls past e^x's range) gives the
+    /// bits of one row at a time in f32, written out here: max fold, x − max, exp, sum in row
+    /// order, times 1 / sum.
     #[test]
     fn last_axis_softmax_is_the_row_by_row_f32_bits() {
-        for shape in [vec![13, 40], vec![2, 3, 7], vec![50, 700]] {
+        let shapes = [
+            vec![13, 40],
+            vec![2, 3, 7],
+            vec![50, 700],
+            vec![3, 16, 128],
+            vec![21, 8],
+            vec![600, 64],
+        ];
+        for shape in shapes {
             let mut x = buf(&shape, 5);
             x.data[3] = f32::NAN;
             x.data[5] = f32::NEG_INFINITY;
             let n = shape[shape.len() - 1];
+            if x.data.len() >= 21 * n {
+                x.data[9 * n..10 * n].fill(f32::NEG_INFINITY);
+                x.data[17 * n..18 * n]
+                    .iter_mut()
+                    .enumerate()
+                    .for_each(|(i, v)| *v = if i % 3 == 0 { 0.0 } else { -0.0 });
+                x.data[20 * n..21 * n]
+                    .iter_mut()
+                    .enumerate()
+                    .for_each(|(i, v)| *v = if i % 2 == 0 { 60000.0 } else { -60000.0 });
+            }
             let mut want = Vec::new();
             for row in x.data.chunks_exact(n) {
                 let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);

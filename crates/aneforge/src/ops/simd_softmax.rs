@@ -1,0 +1,150 @@
+//! Last-axis softmax of rows in blocks of 8 with AVX2, the bits of `reduce`'s row-by-row f32
+//! softmax: each row's max (exact whatever the order: rows holding a NaN are left to the caller),
+//! x − max, e^x by `simd_exp`'s lanes, each row's sum in its own element order (8 rows transposed
+//! into the lanes of one accumulator, 8×8 at a time), times 1 / sum.
+
+// The lanes exist on x86-64 only; elsewhere `try_softmax_rows` always declines.
+#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+
+/// Rows per accumulator: one row per f32 lane.
+const ROWS: usize = 8;
+
+/// Softmax of each of the 8 rows of `n` elements of `x` into `y` when the lanes apply: `n` a
+/// multiple of 8, no NaN in `x`, AVX2 + FMA and `simd_exp`'s lanes available. Returns false
+/// otherwise, having written nothing.
+pub fn try_softmax_rows(x: &[f32], y: &mut [f32], n: usize) -> bool {
+    if n == 0 || n % 8 != 0 || x.len() != ROWS * n || y.len() != x.len() {
+        return false;
+    }
+    if !super::simd_exp::available() {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `simd_exp::available` detected AVX2 and FMA; the lengths were checked above.
+    unsafe {
+        softmax_avx2(x, y, n)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// The kernel of [`try_softmax_rows`] (same contract): x and y hold 8 rows of `n` elements, `n`
+/// a multiple of 8.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn softmax_avx2(x: &[f32], y: &mut [f32], n: usize) -> bool {
+    use std::arch::x86_64::*;
+    let mut max = [_mm256_setzero_ps(); ROWS];
+    let mut nan = _mm256_setzero_ps();
+    for (m, xr) in max.iter_mut().zip(x.chunks_exact(n)) {
+        // SAFETY (block): every access is 8 f32 at p < n, n a multiple of 8, inside the row.
+        unsafe {
+            let mut a = _mm256_set1_ps(f32::NEG_INFINITY);
+            for p in (0..n).step_by(8) {
+                let v = _mm256_loadu_ps(xr.as_ptr().add(p));
+                nan = _mm256_or_ps(nan, _mm256_cmp_ps::<_CMP_UNORD_Q>(v, v));
+                a = _mm256_max_ps(a, v);
+            }
+            let a = _mm256_max_ps(a, _mm256_permute2f128_ps::<1>(a, a));
+            let a = _mm256_max_ps(a, _mm256_shuffle_ps::<0b01_00_11_10>(a, a));
+            *m = _mm256_max_ps(a, _mm256_shuffle_ps::<0b10_11_00_01>(a, a));
+        }
+    }
+    if _mm256_movemask_ps(nan) != 0 {
+        return false;
+    }
+    // No NaN, so each max is exact whatever the order; a ±0 max gives the same bits below
+    // (v − ±0 = v for v ≠ 0, and e^±0 = 1).
+    for ((yr, xr), &m) in y.chunks_exact_mut(n).zip(x.chunks_exact(n)).zip(&max) {
+        // SAFETY: as above, 8 f32 at p < n inside each row of x and y.
+        unsafe {
+            for p in (0..n).step_by(8) {
+                let v = _mm256_sub_ps(_mm256_loadu_ps(xr.as_ptr().add(p)), m);
+                _mm256_storeu_ps(yr.as_mut_ptr().add(p), v);
+            }
+        }
+    }
+    super::simd_exp::try_exp_in_place(y).expect("checked by the caller");
+    // SAFETY: y holds 8 rows of n elements, n a multiple of 8.
+    let inv = _mm256_div_ps(_mm256_set1_ps(1.0), unsafe { row_sums(y, n) });
+    let mut lanes = [0f32; ROWS];
+    // SAFETY: `lanes` holds 8 f32.
+    unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), inv) };
+    for (row, &s) in y.chunks_exact_mut(n).zip(&lanes) {
+        let s = _mm256_set1_ps(s);
+        for c in row.chunks_exact_mut(8) {
+            // SAFETY: each chunk holds exactly 8 f32.
+            unsafe {
+                let v = _mm256_mul_ps(_mm256_loadu_ps(c.as_ptr()), s);
+                _mm256_storeu_ps(c.as_mut_ptr(), v);
+            }
+        }
+    }
+    true
+}
+
+/// Lane k = the sum of row k of the 8 rows of `n` elements in `block`, from 0 in element order
+/// (each 8×8 tile transposed so that column j of every row is added at step j).
+///
+/// # Safety
+/// AVX2 is available, `block.len() == 8 * n` and `n` is a multiple of 8.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn row_sums(block: &[f32], n: usize) -> std::arch::x86_64::__m256 {
+    use std::arch::x86_64::*;
+    let mut acc = _mm256_setzero_ps();
+    for p in (0..n).step_by(8) {
+        // SAFETY: row k's 8 elements at p lie in block[k·n + p..k·n + p + 8], p + 8 ≤ n.
+        let r: [__m256; 8] =
+            std::array::from_fn(|k| unsafe { _mm256_loadu_ps(block.as_ptr().add(k * n + p)) });
+        let t = [0, 2, 4, 6].map(|k| _mm256_unpacklo_ps(r[k], r[k + 1]));
+        let u = [0, 2, 4, 6].map(|k| _mm256_unpackhi_ps(r[k], r[k + 1]));
+        // s[j] holds columns j and j + 4 of rows 0..4 (low halves) and 4..8 (high halves).
+        let s = [
+            _mm256_shuffle_ps::<0x44>(t[0], t[1]),
+            _mm256_shuffle_ps::<0xEE>(t[0], t[1]),
+            _mm256_shuffle_ps::<0x44>(u[0], u[1]),
+            _mm256_shuffle_ps::<0xEE>(u[0], u[1]),
+        ];
+        let h = [
+            _mm256_shuffle_ps::<0x44>(t[2], t[3]),
+            _mm256_shuffle_ps::<0xEE>(t[2], t[3]),
+            _mm256_shuffle_ps::<0x44>(u[2], u[3]),
+            _mm256_shuffle_ps::<0xEE>(u[2], u[3]),
+        ];
+        for j in 0..4 {
+            acc = _mm256_add_ps(acc, _mm256_permute2f128_ps::<0x20>(s[j], h[j]));
+        }
+        for j in 0..4 {
+            acc = _mm256_add_ps(acc, _mm256_permute2f128_ps::<0x31>(s[j], h[j]));
+        }
+    }
+    acc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lanes take a NaN-free block of 8 rows (where AVX2 and the exp lanes exist) and
+    /// decline a NaN, a width not a multiple of 8 and a block that is not 8 rows, writing
+    /// nothing; the bits are checked in `reduce`'s last-axis softmax test.
+    #[test]
+    fn lanes_take_exactly_their_blocks() {
+        let x: Vec<f32> = (0..8 * 24)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 8.0)
+            .collect();
+        let mut y = vec![7f32; x.len()];
+        assert_eq!(
+            try_softmax_rows(&x, &mut y, 24),
+            crate::ops::simd_exp::available()
+        );
+        let mut z = vec![7f32; x.len()];
+        let mut nan = x.clone();
+        nan[100] = f32::NAN;
+        assert!(!try_softmax_rows(&nan, &mut z, 24));
+        assert!(!try_softmax_rows(&x, &mut z, 12));
+        assert!(!try_softmax_rows(&x[..7 * 24], &mut z[..7 * 24], 24));
+        assert!(z.iter().all(|&v| v == 7.0));
+    }
+}
