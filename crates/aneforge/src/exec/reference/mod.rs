@@ -493,10 +493,10 @@ fn run_steps(steps: &[Step], bufs: &mut [Buf], timing: &mut Option<Profile>) -> 
             let mut y = std::mem::take(&mut bufs[o].data);
             let r = match &step.packed {
                 Some(w) => w.matmul(&bufs[i], &mut y),
-                None => {
-                    let ins: Vec<&Buf> = step.ins.iter().map(|&s| &bufs[s]).collect();
-                    step.shared.as_ref().map_or(Ok(()), |w| w.run(&ins, &mut y))
-                }
+                None => step
+                    .shared
+                    .as_ref()
+                    .map_or(Ok(()), |w| w.run(bufs, &step.ins, &mut y)),
             };
             bufs[o].shape.clone_from(&step.out_shapes[0]);
             let mut out = Buf {

@@ -137,12 +137,12 @@ impl SharedWeight {
         }
     }
 
-    /// The step's output from its inputs `ins` (the node's own first): a matmul's
-    /// [`SharedWeight::matmul`] of `ins[0]`, a one-pixel conv's [`SharedWeight::conv_pixel`].
-    pub fn run(&self, ins: &[&Buf], y: &mut [f32]) -> Result<()> {
+    /// The step's output from its inputs `bufs[ins[..]]` (the node's own first): a matmul's
+    /// [`SharedWeight::matmul`] of the first, a one-pixel conv's [`SharedWeight::conv_pixel`].
+    pub fn run(&self, bufs: &[Buf], ins: &[usize], y: &mut [f32]) -> Result<()> {
         match self.conv_bias {
-            Some(bias) => self.conv_pixel(ins[0], bias.then(|| &ins[2].data[..]), y),
-            None => self.matmul(ins[0], y),
+            Some(bias) => self.conv_pixel(&bufs[ins[0]], bias.then(|| &bufs[ins[2]].data[..]), y),
+            None => self.matmul(&bufs[ins[0]], y),
         }
     }
 
@@ -415,14 +415,14 @@ mod tests {
                 conv.eval(&ins, &mut dense).unwrap();
                 let mut got = vec![f32::NAN; n];
                 let shared = SharedWeight::half(&c, Some(with_bias));
-                shared.run(&ins, &mut got).unwrap();
+                let bufs = [x.clone(), w.clone(), b.clone()];
+                shared.run(&bufs, &[0, 1, 2], &mut got).unwrap();
                 for (j, (g, d)) in got.iter().zip(&dense[0].data).enumerate() {
                     assert_eq!(g.to_bits(), d.to_bits(), "({n}, {k}) bias {with_bias} {j}");
                 }
                 let wrong = buf(&[1, k, 2, 1], rand_vec(2 * k, 8));
-                let mut ins = ins;
-                ins[0] = &wrong;
-                assert!(shared.run(&ins, &mut got).is_err());
+                let bufs = [wrong, w.clone(), b.clone()];
+                assert!(shared.run(&bufs, &[0, 1, 2], &mut got).is_err());
             }
         }
     }
