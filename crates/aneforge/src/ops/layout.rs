@@ -297,12 +297,17 @@ impl Family for Layout {
 }
 
 /// Fill `out` in row-major order from `src[base + Σ index·strides]`; unit-stride rows are block
-/// copies, split by rows over the rayon pool from [`PAR_MIN_ELEMS`] output elements.
+/// copies, and a last axis read across unit-stride columns (a transpose moving the last axis)
+/// copies whole [rows, n] blocks in [`TILE`]-square tiles. Split by rows (or blocks) over the
+/// rayon pool from [`PAR_MIN_ELEMS`] output elements.
 fn gather(src: &[f32], base: usize, strides: &[usize], out: &mut Buf) {
     let r = out.shape.len();
     let (n, s) = (out.shape[r - 1], strides[r - 1]);
-    let copy_row = |d: &mut [f32], o: usize| {
-        if s == 1 {
+    let tiled = r >= 2 && s != 1 && strides[r - 2] == 1;
+    let copy = |d: &mut [f32], o: usize| {
+        if tiled {
+            transpose_block(src, o, s, n, d);
+        } else if s == 1 {
             d.copy_from_slice(&src[o..o + n]);
         } else {
             d.iter_mut()
@@ -310,11 +315,13 @@ fn gather(src: &[f32], base: usize, strides: &[usize], out: &mut Buf) {
                 .for_each(|(j, v)| *v = src[o + j * s]);
         }
     };
-    let (outer, outer_st) = (&out.shape[..r - 1], &strides[..r - 1]);
+    let inner = if tiled { r - 2 } else { r - 1 };
+    let block = shape::numel(&out.shape[inner..]);
+    let (outer, outer_st) = (&out.shape[..inner], &strides[..inner]);
     let dst = &mut out.data;
-    if dst.len() >= PAR_MIN_ELEMS && n > 0 {
+    if dst.len() >= PAR_MIN_ELEMS && block > 0 {
         use rayon::prelude::*;
-        // The source offset of output row `row`: its index digits times the strides.
+        // The source offset of output block `row`: its index digits times the strides.
         let offset = |row: usize| {
             let digits = outer.iter().zip(outer_st).rev();
             let (o, _) = digits.fold((base, row), |(o, rem), (&e, &st)| {
@@ -322,14 +329,34 @@ fn gather(src: &[f32], base: usize, strides: &[usize], out: &mut Buf) {
             });
             o
         };
-        dst.par_chunks_mut(n)
+        dst.par_chunks_mut(block)
             .enumerate()
-            .for_each(|(row, d)| copy_row(d, offset(row)));
+            .for_each(|(row, d)| copy(d, offset(row)));
         return;
     }
     for_each_broadcast(outer, [outer_st], |row, [off]| {
-        copy_row(&mut dst[row * n..(row + 1) * n], base + off)
+        copy(&mut dst[row * block..(row + 1) * block], base + off)
     });
+}
+
+/// Side of the square tiles in which [`transpose_block`] copies.
+const TILE: usize = 8;
+
+/// d[i·n + j] = src[o + i + j·s] for the d.len() / n rows i and the n columns j, tile by tile: each
+/// tile reads TILE unit-stride runs of the source and writes TILE-long runs of TILE rows.
+fn transpose_block(src: &[f32], o: usize, s: usize, n: usize, d: &mut [f32]) {
+    let m = d.len() / n;
+    for i0 in (0..m).step_by(TILE) {
+        let rows = TILE.min(m - i0);
+        for j0 in (0..n).step_by(TILE) {
+            for j in j0..(j0 + TILE).min(n) {
+                let column = &src[o + i0 + j * s..][..rows];
+                for (k, &v) in column.iter().enumerate() {
+                    d[(i0 + k) * n + j] = v;
+                }
+            }
+        }
+    }
 }
 
 /// For `parts` laid side by side along `axis` of `whole`, call `f(part, part_range, whole_range)` per contiguous block.
@@ -553,6 +580,13 @@ pub(crate) mod tests {
             // From PAR_MIN_ELEMS elements rows are split over the pool: contiguous and strided rows.
             (vec![128, 12, 32], vec![1, 0, 2]),
             (vec![64, 24, 33], vec![2, 0, 1]),
+            // The last axis moved with a unit-stride axis before it: tiled blocks, partial
+            // tiles at both edges, on one thread and split over the pool.
+            (vec![5, 9], vec![1, 0]),
+            (vec![3, 13, 11], vec![0, 2, 1]),
+            (vec![17, 40, 3], vec![1, 2, 0]),
+            (vec![128, 12, 32], vec![1, 2, 0]),
+            (vec![12, 128, 35], vec![0, 2, 1]),
         ] {
             let x = buf(&shape, 1);
             check_moves(
