@@ -413,3 +413,49 @@ def test_regnety_block():
     m = b.model([(x, ["batch", cin, 12, 12])], out, ["batch", w, 6, 6], 17)
     feeds = {x: np.random.default_rng(20).standard_normal((1, cin, 12, 12)).astype(np.float32)}
     _agree(m, feeds, {x: (1, cin, 12, 12)})
+
+
+def _gelu_graph(spelling):
+    """One exact-GELU spelling over x [4, 300]: returns (model, name of the Erf output)."""
+    b = Builder()
+    half, one = b.const(np.float32(0.5)), b.const(np.float32(1.0))
+    if spelling == "div-inner-half":  # torch.onnx export of nn.GELU: x·(1 + erf(x/√2))·½
+        e = b.op("Erf", [b.op("Div", ["x", b.const(np.float32(np.sqrt(2.0)))])])
+        y = b.op("Mul", [b.op("Mul", ["x", b.op("Add", [e, one])]), half])
+    elif spelling == "mul-half-first":  # (x·½)·(1 + erf(x·(1/√2))), constants on the left
+        e = b.op("Erf", [b.op("Mul", [b.const(np.float32(1 / np.sqrt(2.0))), "x"])])
+        y = b.op("Mul", [b.op("Mul", [half, "x"]), b.op("Add", [one, e])])
+    else:  # constants as Constant nodes: x·((1 + erf(x/√2))·½)
+        c = lambda v: b.op("Constant", [], value=numpy_helper.from_array(np.array(v, np.float32)))  # noqa: E731
+        e = b.op("Erf", [b.op("Div", ["x", c(np.sqrt(2.0))])])
+        y = b.op("Mul", ["x", b.op("Mul", [b.op("Add", [e, c(1.0)]), c(0.5)])])
+    return b.model([("x", [4, 300])], y, [4, 300], 17), e
+
+
+@pytest.mark.parametrize("spelling", ["div-inner-half", "mul-half-first", "constant-nodes"])
+def test_erf_gelu_imports_as_one_gelu_rounded_once(spelling):
+    """Every spelling runs as one `gelu` step, each output within 2 fp16 ulps of float64 GELU of
+    the fp16 input (the gelu kernel's f32 1 + erf cancels for negative x; one rounding after)."""
+    m, _ = _gelu_graph(spelling)
+    x = np.linspace(-6, 6, 1200, dtype=np.float32).reshape(4, 300)
+    net = af.load_onnx(m.SerializeToString(), device="reference")
+    names = [r["name"] for r in net.profile(x, repeat=1)["rows"] if r["leaf"]]
+    assert names == ["gelu"], names
+    x16 = x.astype(np.float16).astype(np.float64)
+    want = 0.5 * x16 * (1 + np.vectorize(__import__("math").erf)(x16 / np.sqrt(2.0)))
+    got = np.asarray(list(net(x).values())[0], np.float64)
+    ulp = np.spacing(np.abs(want).astype(np.float16)).astype(np.float64)
+    assert np.all(np.abs(got - want) <= 2 * ulp), float(np.max(np.abs(got - want) / ulp))
+
+
+def test_erf_gelu_steps_read_elsewhere_are_still_computed():
+    """When the Erf value is also a graph output, the GELU is still one `gelu` op and the Erf
+    output is erf(x/√2) of the same inputs."""
+    m, e = _gelu_graph("div-inner-half")
+    m.graph.output.append(helper.make_tensor_value_info(e, TensorProto.FLOAT, [4, 300]))
+    x = np.linspace(-3, 3, 1200, dtype=np.float32).reshape(4, 300)
+    want = ReferenceEvaluator(m).run(None, {"x": x})
+    got = list(af.load_onnx(m.SerializeToString(), device="reference")(x).values())
+    assert len(got) == 2
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g, np.float64), w, atol=2e-3, rtol=2e-3)

@@ -6,6 +6,7 @@
 
 pub mod bind;
 pub mod fold;
+mod gelu_fold;
 mod int_layout;
 mod mask_fill;
 pub mod node;
@@ -232,6 +233,20 @@ impl<'g> Importer<'g> {
         self.raw.contains_key(name) || matches!(self.values.get(name), Some(Value::Host(_)))
     }
 
+    /// The value of a one-element constant `name` (an initializer or a Constant node's value).
+    fn scalar(&self, name: &str) -> Option<f64> {
+        let host = match (self.raw.get(name), self.values.get(name)) {
+            (Some(raw), _) => (raw.numel() == 1).then(|| raw.decode())?,
+            (None, Some(Value::Host(h))) => (**h).clone(),
+            _ => {
+                let proto = (self.graph.node.iter())
+                    .find(|n| n.op_type() == "Constant" && n.output.iter().any(|o| o == name))?;
+                Node::new(proto, self.opset).tensor("value").ok()??
+            }
+        };
+        (host.numel() == 1).then(|| host.data[0])
+    }
+
     /// The value named `name`, decoding a raw initializer on first use.
     fn value(&mut self, name: &str) -> Option<Value> {
         if let Some(v) = self.values.get(name) {
@@ -439,12 +454,16 @@ impl<'g> Importer<'g> {
     }
 
     /// Per position in `order`: the values whose last reader is the node there (graph outputs
-    /// are never listed), so their host data is freed as soon as the import is past them.
-    fn last_reads(&self) -> Vec<Vec<&'g str>> {
+    /// are never listed), so their host data is freed as soon as the import is past them. A
+    /// GELU's final node (`gelus`) reads its x too.
+    fn last_reads<'a>(&self, gelus: &'a HashMap<usize, String>) -> Vec<Vec<&'a str>>
+    where
+        'g: 'a,
+    {
         let graph = self.graph;
-        let mut last: HashMap<&'g str, usize> = HashMap::new();
+        let mut last: HashMap<&'a str, usize> = HashMap::new();
         for (pos, &i) in self.order.iter().enumerate() {
-            for inp in &graph.node[i].input {
+            for inp in graph.node[i].input.iter().chain(gelus.get(&i)) {
                 last.insert(inp.as_str(), pos);
             }
         }
@@ -466,10 +485,13 @@ impl<'g> Importer<'g> {
         let folds = self.bn_folds();
         let folded: Vec<usize> = folds.values().copied().collect();
         let masks = mask_fill::mask_nodes(self.graph);
-        let drops = self.last_reads();
+        let gelus = gelu_fold::gelu_nodes(self.graph, |name| self.scalar(name));
+        let drops = self.last_reads(&gelus);
         for (pos, &i) in self.order.clone().iter().enumerate() {
-            if !folded.contains(&i) {
-                self.node(i, &folds, masks.contains(&i))?;
+            match gelus.get(&i) {
+                Some(x) => self.gelu(i, x)?,
+                None if !folded.contains(&i) => self.node(i, &folds, masks.contains(&i))?,
+                None => {}
             }
             for name in &drops[pos] {
                 self.values.remove(*name);
@@ -477,6 +499,22 @@ impl<'g> Importer<'g> {
             }
         }
         self.outputs(inputs, names)
+    }
+
+    /// Import node `i`, the final Mul of an exact GELU of the value `x` (see `gelu_fold.rs`), as
+    /// one `gelu` op.
+    fn gelu(&mut self, i: usize, x: &str) -> Result<()> {
+        let out = match self.value(x) {
+            Some(Value::Graph { t, elem }) => Value::Graph {
+                t: t.unary_named("gelu", &[])?,
+                elem,
+            },
+            _ => return self.node(i, &HashMap::new(), false),
+        };
+        if let Some(name) = self.graph.node[i].output.first() {
+            self.values.insert(name.clone(), out);
+        }
+        Ok(())
     }
 
     /// Import node `i` (with the BatchNormalization that folds into it, if any); `mask` marks
