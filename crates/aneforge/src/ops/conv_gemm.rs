@@ -6,7 +6,7 @@
 //!
 //! On AVX2 CPUs without AVX-512 a tile runs on the packed kernel (`gemm_packed`) where it
 //! knows the crate's order: the im2col writes the columns straight into its NR-column panels
-//! (a 1×1 conv's input is read in place up to depth `conv_pointwise::MAX_DEPTH`, else copied
+//! (a 1×1 conv's input is read in place where `conv_pointwise::in_place` says so, else copied
 //! into them up to [`DIRECT_PANEL_COLS`] columns), so nothing is packed per call, and each
 //! element is the crate's chain (same bits, [`Product::packed_block`]).
 //!
@@ -49,9 +49,9 @@ const WINDOW: usize = 64;
 /// into panels (16 KiB of f32: they stay in L1).
 const PANEL_PASS: usize = 1 << 12;
 
-/// Widest direct (1×1, stride 1) tile deeper than `conv_pointwise::MAX_DEPTH` whose input is
-/// copied into panels for the packed kernel: wider ones gain nothing over the crate's own
-/// packing (BENCHMARKS.md, h-im2p round 12).
+/// Widest direct (1×1, stride 1) tile whose input is copied into panels for the packed kernel
+/// when it is not read in place (`conv_pointwise::in_place`): wider ones gain nothing over the
+/// crate's own packing (BENCHMARKS.md, h-im2p round 12).
 const DIRECT_PANEL_COLS: usize = 256;
 
 /// Depth up to which the `gemm` crate runs a product in one depth block (its depth block is at
@@ -231,13 +231,14 @@ impl Product {
 
     /// The depth block with which a tile of n columns runs on the packed kernel
     /// (`gemm_packed`, the `gemm` crate's per-element sequence) instead of the crate, `None`
-    /// where it does not: direct products deeper than `conv_pointwise::MAX_DEPTH` and wider
-    /// than [`DIRECT_PANEL_COLS`] (the crate packs their input as fast), products the crate
+    /// where it does not: direct products wider than [`DIRECT_PANEL_COLS`] not read in place
+    /// (the crate packs their input as fast), products the crate
     /// threads itself (`par` on several threads), and where `gemm_packed::depth_block` does not
     /// know the crate's order.
     fn packed_block(&self, n: usize, par: bool) -> Option<usize> {
-        let copied = self.direct() && !conv_pointwise::in_place(self.depth());
-        if (copied && n > DIRECT_PANEL_COLS) || (par && rayon::current_num_threads() > 1) {
+        let wide = self.direct() && n > DIRECT_PANEL_COLS;
+        let copied = wide && !conv_pointwise::in_place(self.cog, self.depth(), true);
+        if copied || (par && rayon::current_num_threads() > 1) {
             return None;
         }
         gemm_packed::depth_block(self.cog, n, self.depth())
@@ -320,7 +321,7 @@ impl Product {
             // C [m, n] with row stride p, starting at column `start` of `out`.
             let c = (c.get().wrapping_add(start), len.saturating_sub(start));
             if let Some(kc) = self.packed_block(n, par).filter(|_| packed) {
-                if self.direct() && conv_pointwise::in_place(k) {
+                if self.direct() && conv_pointwise::in_place(m, k, n > DIRECT_PANEL_COLS) {
                     let (dims, b) = ((m, n, k), (&xs[start..], h * wd));
                     // SAFETY: see the closure's contract; the operands' checks run inside.
                     return unsafe { conv_pointwise::run(kc, dims, a, b, c, p, accumulate) };
@@ -803,8 +804,8 @@ mod tests {
         assert!(one_tile(product(1, 3, 56, 1).tile_rows(2), 56));
     }
 
-    /// The packed path (im2col written as panels, edge half panels, 1×1 inputs copied into
-    /// panels) gives every bit of the crate path on awkward shapes: Cout 1, 5, 6, 7, 64, 130;
+    /// The packed path (im2col written as panels, edge half panels, 1×1 inputs read in place
+    /// or copied into panels) gives every bit of the crate path on awkward shapes: Cout 1, 5, 6, 7, 64, 130;
     /// output widths giving 1 to 196 columns per tile; depth one below, at and above the
     /// crate's depth block; strides 1 and 2, padding, dilation, a second group; with and
     /// without bias; 1 and 2 threads.
@@ -822,6 +823,9 @@ mod tests {
             (9, 5, [13, 11], 1, 2, 2, 33),
             (64, 1, [14, 14], 1, 0, 1, 64),
             (64, 1, [7, 7], 1, 0, 1, 130),
+            (24, 1, [28, 28], 1, 0, 1, 88),
+            (40, 1, [14, 14], 1, 0, 1, 200),
+            (300, 1, [7, 7], 1, 0, 1, 16),
             (3, 7, [30, 30], 2, 3, 1, 64),
         ];
         // 1×1 stride-2 convs whose depth is the crate's depth block ± 1 and past two blocks.

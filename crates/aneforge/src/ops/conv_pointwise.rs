@@ -21,12 +21,19 @@ use crate::error::Result;
 /// Deepest product read in place: deeper ones lose to panels copied once (the in-place rows,
 /// P floats apart and often split across cache lines, cost more per multiply-add than the copy;
 /// ResNet-50's K = 512…2048 at 7×7 to 28×28, BENCHMARKS.md h-pw round 14).
-pub(crate) const MAX_DEPTH: usize = 256;
+const MAX_DEPTH: usize = 256;
 
-/// Whether a pointwise conv of depth `k` (input channels) is multiplied with its input read in
-/// place ([`run`]) rather than copied into panels or packed by the `gemm` crate.
-pub(crate) fn in_place(k: usize) -> bool {
-    k <= MAX_DEPTH
+/// Most output channels read in place when the alternative is panels copied once (n ≤ 256
+/// columns): every 6-row strip re-reads the in-place rows, so a tall weight over few columns
+/// (MobileNetV3's 40→240 and 48→288 at 14×14) is faster on the copy (BENCHMARKS.md h-pw
+/// round 14).
+const MAX_ROWS_OVER_COPY: usize = 192;
+
+/// Whether a pointwise product (m output channels, depth k) is multiplied with its input read
+/// in place ([`run`]) rather than copied into panels (`wide` false: the tile is narrow enough
+/// for the copy) or packed by the `gemm` crate (`wide`).
+pub(crate) fn in_place(m: usize, k: usize, wide: bool) -> bool {
+    k <= MAX_DEPTH && (wide || m <= MAX_ROWS_OVER_COPY)
 }
 
 thread_local! {
