@@ -236,9 +236,8 @@ impl Product {
     /// threads itself (`par` on several threads), and where `gemm_packed::depth_block` does not
     /// know the crate's order.
     fn packed_block(&self, n: usize, par: bool) -> Option<usize> {
-        let wide = self.direct() && n > DIRECT_PANEL_COLS;
-        let copied = wide && !conv_pointwise::in_place(self.cog, self.depth(), true);
-        if copied || (par && rayon::current_num_threads() > 1) {
+        let copied = self.direct() && !conv_pointwise::in_place(self.cog, self.depth());
+        if (copied && n > DIRECT_PANEL_COLS) || (par && rayon::current_num_threads() > 1) {
             return None;
         }
         gemm_packed::depth_block(self.cog, n, self.depth())
@@ -321,7 +320,7 @@ impl Product {
             // C [m, n] with row stride p, starting at column `start` of `out`.
             let c = (c.get().wrapping_add(start), len.saturating_sub(start));
             if let Some(kc) = self.packed_block(n, par).filter(|_| packed) {
-                if self.direct() && conv_pointwise::in_place(m, k, n > DIRECT_PANEL_COLS) {
+                if self.direct() && conv_pointwise::in_place(m, k) {
                     let (dims, b) = ((m, n, k), (&xs[start..], h * wd));
                     // SAFETY: see the closure's contract; the operands' checks run inside.
                     return unsafe { conv_pointwise::run(kc, dims, a, b, c, p, accumulate) };

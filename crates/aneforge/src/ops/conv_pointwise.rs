@@ -23,17 +23,15 @@ use crate::error::Result;
 /// ResNet-50's K = 512…2048 at 7×7 to 28×28, BENCHMARKS.md h-pw round 14).
 const MAX_DEPTH: usize = 256;
 
-/// Most output channels read in place when the alternative is panels copied once (n ≤ 256
-/// columns): every 6-row strip re-reads the in-place rows, so a tall weight over few columns
-/// (MobileNetV3's 40→240 and 48→288 at 14×14) is faster on the copy (BENCHMARKS.md h-pw
-/// round 14).
-const MAX_ROWS_OVER_COPY: usize = 192;
+/// Most output channels read in place: every 6-row strip of the weight re-reads the in-place
+/// rows, so a tall weight is faster on a copy (MobileNetV3's 40→240 and 48→288 at 14×14 on
+/// panels, ResNet-50's 128→512 at 28×28 on the crate; BENCHMARKS.md h-pw round 14).
+const MAX_ROWS: usize = 192;
 
 /// Whether a pointwise product (m output channels, depth k) is multiplied with its input read
-/// in place ([`run`]) rather than copied into panels (`wide` false: the tile is narrow enough
-/// for the copy) or packed by the `gemm` crate (`wide`).
-pub(crate) fn in_place(m: usize, k: usize, wide: bool) -> bool {
-    k <= MAX_DEPTH && (wide || m <= MAX_ROWS_OVER_COPY)
+/// in place ([`run`]) rather than copied into panels or packed by the `gemm` crate.
+pub(crate) fn in_place(m: usize, k: usize) -> bool {
+    k <= MAX_DEPTH && m <= MAX_ROWS
 }
 
 thread_local! {
