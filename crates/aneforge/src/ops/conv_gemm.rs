@@ -6,8 +6,9 @@
 //!
 //! On AVX2 CPUs without AVX-512 a tile runs on the packed kernel (`gemm_packed`) where it
 //! knows the crate's order: the im2col writes the columns straight into its NR-column panels
-//! (a 1×1 conv's input up to [`DIRECT_PANEL_COLS`] columns is copied into them), so nothing is
-//! packed per call, and each element is the crate's chain (same bits, [`Product::packed_block`]).
+//! (a 1×1 conv's input is read in place where `conv_pointwise::in_place` says so, else copied
+//! into them up to [`DIRECT_PANEL_COLS`] columns), so nothing is packed per call, and each
+//! element is the crate's chain (same bits, [`Product::packed_block`]).
 //!
 //! Bits: a tile is a column block of the same product, and the `gemm` crate computes every
 //! output element as one fused multiply-add chain over K in depth blocks whose size depends only
@@ -22,6 +23,7 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use super::conv::{tap, window_row};
+use super::conv_pointwise;
 use super::gemm::{sgemm_raw, sgemm_with, PAR_MIN_MACS};
 use super::gemm_avx2::NR;
 use super::gemm_packed::{self, panels_len};
@@ -47,8 +49,9 @@ const WINDOW: usize = 64;
 /// into panels (16 KiB of f32: they stay in L1).
 const PANEL_PASS: usize = 1 << 12;
 
-/// Widest direct (1×1, stride 1) tile whose input is copied into panels for the packed kernel:
-/// wider ones gain nothing over the crate's own packing (BENCHMARKS.md, h-im2p round 12).
+/// Widest direct (1×1, stride 1) tile whose input is copied into panels for the packed kernel
+/// when it is not read in place (`conv_pointwise::in_place`): wider ones gain nothing over the
+/// crate's own packing (BENCHMARKS.md, h-im2p round 12).
 const DIRECT_PANEL_COLS: usize = 256;
 
 /// Depth up to which the `gemm` crate runs a product in one depth block (its depth block is at
@@ -228,11 +231,13 @@ impl Product {
 
     /// The depth block with which a tile of n columns runs on the packed kernel
     /// (`gemm_packed`, the `gemm` crate's per-element sequence) instead of the crate, `None`
-    /// where it does not: direct products wider than [`DIRECT_PANEL_COLS`] (the crate packs
-    /// their input as fast), products the crate threads itself (`par` on several threads), and
-    /// where `gemm_packed::depth_block` does not know the crate's order.
+    /// where it does not: direct products wider than [`DIRECT_PANEL_COLS`] not read in place
+    /// (the crate packs their input as fast), products the crate
+    /// threads itself (`par` on several threads), and where `gemm_packed::depth_block` does not
+    /// know the crate's order.
     fn packed_block(&self, n: usize, par: bool) -> Option<usize> {
-        if (self.direct() && n > DIRECT_PANEL_COLS) || (par && rayon::current_num_threads() > 1) {
+        let copied = self.direct() && !conv_pointwise::in_place(self.cog, self.depth());
+        if (copied && n > DIRECT_PANEL_COLS) || (par && rayon::current_num_threads() > 1) {
             return None;
         }
         gemm_packed::depth_block(self.cog, n, self.depth())
@@ -315,6 +320,11 @@ impl Product {
             // C [m, n] with row stride p, starting at column `start` of `out`.
             let c = (c.get().wrapping_add(start), len.saturating_sub(start));
             if let Some(kc) = self.packed_block(n, par).filter(|_| packed) {
+                if self.direct() && conv_pointwise::in_place(m, k) {
+                    let (dims, b) = ((m, n, k), (&xs[start..], h * wd));
+                    // SAFETY: see the closure's contract; the operands' checks run inside.
+                    return unsafe { conv_pointwise::run(kc, dims, a, b, c, p, accumulate) };
+                }
                 return with_scratch(&PANELS, panels_len(k, n), "the GEMM panels", |panels| {
                     if self.direct() {
                         rows_to_panels(&xs[start..], h * wd, n, 0..k, panels);
@@ -522,7 +532,7 @@ unsafe impl Sync for SyncPtr {}
 
 /// Run `f` on the first `len` elements of the thread's scratch `cell`, grown (capped by the
 /// limits and allocated fallibly: a typed error, not an abort) when too short.
-fn with_scratch<R>(
+pub(super) fn with_scratch<R>(
     cell: &'static std::thread::LocalKey<RefCell<Vec<f32>>>,
     len: usize,
     what: &str,
@@ -793,8 +803,8 @@ mod tests {
         assert!(one_tile(product(1, 3, 56, 1).tile_rows(2), 56));
     }
 
-    /// The packed path (im2col written as panels, edge half panels, 1×1 inputs copied into
-    /// panels) gives every bit of the crate path on awkward shapes: Cout 1, 5, 6, 7, 64, 130;
+    /// The packed path (im2col written as panels, edge half panels, 1×1 inputs read in place
+    /// or copied into panels) gives every bit of the crate path on awkward shapes: Cout 1, 5, 6, 7, 64, 130;
     /// output widths giving 1 to 196 columns per tile; depth one below, at and above the
     /// crate's depth block; strides 1 and 2, padding, dilation, a second group; with and
     /// without bias; 1 and 2 threads.
@@ -812,6 +822,9 @@ mod tests {
             (9, 5, [13, 11], 1, 2, 2, 33),
             (64, 1, [14, 14], 1, 0, 1, 64),
             (64, 1, [7, 7], 1, 0, 1, 130),
+            (24, 1, [28, 28], 1, 0, 1, 88),
+            (40, 1, [14, 14], 1, 0, 1, 200),
+            (300, 1, [7, 7], 1, 0, 1, 16),
             (3, 7, [30, 30], 2, 3, 1, 64),
         ];
         // 1×1 stride-2 convs whose depth is the crate's depth block ± 1 and past two blocks.
@@ -867,10 +880,10 @@ mod tests {
         assert!(ran_packed || !crate::ops::gemm_avx2::available());
     }
 
-    /// Achieved throughput of ResNet-18/50 conv products (batch 1, one group) on one thread:
-    /// `Product::run` through the `gemm` crate and through the packed kernel, alternating (for
-    /// the wide direct 1×1 convs, which `run` keeps on the crate, their input copied into panels
-    /// and multiplied on the packed kernel); for im2col products also the packed path's two
+    /// Achieved throughput of ResNet-18/50 and MobileNetV3-small conv products (batch 1, one
+    /// group) on one thread: `Product::run` through the `gemm` crate and through the packed
+    /// kernel (1×1 convs: `conv_pointwise`), alternating; also the packed path on written
+    /// panels (1×1 convs: their input copied) in its two
     /// phases timed apart per tile (panel writing, kernel). A benchmark, not a test: run with
     /// `--ignored --nocapture` in release; no timing is asserted, only that all give the same
     /// bits.
@@ -894,6 +907,13 @@ mod tests {
             (512, 1, 28, 1, 128),
             (1024, 1, 14, 1, 256),
             (2048, 1, 7, 1, 512),
+            (16, 1, 56, 1, 72),
+            (24, 1, 28, 1, 88),
+            (88, 1, 28, 1, 24),
+            (40, 1, 14, 1, 240),
+            (240, 1, 14, 1, 40),
+            (96, 1, 7, 1, 576),
+            (576, 1, 7, 1, 96),
         ];
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(1)
@@ -919,23 +939,16 @@ mod tests {
             let (x, w) = (rand_vec(cin * size * size, 1), rand_vec(m * k, 2));
             let (mut c, mut c2) = (vec![0f32; m * p], vec![0f32; m * p]);
             let tiles = product.tile_rows(1);
-            let mut panels = vec![0f32; panels_len(k, p)];
-            let mut packed = || match gemm_packed::depth_block(m, p, k) {
-                Some(kc) if product.direct() && p > DIRECT_PANEL_COLS => {
-                    rows_to_panels(&x, p, p, 0..k, &mut panels);
-                    gemm_packed::gemm(kc, false, (m, p, k), &w, k, &panels, &mut c2, p);
-                }
-                _ => product.run_on((&x, &w, 0), &mut c2, false, true).unwrap(),
-            };
+            let mut packed = || product.run_on((&x, &w, 0), &mut c2, false, true).unwrap();
             let mut crate_path = || product.run_on((&x, &w, 0), &mut c, false, false).unwrap();
             let clock = || crate::exec::clock::process_cpu_us().unwrap();
-            // The packed path of an im2col product in its two phases, timed apart per tile:
+            // The packed path on written panels in its two phases, timed apart per tile:
             // (panel writing µs, kernel µs).
             let (mut c3, mut panels3) = (vec![0f32; m * p], vec![0f32; panels_len(k, p)]);
             let mut buf = vec![0f32; k * p];
             let mut phases = || {
                 let mut sum = (0.0, 0.0);
-                for rows in tiles.iter().filter(|_| !product.direct()) {
+                for rows in &tiles {
                     let (n, start) = (rows.len() * out, rows.start * out);
                     let Some(kc) = gemm_packed::depth_block(m, n, k) else {
                         continue;

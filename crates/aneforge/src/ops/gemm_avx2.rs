@@ -29,14 +29,15 @@ pub fn available() -> bool {
 }
 
 /// One tile over depth `kb`: C[r, c] = Σ_p A[r, p]·B[p, c] for r < rows ≤ MR, c < cols ≤ NR,
-/// with A[r, p] at `a[r·a_rs + p]`, B[p, c] at `b[p·NR + c]` and C[r, c] at `c[r·c_rs + c]`;
+/// with A[r, p] at `a[r·a_rs + p]`, B[p, c] at `b[p·b_rs + c]` (`b_rs` = NR for a panel, the
+/// plane size for a pointwise conv's input read in place) and C[r, c] at `c[r·c_rs + c]`;
 /// `overwrite` stores the sum, otherwise adds it to C. At most NR / 2 columns compute only the
 /// first 8-lane half and at most [`EDGE_ROWS`] rows only those rows (fewer multiply-adds, the
 /// same chain per element).
 ///
 /// # Safety
-/// The CPU has AVX2 and FMA; A's `rows` rows of `kb` values and the kb·NR values of `b` are
-/// readable; every addressed C element is writable and accessed by no one else meanwhile.
+/// The CPU has AVX2 and FMA; A's `rows` rows of `kb` values and NR values at each of B's `kb`
+/// rows (8 when cols ≤ NR / 2) are readable; every addressed C element is writable and accessed by no one else meanwhile.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[allow(clippy::too_many_arguments)]
@@ -44,14 +45,14 @@ pub unsafe fn tile(
     kb: usize,
     a: *const f32,
     a_rs: usize,
-    b: *const f32,
+    (b, b_rs): (*const f32, usize),
     c: *mut f32,
     c_rs: usize,
     rows: usize,
     cols: usize,
     overwrite: bool,
 ) {
-    let (a, c, shape) = ((a, a_rs), (c, c_rs), [rows, cols]);
+    let (a, b, c, shape) = ((a, a_rs), (b, b_rs), (c, c_rs), [rows, cols]);
     match (rows <= EDGE_ROWS, cols <= NR / 2) {
         (false, false) => halves::<MR, 2>(kb, a, b, c, shape, overwrite),
         (false, true) => halves::<MR, 1>(kb, a, b, c, shape, overwrite),
@@ -69,7 +70,7 @@ pub unsafe fn tile(
 unsafe fn halves<const R: usize, const H: usize>(
     kb: usize,
     (a, a_rs): (*const f32, usize),
-    b: *const f32,
+    (b, b_rs): (*const f32, usize),
     (c, c_rs): (*mut f32, usize),
     [rows, cols]: [usize; 2],
     overwrite: bool,
@@ -78,7 +79,7 @@ unsafe fn halves<const R: usize, const H: usize>(
     let ar: [*const f32; R] = std::array::from_fn(|r| a.add(r.min(rows - 1) * a_rs));
     let mut acc = [[_mm256_setzero_ps(); H]; R];
     for p in 0..kb {
-        let bp = b.add(p * NR);
+        let bp = b.add(p * b_rs);
         let mut bv = [_mm256_setzero_ps(); H];
         for (h, v) in bv.iter_mut().enumerate() {
             *v = _mm256_loadu_ps(bp.add(8 * h));
@@ -134,7 +135,7 @@ pub unsafe fn tile(
     _kb: usize,
     _a: *const f32,
     _a_rs: usize,
-    _b: *const f32,
+    _b: (*const f32, usize),
     _c: *mut f32,
     _c_rs: usize,
     _rows: usize,

@@ -55,7 +55,7 @@ pub(crate) fn depth_block(m: usize, n: usize, k: usize) -> Option<usize> {
 /// `a(i, p)` and `b(p, j)` read the operands; C is row-major with row stride `c_rs`.
 #[cfg(test)]
 #[allow(clippy::too_many_arguments)]
-fn reference(
+pub(crate) fn reference(
     m: usize,
     n: usize,
     k: usize,

@@ -13,7 +13,7 @@ use super::gemm_order;
 
 /// Panels per column block: the block's panels (≤ 512 × 128 f32, 256 KiB) stay in L2 while
 /// the kernel sweeps them with one strip of A rows in L1.
-const BLOCK_PANELS: usize = 8;
+pub(crate) const BLOCK_PANELS: usize = 8;
 
 /// The depth block with which [`gemm`] reproduces `sgemm` for C (m×n, depth k) on this CPU, or
 /// `None` when it does not run here (callers use `sgemm`).
@@ -113,7 +113,7 @@ pub unsafe fn gemm_raw(
                             kb,
                             a.as_ptr().add(i0 * a_rs + p0),
                             a_rs,
-                            panels.as_ptr().add(jb * k * NR + p0 * NR),
+                            (panels.as_ptr().add(jb * k * NR + p0 * NR), NR),
                             dst.get().add(i0 * c_rs + jb * NR),
                             c_rs,
                             rows,

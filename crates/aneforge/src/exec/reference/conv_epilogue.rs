@@ -402,7 +402,9 @@ struct Pass<'a> {
 }
 
 impl Pass<'_> {
-    /// Run every stage over the whole output [N, C, H, W], one plane at a time.
+    /// Run every stage over the whole output [N, C, H, W], one plane at a time, or pieces of
+    /// several whole planes when planes are shorter than [`PIECE`] (7×7, 14×14: fewer calls and
+    /// scalar tails per element, the same operations on every element).
     fn run(&self, out: &mut Buf) {
         let plane = match out.shape[..] {
             [_, n] => n,
@@ -411,79 +413,108 @@ impl Pass<'_> {
         if plane == 0 {
             return;
         }
-        let run = |(i, p): (usize, &mut [f32])| self.plane(i, p);
+        let span = (PIECE / plane).max(1) * plane;
+        let run = |(g, p): (usize, &mut [f32])| match span > plane {
+            true => self.piece(plane, g * span, p),
+            false => self.plane(g, p),
+        };
         if out.data.len() >= PAR_MIN_ELEMS {
-            out.data.par_chunks_mut(plane).enumerate().for_each(run);
+            out.data.par_chunks_mut(span).enumerate().for_each(run);
         } else {
-            out.data.chunks_mut(plane).enumerate().for_each(run);
+            out.data.chunks_mut(span).enumerate().for_each(run);
         }
     }
 
     /// Run every stage over plane `i` ([H, W] of the output's flat [N·C] planes, not yet
     /// rounded), first adding its channel's bias when the conv left it out, one piece at a time.
     fn plane(&self, i: usize, p: &mut [f32]) {
-        let k = i % self.channels;
-        let bias = self.bias.map(|b| b[k]);
-        let mut scratch = [0.0f32; PIECE];
-        let base = i * p.len();
+        let len = p.len();
         for (ci, chunk) in p.chunks_mut(PIECE).enumerate() {
-            let at = base + ci * PIECE;
-            let values = &mut scratch[..chunk.len()];
-            if let Some(b) = bias {
-                chunk.iter_mut().for_each(|v| *v += b);
+            self.piece(len, i * len + ci * PIECE, chunk);
+        }
+    }
+
+    /// Call `f(channel, column, part)` on each plane's part of `chunk`, the flat output's
+    /// elements `at`.. (planes of `len` elements; column = the part's first index in its plane).
+    fn each_plane(
+        &self,
+        len: usize,
+        at: usize,
+        chunk: &mut [f32],
+        mut f: impl FnMut(usize, usize, &mut [f32]),
+    ) {
+        let (mut e, mut rest) = (at, chunk);
+        while !rest.is_empty() {
+            let column = e % len;
+            let (part, tail) = rest.split_at_mut((len - column).min(rest.len()));
+            f(e / len % self.channels, column, part);
+            e += part.len();
+            rest = tail;
+        }
+    }
+
+    /// Run every stage over `chunk` (≤ [`PIECE`] elements, not yet rounded), the flat output's
+    /// elements `at`.. in planes of `len` elements (part of one plane or several), first adding
+    /// each plane's channel bias when the conv left it out.
+    fn piece(&self, len: usize, at: usize, chunk: &mut [f32]) {
+        let mut scratch = [0.0f32; PIECE];
+        let values = &mut scratch[..chunk.len()];
+        if let Some(bias) = self.bias {
+            self.each_plane(len, at, chunk, |k, _, part| {
+                part.iter_mut().for_each(|v| *v += bias[k])
+            });
+        }
+        if self.conv_round {
+            round_in_place(chunk);
+        }
+        // Whether the chunk holds fp16 values (rounded by the conv or the last stage).
+        let mut fp16 = self.conv_round;
+        for (param, round) in &self.params {
+            let was_fp16 = std::mem::replace(&mut fp16, *round);
+            match *param {
+                Params::BatchNorm {
+                    mean,
+                    ref scale,
+                    beta,
+                } => self.each_plane(len, at, chunk, |k, _, part| {
+                    let (m, s, b) = (mean[k], scale[k], beta[k]);
+                    part.iter_mut().for_each(|v| *v = (*v - m) * s + b);
+                }),
+                Params::Add(other) => {
+                    let o = &other[at..at + chunk.len()];
+                    chunk.iter_mut().zip(o).for_each(|(v, &w)| *v += w);
+                }
+                Params::ChannelAdd(per_channel) => self.each_plane(len, at, chunk, |k, _, part| {
+                    let w = per_channel[k];
+                    part.iter_mut().for_each(|v| *v += w);
+                }),
+                Params::ColumnAdd(per_column) => self.each_plane(len, at, chunk, |_, c, part| {
+                    let w = &per_column[c..];
+                    part.iter_mut().zip(w).for_each(|(v, &w)| *v += w);
+                }),
+                Params::Unary(u, None) if was_fp16 && selects(u) => {
+                    // Its outputs are inputs or fp16 constants: rounding them is a no-op.
+                    values.copy_from_slice(chunk);
+                    u.map(values, chunk);
+                    fp16 = true;
+                    continue;
+                }
+                Params::Unary(u, t) => {
+                    values.copy_from_slice(chunk);
+                    unary(u, t, *round, values, chunk);
+                    continue; // rounded (or not) by `unary`
+                }
+                Params::Gate(Unary::SigmoidHard { alpha, beta }, None, true) if *round => {
+                    hardswish_rounded(alpha, beta, chunk, values);
+                    continue; // rounded by `hardswish_rounded`
+                }
+                Params::Gate(u, t, r) => {
+                    unary(u, t, r, chunk, values);
+                    chunk.iter_mut().zip(&*values).for_each(|(v, &g)| *v *= g);
+                }
             }
-            if self.conv_round {
+            if *round {
                 round_in_place(chunk);
-            }
-            // Whether the chunk holds fp16 values (rounded by the conv or the last stage).
-            let mut fp16 = self.conv_round;
-            for (param, round) in &self.params {
-                let was_fp16 = std::mem::replace(&mut fp16, *round);
-                match *param {
-                    Params::BatchNorm {
-                        mean,
-                        ref scale,
-                        beta,
-                    } => {
-                        let (m, s, b) = (mean[k], scale[k], beta[k]);
-                        chunk.iter_mut().for_each(|v| *v = (*v - m) * s + b);
-                    }
-                    Params::Add(other) => {
-                        let o = &other[at..at + chunk.len()];
-                        chunk.iter_mut().zip(o).for_each(|(v, &w)| *v += w);
-                    }
-                    Params::ChannelAdd(per_channel) => {
-                        let w = per_channel[k];
-                        chunk.iter_mut().for_each(|v| *v += w);
-                    }
-                    Params::ColumnAdd(per_column) => {
-                        let w = &per_column[ci * PIECE..];
-                        chunk.iter_mut().zip(w).for_each(|(v, &w)| *v += w);
-                    }
-                    Params::Unary(u, None) if was_fp16 && selects(u) => {
-                        // Its outputs are inputs or fp16 constants: rounding them is a no-op.
-                        values.copy_from_slice(chunk);
-                        u.map(values, chunk);
-                        fp16 = true;
-                        continue;
-                    }
-                    Params::Unary(u, t) => {
-                        values.copy_from_slice(chunk);
-                        unary(u, t, *round, values, chunk);
-                        continue; // rounded (or not) by `unary`
-                    }
-                    Params::Gate(Unary::SigmoidHard { alpha, beta }, None, true) if *round => {
-                        hardswish_rounded(alpha, beta, chunk, values);
-                        continue; // rounded by `hardswish_rounded`
-                    }
-                    Params::Gate(u, t, r) => {
-                        unary(u, t, r, chunk, values);
-                        chunk.iter_mut().zip(&*values).for_each(|(v, &g)| *v *= g);
-                    }
-                }
-                if *round {
-                    round_in_place(chunk);
-                }
             }
         }
     }
@@ -958,6 +989,77 @@ mod tests {
             round_in_place(&mut want);
             let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&got), bits(&want), "{u:?}");
+        }
+    }
+
+    /// A pass over small planes (7×7, 2×3, rows of 10) runs pieces of several whole planes with
+    /// the bits of running each plane alone: each plane's channel bias, batch_norm and
+    /// per-channel add, the residual at its own offset, a per-column add on rows, the rounding
+    /// and a hardswish gate, across batch and channel boundaries and a last short piece.
+    #[test]
+    fn pieces_of_several_planes_keep_each_planes_bits() {
+        for (si, shape) in [
+            vec![2, 3, 7, 7],
+            vec![1, 40, 2, 3],
+            vec![1, 5, 14, 14],
+            vec![3, 10],
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let rows = shape.len() == 2;
+            let (channels, plane) = match rows {
+                true => (1, shape[1]),
+                false => (shape[1], shape[2] * shape[3]),
+            };
+            let seed = 60 + 10 * si as u64;
+            let x: Vec<f32> = rand_vec(shape.iter().product(), seed)
+                .iter()
+                .map(|v| v * 4.0)
+                .collect();
+            let (residual, bias) = (rand_vec(x.len(), seed + 1), rand_vec(channels, seed + 2));
+            let (mean, beta) = (rand_vec(channels, seed + 3), rand_vec(channels, seed + 4));
+            let (scale, per) = (
+                rand_vec(channels, seed + 5),
+                rand_vec(plane.max(channels), seed + 6),
+            );
+            let hardswish = Unary::SigmoidHard {
+                alpha: 1.0 / 6.0,
+                beta: 0.5,
+            };
+            let per_channel = match rows {
+                true => Params::ColumnAdd(&per),
+                false => Params::ChannelAdd(&per),
+            };
+            let params = vec![
+                (
+                    Params::BatchNorm {
+                        mean: &mean,
+                        scale,
+                        beta: &beta,
+                    },
+                    false,
+                ),
+                (per_channel, true),
+                (Params::Add(&residual), true),
+                (Params::Gate(hardswish, None, true), true),
+            ];
+            let pass = Pass {
+                conv_round: true,
+                params,
+                bias: Some(&bias),
+                channels,
+            };
+            let mut got = Buf::zeros(&shape);
+            got.data.copy_from_slice(&x);
+            pass.run(&mut got);
+            let mut want = x.clone();
+            want.chunks_mut(plane)
+                .enumerate()
+                .for_each(|(i, p)| pass.plane(i, p));
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got.data), bits(&want), "{shape:?}");
+            assert_ne!(bits(&got.data), bits(&x));
         }
     }
 }
