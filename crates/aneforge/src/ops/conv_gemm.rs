@@ -22,6 +22,7 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use super::conv::{tap, window_row};
+use super::conv_panels::rows_to_panels;
 use super::gemm::{sgemm_raw, sgemm_with, PAR_MIN_MACS};
 use super::gemm_avx2::NR;
 use super::gemm_packed::{self, panels_len};
@@ -42,10 +43,6 @@ const NARROW: usize = 8;
 
 /// Most padded input columns one output row of a narrow im2col reads (its window on the stack).
 const WINDOW: usize = 64;
-
-/// Values of the tap rows one pass of [`Product::im2col_panels`] writes before copying them
-/// into panels (16 KiB of f32: they stay in L1).
-const PANEL_PASS: usize = 1 << 12;
 
 /// Widest direct (1×1, stride 1) tile whose input is copied into panels for the packed kernel:
 /// wider ones gain nothing over the crate's own packing (BENCHMARKS.md, h-im2p round 12).
@@ -84,7 +81,7 @@ impl Product {
     }
 
     /// K, the GEMM depth.
-    fn depth(&self) -> usize {
+    pub(super) fn depth(&self) -> usize {
         self.input[0] * self.kernel[0] * self.kernel[1]
     }
 
@@ -133,7 +130,7 @@ impl Product {
     /// rows·W' values of each row of `col` (rows `ld` apart; zeros in the padding), row t
     /// holding tap `first` + t (`first` a multiple of kW), on the rayon pool when `par` and the
     /// tile is large.
-    fn im2col(
+    pub(super) fn im2col(
         &self,
         xs: &[f32],
         rows: Range<usize>,
@@ -146,8 +143,7 @@ impl Product {
         let ([sh, sw], [dh, dw], [pt, _, pl, _]) = (self.strides, self.dilations, self.pad);
         let n = rows.len() * ow;
         let par = par && col.len() >= PAR_MIN_ELEMS;
-        // Stride 1 with the output as wide as the input: a tap's rows are one run of the plane.
-        let flat = [sh, sw] == [1, 1] && ow == w && pl < w && dw * (kw - 1) < w + pl;
+        let flat = self.flat();
         if !flat && ow <= NARROW && self.window() <= WINDOW {
             let taps = |(g, t): (usize, &mut [f32])| {
                 self.narrow_taps(xs, first / kw + g, rows.clone(), t, ld)
@@ -204,28 +200,6 @@ impl Product {
         }
     }
 
-    /// Taps per pass of [`Product::im2col_panels`] for n columns: a multiple of kW (whole
-    /// narrow-path groups) whose rows fill about [`PANEL_PASS`] values, at most K.
-    fn panel_taps(&self, n: usize) -> usize {
-        let kw = self.kernel[1];
-        ((PANEL_PASS / n.max(1)) / kw * kw).clamp(kw, self.depth())
-    }
-
-    /// The im2col columns of output rows `rows` (n = rows·W' of them) as `panels` of NR
-    /// columns, [n/NR][K][NR] (zeros past n and in the padding), the GEMM operand B of
-    /// `gemm_packed`: [`Product::panel_taps`] taps at a time are written as rows into `buf`
-    /// (that many times n values) and copied from there, still in L1, into their panels.
-    fn im2col_panels(&self, xs: &[f32], rows: Range<usize>, panels: &mut [f32], buf: &mut [f32]) {
-        let (k, n) = (self.depth(), rows.len() * self.output[1]);
-        let step = self.panel_taps(n);
-        for first in (0..k).step_by(step) {
-            let taps = step.min(k - first);
-            let buf = &mut buf[..taps * n];
-            self.im2col(xs, rows.clone(), first, buf, n, false);
-            rows_to_panels(buf, n, n, first..first + taps, panels);
-        }
-    }
-
     /// The depth block with which a tile of n columns runs on the packed kernel
     /// (`gemm_packed`, the `gemm` crate's per-element sequence) instead of the crate, `None`
     /// where it does not: direct products wider than [`DIRECT_PANEL_COLS`] (the crate packs
@@ -236,6 +210,14 @@ impl Product {
             return None;
         }
         gemm_packed::depth_block(self.cog, n, self.depth())
+    }
+
+    /// Whether a tap's rows are one run of the plane: stride 1, the output as wide as the
+    /// input, and every tap's column shift less than W.
+    pub(super) fn flat(&self) -> bool {
+        let ([_, _, w], [_, kw], [_, ow]) = (self.input, self.kernel, self.output);
+        let ([_, dw], pl) = (self.dilations, self.pad[2]);
+        self.strides == [1, 1] && ow == w && pl < w && dw * (kw - 1) < w + pl
     }
 
     /// Padded input columns one output row reads: (W' − 1)·sW + (kW − 1)·dW + 1.
@@ -479,27 +461,6 @@ fn tap_rows(
     };
     for row in dst.chunks_mut(w) {
         row[edge.clone()].fill(0.0);
-    }
-}
-
-/// Copy the depth rows `depth` of B (n columns; row `depth.start` + t at `src[t·src_rs..]`)
-/// into `panels` of NR columns ([n/NR][K][NR], K = panels.len() / (n/NR) / NR), zeros past n.
-fn rows_to_panels(src: &[f32], src_rs: usize, n: usize, depth: Range<usize>, panels: &mut [f32]) {
-    let k = panels.len() / n.div_ceil(NR) / NR;
-    for (jb, panel) in panels.chunks_exact_mut(k * NR).enumerate() {
-        let (j0, dst) = (jb * NR, &mut panel[depth.start * NR..depth.end * NR]);
-        for (t, d) in dst.chunks_exact_mut(NR).enumerate() {
-            let row = &src[t * src_rs..];
-            match <&[f32; NR]>::try_from(row.get(j0..j0 + NR).unwrap_or(&[])) {
-                Ok(whole) if j0 + NR <= n => {
-                    *<&mut [f32; NR]>::try_from(d).expect("NR values") = *whole
-                }
-                _ => {
-                    d[..n - j0].copy_from_slice(&row[j0..n]);
-                    d[n - j0..].fill(0.0);
-                }
-            }
-        }
     }
 }
 
