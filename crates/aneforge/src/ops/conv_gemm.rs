@@ -6,8 +6,9 @@
 //!
 //! On AVX2 CPUs without AVX-512 a tile runs on the packed kernel (`gemm_packed`) where it
 //! knows the crate's order: the im2col writes the columns straight into its NR-column panels
-//! (a 1×1 conv's input up to [`DIRECT_PANEL_COLS`] columns is copied into them), so nothing is
-//! packed per call, and each element is the crate's chain (same bits, [`Product::packed_block`]).
+//! (`conv_panels`; a 1×1 conv's input up to [`DIRECT_PANEL_COLS`] columns is copied into them),
+//! so nothing is packed per call, and each element is the crate's chain (same bits,
+//! [`Product::packed_block`]).
 //!
 //! Bits: a tile is a column block of the same product, and the `gemm` crate computes every
 //! output element as one fused multiply-add chain over K in depth blocks whose size depends only
@@ -22,9 +23,8 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use super::conv::{tap, window_row};
-use super::conv_panels::rows_to_panels;
+use super::conv_panels::{rows_to_panels, PanelSource};
 use super::gemm::{sgemm_raw, sgemm_with, PAR_MIN_MACS};
-use super::gemm_avx2::NR;
 use super::gemm_packed::{self, panels_len};
 use super::kernel::PAR_MIN_ELEMS;
 use crate::error::Result;
@@ -214,7 +214,7 @@ impl Product {
 
     /// Whether a tap's rows are one run of the plane: stride 1, the output as wide as the
     /// input, and every tap's column shift less than W.
-    pub(super) fn flat(&self) -> bool {
+    fn flat(&self) -> bool {
         let ([_, _, w], [_, kw], [_, ow]) = (self.input, self.kernel, self.output);
         let ([_, dw], pl) = (self.dilations, self.pad[2]);
         self.strides == [1, 1] && ow == w && pl < w && dw * (kw - 1) < w + pl
@@ -290,50 +290,61 @@ impl Product {
         // The weight of group gi [m, k], the GEMM's A.
         let a = &w[gi * m * k..(gi + 1) * m * k];
         let (c, len) = (SyncPtr(out.as_mut_ptr()), out.len());
-        // SAFETY (for the caller): `c`, `len` describe `out`, and no other call of `tile` at
-        // the same time writes the columns of `rows`.
-        let tile = |rows: &Range<usize>, par: bool| {
-            let (n, start) = (rows.len() * ow, rows.start * ow);
-            // C [m, n] with row stride p, starting at column `start` of `out`.
-            let c = (c.get().wrapping_add(start), len.saturating_sub(start));
-            if let Some(kc) = self.packed_block(n, par).filter(|_| packed) {
-                return with_scratch(&PANELS, panels_len(k, n), "the GEMM panels", |panels| {
-                    if self.direct() {
-                        rows_to_panels(&xs[start..], h * wd, n, 0..k, panels);
-                    } else {
-                        let buf_len = self.panel_taps(n) * n;
-                        with_scratch(&COLS, buf_len, "the im2col scratch", |buf| {
-                            self.im2col_panels(xs, rows.clone(), panels, buf)
-                        })?;
-                    }
-                    let a = (a, k);
+        let par = tiles.len() == 1;
+        let any_packed = packed
+            && !self.direct()
+            && (tiles.iter()).any(|r| self.packed_block(r.len() * ow, par).is_some());
+        self.with_panel_source(xs, any_packed, |source| {
+            // SAFETY (for the caller): `c`, `len` describe `out`, and no other call of `tile`
+            // at the same time writes the columns of `rows`.
+            let tile = |rows: &Range<usize>, par: bool| {
+                let (n, start) = (rows.len() * ow, rows.start * ow);
+                // C [m, n] with row stride p, starting at column `start` of `out`.
+                let c = (c.get().wrapping_add(start), len.saturating_sub(start));
+                if let Some(kc) = self.packed_block(n, par).filter(|_| packed) {
+                    return with_scratch(&PANELS, panels_len(k, n), "the GEMM panels", |panels| {
+                        match source {
+                            _ if self.direct() => {
+                                rows_to_panels(&xs[start..], h * wd, n, 0..k, panels)
+                            }
+                            PanelSource::Phases(planes) => {
+                                self.phase_panels(planes, rows.clone(), panels)
+                            }
+                            PanelSource::Rows => {
+                                let buf_len = self.panel_taps(n) * n;
+                                with_scratch(&COLS, buf_len, "the im2col scratch", |buf| {
+                                    self.rows_panels(xs, rows.clone(), panels, buf)
+                                })?
+                            }
+                        }
+                        let a = (a, k);
+                        // SAFETY: see the closure's contract; C's checks run inside.
+                        unsafe {
+                            gemm_packed::gemm_raw(kc, false, (m, n, k), a, panels, c, p, accumulate)
+                        };
+                        Ok(())
+                    })?;
+                }
+                if self.direct() {
+                    let b = &xs[start..];
                     // SAFETY: see the closure's contract; C's checks run inside.
-                    unsafe {
-                        gemm_packed::gemm_raw(kc, false, (m, n, k), a, panels, c, p, accumulate)
-                    };
-                    Ok(())
-                })?;
+                    unsafe { sgemm_raw(par, m, n, k, a, k, 1, b, h * wd, 1, c, p, accumulate) };
+                    return Ok(());
+                }
+                with_scratch(&COLS, k * n, "the im2col scratch", |col| {
+                    self.im2col(xs, rows.clone(), 0, col, n, par);
+                    // SAFETY: as above.
+                    unsafe { sgemm_raw(par, m, n, k, a, k, 1, col, n, 1, c, p, accumulate) };
+                })
+            };
+            if tiles.len() == 1 || threads == 1 || m * k * p < PAR_MIN_MACS {
+                // One thread per product (tiles in order), or the whole product at once with
+                // the `gemm` crate's own threads.
+                return tiles.iter().try_for_each(|rows| tile(rows, par));
             }
-            if self.direct() {
-                let b = &xs[start..];
-                // SAFETY: see the closure's contract; C's checks run inside.
-                unsafe { sgemm_raw(par, m, n, k, a, k, 1, b, h * wd, 1, c, p, accumulate) };
-                return Ok(());
-            }
-            with_scratch(&COLS, k * n, "the im2col scratch", |col| {
-                self.im2col(xs, rows.clone(), 0, col, n, par);
-                // SAFETY: as above.
-                unsafe { sgemm_raw(par, m, n, k, a, k, 1, col, n, 1, c, p, accumulate) };
-            })
-        };
-        if tiles.len() == 1 || threads == 1 || m * k * p < PAR_MIN_MACS {
-            // One thread per product (tiles in order), or the whole product at once with the
-            // `gemm` crate's own threads.
-            let par = tiles.len() == 1;
-            return tiles.iter().try_for_each(|rows| tile(rows, par));
-        }
-        // Tiles in parallel: disjoint row ranges write disjoint columns of every channel.
-        tiles.par_iter().try_for_each(|rows| tile(rows, false))
+            // Tiles in parallel: disjoint row ranges write disjoint columns of every channel.
+            tiles.par_iter().try_for_each(|rows| tile(rows, false))
+        })?
     }
 
     /// Batch elements whose products share one GEMM (see [`Product::run_batched`]): as many as
@@ -483,7 +494,7 @@ unsafe impl Sync for SyncPtr {}
 
 /// Run `f` on the first `len` elements of the thread's scratch `cell`, grown (capped by the
 /// limits and allocated fallibly: a typed error, not an abort) when too short.
-fn with_scratch<R>(
+pub(super) fn with_scratch<R>(
     cell: &'static std::thread::LocalKey<RefCell<Vec<f32>>>,
     len: usize,
     what: &str,
@@ -891,29 +902,41 @@ mod tests {
             let mut crate_path = || product.run_on((&x, &w, 0), &mut c, false, false).unwrap();
             let clock = || crate::exec::clock::process_cpu_us().unwrap();
             // The packed path of an im2col product in its two phases, timed apart per tile:
-            // (panel writing µs, kernel µs).
+            // (panel writing µs with the input's phase split, kernel µs).
             let (mut c3, mut panels3) = (vec![0f32; m * p], vec![0f32; panels_len(k, p)]);
             let mut buf = vec![0f32; k * p];
             let mut phases = || {
-                let mut sum = (0.0, 0.0);
-                for rows in tiles.iter().filter(|_| !product.direct()) {
-                    let (n, start) = (rows.len() * out, rows.start * out);
-                    let Some(kc) = gemm_packed::depth_block(m, n, k) else {
-                        continue;
-                    };
-                    let panels = &mut panels3[..panels_len(k, n)];
-                    let t0 = clock();
-                    product.im2col_panels(&x, rows.clone(), panels, &mut buf);
-                    let t1 = clock();
-                    let dst = &mut c3[start..];
-                    // SAFETY: `dst` is borrowed mutably; the operand checks run inside.
-                    unsafe {
-                        let c = (dst.as_mut_ptr(), dst.len());
-                        gemm_packed::gemm_raw(kc, false, (m, n, k), (&w, k), panels, c, p, false)
-                    };
-                    sum = (sum.0 + t1 - t0, sum.1 + clock() - t1);
-                }
-                sum
+                let t_split = clock();
+                let timed = product.with_panel_source(&x, !product.direct(), |source| {
+                    let mut sum = (clock() - t_split, 0.0);
+                    for rows in tiles.iter().filter(|_| !product.direct()) {
+                        let (n, start) = (rows.len() * out, rows.start * out);
+                        let Some(kc) = gemm_packed::depth_block(m, n, k) else {
+                            continue;
+                        };
+                        let panels = &mut panels3[..panels_len(k, n)];
+                        let t0 = clock();
+                        match source {
+                            PanelSource::Phases(planes) => {
+                                product.phase_panels(planes, rows.clone(), panels)
+                            }
+                            PanelSource::Rows => {
+                                product.rows_panels(&x, rows.clone(), panels, &mut buf)
+                            }
+                        }
+                        let t1 = clock();
+                        let dst = &mut c3[start..];
+                        // SAFETY: `dst` is borrowed mutably; the operand checks run inside.
+                        unsafe {
+                            let c = (dst.as_mut_ptr(), dst.len());
+                            let a = (&w[..], k);
+                            gemm_packed::gemm_raw(kc, false, (m, n, k), a, panels, c, p, false)
+                        };
+                        sum = (sum.0 + t1 - t0, sum.1 + clock() - t1);
+                    }
+                    sum
+                });
+                timed.unwrap()
             };
             let (mut t_crate, mut t_packed, mut t_phases) = (vec![], vec![], vec![]);
             pool.install(|| {

@@ -3,16 +3,26 @@
 //! `conv_gemm`. The values are those of `Product::im2col`, so the GEMM's bits do not depend on
 //! which writer ran.
 //!
-//! A flat geometry (stride 1, output as wide as the input, [`Product::flat`]) is written in one
-//! pass, panel by panel: tile column j of tap (c, ky, kx) reads plane c at j plus an offset of
-//! the tap, so each panel row is a run of NR plane values with the lanes in the padding (or past
-//! n) zeroed. Other geometries go through the im2col rows and a copy into panels.
+//! A phased geometry ([`Product::phased`]: the input W = sW·W') is written in one pass, panel
+//! by panel, from its phase planes (input rows i·sH + py, columns j·sW + px, as planes of W'
+//! columns; at stride 1 the input itself): tile column j of tap (c, ky, kx) then reads one phase
+//! plane at j plus an offset of the tap, so each panel row is a run of NR plane values with the
+//! lanes in the padding (or past n) zeroed. Other geometries go through the im2col rows and a
+//! copy into panels.
 
 use std::ops::Range;
 
-use super::conv::tap;
-use super::conv_gemm::Product;
+use std::cell::RefCell;
+
+use super::conv::gather_strided;
+use super::conv_gemm::{with_scratch, Product};
 use super::gemm_avx2::NR;
+use crate::error::Result;
+
+thread_local! {
+    /// The phase planes of one product's input (every element read unmasked is written).
+    static PHASES: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
 
 /// Values of the tap rows one pass of [`Product::rows_panels`] writes before copying them into
 /// panels (16 KiB of f32: they stay in L1).
@@ -28,25 +38,16 @@ impl Product {
 
     /// The im2col columns of output rows `rows` (n = rows·W' of them) from `xs` [Cin/g, H, W]
     /// as `panels` [n/NR][K][NR] (zeros past n and in the padding), the GEMM operand B of
-    /// `gemm_packed`: in one pass for a flat geometry, else through `buf` (at least
-    /// [`Product::panel_taps`]`(n)`·n values).
-    pub(super) fn im2col_panels(
+    /// `gemm_packed`, in two passes: [`Product::panel_taps`] taps at a time are written as
+    /// im2col rows into `buf` (at least that many times n values) and copied from there, still
+    /// in L1, into their panels.
+    pub(super) fn rows_panels(
         &self,
         xs: &[f32],
         rows: Range<usize>,
         panels: &mut [f32],
         buf: &mut [f32],
     ) {
-        if self.flat() {
-            self.flat_panels(xs, rows, panels)
-        } else {
-            self.rows_panels(xs, rows, panels, buf)
-        }
-    }
-
-    /// [`Product::im2col_panels`] in two passes: [`Product::panel_taps`] taps at a time are
-    /// written as im2col rows into `buf` and copied from there, still in L1, into their panels.
-    fn rows_panels(&self, xs: &[f32], rows: Range<usize>, panels: &mut [f32], buf: &mut [f32]) {
         let (k, n) = (self.depth(), rows.len() * self.output[1]);
         let step = self.panel_taps(n);
         for first in (0..k).step_by(step) {
@@ -57,45 +58,143 @@ impl Product {
         }
     }
 
-    /// [`Product::im2col_panels`] of a flat geometry in one pass: per panel, the runs of every
-    /// tap (ky, kx) ([`TapRun`], the same for all channels), then each channel's K rows.
-    fn flat_panels(&self, xs: &[f32], rows: Range<usize>, panels: &mut [f32]) {
-        let ([cin, h, w], [kh, kw]) = (self.input, self.kernel);
+    /// Whether [`Product::phase_panels`] writes the panels: the input exactly sW·W' wide, at
+    /// stride 1, or at a larger stride without dilation with every phase read (kernel ≥ stride).
+    pub(super) fn phased(&self) -> bool {
+        let ([_, _, w], [kh, kw], [_, ow], [sh, sw]) =
+            (self.input, self.kernel, self.output, self.strides);
+        let every_phase = self.dilations == [1, 1] && kh >= sh && kw >= sw;
+        w == sw * ow && (self.strides == [1, 1] || every_phase)
+    }
+
+    /// Values of one phase plane: ⌈H/sH⌉ rows of W'.
+    fn phase_len(&self) -> usize {
+        self.input[1].div_ceil(self.strides[0]) * self.output[1]
+    }
+
+    /// Run `f` on the source of this product's panels from `xs` [Cin/g, H, W]: its phase planes
+    /// when `packed` tiles will read them and the geometry is phased (`xs` itself at stride 1,
+    /// else split into the thread's scratch by [`Product::split_phases`]), else the im2col rows.
+    pub(super) fn with_panel_source<R>(
+        &self,
+        xs: &[f32],
+        packed: bool,
+        f: impl FnOnce(PanelSource) -> R,
+    ) -> Result<R> {
+        if !packed || !self.phased() {
+            return Ok(f(PanelSource::Rows));
+        }
+        if self.strides == [1, 1] {
+            return Ok(f(PanelSource::Phases(xs)));
+        }
+        let [sh, sw] = self.strides;
+        let len = self.input[0] * sh * sw * self.phase_len();
+        with_scratch(&PHASES, len, "the phase planes", |planes| {
+            self.split_phases(xs, planes);
+            f(PanelSource::Phases(planes))
+        })
+    }
+
+    /// Split `xs` [Cin/g, H, W] of a phased geometry into `planes` [Cin/g][sH][sW][⌈H/sH⌉][W']:
+    /// plane (py, px) row i holds input row i·sH + py at columns px, px + sW, … (the rows past
+    /// the input, where H is not a multiple of sH, keep what they held: never read unmasked).
+    fn split_phases(&self, xs: &[f32], planes: &mut [f32]) {
+        let ([cin, h, w], [_, ow], [sh, sw]) = (self.input, self.output, self.strides);
+        let plane = self.phase_len();
+        for (c, phases) in planes
+            .chunks_exact_mut(sh * sw * plane)
+            .enumerate()
+            .take(cin)
+        {
+            for iy in 0..h {
+                let row = &xs[(c * h + iy) * w..(c * h + iy + 1) * w];
+                for px in 0..sw {
+                    let at = (iy % sh * sw + px) * plane + iy / sh * ow;
+                    // W = sW·W', so row[px..] holds (W' − 1)·sW + 1 values or more.
+                    gather_strided(&row[px..], sw, &mut phases[at..at + ow]);
+                }
+            }
+        }
+    }
+
+    /// The panels of [`Product::rows_panels`] for a phased geometry, in one pass from its
+    /// phase `planes` ([`Product::with_panel_source`]): per panel, the runs of every tap
+    /// (ky, kx) ([`TapRun`], the same for all channels), then each channel's K rows.
+    pub(super) fn phase_panels(&self, planes: &[f32], rows: Range<usize>, panels: &mut [f32]) {
+        let ([_, h, _], [kh, kw], [_, ow], [sh, sw]) =
+            (self.input, self.kernel, self.output, self.strides);
         let ([dh, dw], [pt, _, pl, _]) = (self.dilations, self.pad);
-        let (k, n) = (self.depth(), rows.len() * w);
+        let (k, n, plane) = (self.depth(), rows.len() * ow, self.phase_len());
+        // Tap offsets along H and W, each as (phase, shift in phase-plane rows or columns,
+        // rows or columns of that phase).
+        let split = |a: isize, s: usize, size: usize| {
+            let (phase, shift) = (a.rem_euclid(s as isize) as usize, a.div_euclid(s as isize));
+            (
+                phase,
+                shift,
+                size.saturating_sub(phase).div_ceil(s) as isize,
+            )
+        };
+        let ys: Vec<_> = (0..kh)
+            .map(|ky| split((ky * dh) as isize - pt as isize, sh, h))
+            .collect();
+        let w = sw * ow;
+        let xs: Vec<_> = (0..kw)
+            .map(|kx| split((kx * dw) as isize - pl as isize, sw, w))
+            .collect();
         let mut runs = vec![TapRun::EMPTY; kh * kw];
+        // Lanes inside the plane along H per ky (and before n), along W per kx.
+        let (mut row_masks, mut col_masks) = (vec![[0u32; NR]; kh], vec![[0u32; NR]; kw]);
+        let lane_mask = |inside: bool| if inside { u32::MAX } else { 0 };
         for (jb, panel) in panels.chunks_exact_mut(k * NR).enumerate() {
             let j0 = jb * NR;
             // Output (row, column) of every lane.
-            let (mut oy, mut ox) = (rows.start + j0 / w, j0 % w);
-            let at: [(usize, usize); NR] = std::array::from_fn(|_| {
-                let here = (oy, ox);
-                (ox, oy) = if ox + 1 == w {
+            let (mut oy, mut ox) = (rows.start + j0 / ow, j0 % ow);
+            let at: [(isize, isize); NR] = std::array::from_fn(|_| {
+                let here = (oy as isize, ox as isize);
+                (ox, oy) = if ox + 1 == ow {
                     (0, oy + 1)
                 } else {
                     (ox + 1, oy)
                 };
                 here
             });
-            for (t, run) in runs.iter_mut().enumerate() {
-                let (ky, kx) = (t / kw, t % kw);
-                let inside = |l: usize| {
-                    let (y, x) = at[l];
-                    j0 + l < n
-                        && tap(y, ky, 1, dh, pt, h).is_some()
-                        && tap(x, kx, 1, dw, pl, w).is_some()
-                };
-                let start = ((rows.start + ky * dh) * w + kx * dw + j0) as isize;
-                *run = TapRun::new(start - (pt * w + pl) as isize, inside, h * w);
+            for (mask, &(_, shift, size)) in row_masks.iter_mut().zip(&ys) {
+                for (l, m) in mask.iter_mut().enumerate() {
+                    *m = lane_mask(j0 + l < n && (0..size).contains(&(at[l].0 + shift)));
+                }
             }
+            for (mask, &(_, shift, size)) in col_masks.iter_mut().zip(&xs) {
+                for (l, m) in mask.iter_mut().enumerate() {
+                    *m = lane_mask((0..size).contains(&(at[l].1 + shift)));
+                }
+            }
+            let row_taps = runs.chunks_exact_mut(kw).zip(&row_masks).zip(&ys);
+            for ((runs, row_mask), &(py, dy, _)) in row_taps {
+                let first = (rows.start as isize + dy) * ow as isize + j0 as isize;
+                for ((run, col_mask), &(px, dx, _)) in runs.iter_mut().zip(&col_masks).zip(&xs) {
+                    let mask = std::array::from_fn(|l| row_mask[l] & col_mask[l]);
+                    *run = TapRun::new((py * sw + px) * plane, first + dx, mask, plane);
+                }
+            }
+            let block = sh * sw * plane;
             for (c, taps) in panel.chunks_exact_mut(kh * kw * NR).enumerate() {
-                let plane = &xs[c * h * w..(c + 1) * h * w];
+                let phases = &planes[c * block..(c + 1) * block];
                 for (dst, run) in taps.chunks_exact_mut(NR).zip(&runs) {
-                    run.write(plane, dst.try_into().expect("NR values"));
+                    run.write(phases, dst.try_into().expect("NR values"));
                 }
             }
         }
     }
+}
+
+/// Where a tile's panels are written from ([`Product::with_panel_source`]).
+#[derive(Clone, Copy)]
+pub(super) enum PanelSource<'a> {
+    /// The phase planes of a phased geometry ([`Product::phase_panels`]).
+    Phases(&'a [f32]),
+    /// The input through im2col rows ([`Product::rows_panels`]).
+    Rows,
 }
 
 /// How a [`TapRun`]'s lanes are read.
@@ -111,8 +210,8 @@ enum Lanes {
     Edge,
 }
 
-/// One tap's row of a panel: lane l holds plane value `start` + l where `mask[l]` is all ones
-/// (the tap lies inside the plane), zero elsewhere.
+/// One tap's row of a panel: lane l holds value `start` + l of a channel's phase planes where
+/// `mask[l]` is all ones (the tap lies inside its phase plane), zero elsewhere.
 #[derive(Clone)]
 struct TapRun {
     start: isize,
@@ -128,25 +227,27 @@ impl TapRun {
         lanes: Lanes::Empty,
     };
 
-    /// The run from plane index `start` whose lane l is read where `inside(l)` (such lanes
-    /// index a plane of `len` values), classified once for all channels.
-    fn new(start: isize, inside: impl Fn(usize) -> bool, len: usize) -> TapRun {
-        let mask: [u32; NR] = std::array::from_fn(|l| if inside(l) { u32::MAX } else { 0 });
+    /// The run from index `start` of the phase plane of `len` values at `plane` whose lanes
+    /// are read where `mask` is all ones (such lanes index inside that plane), classified once
+    /// for all channels.
+    fn new(plane: usize, start: isize, mask: [u32; NR], len: usize) -> TapRun {
         let lanes = match mask.iter().filter(|&&m| m != 0).count() {
             NR => Lanes::Full,
             0 => Lanes::Empty,
             _ if start >= 0 && start as usize + NR <= len => Lanes::Masked,
             _ => Lanes::Edge,
         };
+        let start = start + plane as isize;
         TapRun { start, mask, lanes }
     }
 
-    /// dst = the run's values of `plane` (zeros in the lanes outside).
-    fn write(&self, plane: &[f32], dst: &mut [f32; NR]) {
+    /// dst = the run's values of a channel's `phases` (zeros in the lanes outside).
+    #[inline(always)]
+    fn write(&self, phases: &[f32], dst: &mut [f32; NR]) {
         // In bounds for Full and Masked by construction ([`TapRun::new`]); checked anyway.
         let run = || -> &[f32; NR] {
             let s = self.start as usize;
-            plane[s..s + NR].try_into().expect("NR values")
+            phases[s..s + NR].try_into().expect("NR values")
         };
         match self.lanes {
             Lanes::Full => *dst = *run(),
@@ -161,7 +262,7 @@ impl TapRun {
                 for (l, (d, &m)) in dst.iter_mut().zip(&self.mask).enumerate() {
                     *d = match m {
                         0 => 0.0,
-                        _ => plane[(self.start + l as isize) as usize],
+                        _ => phases[(self.start + l as isize) as usize],
                     };
                 }
             }
@@ -203,55 +304,68 @@ mod tests {
     use crate::ops::gemm_packed::panels_len;
 
     /// The one-pass writer gives exactly the two-pass writer's panels (every element written:
-    /// the panels start as NaN) on flat geometries: widths 7 to 57 (tiles ending mid-panel),
-    /// padding 0, 1, 2 and uneven, 1×1 to 5×5 kernels, dilation 2, channel counts not a
-    /// multiple of 8, every tile of several tilings including the first and last rows.
+    /// the panels start as NaN) on phased geometries: widths 7 to 224 (tiles ending mid-panel),
+    /// padding 0, 1, 2, 3 and uneven, 1×1 to 7×7 kernels, dilation 2, strides 1, 2 and 3, odd
+    /// heights at stride 2, channel counts not a multiple of 8, every tile of several tilings
+    /// including the first and last rows.
     #[test]
     fn one_pass_panels_equal_the_two_pass_panels() {
-        // (Cin, kernel, dilation, [H, W], pad (top, bottom, left, right))
+        // (Cin, kernel, stride, dilation, [H, W], pad (top, bottom, left, right))
         let cases = [
-            (3, 3, 1, [7, 7], [1, 1, 1, 1]),
-            (5, 3, 1, [14, 14], [1, 1, 1, 1]),
-            (9, 3, 1, [28, 28], [1, 1, 1, 1]),
-            (3, 3, 1, [9, 56], [1, 1, 1, 1]),
-            (7, 3, 1, [6, 57], [1, 1, 1, 1]),
-            (5, 3, 1, [10, 14], [0, 0, 1, 1]),
-            (6, 5, 1, [9, 28], [2, 2, 2, 2]),
-            (3, 5, 2, [11, 57], [4, 4, 4, 4]),
-            (4, 3, 1, [8, 7], [2, 0, 1, 1]),
-            (11, 1, 1, [5, 7], [1, 0, 0, 0]),
-            (2, 3, 1, [1, 3], [1, 1, 1, 1]),
+            (3, 3, 1, 1, [7, 7], [1, 1, 1, 1]),
+            (5, 3, 1, 1, [14, 14], [1, 1, 1, 1]),
+            (9, 3, 1, 1, [28, 28], [1, 1, 1, 1]),
+            (3, 3, 1, 1, [9, 56], [1, 1, 1, 1]),
+            (7, 3, 1, 1, [6, 57], [1, 1, 1, 1]),
+            (5, 3, 1, 1, [10, 14], [0, 0, 1, 1]),
+            (6, 5, 1, 1, [9, 28], [2, 2, 2, 2]),
+            (3, 5, 1, 2, [11, 57], [4, 4, 4, 4]),
+            (4, 3, 1, 1, [8, 7], [2, 0, 1, 1]),
+            (11, 1, 1, 1, [5, 7], [1, 0, 0, 0]),
+            (2, 3, 1, 1, [1, 3], [1, 1, 1, 1]),
+            (5, 3, 2, 1, [14, 14], [1, 1, 1, 1]),
+            (3, 3, 2, 1, [56, 56], [1, 1, 1, 1]),
+            (9, 3, 2, 1, [13, 28], [1, 1, 1, 1]),
+            (6, 3, 2, 1, [15, 14], [0, 2, 1, 1]),
+            (3, 7, 2, 1, [40, 224], [3, 3, 3, 3]),
+            (4, 3, 3, 1, [10, 21], [1, 1, 1, 0]),
         ];
-        for (ci, &(cin, kk, dil, [h, w], pad)) in cases.iter().enumerate() {
+        for (ci, &(cin, kk, stride, dil, [h, w], pad)) in cases.iter().enumerate() {
             let span = dil * (kk - 1) + 1;
+            let out = |size: usize, lo: usize, hi: usize| (size + lo + hi - span) / stride + 1;
             let product = Product {
                 input: [cin, h, w],
                 kernel: [kk, kk],
-                output: [
-                    h + pad[0] + pad[1] + 1 - span,
-                    w + pad[2] + pad[3] + 1 - span,
-                ],
-                strides: [1, 1],
+                output: [out(h, pad[0], pad[1]), out(w, pad[2], pad[3])],
+                strides: [stride; 2],
                 dilations: [dil, dil],
                 pad,
                 cog: 8,
             };
-            assert!(product.flat(), "case {ci} is not flat");
-            let (k, oh) = (product.depth(), product.output[0]);
+            assert!(product.phased(), "case {ci} is not phased");
+            let (k, [oh, ow]) = (product.depth(), product.output);
             let x = rand_vec(cin * h * w, ci as u64);
-            for tiles in [1, 2, 3, oh] {
-                let tiling = (0..tiles).map(|t| oh * t / tiles..oh * (t + 1) / tiles);
-                for rows in tiling.filter(|r| !r.is_empty()) {
-                    let n = rows.len() * w;
-                    let mut buf = vec![0f32; product.panel_taps(n) * n];
-                    let (mut want, mut got) = (vec![f32::NAN; panels_len(k, n)], vec![]);
-                    got.clone_from(&want);
-                    product.rows_panels(&x, rows.clone(), &mut want, &mut buf);
-                    product.flat_panels(&x, rows.clone(), &mut got);
-                    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-                    assert_eq!(bits(&got), bits(&want), "case {ci} rows {rows:?}");
-                }
-            }
+            product
+                .with_panel_source(&x, true, |source| {
+                    let PanelSource::Phases(planes) = source else {
+                        panic!("case {ci} read no phase planes");
+                    };
+                    for tiles in [1, 2, 3, oh] {
+                        let tiling = (0..tiles).map(|t| oh * t / tiles..oh * (t + 1) / tiles);
+                        for rows in tiling.filter(|r| !r.is_empty()) {
+                            let n = rows.len() * ow;
+                            let mut buf = vec![0f32; product.panel_taps(n) * n];
+                            let mut want = vec![f32::NAN; panels_len(k, n)];
+                            let mut got = want.clone();
+                            product.rows_panels(&x, rows.clone(), &mut want, &mut buf);
+                            product.phase_panels(planes, rows.clone(), &mut got);
+                            let bits =
+                                |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                            assert_eq!(bits(&got), bits(&want), "case {ci} rows {rows:?}");
+                        }
+                    }
+                })
+                .unwrap();
         }
     }
 }
