@@ -291,9 +291,11 @@ impl Product {
         let a = &w[gi * m * k..(gi + 1) * m * k];
         let (c, len) = (SyncPtr(out.as_mut_ptr()), out.len());
         let par = tiles.len() == 1;
-        let any_packed = packed
-            && !self.direct()
-            && (tiles.iter()).any(|r| self.packed_block(r.len() * ow, par).is_some());
+        let any_packed = || {
+            packed
+                && !self.direct()
+                && (tiles.iter()).any(|r| self.packed_block(r.len() * ow, par).is_some())
+        };
         self.with_panel_source(xs, any_packed, |source| {
             // SAFETY (for the caller): `c`, `len` describe `out`, and no other call of `tile`
             // at the same time writes the columns of `rows`.
@@ -907,35 +909,39 @@ mod tests {
             let mut buf = vec![0f32; k * p];
             let mut phases = || {
                 let t_split = clock();
-                let timed = product.with_panel_source(&x, !product.direct(), |source| {
-                    let mut sum = (clock() - t_split, 0.0);
-                    for rows in tiles.iter().filter(|_| !product.direct()) {
-                        let (n, start) = (rows.len() * out, rows.start * out);
-                        let Some(kc) = gemm_packed::depth_block(m, n, k) else {
-                            continue;
-                        };
-                        let panels = &mut panels3[..panels_len(k, n)];
-                        let t0 = clock();
-                        match source {
-                            PanelSource::Phases(planes) => {
-                                product.phase_panels(planes, rows.clone(), panels)
+                let timed = product.with_panel_source(
+                    &x,
+                    || !product.direct(),
+                    |source| {
+                        let mut sum = (clock() - t_split, 0.0);
+                        for rows in tiles.iter().filter(|_| !product.direct()) {
+                            let (n, start) = (rows.len() * out, rows.start * out);
+                            let Some(kc) = gemm_packed::depth_block(m, n, k) else {
+                                continue;
+                            };
+                            let panels = &mut panels3[..panels_len(k, n)];
+                            let t0 = clock();
+                            match source {
+                                PanelSource::Phases(planes) => {
+                                    product.phase_panels(planes, rows.clone(), panels)
+                                }
+                                PanelSource::Rows => {
+                                    product.rows_panels(&x, rows.clone(), panels, &mut buf)
+                                }
                             }
-                            PanelSource::Rows => {
-                                product.rows_panels(&x, rows.clone(), panels, &mut buf)
-                            }
+                            let t1 = clock();
+                            let dst = &mut c3[start..];
+                            // SAFETY: `dst` is borrowed mutably; the operand checks run inside.
+                            unsafe {
+                                let c = (dst.as_mut_ptr(), dst.len());
+                                let a = (&w[..], k);
+                                gemm_packed::gemm_raw(kc, false, (m, n, k), a, panels, c, p, false)
+                            };
+                            sum = (sum.0 + t1 - t0, sum.1 + clock() - t1);
                         }
-                        let t1 = clock();
-                        let dst = &mut c3[start..];
-                        // SAFETY: `dst` is borrowed mutably; the operand checks run inside.
-                        unsafe {
-                            let c = (dst.as_mut_ptr(), dst.len());
-                            let a = (&w[..], k);
-                            gemm_packed::gemm_raw(kc, false, (m, n, k), a, panels, c, p, false)
-                        };
-                        sum = (sum.0 + t1 - t0, sum.1 + clock() - t1);
-                    }
-                    sum
-                });
+                        sum
+                    },
+                );
                 timed.unwrap()
             };
             let (mut t_crate, mut t_packed, mut t_phases) = (vec![], vec![], vec![]);

@@ -10,9 +10,8 @@
 //! lanes in the padding (or past n) zeroed. Other geometries go through the im2col rows and a
 //! copy into panels.
 
-use std::ops::Range;
-
 use std::cell::RefCell;
+use std::ops::Range;
 
 use super::conv::gather_strided;
 use super::conv_gemm::{with_scratch, Product};
@@ -72,20 +71,24 @@ impl Product {
         self.input[1].div_ceil(self.strides[0]) * self.output[1]
     }
 
-    /// Run `f` on the source of this product's panels from `xs` [Cin/g, H, W]: its phase planes
-    /// when `packed` tiles will read them and the geometry is phased (`xs` itself at stride 1,
-    /// else split into the thread's scratch by [`Product::split_phases`]), else the im2col rows.
+    /// Run `f` on the source of this product's panels from `xs` [Cin/g, H, W]: for a phased
+    /// geometry its phase planes (`xs` itself at stride 1; else, when `packed()` says packed
+    /// tiles will read them, split into the thread's scratch by [`Product::split_phases`]),
+    /// else the im2col rows.
     pub(super) fn with_panel_source<R>(
         &self,
         xs: &[f32],
-        packed: bool,
+        packed: impl FnOnce() -> bool,
         f: impl FnOnce(PanelSource) -> R,
     ) -> Result<R> {
-        if !packed || !self.phased() {
+        if !self.phased() {
             return Ok(f(PanelSource::Rows));
         }
         if self.strides == [1, 1] {
             return Ok(f(PanelSource::Phases(xs)));
+        }
+        if !packed() {
+            return Ok(f(PanelSource::Rows));
         }
         let [sh, sw] = self.strides;
         let len = self.input[0] * sh * sw * self.phase_len();
@@ -99,13 +102,9 @@ impl Product {
     /// plane (py, px) row i holds input row i·sH + py at columns px, px + sW, … (the rows past
     /// the input, where H is not a multiple of sH, keep what they held: never read unmasked).
     fn split_phases(&self, xs: &[f32], planes: &mut [f32]) {
-        let ([cin, h, w], [_, ow], [sh, sw]) = (self.input, self.output, self.strides);
+        let ([_, h, w], [_, ow], [sh, sw]) = (self.input, self.output, self.strides);
         let plane = self.phase_len();
-        for (c, phases) in planes
-            .chunks_exact_mut(sh * sw * plane)
-            .enumerate()
-            .take(cin)
-        {
+        for (c, phases) in planes.chunks_exact_mut(sh * sw * plane).enumerate() {
             for iy in 0..h {
                 let row = &xs[(c * h + iy) * w..(c * h + iy + 1) * w];
                 for px in 0..sw {
@@ -135,11 +134,11 @@ impl Product {
                 size.saturating_sub(phase).div_ceil(s) as isize,
             )
         };
-        let ys: Vec<_> = (0..kh)
+        let along_h: Vec<_> = (0..kh)
             .map(|ky| split((ky * dh) as isize - pt as isize, sh, h))
             .collect();
         let w = sw * ow;
-        let xs: Vec<_> = (0..kw)
+        let along_w: Vec<_> = (0..kw)
             .map(|kx| split((kx * dw) as isize - pl as isize, sw, w))
             .collect();
         let mut runs = vec![TapRun::EMPTY; kh * kw];
@@ -159,20 +158,21 @@ impl Product {
                 };
                 here
             });
-            for (mask, &(_, shift, size)) in row_masks.iter_mut().zip(&ys) {
+            for (mask, &(_, shift, size)) in row_masks.iter_mut().zip(&along_h) {
                 for (l, m) in mask.iter_mut().enumerate() {
                     *m = lane_mask(j0 + l < n && (0..size).contains(&(at[l].0 + shift)));
                 }
             }
-            for (mask, &(_, shift, size)) in col_masks.iter_mut().zip(&xs) {
+            for (mask, &(_, shift, size)) in col_masks.iter_mut().zip(&along_w) {
                 for (l, m) in mask.iter_mut().enumerate() {
                     *m = lane_mask((0..size).contains(&(at[l].1 + shift)));
                 }
             }
-            let row_taps = runs.chunks_exact_mut(kw).zip(&row_masks).zip(&ys);
+            let row_taps = runs.chunks_exact_mut(kw).zip(&row_masks).zip(&along_h);
             for ((runs, row_mask), &(py, dy, _)) in row_taps {
                 let first = (rows.start as isize + dy) * ow as isize + j0 as isize;
-                for ((run, col_mask), &(px, dx, _)) in runs.iter_mut().zip(&col_masks).zip(&xs) {
+                for ((run, col_mask), &(px, dx, _)) in runs.iter_mut().zip(&col_masks).zip(&along_w)
+                {
                     let mask = std::array::from_fn(|l| row_mask[l] & col_mask[l]);
                     *run = TapRun::new((py * sw + px) * plane, first + dx, mask, plane);
                 }
@@ -346,25 +346,29 @@ mod tests {
             let (k, [oh, ow]) = (product.depth(), product.output);
             let x = rand_vec(cin * h * w, ci as u64);
             product
-                .with_panel_source(&x, true, |source| {
-                    let PanelSource::Phases(planes) = source else {
-                        panic!("case {ci} read no phase planes");
-                    };
-                    for tiles in [1, 2, 3, oh] {
-                        let tiling = (0..tiles).map(|t| oh * t / tiles..oh * (t + 1) / tiles);
-                        for rows in tiling.filter(|r| !r.is_empty()) {
-                            let n = rows.len() * ow;
-                            let mut buf = vec![0f32; product.panel_taps(n) * n];
-                            let mut want = vec![f32::NAN; panels_len(k, n)];
-                            let mut got = want.clone();
-                            product.rows_panels(&x, rows.clone(), &mut want, &mut buf);
-                            product.phase_panels(planes, rows.clone(), &mut got);
-                            let bits =
-                                |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-                            assert_eq!(bits(&got), bits(&want), "case {ci} rows {rows:?}");
+                .with_panel_source(
+                    &x,
+                    || true,
+                    |source| {
+                        let PanelSource::Phases(planes) = source else {
+                            panic!("case {ci} read no phase planes");
+                        };
+                        for tiles in [1, 2, 3, oh] {
+                            let tiling = (0..tiles).map(|t| oh * t / tiles..oh * (t + 1) / tiles);
+                            for rows in tiling.filter(|r| !r.is_empty()) {
+                                let n = rows.len() * ow;
+                                let mut buf = vec![0f32; product.panel_taps(n) * n];
+                                let mut want = vec![f32::NAN; panels_len(k, n)];
+                                let mut got = want.clone();
+                                product.rows_panels(&x, rows.clone(), &mut want, &mut buf);
+                                product.phase_panels(planes, rows.clone(), &mut got);
+                                let bits =
+                                    |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                                assert_eq!(bits(&got), bits(&want), "case {ci} rows {rows:?}");
+                            }
                         }
-                    }
-                })
+                    },
+                )
                 .unwrap();
         }
     }
