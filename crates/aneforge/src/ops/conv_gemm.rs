@@ -6,9 +6,9 @@
 //!
 //! On AVX2 CPUs without AVX-512 a tile runs on the packed kernel (`gemm_packed`) where it
 //! knows the crate's order: the im2col writes the columns straight into its NR-column panels
-//! (a 1×1 conv's input is read in place where `conv_pointwise::in_place` says so, else copied
-//! into them up to [`DIRECT_PANEL_COLS`] columns), so nothing is packed per call, and each
-//! element is the crate's chain (same bits, [`Product::packed_block`]).
+//! (`conv_panels`; a 1×1 conv's input is read in place where `conv_pointwise::in_place` says
+//! so, else copied into them up to [`DIRECT_PANEL_COLS`] columns), so nothing is packed per
+//! call, and each element is the crate's chain (same bits, [`Product::packed_block`]).
 //!
 //! Bits: a tile is a column block of the same product, and the `gemm` crate computes every
 //! output element as one fused multiply-add chain over K in depth blocks whose size depends only
@@ -23,9 +23,9 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use super::conv::{tap, window_row};
+use super::conv_panels::{rows_to_panels, PanelSource};
 use super::conv_pointwise;
 use super::gemm::{sgemm_raw, sgemm_with, PAR_MIN_MACS};
-use super::gemm_avx2::NR;
 use super::gemm_packed::{self, panels_len};
 use super::kernel::PAR_MIN_ELEMS;
 use crate::error::Result;
@@ -44,10 +44,6 @@ const NARROW: usize = 8;
 
 /// Most padded input columns one output row of a narrow im2col reads (its window on the stack).
 const WINDOW: usize = 64;
-
-/// Values of the tap rows one pass of [`Product::im2col_panels`] writes before copying them
-/// into panels (16 KiB of f32: they stay in L1).
-const PANEL_PASS: usize = 1 << 12;
 
 /// Widest direct (1×1, stride 1) tile whose input is copied into panels for the packed kernel
 /// when it is not read in place (`conv_pointwise::in_place`): wider ones gain nothing over the
@@ -87,7 +83,7 @@ impl Product {
     }
 
     /// K, the GEMM depth.
-    fn depth(&self) -> usize {
+    pub(super) fn depth(&self) -> usize {
         self.input[0] * self.kernel[0] * self.kernel[1]
     }
 
@@ -136,7 +132,7 @@ impl Product {
     /// rows·W' values of each row of `col` (rows `ld` apart; zeros in the padding), row t
     /// holding tap `first` + t (`first` a multiple of kW), on the rayon pool when `par` and the
     /// tile is large.
-    fn im2col(
+    pub(super) fn im2col(
         &self,
         xs: &[f32],
         rows: Range<usize>,
@@ -149,8 +145,7 @@ impl Product {
         let ([sh, sw], [dh, dw], [pt, _, pl, _]) = (self.strides, self.dilations, self.pad);
         let n = rows.len() * ow;
         let par = par && col.len() >= PAR_MIN_ELEMS;
-        // Stride 1 with the output as wide as the input: a tap's rows are one run of the plane.
-        let flat = [sh, sw] == [1, 1] && ow == w && pl < w && dw * (kw - 1) < w + pl;
+        let flat = self.flat();
         if !flat && ow <= NARROW && self.window() <= WINDOW {
             let taps = |(g, t): (usize, &mut [f32])| {
                 self.narrow_taps(xs, first / kw + g, rows.clone(), t, ld)
@@ -207,40 +202,25 @@ impl Product {
         }
     }
 
-    /// Taps per pass of [`Product::im2col_panels`] for n columns: a multiple of kW (whole
-    /// narrow-path groups) whose rows fill about [`PANEL_PASS`] values, at most K.
-    fn panel_taps(&self, n: usize) -> usize {
-        let kw = self.kernel[1];
-        ((PANEL_PASS / n.max(1)) / kw * kw).clamp(kw, self.depth())
-    }
-
-    /// The im2col columns of output rows `rows` (n = rows·W' of them) as `panels` of NR
-    /// columns, [n/NR][K][NR] (zeros past n and in the padding), the GEMM operand B of
-    /// `gemm_packed`: [`Product::panel_taps`] taps at a time are written as rows into `buf`
-    /// (that many times n values) and copied from there, still in L1, into their panels.
-    fn im2col_panels(&self, xs: &[f32], rows: Range<usize>, panels: &mut [f32], buf: &mut [f32]) {
-        let (k, n) = (self.depth(), rows.len() * self.output[1]);
-        let step = self.panel_taps(n);
-        for first in (0..k).step_by(step) {
-            let taps = step.min(k - first);
-            let buf = &mut buf[..taps * n];
-            self.im2col(xs, rows.clone(), first, buf, n, false);
-            rows_to_panels(buf, n, n, first..first + taps, panels);
-        }
-    }
-
     /// The depth block with which a tile of n columns runs on the packed kernel
     /// (`gemm_packed`, the `gemm` crate's per-element sequence) instead of the crate, `None`
     /// where it does not: direct products wider than [`DIRECT_PANEL_COLS`] not read in place
-    /// (the crate packs their input as fast), products the crate
-    /// threads itself (`par` on several threads), and where `gemm_packed::depth_block` does not
-    /// know the crate's order.
+    /// (the crate packs their input as fast), products the crate threads itself (`par` on
+    /// several threads), and where `gemm_packed::depth_block` does not know the crate's order.
     fn packed_block(&self, n: usize, par: bool) -> Option<usize> {
         let copied = self.direct() && !conv_pointwise::in_place(self.cog, self.depth());
         if (copied && n > DIRECT_PANEL_COLS) || (par && rayon::current_num_threads() > 1) {
             return None;
         }
         gemm_packed::depth_block(self.cog, n, self.depth())
+    }
+
+    /// Whether a tap's rows are one run of the plane: stride 1, the output as wide as the
+    /// input, and every tap's column shift less than W.
+    fn flat(&self) -> bool {
+        let ([_, _, w], [_, kw], [_, ow]) = (self.input, self.kernel, self.output);
+        let ([_, dw], pl) = (self.dilations, self.pad[2]);
+        self.strides == [1, 1] && ow == w && pl < w && dw * (kw - 1) < w + pl
     }
 
     /// Padded input columns one output row reads: (W' − 1)·sW + (kW − 1)·dW + 1.
@@ -313,55 +293,68 @@ impl Product {
         // The weight of group gi [m, k], the GEMM's A.
         let a = &w[gi * m * k..(gi + 1) * m * k];
         let (c, len) = (SyncPtr(out.as_mut_ptr()), out.len());
-        // SAFETY (for the caller): `c`, `len` describe `out`, and no other call of `tile` at
-        // the same time writes the columns of `rows`.
-        let tile = |rows: &Range<usize>, par: bool| {
-            let (n, start) = (rows.len() * ow, rows.start * ow);
-            // C [m, n] with row stride p, starting at column `start` of `out`.
-            let c = (c.get().wrapping_add(start), len.saturating_sub(start));
-            if let Some(kc) = self.packed_block(n, par).filter(|_| packed) {
-                if self.direct() && conv_pointwise::in_place(m, k) {
-                    let (dims, b) = ((m, n, k), (&xs[start..], h * wd));
-                    // SAFETY: see the closure's contract; the operands' checks run inside.
-                    return unsafe { conv_pointwise::run(kc, dims, a, b, c, p, accumulate) };
-                }
-                return with_scratch(&PANELS, panels_len(k, n), "the GEMM panels", |panels| {
-                    if self.direct() {
-                        rows_to_panels(&xs[start..], h * wd, n, 0..k, panels);
-                    } else {
-                        let buf_len = self.panel_taps(n) * n;
-                        with_scratch(&COLS, buf_len, "the im2col scratch", |buf| {
-                            self.im2col_panels(xs, rows.clone(), panels, buf)
-                        })?;
-                    }
-                    let a = (a, k);
-                    // SAFETY: see the closure's contract; C's checks run inside.
-                    unsafe {
-                        gemm_packed::gemm_raw(kc, false, (m, n, k), a, panels, c, p, accumulate)
-                    };
-                    Ok(())
-                })?;
-            }
-            if self.direct() {
-                let b = &xs[start..];
-                // SAFETY: see the closure's contract; C's checks run inside.
-                unsafe { sgemm_raw(par, m, n, k, a, k, 1, b, h * wd, 1, c, p, accumulate) };
-                return Ok(());
-            }
-            with_scratch(&COLS, k * n, "the im2col scratch", |col| {
-                self.im2col(xs, rows.clone(), 0, col, n, par);
-                // SAFETY: as above.
-                unsafe { sgemm_raw(par, m, n, k, a, k, 1, col, n, 1, c, p, accumulate) };
-            })
+        let par = tiles.len() == 1;
+        let any_packed = || {
+            packed
+                && !self.direct()
+                && (tiles.iter()).any(|r| self.packed_block(r.len() * ow, par).is_some())
         };
-        if tiles.len() == 1 || threads == 1 || m * k * p < PAR_MIN_MACS {
-            // One thread per product (tiles in order), or the whole product at once with the
-            // `gemm` crate's own threads.
-            let par = tiles.len() == 1;
-            return tiles.iter().try_for_each(|rows| tile(rows, par));
-        }
-        // Tiles in parallel: disjoint row ranges write disjoint columns of every channel.
-        tiles.par_iter().try_for_each(|rows| tile(rows, false))
+        self.with_panel_source(xs, any_packed, |source| {
+            // SAFETY (for the caller): `c`, `len` describe `out`, and no other call of `tile`
+            // at the same time writes the columns of `rows`.
+            let tile = |rows: &Range<usize>, par: bool| {
+                let (n, start) = (rows.len() * ow, rows.start * ow);
+                // C [m, n] with row stride p, starting at column `start` of `out`.
+                let c = (c.get().wrapping_add(start), len.saturating_sub(start));
+                if let Some(kc) = self.packed_block(n, par).filter(|_| packed) {
+                    if self.direct() && conv_pointwise::in_place(m, k) {
+                        let (dims, b) = ((m, n, k), (&xs[start..], h * wd));
+                        // SAFETY: see the closure's contract; the operands' checks run inside.
+                        return unsafe { conv_pointwise::run(kc, dims, a, b, c, p, accumulate) };
+                    }
+                    return with_scratch(&PANELS, panels_len(k, n), "the GEMM panels", |panels| {
+                        match source {
+                            _ if self.direct() => {
+                                rows_to_panels(&xs[start..], h * wd, n, 0..k, panels)
+                            }
+                            PanelSource::Phases(planes) => {
+                                self.phase_panels(planes, rows.clone(), panels)
+                            }
+                            PanelSource::Rows => {
+                                let buf_len = self.panel_taps(n) * n;
+                                with_scratch(&COLS, buf_len, "the im2col scratch", |buf| {
+                                    self.rows_panels(xs, rows.clone(), panels, buf)
+                                })?
+                            }
+                        }
+                        let a = (a, k);
+                        // SAFETY: see the closure's contract; C's checks run inside.
+                        unsafe {
+                            gemm_packed::gemm_raw(kc, false, (m, n, k), a, panels, c, p, accumulate)
+                        };
+                        Ok(())
+                    })?;
+                }
+                if self.direct() {
+                    let b = &xs[start..];
+                    // SAFETY: see the closure's contract; C's checks run inside.
+                    unsafe { sgemm_raw(par, m, n, k, a, k, 1, b, h * wd, 1, c, p, accumulate) };
+                    return Ok(());
+                }
+                with_scratch(&COLS, k * n, "the im2col scratch", |col| {
+                    self.im2col(xs, rows.clone(), 0, col, n, par);
+                    // SAFETY: as above.
+                    unsafe { sgemm_raw(par, m, n, k, a, k, 1, col, n, 1, c, p, accumulate) };
+                })
+            };
+            if tiles.len() == 1 || threads == 1 || m * k * p < PAR_MIN_MACS {
+                // One thread per product (tiles in order), or the whole product at once with
+                // the `gemm` crate's own threads.
+                return tiles.iter().try_for_each(|rows| tile(rows, par));
+            }
+            // Tiles in parallel: disjoint row ranges write disjoint columns of every channel.
+            tiles.par_iter().try_for_each(|rows| tile(rows, false))
+        })?
     }
 
     /// Batch elements whose products share one GEMM (see [`Product::run_batched`]): as many as
@@ -489,27 +482,6 @@ fn tap_rows(
     };
     for row in dst.chunks_mut(w) {
         row[edge.clone()].fill(0.0);
-    }
-}
-
-/// Copy the depth rows `depth` of B (n columns; row `depth.start` + t at `src[t·src_rs..]`)
-/// into `panels` of NR columns ([n/NR][K][NR], K = panels.len() / (n/NR) / NR), zeros past n.
-fn rows_to_panels(src: &[f32], src_rs: usize, n: usize, depth: Range<usize>, panels: &mut [f32]) {
-    let k = panels.len() / n.div_ceil(NR) / NR;
-    for (jb, panel) in panels.chunks_exact_mut(k * NR).enumerate() {
-        let (j0, dst) = (jb * NR, &mut panel[depth.start * NR..depth.end * NR]);
-        for (t, d) in dst.chunks_exact_mut(NR).enumerate() {
-            let row = &src[t * src_rs..];
-            match <&[f32; NR]>::try_from(row.get(j0..j0 + NR).unwrap_or(&[])) {
-                Ok(whole) if j0 + NR <= n => {
-                    *<&mut [f32; NR]>::try_from(d).expect("NR values") = *whole
-                }
-                _ => {
-                    d[..n - j0].copy_from_slice(&row[j0..n]);
-                    d[n - j0..].fill(0.0);
-                }
-            }
-        }
     }
 }
 
@@ -882,8 +854,8 @@ mod tests {
 
     /// Achieved throughput of ResNet-18/50 and MobileNetV3-small conv products (batch 1, one
     /// group) on one thread: `Product::run` through the `gemm` crate and through the packed
-    /// kernel (1×1 convs: `conv_pointwise`), alternating; also the packed path on written
-    /// panels (1×1 convs: their input copied) in its two
+    /// kernel (1×1 convs: `conv_pointwise` where it reads in place), alternating; for im2col
+    /// products also the packed path's two
     /// phases timed apart per tile (panel writing, kernel). A benchmark, not a test: run with
     /// `--ignored --nocapture` in release; no timing is asserted, only that all give the same
     /// bits.
@@ -942,30 +914,46 @@ mod tests {
             let mut packed = || product.run_on((&x, &w, 0), &mut c2, false, true).unwrap();
             let mut crate_path = || product.run_on((&x, &w, 0), &mut c, false, false).unwrap();
             let clock = || crate::exec::clock::process_cpu_us().unwrap();
-            // The packed path on written panels in its two phases, timed apart per tile:
-            // (panel writing µs, kernel µs).
+            // The packed path of an im2col product in its two phases, timed apart per tile:
+            // (panel writing µs with the input's phase split, kernel µs).
             let (mut c3, mut panels3) = (vec![0f32; m * p], vec![0f32; panels_len(k, p)]);
             let mut buf = vec![0f32; k * p];
             let mut phases = || {
-                let mut sum = (0.0, 0.0);
-                for rows in &tiles {
-                    let (n, start) = (rows.len() * out, rows.start * out);
-                    let Some(kc) = gemm_packed::depth_block(m, n, k) else {
-                        continue;
-                    };
-                    let panels = &mut panels3[..panels_len(k, n)];
-                    let t0 = clock();
-                    product.im2col_panels(&x, rows.clone(), panels, &mut buf);
-                    let t1 = clock();
-                    let dst = &mut c3[start..];
-                    // SAFETY: `dst` is borrowed mutably; the operand checks run inside.
-                    unsafe {
-                        let c = (dst.as_mut_ptr(), dst.len());
-                        gemm_packed::gemm_raw(kc, false, (m, n, k), (&w, k), panels, c, p, false)
-                    };
-                    sum = (sum.0 + t1 - t0, sum.1 + clock() - t1);
-                }
-                sum
+                let t_split = clock();
+                let timed = product.with_panel_source(
+                    &x,
+                    || !product.direct(),
+                    |source| {
+                        let mut sum = (clock() - t_split, 0.0);
+                        for rows in tiles.iter().filter(|_| !product.direct()) {
+                            let (n, start) = (rows.len() * out, rows.start * out);
+                            let Some(kc) = gemm_packed::depth_block(m, n, k) else {
+                                continue;
+                            };
+                            let panels = &mut panels3[..panels_len(k, n)];
+                            let t0 = clock();
+                            match source {
+                                PanelSource::Phases(planes) => {
+                                    product.phase_panels(planes, rows.clone(), panels)
+                                }
+                                PanelSource::Rows => {
+                                    product.rows_panels(&x, rows.clone(), panels, &mut buf)
+                                }
+                            }
+                            let t1 = clock();
+                            let dst = &mut c3[start..];
+                            // SAFETY: `dst` is borrowed mutably; the operand checks run inside.
+                            unsafe {
+                                let c = (dst.as_mut_ptr(), dst.len());
+                                let a = (&w[..], k);
+                                gemm_packed::gemm_raw(kc, false, (m, n, k), a, panels, c, p, false)
+                            };
+                            sum = (sum.0 + t1 - t0, sum.1 + clock() - t1);
+                        }
+                        sum
+                    },
+                );
+                timed.unwrap()
             };
             let (mut t_crate, mut t_packed, mut t_phases) = (vec![], vec![], vec![]);
             pool.install(|| {

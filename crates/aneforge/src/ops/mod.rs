@@ -9,6 +9,7 @@ pub mod constexpr;
 pub mod conv;
 pub mod conv_depthwise;
 pub mod conv_gemm;
+mod conv_panels;
 pub(crate) mod conv_pointwise;
 pub mod conv_transpose;
 pub mod einsum;
