@@ -82,7 +82,6 @@ pub(crate) unsafe fn run(
             for first in (0..count).step_by(BLOCK_PANELS) {
                 for i0 in (0..m).step_by(MR) {
                     for jb in first..(first + BLOCK_PANELS).min(count) {
-                        let (rows, cols) = (MR.min(m - i0), NR.min(n - jb * NR));
                         // SAFETY: the CPU has AVX2+FMA (asserted). A's rows i0.. hold kb values
                         // from p0 (checked above). A full panel reads NR values from column
                         // jb·NR ≤ n − NR of rows p0..p0 + kb < k of B (checked above); the
@@ -93,17 +92,8 @@ pub(crate) unsafe fn run(
                                 true => (x.as_ptr().add(p0 * x_rs + jb * NR), x_rs),
                                 false => (panel.as_ptr().add(p0 * NR), NR),
                             };
-                            avx2::tile(
-                                kb,
-                                a.as_ptr().add(i0 * k + p0),
-                                k,
-                                b,
-                                dst.get().add(i0 * c_rs + jb * NR),
-                                c_rs,
-                                rows,
-                                cols,
-                                p0 == 0 && !accumulate,
-                            )
+                            let (a, c) = ((a.as_ptr(), k), (dst.get(), c_rs));
+                            avx2::tile_at((p0, kb), (i0, jb), (m, n), a, b, c, accumulate)
                         };
                     }
                 }

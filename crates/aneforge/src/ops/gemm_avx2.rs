@@ -125,6 +125,29 @@ unsafe fn halves<const R: usize, const H: usize>(
     }
 }
 
+/// [`tile`] for the tile of C (m×n) at row `i0` and panel `jb` (columns jb·NR..) over depth
+/// rows p0..p0 + kb: A and C given whole as (pointer, row stride), B as its row p0 (pointer,
+/// row stride); the first depth block overwrites C unless `accumulate`.
+///
+/// # Safety
+/// As [`tile`], for that tile.
+pub unsafe fn tile_at(
+    (p0, kb): (usize, usize),
+    (i0, jb): (usize, usize),
+    (m, n): (usize, usize),
+    (a, a_rs): (*const f32, usize),
+    b: (*const f32, usize),
+    (c, c_rs): (*mut f32, usize),
+    accumulate: bool,
+) {
+    let (rows, cols) = (MR.min(m - i0), NR.min(n - jb * NR));
+    // SAFETY: the caller's contract, offset to the tile.
+    unsafe {
+        let (a, c) = (a.add(i0 * a_rs + p0), c.add(i0 * c_rs + jb * NR));
+        tile(kb, a, a_rs, b, c, c_rs, rows, cols, p0 == 0 && !accumulate)
+    }
+}
+
 /// Never called off x86_64 ([`available`] is false there); keeps callers arch-independent.
 ///
 /// # Safety

@@ -105,21 +105,12 @@ pub unsafe fn gemm_raw(
             let kb = kc.min(k - p0);
             for i0 in (0..m).step_by(MR) {
                 for jb in range.clone() {
-                    let (rows, cols) = (MR.min(m - i0), NR.min(n - jb * NR));
                     // SAFETY: the CPU has AVX2+FMA (asserted); the checks above keep the A rows,
                     // the panel and the C tile inside their slices; blocks write disjoint columns.
                     unsafe {
-                        avx2::tile(
-                            kb,
-                            a.as_ptr().add(i0 * a_rs + p0),
-                            a_rs,
-                            (panels.as_ptr().add(jb * k * NR + p0 * NR), NR),
-                            dst.get().add(i0 * c_rs + jb * NR),
-                            c_rs,
-                            rows,
-                            cols,
-                            p0 == 0 && !accumulate,
-                        )
+                        let b = (panels.as_ptr().add(jb * k * NR + p0 * NR), NR);
+                        let (a, c) = ((a.as_ptr(), a_rs), (dst.get(), c_rs));
+                        avx2::tile_at((p0, kb), (i0, jb), (m, n), a, b, c, accumulate)
                     };
                 }
             }
