@@ -459,3 +459,20 @@ def test_erf_gelu_steps_read_elsewhere_are_still_computed():
     assert len(got) == 2
     for g, w in zip(got, want):
         np.testing.assert_allclose(np.asarray(g, np.float64), w, atol=2e-3, rtol=2e-3)
+
+
+def test_erf_gelu_with_a_rank_raising_constant_keeps_the_broadcast_shape():
+    """A ½ of shape [1, 1, 1] makes the product rank 3: not a GELU of x [4, 300] (its shape
+    would be lost), so the steps import one by one, with onnx's reference evaluator's shape."""
+    b = Builder()
+    e = b.op("Erf", [b.op("Div", ["x", b.const(np.float32(np.sqrt(2.0)))])])
+    half = b.const(np.full((1, 1, 1), 0.5, np.float32))
+    y = b.op("Mul", [b.op("Mul", ["x", b.op("Add", [e, b.const(np.float32(1.0))])]), half])
+    m = b.model([("x", [4, 300])], y, [1, 4, 300], 17)
+    x = np.linspace(-3, 3, 1200, dtype=np.float32).reshape(4, 300)
+    net = af.load_onnx(m.SerializeToString(), device="reference")
+    assert "gelu" not in [r["name"] for r in net.profile(x, repeat=1)["rows"] if r["leaf"]]
+    want = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    got = np.asarray(list(net(x).values())[0], np.float64)
+    assert got.shape == want.shape == (1, 4, 300)
+    np.testing.assert_allclose(got, want, atol=2e-3, rtol=2e-3)

@@ -3,7 +3,8 @@
 //! as ONNX Runtime fuses it: one fp16 rounding of the same function instead of one per step
 //! (more accurate, and one op instead of five on either executor). Any association and operand
 //! order of the two Muls matches, with x/√2 as `Div(x, √2)` or `Mul(x, 1/√2)`; the constants
-//! must be one-element initializers or Constant nodes. Steps of the pattern whose values
+//! must be one-element initializers or Constant nodes of rank 0 or 1 (a rank-3 ½ would make the
+//! product rank 3 for a rank-2 x, which `gelu(x)` is not). Steps of the pattern whose values
 //! something else reads are still imported for those readers.
 
 use std::collections::HashMap;

@@ -233,7 +233,8 @@ impl<'g> Importer<'g> {
         self.raw.contains_key(name) || matches!(self.values.get(name), Some(Value::Host(_)))
     }
 
-    /// The value of a one-element constant `name` (an initializer or a Constant node's value).
+    /// The value of a one-element constant `name` of rank 0 or 1 (an initializer or a Constant
+    /// node's value; a higher rank would broadcast its reader to that rank).
     fn scalar(&self, name: &str) -> Option<f64> {
         let host = match (self.raw.get(name), self.values.get(name)) {
             (Some(raw), _) => (raw.numel() == 1).then(|| raw.decode())?,
@@ -244,7 +245,7 @@ impl<'g> Importer<'g> {
                 Node::new(proto, self.opset).tensor("value").ok()??
             }
         };
-        (host.numel() == 1).then(|| host.data[0])
+        (host.numel() == 1 && host.dims.len() <= 1).then(|| host.data[0])
     }
 
     /// The value named `name`, decoding a raw initializer on first use.
