@@ -144,28 +144,6 @@ mod tests {
     use crate::compile::{compile, CompileOptions, Device};
     use crate::exec::PortData;
     use crate::graph::build::io::input;
-    use crate::graph::Tensor;
-
-    /// Compile `outs` for the reference executor (build directory tagged `tag`), run it on
-    /// `inputs`: each step's folded views, and the outputs.
-    fn compile_run(
-        outs: Vec<(Option<String>, Tensor)>,
-        tag: &str,
-        inputs: &[PortData],
-    ) -> (Vec<Option<super::Views>>, Vec<Vec<f32>>) {
-        let dir = std::env::temp_dir().join(format!("aneforge-{tag}-{}", std::process::id()));
-        let opts = CompileOptions {
-            device: Device::Reference,
-            build_dir: Some(dir.clone()),
-            ..Default::default()
-        };
-        let mut c = compile(&outs, &opts).unwrap();
-        let steps = ref_program(c.loaded.as_mut()).unwrap().steps.iter();
-        let views = steps.map(|st| st.views.clone()).collect();
-        let r = c.run(inputs).unwrap();
-        std::fs::remove_dir_all(dir).unwrap();
-        (views, r)
-    }
 
     /// a [S, H, D] and b [S, H, E] (head-split layouts) → matmul(transpose(a, [1, 0, 2]),
     /// transpose(transpose(b, [1, 0, 2]), [0, 2, 1])): the first transpose folds into the
@@ -189,13 +167,27 @@ mod tests {
         let vb: Vec<f32> = (0..s * h * d)
             .map(|i| ((i * 5 % 19) as f32 - 9.0) / 4.0)
             .collect();
-        let run = |outs, tag: &str| {
-            let inputs = [PortData::F32(&va), PortData::F32(&vb)];
-            let (steps, mut r) = compile_run(outs, &format!("tfold-{tag}"), &inputs);
-            (
-                steps.iter().filter(|views| views.is_some()).count(),
-                r.remove(0),
-            )
+        let run = |outs: Vec<(Option<String>, crate::graph::Tensor)>, tag: &str| {
+            let dir =
+                std::env::temp_dir().join(format!("aneforge-tfold-{tag}-{}", std::process::id()));
+            let opts = CompileOptions {
+                device: Device::Reference,
+                build_dir: Some(dir.clone()),
+                ..Default::default()
+            };
+            let mut c = compile(&outs, &opts).unwrap();
+            let folded = ref_program(c.loaded.as_mut())
+                .unwrap()
+                .steps
+                .iter()
+                .filter(|st| st.views.is_some())
+                .count();
+            let r = c
+                .run(&[PortData::F32(&va), PortData::F32(&vb)])
+                .unwrap()
+                .remove(0);
+            std::fs::remove_dir_all(dir).unwrap();
+            (folded, r)
         };
         let (folded, got) = run(vec![(None, y.clone())], "fold");
         let (unfolded, want_bits) = run(vec![(None, y), (None, at)], "plain");
@@ -251,9 +243,19 @@ mod tests {
             vals
         };
         let perms = [[1, 0, 2], [0, 2, 1], [2, 0, 1]];
-        let run = |outs, tag: &str| {
-            let (steps, r) = compile_run(outs, &format!("tcomp-{tag}"), &[PortData::F32(&xs)]);
-            (steps.len(), r)
+        let run = |outs: Vec<(Option<String>, crate::graph::Tensor)>, tag: &str| {
+            let dir =
+                std::env::temp_dir().join(format!("aneforge-tcomp-{tag}-{}", std::process::id()));
+            let opts = CompileOptions {
+                device: Device::Reference,
+                build_dir: Some(dir.clone()),
+                ..Default::default()
+            };
+            let mut c = compile(&outs, &opts).unwrap();
+            let steps = ref_program(c.loaded.as_mut()).unwrap().steps.len();
+            let r = c.run(&[PortData::F32(&xs)]).unwrap();
+            std::fs::remove_dir_all(dir).unwrap();
+            (steps, r)
         };
         let (steps, got) = run(vec![(None, t3.clone())], "one");
         assert_eq!(steps, 1);
