@@ -264,18 +264,15 @@ impl RefProgram {
             .collect();
         let (mut views, folded) = transpose_fold::find(g, &heads);
         absorbed.iter_mut().zip(&folded).for_each(|(a, &f)| *a |= f);
-        let (composed, inner) = transpose_fold::compose(g, &absorbed);
-        absorbed.iter_mut().zip(&inner).for_each(|(a, &f)| *a |= f);
         let ops: Vec<usize> = (0..g.nodes.len())
             .filter(|&i| !is_const(i) && !absorbed[i] && !matches!(g.nodes[i].op, Op::Input(_)))
             .collect();
         let ops = train_fuse::sink(g, &ops, &chains);
         let step_ins: Vec<Vec<usize>> = ops
             .iter()
-            .map(|&i| match (&chains[i], &composed[i]) {
-                (Some(c), _) => c.inputs(g).iter().map(|v| value[v.node][v.port]).collect(),
-                (None, Some(t)) => vec![value[t.source.node][t.source.port]],
-                (None, None) => (g.nodes[i].inputs.iter().enumerate())
+            .map(|&i| match &chains[i] {
+                Some(c) => c.inputs(g).iter().map(|v| value[v.node][v.port]).collect(),
+                None => (g.nodes[i].inputs.iter().enumerate())
                     .map(|(p, &v)| transpose_fold::source(g, views[i].as_ref(), p, v))
                     .map(|v| value[v.node][v.port])
                     .collect(),
@@ -340,7 +337,7 @@ impl RefProgram {
             let rounds_in_kernel =
                 matches!(n.op, Op::Binary(_)) && round == [true] && epilogue.is_none();
             steps.push(Step {
-                op: (composed[i].as_ref()).map_or_else(|| g.nodes[run].op.clone(), |t| t.op()),
+                op: g.nodes[run].op.clone(),
                 ins: ins.iter().map(|&v| slot(v)).collect(),
                 outs: value[i].iter().map(|&v| slot(v)).collect(),
                 out_shapes: n.outputs.iter().map(|t| t.shape.clone()).collect(),

@@ -4,10 +4,6 @@
 //! and the key transpose `[H, S, D] → [H, D, S]`). Each product is still one `sgemm` call over
 //! the same values, whose summation order does not depend on the operands' strides, so the
 //! results are bit-identical; the permuting copy is gone.
-//!
-//! A transpose of a transpose whose value nothing else reads runs as one copy with the composed
-//! permutation (the key's head split then key transpose): a copy moves values without touching
-//! their bits, so only the intermediate copy is gone.
 
 use crate::error::Result;
 use crate::graph::{Graph, Value};
@@ -25,7 +21,11 @@ pub(super) type Views = [Option<(Vec<usize>, Vec<usize>)>; 2];
 /// weight prepared at load, or the head of an epilogue chain).
 pub(super) fn find(g: &Graph, skip: &[bool]) -> (Vec<Option<Views>>, Vec<bool>) {
     let n = g.nodes.len();
-    let readers = readers(g);
+    let mut readers = vec![0usize; n];
+    for node in &g.nodes {
+        node.inputs.iter().for_each(|v| readers[v.node] += 1);
+    }
+    g.outputs.iter().for_each(|(_, v)| readers[v.node] += 1);
     let mut views = vec![None; n];
     let mut folded = vec![false; n];
     for (i, node) in g.nodes.iter().enumerate() {
@@ -52,63 +52,6 @@ pub(super) fn find(g: &Graph, skip: &[bool]) -> (Vec<Option<Views>>, Vec<bool>) 
         }
     }
     (views, folded)
-}
-
-/// How many node inputs and graph outputs read each node's values.
-fn readers(g: &Graph) -> Vec<usize> {
-    let mut readers = vec![0usize; g.nodes.len()];
-    for node in &g.nodes {
-        node.inputs.iter().for_each(|v| readers[v.node] += 1);
-    }
-    g.outputs.iter().for_each(|(_, v)| readers[v.node] += 1);
-    readers
-}
-
-/// A transpose step reading, through the composed permutation, the input of the transposes it
-/// absorbed.
-pub(super) struct Composed {
-    perm: Vec<usize>,
-    pub source: Value,
-}
-
-impl Composed {
-    /// The transpose the step runs.
-    pub fn op(&self) -> Op {
-        Op::Layout(Layout::Transpose {
-            perm: self.perm.clone(),
-        })
-    }
-}
-
-/// For each transpose (not in `skip`) of a transpose read by nothing else, the composed step;
-/// and the inner transposes so absorbed (they run as no step).
-pub(super) fn compose(g: &Graph, skip: &[bool]) -> (Vec<Option<Composed>>, Vec<bool>) {
-    let readers = readers(g);
-    let perm_of = |op: &Op| match op {
-        Op::Layout(Layout::Transpose { perm }) => Some(perm.clone()),
-        _ => None,
-    };
-    let mut composed: Vec<Option<Composed>> = (0..g.nodes.len()).map(|_| None).collect();
-    let mut absorbed = vec![false; g.nodes.len()];
-    for (i, node) in g.nodes.iter().enumerate() {
-        let (Some(outer), [input]) = (perm_of(&node.op), &node.inputs[..]) else {
-            continue;
-        };
-        let t = input.node;
-        if skip[i] || skip[t] || readers[t] != 1 {
-            continue;
-        }
-        // The inner transpose as it runs: its own permutation of its input, or its composition.
-        let (inner, source) = match (composed[t].take(), perm_of(&g.nodes[t].op)) {
-            (Some(c), _) => (c.perm, c.source),
-            (None, Some(perm)) => (perm, g.nodes[t].inputs[0]),
-            (None, None) => continue,
-        };
-        let perm = outer.iter().map(|&a| inner[a]).collect();
-        composed[i] = Some(Composed { perm, source });
-        absorbed[t] = true;
-    }
-    (composed, absorbed)
 }
 
 /// The value a matmul step reads as operand `p` (input `input` of the node): the folded
@@ -212,59 +155,5 @@ mod tests {
                 }
             }
         }
-    }
-
-    /// x [2, 3, 4] through transposes [1, 0, 2], [0, 2, 1] and [2, 0, 1]: one copy step with
-    /// the composed permutation whose values are x permuted as written out here; when the
-    /// middle value is also an output only the first pair composes (two steps), same values.
-    #[test]
-    fn transposes_of_transposes_compose_into_one_copy() {
-        let dims = [2, 3, 4];
-        let x = input(&dims).unwrap();
-        let t1 = x.transpose(&[1, 0, 2]).unwrap();
-        let t2 = t1.transpose(&[0, 2, 1]).unwrap();
-        let t3 = t2.transpose(&[2, 0, 1]).unwrap();
-        let xs: Vec<f32> = (0..24).map(|i| i as f32 - 7.5).collect();
-        // y = x permuted by `perms` in turn, by explicit index arithmetic.
-        let permute = |perms: &[[usize; 3]]| -> Vec<f32> {
-            let mut vals = xs.clone();
-            let mut shape = dims;
-            for p in perms {
-                let out = [shape[p[0]], shape[p[1]], shape[p[2]]];
-                let mut next = vec![0f32; 24];
-                for (o, v) in next.iter_mut().enumerate() {
-                    let idx = [o / (out[1] * out[2]), o / out[2] % out[1], o % out[2]];
-                    let mut src = [0; 3];
-                    (0..3).for_each(|k| src[p[k]] = idx[k]);
-                    *v = vals[(src[0] * shape[1] + src[1]) * shape[2] + src[2]];
-                }
-                (vals, shape) = (next, out);
-            }
-            vals
-        };
-        let perms = [[1, 0, 2], [0, 2, 1], [2, 0, 1]];
-        let run = |outs: Vec<(Option<String>, crate::graph::Tensor)>, tag: &str| {
-            let dir =
-                std::env::temp_dir().join(format!("aneforge-tcomp-{tag}-{}", std::process::id()));
-            let opts = CompileOptions {
-                device: Device::Reference,
-                build_dir: Some(dir.clone()),
-                ..Default::default()
-            };
-            let mut c = compile(&outs, &opts).unwrap();
-            let steps = ref_program(c.loaded.as_mut()).unwrap().steps.len();
-            let r = c.run(&[PortData::F32(&xs)]).unwrap();
-            std::fs::remove_dir_all(dir).unwrap();
-            (steps, r)
-        };
-        let (steps, got) = run(vec![(None, t3.clone())], "one");
-        assert_eq!(steps, 1);
-        assert_eq!(got[0], permute(&perms));
-        let (steps, got) = run(vec![(None, t3), (None, t2)], "two");
-        assert_eq!(steps, 2);
-        assert_eq!(
-            (&got[0], &got[1]),
-            (&permute(&perms), &permute(&perms[..2]))
-        );
     }
 }
