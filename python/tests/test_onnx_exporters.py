@@ -425,10 +425,10 @@ def _gelu_graph(spelling):
     elif spelling == "mul-half-first":  # (x·½)·(1 + erf(x·(1/√2))), constants on the left
         e = b.op("Erf", [b.op("Mul", [b.const(np.float32(1 / np.sqrt(2.0))), "x"])])
         y = b.op("Mul", [b.op("Mul", [half, "x"]), b.op("Add", [one, e])])
-    else:  # constants as Constant nodes: x·((1 + erf(x/√2))·½)
+    else:  # constants as Constant nodes (a tensor value and a value_float): x·((1 + erf(x/√2))·½)
         c = lambda v: b.op("Constant", [], value=numpy_helper.from_array(np.array(v, np.float32)))  # noqa: E731
         e = b.op("Erf", [b.op("Div", ["x", c(np.sqrt(2.0))])])
-        y = b.op("Mul", ["x", b.op("Mul", [b.op("Add", [e, c(1.0)]), c(0.5)])])
+        y = b.op("Mul", ["x", b.op("Mul", [b.op("Add", [e, c(1.0)]), b.op("Constant", [], value_float=0.5)])])
     return b.model([("x", [4, 300])], y, [4, 300], 17), e
 
 

@@ -14,11 +14,11 @@ use super::proto::{GraphProto, NodeProto};
 /// How far a constant may be from √2 or 1/√2 (f32 spellings of them differ in the last bits).
 const TOLERANCE: f64 = 1e-6;
 
-/// Per final Mul node of an exact GELU in `graph`, the name of its input x; `scalar` gives the
-/// value of a one-element constant.
+/// Per final Mul node of an exact GELU in `graph`, the name of its input x; `scalar(name,
+/// producer)` gives the value of a one-element constant (`producer`: the node making it).
 pub fn gelu_nodes(
     graph: &GraphProto,
-    scalar: impl Fn(&str) -> Option<f64>,
+    scalar: impl Fn(&str, Option<&NodeProto>) -> Option<f64>,
 ) -> HashMap<usize, String> {
     let producer: HashMap<&str, &NodeProto> = (graph.node.iter())
         .flat_map(|n| n.output.iter().map(move |o| (o.as_str(), n)))
@@ -29,7 +29,10 @@ pub fn gelu_nodes(
             .filter(|n| n.op_type() == op && n.input.len() == 2)
             .map(|n| [n.input[0].as_str(), n.input[1].as_str()])
     };
-    let is = |name: &str, value: f64| scalar(name).is_some_and(|v| (v - value).abs() <= TOLERANCE);
+    let is = |name: &str, value: f64| {
+        let v = scalar(name, producer.get(name).copied());
+        v.is_some_and(|v| (v - value).abs() <= TOLERANCE)
+    };
     // x when `name` is 1 + erf(x/√2).
     let erf_arm = |name: &str| -> Option<String> {
         let [p, q] = made_by(name, "Add")?;

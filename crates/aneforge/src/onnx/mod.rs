@@ -233,17 +233,27 @@ impl<'g> Importer<'g> {
         self.raw.contains_key(name) || matches!(self.values.get(name), Some(Value::Host(_)))
     }
 
-    /// The value of a one-element constant `name` of rank 0 or 1 (an initializer or a Constant
-    /// node's value; a higher rank would broadcast its reader to that rank).
-    fn scalar(&self, name: &str) -> Option<f64> {
-        let host = match (self.raw.get(name), self.values.get(name)) {
-            (Some(raw), _) => (raw.numel() == 1).then(|| raw.decode())?,
-            (None, Some(Value::Host(h))) => (**h).clone(),
-            _ => {
-                let proto = (self.graph.node.iter())
-                    .find(|n| n.op_type() == "Constant" && n.output.iter().any(|o| o == name))?;
-                Node::new(proto, self.opset).tensor("value").ok()??
+    /// The value of a one-element constant `name` of rank 0 or 1 (a higher rank would broadcast
+    /// its reader to that rank): an initializer, or the output of `producer` when that is a
+    /// Constant node (folded as its import would fold it).
+    fn scalar(&self, name: &str, producer: Option<&proto::NodeProto>) -> Option<f64> {
+        let host = match (self.raw.get(name), self.values.get(name), producer) {
+            (Some(raw), _, _) => (raw.numel() == 1).then(|| raw.decode())?,
+            (None, Some(Value::Host(h)), _) => (**h).clone(),
+            (None, None, Some(p)) if p.op_type() == "Constant" => {
+                let node = Node::new(p, self.opset);
+                let args = Args {
+                    node: &node,
+                    vals: Vec::new(),
+                    bn: None,
+                    weight: None,
+                };
+                match fold::fold(&args).ok()??.first()? {
+                    Value::Host(h) => (**h).clone(),
+                    Value::Graph { .. } => return None,
+                }
             }
+            _ => return None,
         };
         (host.numel() == 1 && host.dims.len() <= 1).then(|| host.data[0])
     }
@@ -486,7 +496,7 @@ impl<'g> Importer<'g> {
         let folds = self.bn_folds();
         let folded: Vec<usize> = folds.values().copied().collect();
         let masks = mask_fill::mask_nodes(self.graph);
-        let gelus = gelu_fold::gelu_nodes(self.graph, |name| self.scalar(name));
+        let gelus = gelu_fold::gelu_nodes(self.graph, |name, producer| self.scalar(name, producer));
         let drops = self.last_reads(&gelus);
         for (pos, &i) in self.order.clone().iter().enumerate() {
             match gelus.get(&i) {
