@@ -48,9 +48,11 @@ pub mod pool;
 pub mod rearrange;
 pub mod reduce;
 pub mod resize;
+pub(crate) mod row_norm;
 pub mod simd_exp;
 pub mod simd_fp16;
 mod simd_softmax;
+mod simd_transpose;
 mod table;
 pub mod unary;
 

@@ -97,26 +97,9 @@ unsafe fn row_sums(block: &[f32], n: usize) -> std::arch::x86_64::__m256 {
         // SAFETY: row k's 8 elements at p lie in block[k·n + p..k·n + p + 8], p + 8 ≤ n.
         let r: [__m256; 8] =
             std::array::from_fn(|k| unsafe { _mm256_loadu_ps(block.as_ptr().add(k * n + p)) });
-        let t = [0, 2, 4, 6].map(|k| _mm256_unpacklo_ps(r[k], r[k + 1]));
-        let u = [0, 2, 4, 6].map(|k| _mm256_unpackhi_ps(r[k], r[k + 1]));
-        // s[j] holds columns j and j + 4 of rows 0..4 (low halves) and 4..8 (high halves).
-        let s = [
-            _mm256_shuffle_ps::<0x44>(t[0], t[1]),
-            _mm256_shuffle_ps::<0xEE>(t[0], t[1]),
-            _mm256_shuffle_ps::<0x44>(u[0], u[1]),
-            _mm256_shuffle_ps::<0xEE>(u[0], u[1]),
-        ];
-        let h = [
-            _mm256_shuffle_ps::<0x44>(t[2], t[3]),
-            _mm256_shuffle_ps::<0xEE>(t[2], t[3]),
-            _mm256_shuffle_ps::<0x44>(u[2], u[3]),
-            _mm256_shuffle_ps::<0xEE>(u[2], u[3]),
-        ];
-        for j in 0..4 {
-            acc = _mm256_add_ps(acc, _mm256_permute2f128_ps::<0x20>(s[j], h[j]));
-        }
-        for j in 0..4 {
-            acc = _mm256_add_ps(acc, _mm256_permute2f128_ps::<0x31>(s[j], h[j]));
+        // SAFETY: AVX2 (hence AVX) is available.
+        for c in unsafe { super::simd_transpose::transpose8(r) } {
+            acc = _mm256_add_ps(acc, c);
         }
     }
     acc

@@ -10,6 +10,7 @@ mod gguf_gemv_avx2;
 pub mod handoff;
 mod in_place;
 mod memory_plan;
+mod norm_fuse;
 mod packed;
 mod profile;
 mod reshape_move;
@@ -32,6 +33,7 @@ use super::{
 };
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::graph::Value;
 use crate::ops::kernel::PAR_MIN_ELEMS;
 use crate::ops::{Buf, Op};
 use crate::program::{PortSpec, Program};
@@ -152,6 +154,8 @@ struct Step {
     views: Option<transpose_fold::Views>,
     /// A run of elementwise steps executed as one (see `train_fuse`); the fields above are unused.
     fused: Option<Box<train_fuse::Fused>>,
+    /// A layer or RMS norm chain run as one kernel (see `norm_fuse`); reads x (then γ, β).
+    norm: Option<Box<norm_fuse::RowNorm>>,
 }
 
 /// A program loaded on the reference executor: one buffer per slot of its memory plan.
@@ -264,15 +268,42 @@ impl RefProgram {
             .collect();
         let (mut views, folded) = transpose_fold::find(g, &heads);
         absorbed.iter_mut().zip(&folded).for_each(|(a, &f)| *a |= f);
+        let taken: Vec<bool> = (0..g.nodes.len())
+            .map(|i| absorbed[i] || heads[i] || views[i].is_some())
+            .collect();
+        let (mut norms, in_norm) = if precision == Precision::Fp16 {
+            norm_fuse::find(g, &taken)
+        } else {
+            ((0..g.nodes.len()).map(|_| None).collect(), vec![])
+        };
+        absorbed
+            .iter_mut()
+            .zip(&in_norm)
+            .for_each(|(a, &f)| *a |= f);
         let ops: Vec<usize> = (0..g.nodes.len())
             .filter(|&i| !is_const(i) && !absorbed[i] && !matches!(g.nodes[i].op, Op::Input(_)))
             .collect();
-        let ops = train_fuse::sink(g, &ops, &chains);
+        let mut step_of: Vec<usize> = (0..g.nodes.len()).collect();
+        for (last, chain) in chains.iter().enumerate() {
+            for j in chain
+                .iter()
+                .flat_map(|c| std::iter::once(c.conv).chain(c.folded()))
+            {
+                step_of[j] = last;
+            }
+        }
+        for (last, norm) in norms.iter().enumerate() {
+            norm.iter()
+                .flat_map(|r| &r.nodes)
+                .for_each(|&j| step_of[j] = last);
+        }
+        let ops = train_fuse::sink(g, &ops, &step_of);
         let step_ins: Vec<Vec<usize>> = ops
             .iter()
-            .map(|&i| match &chains[i] {
-                Some(c) => c.inputs(g).iter().map(|v| value[v.node][v.port]).collect(),
-                None => (g.nodes[i].inputs.iter().enumerate())
+            .map(|&i| match (&chains[i], &norms[i]) {
+                (Some(c), _) => c.inputs(g).iter().map(|v| value[v.node][v.port]).collect(),
+                (_, Some(r)) => r.inputs.iter().map(|v| value[v.node][v.port]).collect(),
+                _ => (g.nodes[i].inputs.iter().enumerate())
                     .map(|(p, &v)| transpose_fold::source(g, views[i].as_ref(), p, v))
                     .map(|v| value[v.node][v.port])
                     .collect(),
@@ -334,8 +365,18 @@ impl RefProgram {
                 })
                 .or_else(|| Epilogue::bare(g, i, round == [true]));
             let run = chain.as_ref().map_or(i, |c| c.conv);
-            let rounds_in_kernel =
-                matches!(n.op, Op::Binary(_)) && round == [true] && epilogue.is_none();
+            let norm = norms[i].take().map(Box::new);
+            let rounds_in_kernel = matches!(n.op, Op::Binary(_))
+                && round == [true]
+                && epilogue.is_none()
+                && norm.is_none();
+            let label = match &norm {
+                Some(r) => {
+                    let inputs: Vec<&Value> = r.inputs.iter().collect();
+                    profile::group_label(g, i, r.name(), &r.nodes, &inputs)
+                }
+                None => profile::step_label(g, i, chain.as_ref()),
+            };
             steps.push(Step {
                 op: g.nodes[run].op.clone(),
                 ins: ins.iter().map(|&v| slot(v)).collect(),
@@ -346,7 +387,7 @@ impl RefProgram {
                 shared: shared[run].take(),
                 epilogue,
                 rounds_in_kernel,
-                label: profile::step_label(g, i, chain.as_ref()),
+                label,
                 moves_input: reshape_move::moves_input(
                     &n.op,
                     chain.is_some(),
@@ -358,6 +399,7 @@ impl RefProgram {
                 views: views[i].take(),
                 round,
                 fused: None,
+                norm,
             })
         }
         let step_values: Vec<(Vec<usize>, Vec<usize>)> = ops
@@ -466,6 +508,16 @@ fn run_steps(steps: &[Step], bufs: &mut [Buf], timing: &mut Option<Profile>) -> 
         let span = profile::begin(timing);
         if let Some(f) = &step.fused {
             f.run(bufs);
+            profile::end(timing, span, &step.label);
+            continue;
+        }
+        if let Some(r) = &step.norm {
+            let o = step.outs[0];
+            let mut y = std::mem::take(&mut bufs[o].data);
+            let ins: Vec<&Buf> = step.ins.iter().map(|&s| &bufs[s]).collect();
+            r.run(&ins, &mut y);
+            bufs[o].data = y;
+            bufs[o].shape.clone_from(&step.out_shapes[0]);
             profile::end(timing, span, &step.label);
             continue;
         }

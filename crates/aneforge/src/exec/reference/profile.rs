@@ -5,7 +5,7 @@
 use super::conv_epilogue::Chain;
 use crate::cost::work::node_work;
 use crate::exec::profile::{OpLabel, Open, Profile, SpanKind};
-use crate::graph::Graph;
+use crate::graph::{Graph, Value};
 use crate::shape::numel;
 
 /// The label of the step of node `index` of `graph`: the node alone, or, when `chain` folds
@@ -22,23 +22,34 @@ pub(super) fn step_label(graph: &Graph, index: usize, chain: Option<&Chain>) -> 
         };
     };
     let nodes: Vec<usize> = std::iter::once(chain.conv).chain(chain.folded()).collect();
-    let work: Vec<_> = nodes
+    let names: Vec<&str> = nodes
         .iter()
-        .map(|&n| node_work(graph, n, &graph.nodes[n]))
+        .map(|&n| node_work(graph, n, &graph.nodes[n]).op)
         .collect();
-    let names: Vec<&str> = work.iter().map(|w| w.op).collect();
+    group_label(graph, index, &names.join("+"), &nodes, &chain.inputs(graph))
+}
+
+/// The label of a step running `nodes` of `graph` as one (its output: node `index`'s value),
+/// named `op`, reading `inputs`: the flops of every node and the bytes the step moves (its
+/// inputs and its one output; the intermediates are never stored).
+pub(super) fn group_label(
+    graph: &Graph,
+    index: usize,
+    op: &str,
+    nodes: &[usize],
+    inputs: &[&Value],
+) -> OpLabel {
     let value_bytes = |t: &crate::ops::TensorType| (numel(&t.shape) * t.dtype.size()) as u64;
     let out = &graph.nodes[index].outputs[0];
-    let ins: u64 = chain
-        .inputs(graph)
+    let ins: u64 = inputs.iter().map(|v| value_bytes(graph.ty(**v))).sum();
+    let flops = nodes
         .iter()
-        .map(|v| value_bytes(graph.ty(**v)))
-        .sum();
+        .map(|&n| node_work(graph, n, &graph.nodes[n]).flops);
     OpLabel {
-        op: names.join("+"),
+        op: op.to_string(),
         shape: out.shape.clone(),
         bytes: ins + value_bytes(out),
-        flops: work.iter().map(|w| w.flops).sum(),
+        flops: flops.sum(),
     }
 }
 

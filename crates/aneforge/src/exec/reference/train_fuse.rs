@@ -15,7 +15,6 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use super::conv_epilogue::Chain;
 use super::fp16_table::Fp16Table;
 use super::{round_to_fp16, Step};
 use crate::exec::profile::OpLabel;
@@ -96,7 +95,11 @@ pub(super) struct Fused {
 
 /// The kernel of `step` when it is a plain elementwise step with one output.
 fn kernel(step: &Step) -> Option<Kernel> {
-    if step.packed.is_some() || step.epilogue.is_some() || step.outs.len() != 1 {
+    if step.packed.is_some()
+        || step.epilogue.is_some()
+        || step.norm.is_some()
+        || step.outs.len() != 1
+    {
         return None;
     }
     op_kernel(&step.op, &step.out_shapes[0])
@@ -136,26 +139,22 @@ fn run_len(kernel: Kernel, n: usize, mut ins: impl Iterator<Item = usize>) -> Op
 /// node of the same element count (so both join one fused run: a max-pool backward's masks,
 /// computed from forward values, run with the selects that read them instead of in a run of
 /// their own that stores them). The order stays topological: a moved node's inputs are either
-/// earlier in graph order than the node's new place or moved to just before it.
-pub(super) fn sink(g: &Graph, ops: &[usize], chains: &[Option<Chain>]) -> Vec<usize> {
+/// earlier in graph order than the node's new place or moved to just before it. `step_of[j]` is
+/// the node whose step runs node j: j itself, or the last node of its conv chain or norm.
+pub(super) fn sink(g: &Graph, ops: &[usize], step_of: &[usize]) -> Vec<usize> {
     let n = g.nodes.len();
-    // The node whose step runs node j (a chain runs at its last node).
-    let mut step_of: Vec<usize> = (0..n).collect();
-    for (last, chain) in chains.iter().enumerate() {
-        for j in chain
-            .iter()
-            .flat_map(|c| std::iter::once(c.conv).chain(c.folded()))
-        {
-            step_of[j] = last;
-        }
-    }
+    // The last node of each conv chain or norm runs a step of its own kind (not elementwise).
+    let mut grouped = vec![false; n];
+    (0..n)
+        .filter(|&j| step_of[j] != j)
+        .for_each(|j| grouped[step_of[j]] = true);
     let len: Vec<Option<usize>> = (0..n)
         .map(|i| {
             let node = &g.nodes[i];
             let [out] = &node.outputs[..] else {
                 return None;
             };
-            let k = op_kernel(&node.op, &out.shape).filter(|_| chains[i].is_none())?;
+            let k = op_kernel(&node.op, &out.shape).filter(|_| !grouped[i])?;
             let ins = node.inputs.iter();
             run_len(k, numel(&out.shape), ins.map(|v| numel(&g.ty(*v).shape)))
         })
@@ -329,6 +328,7 @@ fn flush(
                 },
                 op: step.op,
                 fused: None,
+                norm: None,
             });
         }
     }

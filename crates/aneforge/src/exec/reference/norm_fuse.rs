@@ -1,0 +1,404 @@
+//! Layer and RMS norms as one step: the overflow-safe chain `Tensor::layer_norm` / `rms_norm`
+//! emit over the last axis (11 to 18 ops, see `ops::row_norm`) is found in the graph and run by
+//! one kernel over 8 rows at a time, with the same bits as the ops one by one. A chain is taken
+//! only when every intermediate value is read by the chain alone (not a graph output), every op
+//! is free (no other fusion took it) and fp16, and its constants are single values.
+
+use crate::dtype::DType;
+use crate::graph::{Graph, Value};
+use crate::ops::elementwise::Binary;
+use crate::ops::reduce::ReduceKind;
+use crate::ops::row_norm::NormChain;
+use crate::ops::unary::Unary;
+use crate::ops::{Buf, Op};
+
+/// A norm chain found in the graph: its constants, the values the step reads and the nodes it
+/// runs (its last node's value is the step's output).
+#[derive(Debug)]
+pub(super) struct RowNorm {
+    pub chain: NormChain,
+    /// x, then γ and β when present.
+    pub inputs: Vec<Value>,
+    gamma: bool,
+    beta: bool,
+    /// Every node of the chain in graph order, the last one included.
+    pub nodes: Vec<usize>,
+}
+
+impl RowNorm {
+    /// What a profile calls the step.
+    pub fn name(&self) -> &'static str {
+        if self.chain.centre {
+            "layer_norm"
+        } else {
+            "rms_norm"
+        }
+    }
+
+    /// Run on the step's input buffers (x, then γ and β when present) into `y`.
+    pub fn run(&self, ins: &[&Buf], y: &mut [f32]) {
+        let mut rest = ins[1..].iter().map(|b| b.data.as_slice());
+        let gamma = if self.gamma { rest.next() } else { None };
+        let beta = if self.beta { rest.next() } else { None };
+        self.chain.run(&ins[0].data, gamma, beta, y);
+    }
+}
+
+/// The norm chains of `g` keyed by their last node, and `absorbed[i]` for the other nodes they
+/// run; `taken[i]` marks nodes another fusion already runs (they never join a chain).
+pub(super) fn find(g: &Graph, taken: &[bool]) -> (Vec<Option<RowNorm>>, Vec<bool>) {
+    let n = g.nodes.len();
+    // One entry per read of port 0; a graph output reads with no node (usize::MAX).
+    let mut readers: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (j, node) in g.nodes.iter().enumerate() {
+        for v in node.inputs.iter().filter(|v| v.port == 0) {
+            readers[v.node].push(j);
+        }
+    }
+    for (_, v) in &g.outputs {
+        readers[v.node].push(usize::MAX);
+    }
+    let m = Matcher { g, readers };
+    let mut norms: Vec<Option<RowNorm>> = (0..n).map(|_| None).collect();
+    let mut absorbed = vec![false; n];
+    for q in 0..n {
+        let Some(norm) = m.at_rsqrt(q) else { continue };
+        let free = |&i: &usize| !taken[i] && !absorbed[i] && norms[i].is_none();
+        if !norm.nodes.iter().all(free) {
+            continue;
+        }
+        let (&last, rest) = norm.nodes.split_last().expect("a chain has nodes");
+        rest.iter().for_each(|&i| absorbed[i] = true);
+        norms[last] = Some(norm);
+    }
+    (norms, absorbed)
+}
+
+/// Pattern matching on one graph.
+struct Matcher<'g> {
+    g: &'g Graph,
+    readers: Vec<Vec<usize>>,
+}
+
+impl Matcher<'_> {
+    /// The chain around rsqrt node `q`, widest form first (halved and centred, centred, bare).
+    fn at_rsqrt(&self, q: usize) -> Option<RowNorm> {
+        let Op::Unary(Unary::Rsqrt { eps }) = self.g.nodes[q].op else {
+            return None;
+        };
+        let (ms, rs2) = self.either(self.binary(self.input(q, 0)?, Binary::Add)?, |a, _| {
+            self.reduce(a, ReduceKind::Mean).is_some()
+        })?;
+        let sq = self.reduce(ms, ReduceKind::Mean)?;
+        let (u, u2) = self.binary(sq, Binary::Mul)?;
+        let (r, r2) = self.binary(rs2, Binary::Mul)?;
+        let (rho, s) = self.binary(r, Binary::RealDiv)?;
+        let (v, s2) = self.binary(u, Binary::RealDiv)?;
+        let (mx, floor) = self.either(self.binary(s, Binary::Maximum)?, |a, b| {
+            self.scalar(b).is_some() && self.reduce(a, ReduceKind::Max).is_some()
+        })?;
+        let a = self.reduce(mx, ReduceKind::Max)?;
+        let y = self.sole_reader(q)?;
+        let (u3, q2) = self.either(self.binary(y, Binary::Mul)?, |_, b| b == q)?;
+        let abs_of_v =
+            matches!(self.g.nodes[a].op, Op::Unary(Unary::Abs)) && self.input(a, 0)? == v;
+        if u2 != u || r2 != r || s2 != s || u3 != u || q2 != q || !abs_of_v {
+            return None;
+        }
+        let full = self.shape(u)?;
+        let d = *full.last()?;
+        let mut row = full.to_vec();
+        *row.last_mut()? = 1;
+        let rows_ok = [ms, rs2, r, s, mx, q, self.input(q, 0)?]
+            .iter()
+            .all(|&i| self.shape(i) == Some(&row[..]));
+        let full_ok = [sq, a, y, v].iter().all(|&i| self.shape(i) == Some(full));
+        if !rows_ok || !full_ok || d == 0 {
+            return None;
+        }
+        let core = [a, mx, s, u, sq, ms, r, rs2, self.input(q, 0)?, q, y];
+        let chain = NormChain {
+            d,
+            scale: None,
+            centre: false,
+            floor: self.scalar(floor)?,
+            rho: self.scalar(rho)?,
+            eps,
+        };
+        let (mut tail, mut gamma, mut beta) = (vec![], None, None);
+        let mut end = y;
+        if let Some((z, p)) = self.affine(end, Binary::Mul, d) {
+            (end, gamma) = (z, Some(p));
+            tail.push(z);
+        }
+        if let Some((z, p)) = self.affine(end, Binary::Add, d) {
+            (end, beta) = (z, Some(p));
+            tail.push(z);
+        }
+        let centred = self.centring(v);
+        let forms = [
+            centred.and_then(|(h, c)| Some((self.halving(h, c)?, c))),
+            centred.map(|(h, c)| ((Value { node: h, port: 0 }, None, vec![]), c)),
+            Some(((Value { node: v, port: 0 }, None, vec![]), [usize::MAX; 4])),
+        ];
+        forms
+            .into_iter()
+            .flatten()
+            .find_map(|((x, scale, pre), centre)| {
+                let centre_nodes = centre.iter().copied().filter(|&i| i != usize::MAX);
+                let mut nodes: Vec<usize> = pre.iter().copied().chain(centre_nodes).collect();
+                nodes.extend(core.iter().chain(&tail));
+                nodes.sort_unstable();
+                nodes.dedup();
+                let inside = |i: usize| nodes.binary_search(&i).is_ok();
+                let closed = nodes.iter().filter(|&&i| i != end).all(|&i| {
+                    self.readers[i]
+                        .iter()
+                        .all(|&r| r != usize::MAX && inside(r))
+                });
+                let fp16 = nodes.iter().all(|&i| self.fp16(i));
+                let inputs: Vec<Value> = std::iter::once(x).chain(gamma).chain(beta).collect();
+                let outside = inputs.iter().all(|v| !inside(v.node));
+                (closed && fp16 && outside && *nodes.last()? == end).then(|| RowNorm {
+                    chain: NormChain {
+                        scale,
+                        centre: centre[0] != usize::MAX,
+                        ..chain.clone()
+                    },
+                    inputs,
+                    gamma: gamma.is_some(),
+                    beta: beta.is_some(),
+                    nodes,
+                })
+            })
+    }
+
+    /// The centring before v = sub(d₁, mean(d₁)), d₁ = sub(h, mean(h)): h and the nodes
+    /// [m₁, d₁, m₂, v].
+    fn centring(&self, v: usize) -> Option<(usize, [usize; 4])> {
+        let (d1, m2) = self.binary(v, Binary::Sub)?;
+        let (h, m1) = self.binary(d1, Binary::Sub)?;
+        let same =
+            self.reduce(m2, ReduceKind::Mean)? == d1 && self.reduce(m1, ReduceKind::Mean)? == h;
+        let full = self.shape(v)?;
+        (same && self.shape(d1) == Some(full) && self.shape(h) == Some(full))
+            .then_some((h, [m1, d1, m2, v]))
+    }
+
+    /// h = mul(x, k) with k a single value (either order), h read by the centring's first mean
+    /// and subtraction only: (x, Some(k), [h]).
+    fn halving(&self, h: usize, centre: [usize; 4]) -> Option<(Value, Option<f32>, Vec<usize>)> {
+        let ins = self.binary_values(h, Binary::Mul)?;
+        let k = ins.iter().position(|&v| self.scalar(v.node).is_some())?;
+        let x = ins[1 - k];
+        let mut readers = self.readers[h].clone();
+        readers.sort_unstable();
+        let mut want = vec![centre[0], centre[1]];
+        want.sort_unstable();
+        let shaped = self.g.ty(x).shape == self.g.nodes[h].outputs[0].shape;
+        (readers == want && shaped).then(|| (x, self.scalar(ins[k].node), vec![h]))
+    }
+
+    /// The op `kind` reading node `z` and a [.., d] value p (all leading dims 1) as its
+    /// operands (either order), when it is z's sole reader: (that node, p).
+    fn affine(&self, z: usize, kind: Binary, d: usize) -> Option<(usize, Value)> {
+        let next = self.sole_reader(z)?;
+        let ins = self.binary_values(next, kind)?;
+        let k = ins.iter().position(|v| v.node == z && v.port == 0)?;
+        let p = ins[1 - k];
+        let s = &self.g.ty(p).shape;
+        let vector = s.last() == Some(&d) && s.iter().rev().skip(1).all(|&e| e == 1);
+        let same = self.shape(next) == self.shape(z);
+        (vector && same && self.g.ty(p).dtype == DType::Fp16 && p.node != z).then_some((next, p))
+    }
+
+    /// Node i's only reader (not a graph output).
+    fn sole_reader(&self, i: usize) -> Option<usize> {
+        match self.readers[i][..] {
+            [r] if r != usize::MAX => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The node of input `k` of node `i`, when it is a port-0 value.
+    fn input(&self, i: usize, k: usize) -> Option<usize> {
+        let v = self.g.nodes[i].inputs.get(k)?;
+        (v.port == 0).then_some(v.node)
+    }
+
+    /// The two operand values of binary node i of `kind`.
+    fn binary_values(&self, i: usize, kind: Binary) -> Option<[Value; 2]> {
+        let node = &self.g.nodes[i];
+        (node.op == Op::Binary(kind)).then_some(())?;
+        node.inputs[..].try_into().ok()
+    }
+
+    /// The operand nodes of binary node i of `kind` (port-0 values).
+    fn binary(&self, i: usize, kind: Binary) -> Option<(usize, usize)> {
+        let [a, b] = self.binary_values(i, kind)?;
+        (a.port == 0 && b.port == 0).then_some((a.node, b.node))
+    }
+
+    /// The pair, swapped if needed so that `test(first, second)` holds.
+    fn either(
+        &self,
+        (a, b): (usize, usize),
+        test: impl Fn(usize, usize) -> bool,
+    ) -> Option<(usize, usize)> {
+        if test(a, b) {
+            Some((a, b))
+        } else {
+            test(b, a).then_some((b, a))
+        }
+    }
+
+    /// The input node of node i when i is a `reduce_<kind>` over the last axis keeping dims.
+    fn reduce(&self, i: usize, kind: ReduceKind) -> Option<usize> {
+        let Op::Reduce(r) = &self.g.nodes[i].op else {
+            return None;
+        };
+        let rank = self.shape(i)?.len();
+        (r.kind == kind && r.keep_dims && r.axes == [rank - 1]).then_some(())?;
+        self.input(i, 0)
+    }
+
+    /// The value of a single-element fp16 constant node.
+    fn scalar(&self, i: usize) -> Option<f32> {
+        match &self.g.nodes[i].op {
+            Op::Const(c) if c.values.len() == 1 => Some(c.values[0].to_f32()),
+            _ => None,
+        }
+    }
+
+    /// Node i's one output shape.
+    fn shape(&self, i: usize) -> Option<&[usize]> {
+        match &self.g.nodes[i].outputs[..] {
+            [t] => Some(&t.shape),
+            _ => None,
+        }
+    }
+
+    /// Node i has one fp16 output.
+    fn fp16(&self, i: usize) -> bool {
+        matches!(&self.g.nodes[i].outputs[..], [t] if t.dtype == DType::Fp16)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::compile::{compile, CompileOptions, Device};
+    use crate::exec::reference::handoff::ref_program;
+    use crate::exec::reference::round_to_fp16;
+    use crate::exec::{PortData, Precision};
+    use crate::graph::{Graph, Tensor};
+    use crate::ops::{Buf, Op};
+
+    /// Every node of `g` evaluated by its op's own kernel, one at a time, each fp16 output
+    /// rounded (the contract the fused step must keep), fed `x` as the one input.
+    fn op_by_op(g: &Graph, x: &[f32]) -> Vec<Vec<f32>> {
+        let mut vals: Vec<Vec<Buf>> = Vec::new();
+        for node in &g.nodes {
+            let ins: Vec<&Buf> = node.inputs.iter().map(|v| &vals[v.node][v.port]).collect();
+            let mut outs: Vec<Buf> = node.outputs.iter().map(|t| Buf::zeros(&t.shape)).collect();
+            match node.op {
+                Op::Input(_) => {
+                    outs[0].data = x
+                        .iter()
+                        .map(|&v| crate::ops::simd_fp16::round1(v))
+                        .collect()
+                }
+                _ => {
+                    node.op.family().eval(&ins, &mut outs).unwrap();
+                    outs.iter_mut().for_each(|b| round_to_fp16(&mut b.data));
+                }
+            }
+            vals.push(outs);
+        }
+        g.outputs
+            .iter()
+            .map(|(_, v)| vals[v.node][v.port].data.clone())
+            .collect()
+    }
+
+    /// Compile `outs` for the reference executor, run it on `x` and return (norm steps, all
+    /// steps, outputs, op-by-op outputs of the same program).
+    fn run(outs: &[Tensor], x: &[f32], tag: &str) -> (usize, usize, Vec<Vec<f32>>, Vec<Vec<f32>>) {
+        let dir = std::env::temp_dir().join(format!("aneforge-norm-{tag}-{}", std::process::id()));
+        let opts = CompileOptions {
+            device: Device::Reference,
+            precision: Precision::Fp16,
+            build_dir: Some(dir.clone()),
+            ..Default::default()
+        };
+        let named: Vec<(Option<String>, Tensor)> = outs.iter().map(|t| (None, t.clone())).collect();
+        let mut net = compile(&named, &opts).unwrap();
+        let rp = ref_program(&mut *net.loaded).expect("a reference program");
+        let norms = rp.steps.iter().filter(|s| s.norm.is_some()).count();
+        let steps = rp.steps.len();
+        let got = net.run(&[PortData::F32(x)]).unwrap();
+        let want = op_by_op(&net.program.graph, x);
+        let _ = std::fs::remove_dir_all(dir);
+        (norms, steps, got, want)
+    }
+
+    fn assert_bits(got: &[Vec<f32>], want: &[Vec<f32>], what: &str) {
+        for (k, (g, w)) in got.iter().zip(want).enumerate() {
+            let gb: Vec<u32> = g.iter().map(|v| v.to_bits()).collect();
+            let wb: Vec<u32> = w.iter().map(|v| v.to_bits()).collect();
+            assert_eq!(gb, wb, "{what}: output {k}");
+        }
+    }
+
+    /// Inputs with a wide spread of magnitudes (and a constant row).
+    fn inputs(rows: usize, d: usize) -> Vec<f32> {
+        (0..rows * d)
+            .map(|i| match (i / d) % 5 {
+                0 => 1.25,
+                1 => ((i * 7919 % 2003) as f32 - 1000.0) * 60.0,
+                _ => ((i * 104_729 % 977) as f32 - 488.0) / 97.0,
+            })
+            .collect()
+    }
+
+    fn constant(d: usize, seed: usize) -> Tensor {
+        let v: Vec<f32> = (0..d)
+            .map(|j| ((j * 31 + seed) % 17) as f32 / 8.0 - 1.0)
+            .collect();
+        crate::constant("gamma", crate::ops::io::HostArray::f32(&[d], &v)).unwrap()
+    }
+
+    /// layer_norm (with and without γ/β) and rms_norm (with γ) each run as one norm step with
+    /// the bits of the same program evaluated op by op, on short blocks, widths that leave
+    /// partial tiles and a size that splits over the pool.
+    #[test]
+    fn norms_run_as_one_step_with_the_ops_bits() {
+        for (rows, d) in [(1, 5), (37, 40), (130, 384)] {
+            let x = crate::input(&[rows, d]).unwrap();
+            let (g, b) = (constant(d, 1), constant(d, 2));
+            let cases = [
+                ("ln", x.layer_norm(Some(&g), Some(&b), 1e-5).unwrap()),
+                ("ln-bare", x.layer_norm(None, None, 1e-12).unwrap()),
+                ("ln-gamma", x.layer_norm(Some(&g), None, 1e-5).unwrap()),
+                ("rms", x.rms_norm(Some(&g), 1e-6).unwrap()),
+            ];
+            for (tag, y) in cases {
+                let (norms, steps, got, want) = run(&[y], &inputs(rows, d), tag);
+                assert_eq!((norms, steps), (1, 1), "{tag} rows {rows} d {d}");
+                assert_bits(&got, &want, &format!("{tag} rows {rows} d {d}"));
+            }
+        }
+    }
+
+    /// A chain value that is also read outside the chain stays out of it: with the halved
+    /// input also a graph output the norm starts after the halving (or is not fused at all),
+    /// and the bits still equal the ops one by one.
+    #[test]
+    fn values_read_outside_stay_outside() {
+        let x = crate::input(&[9, 24]).unwrap();
+        let y = x.layer_norm(None, None, 1e-5).unwrap();
+        let half = x.mul_scalar(0.5).unwrap();
+        let (norms, steps, got, want) = run(&[y, half], &inputs(9, 24), "outside");
+        assert!(norms <= 1 && steps >= 2, "{norms} norm steps of {steps}");
+        assert_bits(&got, &want, "outside");
+    }
+}
