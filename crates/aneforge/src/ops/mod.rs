@@ -3,6 +3,7 @@
 //! their MIL spelling. Builders live above in `graph/build/`, gradient rules in `autograd/`.
 //! This module only dispatches.
 
+pub(crate) mod add_softmax;
 pub mod affine;
 pub mod channel;
 pub mod constexpr;

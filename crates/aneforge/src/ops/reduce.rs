@@ -246,7 +246,7 @@ fn softmax_block(x: &[f32], y: &mut [f32], inner: usize) {
 /// Softmax of each contiguous row of `n` elements of x (the last-axis case; at most `LANES`
 /// rows): subtract the row's max, exp, then multiply by 1 / the row's sum (f32, row order);
 /// 8 rows at once in AVX2 lanes where `simd_softmax` applies (same bits).
-fn softmax_rows(x: &[f32], y: &mut [f32], n: usize) {
+pub(super) fn softmax_rows(x: &[f32], y: &mut [f32], n: usize) {
     if super::simd_softmax::try_softmax_rows(x, y, n) {
         return;
     }

@@ -2,7 +2,8 @@
 //! `expf` (its FMA variant, glibc ≥ 2.28, which `f32::exp` calls on x86-64 Linux): x·32/ln2 = k + r
 //! in double, a 32-entry table of 2^(i/32), a cubic in r, one rounding to f32. Used only after a
 //! check at first use that it equals this process's `f32::exp` on every fp16 value and a sweep of
-//! other inputs; lanes with |x| ≥ 88 (overflow, underflow, inf, NaN) call `f32::exp`.
+//! other inputs; lanes below −104 give +0 (as `expf` does: an attention mask's −10000s), other
+//! lanes with |x| ≥ 88 (overflow, underflow, inf, NaN) call `f32::exp`.
 
 // The lanes and their scalar model exist on x86-64 only; elsewhere `available` is false.
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
@@ -46,6 +47,9 @@ const TAB: [u64; 32] = [
 ];
 /// 32/ln2.
 const INV_LN2_N: f64 = f64::from_bits(0x40471547652b82fe);
+/// Below this e^x is below half the least f32 subnormal, so `expf` gives +0 (its own cut-off
+/// is −103.972…).
+const UNDERFLOW: f32 = -104.0;
 /// 1.5·2^52: adding it rounds to an integer in the low mantissa bits.
 const SHIFT: f64 = f64::from_bits(0x4338000000000000);
 /// The cubic's coefficients (r³, r², r), scaled for N = 32.
@@ -108,8 +112,8 @@ pub fn try_exp_in_place(v: &mut [f32]) -> Option<()> {
     Some(())
 }
 
-/// [`exp1`] 8 lanes a step (two halves of 4 in double); a group with any lane outside
-/// |x| < 88 and the tail take [`exp1`].
+/// [`exp1`] 8 lanes a step (two halves of 4 in double), lanes below [`UNDERFLOW`] +0; a group
+/// with any other lane outside |x| < 88 and the tail take [`exp1`].
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn exp_avx2(v: &mut [f32]) {
@@ -139,21 +143,27 @@ unsafe fn exp_avx2(v: &mut [f32]) {
         _mm256_cvtpd_ps(_mm256_mul_pd(y, s))
     };
     let lim = _mm256_set1_ps(88.0);
+    let zero_below = _mm256_set1_ps(UNDERFLOW);
     let abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff));
     let mut chunks = v.chunks_exact_mut(8);
     for c in &mut chunks {
         // SAFETY: each chunk holds exactly 8 f32, read and written unaligned.
         unsafe {
             let xf = _mm256_loadu_ps(c.as_ptr());
-            // All eight |x| < 88 (false for NaN).
-            if _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_LT_OQ>(_mm256_and_ps(xf, abs), lim)) != 0xff
-            {
+            // Lanes with |x| < 88 are computed, lanes below UNDERFLOW are +0 (false for NaN).
+            let inside = _mm256_cmp_ps::<_CMP_LT_OQ>(_mm256_and_ps(xf, abs), lim);
+            let zero = _mm256_cmp_ps::<_CMP_LT_OQ>(xf, zero_below);
+            if _mm256_movemask_ps(_mm256_or_ps(inside, zero)) != 0xff {
                 c.iter_mut().for_each(|x| *x = exp1(*x));
                 continue;
             }
+            let xf = _mm256_andnot_ps(zero, xf);
             let lo = half(_mm256_castps256_ps128(xf));
             let hi = half(_mm256_extractf128_ps::<1>(xf));
-            _mm256_storeu_ps(c.as_mut_ptr(), _mm256_set_m128(hi, lo));
+            _mm256_storeu_ps(
+                c.as_mut_ptr(),
+                _mm256_andnot_ps(zero, _mm256_set_m128(hi, lo)),
+            );
         }
     }
     chunks
@@ -188,10 +198,28 @@ mod tests {
         for (v, e) in x.iter().zip(&y) {
             assert_eq!(e.to_bits(), v.exp().to_bits(), "lanes exp({v})");
         }
-        // Specials go through f32::exp.
+        // Specials go through f32::exp; groups of lanes below −104 (mask values) give +0.
         let mut s = [f32::NEG_INFINITY, -100.0, 88.5, f32::NAN, -0.0];
         try_exp_in_place(&mut s).unwrap();
         assert_eq!(s[..3], [0.0, (-100f32).exp(), 88.5f32.exp()]);
         assert!(s[3].is_nan() && s[4] == 1.0);
+        let low: Vec<f32> = (0..4096)
+            .map(|i| -103.0 - i as f32 * 2.45)
+            .chain([
+                -104.0,
+                -104.001,
+                -1e4,
+                -65504.0,
+                f32::MIN,
+                f32::NEG_INFINITY,
+                -1.5,
+                2.0,
+            ])
+            .collect();
+        let mut e = low.clone();
+        try_exp_in_place(&mut e).unwrap();
+        for (v, e) in low.iter().zip(&e) {
+            assert_eq!(e.to_bits(), v.exp().to_bits(), "exp({v})");
+        }
     }
 }

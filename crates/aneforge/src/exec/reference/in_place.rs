@@ -20,7 +20,7 @@ pub(super) fn operand(step: &Step, slot: usize, shape: &[usize]) -> Option<usize
         && step.packed.is_none()
         && step.shared.is_none()
         && step.epilogue.is_none()
-        && step.norm.is_none();
+        && step.row.is_none();
     let positions = match step.op {
         Op::Select(_) => 1..3,
         Op::Binary(_) => 0..2,

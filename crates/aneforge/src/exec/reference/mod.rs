@@ -14,7 +14,9 @@ mod norm_fuse;
 mod packed;
 mod profile;
 mod reshape_move;
+mod row_fuse;
 mod shared_weight;
+mod softmax_fuse;
 pub mod threads;
 pub(crate) mod train_fuse;
 mod transpose_fold;
@@ -154,8 +156,8 @@ struct Step {
     views: Option<transpose_fold::Views>,
     /// A run of elementwise steps executed as one (see `train_fuse`); the fields above are unused.
     fused: Option<Box<train_fuse::Fused>>,
-    /// A layer or RMS norm chain run as one kernel (see `norm_fuse`); reads x (then γ, β).
-    norm: Option<Box<norm_fuse::RowNorm>>,
+    /// Ops run as one row kernel (a norm, an add + softmax: see `row_fuse`).
+    row: Option<Box<row_fuse::RowStep>>,
 }
 
 /// A program loaded on the reference executor: one buffer per slot of its memory plan.
@@ -271,15 +273,12 @@ impl RefProgram {
         let taken: Vec<bool> = (0..g.nodes.len())
             .map(|i| absorbed[i] || heads[i] || views[i].is_some())
             .collect();
-        let (mut norms, in_norm) = if precision == Precision::Fp16 {
-            norm_fuse::find(g, &taken)
+        let (mut rows, in_row) = if precision == Precision::Fp16 {
+            row_fuse::find(g, &taken)
         } else {
             ((0..g.nodes.len()).map(|_| None).collect(), vec![])
         };
-        absorbed
-            .iter_mut()
-            .zip(&in_norm)
-            .for_each(|(a, &f)| *a |= f);
+        absorbed.iter_mut().zip(&in_row).for_each(|(a, &f)| *a |= f);
         let ops: Vec<usize> = (0..g.nodes.len())
             .filter(|&i| !is_const(i) && !absorbed[i] && !matches!(g.nodes[i].op, Op::Input(_)))
             .collect();
@@ -292,17 +291,17 @@ impl RefProgram {
                 step_of[j] = last;
             }
         }
-        for (last, norm) in norms.iter().enumerate() {
-            norm.iter()
-                .flat_map(|r| &r.nodes)
+        for (last, row) in rows.iter().enumerate() {
+            row.iter()
+                .flat_map(|r| r.nodes())
                 .for_each(|&j| step_of[j] = last);
         }
         let ops = train_fuse::sink(g, &ops, &step_of);
         let step_ins: Vec<Vec<usize>> = ops
             .iter()
-            .map(|&i| match (&chains[i], &norms[i]) {
+            .map(|&i| match (&chains[i], &rows[i]) {
                 (Some(c), _) => c.inputs(g).iter().map(|v| value[v.node][v.port]).collect(),
-                (_, Some(r)) => r.inputs.iter().map(|v| value[v.node][v.port]).collect(),
+                (_, Some(r)) => r.inputs().iter().map(|v| value[v.node][v.port]).collect(),
                 _ => (g.nodes[i].inputs.iter().enumerate())
                     .map(|(p, &v)| transpose_fold::source(g, views[i].as_ref(), p, v))
                     .map(|v| value[v.node][v.port])
@@ -365,15 +364,15 @@ impl RefProgram {
                 })
                 .or_else(|| Epilogue::bare(g, i, round == [true]));
             let run = chain.as_ref().map_or(i, |c| c.conv);
-            let norm = norms[i].take().map(Box::new);
+            let row = rows[i].take().map(Box::new);
             let rounds_in_kernel = matches!(n.op, Op::Binary(_))
                 && round == [true]
                 && epilogue.is_none()
-                && norm.is_none();
-            let label = match &norm {
+                && row.is_none();
+            let label = match &row {
                 Some(r) => {
-                    let inputs: Vec<&Value> = r.inputs.iter().collect();
-                    profile::group_label(g, i, r.name(), &r.nodes, &inputs)
+                    let inputs: Vec<&Value> = r.inputs().iter().collect();
+                    profile::group_label(g, i, r.name(), r.nodes(), &inputs)
                 }
                 None => profile::step_label(g, i, chain.as_ref()),
             };
@@ -399,7 +398,7 @@ impl RefProgram {
                 views: views[i].take(),
                 round,
                 fused: None,
-                norm,
+                row,
             })
         }
         let step_values: Vec<(Vec<usize>, Vec<usize>)> = ops
@@ -511,7 +510,7 @@ fn run_steps(steps: &[Step], bufs: &mut [Buf], timing: &mut Option<Profile>) -> 
             profile::end(timing, span, &step.label);
             continue;
         }
-        if let Some(r) = &step.norm {
+        if let Some(r) = &step.row {
             let o = step.outs[0];
             let mut y = std::mem::take(&mut bufs[o].data);
             let ins: Vec<&Buf> = step.ins.iter().map(|&s| &bufs[s]).collect();

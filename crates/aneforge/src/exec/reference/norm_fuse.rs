@@ -4,8 +4,9 @@
 //! only when every intermediate value is read by the chain alone (not a graph output), every op
 //! is free (no other fusion took it) and fp16, and its constants are single values.
 
+use super::row_fuse::Matcher;
 use crate::dtype::DType;
-use crate::graph::{Graph, Value};
+use crate::graph::Value;
 use crate::ops::elementwise::Binary;
 use crate::ops::reduce::ReduceKind;
 use crate::ops::row_norm::NormChain;
@@ -44,45 +45,9 @@ impl RowNorm {
     }
 }
 
-/// The norm chains of `g` keyed by their last node, and `absorbed[i]` for the other nodes they
-/// run; `taken[i]` marks nodes another fusion already runs (they never join a chain).
-pub(super) fn find(g: &Graph, taken: &[bool]) -> (Vec<Option<RowNorm>>, Vec<bool>) {
-    let n = g.nodes.len();
-    // One entry per read of port 0; a graph output reads with no node (usize::MAX).
-    let mut readers: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (j, node) in g.nodes.iter().enumerate() {
-        for v in node.inputs.iter().filter(|v| v.port == 0) {
-            readers[v.node].push(j);
-        }
-    }
-    for (_, v) in &g.outputs {
-        readers[v.node].push(usize::MAX);
-    }
-    let m = Matcher { g, readers };
-    let mut norms: Vec<Option<RowNorm>> = (0..n).map(|_| None).collect();
-    let mut absorbed = vec![false; n];
-    for q in 0..n {
-        let Some(norm) = m.at_rsqrt(q) else { continue };
-        let free = |&i: &usize| !taken[i] && !absorbed[i] && norms[i].is_none();
-        if !norm.nodes.iter().all(free) {
-            continue;
-        }
-        let (&last, rest) = norm.nodes.split_last().expect("a chain has nodes");
-        rest.iter().for_each(|&i| absorbed[i] = true);
-        norms[last] = Some(norm);
-    }
-    (norms, absorbed)
-}
-
-/// Pattern matching on one graph.
-struct Matcher<'g> {
-    g: &'g Graph,
-    readers: Vec<Vec<usize>>,
-}
-
 impl Matcher<'_> {
     /// The chain around rsqrt node `q`, widest form first (halved and centred, centred, bare).
-    fn at_rsqrt(&self, q: usize) -> Option<RowNorm> {
+    pub(super) fn at_rsqrt(&self, q: usize) -> Option<RowNorm> {
         let Op::Unary(Unary::Rsqrt { eps }) = self.g.nodes[q].op else {
             return None;
         };
@@ -211,81 +176,10 @@ impl Matcher<'_> {
         let same = self.shape(next) == self.shape(z);
         (vector && same && self.g.ty(p).dtype == DType::Fp16 && p.node != z).then_some((next, p))
     }
-
-    /// Node i's only reader (not a graph output).
-    fn sole_reader(&self, i: usize) -> Option<usize> {
-        match self.readers[i][..] {
-            [r] if r != usize::MAX => Some(r),
-            _ => None,
-        }
-    }
-
-    /// The node of input `k` of node `i`, when it is a port-0 value.
-    fn input(&self, i: usize, k: usize) -> Option<usize> {
-        let v = self.g.nodes[i].inputs.get(k)?;
-        (v.port == 0).then_some(v.node)
-    }
-
-    /// The two operand values of binary node i of `kind`.
-    fn binary_values(&self, i: usize, kind: Binary) -> Option<[Value; 2]> {
-        let node = &self.g.nodes[i];
-        (node.op == Op::Binary(kind)).then_some(())?;
-        node.inputs[..].try_into().ok()
-    }
-
-    /// The operand nodes of binary node i of `kind` (port-0 values).
-    fn binary(&self, i: usize, kind: Binary) -> Option<(usize, usize)> {
-        let [a, b] = self.binary_values(i, kind)?;
-        (a.port == 0 && b.port == 0).then_some((a.node, b.node))
-    }
-
-    /// The pair, swapped if needed so that `test(first, second)` holds.
-    fn either(
-        &self,
-        (a, b): (usize, usize),
-        test: impl Fn(usize, usize) -> bool,
-    ) -> Option<(usize, usize)> {
-        if test(a, b) {
-            Some((a, b))
-        } else {
-            test(b, a).then_some((b, a))
-        }
-    }
-
-    /// The input node of node i when i is a `reduce_<kind>` over the last axis keeping dims.
-    fn reduce(&self, i: usize, kind: ReduceKind) -> Option<usize> {
-        let Op::Reduce(r) = &self.g.nodes[i].op else {
-            return None;
-        };
-        let rank = self.shape(i)?.len();
-        (r.kind == kind && r.keep_dims && r.axes == [rank - 1]).then_some(())?;
-        self.input(i, 0)
-    }
-
-    /// The value of a single-element fp16 constant node.
-    fn scalar(&self, i: usize) -> Option<f32> {
-        match &self.g.nodes[i].op {
-            Op::Const(c) if c.values.len() == 1 => Some(c.values[0].to_f32()),
-            _ => None,
-        }
-    }
-
-    /// Node i's one output shape.
-    fn shape(&self, i: usize) -> Option<&[usize]> {
-        match &self.g.nodes[i].outputs[..] {
-            [t] => Some(&t.shape),
-            _ => None,
-        }
-    }
-
-    /// Node i has one fp16 output.
-    fn fp16(&self, i: usize) -> bool {
-        matches!(&self.g.nodes[i].outputs[..], [t] if t.dtype == DType::Fp16)
-    }
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use crate::compile::{compile, CompileOptions, Device};
     use crate::exec::reference::handoff::ref_program;
     use crate::exec::reference::round_to_fp16;
@@ -320,9 +214,13 @@ mod tests {
             .collect()
     }
 
-    /// Compile `outs` for the reference executor, run it on `x` and return (norm steps, all
-    /// steps, outputs, op-by-op outputs of the same program).
-    fn run(outs: &[Tensor], x: &[f32], tag: &str) -> (usize, usize, Vec<Vec<f32>>, Vec<Vec<f32>>) {
+    /// Compile `outs` for the reference executor, run it on `x` and return (row-kernel steps,
+    /// all steps, outputs, op-by-op outputs of the same program).
+    pub(crate) fn run(
+        outs: &[Tensor],
+        x: &[f32],
+        tag: &str,
+    ) -> (usize, usize, Vec<Vec<f32>>, Vec<Vec<f32>>) {
         let dir = std::env::temp_dir().join(format!("aneforge-norm-{tag}-{}", std::process::id()));
         let opts = CompileOptions {
             device: Device::Reference,
@@ -333,7 +231,7 @@ mod tests {
         let named: Vec<(Option<String>, Tensor)> = outs.iter().map(|t| (None, t.clone())).collect();
         let mut net = compile(&named, &opts).unwrap();
         let rp = ref_program(&mut *net.loaded).expect("a reference program");
-        let norms = rp.steps.iter().filter(|s| s.norm.is_some()).count();
+        let norms = rp.steps.iter().filter(|s| s.row.is_some()).count();
         let steps = rp.steps.len();
         let got = net.run(&[PortData::F32(x)]).unwrap();
         let want = op_by_op(&net.program.graph, x);
@@ -341,7 +239,7 @@ mod tests {
         (norms, steps, got, want)
     }
 
-    fn assert_bits(got: &[Vec<f32>], want: &[Vec<f32>], what: &str) {
+    pub(crate) fn assert_bits(got: &[Vec<f32>], want: &[Vec<f32>], what: &str) {
         for (k, (g, w)) in got.iter().zip(want).enumerate() {
             let gb: Vec<u32> = g.iter().map(|v| v.to_bits()).collect();
             let wb: Vec<u32> = w.iter().map(|v| v.to_bits()).collect();

@@ -97,7 +97,7 @@ pub(super) struct Fused {
 fn kernel(step: &Step) -> Option<Kernel> {
     if step.packed.is_some()
         || step.epilogue.is_some()
-        || step.norm.is_some()
+        || step.row.is_some()
         || step.outs.len() != 1
     {
         return None;
@@ -328,7 +328,7 @@ fn flush(
                 },
                 op: step.op,
                 fused: None,
-                norm: None,
+                row: None,
             });
         }
     }
