@@ -68,7 +68,7 @@ mod tests {
         let xs: Vec<f32> = (0..2 * 3 * 20 * 24)
             .map(|i| ((i * 37 % 101) as f32 - 50.0) / 9.0)
             .collect();
-        let (fused, steps, got, want) = run(&[y.clone()], &xs, "add-softmax");
+        let (fused, steps, got, want) = run(&[y], &xs, "add-softmax");
         assert_eq!((fused, steps), (1, 1));
         crate::exec::reference::norm_fuse::tests::assert_bits(&got, &want, "add+softmax");
         let sum = x.add(&mask).unwrap();
