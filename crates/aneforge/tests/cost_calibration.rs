@@ -69,7 +69,7 @@ fn calibration_round_trips_and_corrupt_files_are_refused() {
     assert_eq!(names, want);
     // The probes' work from their shapes ([n, n] for n = 16, 64, 256, 1024): reshapes copy
     // 2·2·n² bytes; transposes, x·x, relu, x·0.5, x + row and softmax touch n² elements, the
-    // softmax probe's units (y + z, then softmax) 2n²; matmuls K = N = s with
+    // softmax probe's units (y − z, then softmax) 2n²; matmuls K = N = s with
     // M = clamp(2^19 / s², 64, 4096): 2·4096·8², 2·512·32², 2·64·128², 2·64·512²; padded 3×3
     // convs of c channels on h = clamp(⌊√(3e7 / 18c²)⌋, 10, 64): 2·4·64²·36, 2·16·64²·144,
     // 2·64·20²·576, 2·256·10²·2304; the conv work probes, c channels on c×c for c = 8, 16, 32,

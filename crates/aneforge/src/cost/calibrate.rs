@@ -298,16 +298,18 @@ fn broadcast_probes() -> Result<Vec<ChainProbe>> {
         .collect()
 }
 
-/// Softmax units `softmax(y + z)` with a spread `[n, n]` constant z, for every side in [`SIDES`]
-/// (keyed by n²): each softmax reads ≈ z (the previous one's output is below z's precision
-/// mostly), pseudo-random like attention scores; the add is a step of its own (its neighbours
-/// are softmaxes), costed at the elementwise curve and taken off (see [`less_adds`]).
+/// Softmax units `softmax(y − z)` with a spread `[n, n]` constant z, for every side in [`SIDES`]
+/// (keyed by n²): each softmax reads ≈ −z (the previous one's output is below z's precision
+/// mostly), pseudo-random like attention scores; the subtraction is a step of its own (its
+/// neighbours are softmaxes; an add would join the softmax's step, see
+/// `exec::reference::softmax_fuse`), costed at the elementwise curve and taken off (see
+/// [`less_adds`]).
 fn softmax_probes() -> Result<Vec<ChainProbe>> {
     SIDES
         .iter()
         .map(|&n| {
             let z = crate::constant("calibrate", HostArray::f32(&[n, n], &spread(n * n)))?;
-            let op = move |y: &Tensor, _: usize| y.add(&z)?.softmax(-1);
+            let op = move |y: &Tensor, _: usize| y.sub(&z)?.softmax(-1);
             Ok(((n * n) as f64, vec![n, n], Box::new(op) as ChainOp))
         })
         .collect()
