@@ -323,8 +323,13 @@ mod x86 {
     /// even when rows are narrow (7 or 14 columns).
     const ROWS: usize = 4;
 
+    /// Output rows computed together when rows are narrower than 8 columns: one vector each,
+    /// eight independent fma chains.
+    const NARROW_ROWS: usize = 8;
+
     /// [`super::output_plane`] with AVX2 + FMA: groups of [`ROWS`] rows, then the 2 or 3 rows
-    /// left as one group, a lone last row by [`output_row`].
+    /// left as one group, a lone last row by [`output_row`]; rows narrower than 8 by
+    /// [`narrow_plane`].
     ///
     /// # Safety
     /// The CPU has AVX2 and FMA; reads as in [`super::output_plane`].
@@ -338,6 +343,9 @@ mod x86 {
         o: &mut [f32],
         n: usize,
     ) {
+        if n < 8 {
+            return narrow_plane(base, step, offsets, f, bias, o, n);
+        }
         let rows = o.len() / n;
         let out = o.as_mut_ptr();
         let at = |oy: usize| (base.add(oy * step), out.add(oy * n));
@@ -357,6 +365,66 @@ mod x86 {
             }
             _ => {}
         }
+    }
+
+    /// [`output_plane`] for rows narrower than 8 columns: groups of [`NARROW_ROWS`] rows, then
+    /// the rows left as one group.
+    ///
+    /// # Safety
+    /// As [`output_plane`]; n < 8.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn narrow_plane(
+        base: *const f32,
+        step: usize,
+        offsets: &[usize],
+        f: &[f32],
+        bias: Option<f32>,
+        o: &mut [f32],
+        n: usize,
+    ) {
+        let rows = o.len() / n;
+        let out = o.as_mut_ptr();
+        // Row oy's input and output, and the values of the plane from row oy on (a narrow
+        // row's 8-lane store may spill into them).
+        let at = |oy: usize| ((base.add(oy * step), out.add(oy * n)), [n, (rows - oy) * n]);
+        let mut oy = 0;
+        while oy + NARROW_ROWS <= rows {
+            let (g, room) = at(oy);
+            narrow_group::<NARROW_ROWS>(g, step, offsets, f, bias, room);
+            oy += NARROW_ROWS;
+        }
+        let (g, room) = at(oy);
+        match rows - oy {
+            7 => narrow_group::<7>(g, step, offsets, f, bias, room),
+            6 => narrow_group::<6>(g, step, offsets, f, bias, room),
+            5 => narrow_group::<5>(g, step, offsets, f, bias, room),
+            4 => narrow_group::<4>(g, step, offsets, f, bias, room),
+            3 => narrow_group::<3>(g, step, offsets, f, bias, room),
+            2 => narrow_group::<2>(g, step, offsets, f, bias, room),
+            1 => narrow_group::<1>(g, step, offsets, f, bias, room),
+            _ => {}
+        }
+    }
+
+    /// R consecutive output rows of n < 8 columns as in [`row_group`]: one 8-lane block each,
+    /// the lanes past a row landing in later rows (written after it), and only a store that
+    /// would leave `room` masked.
+    ///
+    /// # Safety
+    /// As [`row_group`]; n < 8.
+    #[inline(always)]
+    unsafe fn narrow_group<const R: usize>(
+        (base, out): (*const f32, *mut f32),
+        step: usize,
+        offsets: &[usize],
+        f: &[f32],
+        bias: Option<f32>,
+        [n, room]: [usize; 2],
+    ) {
+        let bases = std::array::from_fn(|r| base.add(r * step));
+        let outs = std::array::from_fn(|r| out.add(r * n));
+        let masks = std::array::from_fn(|r| (r * n + 8 > room).then(|| tail_mask(n)));
+        block::<R, 1>(bases, offsets, f, bias, outs, masks);
     }
 
     /// R consecutive output rows of `n` columns starting at `(base, out)` (row r reads from
@@ -381,9 +449,7 @@ mod x86 {
         let outs: [*mut f32; R] = std::array::from_fn(|r| out.add(r * n));
         let at = |ox: usize| (bases.map(|b| b.add(ox)), outs.map(|p| p.add(ox)));
         if n < 8 {
-            let masks = std::array::from_fn(|r| (r * n + 8 > room).then(|| tail_mask(n)));
-            let (b, o) = at(0);
-            return block::<R, 1>(b, offsets, f, bias, o, masks);
+            return narrow_group::<R>((base, out), step, offsets, f, bias, [n, room]);
         }
         let mut ox = 0;
         while ox + 16 <= n {
@@ -620,22 +686,22 @@ mod tests {
     }
 
     /// A whole plane (rows grouped by four, then by three or two, blocks of 16, 8, a last block
-    /// overlapping the one before, rows narrower than 8 spilling into the next, a lone last
-    /// row) gives the bits of the scalar rows, for every row count from 1 to 9, and writes
-    /// nothing past the plane.
+    /// overlapping the one before, a lone last row; rows narrower than 8 grouped by eight and
+    /// every smaller group left, spilling into the next) gives the bits of the scalar rows,
+    /// for every row count from 1 to 17, and writes nothing past the plane.
     #[test]
     fn plane_rows_match_the_scalar_rows() {
-        let (step, s) = (70, rand_vec(70 * 12, 43));
+        let (step, s) = (70, rand_vec(70 * 20, 43));
         let f = rand_vec(9, 44);
         let offsets: Vec<usize> = (0..9).map(|t| (t / 3) * step + t % 3).collect();
-        for width in [1, 7, 8, 14, 16, 23, 56] {
-            for rows in 1..=9 {
+        for width in [1, 2, 5, 7, 8, 14, 16, 23, 56] {
+            for rows in 1..=17 {
                 for bias in [None, Some(-0.5f32)] {
                     // The plane, then 8 guard values no store may touch.
                     let len = width * rows;
                     let (mut v, mut c) = (vec![7.5f32; len + 8], vec![0f32; len]);
                     let plane = &mut v[..len];
-                    // SAFETY: the largest read is 8·70 + 2·70 + 2 + 55 < 840.
+                    // SAFETY: the largest read is 16·70 + 2·70 + 2 + 55 < 1400.
                     unsafe { output_plane(s.as_ptr(), step, &offsets, &f, bias, plane, width) };
                     assert!(
                         v[len..].iter().all(|&g| g == 7.5),
