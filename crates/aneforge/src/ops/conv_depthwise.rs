@@ -584,7 +584,7 @@ mod tests {
             [usize; 2],
             bool,
         );
-        let cases: [Case; 12] = [
+        let cases: [Case; 28] = [
             ([1, 8, 9, 9], [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], true),
             ([2, 5, 12, 7], [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], false),
             ([1, 6, 15, 15], [5, 5], [2, 2], [2, 2, 2, 2], [1, 1], true),
@@ -600,6 +600,27 @@ mod tests {
             ([1, 3, 14, 14], [5, 5], [1, 1], [2, 2, 2, 2], [1, 1], false),
             // A geometry again after another: its padding zeros are rewritten, not assumed.
             ([1, 6, 15, 15], [5, 5], [2, 2], [2, 2, 2, 2], [1, 1], false),
+            // MobileNetV3-small's depthwise geometries (fewer channels; stride-2 planes of even
+            // width are split into even / odd columns first).
+            ([1, 3, 112, 112], [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], true),
+            ([1, 3, 56, 56], [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], true),
+            ([1, 3, 28, 28], [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], true),
+            ([1, 3, 28, 28], [5, 5], [2, 2], [2, 2, 2, 2], [1, 1], true),
+            ([1, 3, 14, 14], [5, 5], [1, 1], [2, 2, 2, 2], [1, 1], true),
+            ([1, 3, 14, 14], [5, 5], [2, 2], [2, 2, 2, 2], [1, 1], true),
+            ([1, 9, 7, 7], [5, 5], [1, 1], [2, 2, 2, 2], [1, 1], true),
+            // Even widths at stride 2: left pad 0, 1 and 3 (both column parities first), the
+            // last input columns read by no output, dilation, 1-column outputs, odd heights.
+            ([1, 3, 11, 10], [3, 3], [2, 2], [0, 1, 1, 0], [1, 1], false),
+            ([2, 2, 9, 16], [3, 3], [2, 2], [1, 0, 0, 0], [1, 1], true),
+            ([1, 2, 8, 8], [5, 5], [2, 2], [3, 0, 3, 2], [1, 1], false),
+            ([1, 2, 13, 12], [3, 3], [2, 2], [2, 2, 2, 2], [2, 2], true),
+            ([1, 3, 6, 2], [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], false),
+            ([1, 2, 5, 4], [3, 3], [3, 2], [1, 1, 0, 0], [1, 1], true),
+            // Narrow rows at stride 1: 1 to 7 columns, row counts around the group of 8.
+            ([1, 4, 9, 3], [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], true),
+            ([1, 4, 17, 6], [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], false),
+            ([1, 4, 16, 1], [5, 1], [1, 1], [2, 2, 0, 0], [1, 1], true),
         ];
         for (xs, k, strides, pad, dilations, with_bias) in cases {
             let c = xs[1];
