@@ -13,6 +13,8 @@ use std::cell::RefCell;
 
 use rayon::prelude::*;
 
+use super::conv::gather_strided;
+use super::depthwise_rows::{copy_rows, split_pairs};
 use super::kernel::PAR_MIN_ELEMS;
 use crate::error::Result;
 use crate::limits::{exceeded, Limits};
@@ -113,7 +115,9 @@ impl Depthwise {
         );
         let pad = self.padded();
         let len = pad.len() + SLACK;
-        let bytes = (len as u64).saturating_mul(4);
+        // The plane, its slack, then room for the even / odd split of an input plane.
+        let room = len + if self.splits_pairs() { hw } else { 0 };
+        let bytes = (room as u64).saturating_mul(4);
         Limits::current()?.bytes("conv", "the depthwise padded scratch plane", bytes)?;
         let (offsets, spans) = (self.tap_offsets(pad), self.spans(pad));
         let plane = |(i, o): (usize, &mut [f32])| {
@@ -121,18 +125,19 @@ impl Depthwise {
             let b = bias.map(|b| b[k]);
             let (xs, f) = (&x[i * hw..(i + 1) * hw], &w[k * taps..(k + 1) * taps]);
             PADDED.with_borrow_mut(|(s, zeroed)| {
-                if s.len() < len {
-                    s.try_reserve_exact(len - s.len()).map_err(|_| {
+                if s.len() < room {
+                    s.try_reserve_exact(room - s.len()).map_err(|_| {
                         exceeded(
                             "conv",
                             format!("cannot allocate {bytes} bytes of depthwise scratch"),
                         )
                     })?;
-                    s.resize(len, 0.0);
+                    s.resize(room, 0.0);
                 }
                 let padding = *zeroed != Some(*self);
                 *zeroed = None;
-                self.fill(xs, pad, &spans, padding, &mut s[..pad.len()]);
+                let (plane, split) = s.split_at_mut(len);
+                self.fill(xs, pad, &spans, padding, &mut plane[..pad.len()], split);
                 *zeroed = Some(*self);
                 self.plane(&s[..len], pad, &offsets, f, b, o);
                 post(i, o);
@@ -175,43 +180,56 @@ impl Depthwise {
             .collect()
     }
 
-    /// Copy input plane `xs` [H, W] into the scratch plane `s`, and when `padding`, zeros in
-    /// the padding (else they are there from the previous plane); `spans` from [`Self::spans`].
-    fn fill(&self, xs: &[f32], pad: Padded, spans: &[Span], padding: bool, s: &mut [f32]) {
-        let ([h, w], pt, sw) = (self.input, self.pad[0], self.strides[1]);
-        for (r, row) in s.chunks_exact_mut(pad.row_len()).enumerate() {
-            let Some(src) = r
-                .checked_sub(pt)
-                .filter(|&iy| iy < h)
-                .map(|iy| &xs[iy * w..(iy + 1) * w])
-            else {
-                if padding {
-                    row.fill(0.0);
-                }
+    /// Whether a plane is filled from its even and odd columns split apart first (stride 2,
+    /// even width), which turns every phase row into a contiguous copy.
+    fn splits_pairs(&self) -> bool {
+        self.strides[1] == 2 && self.input[1] % 2 == 0
+    }
+
+    /// Copy input plane `xs` [H, W] into the scratch plane `s`, zeroing all of `s` first when
+    /// `padding` (else its padding zeros are there from the previous plane); `spans` from
+    /// [`Self::spans`]; `split` is room for H·W values when [`Self::splits_pairs`].
+    fn fill(
+        &self,
+        xs: &[f32],
+        pad: Padded,
+        spans: &[Span],
+        padding: bool,
+        s: &mut [f32],
+        split: &mut [f32],
+    ) {
+        if padding {
+            s.fill(0.0);
+        }
+        let ([h, w], pt, sw, step) = (self.input, self.pad[0], self.strides[1], pad.row_len());
+        // Input rows 0..rows land in padded rows pt.. (the rest of them are read by no output).
+        let rows = h.min(pad.rows.saturating_sub(pt));
+        if rows == 0 {
+            return;
+        }
+        let s = &mut s[pt * step..];
+        let split = &mut split[..if self.splits_pairs() { rows * w } else { 0 }];
+        if !split.is_empty() {
+            split_pairs(&xs[..rows * w], split);
+        }
+        let half = w / 2;
+        for (ph, sp) in spans.iter().enumerate() {
+            let (n, dst) = (sp.hi - sp.lo, &mut s[ph * pad.width + sp.lo..]);
+            if n == 0 {
                 continue;
-            };
-            for (dst, sp) in row.chunks_exact_mut(pad.width).zip(spans) {
-                let (head, rest) = dst.split_at_mut(sp.lo);
-                let (body, tail) = rest.split_at_mut(sp.hi - sp.lo);
-                if padding {
-                    head.fill(0.0);
-                    tail.fill(0.0);
+            }
+            match sw {
+                1 => copy_rows(&xs[sp.from..], w, dst, step, [rows, n]),
+                // Input column `from` + 2j is column (from / 2) + j of the even or odd half.
+                2 if !split.is_empty() => {
+                    let (evens, odds) = split.split_at(rows * half);
+                    let src = if sp.from % 2 == 0 { evens } else { odds };
+                    copy_rows(&src[sp.from / 2..], half, dst, step, [rows, n]);
                 }
-                let from = &src[sp.from.min(w)..];
-                match sw {
-                    1 => copy_short(body, from),
-                    2 => {
-                        // Every other column: pairs, then the last column on its own.
-                        if let Some((last, first)) = body.split_last_mut() {
-                            let pairs = from.chunks_exact(2);
-                            first.iter_mut().zip(pairs).for_each(|(d, p)| *d = p[0]);
-                            *last = from[2 * first.len()];
-                        }
+                _ => {
+                    for (iy, row) in xs.chunks_exact(w).take(rows).enumerate() {
+                        gather_strided(&row[sp.from..], sw, &mut dst[iy * step..][..n]);
                     }
-                    _ => body
-                        .iter_mut()
-                        .zip(from.iter().step_by(sw))
-                        .for_each(|(d, &v)| *d = v),
                 }
             }
         }
@@ -241,20 +259,6 @@ impl Depthwise {
         // checked above.
         unsafe { output_plane(s.as_ptr(), step, offsets, f, bias, o, ow) };
     }
-}
-
-/// dst = src[..dst.len()] in 4-value pieces, the last one overlapping the one before (no
-/// `memcpy` call: the rows of MobileNetV3's planes are 7 to 56 values).
-fn copy_short(dst: &mut [f32], src: &[f32]) {
-    let (n, src) = (dst.len(), &src[..dst.len()]);
-    if n < 4 {
-        return dst.iter_mut().zip(src).for_each(|(d, &s)| *d = s);
-    }
-    for (d, s) in dst.chunks_exact_mut(4).zip(src.chunks_exact(4)) {
-        *<&mut [f32; 4]>::try_from(d).expect("4 values") = s.try_into().expect("4 values");
-    }
-    let last = <&mut [f32; 4]>::try_from(&mut dst[n - 4..]).expect("4 values");
-    *last = src[n - 4..].try_into().expect("4 values");
 }
 
 /// Output plane `o` [rows, n]: row oy as [`output_row_scalar`] computes it from
@@ -319,8 +323,13 @@ mod x86 {
     /// even when rows are narrow (7 or 14 columns).
     const ROWS: usize = 4;
 
+    /// Output rows computed together when rows are narrower than 8 columns: one vector each,
+    /// eight independent fma chains.
+    const NARROW_ROWS: usize = 8;
+
     /// [`super::output_plane`] with AVX2 + FMA: groups of [`ROWS`] rows, then the 2 or 3 rows
-    /// left as one group, a lone last row by [`output_row`].
+    /// left as one group, a lone last row by [`output_row`]; rows narrower than 8 by
+    /// [`narrow_plane`].
     ///
     /// # Safety
     /// The CPU has AVX2 and FMA; reads as in [`super::output_plane`].
@@ -334,6 +343,9 @@ mod x86 {
         o: &mut [f32],
         n: usize,
     ) {
+        if n < 8 {
+            return narrow_plane(base, step, offsets, f, bias, o, n);
+        }
         let rows = o.len() / n;
         let out = o.as_mut_ptr();
         let at = |oy: usize| (base.add(oy * step), out.add(oy * n));
@@ -353,6 +365,66 @@ mod x86 {
             }
             _ => {}
         }
+    }
+
+    /// [`output_plane`] for rows narrower than 8 columns: groups of [`NARROW_ROWS`] rows, then
+    /// the rows left as one group.
+    ///
+    /// # Safety
+    /// As [`output_plane`]; n < 8.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn narrow_plane(
+        base: *const f32,
+        step: usize,
+        offsets: &[usize],
+        f: &[f32],
+        bias: Option<f32>,
+        o: &mut [f32],
+        n: usize,
+    ) {
+        let rows = o.len() / n;
+        let out = o.as_mut_ptr();
+        // Row oy's input and output, and the values of the plane from row oy on (a narrow
+        // row's 8-lane store may spill into them).
+        let at = |oy: usize| ((base.add(oy * step), out.add(oy * n)), [n, (rows - oy) * n]);
+        let mut oy = 0;
+        while oy + NARROW_ROWS <= rows {
+            let (g, room) = at(oy);
+            narrow_group::<NARROW_ROWS>(g, step, offsets, f, bias, room);
+            oy += NARROW_ROWS;
+        }
+        let (g, room) = at(oy);
+        match rows - oy {
+            7 => narrow_group::<7>(g, step, offsets, f, bias, room),
+            6 => narrow_group::<6>(g, step, offsets, f, bias, room),
+            5 => narrow_group::<5>(g, step, offsets, f, bias, room),
+            4 => narrow_group::<4>(g, step, offsets, f, bias, room),
+            3 => narrow_group::<3>(g, step, offsets, f, bias, room),
+            2 => narrow_group::<2>(g, step, offsets, f, bias, room),
+            1 => narrow_group::<1>(g, step, offsets, f, bias, room),
+            _ => {}
+        }
+    }
+
+    /// R consecutive output rows of n < 8 columns as in [`row_group`]: one 8-lane block each,
+    /// the lanes past a row landing in later rows (written after it), and only a store that
+    /// would leave `room` masked.
+    ///
+    /// # Safety
+    /// As [`row_group`]; n < 8.
+    #[inline(always)]
+    unsafe fn narrow_group<const R: usize>(
+        (base, out): (*const f32, *mut f32),
+        step: usize,
+        offsets: &[usize],
+        f: &[f32],
+        bias: Option<f32>,
+        [n, room]: [usize; 2],
+    ) {
+        let bases = std::array::from_fn(|r| base.add(r * step));
+        let outs = std::array::from_fn(|r| out.add(r * n));
+        let masks = std::array::from_fn(|r| (r * n + 8 > room).then(|| tail_mask(n)));
+        block::<R, 1>(bases, offsets, f, bias, outs, masks);
     }
 
     /// R consecutive output rows of `n` columns starting at `(base, out)` (row r reads from
@@ -377,9 +449,7 @@ mod x86 {
         let outs: [*mut f32; R] = std::array::from_fn(|r| out.add(r * n));
         let at = |ox: usize| (bases.map(|b| b.add(ox)), outs.map(|p| p.add(ox)));
         if n < 8 {
-            let masks = std::array::from_fn(|r| (r * n + 8 > room).then(|| tail_mask(n)));
-            let (b, o) = at(0);
-            return block::<R, 1>(b, offsets, f, bias, o, masks);
+            return narrow_group::<R>((base, out), step, offsets, f, bias, [n, room]);
         }
         let mut ox = 0;
         while ox + 16 <= n {
@@ -514,7 +584,7 @@ mod tests {
             [usize; 2],
             bool,
         );
-        let cases: [Case; 12] = [
+        let cases: [Case; 28] = [
             ([1, 8, 9, 9], [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], true),
             ([2, 5, 12, 7], [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], false),
             ([1, 6, 15, 15], [5, 5], [2, 2], [2, 2, 2, 2], [1, 1], true),
@@ -530,6 +600,27 @@ mod tests {
             ([1, 3, 14, 14], [5, 5], [1, 1], [2, 2, 2, 2], [1, 1], false),
             // A geometry again after another: its padding zeros are rewritten, not assumed.
             ([1, 6, 15, 15], [5, 5], [2, 2], [2, 2, 2, 2], [1, 1], false),
+            // MobileNetV3-small's depthwise geometries (fewer channels; stride-2 planes of even
+            // width are split into even / odd columns first).
+            ([1, 3, 112, 112], [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], true),
+            ([1, 3, 56, 56], [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], true),
+            ([1, 3, 28, 28], [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], true),
+            ([1, 3, 28, 28], [5, 5], [2, 2], [2, 2, 2, 2], [1, 1], true),
+            ([1, 3, 14, 14], [5, 5], [1, 1], [2, 2, 2, 2], [1, 1], true),
+            ([1, 3, 14, 14], [5, 5], [2, 2], [2, 2, 2, 2], [1, 1], true),
+            ([1, 9, 7, 7], [5, 5], [1, 1], [2, 2, 2, 2], [1, 1], true),
+            // Even widths at stride 2: left pad 0, 1 and 3 (both column parities first), the
+            // last input columns read by no output, dilation, 1-column outputs, odd heights.
+            ([1, 3, 11, 10], [3, 3], [2, 2], [0, 1, 1, 0], [1, 1], false),
+            ([2, 2, 9, 16], [3, 3], [2, 2], [1, 0, 0, 0], [1, 1], true),
+            ([1, 2, 8, 8], [5, 5], [2, 2], [3, 0, 3, 2], [1, 1], false),
+            ([1, 2, 13, 12], [3, 3], [2, 2], [2, 2, 2, 2], [2, 2], true),
+            ([1, 3, 6, 2], [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], false),
+            ([1, 2, 5, 4], [3, 3], [3, 2], [1, 1, 0, 0], [1, 1], true),
+            // Narrow rows at stride 1: 1 to 7 columns, row counts around the group of 8.
+            ([1, 4, 9, 3], [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], true),
+            ([1, 4, 17, 6], [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], false),
+            ([1, 4, 16, 1], [5, 1], [1, 1], [2, 2, 0, 0], [1, 1], true),
         ];
         for (xs, k, strides, pad, dilations, with_bias) in cases {
             let c = xs[1];
@@ -616,22 +707,22 @@ mod tests {
     }
 
     /// A whole plane (rows grouped by four, then by three or two, blocks of 16, 8, a last block
-    /// overlapping the one before, rows narrower than 8 spilling into the next, a lone last
-    /// row) gives the bits of the scalar rows, for every row count from 1 to 9, and writes
-    /// nothing past the plane.
+    /// overlapping the one before, a lone last row; rows narrower than 8 grouped by eight and
+    /// every smaller group left, spilling into the next) gives the bits of the scalar rows,
+    /// for every row count from 1 to 17, and writes nothing past the plane.
     #[test]
     fn plane_rows_match_the_scalar_rows() {
-        let (step, s) = (70, rand_vec(70 * 12, 43));
+        let (step, s) = (70, rand_vec(70 * 20, 43));
         let f = rand_vec(9, 44);
         let offsets: Vec<usize> = (0..9).map(|t| (t / 3) * step + t % 3).collect();
-        for width in [1, 7, 8, 14, 16, 23, 56] {
-            for rows in 1..=9 {
+        for width in [1, 2, 5, 7, 8, 14, 16, 23, 56] {
+            for rows in 1..=17 {
                 for bias in [None, Some(-0.5f32)] {
                     // The plane, then 8 guard values no store may touch.
                     let len = width * rows;
                     let (mut v, mut c) = (vec![7.5f32; len + 8], vec![0f32; len]);
                     let plane = &mut v[..len];
-                    // SAFETY: the largest read is 8·70 + 2·70 + 2 + 55 < 840.
+                    // SAFETY: the largest read is 16·70 + 2·70 + 2 + 55 < 1400.
                     unsafe { output_plane(s.as_ptr(), step, &offsets, &f, bias, plane, width) };
                     assert!(
                         v[len..].iter().all(|&g| g == 7.5),
@@ -652,6 +743,65 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+    /// Process CPU µs per call (median of 41) of MobileNetV3-small's depthwise convs, whole
+    /// (fills + kernel, with bias) and the fills alone, 1 thread: a benchmark, run with
+    /// `--ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn throughput_per_shape() {
+        use super::{Depthwise, PADDED};
+        // (channels, input size, kernel, stride)
+        let shapes = [
+            (16, 112, 3, 2),
+            (72, 56, 3, 2),
+            (88, 28, 3, 1),
+            (96, 28, 5, 2),
+            (240, 14, 5, 1),
+            (120, 14, 5, 1),
+            (144, 14, 5, 1),
+            (288, 14, 5, 2),
+            (576, 7, 5, 1),
+        ];
+        let clock = || crate::exec::clock::process_cpu_us().unwrap();
+        let median = |mut t: Vec<f64>| {
+            t.sort_by(f64::total_cmp);
+            t[t.len() / 2]
+        };
+        for (c, size, k, stride) in shapes {
+            let out = (size + 2 * (k / 2) - k) / stride + 1;
+            let dw = Depthwise {
+                input: [size, size],
+                kernel: [k, k],
+                output: [out, out],
+                strides: [stride; 2],
+                dilations: [1, 1],
+                pad: [k / 2; 4],
+            };
+            let hw = size * size;
+            let (x, w, b) = (rand_vec(c * hw, 1), rand_vec(c * k * k, 2), rand_vec(c, 3));
+            let mut o = vec![0f32; c * out * out];
+            let pad = dw.padded();
+            let spans = dw.spans(pad);
+            let (mut s, mut split) = (vec![0f32; pad.len()], vec![0f32; hw]);
+            let (mut whole, mut fills) = (Vec::new(), Vec::new());
+            for _ in 0..41 {
+                let t = clock();
+                dw.run(&x, &w, Some(&b), &mut o).unwrap();
+                whole.push(clock() - t);
+                let t = clock();
+                for xs in x.chunks(hw) {
+                    dw.fill(xs, pad, &spans, false, &mut s, &mut split);
+                }
+                fills.push(clock() - t);
+            }
+            PADDED.with_borrow_mut(|p| p.1 = None);
+            println!(
+                "{c}@{size} k{k} s{stride}: whole {:.1} µs, fills {:.1} µs",
+                median(whole),
+                median(fills)
+            );
         }
     }
 }

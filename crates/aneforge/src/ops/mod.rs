@@ -13,6 +13,7 @@ pub mod conv_gemm;
 mod conv_panels;
 pub(crate) mod conv_pointwise;
 pub mod conv_transpose;
+mod depthwise_rows;
 pub mod einsum;
 pub mod elementwise;
 pub mod gemm;
