@@ -8,7 +8,7 @@ use rayon::prelude::*;
 
 use super::conv_gemm::SyncPtr;
 use super::gemm::{check_operand, PAR_MIN_MACS};
-use super::gemm_avx2::{self as avx2, MR, NR};
+use super::gemm_avx2::{self as avx2, MR, NARROW_ROWS, NR};
 use super::gemm_order;
 
 /// Panels per column block: the block's panels (≤ 512 × 128 f32, 256 KiB) stay in L2 while
@@ -105,12 +105,22 @@ pub unsafe fn gemm_raw(
             let kb = kc.min(k - p0);
             for i0 in (0..m).step_by(MR) {
                 for jb in range.clone() {
+                    // A last panel of ≤ NR / 2 columns runs two strips at once, at even strips.
+                    let narrow = n - jb * NR <= NR / 2;
+                    if narrow && i0 % NARROW_ROWS != 0 {
+                        continue;
+                    }
                     // SAFETY: the CPU has AVX2+FMA (asserted); the checks above keep the A rows,
                     // the panel and the C tile inside their slices; blocks write disjoint columns.
                     unsafe {
                         let b = (panels.as_ptr().add(jb * k * NR + p0 * NR), NR);
                         let (a, c) = ((a.as_ptr(), a_rs), (dst.get(), c_rs));
-                        avx2::tile_at((p0, kb), (i0, jb), (m, n), a, b, c, accumulate)
+                        let tile = if narrow {
+                            avx2::narrow_at
+                        } else {
+                            avx2::tile_at
+                        };
+                        tile((p0, kb), (i0, jb), (m, n), a, b, c, accumulate)
                     };
                 }
             }
@@ -153,6 +163,9 @@ mod tests {
             (13, 1536, 390),
             (40, 60, 1100),
             (2, 129, 3),
+            (13, 49, 1100),
+            (512, 49, 700),
+            (7, 17, 9),
             (300, 5, 700),
             (64, 3136, 64),
         ];
