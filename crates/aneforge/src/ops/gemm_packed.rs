@@ -9,6 +9,7 @@ use rayon::prelude::*;
 use super::conv_gemm::SyncPtr;
 use super::gemm::{check_operand, PAR_MIN_MACS};
 use super::gemm_avx2::{self as avx2, MR, NARROW_ROWS, NR};
+use super::gemm_avx2_column::{self as column, COLUMN_ROWS};
 use super::gemm_order;
 
 /// Panels per column block: the block's panels (≤ 512 × 128 f32, 256 KiB) stay in L2 while
@@ -105,9 +106,15 @@ pub unsafe fn gemm_raw(
             let kb = kc.min(k - p0);
             for i0 in (0..m).step_by(MR) {
                 for jb in range.clone() {
-                    // A last panel of ≤ NR / 2 columns runs two strips at once, at even strips.
-                    let narrow = n - jb * NR <= NR / 2;
-                    if narrow && i0 % NARROW_ROWS != 0 {
+                    // A last panel of one column runs 4 strips at once (lanes over rows), one
+                    // of ≤ NR / 2 columns two strips at once, at the first strip of each.
+                    let cols = n - jb * NR;
+                    let rows_at_once = match cols {
+                        1 => COLUMN_ROWS,
+                        _ if cols <= NR / 2 => NARROW_ROWS,
+                        _ => MR,
+                    };
+                    if i0 % rows_at_once != 0 {
                         continue;
                     }
                     // SAFETY: the CPU has AVX2+FMA (asserted); the checks above keep the A rows,
@@ -115,12 +122,16 @@ pub unsafe fn gemm_raw(
                     unsafe {
                         let b = (panels.as_ptr().add(jb * k * NR + p0 * NR), NR);
                         let (a, c) = ((a.as_ptr(), a_rs), (dst.get(), c_rs));
-                        let tile = if narrow {
-                            avx2::narrow_at
-                        } else {
-                            avx2::tile_at
-                        };
-                        tile((p0, kb), (i0, jb), (m, n), a, b, c, accumulate)
+                        match rows_at_once {
+                            COLUMN_ROWS => {
+                                let j = jb * NR;
+                                column::column_at((p0, kb), (i0, j), m, a, b, c, accumulate)
+                            }
+                            NARROW_ROWS => {
+                                avx2::narrow_at((p0, kb), (i0, jb), (m, n), a, b, c, accumulate)
+                            }
+                            _ => avx2::tile_at((p0, kb), (i0, jb), (m, n), a, b, c, accumulate),
+                        }
                     };
                 }
             }
