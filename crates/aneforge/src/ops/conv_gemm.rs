@@ -89,7 +89,8 @@ impl Product {
     }
 
     /// Output rows of each tile for `threads` threads: one tile (the whole product) unless
-    /// every tile takes the same `gemm` path as the whole (see the module doc).
+    /// every tile takes the same `gemm` path as the whole (see the module doc); on one thread
+    /// the rows split for the fewest kernel vectors ([`lane_aligned_tiles`]).
     fn tile_rows(&self, threads: usize) -> Vec<Range<usize>> {
         let ([oh, ow], m, k) = (self.output, self.cog, self.depth());
         let cols = |rows: usize| rows * ow;

@@ -3,6 +3,8 @@
 //! call. Every output element follows the `gemm` crate's sequence (`gemm_order`), so a product
 //! gives the bits of the same `sgemm` call; the kernel runs only where that sequence is known
 //! and the crate's kernel is not faster ([`depth_block`]), and callers use `sgemm` otherwise.
+//! A last panel of at most 8 columns runs several 6-row strips at once (`gemm_avx2::narrow_at`,
+//! `gemm_avx2_column::column_at` for one column), the same chain per element.
 
 use rayon::prelude::*;
 
