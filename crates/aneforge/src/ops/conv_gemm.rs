@@ -26,6 +26,7 @@ use super::conv::{tap, window_row};
 use super::conv_panels::{rows_to_panels, PanelSource};
 use super::conv_pointwise;
 use super::gemm::{sgemm_raw, sgemm_with, PAR_MIN_MACS};
+use super::gemm_avx2::NR;
 use super::gemm_packed::{self, panels_len};
 use super::kernel::PAR_MIN_ELEMS;
 use crate::error::Result;
@@ -88,7 +89,8 @@ impl Product {
     }
 
     /// Output rows of each tile for `threads` threads: one tile (the whole product) unless
-    /// every tile takes the same `gemm` path as the whole (see the module doc).
+    /// every tile takes the same `gemm` path as the whole (see the module doc); on one thread
+    /// the rows split for the fewest kernel vectors ([`lane_aligned_tiles`]).
     fn tile_rows(&self, threads: usize) -> Vec<Range<usize>> {
         let ([oh, ow], m, k) = (self.output, self.cog, self.depth());
         let cols = |rows: usize| rows * ow;
@@ -103,15 +105,20 @@ impl Product {
         if parallel {
             n = n.max(threads).div_ceil(threads) * threads;
         }
-        // Fewest rows in a tile of n balanced tiles is ⌊oh / n⌋; shrink n until those fit.
-        let fits = |n: usize| {
-            let c = cols(oh / n);
+        // A tile of `rows` rows keeps the whole product's `gemm` path.
+        let fits = |rows: usize| {
+            let c = cols(rows);
             c >= 2 && (m > GEMM_SMALL || c > GEMM_SMALL)
         };
-        while n > 1 && !fits(n) {
+        // Fewest rows in a tile of n balanced tiles is ⌊oh / n⌋; shrink n until those fit.
+        while n > 1 && !fits(oh / n) {
             n -= 1;
         }
-        (0..n).map(|t| oh * t / n..oh * (t + 1) / n).collect()
+        if parallel {
+            // Tiles run side by side: balanced rows keep the threads' shares equal.
+            return (0..n).map(|t| oh * t / n..oh * (t + 1) / n).collect();
+        }
+        lane_aligned_tiles([oh, ow], n, fits)
     }
 
     /// Whether every GEMM of [`Product::run`] computes each element as one fused multiply-add
@@ -441,6 +448,53 @@ impl Product {
     }
 }
 
+/// Lanes of one vector of the packed kernel: a tile of c columns costs ⌈c / 8⌉ multiply-adds
+/// per row and depth step (`gemm_avx2`).
+const KERNEL_LANES: usize = NR / 2;
+
+/// `n` tiles of consecutive rows covering `oh` output rows of `ow` columns, each within one row
+/// of the balanced ⌊oh / n⌋..=⌈oh / n⌉ and accepted by `fits`, with the fewest kernel vectors
+/// Σ ⌈rows·ow / [`KERNEL_LANES`]⌉ (e.g. 14×14 outputs as 8 + 6 rows, 112 + 84 columns: 25
+/// vectors a row instead of 2 · 13 for 7 + 7), the most balanced such split on ties, and the
+/// balanced split itself when W' is a multiple of the lanes or no split within bounds fits.
+fn lane_aligned_tiles(
+    [oh, ow]: [usize; 2],
+    n: usize,
+    fits: impl Fn(usize) -> bool,
+) -> Vec<Range<usize>> {
+    let balanced = || (0..n).map(|t| oh * t / n..oh * (t + 1) / n).collect();
+    if ow % KERNEL_LANES == 0 {
+        // Every split costs the same vectors.
+        return balanced();
+    }
+    let (lo, hi) = ((oh / n).saturating_sub(1).max(1), oh.div_ceil(n) + 1);
+    let sizes: Vec<usize> = (lo..=hi).filter(|&r| fits(r)).collect();
+    // best[t][s]: (vectors, Σ rows², last tile's rows) of the cheapest t tiles covering s rows.
+    let mut best = vec![vec![None::<(usize, usize, usize)>; oh + 1]; n + 1];
+    best[0][0] = Some((0, 0, 0));
+    for t in 1..=n {
+        for s in 1..=oh {
+            best[t][s] = (sizes.iter().filter(|&&r| r <= s))
+                .filter_map(|&r| {
+                    let (v, sq, _) = best[t - 1][s - r]?;
+                    Some((v + (r * ow).div_ceil(KERNEL_LANES), sq + r * r, r))
+                })
+                .min();
+        }
+    }
+    if best[n][oh].is_none() {
+        return balanced();
+    }
+    let (mut tiles, mut end) = (Vec::with_capacity(n), oh);
+    for t in (1..=n).rev() {
+        let rows = best[t][end].expect("a split was found").2;
+        tiles.push(end - rows..end);
+        end -= rows;
+    }
+    tiles.reverse();
+    tiles
+}
+
 /// The input planes of one (batch, group) and its output planes.
 type Planes<'a> = (&'a [f32], &'a mut [f32]);
 
@@ -600,7 +654,7 @@ mod tests {
             usize,
             bool,
         );
-        let cases: [Case; 10] = [
+        let cases: [Case; 11] = [
             (
                 [1, 16, 40, 40],
                 [32, 16, 3, 3],
@@ -651,6 +705,16 @@ mod tests {
                 [16, 3, 7, 7],
                 [2, 2],
                 [3, 3, 3, 3],
+                [1, 1],
+                1,
+                true,
+            ),
+            // Two tiles of unequal rows on one thread (8 + 6 of 14, m ≤ 64).
+            (
+                [1, 128, 14, 14],
+                [24, 128, 3, 3],
+                [1, 1],
+                [1, 1, 1, 1],
                 [1, 1],
                 1,
                 true,
@@ -770,6 +834,14 @@ mod tests {
         // m > 64: 7×7 outputs split for two threads, not for one.
         assert_eq!(product(512, 3, 7, 512).tile_rows(2).len(), 2);
         assert!(one_tile(product(512, 3, 7, 512).tile_rows(1), 7));
+        // 14×14 outputs in two tiles on one thread: 8 + 6 rows (112 + 84 columns, 25 kernel
+        // vectors a row) rather than 7 + 7 (2 · 13); balanced when the tiles run in parallel.
+        assert_eq!(product(128, 3, 14, 24).tile_rows(1), [0..8, 8..14]);
+        assert_eq!(product(128, 3, 14, 24).tile_rows(2), [0..7, 7..14]);
+        // 28×28 outputs of a depth-1152 product in six tiles: 4 rows (112 columns) or 6, not 5.
+        let six = product(128, 3, 28, 128).tile_rows(1);
+        let vectors: usize = six.iter().map(|r| (r.len() * 28).div_ceil(8)).sum();
+        assert_eq!((six.len(), vectors), (6, 98), "{six:?}");
         // 1×1 direct: one tile on one thread.
         assert!(one_tile(product(64, 1, 56, 256).tile_rows(1), 56));
         assert!(one_tile(product(1, 3, 56, 1).tile_rows(2), 56));

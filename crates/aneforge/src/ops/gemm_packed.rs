@@ -3,12 +3,15 @@
 //! call. Every output element follows the `gemm` crate's sequence (`gemm_order`), so a product
 //! gives the bits of the same `sgemm` call; the kernel runs only where that sequence is known
 //! and the crate's kernel is not faster ([`depth_block`]), and callers use `sgemm` otherwise.
+//! A last panel of at most 8 columns runs several 6-row strips at once (`gemm_avx2::narrow_at`,
+//! `gemm_avx2_column::column_at` for one column), the same chain per element.
 
 use rayon::prelude::*;
 
 use super::conv_gemm::SyncPtr;
 use super::gemm::{check_operand, PAR_MIN_MACS};
-use super::gemm_avx2::{self as avx2, MR, NR};
+use super::gemm_avx2::{self as avx2, MR, NARROW_ROWS, NR};
+use super::gemm_avx2_column::{self as column, COLUMN_ROWS};
 use super::gemm_order;
 
 /// Panels per column block: the block's panels (≤ 512 × 128 f32, 256 KiB) stay in L2 while
@@ -105,12 +108,32 @@ pub unsafe fn gemm_raw(
             let kb = kc.min(k - p0);
             for i0 in (0..m).step_by(MR) {
                 for jb in range.clone() {
+                    // A last panel of one column runs 4 strips at once (lanes over rows), one
+                    // of ≤ NR / 2 columns two strips at once, at the first strip of each.
+                    let cols = n - jb * NR;
+                    let rows_at_once = match cols {
+                        1 => COLUMN_ROWS,
+                        _ if cols <= NR / 2 => NARROW_ROWS,
+                        _ => MR,
+                    };
+                    if i0 % rows_at_once != 0 {
+                        continue;
+                    }
                     // SAFETY: the CPU has AVX2+FMA (asserted); the checks above keep the A rows,
                     // the panel and the C tile inside their slices; blocks write disjoint columns.
                     unsafe {
                         let b = (panels.as_ptr().add(jb * k * NR + p0 * NR), NR);
                         let (a, c) = ((a.as_ptr(), a_rs), (dst.get(), c_rs));
-                        avx2::tile_at((p0, kb), (i0, jb), (m, n), a, b, c, accumulate)
+                        match rows_at_once {
+                            COLUMN_ROWS => {
+                                let j = jb * NR;
+                                column::column_at((p0, kb), (i0, j), m, a, b, c, accumulate)
+                            }
+                            NARROW_ROWS => {
+                                avx2::narrow_at((p0, kb), (i0, jb), (m, n), a, b, c, accumulate)
+                            }
+                            _ => avx2::tile_at((p0, kb), (i0, jb), (m, n), a, b, c, accumulate),
+                        }
                     };
                 }
             }
@@ -153,6 +176,9 @@ mod tests {
             (13, 1536, 390),
             (40, 60, 1100),
             (2, 129, 3),
+            (13, 49, 1100),
+            (512, 49, 700),
+            (7, 17, 9),
             (300, 5, 700),
             (64, 3136, 64),
         ];

@@ -1,0 +1,210 @@
+//! The one-column edge of the packed GEMM (`gemm_packed`): C[r, 0] for up to [`COLUMN_ROWS`]
+//! rows over one depth block, the rows in the lanes of [`GROUPS`] vectors. A product of
+//! n = 16·q + 1 columns (7×7 conv outputs: 49) otherwise runs its last column as narrow tiles
+//! (`gemm_avx2::narrow_at`): one broadcast of A and one 8-lane multiply-add per row and depth
+//! step for one value. Here A's rows are read 8 depth steps at a time and transposed in
+//! registers, so a depth step is one multiply-add per 8 rows, and the [`GROUPS`] independent
+//! chains hide the multiply-add latency. Each lane is the same chain as the tile's: a fused
+//! multiply-add A[r, p]·B[p] from +0 in increasing p, then C = acc or C = C + acc.
+
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::*;
+
+use super::gemm_avx2::MR;
+
+/// Vectors of 8 rows each in flight (independent multiply-add chains).
+const GROUPS: usize = 3;
+
+/// Rows of C per column call: [`GROUPS`] vectors of 8 rows, 4 strips of [`MR`].
+pub const COLUMN_ROWS: usize = 8 * GROUPS;
+
+const _: () = assert!(COLUMN_ROWS % MR == 0, "a column call covers whole strips");
+
+/// Depth steps per transposed block of A (one 8×8 transpose per group).
+#[cfg(target_arch = "x86_64")]
+const STEPS: usize = 8;
+
+/// C[r·c_rs] (+)= Σ_p A[r, p]·B[p] for r < rows ≤ [`COLUMN_ROWS`] over depth `kb`, with A[r, p]
+/// at `a[r·a_rs + p]` and B[p] at `b[p·b_rs]`; `overwrite` stores the sum, otherwise adds it
+/// to C. Every element's bits equal `gemm_avx2::tile`'s with cols = 1.
+///
+/// # Safety
+/// The CPU has AVX2 and FMA; A's `rows` rows of `kb` values and B's `kb` values are readable;
+/// the `rows` addressed C elements are writable and accessed by no one else meanwhile.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn column(
+    kb: usize,
+    (a, a_rs): (*const f32, usize),
+    (b, b_rs): (*const f32, usize),
+    (c, c_rs): (*mut f32, usize),
+    rows: usize,
+    overwrite: bool,
+) {
+    debug_assert!((1..=COLUMN_ROWS).contains(&rows));
+    let lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    let mut acc = [_mm256_setzero_ps(); GROUPS];
+    let mut p0 = 0;
+    while p0 < kb {
+        let steps = STEPS.min(kb - p0);
+        // Lanes < steps of each row: a full block loads 8 values, the last one masks the rest
+        // (never reading past a row's kb values).
+        let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(steps as i32), lane);
+        for (g, acc) in acc.iter_mut().enumerate() {
+            let mut block = [_mm256_setzero_ps(); 8];
+            for (i, v) in block.iter_mut().enumerate() {
+                let r = 8 * g + i;
+                if r >= rows {
+                    break;
+                }
+                // SAFETY: row r < rows holds kb values from a + r·a_rs; p0 + steps ≤ kb.
+                let src = a.add(r * a_rs + p0);
+                *v = if steps == STEPS {
+                    _mm256_loadu_ps(src)
+                } else {
+                    _mm256_maskload_ps(src, mask)
+                };
+            }
+            // at[j] lane i = A[8g + i, p0 + j].
+            let at = transpose(block);
+            for (j, &col) in at.iter().enumerate().take(steps) {
+                // SAFETY: p0 + j < kb, a readable value of B.
+                let x = _mm256_broadcast_ss(&*b.add((p0 + j) * b_rs));
+                *acc = _mm256_fmadd_ps(col, x, *acc);
+            }
+        }
+        p0 += steps;
+    }
+    let mut sums = [0f32; COLUMN_ROWS];
+    for (g, &v) in acc.iter().enumerate() {
+        _mm256_storeu_ps(sums.as_mut_ptr().add(8 * g), v);
+    }
+    for (r, &s) in sums.iter().enumerate().take(rows) {
+        // SAFETY: C element r of the `rows` writable ones.
+        let d = c.add(r * c_rs);
+        *d = if overwrite { s } else { *d + s };
+    }
+}
+
+/// [`column`] for C's column `j` (m rows) at rows i0..i0 + [`COLUMN_ROWS`] (fewer at C's last
+/// rows) over depth rows p0..p0 + kb: A and C given whole as (pointer, row stride), B as its
+/// row p0 (pointer, row stride), the column's value first (`gemm_avx2::tile_at`'s arguments
+/// for a one-column panel); the first depth block overwrites C unless `accumulate`.
+///
+/// # Safety
+/// As [`column`], for that column of those rows.
+pub unsafe fn column_at(
+    (p0, kb): (usize, usize),
+    (i0, j): (usize, usize),
+    m: usize,
+    (a, a_rs): (*const f32, usize),
+    b: (*const f32, usize),
+    (c, c_rs): (*mut f32, usize),
+    accumulate: bool,
+) {
+    let rows = COLUMN_ROWS.min(m - i0);
+    // SAFETY: the caller's contract, offset to the column.
+    unsafe {
+        let (a, c) = (a.add(i0 * a_rs + p0), c.add(i0 * c_rs + j));
+        column(kb, (a, a_rs), b, (c, c_rs), rows, p0 == 0 && !accumulate)
+    }
+}
+
+/// The 8×8 transpose: out[j] lane i = rows[i] lane j.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn transpose(rows: [__m256; 8]) -> [__m256; 8] {
+    let [r0, r1, r2, r3, r4, r5, r6, r7] = rows;
+    let (t0, t1) = (_mm256_unpacklo_ps(r0, r1), _mm256_unpackhi_ps(r0, r1));
+    let (t2, t3) = (_mm256_unpacklo_ps(r2, r3), _mm256_unpackhi_ps(r2, r3));
+    let (t4, t5) = (_mm256_unpacklo_ps(r4, r5), _mm256_unpackhi_ps(r4, r5));
+    let (t6, t7) = (_mm256_unpacklo_ps(r6, r7), _mm256_unpackhi_ps(r6, r7));
+    let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+    let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+    let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+    let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+    let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+    let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+    let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+    let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+    [
+        _mm256_permute2f128_ps::<0x20>(u0, u4),
+        _mm256_permute2f128_ps::<0x20>(u1, u5),
+        _mm256_permute2f128_ps::<0x20>(u2, u6),
+        _mm256_permute2f128_ps::<0x20>(u3, u7),
+        _mm256_permute2f128_ps::<0x31>(u0, u4),
+        _mm256_permute2f128_ps::<0x31>(u1, u5),
+        _mm256_permute2f128_ps::<0x31>(u2, u6),
+        _mm256_permute2f128_ps::<0x31>(u3, u7),
+    ]
+}
+
+/// Never called off x86_64 (`gemm_avx2::available` is false there).
+///
+/// # Safety
+/// None needed: it panics.
+#[cfg(not(target_arch = "x86_64"))]
+pub unsafe fn column(
+    _kb: usize,
+    _a: (*const f32, usize),
+    _b: (*const f32, usize),
+    _c: (*mut f32, usize),
+    _rows: usize,
+    _overwrite: bool,
+) {
+    unreachable!("the AVX2 GEMM column runs on x86_64 only")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::gemm::tests::rand_vec;
+    use crate::ops::gemm_avx2::{self as avx2, NR};
+
+    /// The column gives every bit of the 6-row one-column tiles: C rows m = 1…25 and 512 (last
+    /// calls of 1 to 24 rows, partial strips), depths below, at and past one 8-step block and
+    /// not multiples of 8, a later depth block (p0 > 0) and `accumulate` (C = C + acc), A rows
+    /// with a padded stride, B a panel (row stride NR).
+    #[test]
+    fn column_matches_the_one_column_tiles_bit_for_bit() {
+        if !avx2::available() {
+            return;
+        }
+        let ms = [1, 2, 5, 6, 7, 8, 9, 13, 17, 23, 24, 25, 512];
+        let more = [
+            (24, 1, 0, false),
+            (25, 8, 0, true),
+            (31, 255, 3, false),
+            (512, 520, 0, false),
+            (48, 1153, 0, true),
+        ];
+        let cases: Vec<_> = (ms.iter().map(|&m| (m, 37, 0, false)))
+            .chain(more)
+            .collect();
+        for (ci, &(m, kb, p0, accumulate)) in cases.iter().enumerate() {
+            let (n, jb, a_rs, c_rs) = (2 * NR + 1, 2, p0 + kb + 3, 2 * NR + 5);
+            let seed = 10 * ci as u64;
+            let a = rand_vec(m * a_rs, seed);
+            // B row p0 of the last panel (NR values read per depth step by the tile).
+            let b = rand_vec(kb * NR, seed + 1);
+            let c0 = rand_vec(m * c_rs, seed + 2);
+            let (mut want, mut got) = (c0.clone(), c0);
+            let (ap, bp) = ((a.as_ptr(), a_rs), (b.as_ptr(), NR));
+            // SAFETY: AVX2+FMA checked; A holds m rows of a_rs ≥ p0 + kb values, B kb rows of
+            // NR, C m rows of c_rs > jb·NR; each call writes column jb·NR of its rows.
+            unsafe {
+                for i0 in (0..m).step_by(MR) {
+                    let cw = (want.as_mut_ptr(), c_rs);
+                    avx2::tile_at((p0, kb), (i0, jb), (m, n), ap, bp, cw, accumulate);
+                }
+                for i0 in (0..m).step_by(COLUMN_ROWS) {
+                    let cg = (got.as_mut_ptr(), c_rs);
+                    column_at((p0, kb), (i0, jb * NR), m, ap, bp, cg, accumulate);
+                }
+            }
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            let what = format!("m {m} kb {kb} p0 {p0} accumulate {accumulate}");
+            assert_eq!(bits(&got), bits(&want), "{what}");
+        }
+    }
+}
