@@ -15,7 +15,7 @@ use std::cell::RefCell;
 use super::conv_gemm::{with_scratch, SyncPtr};
 use super::gemm::check_operand;
 use super::gemm_avx2::{self as avx2, MR, NR};
-use super::gemm_packed::BLOCK_PANELS;
+use super::gemm_packed::{self, BLOCK_PANELS};
 use crate::error::Result;
 
 /// Deepest product read in place: deeper ones lose to panels copied once (the in-place rows,
@@ -93,7 +93,7 @@ pub(crate) unsafe fn run(
                                 false => (panel.as_ptr().add(p0 * NR), NR),
                             };
                             let (a, c) = ((a.as_ptr(), k), (dst.get(), c_rs));
-                            avx2::tile_at((p0, kb), (i0, jb), (m, n), a, b, c, accumulate)
+                            gemm_packed::panel_call((p0, kb), (i0, jb), (m, n), a, b, c, accumulate)
                         };
                     }
                 }

@@ -66,7 +66,7 @@ pub unsafe fn column(
                 };
             }
             // at[j] lane i = A[8g + i, p0 + j].
-            let at = transpose(block);
+            let at = super::simd_transpose::transpose8(block);
             for (j, &col) in at.iter().enumerate().take(steps) {
                 // SAFETY: p0 + j < kb, a readable value of B.
                 let x = _mm256_broadcast_ss(&*b.add((p0 + j) * b_rs));
@@ -108,35 +108,6 @@ pub unsafe fn column_at(
         let (a, c) = (a.add(i0 * a_rs + p0), c.add(i0 * c_rs + j));
         column(kb, (a, a_rs), b, (c, c_rs), rows, p0 == 0 && !accumulate)
     }
-}
-
-/// The 8×8 transpose: out[j] lane i = rows[i] lane j.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn transpose(rows: [__m256; 8]) -> [__m256; 8] {
-    let [r0, r1, r2, r3, r4, r5, r6, r7] = rows;
-    let (t0, t1) = (_mm256_unpacklo_ps(r0, r1), _mm256_unpackhi_ps(r0, r1));
-    let (t2, t3) = (_mm256_unpacklo_ps(r2, r3), _mm256_unpackhi_ps(r2, r3));
-    let (t4, t5) = (_mm256_unpacklo_ps(r4, r5), _mm256_unpackhi_ps(r4, r5));
-    let (t6, t7) = (_mm256_unpacklo_ps(r6, r7), _mm256_unpackhi_ps(r6, r7));
-    let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
-    let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
-    let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
-    let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
-    let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
-    let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
-    let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
-    let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
-    [
-        _mm256_permute2f128_ps::<0x20>(u0, u4),
-        _mm256_permute2f128_ps::<0x20>(u1, u5),
-        _mm256_permute2f128_ps::<0x20>(u2, u6),
-        _mm256_permute2f128_ps::<0x20>(u3, u7),
-        _mm256_permute2f128_ps::<0x31>(u0, u4),
-        _mm256_permute2f128_ps::<0x31>(u1, u5),
-        _mm256_permute2f128_ps::<0x31>(u2, u6),
-        _mm256_permute2f128_ps::<0x31>(u3, u7),
-    ]
 }
 
 /// Never called off x86_64 (`gemm_avx2::available` is false there).

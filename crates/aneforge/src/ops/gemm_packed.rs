@@ -108,32 +108,12 @@ pub unsafe fn gemm_raw(
             let kb = kc.min(k - p0);
             for i0 in (0..m).step_by(MR) {
                 for jb in range.clone() {
-                    // A last panel of one column runs 4 strips at once (lanes over rows), one
-                    // of ≤ NR / 2 columns two strips at once, at the first strip of each.
-                    let cols = n - jb * NR;
-                    let rows_at_once = match cols {
-                        1 => COLUMN_ROWS,
-                        _ if cols <= NR / 2 => NARROW_ROWS,
-                        _ => MR,
-                    };
-                    if i0 % rows_at_once != 0 {
-                        continue;
-                    }
                     // SAFETY: the CPU has AVX2+FMA (asserted); the checks above keep the A rows,
                     // the panel and the C tile inside their slices; blocks write disjoint columns.
                     unsafe {
                         let b = (panels.as_ptr().add(jb * k * NR + p0 * NR), NR);
                         let (a, c) = ((a.as_ptr(), a_rs), (dst.get(), c_rs));
-                        match rows_at_once {
-                            COLUMN_ROWS => {
-                                let j = jb * NR;
-                                column::column_at((p0, kb), (i0, j), m, a, b, c, accumulate)
-                            }
-                            NARROW_ROWS => {
-                                avx2::narrow_at((p0, kb), (i0, jb), (m, n), a, b, c, accumulate)
-                            }
-                            _ => avx2::tile_at((p0, kb), (i0, jb), (m, n), a, b, c, accumulate),
-                        }
+                        panel_call((p0, kb), (i0, jb), (m, n), a, b, c, accumulate)
                     };
                 }
             }
@@ -144,6 +124,42 @@ pub unsafe fn gemm_raw(
         (0..blocks).into_par_iter().for_each(block);
     } else {
         (0..blocks).for_each(block);
+    }
+}
+
+/// The kernel call for panel `jb` of C (m×n) at strip row `i0` ([`avx2::tile_at`]'s
+/// arguments): a last panel of one column runs [`COLUMN_ROWS`] rows at once (lanes over rows),
+/// one of ≤ NR / 2 columns [`NARROW_ROWS`], others one 6-row strip; a row inside a group
+/// already run from its first strip is skipped. Each element gets the tile's chain.
+///
+/// # Safety
+/// As [`avx2::tile_at`], for every row of C from `i0` that the call runs.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn panel_call(
+    depth: (usize, usize),
+    (i0, jb): (usize, usize),
+    (m, n): (usize, usize),
+    a: (*const f32, usize),
+    b: (*const f32, usize),
+    c: (*mut f32, usize),
+    accumulate: bool,
+) {
+    let cols = n - jb * NR;
+    let rows_at_once = match cols {
+        1 => COLUMN_ROWS,
+        _ if cols <= NR / 2 => NARROW_ROWS,
+        _ => MR,
+    };
+    if i0 % rows_at_once != 0 {
+        return;
+    }
+    // SAFETY: the caller's contract.
+    unsafe {
+        match rows_at_once {
+            COLUMN_ROWS => column::column_at(depth, (i0, jb * NR), m, a, b, c, accumulate),
+            NARROW_ROWS => avx2::narrow_at(depth, (i0, jb), (m, n), a, b, c, accumulate),
+            _ => avx2::tile_at(depth, (i0, jb), (m, n), a, b, c, accumulate),
+        }
     }
 }
 
