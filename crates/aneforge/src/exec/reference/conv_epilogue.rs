@@ -85,17 +85,7 @@ pub(crate) fn find_chains(g: &Graph) -> (Vec<Option<Chain>>, Vec<bool>) {
 /// operands are then per column: [N] or [1, N]).
 pub(crate) fn find_chains_after(g: &Graph, linear: &[bool]) -> (Vec<Option<Chain>>, Vec<bool>) {
     let n = g.nodes.len();
-    // Reading nodes of each node's port 0, one entry per read; a graph output reads twice
-    // (with no node), so an output never joins a chain.
-    let mut readers: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (j, node) in g.nodes.iter().enumerate() {
-        for v in node.inputs.iter().filter(|v| v.port == 0) {
-            readers[v.node].push(j);
-        }
-    }
-    for (_, v) in &g.outputs {
-        readers[v.node].extend([usize::MAX, usize::MAX]);
-    }
+    let readers = port0_readers(g);
     let mut chains: Vec<Option<Chain>> = (0..n).map(|_| None).collect();
     let mut absorbed = vec![false; n];
     let head = |i: usize| match g.nodes[i].op {
@@ -129,6 +119,21 @@ pub(crate) fn find_chains_after(g: &Graph, linear: &[bool]) -> (Vec<Option<Chain
         chains[last] = Some(Chain { conv: c, links });
     }
     (chains, absorbed)
+}
+
+/// The reading nodes of each node's port 0 in `g`, one entry per read; a graph output reads
+/// twice with no node (`usize::MAX`), so an output is never a sole reader's value.
+pub(super) fn port0_readers(g: &Graph) -> Vec<Vec<usize>> {
+    let mut readers: Vec<Vec<usize>> = vec![Vec::new(); g.nodes.len()];
+    for (j, node) in g.nodes.iter().enumerate() {
+        for v in node.inputs.iter().filter(|v| v.port == 0) {
+            readers[v.node].push(j);
+        }
+    }
+    for (_, v) in &g.outputs {
+        readers[v.node].extend([usize::MAX, usize::MAX]);
+    }
+    readers
 }
 
 /// The op that can run next in the output pass of conv `c`, reading node `cur`, if any.

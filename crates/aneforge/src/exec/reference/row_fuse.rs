@@ -56,17 +56,10 @@ impl RowStep {
 /// run; `taken[i]` marks nodes another fusion already runs (they never join a step).
 pub(super) fn find(g: &Graph, taken: &[bool]) -> (Vec<Option<RowStep>>, Vec<bool>) {
     let n = g.nodes.len();
-    // One entry per read of port 0; a graph output reads with no node (usize::MAX).
-    let mut readers: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (j, node) in g.nodes.iter().enumerate() {
-        for v in node.inputs.iter().filter(|v| v.port == 0) {
-            readers[v.node].push(j);
-        }
-    }
-    for (_, v) in &g.outputs {
-        readers[v.node].push(usize::MAX);
-    }
-    let m = Matcher { g, readers };
+    let m = Matcher {
+        g,
+        readers: super::conv_epilogue::port0_readers(g),
+    };
     let mut steps: Vec<Option<RowStep>> = (0..n).map(|_| None).collect();
     let mut absorbed = vec![false; n];
     for i in 0..n {
