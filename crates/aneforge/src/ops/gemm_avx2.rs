@@ -235,9 +235,64 @@ pub unsafe fn tile(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::ops::gemm::tests::rand_vec;
+
+    /// One edge call for C rows from `i0` of a product (as [`tile_at`] is called).
+    pub(crate) type EdgeCall = unsafe fn(
+        (usize, usize),
+        (usize, usize),
+        (usize, usize),
+        (*const f32, usize),
+        (*const f32, usize),
+        (*mut f32, usize),
+        bool,
+    );
+
+    /// `edge`, called at every `rows`-th row of C on a last panel of each of `cols` columns,
+    /// gives every bit of one 6-row [`tile_at`] per strip: for C rows m in `ms` at depth 37 and
+    /// for each (m, depth, p0, accumulate) in `more` (a later depth block when p0 > 0, C = C +
+    /// acc when accumulating); A rows with a padded stride, B a panel (row stride NR).
+    pub(crate) fn assert_edge_matches_tiles(
+        edge: EdgeCall,
+        rows: usize,
+        cols: &[usize],
+        ms: &[usize],
+        more: &[(usize, usize, usize, bool)],
+    ) {
+        let cases: Vec<_> = (ms.iter().map(|&m| (m, 37, 0, false)))
+            .chain(more.iter().copied())
+            .collect();
+        for (ci, &(m, kb, p0, accumulate)) in cases.iter().enumerate() {
+            for &c in cols {
+                let (n, jb, a_rs, c_rs) = (2 * NR + c, 2, p0 + kb + 3, 2 * NR + 13);
+                let seed = 10 * ci as u64 + c as u64;
+                let a = rand_vec(m * a_rs, seed);
+                // B row p0 of the last panel (NR values read per depth step).
+                let b = rand_vec(kb * NR, seed + 1);
+                let c0 = rand_vec(m * c_rs, seed + 2);
+                let (mut want, mut got) = (c0.clone(), c0);
+                let (ap, bp) = ((a.as_ptr(), a_rs), (b.as_ptr(), NR));
+                // SAFETY: the callers checked AVX2+FMA; A holds m rows of a_rs ≥ p0 + kb
+                // values, B kb rows of NR, C m rows of c_rs ≥ jb·NR + 8; each call writes its
+                // rows' columns jb·NR.. jb·NR + c.
+                unsafe {
+                    for i0 in (0..m).step_by(MR) {
+                        let cw = (want.as_mut_ptr(), c_rs);
+                        tile_at((p0, kb), (i0, jb), (m, n), ap, bp, cw, accumulate);
+                    }
+                    for i0 in (0..m).step_by(rows) {
+                        let cg = (got.as_mut_ptr(), c_rs);
+                        edge((p0, kb), (i0, jb), (m, n), ap, bp, cg, accumulate);
+                    }
+                }
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                let what = format!("m {m} cols {c} kb {kb} p0 {p0} accumulate {accumulate}");
+                assert_eq!(bits(&got), bits(&want), "{what}");
+            }
+        }
+    }
 
     /// The two-strip narrow tile gives every bit of one 6-row tile per strip on a last panel
     /// of 1, 4 and 8 columns: C rows m = 1…13, 17 and 512 (a last pair of one strip and of a
@@ -255,36 +310,6 @@ mod tests {
             (19, 255, 3, false),
             (512, 520, 0, false),
         ];
-        let cases: Vec<_> = (ms.iter().map(|&m| (m, 37, 0, false)))
-            .chain(more)
-            .collect();
-        for (ci, &(m, kb, p0, accumulate)) in cases.iter().enumerate() {
-            for cols in [1, 4, NR / 2] {
-                let (n, jb, a_rs, c_rs) = (2 * NR + cols, 2, p0 + kb + 3, 2 * NR + 13);
-                let seed = 10 * ci as u64 + cols as u64;
-                let a = rand_vec(m * a_rs, seed);
-                // B row p0 of the last panel (NR values read per depth step).
-                let b = rand_vec(kb * NR, seed + 1);
-                let c0 = rand_vec(m * c_rs, seed + 2);
-                let (mut want, mut got) = (c0.clone(), c0);
-                let (ap, bp) = ((a.as_ptr(), a_rs), (b.as_ptr(), NR));
-                // SAFETY: AVX2+FMA checked; A holds m rows of a_rs ≥ p0 + kb values, B kb rows
-                // of NR, C m rows of c_rs ≥ jb·NR + 8; each call writes its rows' columns
-                // jb·NR.. jb·NR + cols.
-                unsafe {
-                    for i0 in (0..m).step_by(MR) {
-                        let cw = (want.as_mut_ptr(), c_rs);
-                        tile_at((p0, kb), (i0, jb), (m, n), ap, bp, cw, accumulate);
-                    }
-                    for i0 in (0..m).step_by(NARROW_ROWS) {
-                        let cg = (got.as_mut_ptr(), c_rs);
-                        narrow_at((p0, kb), (i0, jb), (m, n), ap, bp, cg, accumulate);
-                    }
-                }
-                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-                let what = format!("m {m} cols {cols} kb {kb} p0 {p0} accumulate {accumulate}");
-                assert_eq!(bits(&got), bits(&want), "{what}");
-            }
-        }
+        assert_edge_matches_tiles(narrow_at, NARROW_ROWS, &[1, 4, NR / 2], &ms, &more);
     }
 }

@@ -129,7 +129,7 @@ pub unsafe fn column(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::gemm::tests::rand_vec;
+    use crate::ops::gemm_avx2::tests::assert_edge_matches_tiles;
     use crate::ops::gemm_avx2::{self as avx2, NR};
 
     /// The column gives every bit of the 6-row one-column tiles: C rows m = 1…25 and 512 (last
@@ -141,6 +141,19 @@ mod tests {
         if !avx2::available() {
             return;
         }
+        /// [`column_at`] with `gemm_avx2::tile_at`'s arguments.
+        unsafe fn at(
+            depth: (usize, usize),
+            (i0, jb): (usize, usize),
+            (m, _): (usize, usize),
+            a: (*const f32, usize),
+            b: (*const f32, usize),
+            c: (*mut f32, usize),
+            accumulate: bool,
+        ) {
+            // SAFETY: the harness's contract.
+            unsafe { column_at(depth, (i0, jb * NR), m, a, b, c, accumulate) }
+        }
         let ms = [1, 2, 5, 6, 7, 8, 9, 13, 17, 23, 24, 25, 512];
         let more = [
             (24, 1, 0, false),
@@ -149,33 +162,6 @@ mod tests {
             (512, 520, 0, false),
             (48, 1153, 0, true),
         ];
-        let cases: Vec<_> = (ms.iter().map(|&m| (m, 37, 0, false)))
-            .chain(more)
-            .collect();
-        for (ci, &(m, kb, p0, accumulate)) in cases.iter().enumerate() {
-            let (n, jb, a_rs, c_rs) = (2 * NR + 1, 2, p0 + kb + 3, 2 * NR + 5);
-            let seed = 10 * ci as u64;
-            let a = rand_vec(m * a_rs, seed);
-            // B row p0 of the last panel (NR values read per depth step by the tile).
-            let b = rand_vec(kb * NR, seed + 1);
-            let c0 = rand_vec(m * c_rs, seed + 2);
-            let (mut want, mut got) = (c0.clone(), c0);
-            let (ap, bp) = ((a.as_ptr(), a_rs), (b.as_ptr(), NR));
-            // SAFETY: AVX2+FMA checked; A holds m rows of a_rs ≥ p0 + kb values, B kb rows of
-            // NR, C m rows of c_rs > jb·NR; each call writes column jb·NR of its rows.
-            unsafe {
-                for i0 in (0..m).step_by(MR) {
-                    let cw = (want.as_mut_ptr(), c_rs);
-                    avx2::tile_at((p0, kb), (i0, jb), (m, n), ap, bp, cw, accumulate);
-                }
-                for i0 in (0..m).step_by(COLUMN_ROWS) {
-                    let cg = (got.as_mut_ptr(), c_rs);
-                    column_at((p0, kb), (i0, jb * NR), m, ap, bp, cg, accumulate);
-                }
-            }
-            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-            let what = format!("m {m} kb {kb} p0 {p0} accumulate {accumulate}");
-            assert_eq!(bits(&got), bits(&want), "{what}");
-        }
+        assert_edge_matches_tiles(at, COLUMN_ROWS, &[1], &ms, &more);
     }
 }

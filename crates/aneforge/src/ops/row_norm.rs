@@ -48,8 +48,8 @@ impl NormChain {
     pub fn run(&self, x: &[f32], gamma: Option<&[f32]>, beta: Option<&[f32]>, y: &mut [f32]) {
         let block = ROWS * self.d;
         for_chunks(y, block, x, block, |yb, xb| {
+            // Every value of the tile is written by the load (stale ones included).
             let mut tile = TILE.take();
-            tile.clear();
             tile.resize(block, 0.0);
             self.block(xb, gamma, beta, yb, &mut tile);
             TILE.set(tile);
@@ -75,10 +75,9 @@ impl NormChain {
                 return;
             }
         }
-        let rows = x.len() / self.d;
-        load_tile(x, rows, self.d, tile);
+        load_columns(x, self.d, 0, tile);
         self.chain::<Scalar>(tile, gamma, beta);
-        store_tile(tile, rows, self.d, y);
+        store_columns(tile, self.d, 0, y);
     }
 
     /// The chain on a transposed tile (column j at `tile[8j..8j + 8]`), in place; false (the
@@ -146,21 +145,24 @@ impl NormChain {
     }
 }
 
-/// Rows `0..rows` of x ([rows, d]) into the tile transposed (element (k, j) at 8j + k), the
-/// missing rows of a short block as zeros.
-fn load_tile(x: &[f32], rows: usize, d: usize, tile: &mut [f32]) {
+/// Columns `from..d` of x's rows (x: ≤ 8 rows of d) into the tile transposed (element (k, j)
+/// at 8j + k), the lanes of missing rows in those columns as zeros.
+fn load_columns(x: &[f32], d: usize, from: usize, tile: &mut [f32]) {
+    let tile = &mut tile[ROWS * from..ROWS * d];
     tile.fill(0.0);
-    for (k, row) in x.chunks_exact(d).take(rows).enumerate() {
-        for (j, &v) in row.iter().enumerate() {
+    for (k, row) in x.chunks_exact(d).enumerate() {
+        for (j, &v) in row[from..].iter().enumerate() {
             tile[ROWS * j + k] = v;
         }
     }
 }
 
-/// The tile's first `rows` lanes back into y ([rows, d]), the inverse of [`load_tile`].
-fn store_tile(tile: &[f32], rows: usize, d: usize, y: &mut [f32]) {
-    for (k, row) in y.chunks_exact_mut(d).take(rows).enumerate() {
-        for (j, v) in row.iter_mut().enumerate() {
+/// The tile's columns `from..d` back into y's rows (≤ 8 rows of d), the inverse of
+/// [`load_columns`].
+fn store_columns(tile: &[f32], d: usize, from: usize, y: &mut [f32]) {
+    let tile = &tile[ROWS * from..ROWS * d];
+    for (k, row) in y.chunks_exact_mut(d).enumerate() {
+        for (j, v) in row[from..].iter_mut().enumerate() {
             *v = tile[ROWS * j + k];
         }
     }
@@ -298,7 +300,7 @@ mod avx {
         true
     }
 
-    /// [`super::load_tile`], whole 8×8 tiles transposed in registers.
+    /// [`super::load_columns`] of all columns, whole 8×8 tiles transposed in registers.
     ///
     /// # Safety
     /// AVX; `x.len() == rows·d`, `rows ≤ 8`, `tile.len() == 8·d`.
@@ -315,16 +317,10 @@ mod avx {
                 }
             }
         }
-        let tail = &mut tile[ROWS * whole..];
-        tail.fill(0.0);
-        for (k, row) in x.chunks_exact(d).enumerate() {
-            for (j, &v) in row[whole..].iter().enumerate() {
-                tail[ROWS * j + k] = v;
-            }
-        }
+        super::load_columns(x, d, whole, tile);
     }
 
-    /// [`super::store_tile`], whole 8×8 tiles transposed in registers.
+    /// [`super::store_columns`] of all columns, whole 8×8 tiles transposed in registers.
     ///
     /// # Safety
     /// AVX; `y.len() == rows·d`, `rows ≤ 8`, `tile.len() == 8·d`.
@@ -340,12 +336,7 @@ mod avx {
                 }
             }
         }
-        let tail = &tile[ROWS * whole..];
-        for (k, row) in y.chunks_exact_mut(d).enumerate() {
-            for (j, v) in row[whole..].iter_mut().enumerate() {
-                *v = tail[ROWS * j + k];
-            }
-        }
+        super::store_columns(tile, d, whole, y);
     }
 
     /// Eight f32 lanes in one AVX register; used only inside [`block`] (AVX2, FMA, F16C).

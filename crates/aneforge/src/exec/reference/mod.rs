@@ -35,7 +35,6 @@ use super::{
 };
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::graph::Value;
 use crate::ops::kernel::PAR_MIN_ELEMS;
 use crate::ops::{Buf, Op};
 use crate::program::{PortSpec, Program};
@@ -370,10 +369,7 @@ impl RefProgram {
                 && epilogue.is_none()
                 && row.is_none();
             let label = match &row {
-                Some(r) => {
-                    let inputs: Vec<&Value> = r.inputs().iter().collect();
-                    profile::group_label(g, i, r.name(), r.nodes(), &inputs)
-                }
+                Some(r) => profile::group_label(g, i, r.name(), r.nodes(), r.inputs()),
                 None => profile::step_label(g, i, chain.as_ref()),
             };
             steps.push(Step {

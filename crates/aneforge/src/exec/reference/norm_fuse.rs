@@ -4,7 +4,7 @@
 //! only when every intermediate value is read by the chain alone (not a graph output), every op
 //! is free (no other fusion took it) and fp16, and its constants are single values.
 
-use super::row_fuse::Matcher;
+use super::row_fuse::{either, Matcher};
 use crate::dtype::DType;
 use crate::graph::Value;
 use crate::ops::elementwise::Binary;
@@ -51,7 +51,8 @@ impl Matcher<'_> {
         let Op::Unary(Unary::Rsqrt { eps }) = self.g.nodes[q].op else {
             return None;
         };
-        let (ms, rs2) = self.either(self.binary(self.input(q, 0)?, Binary::Add)?, |a, _| {
+        let t = self.input(q, 0)?;
+        let (ms, rs2) = either(self.binary(t, Binary::Add)?, |a, _| {
             self.reduce(a, ReduceKind::Mean).is_some()
         })?;
         let sq = self.reduce(ms, ReduceKind::Mean)?;
@@ -59,12 +60,12 @@ impl Matcher<'_> {
         let (r, r2) = self.binary(rs2, Binary::Mul)?;
         let (rho, s) = self.binary(r, Binary::RealDiv)?;
         let (v, s2) = self.binary(u, Binary::RealDiv)?;
-        let (mx, floor) = self.either(self.binary(s, Binary::Maximum)?, |a, b| {
+        let (mx, floor) = either(self.binary(s, Binary::Maximum)?, |a, b| {
             self.scalar(b).is_some() && self.reduce(a, ReduceKind::Max).is_some()
         })?;
         let a = self.reduce(mx, ReduceKind::Max)?;
         let y = self.sole_reader(q)?;
-        let (u3, q2) = self.either(self.binary(y, Binary::Mul)?, |_, b| b == q)?;
+        let (u3, q2) = either(self.binary(y, Binary::Mul)?, |_, b| b == q)?;
         let abs_of_v =
             matches!(self.g.nodes[a].op, Op::Unary(Unary::Abs)) && self.input(a, 0)? == v;
         if u2 != u || r2 != r || s2 != s || u3 != u || q2 != q || !abs_of_v {
@@ -74,14 +75,14 @@ impl Matcher<'_> {
         let d = *full.last()?;
         let mut row = full.to_vec();
         *row.last_mut()? = 1;
-        let rows_ok = [ms, rs2, r, s, mx, q, self.input(q, 0)?]
+        let rows_ok = [ms, rs2, r, s, mx, q, t]
             .iter()
             .all(|&i| self.shape(i) == Some(&row[..]));
         let full_ok = [sq, a, y, v].iter().all(|&i| self.shape(i) == Some(full));
         if !rows_ok || !full_ok || d == 0 {
             return None;
         }
-        let core = [a, mx, s, u, sq, ms, r, rs2, self.input(q, 0)?, q, y];
+        let core = [a, mx, s, u, sq, ms, r, rs2, t, q, y];
         let chain = NormChain {
             d,
             scale: None,
@@ -100,22 +101,27 @@ impl Matcher<'_> {
             (end, beta) = (z, Some(p));
             tail.push(z);
         }
+        // (x, halving k and node, centring nodes): halved and centred, centred, bare.
+        let port0 = |node| Value { node, port: 0 };
         let centred = self.centring(v);
         let forms = [
-            centred.and_then(|(h, c)| Some((self.halving(h, c)?, c))),
-            centred.map(|(h, c)| ((Value { node: h, port: 0 }, None, vec![]), c)),
-            Some(((Value { node: v, port: 0 }, None, vec![]), [usize::MAX; 4])),
+            centred.and_then(|(h, c)| {
+                let (x, k) = self.halving(h)?;
+                Some((x, Some((k, h)), Some(c)))
+            }),
+            centred.map(|(h, c)| (port0(h), None, Some(c))),
+            Some((port0(v), None, None)),
         ];
         forms
             .into_iter()
             .flatten()
-            .find_map(|((x, scale, pre), centre)| {
-                let centre_nodes = centre.iter().copied().filter(|&i| i != usize::MAX);
-                let mut nodes: Vec<usize> = pre.iter().copied().chain(centre_nodes).collect();
-                nodes.extend(core.iter().chain(&tail));
+            .find_map(|(x, halving, centre)| {
+                let mut nodes: Vec<usize> = halving.map(|(_, h)| h).into_iter().collect();
+                nodes.extend(centre.iter().flatten().chain(&core).chain(&tail));
                 nodes.sort_unstable();
                 nodes.dedup();
                 let inside = |i: usize| nodes.binary_search(&i).is_ok();
+                // Every intermediate (the halving's output included) read inside alone.
                 let closed = nodes.iter().filter(|&&i| i != end).all(|&i| {
                     self.readers[i]
                         .iter()
@@ -126,8 +132,8 @@ impl Matcher<'_> {
                 let outside = inputs.iter().all(|v| !inside(v.node));
                 (closed && fp16 && outside && *nodes.last()? == end).then(|| RowNorm {
                     chain: NormChain {
-                        scale,
-                        centre: centre[0] != usize::MAX,
+                        scale: halving.map(|(k, _)| k),
+                        centre: centre.is_some(),
                         ..chain.clone()
                     },
                     inputs,
@@ -150,18 +156,12 @@ impl Matcher<'_> {
             .then_some((h, [m1, d1, m2, v]))
     }
 
-    /// h = mul(x, k) with k a single value (either order), h read by the centring's first mean
-    /// and subtraction only: (x, Some(k), [h]).
-    fn halving(&self, h: usize, centre: [usize; 4]) -> Option<(Value, Option<f32>, Vec<usize>)> {
+    /// h = mul(x, k) with k a single value (either order) and x of h's shape: (x, k).
+    fn halving(&self, h: usize) -> Option<(Value, f32)> {
         let ins = self.binary_values(h, Binary::Mul)?;
-        let k = ins.iter().position(|&v| self.scalar(v.node).is_some())?;
-        let x = ins[1 - k];
-        let mut readers = self.readers[h].clone();
-        readers.sort_unstable();
-        let mut want = vec![centre[0], centre[1]];
-        want.sort_unstable();
-        let shaped = self.g.ty(x).shape == self.g.nodes[h].outputs[0].shape;
-        (readers == want && shaped).then(|| (x, self.scalar(ins[k].node), vec![h]))
+        let (i, k) = (0..2).find_map(|i| Some((i, self.scalar(ins[i].node)?)))?;
+        let x = ins[1 - i];
+        (self.g.ty(x).shape == self.g.nodes[h].outputs[0].shape).then_some((x, k))
     }
 
     /// The op `kind` reading node `z` and a [.., d] value p (all leading dims 1) as its
@@ -296,7 +296,37 @@ pub(super) mod tests {
         let y = x.layer_norm(None, None, 1e-5).unwrap();
         let half = x.mul_scalar(0.5).unwrap();
         let (norms, steps, got, want) = run(&[y, half], &inputs(9, 24), "outside");
-        assert!(norms <= 1 && steps >= 2, "{norms} norm steps of {steps}");
+        assert_eq!((norms, steps), (1, 2), "the norm and the other halving");
         assert_bits(&got, &want, "outside");
+        // The chain written out with its halving h also a graph output: the norm starts at h
+        // (h's step, the norm), and with the first deviation d₁ an output it is not centred
+        // (its two means and subtractions run as steps of their own before an RMS-form norm).
+        let r = 1e-5f32.sqrt() / 2.0;
+        let h = x.mul_scalar(0.5).unwrap();
+        let d1 = h.sub(&h.mean(&[-1], true).unwrap()).unwrap();
+        let v = d1.sub(&d1.mean(&[-1], true).unwrap()).unwrap();
+        let s = v
+            .abs()
+            .unwrap()
+            .amax(&[-1], true)
+            .unwrap()
+            .maximum_scalar(r)
+            .unwrap();
+        let u = v.div(&s).unwrap();
+        let ms = u.square().unwrap().mean(&[-1], true).unwrap();
+        let t = ms
+            .add(&s.rdiv_scalar(r).unwrap().square().unwrap())
+            .unwrap();
+        let y = u.mul(&t.rsqrt(0.0).unwrap()).unwrap();
+        let (norms, steps, got, want) = run(&[y.clone(), h], &inputs(9, 24), "h-out");
+        assert_eq!((norms, steps), (1, 2), "h's step and the norm");
+        assert_bits(&got, &want, "h an output");
+        let (norms, steps, got, want) = run(&[y, d1], &inputs(9, 24), "d1-out");
+        assert_eq!(
+            (norms, steps),
+            (1, 6),
+            "4 centring steps and h's step, the RMS-form norm"
+        );
+        assert_bits(&got, &want, "d1 an output");
     }
 }

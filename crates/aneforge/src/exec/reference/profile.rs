@@ -26,22 +26,22 @@ pub(super) fn step_label(graph: &Graph, index: usize, chain: Option<&Chain>) -> 
         .iter()
         .map(|&n| node_work(graph, n, &graph.nodes[n]).op)
         .collect();
-    group_label(graph, index, &names.join("+"), &nodes, &chain.inputs(graph))
+    group_label(graph, index, &names.join("+"), &nodes, chain.inputs(graph))
 }
 
 /// The label of a step running `nodes` of `graph` as one (its output: node `index`'s value),
 /// named `op`, reading `inputs`: the flops of every node and the bytes the step moves (its
 /// inputs and its one output; the intermediates are never stored).
-pub(super) fn group_label(
+pub(super) fn group_label<'a>(
     graph: &Graph,
     index: usize,
     op: &str,
     nodes: &[usize],
-    inputs: &[&Value],
+    inputs: impl IntoIterator<Item = &'a Value>,
 ) -> OpLabel {
     let value_bytes = |t: &crate::ops::TensorType| (numel(&t.shape) * t.dtype.size()) as u64;
     let out = &graph.nodes[index].outputs[0];
-    let ins: u64 = inputs.iter().map(|v| value_bytes(graph.ty(**v))).sum();
+    let ins: u64 = inputs.into_iter().map(|v| value_bytes(graph.ty(*v))).sum();
     let flops = nodes
         .iter()
         .map(|&n| node_work(graph, n, &graph.nodes[n]).flops);

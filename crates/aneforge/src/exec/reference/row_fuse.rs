@@ -112,19 +112,6 @@ impl Matcher<'_> {
         (a.port == 0 && b.port == 0).then_some((a.node, b.node))
     }
 
-    /// The pair, swapped if needed so that `test(first, second)` holds.
-    pub(super) fn either(
-        &self,
-        (a, b): (usize, usize),
-        test: impl Fn(usize, usize) -> bool,
-    ) -> Option<(usize, usize)> {
-        if test(a, b) {
-            Some((a, b))
-        } else {
-            test(b, a).then_some((b, a))
-        }
-    }
-
     /// The input node of node i when i is a `reduce_<kind>` over the last axis keeping dims.
     pub(super) fn reduce(&self, i: usize, kind: ReduceKind) -> Option<usize> {
         let Op::Reduce(r) = &self.g.nodes[i].op else {
@@ -154,5 +141,17 @@ impl Matcher<'_> {
     /// Node i has one fp16 output.
     pub(super) fn fp16(&self, i: usize) -> bool {
         matches!(&self.g.nodes[i].outputs[..], [t] if t.dtype == DType::Fp16)
+    }
+}
+
+/// The pair, swapped if needed so that `test(first, second)` holds.
+pub(super) fn either(
+    (a, b): (usize, usize),
+    test: impl Fn(usize, usize) -> bool,
+) -> Option<(usize, usize)> {
+    if test(a, b) {
+        Some((a, b))
+    } else {
+        test(b, a).then_some((b, a))
     }
 }
