@@ -48,6 +48,7 @@ pub mod layout;
 pub mod linear;
 pub mod norm;
 pub mod pool;
+mod pool_max_s2;
 pub mod rearrange;
 pub mod reduce;
 pub mod resize;

@@ -3,6 +3,7 @@
 use super::conv::{gather_strided, ints, take_custom_pad, take_sizes, tap, window_output};
 use super::io::{expect_fp16, expect_inputs};
 use super::kernel::for_chunks;
+use super::pool_max_s2::MaxS2;
 use super::table::mil_kinds;
 use super::{Buf, Family, Op, TensorType};
 use crate::error::{Error, Result};
@@ -86,6 +87,19 @@ impl Pool {
             return self.max_rows(x, [h, w, wp], out, ow);
         }
         PHASES.with_borrow_mut(|ph| {
+            if sw == 2 {
+                let (kernel, stride_h) = (self.kernel, self.strides[0]);
+                let pad_top_left = [self.pad[0], self.pad[2]];
+                let mut s2 = MaxS2 {
+                    kernel,
+                    stride_h,
+                    pad_top_left,
+                    phases: ph,
+                };
+                if s2.run(x, [h, w], out, ow) {
+                    return;
+                }
+            }
             // Every slot a tap reads is written here (unread tail slots keep stale values).
             ph.resize(h * sw * wp, 0.0);
             for (row, dst) in x.chunks(w).zip(ph.chunks_mut(sw * wp)) {
@@ -362,7 +376,8 @@ mod tests {
 
     /// Max-pooling keeps the per-element chain max(…max(max(−inf, t0), t1)…) over the taps in
     /// (ky, kx) order bit for bit (signed zeros and NaNs in the input), for strides 1–3 and the
-    /// 2×2 stride-2 pass (odd sizes, rows long enough for its vector loop).
+    /// 2×2 stride-2 pass and the column-stride-2 phase rows (odd sizes, rows long enough for their
+    /// vector loops, −inf taps).
     #[test]
     fn max_pool_is_the_tap_order_chain_bit_for_bit() {
         let cases = [
@@ -372,6 +387,12 @@ mod tests {
             ([1, 1, 3, 2], [3, 3], [1, 3], [1, 1, 2, 2]),
             ([2, 3, 29, 29], [2, 2], [2, 2], [0; 4]),
             ([1, 2, 4, 70], [2, 2], [2, 2], [0; 4]),
+            // Column stride 2 on phase rows (`pool_max_s2`): ResNet's pool, odd widths past
+            // one and two 16-column steps, wide kernels, left padding 0–3, row strides 1–3.
+            ([1, 2, 112, 112], [3, 3], [2, 2], [1, 1, 1, 1]),
+            ([2, 1, 9, 37], [3, 5], [1, 2], [0, 2, 3, 1]),
+            ([1, 2, 7, 33], [2, 4], [3, 2], [1, 0, 0, 2]),
+            ([1, 1, 5, 17], [1, 2], [2, 2], [0, 0, 1, 0]),
         ];
         for (xs, k, s, pad) in cases {
             let p = pool(PoolKind::Max, k, s, pad);
@@ -381,6 +402,7 @@ mod tests {
                     0 => *v = 0.0,
                     3 => *v = -0.0,
                     5 => *v = f32::NAN,
+                    _ if i % 61 == 1 => *v = f32::NEG_INFINITY,
                     _ => {}
                 }
             }

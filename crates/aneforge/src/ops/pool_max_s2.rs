@@ -1,0 +1,168 @@
+//! Max-pooling planes at column stride 2 with AVX2 (ResNet's 3×3 / 2 pool): each input row is
+//! split once into its even and odd columns between margins of −inf, so every tap of an
+//! output row is one unclamped run of a phase, and the 8 lanes of a step keep their running max
+//! in a register over all taps.
+//!
+//! Bits: each output is the chain max(…max(max(−inf, t₀), t₁)…) over the taps in (ky, kx)
+//! order, with `a.max(v)` = (v > a ? v : a) for a never NaN (it starts at −inf and a NaN tap
+//! keeps it), exactly what `vmaxps(v, a)` computes; a tap in the padding reads −inf, which
+//! keeps a, as skipping it does.
+
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::*;
+
+use super::conv::tap;
+
+/// Lanes of one step.
+const LANES: usize = 8;
+
+/// A stride-2 (along the width) max-pool of one [H, W] plane: kernel [kH, kW], strides
+/// [sH, 2], padding (top, left); `out` holds the [H', W'] output. `phases` is scratch.
+pub(super) struct MaxS2<'a> {
+    pub kernel: [usize; 2],
+    pub stride_h: usize,
+    pub pad_top_left: [usize; 2],
+    pub phases: &'a mut Vec<f32>,
+}
+
+impl MaxS2<'_> {
+    /// Pool plane `x` [H, W] into `out` [H', W'] (W' = `ow`) when the CPU has AVX2; returns
+    /// false (nothing written) otherwise.
+    pub fn run(&mut self, x: &[f32], [h, w]: [usize; 2], out: &mut [f32], ow: usize) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            self.split(x, [h, w], ow);
+            // SAFETY: AVX2 was just detected; `split` sized every phase row for the runs read.
+            unsafe { self.rows_avx2(h, out, ow) };
+            return true;
+        }
+        false
+    }
+
+    /// Left margin of a phase row: phase index t of output column ox and tap kx is
+    /// ox + ⌊(kx − pL) / 2⌋ ≥ −⌈pL / 2⌉.
+    fn margin(&self) -> usize {
+        self.pad_top_left[1].div_ceil(2)
+    }
+
+    /// Length of a phase row: the margin, then every index a tap reads for ox < W' (runs of
+    /// two whole steps, so up to W' rounded up to 2·[`LANES`]), −inf wherever no column is.
+    fn row_len(&self, ow: usize) -> usize {
+        let reach = (self.kernel[1] - 1) / 2 + 1;
+        self.margin() + ow.next_multiple_of(2 * LANES) + reach
+    }
+
+    /// Fill `phases` with [even, odd] rows per input row: phase q's slot margin + t holds
+    /// x[2t + q] where that column exists, else −inf.
+    fn split(&mut self, x: &[f32], [h, w]: [usize; 2], ow: usize) {
+        let (len, margin) = (self.row_len(ow), self.margin());
+        assert!(
+            margin + w.div_ceil(2) <= len,
+            "max-pool phases: {w} columns, row {len}"
+        );
+        self.phases.resize(2 * h * len, 0.0);
+        for (row, dst) in x.chunks_exact(w).zip(self.phases.chunks_exact_mut(2 * len)) {
+            let (even, odd) = dst.split_at_mut(len);
+            // Every slot but the columns' own is −inf (the columns are written below).
+            for (phase, cols) in [(&mut *even, w.div_ceil(2)), (&mut *odd, w / 2)] {
+                phase[..margin].fill(f32::NEG_INFINITY);
+                phase[margin + cols..].fill(f32::NEG_INFINITY);
+            }
+            // SAFETY: `run` calls `split` only after detecting AVX2.
+            unsafe { deinterleave_avx2(row, &mut even[margin..], &mut odd[margin..]) };
+        }
+    }
+
+    /// The output rows from the phase rows (see the module's contract).
+    ///
+    /// # Safety
+    /// The CPU has AVX2; `phases` holds 2·H rows of [`MaxS2::row_len`]`(ow)` floats.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn rows_avx2(&self, h: usize, out: &mut [f32], ow: usize) {
+        let ([kh, kw], [pt, pl]) = (self.kernel, self.pad_top_left);
+        let (len, margin) = (self.row_len(ow), self.margin() as isize);
+        // Each tap kx reads phase (kx − pL) mod 2 from index margin + ox + ⌊(kx − pL) / 2⌋.
+        let taps: Vec<usize> = (0..kw)
+            .map(|kx| {
+                let s = kx as isize - pl as isize;
+                let start = margin + s.div_euclid(2);
+                s.rem_euclid(2) as usize * len + start as usize
+            })
+            .collect();
+        let base = self.phases.as_ptr();
+        for (oy, acc_row) in out.chunks_exact_mut(ow).enumerate() {
+            // The input rows of the window in the plane: iy = oy·sH + ky − pT for ky < kH.
+            let top = oy * self.stride_h;
+            let rows = top.saturating_sub(pt)..(top + kh).saturating_sub(pt).min(h);
+            let mut ox = 0;
+            while ox < ow {
+                // Two independent steps of 8 lanes (the second past W' only when W' ≤ 8 more).
+                let mut acc = [_mm256_set1_ps(f32::NEG_INFINITY); 2];
+                for iy in rows.clone() {
+                    for &t in &taps {
+                        let at = 2 * iy * len + t + ox;
+                        for (s, acc) in acc.iter_mut().enumerate() {
+                            // SAFETY: at + 8·s + 8 ≤ 2·iy·len + (phase) + len: t − phase ≤
+                            // margin + ⌊(kW − 1 − pL) / 2⌋ and ox + 16 ≤ W' rounded up to 16
+                            // (`row_len`); iy < H, a row written by `split`.
+                            let v = unsafe { _mm256_loadu_ps(base.add(at + LANES * s)) };
+                            *acc = _mm256_max_ps(v, *acc);
+                        }
+                    }
+                }
+                let n = (ow - ox).min(2 * LANES);
+                let mut lanes = [0f32; 2 * LANES];
+                let whole = n == 2 * LANES;
+                let dst = match whole {
+                    true => acc_row[ox..].as_mut_ptr(),
+                    false => lanes.as_mut_ptr(),
+                };
+                // SAFETY: `dst` holds 16 f32: acc_row from ox when 16 remain, else `lanes`.
+                unsafe {
+                    _mm256_storeu_ps(dst, acc[0]);
+                    _mm256_storeu_ps(dst.add(LANES), acc[1]);
+                }
+                if !whole {
+                    acc_row[ox..ox + n].copy_from_slice(&lanes[..n]);
+                }
+                ox += 2 * LANES;
+            }
+        }
+    }
+}
+
+/// even[t] = row[2t], odd[t] = row[2t + 1] for every such column of `row`, 16 columns a step.
+///
+/// # Safety
+/// The CPU has AVX2; `even` holds ⌈W / 2⌉ and `odd` ⌊W / 2⌋ values (W = `row.len()`).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn deinterleave_avx2(row: &[f32], even: &mut [f32], odd: &mut [f32]) {
+    let w = row.len();
+    assert!(even.len() >= w.div_ceil(2) && odd.len() >= w / 2);
+    let mut i = 0;
+    while i + 16 <= w {
+        // SAFETY: 16 values of `row` from i, and 8 of `even` / `odd` from i / 2 (asserted).
+        unsafe {
+            let (a, b) = (
+                _mm256_loadu_ps(row.as_ptr().add(i)),
+                _mm256_loadu_ps(row.as_ptr().add(i + 8)),
+            );
+            // Within each 128-bit lane: [a0 a2 b0 b2], then the 64-bit pairs put in order.
+            let e =
+                _mm256_permute4x64_pd::<0xD8>(_mm256_castps_pd(_mm256_shuffle_ps::<0x88>(a, b)));
+            let o =
+                _mm256_permute4x64_pd::<0xD8>(_mm256_castps_pd(_mm256_shuffle_ps::<0xDD>(a, b)));
+            _mm256_storeu_ps(even.as_mut_ptr().add(i / 2), _mm256_castpd_ps(e));
+            _mm256_storeu_ps(odd.as_mut_ptr().add(i / 2), _mm256_castpd_ps(o));
+        }
+        i += 16;
+    }
+    for (j, &v) in row.iter().enumerate().skip(i) {
+        match j % 2 {
+            0 => even[j / 2] = v,
+            _ => odd[j / 2] = v,
+        }
+    }
+}
