@@ -91,7 +91,7 @@ impl Product {
     /// Output rows of each tile for `threads` threads: one tile (the whole product) unless
     /// every tile takes the same `gemm` path as the whole (see the module doc); on one thread
     /// the rows split for the fewest kernel vectors ([`lane_aligned_tiles`]).
-    fn tile_rows(&self, threads: usize) -> Vec<Range<usize>> {
+    pub(super) fn tile_rows(&self, threads: usize) -> Vec<Range<usize>> {
         let ([oh, ow], m, k) = (self.output, self.cog, self.depth());
         let cols = |rows: usize| rows * ow;
         let whole = std::iter::once(0..oh).collect();
@@ -286,13 +286,16 @@ impl Product {
     /// [`Product::run`] of (input, weight, group), with tiles on the packed kernel where
     /// [`Product::packed_block`] allows when `packed`, else every tile through the `gemm` crate
     /// (the same bits).
-    fn run_on(
+    pub(super) fn run_on(
         &self,
         (xs, w, gi): (&[f32], &[f32], usize),
         out: &mut [f32],
         accumulate: bool,
         packed: bool,
     ) -> Result<()> {
+        if packed && self.run_direct((xs, &w[gi * self.cog * self.depth()..]), out, accumulate)? {
+            return Ok(());
+        }
         let threads = rayon::current_num_threads();
         let tiles = self.tile_rows(threads);
         let ([_, h, wd], [_, ow], m, k) = (self.input, self.output, self.cog, self.depth());

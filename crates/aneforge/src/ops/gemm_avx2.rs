@@ -52,25 +52,78 @@ pub unsafe fn tile(
     cols: usize,
     overwrite: bool,
 ) {
-    let (a, b, c, shape) = ((a, a_rs), (b, b_rs), (c, c_rs), [rows, cols]);
-    match (rows <= EDGE_ROWS, cols <= NR / 2) {
-        (false, false) => halves::<MR, 2>(kb, a, b, c, shape, overwrite),
-        (false, true) => halves::<MR, 1>(kb, a, b, c, shape, overwrite),
-        (true, false) => halves::<EDGE_ROWS, 2>(kb, a, b, c, shape, overwrite),
-        (true, true) => halves::<EDGE_ROWS, 1>(kb, a, b, c, shape, overwrite),
+    let (a, b, c) = ((a, a_rs), Strided(b, b_rs), (c, c_rs));
+    tile_with(kb, a, b, c, [rows, cols], overwrite)
+}
+
+/// Where the kernel reads B's depth row p (its NR, or 8, values from the tile's first column).
+pub trait BRows: Copy {
+    /// The address of row p.
+    ///
+    /// # Safety
+    /// p is below the depth the caller's contract covers.
+    unsafe fn row(self, p: usize) -> *const f32;
+}
+
+/// B's rows a constant stride apart: (row 0, stride).
+#[derive(Clone, Copy)]
+pub struct Strided(pub *const f32, pub usize);
+
+impl BRows for Strided {
+    #[inline(always)]
+    unsafe fn row(self, p: usize) -> *const f32 {
+        // SAFETY: the caller's contract.
+        unsafe { self.0.add(p * self.1) }
     }
 }
 
-/// [`tile`] computing the first `H` 8-lane halves of `R` rows (rows ≤ R, cols ≤ 8·H).
+/// B's rows at offsets from a base: row p at `base + offsets[p]` (a conv's taps read from its
+/// padded input planes, `conv_direct`).
+#[derive(Clone, Copy)]
+pub struct Offsets<'a>(pub *const f32, pub &'a [usize]);
+
+impl BRows for Offsets<'_> {
+    #[inline(always)]
+    unsafe fn row(self, p: usize) -> *const f32 {
+        // SAFETY: the caller's contract (p < offsets.len() is checked).
+        unsafe { self.0.add(self.1[p]) }
+    }
+}
+
+/// [`tile`] with B's rows found by `b` (e.g. [`Offsets`]): the same chain per element.
+///
+/// # Safety
+/// As [`tile`], B's rows p < kb being where `b.row(p)` points.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn tile_with<B: BRows>(
+    kb: usize,
+    a: (*const f32, usize),
+    b: B,
+    c: (*mut f32, usize),
+    [rows, cols]: [usize; 2],
+    overwrite: bool,
+) {
+    let shape = [rows, cols];
+    match (rows <= EDGE_ROWS, cols <= NR / 2) {
+        (false, false) => halves::<MR, 2, _>(kb, a, b, c, shape, overwrite),
+        (false, true) => halves::<MR, 1, _>(kb, a, b, c, shape, overwrite),
+        (true, false) => halves::<EDGE_ROWS, 2, _>(kb, a, b, c, shape, overwrite),
+        (true, true) => halves::<EDGE_ROWS, 1, _>(kb, a, b, c, shape, overwrite),
+    }
+}
+
+/// [`tile`] computing the first `H` 8-lane halves of `R` rows (rows ≤ R, cols ≤ 8·H), B's
+/// rows found by `b`.
 ///
 /// # Safety
 /// As [`tile`].
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn halves<const R: usize, const H: usize>(
+unsafe fn halves<const R: usize, const H: usize, B: BRows>(
     kb: usize,
     (a, a_rs): (*const f32, usize),
-    (b, b_rs): (*const f32, usize),
+    b: B,
     (c, c_rs): (*mut f32, usize),
     [rows, cols]: [usize; 2],
     overwrite: bool,
@@ -79,7 +132,7 @@ unsafe fn halves<const R: usize, const H: usize>(
     let ar: [*const f32; R] = std::array::from_fn(|r| a.add(r.min(rows - 1) * a_rs));
     let mut acc = [[_mm256_setzero_ps(); H]; R];
     for p in 0..kb {
-        let bp = b.add(p * b_rs);
+        let bp = b.row(p);
         let mut bv = [_mm256_setzero_ps(); H];
         for (h, v) in bv.iter_mut().enumerate() {
             *v = _mm256_loadu_ps(bp.add(8 * h));
@@ -195,7 +248,7 @@ unsafe fn narrow_tile(
     shape: [usize; 2],
     overwrite: bool,
 ) {
-    halves::<NARROW_ROWS, 1>(kb, a, b, c, shape, overwrite)
+    halves::<NARROW_ROWS, 1, _>(kb, a, Strided(b.0, b.1), c, shape, overwrite)
 }
 
 /// Never called off x86_64 ([`available`] is false there).

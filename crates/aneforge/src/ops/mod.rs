@@ -9,6 +9,7 @@ pub mod channel;
 pub mod constexpr;
 pub mod conv;
 pub mod conv_depthwise;
+mod conv_direct;
 pub mod conv_gemm;
 mod conv_panels;
 pub(crate) mod conv_pointwise;

@@ -11,8 +11,6 @@
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-use super::conv::tap;
-
 /// Lanes of one step.
 const LANES: usize = 8;
 
@@ -138,7 +136,7 @@ impl MaxS2<'_> {
 /// The CPU has AVX2; `even` holds ⌈W / 2⌉ and `odd` ⌊W / 2⌋ values (W = `row.len()`).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn deinterleave_avx2(row: &[f32], even: &mut [f32], odd: &mut [f32]) {
+pub(super) unsafe fn deinterleave_avx2(row: &[f32], even: &mut [f32], odd: &mut [f32]) {
     let w = row.len();
     assert!(even.len() >= w.div_ceil(2) && odd.len() >= w / 2);
     let mut i = 0;
