@@ -391,53 +391,46 @@ fn upsample(x: &Buf, sh: usize, sw: usize, out: &mut Buf) {
 }
 
 /// Elements `start..start + out.len()` (row-major) of the nearest-neighbour upsample by
-/// (`sh`, `sw`) of `x`, whose rows are `w` long (the last two axes upsampled).
+/// (`sh`, `sw`) of `x`, whose rows are `w` long (the last two axes upsampled). Divides once per
+/// call: the output row, its column and its source row advance by counting.
 pub(crate) fn upsample_range(x: &[f32], [w, sh, sw]: [usize; 3], start: usize, out: &mut [f32]) {
     let ow = w * sw;
-    let mut at = start;
-    for seg in split_rows(out, start, ow) {
-        let (r, col) = (at / ow, at % ow);
-        at += seg.len();
-        widen(&x[r / sh * w..(r / sh + 1) * w], sw, col, seg);
-    }
-}
-
-/// `out` (elements `start..` of a row-major array with rows `ow` long) cut at its row ends.
-fn split_rows(out: &mut [f32], start: usize, ow: usize) -> impl Iterator<Item = &mut [f32]> {
+    let (row, mut col) = (start / ow, start % ow);
+    let (mut src, mut repeat) = (row / sh * w, row % sh);
     let mut rest = out;
-    let mut first = ow - start % ow;
-    std::iter::from_fn(move || {
-        if rest.is_empty() {
-            return None;
-        }
-        let cut = first.min(rest.len());
+    while !rest.is_empty() {
+        let cut = (ow - col).min(rest.len());
         let (seg, tail) = std::mem::take(&mut rest).split_at_mut(cut);
-        (rest, first) = (tail, ow);
-        Some(seg)
-    })
+        widen(&x[src..src + w], sw, col, seg);
+        (rest, col, repeat) = (tail, 0, repeat + 1);
+        if repeat == sh {
+            (src, repeat) = (src + w, 0);
+        }
+    }
 }
 
 /// Columns `col..col + dst.len()` of one input row `src` widened `sw`-fold: dst[t] =
-/// src[(col + t) / sw] (one division per call; 2-fold repeats have their own loop).
+/// src[(col + t) / sw] (2-fold repeats have their own instance, dividing by shifts).
 fn widen(src: &[f32], sw: usize, col: usize, dst: &mut [f32]) {
-    let head = ((sw - col % sw) % sw).min(dst.len());
-    let (first, rest) = dst.split_at_mut(head);
-    first.fill(src[col / sw]);
-    let src = &src[(col + head) / sw..];
-    /// The whole groups and the tail, `s`-fold (constant 2 in one instance: exact chunks of
-    /// a constant length, so the loop vectorises).
-    #[inline(always)]
-    fn groups(src: &[f32], s: usize, dst: &mut [f32]) {
-        let groups = dst.len() / s;
-        let mut whole = dst.chunks_exact_mut(s);
-        (&mut whole).zip(src).for_each(|(d, &v)| d.fill(v));
-        if let Some(&v) = src.get(groups) {
-            whole.into_remainder().fill(v);
-        }
-    }
     match sw {
-        2 => groups(src, 2, rest),
-        _ => groups(src, sw, rest),
+        2 => widen_by(src, 2, col, dst),
+        _ => widen_by(src, sw, col, dst),
+    }
+}
+
+/// [`widen`] by `s` (a constant in one instance: its divisions are shifts and its whole
+/// groups exact chunks of a constant length, so the loop vectorises).
+#[inline(always)]
+fn widen_by(src: &[f32], s: usize, col: usize, dst: &mut [f32]) {
+    let head = ((s - col % s) % s).min(dst.len());
+    let (first, rest) = dst.split_at_mut(head);
+    first.fill(src[col / s]);
+    let src = &src[(col + head) / s..];
+    let groups = rest.len() / s;
+    let mut whole = rest.chunks_exact_mut(s);
+    (&mut whole).zip(src).for_each(|(d, &v)| d.fill(v));
+    if let Some(&v) = src.get(groups) {
+        whole.into_remainder().fill(v);
     }
 }
 
@@ -711,6 +704,35 @@ pub(crate) mod tests {
         ] {
             let y = run(&Op::Layout(op), &[&one]).remove(0);
             assert_eq!(y.data, one.data);
+        }
+    }
+
+    /// `upsample_range` equals the naive gather x[(i / ow / sh) * w + i % ow / sw] on every
+    /// range of odd shapes (starts and ends mid-row and mid-repeat, whole arrays, 1-element
+    /// rows, factors 1–3), so the counting of rows and repeats never drifts.
+    #[test]
+    fn upsample_ranges_match_the_naive_gather() {
+        for (rows, w, sh, sw) in [(5, 7, 2, 2), (3, 1, 2, 2), (4, 14, 2, 2), (6, 5, 3, 1)]
+            .into_iter()
+            .chain([(2, 3, 1, 3), (7, 4, 1, 2), (3, 9, 3, 3)])
+        {
+            let x = data(rows * w, 7);
+            let (ow, len) = (w * sw, rows * sh * w * sw);
+            let naive: Vec<f32> = (0..len)
+                .map(|i| x[(i / ow / sh) * w + i % ow / sw])
+                .collect();
+            for start in 0..len {
+                for n in [1, 2, 3, ow + 1, 2 * ow * sh + 3, len - start] {
+                    let n = n.min(len - start);
+                    let mut out = vec![f32::NAN; n];
+                    upsample_range(&x, [w, sh, sw], start, &mut out);
+                    assert_eq!(
+                        out,
+                        naive[start..start + n],
+                        "{rows}×{w} ×({sh},{sw}) at {start}+{n}"
+                    );
+                }
+            }
         }
     }
 
