@@ -4,7 +4,7 @@
 use std::ops::Range;
 
 use super::io::{expect_fp16, expect_inputs};
-use super::kernel::{for_chunks, for_each_broadcast, PAR_MIN_ELEMS};
+use super::kernel::{for_chunks, PAR_MIN_ELEMS};
 use super::table::mil_kinds;
 use super::{Buf, Family, Op, TensorType};
 use crate::error::{Error, Result};
@@ -296,19 +296,22 @@ impl Family for Layout {
     }
 }
 
-/// Fill `out` in row-major order from `src[base + Σ index·strides]`; unit-stride rows are block
-/// copies, and a last axis read across unit-stride columns (a transpose moving the last axis)
-/// copies whole [rows, n] blocks in [`TILE`]-square tiles. Split by rows (or blocks) over the
-/// rayon pool from [`PAR_MIN_ELEMS`] output elements.
+/// Fill `out` in row-major order from `src[base + Σ index·strides]`. Axes that are one run in
+/// the source merge first (a transpose that keeps [H, W] together copies H·W-long rows); unit-
+/// stride rows are block copies (short ones by 8-float moves), and a last axis read across
+/// unit-stride columns (a transpose moving the last axis) copies whole [rows, n] blocks in
+/// [`TILE`]-square tiles. Split into tasks of whole rows over the rayon pool from
+/// [`PAR_MIN_ELEMS`] output elements; each task divides once and then counts its rows' offsets.
 fn gather(src: &[f32], base: usize, strides: &[usize], out: &mut Buf) {
-    let r = out.shape.len();
-    let (n, s) = (out.shape[r - 1], strides[r - 1]);
+    let (shape, strides) = merge_runs(&out.shape, strides);
+    let r = shape.len();
+    let (n, s) = (shape[r - 1], strides[r - 1]);
     let tiled = r >= 2 && s != 1 && strides[r - 2] == 1;
     let copy = |d: &mut [f32], o: usize| {
         if tiled {
             transpose_block(src, o, s, n, d);
         } else if s == 1 {
-            d.copy_from_slice(&src[o..o + n]);
+            copy_row(d, &src[o..o + n]);
         } else {
             d.iter_mut()
                 .enumerate()
@@ -316,27 +319,106 @@ fn gather(src: &[f32], base: usize, strides: &[usize], out: &mut Buf) {
         }
     };
     let inner = if tiled { r - 2 } else { r - 1 };
-    let block = shape::numel(&out.shape[inner..]);
-    let (outer, outer_st) = (&out.shape[..inner], &strides[..inner]);
+    let block = shape::numel(&shape[inner..]);
+    let (outer, outer_st) = (&shape[..inner], &strides[..inner]);
     let dst = &mut out.data;
-    if dst.len() >= PAR_MIN_ELEMS && block > 0 {
-        use rayon::prelude::*;
-        // The source offset of output block `row`: its index digits times the strides.
-        let offset = |row: usize| {
-            let digits = outer.iter().zip(outer_st).rev();
-            let (o, _) = digits.fold((base, row), |(o, rem), (&e, &st)| {
-                (o + rem % e * st, rem / e)
-            });
-            o
-        };
-        dst.par_chunks_mut(block)
-            .enumerate()
-            .for_each(|(row, d)| copy(d, offset(row)));
+    if block == 0 || dst.is_empty() {
         return;
     }
-    for_each_broadcast(outer, [outer_st], |row, [off]| {
-        copy(&mut dst[row * block..(row + 1) * block], base + off)
-    });
+    let rows = dst.len() / block;
+    let task_rows = match dst.len() >= PAR_MIN_ELEMS {
+        true => (PAR_MIN_ELEMS / 4 / block).clamp(1, rows),
+        false => rows,
+    };
+    let task = |t: usize, d: &mut [f32]| {
+        let mut at = RowOffsets::new(outer, outer_st, base, t * task_rows);
+        for d in d.chunks_exact_mut(block) {
+            copy(d, at.next_row());
+        }
+    };
+    if task_rows < rows {
+        use rayon::prelude::*;
+        dst.par_chunks_mut(task_rows * block)
+            .enumerate()
+            .for_each(|(t, d)| task(t, d));
+    } else {
+        task(0, dst);
+    }
+}
+
+/// `shape` and `strides` without unit axes and with each pair of neighbouring axes that is one
+/// run in the source (stride[k] = stride[k + 1]·shape[k + 1]) merged; at least one axis.
+fn merge_runs(shape: &[usize], strides: &[usize]) -> (Vec<usize>, Vec<usize>) {
+    let (mut sh, mut st): (Vec<usize>, Vec<usize>) = (Vec::new(), Vec::new());
+    for (&e, &s) in shape.iter().zip(strides).filter(|(&e, _)| e != 1) {
+        match (sh.last_mut(), st.last_mut()) {
+            (Some(pe), Some(ps)) if *ps == s * e => (*pe, *ps) = (*pe * e, s),
+            _ => {
+                sh.push(e);
+                st.push(s);
+            }
+        }
+    }
+    if sh.is_empty() {
+        (sh, st) = (vec![1], vec![1]);
+    }
+    (sh, st)
+}
+
+/// d = s for one row (equal lengths): rows of 8 to 64 floats by 8-float moves, the last one
+/// overlapping (no `memcpy` call per short row), other lengths by `copy_from_slice`.
+fn copy_row(d: &mut [f32], s: &[f32]) {
+    let n = d.len();
+    if !(8..=64).contains(&n) {
+        d.copy_from_slice(s);
+        return;
+    }
+    for k in (0..n - 8).step_by(8) {
+        d[k..k + 8].copy_from_slice(&s[k..k + 8]);
+    }
+    d[n - 8..].copy_from_slice(&s[n - 8..]);
+}
+
+/// The source offsets of consecutive rows (outer indices in row-major order) from a first row:
+/// its digits are found by division once, then every step counts.
+struct RowOffsets<'a> {
+    shape: &'a [usize],
+    strides: &'a [usize],
+    idx: Vec<usize>,
+    off: usize,
+}
+
+impl<'a> RowOffsets<'a> {
+    /// Offsets from row `first` of an index space `shape` read with `strides` from `base`.
+    fn new(shape: &'a [usize], strides: &'a [usize], base: usize, first: usize) -> Self {
+        let mut idx = vec![0; shape.len()];
+        let (mut rem, mut off) = (first, base);
+        for ax in (0..shape.len()).rev() {
+            (idx[ax], rem) = (rem % shape[ax], rem / shape[ax]);
+            off += idx[ax] * strides[ax];
+        }
+        RowOffsets {
+            shape,
+            strides,
+            idx,
+            off,
+        }
+    }
+
+    /// The current row's offset; then advances to the next row.
+    fn next_row(&mut self) -> usize {
+        let at = self.off;
+        for ax in (0..self.shape.len()).rev() {
+            self.idx[ax] += 1;
+            self.off += self.strides[ax];
+            if self.idx[ax] < self.shape[ax] {
+                break;
+            }
+            self.off -= self.strides[ax] * self.shape[ax];
+            self.idx[ax] = 0;
+        }
+        at
+    }
 }
 
 /// Side of the square tiles in which [`transpose_block`] copies.
@@ -580,6 +662,10 @@ pub(crate) mod tests {
             (vec![17, 40, 3], vec![1, 2, 0]),
             (vec![128, 12, 32], vec![1, 2, 0]),
             (vec![12, 128, 35], vec![0, 2, 1]),
+            // Axes that stay one source run merge (rows of H·W, of W·C, unit axes dropped).
+            (vec![64, 16, 28, 28], vec![1, 0, 2, 3]),
+            (vec![3, 1, 5, 7], vec![1, 2, 0, 3]),
+            (vec![5, 3, 4, 1], vec![1, 0, 2, 3]),
         ] {
             let x = buf(&shape, 1);
             check_moves(
@@ -642,6 +728,38 @@ pub(crate) mod tests {
         );
         assert_eq!(concat(&parts, -1).unwrap().shape(), [3, 7, 6]);
         assert_eq!(t.split_sizes(&[1, 5, 1], 1).unwrap()[1].shape(), [3, 5, 6]);
+    }
+
+    /// Slices of short rows (by 8-float moves, the last overlapping), long rows and whole runs
+    /// of merged axes, on one thread and split over the pool, match the naive gather.
+    #[test]
+    fn slices_of_short_and_merged_rows_match_naive() {
+        for (shape, begin, size) in [
+            (
+                vec![16, 64, 28, 28],
+                vec![0, 0, 0, 13],
+                vec![16, 64, 28, 15],
+            ),
+            (vec![16, 64, 28, 28], vec![0, 0, 0, 0], vec![16, 64, 28, 13]),
+            (vec![5, 3, 9, 80], vec![1, 0, 2, 3], vec![3, 3, 5, 65]),
+            (vec![5, 3, 9, 80], vec![0, 1, 0, 70], vec![5, 2, 9, 7]),
+            (vec![5, 3, 9, 80], vec![0, 1, 0, 0], vec![5, 1, 9, 80]),
+            (vec![2, 1, 40, 17], vec![1, 0, 3, 8], vec![1, 1, 30, 9]),
+            (vec![64, 8, 9, 16], vec![0, 2, 0, 0], vec![64, 6, 9, 16]),
+        ] {
+            let x = buf(&shape, 5);
+            check_moves(
+                &Op::Layout(Layout::SliceBySize {
+                    begin: begin.clone(),
+                    size,
+                }),
+                &[&x],
+                |idx| {
+                    let at: Vec<usize> = begin.iter().zip(&idx[1..]).map(|(b, i)| b + i).collect();
+                    (0, ravel(&at, &x.shape))
+                },
+            );
+        }
     }
 
     #[test]
