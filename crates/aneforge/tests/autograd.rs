@@ -568,3 +568,86 @@ fn cross_entropy_value_and_gradient_match_the_closed_form() {
         "{err}"
     );
 }
+
+/// Relu's gradient routes on its output: `relu(x) > 0` is the mask `x > 0` bit for bit where
+/// x = p + q·k·z reaches ±0, ±∞ and NaN (fp16 overflow, ∞·0) and the smallest fp16 and f32
+/// subnormals, in fp32 and fp16 precision; and the gradient passes G exactly there (+0
+/// elsewhere) when x is finite (an fp16 loss of ∞ makes every gradient NaN).
+#[test]
+fn relu_gradient_passes_g_exactly_where_x_is_positive() {
+    let finite: Vec<[f32; 4]> = vec![
+        [0.0, 0.0, 1.0, 1.0],
+        [-0.0, -0.0, 1.0, 1.0],
+        [5.960_464_5e-8, 0.0, 1.0, 1.0],
+        [-5.960_464_5e-8, 0.0, 1.0, 1.0],
+        [0.0, 1e-20, 1e-20, 1.0],
+        [0.0, -1e-20, 1e-20, 1.0],
+        [1.0, 0.0, 1.0, 1.0],
+        [-2.5, 0.0, 1.0, 1.0],
+        [0.0, 3.0, 0.5, 1.0],
+    ];
+    let mut overflowing = finite.clone();
+    overflowing.extend([2.0, -2.0].map(|k| [0.0, 65504.0, k, 1.0]));
+    overflowing.extend([2.0, -2.0].map(|k| [0.0, 65504.0, k, 0.0]));
+    for (precision, cases) in [Precision::Fp32, Precision::Fp16]
+        .into_iter()
+        .flat_map(|p| [(p, &finite), (p, &overflowing)])
+    {
+        let n = cases.len();
+        let [p, q, k, z, w] = [0; 5].map(|_| input(&[n]).unwrap());
+        let x = p.add(&q.mul(&k).unwrap().mul(&z).unwrap()).unwrap();
+        let y = x.relu().unwrap();
+        let loss = y.mul(&w).unwrap().sum(&[0], true).unwrap();
+        let g = backward(&loss, std::slice::from_ref(&p), 1.0, &[])
+            .unwrap()
+            .remove(0);
+        let zero = w.mul_scalar(0.0).unwrap();
+        let [on_x, on_y] = [&x, &y].map(|t| {
+            let m = t.compare_scalar(Compare::Greater, 0.0).unwrap();
+            select(&m, &w, &zero).unwrap()
+        });
+        let columns: Vec<Vec<f32>> = (0..4)
+            .map(|j| cases.iter().map(|c| c[j]).collect())
+            .collect();
+        let wv: Vec<f32> = (0..n).map(|i| 0.25 + i as f32).collect();
+        let data: Vec<PortData> = columns
+            .iter()
+            .chain([&wv])
+            .map(|v| PortData::F32(v))
+            .collect();
+        let outs = [(None, g), (None, on_x), (None, on_y)];
+        let out = compile(
+            &outs,
+            &CompileOptions {
+                precision,
+                ..opts()
+            },
+        )
+        .unwrap()
+        .run(&data)
+        .unwrap();
+        assert_eq!(
+            out[1], out[2],
+            "{precision:?}: the masks x > 0 and relu(x) > 0"
+        );
+        let r = |v: f32| match precision {
+            Precision::Fp16 => half::f16::from_f32(v).to_f32(),
+            _ => v,
+        };
+        let xs: Vec<f32> = (cases.iter().map(|c| c.map(r)))
+            .map(|[p, q, k, z]| r(p + r(r(q * k) * z)))
+            .collect();
+        assert!(
+            precision == Precision::Fp32
+                || cases.len() == finite.len()
+                || xs.iter().filter(|x| !x.is_finite()).count() == 4,
+            "fp16: the overflowing cases reach ±∞ and NaN"
+        );
+        if precision == Precision::Fp32 || xs.iter().all(|x| x.is_finite()) {
+            for (e, &x) in xs.iter().enumerate() {
+                let want = if x > 0.0 { wv[e] } else { 0.0 };
+                assert_eq!(out[0][e].to_bits(), want.to_bits(), "{precision:?} x = {x}");
+            }
+        }
+    }
+}

@@ -8,7 +8,9 @@ use crate::ops::Family;
 /// Gradient rules.
 impl Differentiable for Unary {
     /// Vector-Jacobian product: the upstream gradient times dy/dx (recomputed from x and y); kinks
-    /// route by comparison on x. Piecewise-constant ops (floor, ceil, round, sign) and
+    /// route by comparison on x, but relu's on its output (y > 0 exactly when x > 0, ±0 and NaN
+    /// included, and x is then no longer read, so it can end inside its producer's epilogue).
+    /// Piecewise-constant ops (floor, ceil, round, sign) and
     /// `logical_not` are a NotImplemented error naming the op.
     fn vjp(&self, a: &Vjp) -> Result<Grads> {
         use crate::autograd::{mask, not_differentiable};
@@ -16,7 +18,7 @@ impl Differentiable for Unary {
         use std::f32::consts::{FRAC_1_SQRT_2, FRAC_2_SQRT_PI, LN_2};
         let (x, y, g) = (&a.x[0], &a.y[0], a.g0());
         let d = match *self {
-            Unary::Relu => return Ok(vec![Some(mask(&x.compare_scalar(Greater, 0.0)?, g)?)]),
+            Unary::Relu => return Ok(vec![Some(mask(&y.compare_scalar(Greater, 0.0)?, g)?)]),
             Unary::Gelu => {
                 let cdf = x
                     .mul_scalar(FRAC_1_SQRT_2)?

@@ -374,6 +374,34 @@ mod tests {
                 1,
             ),
             ([3, 4, 5, 5], [4, 8, 5, 5], [1, 1], [2, 2, 2, 2], [1, 1], 1),
+            // The CNN step's input gradient (6- and 4-pixel spans, single edge columns), at
+            // batch 3, and odd widths and channel counts around it.
+            (
+                [3, 32, 14, 14],
+                [32, 16, 3, 3],
+                [1, 1],
+                [1, 1, 1, 1],
+                [1, 1],
+                1,
+            ),
+            (
+                [1, 5, 7, 17],
+                [5, 17, 3, 3],
+                [1, 1],
+                [1, 1, 1, 1],
+                [1, 1],
+                1,
+            ),
+            ([3, 1, 3, 11], [1, 9, 3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1),
+            (
+                [1, 3, 5, 23],
+                [3, 16, 3, 3],
+                [1, 1],
+                [0, 0, 0, 0],
+                [1, 1],
+                1,
+            ),
+            ([1, 2, 4, 15], [2, 8, 3, 3], [2, 2], [1, 0, 1, 0], [1, 1], 1),
         ];
         for (i, (xs, ws, strides, pad, dilations, groups)) in cases.into_iter().enumerate() {
             let c = ConvTranspose {

@@ -4,7 +4,7 @@
 use std::ops::Range;
 
 use super::io::{expect_fp16, expect_inputs};
-use super::kernel::{for_chunks, for_each_broadcast, PAR_MIN_ELEMS};
+use super::kernel::{for_chunks, PAR_MIN_ELEMS};
 use super::table::mil_kinds;
 use super::{Buf, Family, Op, TensorType};
 use crate::error::{Error, Result};
@@ -296,19 +296,22 @@ impl Family for Layout {
     }
 }
 
-/// Fill `out` in row-major order from `src[base + Σ index·strides]`; unit-stride rows are block
-/// copies, and a last axis read across unit-stride columns (a transpose moving the last axis)
-/// copies whole [rows, n] blocks in [`TILE`]-square tiles. Split by rows (or blocks) over the
-/// rayon pool from [`PAR_MIN_ELEMS`] output elements.
+/// Fill `out` in row-major order from `src[base + Σ index·strides]`. Axes that are one run in
+/// the source merge first (a transpose that keeps [H, W] together copies H·W-long rows); unit-
+/// stride rows are block copies (short ones by 8-float moves), and a last axis read across
+/// unit-stride columns (a transpose moving the last axis) copies whole [rows, n] blocks in
+/// [`TILE`]-square tiles. Split into tasks of whole rows over the rayon pool from
+/// [`PAR_MIN_ELEMS`] output elements; each task divides once and then counts its rows' offsets.
 fn gather(src: &[f32], base: usize, strides: &[usize], out: &mut Buf) {
-    let r = out.shape.len();
-    let (n, s) = (out.shape[r - 1], strides[r - 1]);
+    let (shape, strides) = merge_runs(&out.shape, strides);
+    let r = shape.len();
+    let (n, s) = (shape[r - 1], strides[r - 1]);
     let tiled = r >= 2 && s != 1 && strides[r - 2] == 1;
     let copy = |d: &mut [f32], o: usize| {
         if tiled {
             transpose_block(src, o, s, n, d);
         } else if s == 1 {
-            d.copy_from_slice(&src[o..o + n]);
+            copy_row(d, &src[o..o + n]);
         } else {
             d.iter_mut()
                 .enumerate()
@@ -316,27 +319,106 @@ fn gather(src: &[f32], base: usize, strides: &[usize], out: &mut Buf) {
         }
     };
     let inner = if tiled { r - 2 } else { r - 1 };
-    let block = shape::numel(&out.shape[inner..]);
-    let (outer, outer_st) = (&out.shape[..inner], &strides[..inner]);
+    let block = shape::numel(&shape[inner..]);
+    let (outer, outer_st) = (&shape[..inner], &strides[..inner]);
     let dst = &mut out.data;
-    if dst.len() >= PAR_MIN_ELEMS && block > 0 {
-        use rayon::prelude::*;
-        // The source offset of output block `row`: its index digits times the strides.
-        let offset = |row: usize| {
-            let digits = outer.iter().zip(outer_st).rev();
-            let (o, _) = digits.fold((base, row), |(o, rem), (&e, &st)| {
-                (o + rem % e * st, rem / e)
-            });
-            o
-        };
-        dst.par_chunks_mut(block)
-            .enumerate()
-            .for_each(|(row, d)| copy(d, offset(row)));
+    if block == 0 || dst.is_empty() {
         return;
     }
-    for_each_broadcast(outer, [outer_st], |row, [off]| {
-        copy(&mut dst[row * block..(row + 1) * block], base + off)
-    });
+    let rows = dst.len() / block;
+    let task_rows = match dst.len() >= PAR_MIN_ELEMS {
+        true => (PAR_MIN_ELEMS / 4 / block).clamp(1, rows),
+        false => rows,
+    };
+    let task = |t: usize, d: &mut [f32]| {
+        let mut at = RowOffsets::new(outer, outer_st, base, t * task_rows);
+        for d in d.chunks_exact_mut(block) {
+            copy(d, at.next_row());
+        }
+    };
+    if task_rows < rows {
+        use rayon::prelude::*;
+        dst.par_chunks_mut(task_rows * block)
+            .enumerate()
+            .for_each(|(t, d)| task(t, d));
+    } else {
+        task(0, dst);
+    }
+}
+
+/// `shape` and `strides` without unit axes and with each pair of neighbouring axes that is one
+/// run in the source (stride[k] = stride[k + 1]·shape[k + 1]) merged; at least one axis.
+fn merge_runs(shape: &[usize], strides: &[usize]) -> (Vec<usize>, Vec<usize>) {
+    let (mut sh, mut st): (Vec<usize>, Vec<usize>) = (Vec::new(), Vec::new());
+    for (&e, &s) in shape.iter().zip(strides).filter(|(&e, _)| e != 1) {
+        match (sh.last_mut(), st.last_mut()) {
+            (Some(pe), Some(ps)) if *ps == s * e => (*pe, *ps) = (*pe * e, s),
+            _ => {
+                sh.push(e);
+                st.push(s);
+            }
+        }
+    }
+    if sh.is_empty() {
+        (sh, st) = (vec![1], vec![1]);
+    }
+    (sh, st)
+}
+
+/// d = s for one row (equal lengths): rows of 8 to 64 floats by 8-float moves, the last one
+/// overlapping (no `memcpy` call per short row), other lengths by `copy_from_slice`.
+fn copy_row(d: &mut [f32], s: &[f32]) {
+    let n = d.len();
+    if !(8..=64).contains(&n) {
+        d.copy_from_slice(s);
+        return;
+    }
+    for k in (0..n - 8).step_by(8) {
+        d[k..k + 8].copy_from_slice(&s[k..k + 8]);
+    }
+    d[n - 8..].copy_from_slice(&s[n - 8..]);
+}
+
+/// The source offsets of consecutive rows (outer indices in row-major order) from a first row:
+/// its digits are found by division once, then every step counts.
+struct RowOffsets<'a> {
+    shape: &'a [usize],
+    strides: &'a [usize],
+    idx: Vec<usize>,
+    off: usize,
+}
+
+impl<'a> RowOffsets<'a> {
+    /// Offsets from row `first` of an index space `shape` read with `strides` from `base`.
+    fn new(shape: &'a [usize], strides: &'a [usize], base: usize, first: usize) -> Self {
+        let mut idx = vec![0; shape.len()];
+        let (mut rem, mut off) = (first, base);
+        for ax in (0..shape.len()).rev() {
+            (idx[ax], rem) = (rem % shape[ax], rem / shape[ax]);
+            off += idx[ax] * strides[ax];
+        }
+        RowOffsets {
+            shape,
+            strides,
+            idx,
+            off,
+        }
+    }
+
+    /// The current row's offset; then advances to the next row.
+    fn next_row(&mut self) -> usize {
+        let at = self.off;
+        for ax in (0..self.shape.len()).rev() {
+            self.idx[ax] += 1;
+            self.off += self.strides[ax];
+            if self.idx[ax] < self.shape[ax] {
+                break;
+            }
+            self.off -= self.strides[ax] * self.shape[ax];
+            self.idx[ax] = 0;
+        }
+        at
+    }
 }
 
 /// Side of the square tiles in which [`transpose_block`] copies.
@@ -391,53 +473,46 @@ fn upsample(x: &Buf, sh: usize, sw: usize, out: &mut Buf) {
 }
 
 /// Elements `start..start + out.len()` (row-major) of the nearest-neighbour upsample by
-/// (`sh`, `sw`) of `x`, whose rows are `w` long (the last two axes upsampled).
+/// (`sh`, `sw`) of `x`, whose rows are `w` long (the last two axes upsampled). Divides once per
+/// call: the output row, its column and its source row advance by counting.
 pub(crate) fn upsample_range(x: &[f32], [w, sh, sw]: [usize; 3], start: usize, out: &mut [f32]) {
     let ow = w * sw;
-    let mut at = start;
-    for seg in split_rows(out, start, ow) {
-        let (r, col) = (at / ow, at % ow);
-        at += seg.len();
-        widen(&x[r / sh * w..(r / sh + 1) * w], sw, col, seg);
-    }
-}
-
-/// `out` (elements `start..` of a row-major array with rows `ow` long) cut at its row ends.
-fn split_rows(out: &mut [f32], start: usize, ow: usize) -> impl Iterator<Item = &mut [f32]> {
+    let (row, mut col) = (start / ow, start % ow);
+    let (mut src, mut repeat) = (row / sh * w, row % sh);
     let mut rest = out;
-    let mut first = ow - start % ow;
-    std::iter::from_fn(move || {
-        if rest.is_empty() {
-            return None;
-        }
-        let cut = first.min(rest.len());
+    while !rest.is_empty() {
+        let cut = (ow - col).min(rest.len());
         let (seg, tail) = std::mem::take(&mut rest).split_at_mut(cut);
-        (rest, first) = (tail, ow);
-        Some(seg)
-    })
+        widen(&x[src..src + w], sw, col, seg);
+        (rest, col, repeat) = (tail, 0, repeat + 1);
+        if repeat == sh {
+            (src, repeat) = (src + w, 0);
+        }
+    }
 }
 
 /// Columns `col..col + dst.len()` of one input row `src` widened `sw`-fold: dst[t] =
-/// src[(col + t) / sw] (one division per call; 2-fold repeats have their own loop).
+/// src[(col + t) / sw] (2-fold repeats have their own instance, dividing by shifts).
 fn widen(src: &[f32], sw: usize, col: usize, dst: &mut [f32]) {
-    let head = ((sw - col % sw) % sw).min(dst.len());
-    let (first, rest) = dst.split_at_mut(head);
-    first.fill(src[col / sw]);
-    let src = &src[(col + head) / sw..];
-    /// The whole groups and the tail, `s`-fold (constant 2 in one instance: exact chunks of
-    /// a constant length, so the loop vectorises).
-    #[inline(always)]
-    fn groups(src: &[f32], s: usize, dst: &mut [f32]) {
-        let groups = dst.len() / s;
-        let mut whole = dst.chunks_exact_mut(s);
-        (&mut whole).zip(src).for_each(|(d, &v)| d.fill(v));
-        if let Some(&v) = src.get(groups) {
-            whole.into_remainder().fill(v);
-        }
-    }
     match sw {
-        2 => groups(src, 2, rest),
-        _ => groups(src, sw, rest),
+        2 => widen_by(src, 2, col, dst),
+        _ => widen_by(src, sw, col, dst),
+    }
+}
+
+/// [`widen`] by `s` (a constant in one instance: its divisions are shifts and its whole
+/// groups exact chunks of a constant length, so the loop vectorises).
+#[inline(always)]
+fn widen_by(src: &[f32], s: usize, col: usize, dst: &mut [f32]) {
+    let head = ((s - col % s) % s).min(dst.len());
+    let (first, rest) = dst.split_at_mut(head);
+    first.fill(src[col / s]);
+    let src = &src[(col + head) / s..];
+    let groups = rest.len() / s;
+    let mut whole = rest.chunks_exact_mut(s);
+    (&mut whole).zip(src).for_each(|(d, &v)| d.fill(v));
+    if let Some(&v) = src.get(groups) {
+        whole.into_remainder().fill(v);
     }
 }
 
@@ -587,6 +662,10 @@ pub(crate) mod tests {
             (vec![17, 40, 3], vec![1, 2, 0]),
             (vec![128, 12, 32], vec![1, 2, 0]),
             (vec![12, 128, 35], vec![0, 2, 1]),
+            // Axes that stay one source run merge (rows of H·W, of W·C, unit axes dropped).
+            (vec![64, 16, 28, 28], vec![1, 0, 2, 3]),
+            (vec![3, 1, 5, 7], vec![1, 2, 0, 3]),
+            (vec![5, 3, 4, 1], vec![1, 0, 2, 3]),
         ] {
             let x = buf(&shape, 1);
             check_moves(
@@ -651,6 +730,38 @@ pub(crate) mod tests {
         assert_eq!(t.split_sizes(&[1, 5, 1], 1).unwrap()[1].shape(), [3, 5, 6]);
     }
 
+    /// Slices of short rows (by 8-float moves, the last overlapping), long rows and whole runs
+    /// of merged axes, on one thread and split over the pool, match the naive gather.
+    #[test]
+    fn slices_of_short_and_merged_rows_match_naive() {
+        for (shape, begin, size) in [
+            (
+                vec![16, 64, 28, 28],
+                vec![0, 0, 0, 13],
+                vec![16, 64, 28, 15],
+            ),
+            (vec![16, 64, 28, 28], vec![0, 0, 0, 0], vec![16, 64, 28, 13]),
+            (vec![5, 3, 9, 80], vec![1, 0, 2, 3], vec![3, 3, 5, 65]),
+            (vec![5, 3, 9, 80], vec![0, 1, 0, 70], vec![5, 2, 9, 7]),
+            (vec![5, 3, 9, 80], vec![0, 1, 0, 0], vec![5, 1, 9, 80]),
+            (vec![2, 1, 40, 17], vec![1, 0, 3, 8], vec![1, 1, 30, 9]),
+            (vec![64, 8, 9, 16], vec![0, 2, 0, 0], vec![64, 6, 9, 16]),
+        ] {
+            let x = buf(&shape, 5);
+            check_moves(
+                &Op::Layout(Layout::SliceBySize {
+                    begin: begin.clone(),
+                    size,
+                }),
+                &[&x],
+                |idx| {
+                    let at: Vec<usize> = begin.iter().zip(&idx[1..]).map(|(b, i)| b + i).collect();
+                    (0, ravel(&at, &x.shape))
+                },
+            );
+        }
+    }
+
     #[test]
     fn slice_upsample_and_copies_match_naive() {
         let x = buf(&[7, 783], 1);
@@ -711,6 +822,35 @@ pub(crate) mod tests {
         ] {
             let y = run(&Op::Layout(op), &[&one]).remove(0);
             assert_eq!(y.data, one.data);
+        }
+    }
+
+    /// `upsample_range` equals the naive gather x[(i / ow / sh) * w + i % ow / sw] on every
+    /// range of odd shapes (starts and ends mid-row and mid-repeat, whole arrays, 1-element
+    /// rows, factors 1–3), so the counting of rows and repeats never drifts.
+    #[test]
+    fn upsample_ranges_match_the_naive_gather() {
+        for (rows, w, sh, sw) in [(5, 7, 2, 2), (3, 1, 2, 2), (4, 14, 2, 2), (6, 5, 3, 1)]
+            .into_iter()
+            .chain([(2, 3, 1, 3), (7, 4, 1, 2), (3, 9, 3, 3)])
+        {
+            let x = data(rows * w, 7);
+            let (ow, len) = (w * sw, rows * sh * w * sw);
+            let naive: Vec<f32> = (0..len)
+                .map(|i| x[(i / ow / sh) * w + i % ow / sw])
+                .collect();
+            for start in 0..len {
+                for n in [1, 2, 3, ow + 1, 2 * ow * sh + 3, len - start] {
+                    let n = n.min(len - start);
+                    let mut out = vec![f32::NAN; n];
+                    upsample_range(&x, [w, sh, sw], start, &mut out);
+                    assert_eq!(
+                        out,
+                        naive[start..start + n],
+                        "{rows}×{w} ×({sh},{sw}) at {start}+{n}"
+                    );
+                }
+            }
         }
     }
 

@@ -1,6 +1,6 @@
 //! The channel-lane kernel of `conv_transpose`: each output pixel accumulates all the output
-//! channels of a group at once (16 lanes, a pixel block of 4 along W when the block's taps line
-//! up), reading the weight prepacked as [Cin][kH][kW][Cout/g]. Every output element still sums
+//! channels of a group at once (16 lanes, a pixel block of 6 or 4 along W when the block's taps
+//! line up), reading the weight prepacked as [Cin][kH][kW][Cout/g]. Every output element still sums
 //! its terms as separate products and sums in the order of the plane kernel (ci, then input row
 //! ascending, then kernel column ascending), so the two give the same bits.
 
@@ -11,8 +11,12 @@ use crate::ops::gemm::PAR_MIN_MACS;
 /// Output channels per lane block.
 const LANES: usize = 16;
 
-/// Output pixels along W computed together when their taps line up.
-const BLOCK: usize = 4;
+/// Output pixels along W computed together when their taps line up (the widest block that
+/// does; 6 pixels keep 12 accumulators, the two weight vectors and a broadcast in registers).
+const BLOCKS: [usize; 2] = [6, 4];
+
+/// The widest pixel block.
+const BLOCK: usize = BLOCKS[0];
 
 /// Geometry of one transposed convolution.
 pub(super) struct Geometry {
@@ -77,6 +81,7 @@ pub(super) fn run(g: &Geometry, x: &[f32], w: &[f32], y: &mut [f32]) {
     }
     let rows = landing(h, kh, g.strides[0], g.dilations[0], g.pad[0], oh, true);
     let cols = landing(wd, kw, g.strides[1], g.dilations[1], g.pad[1], ow, false);
+    let spans = column_spans(&cols);
     let plan = Plan {
         g,
         cig,
@@ -85,6 +90,7 @@ pub(super) fn run(g: &Geometry, x: &[f32], w: &[f32], y: &mut [f32]) {
         wp: &wp,
         rows: &rows,
         cols: &cols,
+        spans: &spans,
         #[cfg(target_arch = "x86_64")]
         avx2: std::arch::is_x86_feature_detected!("avx2"),
         #[cfg(not(target_arch = "x86_64"))]
@@ -101,6 +107,30 @@ pub(super) fn run(g: &Geometry, x: &[f32], w: &[f32], y: &mut [f32]) {
     }
 }
 
+/// The output columns as (first column, pixels) spans: from each column the widest of
+/// [`BLOCKS`] whose columns all exist and read the same taps at input columns one apart, else 1.
+fn column_spans(cols: &[Vec<(usize, usize)>]) -> Vec<(usize, usize)> {
+    let lined_up = |ox: usize, q: usize| {
+        let first = &cols[ox];
+        ox + q <= cols.len()
+            && (1..q).all(|p| {
+                let c = &cols[ox + p];
+                c.len() == first.len()
+                    && c.iter()
+                        .zip(first)
+                        .all(|(a, b)| a.1 == b.1 && a.0 == b.0 + p)
+            })
+    };
+    let mut spans = Vec::new();
+    let mut ox = 0;
+    while ox < cols.len() {
+        let q = BLOCKS.into_iter().find(|&q| lined_up(ox, q)).unwrap_or(1);
+        spans.push((ox, q));
+        ox += q;
+    }
+    spans
+}
+
 /// The prepacked weight and the tap lists of one call.
 struct Plan<'a> {
     g: &'a Geometry,
@@ -110,6 +140,8 @@ struct Plan<'a> {
     wp: &'a [f32],
     rows: &'a [Vec<(usize, usize)>],
     cols: &'a [Vec<(usize, usize)>],
+    /// The output columns' pixel blocks (see [`column_spans`]).
+    spans: &'a [(usize, usize)],
     /// Whether the CPU has AVX2 (the pixel-block update then uses its registers).
     avx2: bool,
 }
@@ -139,9 +171,7 @@ impl Plan<'_> {
         for grp in 0..self.g.groups {
             for blk in 0..self.blocks {
                 for oy in 0..oh {
-                    let mut ox = 0;
-                    while ox < ow {
-                        let q = if self.lined_up(ox) { BLOCK } else { 1 };
+                    for &(ox, q) in self.spans {
                         let acc = self.pixels(x, grp, blk, oy, ox, q);
                         let j0 = blk * LANES;
                         for (j, co) in (j0..self.cog.min(j0 + LANES)).enumerate() {
@@ -150,31 +180,13 @@ impl Plan<'_> {
                                 plane[ox + p] = a[j];
                             }
                         }
-                        ox += q;
                     }
                 }
             }
         }
     }
 
-    /// Whether output columns ox..ox+BLOCK all exist and read the same taps at input columns
-    /// one apart.
-    fn lined_up(&self, ox: usize) -> bool {
-        let Some(last) = self.cols.get(ox + BLOCK - 1) else {
-            return false;
-        };
-        let first = &self.cols[ox];
-        first.len() == last.len()
-            && (1..BLOCK).all(|p| {
-                let c = &self.cols[ox + p];
-                c.len() == first.len()
-                    && c.iter()
-                        .zip(first)
-                        .all(|(a, b)| a.1 == b.1 && a.0 == b.0 + p)
-            })
-    }
-
-    /// Lanes `blk` of group `grp` at output row `oy`, columns ox..ox+q (q = 1 or BLOCK).
+    /// Lanes `blk` of group `grp` at output row `oy`, columns ox..ox+q (q = 1 or one of [`BLOCKS`]).
     #[inline(always)]
     fn pixels(
         &self,
@@ -190,7 +202,8 @@ impl Plan<'_> {
             // SAFETY: `avx2` is set only when the CPU has AVX2.
             return unsafe {
                 match q {
-                    BLOCK => self.pixels_avx2::<BLOCK>(x, grp, blk, oy, ox),
+                    6 => self.pixels_avx2::<6>(x, grp, blk, oy, ox),
+                    4 => self.pixels_avx2::<4>(x, grp, blk, oy, ox),
                     _ => self.pixels_avx2::<1>(x, grp, blk, oy, ox),
                 }
             };
@@ -209,10 +222,8 @@ impl Plan<'_> {
                     let t: &[f32; LANES] = wc[(ky * kw + kx) * LANES..][..LANES]
                         .try_into()
                         .expect("LANES elements");
-                    if q == BLOCK {
-                        let xs: &[f32; BLOCK] =
-                            row[ix..][..BLOCK].try_into().expect("BLOCK elements");
-                        for (a, &v) in acc.iter_mut().zip(xs) {
+                    if q > 1 {
+                        for (a, &v) in acc.iter_mut().zip(&row[ix..][..q]) {
                             for (s, &tw) in a.iter_mut().zip(t) {
                                 *s += v * tw;
                             }
@@ -229,7 +240,7 @@ impl Plan<'_> {
         acc
     }
 
-    /// [`Plan::pixels`] for Q (1 or BLOCK) pixels with the accumulators in AVX2 registers (a
+    /// [`Plan::pixels`] for Q (1 or one of [`BLOCKS`]) pixels with the accumulators in AVX2 registers (a
     /// multiply then an add per term, like the portable loop: the same bits).
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
