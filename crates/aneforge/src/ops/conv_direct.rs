@@ -308,7 +308,7 @@ unsafe fn block(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::gemm::tests::rand_vec;
+    use crate::ops::conv_gemm::tests::assert_packed_matches_crate;
 
     /// The direct path gives the bits of the `gemm` crate's product (`run_on` unpacked) on 1,
     /// 2 and 3 threads, writing or accumulating onto a bias: strides 1 and 2, asymmetric and
@@ -350,27 +350,12 @@ mod tests {
             let plan = product.direct_plan(1);
             let (_, kc) = plan.unwrap_or_else(|| panic!("case {ci} takes the direct path"));
             depth_blocks |= kc < k;
-            let seed = 10 * ci as u64;
-            // Two groups: the weight of group 1 follows group 0's.
-            let (x, wt) = (rand_vec(cin * h * w, seed), rand_vec(2 * cog * k, seed + 1));
-            let bias = rand_vec(cog * output[0] * output[1], seed + 2);
-            for threads in [1, 2, 3] {
-                let pool = rayon::ThreadPoolBuilder::new()
-                    .num_threads(threads)
-                    .build()
-                    .unwrap();
-                for accumulate in [false, true] {
-                    let (mut want, mut got) = (bias.clone(), bias.clone());
-                    pool.install(|| {
-                        product.run_on((&x, &wt, 1), &mut want, accumulate, false)?;
-                        product.run_on((&x, &wt, 1), &mut got, accumulate, true)
-                    })
-                    .unwrap();
-                    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-                    let tag = format!("case {ci} threads {threads} accumulate {accumulate}");
-                    assert_eq!(bits(&got), bits(&want), "{tag}");
-                }
-            }
+            assert_packed_matches_crate(
+                &product,
+                10 * ci as u64,
+                &[1, 2, 3],
+                &format!("case {ci}"),
+            );
         }
         assert!(depth_blocks, "a case runs several depth blocks");
     }

@@ -584,7 +584,7 @@ pub(super) fn with_scratch<R>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::ops::conv::Conv;
     use crate::ops::gemm::sgemm;
@@ -895,36 +895,52 @@ mod tests {
                 pad: [pad; 4],
                 cog,
             };
-            let k = product.depth();
-            let seed = 10 * ci as u64;
-            // Two groups: the weight of group 1 follows group 0's.
-            let (x, wt) = (rand_vec(cin * h * w, seed), rand_vec(2 * cog * k, seed + 1));
-            let bias = rand_vec(cog * out[0] * out[1], seed + 2);
             for threads in [1, 2] {
                 let pool = rayon::ThreadPoolBuilder::new()
                     .num_threads(threads)
                     .build()
                     .unwrap();
-                for accumulate in [false, true] {
-                    let (mut want, mut got) = (bias.clone(), bias.clone());
-                    pool.install(|| {
-                        let tiles = product.tile_rows(threads);
-                        let n = tiles[0].len() * out[1];
-                        ran_packed |= product.packed_block(n, tiles.len() == 1).is_some();
-                        product.run_on((&x, &wt, 1), &mut want, accumulate, false)?;
-                        product.run_on((&x, &wt, 1), &mut got, accumulate, true)
-                    })
-                    .unwrap();
-                    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-                    assert_eq!(
-                        bits(&got),
-                        bits(&want),
-                        "case {ci} threads {threads} accumulate {accumulate}"
-                    );
-                }
+                ran_packed |= pool.install(|| {
+                    let tiles = product.tile_rows(threads);
+                    let n = tiles[0].len() * out[1];
+                    product.packed_block(n, tiles.len() == 1).is_some()
+                });
             }
+            assert_packed_matches_crate(&product, 10 * ci as u64, &[1, 2], &format!("case {ci}"));
         }
         assert!(ran_packed || !crate::ops::gemm_avx2::available());
+    }
+
+    /// `run_on` on the packed kernel (and the direct path) gives the bits of the `gemm` crate's
+    /// product for group 1 of a two-group weight, writing or accumulating onto a bias, on each
+    /// of `threads` (random operands from `seed`).
+    pub(crate) fn assert_packed_matches_crate(
+        product: &Product,
+        seed: u64,
+        threads: &[usize],
+        tag: &str,
+    ) {
+        let ([cin, h, w], [oh, ow], cog, k) =
+            (product.input, product.output, product.cog, product.depth());
+        let (x, wt) = (rand_vec(cin * h * w, seed), rand_vec(2 * cog * k, seed + 1));
+        let bias = rand_vec(cog * oh * ow, seed + 2);
+        for &threads in threads {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            for accumulate in [false, true] {
+                let (mut want, mut got) = (bias.clone(), bias.clone());
+                pool.install(|| {
+                    product.run_on((&x, &wt, 1), &mut want, accumulate, false)?;
+                    product.run_on((&x, &wt, 1), &mut got, accumulate, true)
+                })
+                .unwrap();
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                let tag = format!("{tag} threads {threads} accumulate {accumulate}");
+                assert_eq!(bits(&got), bits(&want), "{tag}");
+            }
+        }
     }
 
     /// Achieved throughput of ResNet-18/50 and MobileNetV3-small conv products (batch 1, one
