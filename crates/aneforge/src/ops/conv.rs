@@ -370,8 +370,8 @@ impl Conv {
         Ok(true)
     }
 
-    /// [`Family::eval`] without the bias, then `post(len, at, row)` on each output row right
-    /// after it is written (the flat output's elements `at`.. in planes of `len`), when this is
+    /// [`Family::eval`] without the bias, then `post(len, at, rows)` on each plane's output rows
+    /// right after they are written (the flat output's elements `at`.. in planes of `len`), when this is
     /// a conv of one group that `conv_stem` computes (small depth: a network's stem); else
     /// nothing is done and the result is false. The bias is `post`'s to add (it commutes with
     /// the one-block chain: bias + acc and acc + bias round the same sum).

@@ -26,6 +26,9 @@ const MAX_DEPTH: usize = 32;
 /// Columns of one tile (two 8-lane vectors).
 const COLS: usize = 16;
 
+/// Values per `post` call at most (whole rows, at least one): the epilogue's pieces stay whole.
+const POST_VALUES: usize = 256;
+
 /// Values after the phase planes: a tile's last block of a row loads all [`COLS`] lanes.
 const SLACK: usize = COLS;
 
@@ -42,6 +45,7 @@ struct Phases {
 }
 
 impl Phases {
+    /// Values of one phase plane.
     fn plane(&self) -> usize {
         self.rows * self.cols
     }
@@ -70,8 +74,9 @@ pub(super) fn run(
     run_then(p, xs, a, out, accumulate, |_, _| {})
 }
 
-/// [`run`], then `post(at, row)` on each channel's output row (`out[at..at + W']`) right after
-/// the row is written (while it is in cache), on the thread that wrote it.
+/// [`run`], then `post(at, rows)` on each channel's output rows (`out[at..]`, groups of whole
+/// rows of up to [`POST_VALUES`] values, at least one row) right after they are written (while
+/// they are in cache), on the thread that wrote them.
 pub(super) fn run_then(
     p: &Product,
     xs: &[f32],
@@ -171,8 +176,8 @@ fn tap_offsets(p: &Product, lay: Phases) -> Vec<usize> {
 }
 
 /// Every tile of output rows `rows` (channel strips of up to 6, blocks of [`COLS`] columns)
-/// from the phase `planes` and their tap `offsets`, each row then passed to `post` channel by
-/// channel (see [`run_then`]).
+/// from the phase `planes` and their tap `offsets`, groups of rows then passed to `post`
+/// channel by channel (see [`run_then`]).
 ///
 /// # Safety
 /// `c` points at `out` [Cout/g, H'·W'] (checked long enough by [`run_then`]), whose elements in
@@ -188,7 +193,9 @@ unsafe fn tile_rows(
 ) {
     let ([oh, ow], m, k) = (p.output, p.cog, p.depth());
     let lay = layout(p);
-    for oy in rows {
+    let group = (POST_VALUES / ow).max(1);
+    let mut first = rows.start;
+    for oy in rows.clone() {
         for r0 in (0..m).step_by(x86::STRIP) {
             for ox in (0..ow).step_by(COLS) {
                 let b = oy * lay.cols + ox;
@@ -209,11 +216,16 @@ unsafe fn tile_rows(
                 );
             }
         }
-        for co in 0..m {
-            let at = co * oh * ow + oy * ow;
-            // SAFETY: row oy of channel co lies in `out` and is this call's alone (see above).
-            post(at, std::slice::from_raw_parts_mut(c.add(at), ow));
+        if oy + 1 - first < group && oy + 1 < rows.end {
+            continue;
         }
+        for co in 0..m {
+            let at = co * oh * ow + first * ow;
+            let len = (oy + 1 - first) * ow;
+            // SAFETY: rows first..=oy of channel co lie in `out` and are this call's alone.
+            post(at, std::slice::from_raw_parts_mut(c.add(at), len));
+        }
+        first = oy + 1;
     }
 }
 
@@ -390,6 +402,7 @@ mod tests {
         x
     }
 
+    /// The bit patterns of `v`.
     fn bits(v: &[f32]) -> Vec<u32> {
         v.iter().map(|x| x.to_bits()).collect()
     }
