@@ -108,6 +108,9 @@ fn resnet_block(x: &Tensor) -> Tensor {
     s.add(&b).unwrap().relu().unwrap()
 }
 
+/// A program's outputs as `compile` takes them: (optional name, tensor).
+type Outputs = Vec<(Option<String>, Tensor)>;
+
 /// Outputs of `net` on `x` at `threads` threads, as bit patterns.
 fn run_at(threads: usize, net: &mut Compiled, x: &[f32]) -> Vec<u32> {
     set_num_threads(threads).unwrap();
@@ -120,7 +123,7 @@ fn run_at(threads: usize, net: &mut Compiled, x: &[f32]) -> Vec<u32> {
 fn results_are_bit_identical_at_1_2_and_3_threads() {
     let dir = tempfile_dir();
     let mobilenet = aneforge::onnx::import_bytes(&mobilenet::onnx_bytes(224), None, &[]).unwrap();
-    let cases: [(&str, Vec<(Option<String>, Tensor)>); 3] = [
+    let cases: [(&str, Outputs); 3] = [
         (
             "minilm-layer",
             vec![(None, encoder_layer(&input(&[SEQ, D]).unwrap()))],

@@ -409,9 +409,9 @@ mod tests {
 
     /// The small-depth path gives the GEMM path's bits on MobileNetV3-small's stems (224 and
     /// 96) and odd geometries: 1–3 input planes, 1×1 strided / padded, 3×3, 5×5 and 3×5
-    /// kernels, strides 1–3, dilation, asymmetric and wide padding, output widths 1, 7, 16,
-    /// 17, 33 (partial last column blocks), channel counts 2, 5, 6, 7, 13, 16, 24 (partial
-    /// last strips), overwriting and accumulating onto a bias already in C.
+    /// kernels, strides 1–3, dilation, asymmetric and wide padding, output widths 1, 7, 8,
+    /// 12, 17, 32, 33, 48, 112 (partial last column blocks), channel counts 2, 5, 6, 7, 13,
+    /// 16, 24, 40 (partial last strips), overwriting and accumulating onto a bias already in C.
     #[test]
     fn small_depth_products_match_the_gemm_path_bit_for_bit() {
         let cases = [
