@@ -1,7 +1,9 @@
 //! The reference executor gives the same bits at 1, 2 and 3 threads on graphs of the sizes the
 //! thread work targets: a MiniLM-sized encoder layer (seq 128, width 384, 12 heads, FFN 1536:
 //! every kernel above its parallel threshold) and a ResNet-18-sized
-//! stem and basic block (7×7/2 conv, batch norm, relu, max pool, 3×3 convs, residual add).
+//! stem and basic block (7×7/2 conv, batch norm, relu, max pool, 3×3 convs, residual add),
+//! and MobileNetV3-small through the ONNX importer (seeded weights, `mobilenet/mod.rs`: its
+//! stem, depthwise, pointwise and SE convs, each split over the threads or not by its size).
 //! One test function: the thread count is process-wide.
 
 use aneforge::compile::{compile, CompileOptions, Compiled};
@@ -9,6 +11,7 @@ use aneforge::options::Device;
 use aneforge::{batch_norm, conv2d, input, set_num_threads, ConvOptions, PortData, Tensor};
 
 mod common;
+mod mobilenet;
 
 use common::W;
 
@@ -105,6 +108,9 @@ fn resnet_block(x: &Tensor) -> Tensor {
     s.add(&b).unwrap().relu().unwrap()
 }
 
+/// A program's outputs as `compile` takes them: (optional name, tensor).
+type Outputs = Vec<(Option<String>, Tensor)>;
+
 /// Outputs of `net` on `x` at `threads` threads, as bit patterns.
 fn run_at(threads: usize, net: &mut Compiled, x: &[f32]) -> Vec<u32> {
     set_num_threads(threads).unwrap();
@@ -116,20 +122,25 @@ fn run_at(threads: usize, net: &mut Compiled, x: &[f32]) -> Vec<u32> {
 #[test]
 fn results_are_bit_identical_at_1_2_and_3_threads() {
     let dir = tempfile_dir();
-    let cases: [(&str, Tensor); 2] = [
-        ("minilm-layer", encoder_layer(&input(&[SEQ, D]).unwrap())),
+    let mobilenet = aneforge::onnx::import_bytes(&mobilenet::onnx_bytes(224), None, &[]).unwrap();
+    let cases: [(&str, Outputs); 3] = [
+        (
+            "minilm-layer",
+            vec![(None, encoder_layer(&input(&[SEQ, D]).unwrap()))],
+        ),
         (
             "resnet18-block",
-            resnet_block(&input(&[1, 3, 112, 112]).unwrap()),
+            vec![(None, resnet_block(&input(&[1, 3, 112, 112]).unwrap()))],
         ),
+        ("mobilenetv3-small", mobilenet.named_outputs()),
     ];
-    for (name, y) in cases {
+    for (name, outputs) in cases {
         let opts = CompileOptions {
             device: Device::Reference,
             build_dir: Some(dir.join(name)),
             ..Default::default()
         };
-        let mut net = compile(&[(None, y)], &opts).unwrap();
+        let mut net = compile(&outputs, &opts).unwrap();
         let x = common::data(net.inputs()[0].numel(), 7);
         let one = run_at(1, &mut net, &x);
         for threads in [2, 3] {

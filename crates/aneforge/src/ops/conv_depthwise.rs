@@ -15,7 +15,6 @@ use rayon::prelude::*;
 
 use super::conv::gather_strided;
 use super::depthwise_rows::{copy_rows, split_pairs};
-use super::kernel::PAR_MIN_ELEMS;
 use crate::error::Result;
 use crate::limits::{exceeded, Limits};
 
@@ -30,6 +29,11 @@ pub struct Depthwise {
     /// Padding (top, bottom, left, right).
     pub pad: [usize; 4],
 }
+
+/// Tap multiply-adds (outputs × kH·kW) from which a conv's planes are shared out over the
+/// rayon pool: MobileNetV3's 5×5 convs on 7×7 and 14×14 planes have fewer than 2^15 outputs
+/// but take 50–130 µs, far more than a join costs (BENCHMARKS.md, h-mnet6 round 16).
+const PAR_MIN_TAPS: usize = 1 << 17;
 
 /// Values after the padded scratch plane, so rows narrower than 8 outputs read one whole 8-lane
 /// vector per tap (the lanes past the row are never kept).
@@ -144,7 +148,7 @@ impl Depthwise {
                 Ok(())
             })
         };
-        if out.len() >= PAR_MIN_ELEMS {
+        if out.len() * taps >= PAR_MIN_TAPS {
             out.par_chunks_mut(p).enumerate().try_for_each(plane)
         } else {
             out.chunks_mut(p).enumerate().try_for_each(plane)

@@ -25,6 +25,7 @@ use rayon::prelude::*;
 use super::conv::{tap, window_row};
 use super::conv_panels::{rows_to_panels, PanelSource};
 use super::conv_pointwise;
+use super::conv_stem;
 use super::gemm::{sgemm_raw, sgemm_with, PAR_MIN_MACS};
 use super::gemm_avx2::NR;
 use super::gemm_packed::{self, panels_len};
@@ -302,8 +303,13 @@ impl Product {
         let p = self.output[0] * ow;
         // The weight of group gi [m, k], the GEMM's A.
         let a = &w[gi * m * k..(gi + 1) * m * k];
+        if packed && conv_stem::fits(self) {
+            return conv_stem::run(self, xs, a, out, accumulate);
+        }
         let (c, len) = (SyncPtr(out.as_mut_ptr()), out.len());
-        let par = tiles.len() == 1;
+        // A single tile is left to the `gemm` crate's own threads only when it is large enough
+        // to split; a smaller one stays on the packed kernel (same bits, no per-call packing).
+        let par = tiles.len() == 1 && m * k * p >= PAR_MIN_MACS;
         let any_packed = || {
             packed
                 && !self.direct()
@@ -956,6 +962,7 @@ pub(crate) mod tests {
         // (Cin, kernel, input size, stride, Cout)
         let shapes = [
             (3, 7, 224, 2, 64),
+            (3, 3, 224, 2, 16),
             (64, 3, 56, 1, 64),
             (64, 3, 56, 2, 128),
             (128, 3, 28, 1, 128),

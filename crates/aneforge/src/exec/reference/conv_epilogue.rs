@@ -323,6 +323,16 @@ impl Epilogue {
         if c.eval_depthwise_then(own, out, post)? {
             return Ok(());
         }
+        // A small-depth conv leaves its bias to the pass and runs it on each output row.
+        let row_pass = self.pass(extra, own.get(2).map(|b| &b.data[..]), Some(channels));
+        let rows = |len: usize, at: usize, row: &mut [f32]| {
+            if let Some(pass) = &row_pass {
+                pass.part(len, at, row);
+            }
+        };
+        if c.eval_small_depth_then(own, out, rows)? {
+            return Ok(());
+        }
         let pass = match c.eval_bias_later(own, out)? {
             true => self.pass(extra, Some(&own[2].data), Some(channels)),
             false => pass,
@@ -433,9 +443,15 @@ impl Pass<'_> {
     /// Run every stage over plane `i` ([H, W] of the output's flat [N·C] planes, not yet
     /// rounded), first adding its channel's bias when the conv left it out, one piece at a time.
     fn plane(&self, i: usize, p: &mut [f32]) {
-        let len = p.len();
+        self.part(p.len(), i * p.len(), p);
+    }
+
+    /// Run every stage over `p` (not yet rounded), the flat output's elements `at`.. within
+    /// one plane of `len` elements, first adding its channel's bias when the conv left it out,
+    /// one piece at a time.
+    fn part(&self, len: usize, at: usize, p: &mut [f32]) {
         for (ci, chunk) in p.chunks_mut(PIECE).enumerate() {
-            self.piece(len, i * len + ci * PIECE, chunk);
+            self.piece(len, at + ci * PIECE, chunk);
         }
     }
 
@@ -763,6 +779,39 @@ mod tests {
             let y = dw(&d, 8 - k, 1, 63).relu().unwrap().add(&d).unwrap();
             // dw→gate (conv and hardsigmoid inside the mul's step); dw→relu→add.
             check_fused(&y, &format!("dw-{xs:?}-{k}-{stride}"), 2, 4);
+        }
+    }
+
+    /// Small-depth convs (stems: K = Cin·kH·kW ≤ 32, `conv_stem`) run their folded ops (and
+    /// their bias) on each output row as it is written: strides 1 and 2, 3×3 and 5×5 kernels,
+    /// output widths of whole and partial 16-column blocks, a batch of 2, an output large
+    /// enough to split rows across threads; batch_norm and a gate, then an add and relu.
+    /// Every bit equals node-by-node evaluation.
+    #[test]
+    fn small_depth_epilogues_on_each_row_keep_every_bit() {
+        let stem = |x: &Tensor, k: usize, stride: usize, seed: u64| {
+            let (w, b) = conv_params(16, x.shape()[1], k, seed);
+            let opts = ConvOptions {
+                stride: [stride; 2],
+                pad: [k / 2; 4],
+                ..Default::default()
+            };
+            let (ws, bs) = ([16, x.shape()[1], k, k], [16]);
+            let bias = HostArray::f32(&bs, &b);
+            conv2d(x, HostArray::f32(&ws, &w), Some(bias), opts).unwrap()
+        };
+        let cases = [
+            ([1, 3, 40, 40], 3, 2),
+            ([2, 3, 21, 37], 3, 1),
+            ([1, 1, 64, 50], 5, 2),
+            ([1, 3, 112, 112], 3, 2),
+        ];
+        for (xs, k, stride) in cases {
+            let x = input(&xs).unwrap();
+            let a = bn(&stem(&x, k, stride, 71), 72).hardswish().unwrap();
+            let y = stem(&x, k, stride, 73).add(&a).unwrap().relu().unwrap();
+            // conv→bn→gate; conv→add→relu.
+            check_fused(&y, &format!("stem-{xs:?}-{k}-{stride}"), 2, 5);
         }
     }
 
