@@ -4,7 +4,6 @@
 
 use super::conv_depthwise::Depthwise;
 use super::conv_gemm::Product;
-use super::conv_stem;
 use super::io::expect_fp16;
 use super::{Buf, Family, Op, TensorType};
 use crate::error::{Error, Result};
@@ -367,32 +366,6 @@ impl Conv {
         };
         let bias = ins.get(2).map(|b| &b.data[..]);
         dw.run_then(&ins[0].data, &ins[1].data, bias, &mut out[0].data, post)?;
-        Ok(true)
-    }
-
-    /// [`Family::eval`] without the bias, then `post(len, at, rows)` on each plane's output rows
-    /// right after they are written (the flat output's elements `at`.. in planes of `len`), when this is
-    /// a conv of one group that `conv_stem` computes (small depth: a network's stem); else
-    /// nothing is done and the result is false. The bias is `post`'s to add (it commutes with
-    /// the one-block chain: bias + acc and acc + bias round the same sum).
-    pub(crate) fn eval_small_depth_then(
-        &self,
-        ins: &[&Buf],
-        out: &mut [Buf],
-        post: impl Fn(usize, usize, &mut [f32]) + Sync,
-    ) -> Result<bool> {
-        let g = self.geometry(&ins[0].shape, &ins[1].shape)?;
-        let product = self.product(&g);
-        if self.groups != 1 || self.depthwise(&g).is_some() || !conv_stem::fits(&product) {
-            return Ok(false);
-        }
-        let (x, w, od) = (&ins[0].data, &ins[1].data, &mut out[0].data);
-        let (cin, cout, p) = (g.cin, g.cout, g.oh * g.ow);
-        for (b, os) in od.chunks_mut(cout * p).enumerate().take(g.n) {
-            let xs = &x[b * cin * g.h * g.w..(b + 1) * cin * g.h * g.w];
-            let at = b * cout * p;
-            conv_stem::run_then(&product, xs, w, os, false, |i, row| post(p, at + i, row))?;
-        }
         Ok(true)
     }
 

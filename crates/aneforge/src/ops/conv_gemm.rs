@@ -25,7 +25,6 @@ use rayon::prelude::*;
 use super::conv::{tap, window_row};
 use super::conv_panels::{rows_to_panels, PanelSource};
 use super::conv_pointwise;
-use super::conv_stem;
 use super::gemm::{sgemm_raw, sgemm_with, PAR_MIN_MACS};
 use super::gemm_avx2::NR;
 use super::gemm_packed::{self, panels_len};
@@ -303,9 +302,6 @@ impl Product {
         let p = self.output[0] * ow;
         // The weight of group gi [m, k], the GEMM's A.
         let a = &w[gi * m * k..(gi + 1) * m * k];
-        if packed && conv_stem::fits(self) {
-            return conv_stem::run(self, xs, a, out, accumulate);
-        }
         let (c, len) = (SyncPtr(out.as_mut_ptr()), out.len());
         // A single tile is left to the `gemm` crate's own threads only when it is large enough
         // to split; a smaller one stays on the packed kernel (same bits, no per-call packing).

@@ -13,7 +13,6 @@ mod conv_direct;
 pub mod conv_gemm;
 mod conv_panels;
 pub(crate) mod conv_pointwise;
-mod conv_stem;
 pub mod conv_transpose;
 mod depthwise_rows;
 pub mod einsum;

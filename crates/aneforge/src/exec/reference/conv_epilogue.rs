@@ -323,16 +323,6 @@ impl Epilogue {
         if c.eval_depthwise_then(own, out, post)? {
             return Ok(());
         }
-        // A small-depth conv leaves its bias to the pass and runs it on each output row.
-        let row_pass = self.pass(extra, own.get(2).map(|b| &b.data[..]), Some(channels));
-        let rows = |len: usize, at: usize, row: &mut [f32]| {
-            if let Some(pass) = &row_pass {
-                pass.part(len, at, row);
-            }
-        };
-        if c.eval_small_depth_then(own, out, rows)? {
-            return Ok(());
-        }
         let pass = match c.eval_bias_later(own, out)? {
             true => self.pass(extra, Some(&own[2].data), Some(channels)),
             false => pass,
@@ -443,15 +433,9 @@ impl Pass<'_> {
     /// Run every stage over plane `i` ([H, W] of the output's flat [N·C] planes, not yet
     /// rounded), first adding its channel's bias when the conv left it out, one piece at a time.
     fn plane(&self, i: usize, p: &mut [f32]) {
-        self.part(p.len(), i * p.len(), p);
-    }
-
-    /// Run every stage over `p` (not yet rounded), the flat output's elements `at`.. within
-    /// one plane of `len` elements, first adding its channel's bias when the conv left it out,
-    /// one piece at a time.
-    fn part(&self, len: usize, at: usize, p: &mut [f32]) {
+        let len = p.len();
         for (ci, chunk) in p.chunks_mut(PIECE).enumerate() {
-            self.piece(len, at + ci * PIECE, chunk);
+            self.piece(len, i * len + ci * PIECE, chunk);
         }
     }
 
@@ -782,13 +766,12 @@ mod tests {
         }
     }
 
-    /// Small-depth convs (stems: K = Cin·kH·kW ≤ 32, `conv_stem`) run their folded ops (and
-    /// their bias) on each output row as it is written: strides 1 and 2, 3×3 and 5×5 kernels,
-    /// output widths of whole and partial 16-column blocks, a batch of 2, an output large
-    /// enough to split rows across threads; batch_norm and a gate, then an add and relu.
-    /// Every bit equals node-by-node evaluation.
+    /// Image-stem convs (few input channels, on `conv_direct` where wide enough) with their
+    /// folded ops: strides 1 and 2, 3×3 and 5×5 kernels, output widths of whole and partial
+    /// 16-column blocks, a batch of 2, an output large enough to split across threads;
+    /// batch_norm and a gate, then an add and relu. Every bit equals node-by-node evaluation.
     #[test]
-    fn small_depth_epilogues_on_each_row_keep_every_bit() {
+    fn stem_conv_epilogues_keep_every_bit() {
         let stem = |x: &Tensor, k: usize, stride: usize, seed: u64| {
             let (w, b) = conv_params(16, x.shape()[1], k, seed);
             let opts = ConvOptions {
