@@ -15,6 +15,7 @@ use std::cell::RefCell;
 
 use rayon::prelude::*;
 
+use super::conv::gather_strided;
 use super::conv_gemm::{with_scratch, Product, SyncPtr};
 use super::gemm::PAR_MIN_MACS;
 use super::gemm_avx2::{self as avx2, Offsets, MR, NR};
@@ -205,10 +206,8 @@ impl Product {
                     }
                     _ => {
                         let (first, col) = if re < ph.used[1] { (0, ce) } else { (1, co) };
-                        let dst = &mut phases[col..];
-                        for (t, v) in row.iter().skip(first).step_by(2).enumerate() {
-                            dst[t] = *v;
-                        }
+                        let len = (w - first).div_ceil(2);
+                        gather_strided(&row[first..], 2, &mut phases[col..col + len]);
                     }
                 }
             }
@@ -312,7 +311,8 @@ mod tests {
 
     /// The direct path gives the bits of the `gemm` crate's product (`run_on` unpacked) on 1,
     /// 2 and 3 threads, writing or accumulating onto a bias: strides 1 and 2, asymmetric and
-    /// odd padding (phase order of the even / odd columns both ways), 1×1 / 2, a kernel wider
+    /// odd padding (phase order of the even / odd columns both ways), 1×1 / 2 (its one phase taking
+    /// the even or the odd columns), a kernel wider
     /// than 2 phases, odd widths, depth past one block, Cout not a multiple of the strip.
     #[test]
     fn direct_path_matches_the_crate_bit_for_bit() {
@@ -322,6 +322,7 @@ mod tests {
             (3, [7, 7], [40, 224], 2, [3, 3, 3, 3], 64),
             (3, [3, 3], [21, 113], 2, [1, 1, 1, 1], 13),
             (3, [1, 1], [30, 112], 2, [0; 4], 9),
+            (3, [1, 1], [30, 112], 2, [1, 0, 1, 1], 9),
             (4, [2, 4], [25, 100], 2, [1, 0, 2, 1], 6),
             (4, [3, 5], [30, 97], 2, [0, 2, 1, 2], 11),
             (4, [11, 11], [6, 260], 1, [5, 5, 5, 5], 64),

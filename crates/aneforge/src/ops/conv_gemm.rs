@@ -293,15 +293,15 @@ impl Product {
         accumulate: bool,
         packed: bool,
     ) -> Result<()> {
-        if packed && self.run_direct((xs, &w[gi * self.cog * self.depth()..]), out, accumulate)? {
-            return Ok(());
-        }
-        let threads = rayon::current_num_threads();
-        let tiles = self.tile_rows(threads);
         let ([_, h, wd], [_, ow], m, k) = (self.input, self.output, self.cog, self.depth());
         let p = self.output[0] * ow;
         // The weight of group gi [m, k], the GEMM's A.
         let a = &w[gi * m * k..(gi + 1) * m * k];
+        if packed && self.run_direct((xs, a), out, accumulate)? {
+            return Ok(());
+        }
+        let threads = rayon::current_num_threads();
+        let tiles = self.tile_rows(threads);
         let (c, len) = (SyncPtr(out.as_mut_ptr()), out.len());
         // A single tile is left to the `gemm` crate's own threads only when it is large enough
         // to split; a smaller one stays on the packed kernel (same bits, no per-call packing).
