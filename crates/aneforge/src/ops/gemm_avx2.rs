@@ -57,6 +57,7 @@ pub unsafe fn tile(
 }
 
 /// Where the kernel reads B's depth row p (its NR, or 8, values from the tile's first column).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub trait BRows: Copy {
     /// The address of row p.
     ///
@@ -67,6 +68,7 @@ pub trait BRows: Copy {
 
 /// B's rows a constant stride apart: (row 0, stride).
 #[derive(Clone, Copy)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub struct Strided(pub *const f32, pub usize);
 
 impl BRows for Strided {
@@ -282,6 +284,22 @@ pub unsafe fn tile(
     _c_rs: usize,
     _rows: usize,
     _cols: usize,
+    _overwrite: bool,
+) {
+    unreachable!("the AVX2 GEMM tile runs on x86_64 only")
+}
+
+/// Never called off x86_64 ([`available`] is false there); keeps callers arch-independent.
+///
+/// # Safety
+/// None needed: it panics.
+#[cfg(not(target_arch = "x86_64"))]
+pub unsafe fn tile_with<B: BRows>(
+    _kb: usize,
+    _a: (*const f32, usize),
+    _b: B,
+    _c: (*mut f32, usize),
+    _shape: [usize; 2],
     _overwrite: bool,
 ) {
     unreachable!("the AVX2 GEMM tile runs on x86_64 only")

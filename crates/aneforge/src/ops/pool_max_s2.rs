@@ -1,12 +1,13 @@
 //! Max-pooling planes at column stride 2 with AVX2 (ResNet's 3×3 / 2 pool): each input row is
 //! split once into its even and odd columns between margins of −inf, so every tap of an
-//! output row is one unclamped run of a phase, and the 8 lanes of a step keep their running max
-//! in a register over all taps.
+//! output row is one unclamped run of a phase, and 16 outputs keep their running max in two
+//! registers over all taps.
 //!
 //! Bits: each output is the chain max(…max(max(−inf, t₀), t₁)…) over the taps in (ky, kx)
 //! order, with `a.max(v)` = (v > a ? v : a) for a never NaN (it starts at −inf and a NaN tap
 //! keeps it), exactly what `vmaxps(v, a)` computes; a tap in the padding reads −inf, which
 //! keeps a, as skipping it does.
+#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_variables))]
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
@@ -163,4 +164,13 @@ pub(super) unsafe fn deinterleave_avx2(row: &[f32], even: &mut [f32], odd: &mut 
             _ => odd[j / 2] = v,
         }
     }
+}
+
+/// Never called off x86_64 (callers detect AVX2 first); keeps them arch-independent.
+///
+/// # Safety
+/// None needed: it panics.
+#[cfg(not(target_arch = "x86_64"))]
+pub(super) unsafe fn deinterleave_avx2(_row: &[f32], _even: &mut [f32], _odd: &mut [f32]) {
+    unreachable!("the AVX2 deinterleave runs on x86_64 only")
 }
