@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use super::epilogue_lanes::{self, Lane, MAX_STEPS};
 use super::fp16_table::Fp16Table;
 use crate::dtype::DType;
 use crate::error::Result;
@@ -292,6 +293,39 @@ enum Params<'a> {
 /// Elements processed by all stages before the next piece (stays in L1).
 const PIECE: usize = 256;
 
+/// One vector step of a pass before a plane's constants are read (see [`Pass::steps`]).
+#[derive(Clone, Copy)]
+enum Planned {
+    /// A step with no per-plane constant.
+    Step(Lane<'static>),
+    /// The conv's bias, added in the pass.
+    Bias,
+    /// The stage of this index in `Pass::params` (batch_norm or an add).
+    Param(usize),
+}
+
+/// The vector steps of one plane part (the first `len` of `steps`).
+struct Steps<'a> {
+    steps: [Lane<'a>; MAX_STEPS],
+    len: usize,
+}
+
+impl Default for Steps<'_> {
+    fn default() -> Self {
+        Steps {
+            steps: [Lane::Round; MAX_STEPS],
+            len: 0,
+        }
+    }
+}
+
+impl<'a> Steps<'a> {
+    /// The steps in order.
+    fn as_slice(&self) -> &[Lane<'a>] {
+        &self.steps[..self.len]
+    }
+}
+
 impl Epilogue {
     /// The output pass of a conv with nothing folded after it (rounding, and the bias when the
     /// conv leaves it for later), for node `i` of `g` when it is a conv step of its own with a
@@ -389,12 +423,12 @@ impl Epilogue {
                 (p, *round)
             })
             .collect();
-        Some(Pass {
-            conv_round: self.conv_round,
+        Some(Pass::new(
+            self.conv_round,
             params,
             bias,
-            channels: channels.unwrap_or(1),
-        })
+            channels.unwrap_or(1),
+        ))
     }
 }
 
@@ -404,9 +438,31 @@ struct Pass<'a> {
     params: Vec<(Params<'a>, bool)>,
     bias: Option<&'a [f32]>,
     channels: usize,
+    /// The stages as vector steps when they all have a [`Lane`] form and the CPU runs them.
+    lanes: Option<Vec<Planned>>,
 }
 
-impl Pass<'_> {
+impl<'a> Pass<'a> {
+    /// The pass of these stages, on vector lanes when they all have a lane form on this CPU.
+    fn new(
+        conv_round: bool,
+        params: Vec<(Params<'a>, bool)>,
+        bias: Option<&'a [f32]>,
+        channels: usize,
+    ) -> Self {
+        let mut pass = Pass {
+            conv_round,
+            params,
+            bias,
+            channels,
+            lanes: None,
+        };
+        if epilogue_lanes::available() {
+            pass.lanes = pass.plan();
+        }
+        pass
+    }
+
     /// Run every stage over the whole output [N, C, H, W], one plane at a time, or pieces of
     /// several whole planes when planes are shorter than [`PIECE`] (7×7, 14×14: fewer calls and
     /// scalar tails per element, the same operations on every element).
@@ -434,6 +490,14 @@ impl Pass<'_> {
     /// rounded), first adding its channel's bias when the conv left it out, one piece at a time.
     fn plane(&self, i: usize, p: &mut [f32]) {
         let len = p.len();
+        // On lanes only from a piece up: on smaller planes the per-plane steps and the short
+        // dependent chains cost more than the passes (7×7: 86 → 171 µs; `throughput_lanes`).
+        if let Some(plan) = self.lanes.as_deref().filter(|_| len >= PIECE) {
+            let steps = self.steps(plan, i % self.channels, 0, i * len, len);
+            let steps = steps.expect("epilogue lanes: an operand shorter than the output");
+            // SAFETY: `lanes` is only set when the CPU runs them.
+            return unsafe { epilogue_lanes::run(steps.as_slice(), p) };
+        }
         for (ci, chunk) in p.chunks_mut(PIECE).enumerate() {
             self.piece(len, i * len + ci * PIECE, chunk);
         }
@@ -456,6 +520,87 @@ impl Pass<'_> {
             e += part.len();
             rest = tail;
         }
+    }
+
+    /// The stages as vector steps, in the order and with the roundings of [`Pass::piece`]; None
+    /// when a stage has no vector form or there are more than [`MAX_STEPS`] steps.
+    fn plan(&self) -> Option<Vec<Planned>> {
+        let mut plan = Vec::new();
+        if self.bias.is_some() {
+            plan.push(Planned::Bias);
+        }
+        if self.conv_round {
+            plan.push(Planned::Step(Lane::Round));
+        }
+        let mut fp16 = self.conv_round;
+        for (i, (param, round)) in self.params.iter().enumerate() {
+            let was_fp16 = std::mem::replace(&mut fp16, *round);
+            match *param {
+                Params::Unary(u, None) => {
+                    plan.push(Planned::Step(match u {
+                        Unary::Relu => Lane::Relu,
+                        Unary::Relu6 => Lane::Relu6,
+                        _ => return None,
+                    }));
+                    // A select of fp16 values is fp16: its rounding is skipped as in `piece`.
+                    if was_fp16 {
+                        fp16 = true;
+                    } else if *round {
+                        plan.push(Planned::Step(Lane::Round));
+                    }
+                    continue;
+                }
+                Params::Gate(Unary::SigmoidHard { alpha, beta }, None, true) if *round => {
+                    plan.push(Planned::Step(Lane::HardswishRounded { alpha, beta }));
+                    continue;
+                }
+                Params::Unary(..) | Params::Gate(..) => return None,
+                _ => plan.push(Planned::Param(i)),
+            }
+            if *round {
+                plan.push(Planned::Step(Lane::Round));
+            }
+        }
+        (plan.len() <= MAX_STEPS).then_some(plan)
+    }
+
+    /// The planned steps on one plane part (channel `k`, first column `column`, first flat
+    /// index `e`, `len` elements) with that plane's constants; None when an operand is shorter
+    /// than the part needs.
+    fn steps(
+        &self,
+        plan: &[Planned],
+        k: usize,
+        column: usize,
+        e: usize,
+        len: usize,
+    ) -> Option<Steps<'_>> {
+        let mut steps = Steps::default();
+        for (slot, planned) in steps.steps.iter_mut().zip(plan) {
+            *slot = match *planned {
+                Planned::Step(lane) => lane,
+                Planned::Bias => Lane::AddConst(*self.bias?.get(k)?),
+                Planned::Param(i) => match self.params[i].0 {
+                    Params::BatchNorm {
+                        mean,
+                        ref scale,
+                        beta,
+                    } => Lane::BatchNorm {
+                        mean: *mean.get(k)?,
+                        scale: *scale.get(k)?,
+                        beta: *beta.get(k)?,
+                    },
+                    Params::Add(other) => Lane::AddFrom(other.get(e..e + len)?),
+                    Params::ChannelAdd(per_channel) => Lane::AddConst(*per_channel.get(k)?),
+                    Params::ColumnAdd(per_column) => {
+                        Lane::AddFrom(per_column.get(column..column + len)?)
+                    }
+                    Params::Unary(..) | Params::Gate(..) => return None,
+                },
+            };
+        }
+        steps.len = plan.len();
+        Some(steps)
     }
 
     /// Run every stage over `chunk` (≤ [`PIECE`] elements, not yet rounded), the flat output's
@@ -550,45 +695,14 @@ fn unary(u: Unary, table: Option<&Fp16Table>, round: bool, x: &[f32], y: &mut [f
 /// bits of the unfused ops (u = round(clamp(alpha·x + beta, 0, 1)), x = round(x · u));
 /// `scratch` is as long as `x`. AVX2 + F16C, 8 lanes at a time, when the CPU has them.
 fn hardswish_rounded(alpha: f32, beta: f32, x: &mut [f32], scratch: &mut [f32]) {
-    let mut done = 0;
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("f16c") {
-        // SAFETY: the features the function is compiled for were just detected.
-        done = unsafe { x86::hardswish_rounded(alpha, beta, x) };
+    if epilogue_lanes::available() {
+        // SAFETY: the CPU runs the lanes (just checked); the step reads no other operand.
+        unsafe { epilogue_lanes::run(&[Lane::HardswishRounded { alpha, beta }], x) };
+        return;
     }
-    let (x, u) = (&mut x[done..], &mut scratch[done..]);
-    unary(Unary::SigmoidHard { alpha, beta }, None, true, x, u);
-    x.iter_mut().zip(&*u).for_each(|(v, &g)| *v *= g);
+    unary(Unary::SigmoidHard { alpha, beta }, None, true, x, scratch);
+    x.iter_mut().zip(&*scratch).for_each(|(v, &g)| *v *= g);
     round_in_place(x);
-}
-
-#[cfg(target_arch = "x86_64")]
-mod x86 {
-    use std::arch::x86_64::*;
-
-    /// [`super::hardswish_rounded`] on the leading multiple of 8 elements of `x`; returns how
-    /// many it did. MAXPS/MINPS return their second operand when either is NaN, so
-    /// max(0, t) then min(1, ·) keeps NaN and −0 like `f32::clamp`.
-    ///
-    /// # Safety
-    /// The CPU has AVX2 and F16C.
-    #[target_feature(enable = "avx2,f16c")]
-    pub(super) unsafe fn hardswish_rounded(alpha: f32, beta: f32, x: &mut [f32]) -> usize {
-        let round = |v: __m256| _mm256_cvtph_ps(_mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v));
-        let (a, b) = (_mm256_set1_ps(alpha), _mm256_set1_ps(beta));
-        let (zero, one) = (_mm256_setzero_ps(), _mm256_set1_ps(1.0));
-        let done = x.len() / 8 * 8;
-        for c in x[..done].chunks_exact_mut(8) {
-            // SAFETY: `c` holds exactly 8 f32, read and written unaligned.
-            unsafe {
-                let v = _mm256_loadu_ps(c.as_ptr());
-                let t = _mm256_add_ps(_mm256_mul_ps(a, v), b);
-                let u = round(_mm256_min_ps(one, _mm256_max_ps(zero, t)));
-                _mm256_storeu_ps(c.as_mut_ptr(), round(_mm256_mul_ps(v, u)));
-            }
-        }
-        done
-    }
 }
 
 #[cfg(test)]
@@ -1011,12 +1125,13 @@ mod tests {
         ];
         for u in ops {
             assert!(selects(u));
-            let pass = Pass {
-                conv_round: true,
-                params: vec![(Params::Unary(u, None), true)],
-                bias: None,
-                channels: 1,
-            };
+            let pass = Pass::new(true, vec![(Params::Unary(u, None), true)], None, 1);
+            let on_lanes = matches!(u, Unary::Relu | Unary::Relu6);
+            assert_eq!(
+                pass.lanes.is_some(),
+                on_lanes && epilogue_lanes::available(),
+                "{u:?}"
+            );
             let mut got = x.clone();
             pass.plane(0, &mut got);
             // The unfused steps: the conv's rounding, the op, its rounding.
@@ -1029,8 +1144,62 @@ mod tests {
         }
     }
 
-    /// A pass over small planes (7×7, 2×3, rows of 10) runs pieces of several whole planes with
-    /// the bits of running each plane alone: each plane's channel bias, batch_norm and
+    /// The pass of ResNet-50's conv epilogues (round, batch_norm, round, add, round, relu) on
+    /// vector lanes against the scalar stages, µs per call at 1 thread (process CPU time). A
+    /// benchmark, not a test: run with `--ignored --nocapture` in release.
+    #[test]
+    #[ignore]
+    fn throughput_lanes_against_stages() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        for shape in [
+            [1, 256, 56, 56],
+            [1, 512, 28, 28],
+            [1, 1024, 14, 14],
+            [1, 2048, 7, 7],
+        ] {
+            let (c, n) = (shape[1], shape.iter().product::<usize>());
+            let (x, residual) = (rand_vec(n, 1), rand_vec(n, 2));
+            let (mean, beta, scale) = (rand_vec(c, 3), rand_vec(c, 4), rand_vec(c, 5));
+            let params = vec![
+                (
+                    Params::BatchNorm {
+                        mean: &mean,
+                        scale,
+                        beta: &beta,
+                    },
+                    true,
+                ),
+                (Params::Add(&residual), true),
+                (Params::Unary(Unary::Relu, None), true),
+            ];
+            let mut pass = Pass::new(true, params, None, c);
+            let mut out = Buf::zeros(&shape);
+            let clock = || crate::exec::clock::process_cpu_us().unwrap();
+            let plan = pass.lanes.take().expect("this test needs AVX2 and F16C");
+            let mut time = |lanes: Option<Vec<Planned>>| {
+                pass.lanes = lanes;
+                let mut t: Vec<f64> = (0..31)
+                    .map(|_| {
+                        out.data.copy_from_slice(&x);
+                        let t0 = clock();
+                        pool.install(|| pass.run(&mut out));
+                        clock() - t0
+                    })
+                    .collect();
+                t.sort_by(f64::total_cmp);
+                t[t.len() / 2]
+            };
+            let (stages, lanes) = (time(None), time(Some(plan)));
+            println!("{shape:?}: stages {stages:.0} µs, lanes {lanes:.0} µs");
+        }
+    }
+
+    /// A pass over small planes (7×7, 2×3, rows of 10) runs pieces of several whole planes, and
+    /// over planes from a piece up (19×19, rows of 300) vector lanes, with the bits of running
+    /// each plane alone on the scalar stages: each plane's channel bias, batch_norm and
     /// per-channel add, the residual at its own offset, a per-column add on rows, the rounding
     /// and a hardswish gate, across batch and channel boundaries and a last short piece.
     #[test]
@@ -1040,6 +1209,8 @@ mod tests {
             vec![1, 40, 2, 3],
             vec![1, 5, 14, 14],
             vec![3, 10],
+            vec![2, 3, 19, 19],
+            vec![2, 300],
         ]
         .into_iter()
         .enumerate()
@@ -1081,15 +1252,13 @@ mod tests {
                 (Params::Add(&residual), true),
                 (Params::Gate(hardswish, None, true), true),
             ];
-            let pass = Pass {
-                conv_round: true,
-                params,
-                bias: Some(&bias),
-                channels,
-            };
+            let mut pass = Pass::new(true, params, Some(&bias), channels);
+            assert_eq!(pass.lanes.is_some(), epilogue_lanes::available());
             let mut got = Buf::zeros(&shape);
             got.data.copy_from_slice(&x);
             pass.run(&mut got);
+            // Each plane alone, on the scalar stages (the vector lanes must give their bits).
+            pass.lanes = None;
             let mut want = x.clone();
             want.chunks_mut(plane)
                 .enumerate()

@@ -4,6 +4,7 @@
 
 mod alias;
 pub(crate) mod conv_epilogue;
+mod epilogue_lanes;
 mod fp16_table;
 mod gguf_gemv;
 mod gguf_gemv_avx2;
