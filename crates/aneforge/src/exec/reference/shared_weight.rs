@@ -349,6 +349,11 @@ mod tests {
     #[test]
     fn one_row_reads_the_fp16_weight_with_the_dense_bits() {
         for (n, k) in [(1024, 576), (1000, 1024), (64, 240), (257, 33), (3, 1030)] {
+            // Where `ops::gemv` does not reproduce the crate (AVX-512 CPUs), no step takes the
+            // fp16 weight (`shared_weights` asks the same plan).
+            if gemv::plan((1, n, k), (k, 1), (1, k), n).is_none() {
+                continue;
+            }
             let c = fp16_const([n, k], 11 + n as u64);
             let w: Vec<f32> = c.values.iter().map(|v| v.to_f32()).collect();
             let x = Buf {
