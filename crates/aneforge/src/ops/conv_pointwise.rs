@@ -65,7 +65,7 @@ pub(crate) unsafe fn run(
     check_operand("B", k, n, x.len(), x_rs, 1);
     check_operand("C", m, n, c.1, c_rs, 1);
     assert!(m == 1 || c_rs >= n, "pointwise conv: C rows overlap");
-    assert!(avx2::available(), "pointwise conv: no AVX2+FMA");
+    assert!(avx2::usable(), "pointwise conv: no AVX2+FMA");
     let (full, tail) = (n / NR, n % NR);
     let tail_len = if tail > 0 { k * NR } else { 0 };
     with_scratch(&TAIL, tail_len, "the pointwise tail panel", |panel| {
@@ -154,7 +154,7 @@ mod tests {
     /// tile is dropped, reordered or read from the wrong plane.
     #[test]
     fn pointwise_products_match_the_crate_bit_for_bit() {
-        if !avx2::available() {
+        if !avx2::usable() {
             return;
         }
         let mobilenet = [
@@ -229,7 +229,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "exceeds")]
     fn short_input_panics() {
-        if !avx2::available() {
+        if !avx2::usable() {
             panic!("B exceeds (no AVX2: nothing to check)");
         }
         let (a, x) = (vec![1.0; 6 * 4], vec![1.0; 3 * 20 + 19]);
