@@ -28,15 +28,20 @@ pub fn depth_block(m: usize, n: usize, k: usize) -> Option<usize> {
     gemm_order::depth_block(m, n, k)
 }
 
-/// Most multiply-adds (m·n·k) of a product the kernel takes from the crate on AVX-512 CPUs:
-/// there the crate's packing per call costs more than its 16-lane kernel gains on MobileNetV3's
-/// pointwise products (at most 3.6 M, 0.80–0.95 of the crate's time, `throughput_per_conv`),
-/// while ResNet's products (6.4 M and up) stay on the crate, which is as fast or faster there.
+/// Most multiply-adds (m·n·k) and columns (n) of a product the kernel takes from the crate
+/// on AVX-512 CPUs: there the crate's packing per call costs more than its 16-lane kernel
+/// gains on MobileNetV3's pointwise convs at 14×14 and 7×7 (n = 196, 49; at most 2.7 M
+/// multiply-adds), while wider products (its 56×56 and 28×28 ones, the stem's im2col tiles)
+/// and ResNet's (6.4 M and up) are as fast or faster on the crate (`throughput_per_conv`,
+/// per-op profiles in process pairs; h-mnet7).
 const AVX512_MAX_MACS: usize = 1 << 22;
+/// See [`AVX512_MAX_MACS`].
+const AVX512_MAX_COLS: usize = 256;
 
-/// Whether the kernel beats the crate's AVX-512 one on C (m×n, depth k): [`AVX512_MAX_MACS`].
+/// Whether the kernel beats the crate's AVX-512 one on C (m×n, depth k): see
+/// [`AVX512_MAX_MACS`].
 fn beats_avx512(m: usize, n: usize, k: usize) -> bool {
-    m * n * k <= AVX512_MAX_MACS
+    n <= AVX512_MAX_COLS && m * n * k <= AVX512_MAX_MACS
 }
 
 /// Length of k×n packed as panels.
