@@ -428,15 +428,16 @@ mod x86 {
         let bases = std::array::from_fn(|r| base.add(r * step));
         let outs = std::array::from_fn(|r| out.add(r * n));
         let masks = std::array::from_fn(|r| (r * n + 8 > room).then(|| tail_mask(n)));
-        block::<R, 1>(bases, offsets, f, bias, outs, masks);
+        block::<R, 1>(bases, [0], offsets, f, bias, outs, masks);
     }
 
     /// R consecutive output rows of `n` columns starting at `(base, out)` (row r reads from
     /// `base + r·step`, writes at `out + r·n`; `room` values are writable from `out`): blocks
-    /// of 16 and 8 columns, the columns left as one more 8-column block ending at column n
-    /// (recomputing a few columns with the same bits), no masks. Rows narrower than 8 take
-    /// one 8-lane block each: the lanes past a row land in later rows, which are written after
-    /// it, and only a store that would leave `room` is masked.
+    /// of 16 columns, then the 9 to 15 columns left as one two-vector block whose second vector
+    /// ends at column n (2·R independent chains, as the 16-column blocks), or up to 8 left as
+    /// one 8-column block ending at column n (recomputed columns get the same bits), no masks.
+    /// Rows narrower than 8 take one 8-lane block each: the lanes past a row land in later
+    /// rows, which are written after it, and only a store that would leave `room` is masked.
     ///
     /// # Safety
     /// The CPU has AVX2 and FMA; reads as in [`super::output_plane`]; r·n + n ≤ `room` for r < R.
@@ -458,17 +459,15 @@ mod x86 {
         let mut ox = 0;
         while ox + 16 <= n {
             let (b, o) = at(ox);
-            block::<R, 2>(b, offsets, f, bias, o, [None; R]);
+            block::<R, 2>(b, [0, 8], offsets, f, bias, o, [None; R]);
             ox += 16;
         }
-        if ox + 8 <= n {
+        if n - ox > 8 {
             let (b, o) = at(ox);
-            block::<R, 1>(b, offsets, f, bias, o, [None; R]);
-            ox += 8;
-        }
-        if ox < n {
+            block::<R, 2>(b, [0, n - 8 - ox], offsets, f, bias, o, [None; R]);
+        } else if ox < n {
             let (b, o) = at(n - 8);
-            block::<R, 1>(b, offsets, f, bias, o, [None; R]);
+            block::<R, 1>(b, [0], offsets, f, bias, o, [None; R]);
         }
     }
 
@@ -495,20 +494,29 @@ mod x86 {
         let n = row.len();
         let out = row.as_mut_ptr();
         if n < 8 {
-            return block::<1, 1>([base], offsets, f, bias, [out], [Some(tail_mask(n))]);
+            return block::<1, 1>([base], [0], offsets, f, bias, [out], [Some(tail_mask(n))]);
         }
         let mut ox = 0;
         while ox + BLOCK <= n {
-            block::<1, 4>([base.add(ox)], offsets, f, bias, [out.add(ox)], [None]);
+            block::<1, 4>(
+                [base.add(ox)],
+                [0, 8, 16, 24],
+                offsets,
+                f,
+                bias,
+                [out.add(ox)],
+                [None],
+            );
             ox += BLOCK;
         }
         while ox + 8 <= n {
-            block::<1, 1>([base.add(ox)], offsets, f, bias, [out.add(ox)], [None]);
+            block::<1, 1>([base.add(ox)], [0], offsets, f, bias, [out.add(ox)], [None]);
             ox += 8;
         }
         if ox < n {
             block::<1, 1>(
                 [base.add(n - 8)],
+                [0],
                 offsets,
                 f,
                 bias,
@@ -518,18 +526,21 @@ mod x86 {
         }
     }
 
-    /// V vectors of 8 outputs in each of R rows (row r reads 8·V values from `bases[r]` at
-    /// each tap, writes at `outs[r]`, only the lanes on in `masks[r]` when it is given).
+    /// V vectors of 8 outputs in each of R rows, vector v at column `cols[v]` (row r reads 8
+    /// values from `bases[r] + cols[v]` at each tap, writes at `outs[r] + cols[v]`, only the
+    /// lanes on in `masks[r]` when it is given). Overlapping vectors compute the same bits.
     #[inline(always)]
     unsafe fn block<const R: usize, const V: usize>(
         bases: [*const f32; R],
+        cols: [usize; V],
         offsets: &[usize],
         f: &[f32],
         bias: Option<f32>,
         outs: [*mut f32; R],
         masks: [Option<__m256i>; R],
     ) {
-        let load = |r: usize, t: usize, v: usize| _mm256_loadu_ps(bases[r].add(offsets[t] + 8 * v));
+        let load =
+            |r: usize, t: usize, v: usize| _mm256_loadu_ps(bases[r].add(offsets[t] + cols[v]));
         let mut acc = [[_mm256_setzero_ps(); V]; R];
         let first = match bias {
             Some(b) => {
@@ -558,8 +569,8 @@ mod x86 {
         for (r, row) in acc.iter().enumerate() {
             for (v, a) in row.iter().enumerate() {
                 match masks[r] {
-                    Some(mask) => _mm256_maskstore_ps(outs[r].add(8 * v), mask, *a),
-                    None => _mm256_storeu_ps(outs[r].add(8 * v), *a),
+                    Some(mask) => _mm256_maskstore_ps(outs[r].add(cols[v]), mask, *a),
+                    None => _mm256_storeu_ps(outs[r].add(cols[v]), *a),
                 }
             }
         }
@@ -588,7 +599,7 @@ mod tests {
             [usize; 2],
             bool,
         );
-        let cases: [Case; 28] = [
+        let cases: [Case; 32] = [
             ([1, 8, 9, 9], [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], true),
             ([2, 5, 12, 7], [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], false),
             ([1, 6, 15, 15], [5, 5], [2, 2], [2, 2, 2, 2], [1, 1], true),
@@ -625,6 +636,12 @@ mod tests {
             ([1, 4, 9, 3], [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], true),
             ([1, 4, 17, 6], [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], false),
             ([1, 4, 16, 1], [5, 1], [1, 1], [2, 2, 0, 0], [1, 1], true),
+            // Rows of 9, 31, 24 and 17 columns: the 1 to 15 columns after the 16-column blocks
+            // as one two-vector block (9 to 15) or one vector (up to 8).
+            ([1, 3, 6, 9], [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], true),
+            ([1, 2, 7, 31], [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], false),
+            ([1, 2, 5, 24], [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], true),
+            ([1, 2, 6, 17], [5, 5], [1, 1], [2, 2, 2, 2], [1, 1], false),
         ];
         for (xs, k, strides, pad, dilations, with_bias) in cases {
             let c = xs[1];

@@ -65,7 +65,7 @@ pub(crate) unsafe fn run(
     check_operand("B", k, n, x.len(), x_rs, 1);
     check_operand("C", m, n, c.1, c_rs, 1);
     assert!(m == 1 || c_rs >= n, "pointwise conv: C rows overlap");
-    assert!(avx2::available(), "pointwise conv: no AVX2+FMA");
+    assert!(avx2::usable(), "pointwise conv: no AVX2+FMA");
     let (full, tail) = (n / NR, n % NR);
     let tail_len = if tail > 0 { k * NR } else { 0 };
     with_scratch(&TAIL, tail_len, "the pointwise tail panel", |panel| {
@@ -109,7 +109,6 @@ mod tests {
     use crate::ops::gemm::sgemm;
     use crate::ops::gemm::tests::rand_vec;
     use crate::ops::gemm_order;
-    use crate::ops::gemm_packed;
 
     /// `run` on weight [m, k] × planes [k, n] (x row stride `x_rs` ≥ n, C row stride `c_rs`
     /// ≥ n, both offset by `skew` columns as a tile of a wider output is) with depth block `kc`.
@@ -146,15 +145,15 @@ mod tests {
 
     /// Every MobileNetV3-small pointwise product (Cout, K, H·W) and odd ones (K = 1, 3, 17;
     /// n = 1, 7, 49, 50, 3136; Cout = 1, 5, 576) give the bits of the `gemm` crate's
-    /// per-element order: `sgemm` where the packed kernel knows the crate's depth block (the
-    /// products a conv sends here), else the scalar model of that order (`gemm_order`) with
+    /// per-element order: `sgemm` where `gemm_order` knows the crate's depth block (the
+    /// products a conv may send here), else the scalar model of that order (`gemm_order`) with
     /// the depth block the product would have or a short one (several depth blocks); C with
     /// and without a bias to accumulate onto; planes and C wider than the tile (a column tile
     /// of a wider output) and exactly as wide. Fails if a column, a row or a depth step of a
     /// tile is dropped, reordered or read from the wrong plane.
     #[test]
     fn pointwise_products_match_the_crate_bit_for_bit() {
-        if !avx2::available() {
+        if !avx2::usable() {
             return;
         }
         let mobilenet = [
@@ -194,7 +193,10 @@ mod tests {
             for (x_rs, c_rs, skew) in [(n, n, 0), (n + 21, n + 5, 3)] {
                 let x = rand_vec(skew + (k - 1) * x_rs + n, seed + 2);
                 let bias = rand_vec(skew + (m - 1) * c_rs + n, seed + 3);
-                let known = gemm_packed::depth_block(m, n, k);
+                // The crate's order, whether or not this CPU sends the product here.
+                let known = gemm_order::blocked_path(m, n, k)
+                    .then(|| gemm_order::depth_block(m, n, k))
+                    .flatten();
                 let blocks = match known {
                     Some(kc) => vec![kc],
                     None => vec![k.min(512), 5],
@@ -229,7 +231,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "exceeds")]
     fn short_input_panics() {
-        if !avx2::available() {
+        if !avx2::usable() {
             panic!("B exceeds (no AVX2: nothing to check)");
         }
         let (a, x) = (vec![1.0; 6 * 4], vec![1.0; 3 * 20 + 19]);

@@ -13,14 +13,27 @@ const EDGE_ROWS: usize = 4;
 /// Columns of C per tile (vector operand B: panels hold NR values per depth step).
 pub const NR: usize = 16;
 
-/// Whether the packed kernel replaces the crate on this CPU: AVX2 and FMA without AVX-512
-/// (where the crate runs its own AVX2 16×6 kernel, whose order this one reproduces; on AVX-512
-/// CPUs the crate's 16-lane kernel is faster and stays).
-pub fn available() -> bool {
+/// Whether this kernel runs on this CPU (AVX2 and FMA).
+pub fn usable() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::is_x86_feature_detected as has;
-        has!("avx2") && has!("fma") && !has!("avx512f")
+        has!("avx2") && has!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Whether the packed kernel replaces the crate on this CPU for every product: AVX2 and FMA
+/// without AVX-512 (where the crate runs its own AVX2 16×6 kernel, whose order this one
+/// reproduces; on AVX-512 CPUs the crate's 16-lane kernel is faster on large products and
+/// stays there, `gemm_packed::depth_block` says where).
+pub fn available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        usable() && !std::arch::is_x86_feature_detected!("avx512f")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -371,7 +384,7 @@ pub(crate) mod tests {
     /// NR), C overwritten, and accumulated onto at a later depth block or with `accumulate`.
     #[test]
     fn narrow_matches_the_6_row_tiles_bit_for_bit() {
-        if !available() {
+        if !usable() {
             return;
         }
         let ms = [1, 2, 5, 6, 7, 11, 12, 13, 17, 512];

@@ -138,7 +138,7 @@ mod tests {
     /// with a padded stride, B a panel (row stride NR).
     #[test]
     fn column_matches_the_one_column_tiles_bit_for_bit() {
-        if !avx2::available() {
+        if !avx2::usable() {
             return;
         }
         /// [`column_at`] with `gemm_avx2::tile_at`'s arguments.

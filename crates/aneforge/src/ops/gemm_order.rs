@@ -10,7 +10,8 @@
 //! geometry it reads. The packed GEMM (`gemm_packed`, AVX2 CPUs without AVX-512) reproduces
 //! this sequence; the test below fails if a `gemm` upgrade changes it (the bit-identity hashes
 //! would move). On AVX-512 CPUs the crate's 16-lane kernel runs above the AVX2 peak, so the
-//! crate stays there (BENCHMARKS.md, h-gemm).
+//! crate stays there (BENCHMARKS.md, h-gemm) except on small products, where its packing per
+//! call costs more (`gemm_packed::depth_block`).
 
 /// Smallest m·n the crate multiplies on its blocked path for every stride pattern (smaller
 /// products with unit-stride depth take its horizontal kernel, whose order differs).

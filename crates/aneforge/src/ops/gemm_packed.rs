@@ -21,10 +21,27 @@ pub(crate) const BLOCK_PANELS: usize = 8;
 /// The depth block with which [`gemm`] reproduces `sgemm` for C (m×n, depth k) on this CPU, or
 /// `None` when it does not run here (callers use `sgemm`).
 pub fn depth_block(m: usize, n: usize, k: usize) -> Option<usize> {
-    if !avx2::available() || !gemm_order::blocked_path(m, n, k) {
+    let here = avx2::available() || (avx2::usable() && beats_avx512(m, n, k));
+    if !here || !gemm_order::blocked_path(m, n, k) {
         return None;
     }
     gemm_order::depth_block(m, n, k)
+}
+
+/// Most multiply-adds (m·n·k) and columns (n) of a product the kernel takes from the crate
+/// on AVX-512 CPUs: there the crate's packing per call costs more than its 16-lane kernel
+/// gains on MobileNetV3's pointwise convs at 14×14 and 7×7 (n = 196, 49; at most 2.7 M
+/// multiply-adds), while wider products (its 56×56 and 28×28 ones, the stem's im2col tiles)
+/// and ResNet's (6.4 M and up) are as fast or faster on the crate (`throughput_per_conv`,
+/// per-op profiles in process pairs; h-mnet7).
+const AVX512_MAX_MACS: usize = 1 << 22;
+/// See [`AVX512_MAX_MACS`].
+const AVX512_MAX_COLS: usize = 256;
+
+/// Whether the kernel beats the crate's AVX-512 one on C (m×n, depth k): see
+/// [`AVX512_MAX_MACS`].
+fn beats_avx512(m: usize, n: usize, k: usize) -> bool {
+    n <= AVX512_MAX_COLS && m * n * k <= AVX512_MAX_MACS
 }
 
 /// Length of k×n packed as panels.
@@ -92,7 +109,7 @@ pub unsafe fn gemm_raw(
     check_operand("C", m, n, c.1, c_rs, 1);
     assert!(m == 1 || c_rs >= n, "packed gemm: C rows overlap");
     assert!(panels.len() >= panels_len(k, n), "packed gemm: B panels");
-    assert!(avx2::available(), "packed gemm: no AVX2+FMA");
+    assert!(avx2::usable(), "packed gemm: no AVX2+FMA");
     let count = n.div_ceil(NR);
     let threads = rayon::current_num_threads();
     let large = parallel && threads > 1 && m * n * k >= PAR_MIN_MACS;
