@@ -10,6 +10,9 @@
 //! so, else copied into them up to [`DIRECT_PANEL_COLS`] columns), so nothing is packed per
 //! call, and each element is the crate's chain (same bits, [`Product::packed_block`]).
 //!
+//! On AVX-512 CPUs (the packed kernel off) large 3×3-like products of small depth run
+//! without im2col on the lane kernel (`conv_lanes`, output channels in the vector lanes).
+//!
 //! Bits: a tile is a column block of the same product, and the `gemm` crate computes every
 //! output element as one fused multiply-add chain over K in depth blocks whose size depends only
 //! on K, unless the call takes one of its small-size paths (m or n ≤ 1, k ≤ 2, or m and n both
@@ -283,9 +286,10 @@ impl Product {
         self.run_on((xs, w, gi), out, accumulate, true)
     }
 
-    /// [`Product::run`] of (input, weight, group), with tiles on the packed kernel where
-    /// [`Product::packed_block`] allows when `packed`, else every tile through the `gemm` crate
-    /// (the same bits).
+    /// [`Product::run`] of (input, weight, group), when `packed` on the direct path
+    /// (`conv_direct`) or the lane kernel (`conv_lanes`, where [`Product::prefers_lanes`]) if
+    /// they take it, else with tiles on the packed kernel where [`Product::packed_block`]
+    /// allows; else every tile through the `gemm` crate (the same bits).
     pub(super) fn run_on(
         &self,
         (xs, w, gi): (&[f32], &[f32], usize),
@@ -299,7 +303,7 @@ impl Product {
         let a = &w[gi * m * k..(gi + 1) * m * k];
         if packed
             && (self.run_direct((xs, a), out, accumulate)?
-                || self.run_lanes((xs, a), out, accumulate)?)
+                || (self.prefers_lanes() && self.run_lanes((xs, a), out, accumulate)?))
         {
             return Ok(());
         }

@@ -18,6 +18,7 @@ use rayon::prelude::*;
 
 use super::conv_gemm::{with_scratch, Product, SyncPtr};
 use super::gemm::PAR_MIN_MACS;
+use super::gemm_avx2;
 use super::gemm_order;
 use crate::error::Result;
 
@@ -26,6 +27,13 @@ const LANES: usize = 16;
 
 /// Output pixels of a full register tile (with two vectors each: 12 accumulators).
 const PIXELS: usize = 6;
+
+/// Deepest product the dispatch sends here ([`Product::prefers_lanes`]): at 64 channels 3×3
+/// (K = 576) the kernel takes 0.87–0.89 of the crate's time, at K ≥ 1152 1.0–1.13.
+const MAX_DEPTH: usize = 576;
+
+/// Fewest output pixels the dispatch sends here (28×28: the 56×56-input convs measured).
+const MIN_PIXELS: usize = 784;
 
 /// Depth steps per sweep over the rows: the packed weight's [CHUNK][16] (8 KiB) stays in L1.
 const CHUNK: usize = 128;
@@ -62,6 +70,14 @@ struct Geometry {
 }
 
 impl Product {
+    /// Whether `run_on` tries the lane kernel first: where it was measured faster than the
+    /// `gemm` crate (AVX-512 CPUs, on which the packed AVX2 kernels are off; see
+    /// [`MAX_DEPTH`], [`MIN_PIXELS`]).
+    pub(super) fn prefers_lanes(&self) -> bool {
+        let p = self.output[0] * self.output[1];
+        !gemm_avx2::available() && available() && self.depth() <= MAX_DEPTH && p >= MIN_PIXELS
+    }
+
     /// The depth block with which [`Product::run_lanes`] runs this product with the bits of
     /// the `gemm` crate's tiles for `threads` threads, or `None` where it does not run: every
     /// tile on the crate's blocked path with one depth block.
@@ -425,48 +441,81 @@ mod x86 {
 }
 
 #[cfg(test)]
-mod probe {
+mod tests {
     use super::*;
     use crate::ops::gemm::tests::rand_vec;
 
+    /// The lane kernel gives every bit of the `gemm` crate's product (`run_on` unpacked) on
+    /// 1, 2 and 3 threads, writing or accumulating onto a bias: strides 1 and 2, 3×3, 5×5,
+    /// 1×3 and 2×4 kernels, asymmetric padding, output widths 1 to 56 (tiles across rows,
+    /// 1–5 pixel edge tiles), Cout not a multiple of 16 (17, 33, 130), depth past one block,
+    /// and an infinite weight on padding taps (inf · 0 = NaN, as in im2col).
     #[test]
-    #[ignore]
-    fn lanes_probe() {
-        let (cin, kk, size, stride, cout): (usize, usize, usize, usize, usize) = (
-            std::env::var("P_CIN").unwrap().parse().unwrap(),
-            3,
-            std::env::var("P_SIZE").unwrap().parse().unwrap(),
-            std::env::var("P_S").unwrap().parse().unwrap(),
-            std::env::var("P_COUT").unwrap().parse().unwrap(),
-        );
-        let out = (size + 2 - kk) / stride + 1;
-        let product = Product {
-            input: [cin, size, size],
-            kernel: [kk, kk],
-            output: [out, out],
-            strides: [stride; 2],
-            dilations: [1, 1],
-            pad: [1; 4],
-            cog: cout,
-        };
-        let (x, w) = (
-            rand_vec(cin * size * size, 1),
-            rand_vec(cout * product.depth(), 2),
-        );
-        let mut c = vec![0f32; cout * out * out];
-        let crate_path = std::env::var("P_CRATE").is_ok();
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(1)
-            .build()
-            .unwrap();
-        pool.install(|| {
-            for _ in 0..300 {
-                if crate_path {
-                    product.run_on((&x, &w, 0), &mut c, false, false).unwrap();
-                } else {
-                    assert!(product.run_lanes((&x, &w), &mut c, false).unwrap());
+    fn lanes_match_the_crate_bit_for_bit() {
+        // (Cin, kernel, input [H, W], stride, pad (t, b, l, r), Cout)
+        let cases = [
+            (64, [3, 3], [14, 14], 1, [1; 4], 64),
+            (3, [3, 3], [9, 9], 1, [1; 4], 16),
+            (5, [3, 3], [7, 9], 1, [1; 4], 33),
+            (3, [3, 3], [40, 1], 1, [1; 4], 130),
+            (7, [3, 3], [11, 13], 2, [1; 4], 17),
+            (8, [5, 5], [12, 10], 1, [2, 1, 0, 2], 20),
+            (4, [1, 3], [9, 23], 1, [0, 0, 1, 1], 130),
+            (6, [2, 4], [10, 17], 2, [1, 0, 2, 1], 48),
+            (100, [3, 3], [8, 8], 1, [1; 4], 32),
+            (64, [3, 3], [56, 56], 1, [1; 4], 16),
+            (128, [3, 3], [15, 15], 2, [1; 4], 32),
+            (24, [3, 3], [5, 37], 2, [0, 1, 1, 0], 40),
+        ];
+        let mut depth_blocks = false;
+        for (ci, &(cin, kernel, [h, w], s, pad, cog)) in cases.iter().enumerate() {
+            let [pt, pb, pl, pr] = pad;
+            let output = [
+                (h + pt + pb - kernel[0]) / s + 1,
+                (w + pl + pr - kernel[1]) / s + 1,
+            ];
+            let product = Product {
+                input: [cin, h, w],
+                kernel,
+                output,
+                strides: [s; 2],
+                dilations: [1, 1],
+                pad,
+                cog,
+            };
+            let (k, p) = (product.depth(), output[0] * output[1]);
+            let seed = 10 * ci as u64;
+            let (x, mut wt) = (rand_vec(cin * h * w, seed), rand_vec(2 * cog * k, seed + 1));
+            if ci == 2 {
+                // Channel 0 of group 1: tap (0, 0, 0) reads padding for output row 0.
+                wt[cog * k] = f32::INFINITY;
+            }
+            let bias = rand_vec(cog * p, seed + 2);
+            for threads in [1, 2, 3] {
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .unwrap();
+                for accumulate in [false, true] {
+                    let (mut want, mut got) = (bias.clone(), bias.clone());
+                    let ran = pool.install(|| {
+                        depth_blocks |= product.lanes_block(threads).is_some_and(|kc| kc < k);
+                        product.run_on((&x, &wt, 1), &mut want, accumulate, false)?;
+                        product.run_lanes((&x, &wt[cog * k..]), &mut got, accumulate)
+                    });
+                    let tag = format!("case {ci} threads {threads} accumulate {accumulate}");
+                    assert!(ran.unwrap(), "{tag}: the lane kernel runs");
+                    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&got), bits(&want), "{tag}");
+                    if ci == 2 {
+                        assert!(got[0].is_nan(), "{tag}: inf · padding is NaN");
+                    }
                 }
             }
-        });
+        }
+        assert!(
+            depth_blocks || !available(),
+            "a case runs several depth blocks"
+        );
     }
 }
