@@ -1,15 +1,19 @@
 //! A conv product with the output channels in the vector lanes, without im2col (AVX2+FMA,
 //! stride 1 or 2, dilation 1, at least [`LANES`] output channels): a register tile is
-//! [`LANES`] channels (two 8-lane vectors) × up to [`PIXELS`] pixels of one output row. The
-//! weight is packed as [Cout / 16][K][16] (zero rows past Cout), so each depth step loads two
+//! [`LANES`] channels (two 8-lane vectors) × up to [`PIXELS`] consecutive output pixels (rows
+//! flattened, so narrow outputs keep full tiles). Each work item (16 channels, some rows)
+//! packs its weight rows as [K][16] (zero lanes past Cout), so each depth step loads two
 //! vectors in order, and each pixel's tap is broadcast from a zero-padded copy of the input
 //! [Cin][H + pads][W + pads]: tap p = (c, ky, kx) of output (oy, ox) is element
-//! (oy·s + ky, ox·s + kx) of channel c's padded plane.
+//! (oy·s + ky, ox·s + kx) of channel c's padded plane. `conv_gemm` sends it the products
+//! where it was measured faster than the `gemm` crate ([`Product::prefers_lanes`]).
 //!
 //! Bits: every element is one fused multiply-add chain from +0 over p in increasing order per
 //! depth block of the `gemm` crate's tiles ([`Product::lanes_block`], `gemm_order`), the
 //! padding taps multiplied by the padding's +0 as in im2col; C = acc after the first block
-//! (C + acc when accumulating onto a bias) and C = C + acc after the others.
+//! (C + acc when accumulating onto a bias) and C = C + acc after the others. Within a depth
+//! block the chains continue across chunks of [`CHUNK`] steps through an f32 buffer (storing
+//! and reloading an accumulator changes no bit).
 
 use std::cell::RefCell;
 use std::ops::Range;
@@ -41,7 +45,7 @@ const CHUNK: usize = 128;
 thread_local! {
     /// The zero-padded input (every element read is written).
     static PADDED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-    /// The packed weight [Cout / 16][K][16] (every element read is written).
+    /// One work item's packed weight [K][16] (every element read is written).
     static PACKED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     /// The running sums [pixels][16] of one work item (every element read is written).
     static SUMS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
@@ -50,10 +54,9 @@ thread_local! {
 /// Whether this CPU runs the kernel (AVX2 and FMA).
 fn available() -> bool {
     #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        return true;
     }
-    #[cfg(not(target_arch = "x86_64"))]
     false
 }
 
