@@ -10,6 +10,9 @@
 //! so, else copied into them up to [`DIRECT_PANEL_COLS`] columns), so nothing is packed per
 //! call, and each element is the crate's chain (same bits, [`Product::packed_block`]).
 //!
+//! On AVX-512 CPUs (the packed kernel off) large 3×3-like products of small depth run
+//! without im2col on the lane kernel (`conv_lanes`, output channels in the vector lanes).
+//!
 //! Bits: a tile is a column block of the same product, and the `gemm` crate computes every
 //! output element as one fused multiply-add chain over K in depth blocks whose size depends only
 //! on K, unless the call takes one of its small-size paths (m or n ≤ 1, k ≤ 2, or m and n both
@@ -283,9 +286,10 @@ impl Product {
         self.run_on((xs, w, gi), out, accumulate, true)
     }
 
-    /// [`Product::run`] of (input, weight, group), with tiles on the packed kernel where
-    /// [`Product::packed_block`] allows when `packed`, else every tile through the `gemm` crate
-    /// (the same bits).
+    /// [`Product::run`] of (input, weight, group), when `packed` on the direct path
+    /// (`conv_direct`) or the lane kernel (`conv_lanes`, where [`Product::prefers_lanes`]) if
+    /// they take it, else with tiles on the packed kernel where [`Product::packed_block`]
+    /// allows; else every tile through the `gemm` crate (the same bits).
     pub(super) fn run_on(
         &self,
         (xs, w, gi): (&[f32], &[f32], usize),
@@ -297,7 +301,10 @@ impl Product {
         let p = self.output[0] * ow;
         // The weight of group gi [m, k], the GEMM's A.
         let a = &w[gi * m * k..(gi + 1) * m * k];
-        if packed && self.run_direct((xs, a), out, accumulate)? {
+        if packed
+            && (self.run_direct((xs, a), out, accumulate)?
+                || (self.prefers_lanes() && self.run_lanes((xs, a), out, accumulate)?))
+        {
             return Ok(());
         }
         let threads = rayon::current_num_threads();
@@ -1007,6 +1014,8 @@ pub(crate) mod tests {
             let tiles = product.tile_rows(1);
             let mut packed = || product.run_on((&x, &w, 0), &mut c2, false, true).unwrap();
             let mut crate_path = || product.run_on((&x, &w, 0), &mut c, false, false).unwrap();
+            let mut c4 = vec![0f32; m * p];
+            let mut lanes = || product.run_lanes((&x, &w), &mut c4, false).unwrap();
             let clock = || crate::exec::clock::process_cpu_us().unwrap();
             // The packed path of an im2col product in its two phases, timed apart per tile:
             // (panel writing µs with the input's phase split, kernel µs).
@@ -1050,6 +1059,7 @@ pub(crate) mod tests {
                 timed.unwrap()
             };
             let (mut t_crate, mut t_packed, mut t_phases) = (vec![], vec![], vec![]);
+            let mut t_lanes = vec![];
             pool.install(|| {
                 for _ in 0..15 {
                     let t0 = clock();
@@ -1060,12 +1070,28 @@ pub(crate) mod tests {
                     t_packed.push((clock() - t1) / 5.0);
                     let five = (0..5).map(|_| phases());
                     t_phases.push(five.fold((0.0, 0.0), |s, t| (s.0 + t.0 / 5.0, s.1 + t.1 / 5.0)));
+                    let t2 = clock();
+                    let ran = (0..5).all(|_| lanes());
+                    t_lanes.push(ran.then(|| (clock() - t2) / 5.0));
                 }
             });
+            let gflops = |t: f64| 2.0 * (m * k * p) as f64 / t / 1e3;
             let phase = |f: fn(&(f64, f64)) -> f64| median(t_phases.iter().map(f).collect());
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
             let (t_crate, t_packed) = (median(t_crate), median(t_packed));
             let (t_panels, t_kernel) = (phase(|t| t.0), phase(|t| t.1));
-            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            let t_lanes: Option<Vec<f64>> = t_lanes.into_iter().collect();
+            let lanes = match t_lanes.map(median) {
+                Some(t) => {
+                    assert_eq!(
+                        bits(&c),
+                        bits(&c4),
+                        "lanes {cin} {kk} {size} {stride} {cout}"
+                    );
+                    format!("{t:.0} µs ({:.1}) | {:.3}", gflops(t), t / t_crate)
+                }
+                None => "— | —".into(),
+            };
             assert_eq!(bits(&c), bits(&c2), "{cin} {kk} {size} {stride} {cout}");
             if t_kernel > 0.0 {
                 assert_eq!(
@@ -1074,7 +1100,6 @@ pub(crate) mod tests {
                     "phases {cin} {kk} {size} {stride} {cout}"
                 );
             }
-            let gflops = |t: f64| 2.0 * (m * k * p) as f64 / t / 1e3;
             let phases = match t_kernel > 0.0 {
                 true => format!(
                     "{t_panels:.0} µs | {t_kernel:.0} µs ({:.1})",
@@ -1083,7 +1108,7 @@ pub(crate) mod tests {
                 false => "— | —".into(),
             };
             println!(
-                "| ({m}, {p}, {k}) {kk}×{kk}/{stride} | {} × {} | {t_crate:.0} µs ({:.1}) | {t_packed:.0} µs ({:.1}) | {:.3} | {phases} |",
+                "| ({m}, {p}, {k}) {kk}×{kk}/{stride} | {} × {} | {t_crate:.0} µs ({:.1}) | {t_packed:.0} µs ({:.1}) | {:.3} | {phases} | {lanes} |",
                 tiles.len(),
                 tiles[0].len() * out,
                 gflops(t_crate),

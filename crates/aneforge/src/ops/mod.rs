@@ -11,6 +11,7 @@ pub mod conv;
 pub mod conv_depthwise;
 mod conv_direct;
 pub mod conv_gemm;
+mod conv_lanes;
 mod conv_panels;
 pub(crate) mod conv_pointwise;
 pub mod conv_transpose;
