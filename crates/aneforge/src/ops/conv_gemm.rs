@@ -10,8 +10,9 @@
 //! so, else copied into them up to [`DIRECT_PANEL_COLS`] columns), so nothing is packed per
 //! call, and each element is the crate's chain (same bits, [`Product::packed_block`]).
 //!
-//! On AVX-512 CPUs (the packed kernel off) large 3×3-like products of small depth run
-//! without im2col on the lane kernel (`conv_lanes`, output channels in the vector lanes).
+//! On AVX-512 CPUs the packed kernel takes only small products (`gemm_packed::depth_block`),
+//! and large 3×3-like products of small depth run without im2col on the lane kernel
+//! (`conv_lanes`, output channels in the vector lanes).
 //!
 //! Bits: a tile is a column block of the same product, and the `gemm` crate computes every
 //! output element as one fused multiply-add chain over K in depth blocks whose size depends only

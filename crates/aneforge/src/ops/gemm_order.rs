@@ -7,7 +7,7 @@
 //! width, register tiling, packing, the (m, n) tiling and the thread count change none of this.
 //! Its blocked path runs for m, n ≥ 2, k ≥ 3 and m·n > 256 ([`blocked_path`]); the block size
 //! depends on which microkernel the crate dispatches to on this CPU and on the L1 cache
-//! geometry it reads. The packed GEMM (`gemm_packed`, AVX2 CPUs without AVX-512) reproduces
+//! geometry it reads. The packed GEMM (`gemm_packed`, AVX2+FMA CPUs) reproduces
 //! this sequence; the test below fails if a `gemm` upgrade changes it (the bit-identity hashes
 //! would move). On AVX-512 CPUs the crate's 16-lane kernel runs above the AVX2 peak, so the
 //! crate stays there (BENCHMARKS.md, h-gemm) except on small products, where its packing per
