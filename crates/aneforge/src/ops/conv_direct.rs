@@ -307,7 +307,7 @@ unsafe fn block(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::conv_gemm::tests::assert_packed_matches_crate;
+    use crate::ops::conv_gemm::tests::{assert_packed_matches_crate, case_product};
 
     /// The direct path gives the bits of the `gemm` crate's product (`run_on` unpacked) on 1,
     /// 2 and 3 threads, writing or accumulating onto a bias: strides 1 and 2, asymmetric and
@@ -333,20 +333,7 @@ mod tests {
         }
         let mut depth_blocks = false;
         for (ci, &(cin, kernel, [h, w], s, pad, cog)) in cases.iter().enumerate() {
-            let [pt, pb, pl, pr] = pad;
-            let output = [
-                (h + pt + pb - kernel[0]) / s + 1,
-                (w + pl + pr - kernel[1]) / s + 1,
-            ];
-            let product = Product {
-                input: [cin, h, w],
-                kernel,
-                output,
-                strides: [s; 2],
-                dilations: [1, 1],
-                pad,
-                cog,
-            };
+            let product = case_product(cin, kernel, [h, w], s, pad, cog);
             let k = product.depth();
             let plan = product.direct_plan(1);
             let (_, kc) = plan.unwrap_or_else(|| panic!("case {ci} takes the direct path"));

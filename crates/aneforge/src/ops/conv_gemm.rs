@@ -601,6 +601,31 @@ pub(crate) mod tests {
     use crate::ops::gemm::tests::rand_vec;
     use crate::ops::{Buf, Family, TensorType};
 
+    /// The product of a conv on [cin, h, w] with this kernel, stride `s` on both axes,
+    /// padding [top, bottom, left, right] and `cog` output channels (dilation 1).
+    pub(crate) fn case_product(
+        cin: usize,
+        kernel: [usize; 2],
+        [h, w]: [usize; 2],
+        s: usize,
+        pad: [usize; 4],
+        cog: usize,
+    ) -> Product {
+        let [pt, pb, pl, pr] = pad;
+        Product {
+            input: [cin, h, w],
+            kernel,
+            output: [
+                (h + pt + pb - kernel[0]) / s + 1,
+                (w + pl + pr - kernel[1]) / s + 1,
+            ],
+            strides: [s; 2],
+            dilations: [1, 1],
+            pad,
+            cog,
+        }
+    }
+
     /// The untiled product: the whole im2col matrix (built here, directly from the definition)
     /// times the weight in one `sgemm` call per (batch, group), as before tiling.
     fn whole(c: &Conv, x: &Buf, w: &Buf, bias: Option<&Buf>, out: &mut [f32]) {

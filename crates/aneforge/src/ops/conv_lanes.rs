@@ -446,6 +446,7 @@ mod x86 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::conv_gemm::tests::case_product;
     use crate::ops::gemm::tests::rand_vec;
 
     /// The lane kernel gives every bit of the `gemm` crate's product (`run_on` unpacked) on
@@ -472,20 +473,8 @@ mod tests {
         ];
         let mut depth_blocks = false;
         for (ci, &(cin, kernel, [h, w], s, pad, cog)) in cases.iter().enumerate() {
-            let [pt, pb, pl, pr] = pad;
-            let output = [
-                (h + pt + pb - kernel[0]) / s + 1,
-                (w + pl + pr - kernel[1]) / s + 1,
-            ];
-            let product = Product {
-                input: [cin, h, w],
-                kernel,
-                output,
-                strides: [s; 2],
-                dilations: [1, 1],
-                pad,
-                cog,
-            };
+            let product = case_product(cin, kernel, [h, w], s, pad, cog);
+            let output = product.output;
             let (k, p) = (product.depth(), output[0] * output[1]);
             let seed = 10 * ci as u64;
             let (x, mut wt) = (rand_vec(cin * h * w, seed), rand_vec(2 * cog * k, seed + 1));
