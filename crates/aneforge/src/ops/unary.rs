@@ -301,7 +301,15 @@ impl Unary {
     #[inline(always)]
     fn piecewise(self, x: f32) -> f32 {
         match self {
-            Unary::Relu => x.max(0.0),
+            // Not `x.max(0.0)`: the sign of its zero for x = −0 is unspecified (debug builds gave
+            // −0, release +0); NaN and ±0 give +0 here in every build (`vmaxps(x, 0)`).
+            Unary::Relu => {
+                if x > 0.0 {
+                    x
+                } else {
+                    0.0
+                }
+            }
             Unary::Relu6 => x.clamp(0.0, 6.0),
             Unary::Abs => x.abs(),
             Unary::Clip { lo, hi } => x.max(lo).min(hi),

@@ -18,7 +18,7 @@ pub(super) enum Lane<'a> {
     BatchNorm { mean: f32, scale: f32, beta: f32 },
     /// Round to the nearest fp16 and widen back.
     Round,
-    /// `v.max(0.0)`: NaN and −0 give +0.
+    /// relu (`Unary::Relu`): NaN and ±0 give +0.
     Relu,
     /// `v.clamp(0.0, 6.0)`: NaN and −0 stay.
     Relu6,
@@ -174,7 +174,7 @@ mod x86 {
                 _mm256_add_ps(t, _mm256_set1_ps(beta))
             }
             Lane::Round => round(v),
-            // MAXPS returns its second operand (+0) on ties (±0) and NaN, as `f32::max` here.
+            // MAXPS returns its second operand (+0) on ties (±0) and NaN, as `Unary::Relu`.
             Lane::Relu => _mm256_max_ps(v, zero),
             Lane::Relu6 => {
                 let low = _mm256_blendv_ps(v, zero, _mm256_cmp_ps::<_CMP_LT_OQ>(v, zero));
@@ -208,7 +208,8 @@ mod tests {
         let mut x: Vec<f32> = (0..=u16::MAX)
             .map(|h| half::f16::from_bits(h).to_f32())
             .collect();
-        let between = (0..20_000u32).map(|i| f32::from_bits(0x3380_0000 + i * 0x0002_a001));
+        let between = (0..20_000u32)
+            .map(|i| f32::from_bits(0x3380_0000u32.wrapping_add(i.wrapping_mul(0x0002_a001))));
         x.extend(between.flat_map(|v| [v, -v]));
         x.extend([
             65504.0,
