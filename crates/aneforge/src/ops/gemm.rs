@@ -6,6 +6,21 @@ use gemm::Parallelism;
 /// Multiply-adds (m·n·k) from which one GEMM runs on the rayon pool.
 pub const PAR_MIN_MACS: usize = 1 << 20;
 
+/// Right-operand widths (in microkernel columns) up to which the crate reads a unit-stride left
+/// operand in place on one thread rather than packing it per call (its default is 8). Every left
+/// operand we pass with unit row stride is already laid out for it: im2col panels, and shared
+/// weights in column blocks, which packing would copy from memory on every call
+/// (`exec::reference::weight_blocks`). Packing moves values, not arithmetic: no bit changes.
+const LHS_IN_PLACE_COLUMNS: usize = 256;
+
+/// Set the crate's packing threshold (see [`LHS_IN_PLACE_COLUMNS`]) once per process.
+fn read_left_operands_in_place() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        gemm_common::gemm::set_lhs_packing_threshold_single_thread(LHS_IN_PLACE_COLUMNS)
+    });
+}
+
 /// C = A·B, or C += A·B when `accumulate`, with A[i,p] = a[i·a_rs + p·a_cs], B[p,j] = b[p·b_rs + j·b_cs]
 /// and C[i,j] = c[i·c_rs + j] (m×k, k×n, m×n); panics if any index is out of bounds or rows of C overlap.
 #[allow(clippy::too_many_arguments)]
@@ -108,6 +123,7 @@ pub unsafe fn sgemm_raw(
     }
     check_operand("A", m, k, a.len(), a_rs, a_cs);
     check_operand("B", k, n, b.len(), b_rs, b_cs);
+    read_left_operands_in_place();
     // Strides of unit axes are never applied; normalise them so every stride fits in isize
     // (a used stride times its extent is below a slice length, hence below isize::MAX).
     let st = |extent: usize, s: usize| if extent == 1 { 1 } else { s as isize };

@@ -3,9 +3,10 @@
 //! sequence bucket of a sentence encoder). A `matmul(x, W, transpose_y = true)` with W a rank-2
 //! fp16 constant [N, K] keeps Wᵀ (K×N) instead of the program's own [N, K] slot: on AVX2 CPUs
 //! without AVX-512 in the panels of the packed GEMM (`ops::gemm_packed`, which then runs the
-//! product without packing anything per call), elsewhere as a row-major [K, N] array, which the
-//! `gemm` crate (computing Cᵀ = Wᵀᵀ·xᵀ with W as its left operand) reads as column-major
-//! without re-packing. Both reproduce the crate's per-element summation order (blocking by
+//! product without packing anything per call); on other CPUs whose `gemm` kernel
+//! `ops::gemm_order` models, as column blocks (`weight_blocks`) that the crate (computing
+//! Cᵀ = Wᵀᵀ·xᵀ with W as its left operand) reads in place block by block; elsewhere as a
+//! row-major [K, N] array. All three reproduce the crate's per-element summation order (blocking by
 //! (m, n, k) alone), so results are bit-identical to the [N, K] call. That holds on the crate's
 //! blocked path only; shapes its small-matrix paths take (M or N < 2, K ≤ 2, M·N ≤ 256) keep
 //! the ordinary dense matmul, except one row (M = 1, x [1, K]): a matrix-vector product that
@@ -29,6 +30,8 @@ use crate::ops::io::Const;
 use crate::ops::linear::MatMul;
 use crate::ops::{Buf, Op};
 
+use super::weight_blocks;
+
 /// Smallest M·N the `gemm` crate runs on its blocked path for these strides (it multiplies
 /// smaller products with a horizontal kernel whose order depends on the layout).
 const MIN_OUTPUT: usize = 16 * 16 + 1;
@@ -37,33 +40,50 @@ const MIN_OUTPUT: usize = 16 * 16 + 1;
 type Cache = HashMap<(u64, usize, usize), Weak<[f32]>>;
 static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
 
-/// Wᵀ of a rank-2 fp16 constant W [N, K] as f32 K×N (packed-GEMM panels when `panels`,
-/// otherwise row-major [K, N]), shared between programs; or W's own fp16 values for x [1, K].
+/// Wᵀ of a rank-2 fp16 constant W [N, K] as f32 K×N (in its [`Layout`]), shared between programs; or W's own fp16 values for x [1, K].
 #[derive(Clone, Debug)]
 pub struct SharedWeight {
     wt: Arc<[f32]>,
     n: usize,
     k: usize,
-    panels: bool,
+    kind: Layout,
     /// W [N, K] itself (the constant's values), for matrix-vector products.
     half: Option<Arc<Vec<f16>>>,
     /// For a 1×1 conv on one pixel (W [N, K, 1, 1]): whether it has a bias (its third input).
     conv_bias: Option<bool>,
 }
 
-/// Position of Wᵀ[p, j] in the expansion, and the expansion's length.
-fn layout(panels: bool, n: usize, k: usize) -> (impl Fn(usize, usize) -> usize, usize) {
-    let len = if panels {
-        gemm_packed::panels_len(k, n)
-    } else {
-        n * k
-    };
-    let at = move |p, j| {
-        if panels {
-            gemm_packed::panel_index(k, p, j)
+/// How Wᵀ is stored: the packed GEMM's panels, column blocks (`weight_blocks`) or row-major.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Layout {
+    Panels,
+    Blocks,
+    RowMajor,
+}
+
+impl Layout {
+    /// The layout the matmul reads fastest on this CPU with the dense call's bits.
+    fn here() -> Layout {
+        if gemm_avx2::available() {
+            Layout::Panels
+        } else if weight_blocks::usable() {
+            Layout::Blocks
         } else {
-            p * n + j
+            Layout::RowMajor
         }
+    }
+}
+
+/// Position of Wᵀ[p, j] in the expansion, and the expansion's length.
+fn layout(kind: Layout, n: usize, k: usize) -> (impl Fn(usize, usize) -> usize, usize) {
+    let len = match kind {
+        Layout::Panels => gemm_packed::panels_len(k, n),
+        _ => n * k,
+    };
+    let at = move |p, j| match kind {
+        Layout::Panels => gemm_packed::panel_index(k, p, j),
+        Layout::Blocks => weight_blocks::index(n, k, p, j),
+        Layout::RowMajor => p * n + j,
     };
     (at, len)
 }
@@ -77,8 +97,8 @@ fn content_hash(values: &[f16]) -> u64 {
 
 /// Whether `wt` is exactly Wᵀ of `values` in its layout (guards the cache against a hash
 /// collision).
-fn is_transpose_of(wt: &[f32], values: &[f16], n: usize, k: usize, panels: bool) -> bool {
-    let (at, len) = layout(panels, n, k);
+fn is_transpose_of(wt: &[f32], values: &[f16], n: usize, k: usize, kind: Layout) -> bool {
+    let (at, len) = layout(kind, n, k);
     wt.len() == len
         && (0..n)
             .all(|j| (0..k).all(|p| wt[at(p, j)].to_bits() == values[j * k + p].to_f32().to_bits()))
@@ -88,23 +108,23 @@ impl SharedWeight {
     /// The process-wide expansion of `c` (shape [N, K]), made now if no live program holds it.
     pub fn of(c: &Const) -> SharedWeight {
         let (n, k) = (c.shape[0], c.shape[1]);
-        let panels = gemm_avx2::available();
+        let kind = Layout::here();
         let key = (content_hash(&c.values), n, k);
         let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
         let cache = cache.get_or_insert_with(HashMap::new);
         if let Some(wt) = cache.get(&key).and_then(Weak::upgrade) {
-            if is_transpose_of(&wt, &c.values, n, k, panels) {
+            if is_transpose_of(&wt, &c.values, n, k, kind) {
                 return SharedWeight {
                     wt,
                     n,
                     k,
-                    panels,
+                    kind,
                     half: None,
                     conv_bias: None,
                 };
             }
         }
-        let (at, len) = layout(panels, n, k);
+        let (at, len) = layout(kind, n, k);
         let mut wt = vec![0f32; len];
         for (j, row) in c.values.chunks_exact(k).enumerate() {
             for (p, v) in row.iter().enumerate() {
@@ -118,7 +138,7 @@ impl SharedWeight {
             wt,
             n,
             k,
-            panels,
+            kind,
             half: None,
             conv_bias: None,
         }
@@ -131,7 +151,7 @@ impl SharedWeight {
             wt: Arc::new([]),
             n: c.shape[0],
             k: c.shape[1],
-            panels: false,
+            kind: Layout::RowMajor,
             half: Some(c.values.clone()),
             conv_bias,
         }
@@ -196,9 +216,16 @@ impl SharedWeight {
             gemv::run(&g, k, w, &x.data, y, false, true);
             return Ok(());
         }
-        if !self.panels {
-            sgemm(m, n, k, &x.data, k, 1, &self.wt, n, 1, y, n, false);
-            return Ok(());
+        match self.kind {
+            Layout::RowMajor => {
+                sgemm(m, n, k, &x.data, k, 1, &self.wt, n, 1, y, n, false);
+                return Ok(());
+            }
+            Layout::Blocks => {
+                weight_blocks::matmul(&self.wt, (m, n, k), &x.data, y);
+                return Ok(());
+            }
+            Layout::Panels => {}
         }
         let kc = gemm_packed::depth_block(m, n, k).ok_or_else(|| {
             Error::shape(
