@@ -180,6 +180,12 @@ pub(crate) mod tests {
     /// Deterministic pseudo-random values in [-1, 1) (xorshift), for kernel tests.
     pub(crate) use crate::conformance::corpus::data as rand_vec;
 
+    /// `f` on a rayon pool of `threads` threads (for the thread-count bit tests).
+    pub(crate) fn on_threads<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads);
+        pool.build().unwrap().install(f)
+    }
+
     /// Median over 9 rounds of the process CPU time of `calls` calls of `f`, in µs per call
     /// (for the `#[ignore]` throughput benchmarks; nothing asserts it).
     pub(crate) fn median_cpu_us(calls: usize, f: &mut dyn FnMut()) -> f64 {

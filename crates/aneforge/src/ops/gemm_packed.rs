@@ -184,7 +184,7 @@ pub(crate) unsafe fn panel_call(
 mod tests {
     use super::*;
     use crate::ops::gemm::sgemm;
-    use crate::ops::gemm::tests::{median_cpu_us, rand_vec};
+    use crate::ops::gemm::tests::{median_cpu_us, on_threads, rand_vec};
 
     /// B (k×n) with B[p, j] = `b(p, j)` packed as panels (padding zero).
     fn pack(k: usize, n: usize, b: impl Fn(usize, usize) -> f32) -> Vec<f32> {
@@ -228,12 +228,10 @@ mod tests {
                 sgemm(m, n, k, &a, a_rs, 1, &b, b_rs, b_cs, &mut want, n, false);
                 let panels = pack(k, n, |p, j| b[p * b_rs + j * b_cs]);
                 for threads in [1, 2, 3] {
-                    let pool = rayon::ThreadPoolBuilder::new()
-                        .num_threads(threads)
-                        .build()
-                        .unwrap();
                     let mut got = vec![f32::NAN; m * n];
-                    pool.install(|| gemm(kc, true, (m, n, k), &a, a_rs, &panels, &mut got, n));
+                    on_threads(threads, || {
+                        gemm(kc, true, (m, n, k), &a, a_rs, &panels, &mut got, n)
+                    });
                     assert_eq!(bits(&got), bits(&want), "({m}, {n}, {k}) {threads} threads");
                 }
             }

@@ -103,7 +103,7 @@ pub fn matmul(blocks: &[f32], (m, n, k): (usize, usize, usize), x: &[f32], y: &m
 mod tests {
     use super::*;
     use crate::ops::gemm::sgemm;
-    use crate::ops::gemm::tests::rand_vec;
+    use crate::ops::gemm::tests::{on_threads, rand_vec};
 
     /// Blocks cover every column once, with widths BLOCK or the 128–255 remainder, and
     /// [`index`] is a bijection onto 0..n·k.
@@ -153,12 +153,8 @@ mod tests {
                 }
             }
             for threads in [1, 2, 3] {
-                let pool = rayon::ThreadPoolBuilder::new()
-                    .num_threads(threads)
-                    .build()
-                    .unwrap();
                 let mut got = vec![f32::NAN; m * n];
-                pool.install(|| matmul(&blocks, (m, n, k), &x, &mut got));
+                on_threads(threads, || matmul(&blocks, (m, n, k), &x, &mut got));
                 for (i, (g, d)) in got.iter().zip(&dense).enumerate() {
                     assert_eq!(
                         g.to_bits(),
