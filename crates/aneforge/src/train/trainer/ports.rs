@@ -170,12 +170,16 @@ mod tests {
         let (v1, v2) = (crate::input(&[n]).unwrap(), crate::input(&[n]).unwrap());
         let (mut c, dc) =
             compile_reference_for_test(&v1.sub(&v2).unwrap(), Precision::Fp16, "lend-c");
+        // Read back from the value buffer, as the Trainer reads gradients.
+        super::lazy(&mut a, &[0]);
         let xs: Vec<f32> = (0..n).map(|i| i as f32 * 0.37 - 5.0).collect();
         a.loaded.set_input(0, PortData::F32(&xs)).unwrap();
         a.loaded.execute().unwrap();
         let mut y = vec![0.0; n];
         a.loaded.read_output(0, &mut y).unwrap();
         let want = b.run(&[PortData::F32(&y)]).unwrap().concat();
+        // b's own input buffer holds other values before each loan.
+        b.run(&[PortData::F32(&vec![7.0; n])]).unwrap();
         for k in 0..3 {
             execute_lent(&mut a, &mut b, &[(Source::Output(0), 0)])
                 .expect("lent")
@@ -186,6 +190,7 @@ mod tests {
             let mut again = vec![0.0; n];
             a.loaded.read_output(0, &mut again).unwrap();
             assert_eq!(again, y, "call {k}: the source after the loan");
+            b.loaded.set_input(0, PortData::F32(&vec![7.0; n])).unwrap();
         }
         let twice = [(Source::Output(0), 0), (Source::Output(0), 1)];
         assert!(execute_lent(&mut a, &mut c, &twice).is_none());
