@@ -1,6 +1,7 @@
 //! The Rust Trainer on the reference executor: one host SGD step against a hand-derived f64
 //! gradient, a regression whose loss falls by a stated factor in every mode, a separable
-//! classification problem learned to high accuracy, checkpoint resume and release.
+//! classification problem learned to high accuracy, checkpoint resume and release, and the
+//! error a device-mode step gives on weights its update overflowed.
 
 mod common;
 
@@ -131,6 +132,34 @@ fn regression_loss_falls_by_100x_in_every_mode_and_optimizer() {
             }
         }
     }
+}
+
+/// An update that overflows the weights to ±inf (Adam at lr 1e5 moves every weight by about
+/// lr): the next device-mode step is a Value error naming the weight input, as a copying feed of
+/// the weights into the training program reports it, not a skipped step.
+#[test]
+fn device_mode_reports_weights_the_update_overflowed() {
+    let (params, loss, w_star) = regression("overflow");
+    let cfg = OptimConfig {
+        rule: Rule::Adam {
+            betas: (0.9, 0.999),
+            eps: 1e-8,
+        },
+        lr: 1e5,
+        weight_decay: 0.0,
+        loss_scale: 1.0,
+    };
+    let mode = Mode::DeviceOptimizer;
+    let mut tr = Trainer::new(&loss, &params, cfg, mode, opts(Precision::Fp16)).unwrap();
+    assert!(tr.step(&batch(0, &w_star)).unwrap().skipped.is_none());
+    for k in 1..3 {
+        let e = tr.step(&batch(k, &w_star)).unwrap_err().to_string();
+        assert!(
+            e.contains("input 'w_overflow'") && e.contains("is not finite"),
+            "step {k}: {e}"
+        );
+    }
+    assert_eq!((tr.t(), tr.skipped()), (1, 0));
 }
 
 #[test]

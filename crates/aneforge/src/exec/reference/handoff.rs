@@ -226,6 +226,14 @@ impl RefProgram {
         Ok(&mut self.bufs[self.output_bufs[index]].data)
     }
 
+    /// The f32 value buffer of input `index` when it holds the input's values (see
+    /// [`RefProgram::carried_input`]), for a plan to lend it to another program with
+    /// [`RefProgram::swap_input`] and swap it back before this one executes; else `None`.
+    pub(crate) fn carried_values_mut(&mut self, index: usize) -> Option<&mut Vec<f32>> {
+        self.carried_input(index)?;
+        Some(&mut self.bufs[self.input_bufs[index]].data)
+    }
+
     /// Store fp16 output `index` only on demand from now on (a plan reads it through
     /// [`RefProgram::handoff_output`] or `read_output`), its port buffer released until then;
     /// other ports are left as they are.

@@ -6,6 +6,7 @@ mod alias;
 pub(crate) mod conv_epilogue;
 mod epilogue_lanes;
 mod fp16_table;
+mod fused_arith;
 mod gguf_gemv;
 mod gguf_gemv_avx2;
 pub mod handoff;

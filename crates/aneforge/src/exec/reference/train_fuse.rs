@@ -16,6 +16,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use super::fp16_table::Fp16Table;
+use super::fused_arith::{self, Arith};
 use super::{round_to_fp16, Step};
 use crate::exec::profile::OpLabel;
 use crate::graph::Graph;
@@ -55,6 +56,17 @@ enum Operand {
     Local(usize),
     /// A whole smaller slot an upsample gathers from (index into [`Fused::arrays`]).
     Coarse(usize),
+}
+
+impl Kernel {
+    /// The kernel as an op [`fused_arith`] evaluates with its rounding in one pass, if it is one.
+    fn arith(self) -> Option<Arith> {
+        match self {
+            Kernel::Binary(b) => Arith::of_binary(b),
+            Kernel::Unary(u) => Arith::of_unary(u),
+            _ => None,
+        }
+    }
 }
 
 impl Operand {
@@ -588,9 +600,10 @@ impl Fused {
                     for (d, o) in ins.iter_mut().zip(&op.ins) {
                         *d = operand(o);
                     }
-                    match &op.table {
-                        Some(t) => t.eval(ins[0], y),
-                        None => {
+                    match (&op.table, op.kernel.arith()) {
+                        (Some(t), _) => t.eval(ins[0], y),
+                        (None, Some(a)) if op.round => fused_arith::rounded(a, ins[0], ins[1], y),
+                        (None, _) => {
                             apply(op.kernel, &ins, abs.start, y);
                             if op.round {
                                 round_fp16(y);

@@ -16,12 +16,13 @@ use super::param::Parameter;
 use super::state::StateDict;
 use crate::compile::{compile, CompileOptions, Compiled};
 use crate::error::{Error, Result};
-use crate::exec::{port_index, PortData, PortView, Precision};
+use crate::exec::{checked_input, port_index, PortData, PortView, Precision};
 use crate::graph::Tensor;
 use crate::DType;
 
 pub use eval::{FitOptions, History};
 pub use feed::Batch;
+use ports::Source;
 
 /// Where the optimizer update runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -353,29 +354,16 @@ impl Trainer {
             let loss = self.loss_value(&outs, &data);
             return Ok(StepReport { loss, skipped });
         }
-        for p in &self.params {
-            let ni = port(net, p.name(), true)?;
-            match update.as_mut() {
-                Some(u) => {
-                    let ui = port(u, p.name(), true)?;
-                    if let Some(w) = ports::carried(u, ui) {
-                        ports::feed_exact(net, ni, w)?;
-                        continue;
-                    }
-                    match u.loaded.input_view(ui)? {
-                        PortView::F16(w) => ports::feed(net, ni, PortData::F16(w), precision)?,
-                        PortView::U8(_) | PortView::I32(_) => {
-                            return Err(Error::dtype(
-                                "Trainer",
-                                format!("input '{}' is not fp16", p.name()),
-                            ))
-                        }
-                    }
+        match update.as_mut() {
+            Some(u) => run_from_update(net, u, &self.params, precision)?,
+            None => {
+                for p in &self.params {
+                    let ni = port(net, p.name(), true)?;
+                    ports::feed(net, ni, PortData::F32(&p.master()), precision)?;
                 }
-                None => ports::feed(net, ni, PortData::F32(&p.master()), precision)?,
+                net.loaded.execute()?;
             }
         }
-        net.loaded.execute()?;
         let outs = small_outputs(net)?;
         let idx = self
             .params
@@ -384,8 +372,9 @@ impl Trainer {
             .collect::<Result<Vec<_>>>()?;
         let mut store = Vec::new();
         let grads = ports::outputs(net, &idx, &mut store)?;
-        skipped = match self.host.as_mut() {
-            Some(opt) => {
+        let finite = grads.iter().all(|g| all_finite(g));
+        skipped = match (self.host.as_mut(), update.as_mut()) {
+            (Some(opt), _) => {
                 let mut guards: Vec<_> = self.params.iter().map(|p| p.master()).collect();
                 let mut ws: Vec<&mut [f32]> = guards.iter_mut().map(|g| g.as_mut_slice()).collect();
                 match opt.step(&mut ws, &grads)? {
@@ -396,23 +385,18 @@ impl Trainer {
                     StepOutcome::Skipped { skipped } => Some(skipped),
                 }
             }
-            None if !grads.iter().all(|g| all_finite(g)) => Some(self.skipped + 1),
-            None => {
-                let u = update.as_mut().expect("device mode has an update program");
-                for (p, g) in self.params.iter().zip(&grads) {
-                    let gi = port(u, &format!("grad_{}", p.name()), true)?;
-                    if precision == Precision::Fp16 {
-                        ports::feed_exact(u, gi, g)?;
-                    } else {
-                        ports::feed(u, gi, PortData::F32(g), Precision::Fp16)?;
-                    }
-                }
+            (None, Some(u)) if !finite => {
+                check_weights(net, u, &self.params)?;
+                Some(self.skipped + 1)
+            }
+            (None, Some(u)) => {
                 self.t += 1;
                 write_input(u, "lr_t", &[config.device_lr(self.t) as f32])?;
-                u.loaded.execute()?;
+                update_from_net(net, u, &self.params, precision)?;
                 self.synced = false;
                 None
             }
+            (None, None) => unreachable!("host mode has a host optimizer"),
         };
         if let Some(s) = skipped {
             self.skipped = s;
@@ -532,6 +516,99 @@ impl Trainer {
     pub fn release(&mut self) {
         self.programs = None;
     }
+}
+
+/// Execute the training program `net` on the update program `u`'s weights: lent by swapping
+/// buffers on the reference executor, else fed as copies.
+fn run_from_update(
+    net: &mut Compiled,
+    u: &mut Compiled,
+    params: &[Parameter],
+    precision: Precision,
+) -> Result<()> {
+    let lent = params
+        .iter()
+        .map(|p| {
+            Ok((
+                Source::Carried(port(u, p.name(), true)?),
+                port(net, p.name(), true)?,
+            ))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if let Some(run) = ports::execute_lent(u, net, &lent) {
+        return run;
+    }
+    for (p, &(_, ni)) in params.iter().zip(&lent) {
+        let ui = port(u, p.name(), true)?;
+        if let Some(w) = ports::carried(u, ui) {
+            ports::feed_exact(net, ni, w)?;
+            continue;
+        }
+        match u.loaded.input_view(ui)? {
+            PortView::F16(w) => ports::feed(net, ni, PortData::F16(w), precision)?,
+            PortView::U8(_) | PortView::I32(_) => {
+                return Err(Error::dtype(
+                    "Trainer",
+                    format!("input '{}' is not fp16", p.name()),
+                ))
+            }
+        }
+    }
+    net.loaded.execute()
+}
+
+/// Execute the update program `u` on the gradients `net` computed: lent by swapping buffers on
+/// the reference executor in fp16 mode, else fed as copies (rounded to fp16 from an fp32 `net`).
+fn update_from_net(
+    net: &mut Compiled,
+    u: &mut Compiled,
+    params: &[Parameter],
+    precision: Precision,
+) -> Result<()> {
+    let names: Vec<String> = params
+        .iter()
+        .map(|p| format!("grad_{}", p.name()))
+        .collect();
+    let lent = names
+        .iter()
+        .map(|g| Ok((Source::Output(port(net, g, false)?), port(u, g, true)?)))
+        .collect::<Result<Vec<_>>>()?;
+    if precision == Precision::Fp16 {
+        if let Some(run) = ports::execute_lent(net, u, &lent) {
+            return run;
+        }
+    }
+    let idx: Vec<usize> = (lent.iter())
+        .map(|&(s, _)| match s {
+            Source::Output(o) => o,
+            Source::Carried(_) => unreachable!("gradients are outputs"),
+        })
+        .collect();
+    let mut store = Vec::new();
+    for (g, &(_, gi)) in ports::outputs(net, &idx, &mut store)?
+        .into_iter()
+        .zip(&lent)
+    {
+        if precision == Precision::Fp16 {
+            ports::feed_exact(u, gi, g)?;
+        } else {
+            ports::feed(u, gi, PortData::F32(g), Precision::Fp16)?;
+        }
+    }
+    u.loaded.execute()
+}
+
+/// The check a copying feed of the update program's weights into `net` makes (every value a
+/// finite fp16, else a Value error naming the input), for weights lent without it: a step whose
+/// gradients are not finite reports non-finite weights this way rather than as a skip.
+fn check_weights(net: &mut Compiled, u: &mut Compiled, params: &[Parameter]) -> Result<()> {
+    for p in params {
+        let (ni, ui) = (port(net, p.name(), true)?, port(u, p.name(), true)?);
+        if let Some(w) = ports::carried(u, ui) {
+            checked_input(net.inputs(), ni, &PortData::F32(w))?;
+        }
+    }
+    Ok(())
 }
 
 /// Input names of the training program that are not data: parameters, state, `lr_t`.

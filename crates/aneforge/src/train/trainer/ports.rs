@@ -92,3 +92,111 @@ pub(super) fn lazy(c: &mut Compiled, idx: &[usize]) {
         idx.iter().for_each(|&i| rp.lazy_output(i));
     }
 }
+
+/// A value buffer of a reference program that [`execute_lent`] lends to another program.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Source {
+    /// Input `index` holding a carried or shared alias (the update program's weights).
+    Carried(usize),
+    /// Output `index` (the training program's gradients).
+    Output(usize),
+}
+
+/// The buffer `s` of `rp`, when it holds values to lend.
+fn source(rp: &mut RefProgram, s: Source) -> Option<&mut Vec<f32>> {
+    match s {
+        Source::Carried(i) => rp.carried_values_mut(i),
+        Source::Output(o) => rp.output_values_mut(o).ok(),
+    }
+}
+
+/// Execute `to` with each (source of `from`, input of `to`) pair of `lent` fed by swapping the
+/// source's value buffer into the input (no copy), swapped back after the execute whatever its
+/// result (execute writes no input buffer). The sources must hold what [`feed_exact`] would
+/// write. `None`, with nothing run, unless both are reference programs and the sources are
+/// distinct buffers of their inputs' lengths: the caller then feeds copies.
+pub(super) fn execute_lent(
+    from: &mut Compiled,
+    to: &mut Compiled,
+    lent: &[(Source, usize)],
+) -> Option<Result<()>> {
+    let lens: Vec<usize> = (lent.iter())
+        .map(|&(_, i)| to.inputs().get(i).map(|p| p.numel()))
+        .collect::<Option<_>>()?;
+    let src = ref_program(&mut *from.loaded)?;
+    let dst = ref_program(&mut *to.loaded)?;
+    let mut seen = Vec::with_capacity(lent.len());
+    for (&(s, _), &n) in lent.iter().zip(&lens) {
+        let buf = source(src, s)?;
+        if n == 0 || buf.len() != n || seen.contains(&buf.as_ptr()) {
+            return None;
+        }
+        seen.push(buf.as_ptr());
+    }
+    let swap = |dst: &mut RefProgram, src: &mut RefProgram, (s, i): (Source, usize), feed| {
+        let buf = source(src, s).expect("checked above");
+        dst.swap_input(i, buf, feed)
+    };
+    let swapped = lent
+        .iter()
+        .take_while(|&&pair| swap(dst, src, pair, true).is_ok())
+        .count();
+    let run = (swapped == lent.len()).then(|| to.loaded.execute());
+    let dst = ref_program(&mut *to.loaded).expect("a reference program above");
+    for &pair in lent[..swapped].iter().rev() {
+        swap(dst, src, pair, false).expect("the buffer swapped in swaps back");
+    }
+    run
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{execute_lent, Source};
+    use crate::exec::reference::test_support::compile_reference_for_test;
+    use crate::exec::{PortData, Precision};
+
+    /// A program's output lent to another's input runs the second on those values (the bits of
+    /// a copied feed) and is swapped back: the first program's output reads as before. A source
+    /// lent to two inputs, or an input holding no carried alias, is refused with nothing run.
+    #[test]
+    fn lent_outputs_feed_the_next_program_and_come_back() {
+        let n = 37;
+        let x = crate::input(&[n]).unwrap();
+        let (mut a, da) =
+            compile_reference_for_test(&x.mul_scalar(3.0).unwrap(), Precision::Fp16, "lend-a");
+        let v = crate::input(&[n]).unwrap();
+        let (mut b, db) =
+            compile_reference_for_test(&v.add_scalar(0.5).unwrap(), Precision::Fp16, "lend-b");
+        let (v1, v2) = (crate::input(&[n]).unwrap(), crate::input(&[n]).unwrap());
+        let (mut c, dc) =
+            compile_reference_for_test(&v1.sub(&v2).unwrap(), Precision::Fp16, "lend-c");
+        // Read back from the value buffer, as the Trainer reads gradients.
+        super::lazy(&mut a, &[0]);
+        let xs: Vec<f32> = (0..n).map(|i| i as f32 * 0.37 - 5.0).collect();
+        a.loaded.set_input(0, PortData::F32(&xs)).unwrap();
+        a.loaded.execute().unwrap();
+        let mut y = vec![0.0; n];
+        a.loaded.read_output(0, &mut y).unwrap();
+        let want = b.run(&[PortData::F32(&y)]).unwrap().concat();
+        // b's own input buffer holds other values before each loan.
+        b.run(&[PortData::F32(&vec![7.0; n])]).unwrap();
+        for k in 0..3 {
+            execute_lent(&mut a, &mut b, &[(Source::Output(0), 0)])
+                .expect("lent")
+                .unwrap();
+            let mut got = vec![0.0; n];
+            b.loaded.read_output(0, &mut got).unwrap();
+            assert_eq!(got, want, "call {k}: the lent values");
+            let mut again = vec![0.0; n];
+            a.loaded.read_output(0, &mut again).unwrap();
+            assert_eq!(again, y, "call {k}: the source after the loan");
+            b.loaded.set_input(0, PortData::F32(&vec![7.0; n])).unwrap();
+        }
+        let twice = [(Source::Output(0), 0), (Source::Output(0), 1)];
+        assert!(execute_lent(&mut a, &mut c, &twice).is_none());
+        assert!(execute_lent(&mut b, &mut a, &[(Source::Carried(0), 0)]).is_none());
+        for d in [da, db, dc] {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
