@@ -105,8 +105,9 @@ impl Depthwise {
         self.run_then(x, w, bias, out, |_, _| {})
     }
 
-    /// [`Self::run`], then `post(i, plane)` on each output plane i right after it is written
-    /// (while it is in cache), instead of one more pass over the whole output.
+    /// [`Self::run`], then `post(i, planes)` on the output planes i.. (one or more whole
+    /// planes, every plane once) right after they are written (while they are in cache),
+    /// instead of one more pass over the whole output.
     pub fn run_then(
         &self,
         x: &[f32],
@@ -130,7 +131,7 @@ impl Depthwise {
         fits && depthwise_lanes::available()
     }
 
-    /// [`Self::run_then`] one plane at a time.
+    /// [`Self::run_then`] one plane at a time (`post` on each plane alone).
     pub(super) fn run_planes(
         &self,
         x: &[f32],

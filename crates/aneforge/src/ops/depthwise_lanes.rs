@@ -66,8 +66,8 @@ impl Layout {
 }
 
 /// `Depthwise::run_then` through the lane kernel: `x` [planes, H, W], `w` [C, kH, kW],
-/// optional `bias` [C], `out` [planes, H', W'] fully written, `post(i, plane)` on each output
-/// plane right after it is written. Needs [`available`]; errors (Resource) when the scratch
+/// optional `bias` [C], `out` [planes, H', W'] fully written, `post(i, planes)` on each group's
+/// output planes i.. right after they are written. Needs [`available`]; errors (Resource) when the scratch
 /// exceeds the memory limits.
 pub(super) fn run_then(
     dw: &Depthwise,
@@ -121,9 +121,7 @@ pub(super) fn run_then(
             // count·p with 1 ≤ count ≤ 8.
             unsafe { kernel::group(dw, &lay, [planes, filters], pin, wv, bv, pout, o) };
             *zeroed = Some(*dw);
-            for (l, plane) in o.chunks_mut(p).enumerate() {
-                post(n * c + k0 + l, plane);
-            }
+            post(n * c + k0, o);
             Ok(())
         })
     };
@@ -490,12 +488,15 @@ mod tests {
                     let seen = Mutex::new(vec![None; batch * c]);
                     pool.install(|| {
                         dw.run_planes(&x, &w, bias, &mut want, |_, _| {}).unwrap();
-                        run_then(&dw, &x, &w, bias, &mut got, &|i, plane: &mut [f32]| {
-                            let bits: Vec<u32> = plane.iter().map(|v| v.to_bits()).collect();
-                            assert!(
-                                seen.lock().unwrap()[i].replace(bits).is_none(),
-                                "{tag}: plane {i} twice"
-                            );
+                        run_then(&dw, &x, &w, bias, &mut got, &|i, planes: &mut [f32]| {
+                            assert_eq!(planes.len() % p, 0, "{tag}: whole planes");
+                            for (i, plane) in (i..).zip(planes.chunks(p)) {
+                                let bits: Vec<u32> = plane.iter().map(|v| v.to_bits()).collect();
+                                assert!(
+                                    seen.lock().unwrap()[i].replace(bits).is_none(),
+                                    "{tag}: plane {i} twice"
+                                );
+                            }
                         })
                         .unwrap();
                     });
