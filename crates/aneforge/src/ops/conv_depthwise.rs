@@ -86,6 +86,11 @@ impl Depthwise {
         self.kernel[0] * self.kernel[1] >= 3 && self.output[0] * self.output[1] >= 2
     }
 
+    /// Values per input plane, taps per filter, values per output plane.
+    pub(super) fn sizes(&self) -> [usize; 3] {
+        [self.input, self.kernel, self.output].map(|[a, b]| a * b)
+    }
+
     /// The scratch layout: the padded rows and columns the outputs read (at most the padded input).
     fn padded(&self) -> Padded {
         let span = |a: usize| {
@@ -116,6 +121,12 @@ impl Depthwise {
         out: &mut [f32],
         post: impl Fn(usize, &mut [f32]) + Sync,
     ) -> Result<()> {
+        let [hw, taps, p] = self.sizes();
+        let c = w.len() / taps;
+        assert!(
+            x.len() / hw == out.len() / p && c > 0 && (x.len() / hw) % c == 0,
+            "depthwise: input, filter and output plane counts disagree"
+        );
         if self.takes_lanes() {
             return depthwise_lanes::run_then(self, x, w, bias, out, &post);
         }
@@ -131,7 +142,8 @@ impl Depthwise {
         fits && depthwise_lanes::available()
     }
 
-    /// [`Self::run_then`] one plane at a time (`post` on each plane alone).
+    /// [`Self::run_then`] one plane at a time (`post` on each plane alone), plane counts
+    /// checked by the caller.
     pub(super) fn run_planes(
         &self,
         x: &[f32],
@@ -140,16 +152,8 @@ impl Depthwise {
         out: &mut [f32],
         post: impl Fn(usize, &mut [f32]) + Sync,
     ) -> Result<()> {
-        let (hw, taps, p) = (
-            self.input[0] * self.input[1],
-            self.kernel[0] * self.kernel[1],
-            self.output[0] * self.output[1],
-        );
+        let [hw, taps, p] = self.sizes();
         let c = w.len() / taps;
-        assert!(
-            x.len() / hw == out.len() / p && c > 0 && (x.len() / hw) % c == 0,
-            "depthwise: input, filter and output plane counts disagree"
-        );
         let pad = self.padded();
         let len = pad.len() + SLACK;
         // The plane, its slack, then room for the even / odd split of an input plane.

@@ -67,8 +67,8 @@ impl Layout {
 
 /// `Depthwise::run_then` through the lane kernel: `x` [planes, H, W], `w` [C, kH, kW],
 /// optional `bias` [C], `out` [planes, H', W'] fully written, `post(i, planes)` on each group's
-/// output planes i.. right after they are written. Needs [`available`]; errors (Resource) when the scratch
-/// exceeds the memory limits.
+/// output planes i.. right after they are written. Needs [`available`] and plane counts that
+/// agree (the caller checks); errors (Resource) when the scratch exceeds the memory limits.
 pub(super) fn run_then(
     dw: &Depthwise,
     x: &[f32],
@@ -77,11 +77,7 @@ pub(super) fn run_then(
     out: &mut [f32],
     post: &(impl Fn(usize, &mut [f32]) + Sync),
 ) -> Result<()> {
-    let (hw, taps, p) = (
-        dw.input[0] * dw.input[1],
-        dw.kernel[0] * dw.kernel[1],
-        dw.output[0] * dw.output[1],
-    );
+    let [hw, taps, p] = dw.sizes();
     let c = w.len() / taps;
     let lay = Layout::of(dw);
     let room = lay.len() + (p + taps + 1) * LANES;
@@ -464,11 +460,7 @@ mod tests {
             })
             .collect();
         for (ci, &(dw, batch, c)) in cases.iter().enumerate() {
-            let (hw, taps, p) = (
-                dw.input[0] * dw.input[1],
-                dw.kernel[0] * dw.kernel[1],
-                dw.output[0] * dw.output[1],
-            );
+            let [hw, taps, p] = dw.sizes();
             let mut x = rand_vec(batch * c * hw, 51 + ci as u64);
             let specials = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.0, -0.0];
             for (i, v) in x.iter_mut().enumerate().filter(|(i, _)| i % 7 == 3) {
