@@ -351,9 +351,9 @@ impl Conv {
         self.eval(ins, out).map(|()| false)
     }
 
-    /// [`Family::eval`] with `post(i, plane)` on each output plane i right after the direct
-    /// depthwise kernel writes it, when this conv is one it computes; else nothing is done and
-    /// the result is false.
+    /// [`Family::eval`] with `post(i, planes)` on the output planes i.. (whole planes, each
+    /// once) right after the direct depthwise kernel writes them, when this conv is one it
+    /// computes; else nothing is done and the result is false.
     pub(crate) fn eval_depthwise_then(
         &self,
         ins: &[&Buf],

@@ -14,6 +14,7 @@ use std::cell::RefCell;
 use rayon::prelude::*;
 
 use super::conv::gather_strided;
+use super::depthwise_lanes;
 use super::depthwise_rows::{copy_rows, split_pairs};
 use crate::error::Result;
 use crate::limits::{exceeded, Limits};
@@ -33,7 +34,14 @@ pub struct Depthwise {
 /// Tap multiply-adds (outputs × kH·kW) from which a conv's planes are shared out over the
 /// rayon pool: MobileNetV3's 5×5 convs on 7×7 and 14×14 planes have fewer than 2^15 outputs
 /// but take 50–130 µs, far more than a join costs (BENCHMARKS.md, h-mnet6 round 16).
-const PAR_MIN_TAPS: usize = 1 << 17;
+pub(super) const PAR_MIN_TAPS: usize = 1 << 17;
+
+/// Output plane sizes (H'·W') up to which the lane kernel runs at stride 1.
+const LANES_MAX_PLANE: usize = 256;
+
+/// Output plane sizes up to which it runs when strided (measured up to 56×56 from 112×112; the
+/// bound keeps its interleaved scratch, 32 bytes per padded input position, near 0.5 MiB).
+const LANES_MAX_STRIDED: usize = 64 * 64;
 
 /// Values after the padded scratch plane, so rows narrower than 8 outputs read one whole 8-lane
 /// vector per tap (the lanes past the row are never kept).
@@ -78,6 +86,11 @@ impl Depthwise {
         self.kernel[0] * self.kernel[1] >= 3 && self.output[0] * self.output[1] >= 2
     }
 
+    /// Values per input plane, taps per filter, values per output plane.
+    pub(super) fn sizes(&self) -> [usize; 3] {
+        [self.input, self.kernel, self.output].map(|[a, b]| a * b)
+    }
+
     /// The scratch layout: the padded rows and columns the outputs read (at most the padded input).
     fn padded(&self) -> Padded {
         let span = |a: usize| {
@@ -97,8 +110,9 @@ impl Depthwise {
         self.run_then(x, w, bias, out, |_, _| {})
     }
 
-    /// [`Self::run`], then `post(i, plane)` on each output plane i right after it is written
-    /// (while it is in cache), instead of one more pass over the whole output.
+    /// [`Self::run`], then `post(i, planes)` on the output planes i.. (one or more whole
+    /// planes, every plane once) right after they are written (while they are in cache),
+    /// instead of one more pass over the whole output.
     pub fn run_then(
         &self,
         x: &[f32],
@@ -107,16 +121,39 @@ impl Depthwise {
         out: &mut [f32],
         post: impl Fn(usize, &mut [f32]) + Sync,
     ) -> Result<()> {
-        let (hw, taps, p) = (
-            self.input[0] * self.input[1],
-            self.kernel[0] * self.kernel[1],
-            self.output[0] * self.output[1],
-        );
+        let [hw, taps, p] = self.sizes();
         let c = w.len() / taps;
         assert!(
             x.len() / hw == out.len() / p && c > 0 && (x.len() / hw) % c == 0,
             "depthwise: input, filter and output plane counts disagree"
         );
+        if self.takes_lanes() {
+            return depthwise_lanes::run_then(self, x, w, bias, out, &post);
+        }
+        self.run_planes(x, w, bias, out, post)
+    }
+
+    /// Whether the lane kernel (`depthwise_lanes`, eight channels per vector) computes this
+    /// geometry, on AVX2 + FMA CPUs: small output planes, larger ones when strided (measured
+    /// faster on MobileNetV3's, slower from 28×28 at stride 1: `throughput_per_shape`).
+    fn takes_lanes(&self) -> bool {
+        let (plane, strided) = (self.output[0] * self.output[1], self.strides != [1, 1]);
+        let fits = plane <= LANES_MAX_PLANE || (strided && plane <= LANES_MAX_STRIDED);
+        fits && depthwise_lanes::available()
+    }
+
+    /// [`Self::run_then`] one plane at a time (`post` on each plane alone), plane counts
+    /// checked by the caller.
+    pub(super) fn run_planes(
+        &self,
+        x: &[f32],
+        w: &[f32],
+        bias: Option<&[f32]>,
+        out: &mut [f32],
+        post: impl Fn(usize, &mut [f32]) + Sync,
+    ) -> Result<()> {
+        let [hw, taps, p] = self.sizes();
+        let c = w.len() / taps;
         let pad = self.padded();
         let len = pad.len() + SLACK;
         // The plane, its slack, then room for the even / odd split of an input plane.
@@ -766,8 +803,8 @@ mod tests {
             }
         }
     }
-    /// Process CPU µs per call (median of 41) of MobileNetV3-small's depthwise convs, whole
-    /// (fills + kernel, with bias) and the fills alone, 1 thread: a benchmark, run with
+    /// Process CPU µs per call (median of 201) of MobileNetV3-small's depthwise convs, whole
+    /// (fills + kernel, with bias) per plane, the fills alone, and by the lane kernel: a benchmark, run with
     /// `--ignored --nocapture`.
     #[test]
     #[ignore]
@@ -784,45 +821,67 @@ mod tests {
             (144, 14, 5, 1),
             (288, 14, 5, 2),
             (576, 7, 5, 1),
+            // Larger planes at stride 1 (MobileNetV2's first blocks), for the lane rule.
+            (32, 112, 3, 1),
+            (96, 112, 3, 2),
+            (144, 56, 3, 1),
+            (192, 28, 3, 1),
+            (16, 224, 3, 1),
+            (96, 14, 3, 1),
+            (256, 7, 3, 1),
         ];
         let clock = || crate::exec::clock::process_cpu_us().unwrap();
         let median = |mut t: Vec<f64>| {
             t.sort_by(f64::total_cmp);
             t[t.len() / 2]
         };
-        for (c, size, k, stride) in shapes {
-            let out = (size + 2 * (k / 2) - k) / stride + 1;
-            let dw = Depthwise {
-                input: [size, size],
-                kernel: [k, k],
-                output: [out, out],
-                strides: [stride; 2],
-                dilations: [1, 1],
-                pad: [k / 2; 4],
-            };
-            let hw = size * size;
-            let (x, w, b) = (rand_vec(c * hw, 1), rand_vec(c * k * k, 2), rand_vec(c, 3));
-            let mut o = vec![0f32; c * out * out];
-            let pad = dw.padded();
-            let spans = dw.spans(pad);
-            let (mut s, mut split) = (vec![0f32; pad.len()], vec![0f32; hw]);
-            let (mut whole, mut fills) = (Vec::new(), Vec::new());
-            for _ in 0..41 {
-                let t = clock();
-                dw.run(&x, &w, Some(&b), &mut o).unwrap();
-                whole.push(clock() - t);
-                let t = clock();
-                for xs in x.chunks(hw) {
-                    dw.fill(xs, pad, &spans, false, &mut s, &mut split);
+        // One pool thread, the calls made on it (no cross-thread wake-ups in the times).
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            for (c, size, k, stride) in shapes {
+                let out = (size + 2 * (k / 2) - k) / stride + 1;
+                let dw = Depthwise {
+                    input: [size, size],
+                    kernel: [k, k],
+                    output: [out, out],
+                    strides: [stride; 2],
+                    dilations: [1, 1],
+                    pad: [k / 2; 4],
+                };
+                let hw = size * size;
+                let (x, w, b) = (rand_vec(c * hw, 1), rand_vec(c * k * k, 2), rand_vec(c, 3));
+                let mut o = vec![0f32; c * out * out];
+                let pad = dw.padded();
+                let spans = dw.spans(pad);
+                let (mut s, mut split) = (vec![0f32; pad.len()], vec![0f32; hw]);
+                let (mut whole, mut fills, mut lanes) = (Vec::new(), Vec::new(), Vec::new());
+                for _ in 0..201 {
+                    let t = clock();
+                    dw.run_planes(&x, &w, Some(&b), &mut o, |_, _| {}).unwrap();
+                    whole.push(clock() - t);
+                    if super::depthwise_lanes::available() {
+                        let t = clock();
+                        super::depthwise_lanes::run_then(&dw, &x, &w, Some(&b), &mut o, &|_, _| {})
+                            .unwrap();
+                        lanes.push(clock() - t);
+                    }
+                    let t = clock();
+                    for xs in x.chunks(hw) {
+                        dw.fill(xs, pad, &spans, false, &mut s, &mut split);
+                    }
+                    fills.push(clock() - t);
                 }
-                fills.push(clock() - t);
-            }
-            PADDED.with_borrow_mut(|p| p.1 = None);
-            println!(
-                "{c}@{size} k{k} s{stride}: whole {:.1} µs, fills {:.1} µs",
+                PADDED.with_borrow_mut(|p| p.1 = None);
+                println!(
+                "{c}@{size} k{k} s{stride}: planes {:.1} µs, their fills {:.1} µs, lanes {:.1} µs",
                 median(whole),
-                median(fills)
+                median(fills),
+                median(lanes)
             );
-        }
+            }
+        });
     }
 }

@@ -15,6 +15,7 @@ mod conv_lanes;
 mod conv_panels;
 pub(crate) mod conv_pointwise;
 pub mod conv_transpose;
+mod depthwise_lanes;
 mod depthwise_rows;
 pub mod einsum;
 pub mod elementwise;

@@ -342,16 +342,17 @@ impl Epilogue {
     }
 
     /// Run conv `c` on the step's inputs `ins` (its own, then the stages' extra ones) and the
-    /// folded ops on its output `out[0]`: inside a direct depthwise conv's plane loop, each
-    /// plane while it is in cache; else as one more pass, adding the bias there when the conv
+    /// folded ops on its output `out[0]`: inside a direct depthwise conv's plane loop, on the
+    /// planes it has just written while they are in cache; else as one more pass, adding the bias there when the conv
     /// leaves it out (when that keeps the bits).
     pub fn run_conv(&self, c: &Conv, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
         let (own, extra) = ins.split_at(self.conv_inputs);
         let channels = ins[1].shape[0];
         let pass = self.pass(extra, None, Some(channels));
+        let plane: usize = out[0].shape[2..].iter().product();
         let post = |i: usize, p: &mut [f32]| {
-            if let Some(pass) = &pass {
-                pass.plane(i, p);
+            if let Some(pass) = pass.as_ref().filter(|_| plane > 0) {
+                pass.planes(i, plane, p);
             }
         };
         if c.eval_depthwise_then(own, out, post)? {
@@ -475,14 +476,24 @@ impl<'a> Pass<'a> {
             return;
         }
         let span = (PIECE / plane).max(1) * plane;
-        let run = |(g, p): (usize, &mut [f32])| match span > plane {
-            true => self.piece(plane, g * span, p),
-            false => self.plane(g, p),
-        };
+        let run = |(g, p): (usize, &mut [f32])| self.planes(g * span / plane, plane, p);
         if out.data.len() >= PAR_MIN_ELEMS {
             out.data.par_chunks_mut(span).enumerate().for_each(run);
         } else {
             out.data.chunks_mut(span).enumerate().for_each(run);
+        }
+    }
+
+    /// Run every stage over whole planes `p` (planes `first`.. of the output's flat [N·C]
+    /// planes, each of `len` elements, not yet rounded): one at a time, or pieces of several
+    /// when planes are shorter than [`PIECE`].
+    fn planes(&self, first: usize, len: usize, p: &mut [f32]) {
+        let span = (PIECE / len).max(1) * len;
+        for (g, p) in p.chunks_mut(span).enumerate() {
+            match span > len {
+                true => self.piece(len, first * len + g * span, p),
+                false => self.plane(first + g, p),
+            }
         }
     }
 
