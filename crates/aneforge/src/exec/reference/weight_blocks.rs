@@ -11,6 +11,8 @@
 //! call is on the crate's blocked path when it has at least 3 rows (one of 2 rows runs padded
 //! to 3). Rows may be split between threads too: no bit depends on the split.
 
+use std::ops::Range;
+
 use rayon::prelude::*;
 
 use crate::ops::conv_gemm::SyncPtr;
@@ -63,13 +65,13 @@ pub fn matmul(blocks: &[f32], (m, n, k): (usize, usize, usize), x: &[f32], y: &m
     } else {
         1
     };
-    let rows = m.div_ceil(parts);
-    let tasks: Vec<(usize, usize, usize)> = spans(n)
-        .flat_map(|(j0, w)| (0..m).step_by(rows).map(move |r0| (j0, w, r0)))
+    // Balanced row ranges: each holds at least ⌊m / parts⌋ ≥ MIN_ROWS rows.
+    let tasks: Vec<(usize, usize, Range<usize>)> = spans(n)
+        .flat_map(|(j0, w)| (0..parts).map(move |t| (j0, w, m * t / parts..m * (t + 1) / parts)))
         .collect();
     let out = SyncPtr(y.as_mut_ptr());
-    let run = |&(j0, w, r0): &(usize, usize, usize)| {
-        let r = rows.min(m - r0);
+    let run = |(j0, w, rows): &(usize, usize, Range<usize>)| {
+        let (j0, w, r0, r) = (*j0, *w, rows.start, rows.len());
         let start = r0 * n + j0;
         // SAFETY: the task's elements y[r0 + i, j0 + j] (i < r, j < w) lie inside `y` (len
         // ≥ m·n from `start`) and no other task writes them: tasks own disjoint (row range,
@@ -141,6 +143,7 @@ mod tests {
             (5, 257, 1000),
             (40, 129, 31),
             (3, 640, 3),
+            (10, 384, 1000),
         ] {
             let wt = rand_vec(k * n, 7 + m as u64);
             let x = rand_vec(m * k, 3);
