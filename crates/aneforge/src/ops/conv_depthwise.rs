@@ -14,10 +14,11 @@ use std::cell::RefCell;
 use rayon::prelude::*;
 
 use super::conv::gather_strided;
+use super::conv_gemm::grow_scratch;
 use super::depthwise_lanes;
 use super::depthwise_rows::{copy_rows, split_pairs};
 use crate::error::Result;
-use crate::limits::{exceeded, Limits};
+use crate::limits::Limits;
 
 /// Geometry of one depthwise conv: input planes [H, W], kernel [kH, kW], output planes [H', W'].
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -166,15 +167,7 @@ impl Depthwise {
             let b = bias.map(|b| b[k]);
             let (xs, f) = (&x[i * hw..(i + 1) * hw], &w[k * taps..(k + 1) * taps]);
             PADDED.with_borrow_mut(|(s, zeroed)| {
-                if s.len() < room {
-                    s.try_reserve_exact(room - s.len()).map_err(|_| {
-                        exceeded(
-                            "conv",
-                            format!("cannot allocate {bytes} bytes of depthwise scratch"),
-                        )
-                    })?;
-                    s.resize(room, 0.0);
-                }
+                grow_scratch(s, room, "depthwise scratch")?;
                 let padding = *zeroed != Some(*self);
                 *zeroed = None;
                 let (plane, split) = s.split_at_mut(len);

@@ -581,16 +581,26 @@ pub(super) fn with_scratch<R>(
         if v.len() < len {
             let bytes = (len as u64).saturating_mul(4);
             crate::limits::Limits::current()?.bytes(super::conv::MIL_NAME, what, bytes)?;
-            v.try_reserve_exact(len - v.len()).map_err(|_| {
-                crate::limits::exceeded(
-                    super::conv::MIL_NAME,
-                    format!("cannot allocate {bytes} bytes of {what}"),
-                )
-            })?;
-            v.resize(len, 0.0);
+            grow_scratch(v, len, what)?;
         }
         Ok(f(&mut v[..len]))
     })
+}
+
+/// Grow `v` to at least `len` zero-initialised f32 (allocated fallibly: a Resource error naming
+/// `what`, not an abort); the caller checks the memory limits.
+pub(super) fn grow_scratch(v: &mut Vec<f32>, len: usize, what: &str) -> Result<()> {
+    if v.len() < len {
+        v.try_reserve_exact(len - v.len()).map_err(|_| {
+            let bytes = (len as u64).saturating_mul(4);
+            crate::limits::exceeded(
+                super::conv::MIL_NAME,
+                format!("cannot allocate {bytes} bytes of {what}"),
+            )
+        })?;
+        v.resize(len, 0.0);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

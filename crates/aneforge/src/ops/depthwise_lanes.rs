@@ -10,8 +10,9 @@ use std::cell::RefCell;
 use rayon::prelude::*;
 
 use super::conv_depthwise::Depthwise;
+use super::conv_gemm::grow_scratch;
 use crate::error::Result;
-use crate::limits::{exceeded, Limits};
+use crate::limits::Limits;
 
 /// Channels per vector (one per lane of an AVX register).
 const LANES: usize = 8;
@@ -78,7 +79,7 @@ pub(super) fn run_then(
     post: &(impl Fn(usize, &mut [f32]) + Sync),
 ) -> Result<()> {
     let [hw, taps, p] = dw.sizes();
-    let c = w.len() / taps;
+    let (c, out_len) = (w.len() / taps, out.len());
     let lay = Layout::of(dw);
     let room = lay.len() + (p + taps + 1) * LANES;
     let bytes = (room as u64).saturating_mul(4);
@@ -92,15 +93,7 @@ pub(super) fn run_then(
         let planes: [&[f32]; LANES] = std::array::from_fn(|l| &x[(n * c + ch(l)) * hw..][..hw]);
         let filters: [&[f32]; LANES] = std::array::from_fn(|l| &w[ch(l) * taps..][..taps]);
         SCRATCH.with_borrow_mut(|(s, zeroed)| {
-            if s.len() < room {
-                s.try_reserve_exact(room - s.len()).map_err(|_| {
-                    exceeded(
-                        "conv",
-                        format!("cannot allocate {bytes} bytes of depthwise scratch"),
-                    )
-                })?;
-                s.resize(room, 0.0);
-            }
+            grow_scratch(s, room, "depthwise scratch")?;
             let (pin, rest) = s[..room].split_at_mut(lay.len());
             let (pout, rest) = rest.split_at_mut(p * LANES);
             let (wv, bv) = rest.split_at_mut(taps * LANES);
@@ -121,25 +114,14 @@ pub(super) fn run_then(
             Ok(())
         })
     };
-    let work = out.len() * taps;
-    if work >= super::conv_depthwise::PAR_MIN_TAPS {
-        out.par_chunks_mut(c * p)
-            .enumerate()
-            .flat_map(|(n, b)| {
-                b.par_chunks_mut(LANES * p)
-                    .enumerate()
-                    .map(move |(g, o)| (n, g, o))
-            })
-            .try_for_each(group)
+    // (batch, group, its output planes), on the pool above the depthwise work threshold.
+    let tasks: Vec<(usize, usize, &mut [f32])> = (out.chunks_mut(c * p).enumerate())
+        .flat_map(|(n, b)| (b.chunks_mut(LANES * p).enumerate()).map(move |(g, o)| (n, g, o)))
+        .collect();
+    if out_len * taps >= super::conv_depthwise::PAR_MIN_TAPS {
+        tasks.into_par_iter().try_for_each(group)
     } else {
-        out.chunks_mut(c * p)
-            .enumerate()
-            .flat_map(|(n, b)| {
-                b.chunks_mut(LANES * p)
-                    .enumerate()
-                    .map(move |(g, o)| (n, g, o))
-            })
-            .try_for_each(group)
+        tasks.into_iter().try_for_each(group)
     }
 }
 
