@@ -30,6 +30,19 @@ fn regression(tag: &str) -> ([Parameter; 1], Loss, Vec<f32>) {
 }
 
 /// Batch `k` of the regression: x from `noise`, y = x·W*.
+/// Adam (β = 0.9, 0.999, ε = 1e-8) at `lr`, no weight decay, no loss scaling.
+fn adam(lr: f32) -> OptimConfig {
+    OptimConfig {
+        rule: Rule::Adam {
+            betas: (0.9, 0.999),
+            eps: 1e-8,
+        },
+        lr,
+        weight_decay: 0.0,
+        loss_scale: 1.0,
+    }
+}
+
 fn batch(k: usize, w_star: &[f32]) -> [Batch; 2] {
     let x: Vec<f32> = (0..32).map(|i| noise(k * 32 + i)).collect();
     let mut y = vec![0.0; 16];
@@ -140,15 +153,7 @@ fn regression_loss_falls_by_100x_in_every_mode_and_optimizer() {
 #[test]
 fn device_mode_reports_weights_the_update_overflowed() {
     let (params, loss, w_star) = regression("overflow");
-    let cfg = OptimConfig {
-        rule: Rule::Adam {
-            betas: (0.9, 0.999),
-            eps: 1e-8,
-        },
-        lr: 1e5,
-        weight_decay: 0.0,
-        loss_scale: 1.0,
-    };
+    let cfg = adam(1e5);
     let mode = Mode::DeviceOptimizer;
     let mut tr = Trainer::new(&loss, &params, cfg, mode, opts(Precision::Fp16)).unwrap();
     assert!(tr.step(&batch(0, &w_star)).unwrap().skipped.is_none());
@@ -193,15 +198,7 @@ fn a_small_cnn_learns_a_separable_two_class_problem_with_fit() {
     let h = conv2d(&x, c.tensor(), 1, 1).unwrap().relu().unwrap();
     let logits = h.reshape(&[16, 144]).unwrap().matmul(w.tensor()).unwrap();
     let loss = Loss::cross_entropy(&logits, &y).unwrap();
-    let cfg = OptimConfig {
-        rule: Rule::Adam {
-            betas: (0.9, 0.999),
-            eps: 1e-8,
-        },
-        lr: 0.01,
-        weight_decay: 0.0,
-        loss_scale: 1.0,
-    };
+    let cfg = adam(0.01);
     let mut tr = Trainer::new(&loss, &[c, w], cfg, Mode::Host, opts(Precision::Fp16)).unwrap();
     let before = tr.accuracy(&xs, &ys).unwrap();
     let mut lines = Vec::new();
@@ -250,15 +247,7 @@ fn checkpoints_resume_identically_and_release_refuses_later_calls() {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("train-trainer");
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("ck.safetensors");
-    let cfg = OptimConfig {
-        rule: Rule::Adam {
-            betas: (0.9, 0.999),
-            eps: 1e-8,
-        },
-        lr: 0.05,
-        weight_decay: 0.0,
-        loss_scale: 1.0,
-    };
+    let cfg = adam(0.05);
     for (i, mode) in [Mode::Host, Mode::DeviceOptimizer, Mode::Resident]
         .into_iter()
         .enumerate()
