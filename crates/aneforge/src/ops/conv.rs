@@ -340,6 +340,13 @@ impl Conv {
         }
     }
 
+    /// The GEMM product of one batch element of this conv on x of shape `x` with a weight of
+    /// shape `w`, when the conv has one group and the shapes are valid.
+    pub(crate) fn single_product(&self, x: &[usize], w: &[usize]) -> Option<Product> {
+        let g = self.geometry(x, w).ok()?;
+        (self.groups == 1).then(|| self.product(&g))
+    }
+
     /// [`Family::eval`] without the bias when adding it afterwards, `out + bias[channel]`, gives
     /// the same bits (see [`Product::bias_commutes`]); returns whether the caller must add it.
     pub(crate) fn eval_bias_later(&self, ins: &[&Buf], out: &mut [Buf]) -> Result<bool> {

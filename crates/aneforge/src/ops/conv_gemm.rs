@@ -62,12 +62,13 @@ const ONE_DEPTH_BLOCK: usize = 512;
 thread_local! {
     /// im2col columns of one tile, reused across tiles, convs and calls (every element read is
     /// written first).
-    static COLS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    pub(super) static COLS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     /// The im2col panels of one tile for the packed kernel (every element read is written).
     static PANELS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
 /// One conv product: geometry, strides, dilations and padding.
+#[derive(Clone, Debug)]
 pub struct Product {
     /// Input planes [Cin/g, H, W] of one (batch, group).
     pub input: [usize; 3],
@@ -83,7 +84,7 @@ pub struct Product {
 
 impl Product {
     /// Whether the input is the GEMM operand itself (1×1 kernel, stride 1, no padding).
-    fn direct(&self) -> bool {
+    pub(super) fn direct(&self) -> bool {
         self.kernel == [1, 1] && self.strides == [1, 1] && self.pad == [0; 4]
     }
 

@@ -9,7 +9,7 @@ pub const PAR_MIN_MACS: usize = 1 << 20;
 /// Right-operand widths (in microkernel columns) up to which the crate reads a unit-stride left
 /// operand in place on one thread rather than packing it per call (its default is 8). Ours are
 /// shared weights in column blocks, which packing would copy from memory on every call
-/// (`exec::reference::weight_blocks`), and conv inputs / im2col panels, which measured as fast
+/// (`ops::weight_blocks`), and conv inputs / im2col panels, which measured as fast
 /// or faster unpacked (ResNet-18/50). Packing moves values, not arithmetic: no bit changes.
 const LHS_IN_PLACE_COLUMNS: usize = 256;
 

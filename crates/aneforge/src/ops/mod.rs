@@ -8,6 +8,7 @@ pub mod affine;
 pub mod channel;
 pub mod constexpr;
 pub mod conv;
+mod conv_blocks;
 pub mod conv_depthwise;
 mod conv_direct;
 pub mod conv_gemm;
@@ -62,6 +63,7 @@ mod simd_softmax;
 mod simd_transpose;
 mod table;
 pub mod unary;
+pub(crate) mod weight_blocks;
 
 use crate::dtype::DType;
 use crate::error::Result;

@@ -22,7 +22,6 @@ mod softmax_fuse;
 pub mod threads;
 pub(crate) mod train_fuse;
 mod transpose_fold;
-mod weight_blocks;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -13,6 +13,9 @@
 //! `ops::gemv` runs in the crate's order straight from the constant's fp16 values (no f32
 //! copy at all, half the bytes read per call). A 1×1 conv on one pixel (x [1, C, 1, 1], weight
 //! an fp16 constant [S, C, 1, 1]: MobileNetV3's squeeze-excite FCs) is such a product too.
+//! A conv of one group with an fp16 constant weight [Cout, Cin, kH, kW] whose product
+//! `Product::prefers_blocks` (ResNet's 7×7 and 14×14 planes on AVX-512 CPUs) keeps Wᵀ
+//! [K, Cout] as column blocks too, and runs on them transposed (`ops::conv_blocks`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -22,6 +25,7 @@ use half::f16;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::ops::conv::Conv;
+use crate::ops::conv_gemm::Product;
 use crate::ops::gemm::sgemm;
 use crate::ops::gemm_avx2;
 use crate::ops::gemm_packed;
@@ -30,7 +34,7 @@ use crate::ops::io::Const;
 use crate::ops::linear::MatMul;
 use crate::ops::{Buf, Op};
 
-use super::weight_blocks;
+use crate::ops::weight_blocks;
 
 /// Smallest M·N the `gemm` crate runs on its blocked path for these strides (it multiplies
 /// smaller products with a horizontal kernel whose order depends on the layout).
@@ -49,8 +53,17 @@ pub struct SharedWeight {
     kind: Layout,
     /// W [N, K] itself (the constant's values), for matrix-vector products.
     half: Option<Arc<Vec<f16>>>,
-    /// For a 1×1 conv on one pixel (W [N, K, 1, 1]): whether it has a bias (its third input).
-    conv_bias: Option<bool>,
+    /// For a conv: how it runs (see [`ConvUse`]).
+    conv: Option<ConvUse>,
+}
+
+/// The conv a shared weight computes, with whether it has a bias (its third input).
+#[derive(Clone, Debug)]
+enum ConvUse {
+    /// A 1×1 conv on one pixel (W [N, K, 1, 1]), on the fp16 GEMV.
+    Pixel { bias: bool },
+    /// A conv of one group whose product runs on the weight blocks (`Product::run_blocks`).
+    Blocks { product: Product, bias: bool },
 }
 
 /// How Wᵀ is stored: the packed GEMM's panels, column blocks (`weight_blocks`) or row-major.
@@ -105,9 +118,10 @@ fn is_transpose_of(wt: &[f32], values: &[f16], n: usize, k: usize, kind: Layout)
 }
 
 impl SharedWeight {
-    /// The process-wide expansion of `c` (shape [N, K]), made now if no live program holds it.
+    /// The process-wide expansion of `c` (shape [N, K], or [N, ...] with K the product of the
+    /// rest), made now if no live program holds it.
     pub fn of(c: &Const) -> SharedWeight {
-        let (n, k) = (c.shape[0], c.shape[1]);
+        let (n, k) = (c.shape[0], c.shape[1..].iter().product());
         let kind = Layout::here();
         let key = (content_hash(&c.values), n, k);
         let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
@@ -120,7 +134,7 @@ impl SharedWeight {
                     k,
                     kind,
                     half: None,
-                    conv_bias: None,
+                    conv: None,
                 };
             }
         }
@@ -140,30 +154,55 @@ impl SharedWeight {
             k,
             kind,
             half: None,
-            conv_bias: None,
+            conv: None,
         }
     }
 
-    /// `c` (shape [N, K], or [N, K, 1, 1] for a conv with `conv_bias`) read in place by the
+    /// `c` (shape [N, K], or [N, K, 1, 1] for a one-pixel conv) read in place by the
     /// matrix-vector kernel.
-    fn half(c: &Const, conv_bias: Option<bool>) -> SharedWeight {
+    fn half(c: &Const, conv: Option<ConvUse>) -> SharedWeight {
         SharedWeight {
             wt: Arc::new([]),
             n: c.shape[0],
             k: c.shape[1],
             kind: Layout::RowMajor,
             half: Some(c.values.clone()),
-            conv_bias,
+            conv,
         }
     }
 
     /// The step's output from its inputs `bufs[ins[..]]` (the node's own first): a matmul's
-    /// [`SharedWeight::matmul`] of the first, a one-pixel conv's [`SharedWeight::conv_pixel`].
+    /// [`SharedWeight::matmul`] of the first, a conv's [`SharedWeight::conv_pixel`] or
+    /// [`SharedWeight::conv_blocks`].
     pub fn run(&self, bufs: &[Buf], ins: &[usize], y: &mut [f32]) -> Result<()> {
-        match self.conv_bias {
-            Some(bias) => self.conv_pixel(&bufs[ins[0]], bias.then(|| &bufs[ins[2]].data[..]), y),
+        let bias = |with: bool| with.then(|| &bufs[ins[2]].data[..]);
+        match &self.conv {
+            Some(ConvUse::Pixel { bias: b }) => self.conv_pixel(&bufs[ins[0]], bias(*b), y),
+            Some(ConvUse::Blocks { product, bias: b }) => {
+                self.conv_blocks(product, &bufs[ins[0]], bias(*b), y)
+            }
             None => self.matmul(&bufs[ins[0]], y),
         }
+    }
+
+    /// y [B, Cout, H', W'] = bias + conv(x) for x [B, Cin, H, W] of `product`'s geometry, each
+    /// batch element on the weight blocks (`Product::run_blocks`: the dense conv's bits).
+    fn conv_blocks(
+        &self,
+        product: &Product,
+        x: &Buf,
+        bias: Option<&[f32]>,
+        y: &mut [f32],
+    ) -> Result<()> {
+        let ([cin, h, w], m) = (product.input, product.cog);
+        let (plane, out) = (cin * h * w, m * product.output[0] * product.output[1]);
+        let fits = matches!(x.shape[..], [b, c, xh, xw] if [c, xh, xw] == [cin, h, w] && y.len() == b * out);
+        if !fits || bias.is_some_and(|b| b.len() != m) {
+            let what = format!("x {:?} does not fit the weight [{m}, {cin}, ..]", x.shape);
+            return Err(Error::shape("conv", what));
+        }
+        (x.data.chunks_exact(plane).zip(y.chunks_exact_mut(out)))
+            .try_for_each(|(xs, ys)| product.run_blocks(xs, &self.wt, bias, ys))
     }
 
     /// y [N] = bias + W·x for a 1×1 conv on one pixel, x [1, K, 1, 1], with the bits of the
@@ -255,7 +294,7 @@ pub fn shared_weights(g: &Graph) -> Vec<Option<SharedWeight>> {
         .iter()
         .map(|nd| {
             if let Op::Conv(c) = &nd.op {
-                return one_pixel_conv(g, nd, c);
+                return one_pixel_conv(g, nd, c).or_else(|| blocks_conv(g, nd, c));
             }
             let Op::MatMul(MatMul {
                 transpose_x: false,
@@ -295,8 +334,27 @@ fn one_pixel_conv(g: &Graph, nd: &crate::graph::Node, c: &Conv) -> Option<Shared
         return None;
     };
     let plain = c.groups == 1 && c.pad == [0; 4] && nd.inputs.len() <= 3;
+    let bias = nd.inputs.len() == 3;
     (plain && k == kw && conv_plan(n, k).is_some())
-        .then(|| SharedWeight::half(wc, Some(nd.inputs.len() == 3)))
+        .then(|| SharedWeight::half(wc, Some(ConvUse::Pixel { bias })))
+}
+
+/// The weight blocks of conv node `nd` when its product prefers them
+/// (`Product::prefers_blocks`: one group, an fp16 constant weight, this CPU's layout blocks).
+fn blocks_conv(g: &Graph, nd: &crate::graph::Node, c: &Conv) -> Option<SharedWeight> {
+    let (x, w) = (nd.inputs.first()?, nd.inputs.get(1)?);
+    let Op::Const(wc) = &g.nodes[w.node].op else {
+        return None;
+    };
+    let product = c.single_product(&g.ty(*x).shape, &wc.shape)?;
+    if Layout::here() != Layout::Blocks || !product.prefers_blocks() || nd.inputs.len() > 3 {
+        return None;
+    }
+    let bias = nd.inputs.len() == 3;
+    Some(SharedWeight {
+        conv: Some(ConvUse::Blocks { product, bias }),
+        ..SharedWeight::of(wc)
+    })
 }
 
 /// Nodes of `g` that are constants whose every use is the weight (input 1) of a node `i` with
@@ -446,7 +504,7 @@ mod tests {
                 let mut dense = [Buf::zeros(&[1, n, 1, 1])];
                 conv.eval(&ins, &mut dense).unwrap();
                 let mut got = vec![f32::NAN; n];
-                let shared = SharedWeight::half(&c, Some(with_bias));
+                let shared = SharedWeight::half(&c, Some(ConvUse::Pixel { bias: with_bias }));
                 let bufs = [x.clone(), w.clone(), b.clone()];
                 shared.run(&bufs, &[0, 1, 2], &mut got).unwrap();
                 for (j, (g, d)) in got.iter().zip(&dense[0].data).enumerate() {

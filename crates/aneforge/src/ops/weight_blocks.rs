@@ -47,15 +47,34 @@ pub fn usable() -> bool {
     gemm_order::depth_block(BLOCK, BLOCK, 3).is_some()
 }
 
-/// y [m, n] = x [m, k] · Wᵀ with Wᵀ in `blocks` (see [`index`]); blocks (and row ranges)
-/// on the rayon pool above `PAR_MIN_MACS`. Panics if a slice is shorter than its shape.
+/// y [m, n] = x [m, k] · Wᵀ with Wᵀ in `blocks` (see [`index`]), x row-major; see
+/// [`matmul_strided`].
 pub fn matmul(blocks: &[f32], (m, n, k): (usize, usize, usize), x: &[f32], y: &mut [f32]) {
-    assert!(blocks.len() >= n * k && x.len() >= m * k && y.len() >= m * n);
+    matmul_strided(blocks, (m, n, k), (x, k, 1), y, false);
+}
+
+/// y [m, n] (+)= x · Wᵀ with x [m, k] at `x[i·x_rs + p·x_cs]` and Wᵀ in `blocks` (see
+/// [`index`]); `accumulate` adds onto y as the crate's accumulating call does (y += acc per
+/// depth block). Blocks (and row ranges) run on the rayon pool above `PAR_MIN_MACS`. Panics
+/// if a slice is shorter than its shape.
+pub fn matmul_strided(
+    blocks: &[f32],
+    (m, n, k): (usize, usize, usize),
+    (x, x_rs, x_cs): (&[f32], usize, usize),
+    y: &mut [f32],
+    accumulate: bool,
+) {
+    assert!(blocks.len() >= n * k && y.len() >= m * n);
     if m < MIN_ROWS && n >= 2 * BLOCK {
         let mut xp = vec![0f32; MIN_ROWS * k];
-        xp[..m * k].copy_from_slice(&x[..m * k]);
+        for (i, row) in xp.chunks_exact_mut(k).take(m).enumerate() {
+            row.iter_mut()
+                .enumerate()
+                .for_each(|(p, v)| *v = x[i * x_rs + p * x_cs]);
+        }
         let mut yp = vec![0f32; MIN_ROWS * n];
-        matmul(blocks, (MIN_ROWS, n, k), &xp, &mut yp);
+        yp[..m * n].copy_from_slice(&y[..m * n]);
+        matmul_strided(blocks, (MIN_ROWS, n, k), (&xp, k, 1), &mut yp, accumulate);
         y[..m * n].copy_from_slice(&yp[..m * n]);
         return;
     }
@@ -82,15 +101,15 @@ pub fn matmul(blocks: &[f32], (m, n, k): (usize, usize, usize), x: &[f32], y: &m
                 r,
                 w,
                 k,
-                &x[r0 * k..],
-                k,
-                1,
+                &x[r0 * x_rs..],
+                x_rs,
+                x_cs,
                 &blocks[j0 * k..],
                 w,
                 1,
                 (out.get().add(start), m * n - start),
                 n,
-                false,
+                accumulate,
             )
         }
     };
