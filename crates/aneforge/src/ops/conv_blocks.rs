@@ -4,49 +4,86 @@
 //! 16-lane kernel runs over output channels and reads the weight in place, then Cᵀ is
 //! transposed into the [Cout, H'·W'] planes. The dense call instead runs its lanes over the
 //! pixels and packs the whole weight on every call; on ResNet's 49- and 196-pixel planes most
-//! of a lane tile is then wasted. Every element is the dense call's chain (`weight_blocks`:
+//! of a lane tile is then wasted. Tiles of output rows keep their im2col columns and their
+//! Cᵀ block in cache until transposed. Every element is the dense call's chain (`weight_blocks`:
 //! blocks of ≥ 128 columns keep the crate's depth block and blocked path), so the same bits.
 
 use std::cell::RefCell;
+use std::ops::Range;
 
-use super::conv_gemm::{with_scratch, Product, COLS};
+use rayon::prelude::*;
+
+use super::conv_gemm::{with_scratch, Product, SyncPtr, COLS};
 use super::gemm::PAR_MIN_MACS;
 use super::gemm_avx2;
-use super::weight_blocks::{self, BLOCK};
+use super::weight_blocks::{self, block_product, BLOCK};
 use crate::error::Result;
 
 /// Least depth K at which the blocks were measured faster (K = 64 was slower).
 const MIN_DEPTH: usize = 256;
 
-/// Most output pixels per batch element: in ResNet-50 the blocks took 3–13 % off every
-/// product on 7×7 and 14×14 planes, and nothing on 28×28 and 56×56 ones (a 1×1 stride-2 conv
-/// to 28×28 took 14 % longer).
-const MAX_PIXELS: usize = 196;
+/// Most output pixels per batch element of a 1×1 conv: in ResNet-50 the blocks took 4–12 %
+/// off every product on 7×7 and 14×14 planes, and the 1×1 ones on 28×28 and 56×56 planes
+/// took 0–5 % longer.
+const MAX_PIXELS_1X1: usize = 196;
+
+/// Most output pixels per batch element of other convs (ResNet-50's 3×3 convs on 28×28 planes:
+/// 6 % faster).
+const MAX_PIXELS: usize = 784;
+
+/// im2col elements per tile aimed at (a tile's columns stay in L2; 2¹⁷ measured slower).
+const TILE_ELEMS: usize = 1 << 18;
+
+/// Fewest pixels of a tile: a block call has at least 3 rows (the crate's blocked path).
+const MIN_TILE_PIXELS: usize = 3;
 
 thread_local! {
-    /// Cᵀ [H'·W', Cout] of the element in progress.
+    /// Cᵀ [pixels, block] of the tile and block in progress.
     static TRANSPOSED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
 impl Product {
     /// Whether this product runs on [`Product::run_blocks`] (its weight then held as blocks):
     /// AVX-512 CPUs, where blocks reproduce the crate and the packed AVX2 kernels are off, at
-    /// least [`BLOCK`] output channels, depth ≥ [`MIN_DEPTH`], at most [`MAX_PIXELS`] pixels,
-    /// and not a product the lane kernel (`conv_lanes`) takes.
+    /// least [`BLOCK`] output channels, depth ≥ [`MIN_DEPTH`], at most [`MAX_PIXELS_1X1`] or
+    /// [`MAX_PIXELS`] pixels, and not a product the lane kernel (`conv_lanes`) takes.
     pub(crate) fn prefers_blocks(&self) -> bool {
         let p = self.output[0] * self.output[1];
+        let most = if self.kernel == [1, 1] {
+            MAX_PIXELS_1X1
+        } else {
+            MAX_PIXELS
+        };
         weight_blocks::usable()
             && !gemm_avx2::available()
             && self.cog >= BLOCK
             && self.depth() >= MIN_DEPTH
-            && (3..=MAX_PIXELS).contains(&p)
+            && (MIN_TILE_PIXELS..=most).contains(&p)
             && !self.prefers_lanes()
+    }
+
+    /// Output rows of each tile of [`Product::run_blocks`] on `threads` threads: about
+    /// [`TILE_ELEMS`] im2col elements each, at least one per thread when the product is
+    /// large, every tile at least [`MIN_TILE_PIXELS`] pixels; balanced.
+    fn block_tiles(&self, threads: usize) -> Vec<Range<usize>> {
+        let ([oh, ow], m, k) = (self.output, self.cog, self.depth());
+        let mut n = (oh * ow * k).div_ceil(TILE_ELEMS).max(1);
+        if threads > 1 && m * k * oh * ow >= PAR_MIN_MACS {
+            n = n.max(threads);
+        }
+        n = n.min(oh).max(1);
+        while n > 1 && (oh / n) * ow < MIN_TILE_PIXELS {
+            n -= 1;
+        }
+        (0..n).map(|t| oh * t / n..oh * (t + 1) / n).collect()
     }
 
     /// out [Cout, H'·W'] = bias + W · cols(xs) for one batch element xs [Cin, H, W], with Wᵀ in
     /// `blocks` (`weight_blocks::index` with n = Cout, k = K) and `bias` [Cout] or none; the
-    /// bits of [`Product::run`] with the bias in `out` and `accumulate`. Errors only when the
-    /// scratch cannot be allocated; panics if a slice is shorter than its shape.
+    /// bits of [`Product::run`] with the bias in `out` and `accumulate`. Per tile of output
+    /// rows (on the rayon pool when large): its im2col columns, then per block Cᵀ of the tile,
+    /// transposed into the planes while in cache. Errors only when scratch cannot be
+    /// allocated; panics if a slice is shorter than its shape.
     pub(crate) fn run_blocks(
         &self,
         xs: &[f32],
@@ -54,55 +91,90 @@ impl Product {
         bias: Option<&[f32]>,
         out: &mut [f32],
     ) -> Result<()> {
-        let (m, k, p) = (self.cog, self.depth(), self.output[0] * self.output[1]);
-        let par = rayon::current_num_threads() > 1 && m * k * p >= PAR_MIN_MACS;
-        with_scratch(&TRANSPOSED, p * m, "the transposed conv output", |ct| {
-            if let Some(b) = bias {
-                ct.chunks_exact_mut(m)
-                    .for_each(|row| row.copy_from_slice(&b[..m]));
-            }
-            let product = |cols: &[f32], ct: &mut [f32]| {
-                weight_blocks::matmul_strided(blocks, (p, m, k), (cols, 1, p), ct, bias.is_some())
+        let (m, k, [oh, ow]) = (self.cog, self.depth(), self.output);
+        let p = oh * ow;
+        assert!(out.len() >= m * p && blocks.len() >= m * k && bias.is_none_or(|b| b.len() >= m));
+        let planes = SyncPtr(out.as_mut_ptr());
+        let tile = |rows: &Range<usize>| -> Result<()> {
+            let (n, start) = (rows.len() * ow, rows.start * ow);
+            // Cᵀ of the tile, block by block, into the planes (pixels start.., all channels).
+            let product = |cols: &[f32], x_cs: usize| {
+                with_scratch(
+                    &TRANSPOSED,
+                    n * 2 * BLOCK,
+                    "the transposed conv tile",
+                    |t| {
+                        for (j0, w) in weight_blocks::spans(m) {
+                            let t = &mut t[..n * w];
+                            if let Some(b) = bias {
+                                t.chunks_exact_mut(w)
+                                    .for_each(|r| r.copy_from_slice(&b[j0..j0 + w]));
+                            }
+                            let acc = bias.is_some();
+                            // SAFETY: `t` is this thread's scratch, borrowed mutably here.
+                            unsafe {
+                                let y = (t.as_mut_ptr(), t.len());
+                                block_product(blocks, (j0, w, k), (cols, n, 1, x_cs), y, w, acc);
+                            }
+                            // SAFETY: planes j0..j0 + w (< m) at pixels start..start + n (≤ p) lie
+                            // in `out` (len ≥ m·p, asserted above), which this call borrows
+                            // mutably; no other tile writes those pixels.
+                            unsafe { to_planes(t, w, (planes.get().add(j0 * p + start), p)) };
+                        }
+                    },
+                )
             };
             if self.direct() {
-                product(xs, ct);
-            } else {
-                with_scratch(&COLS, k * p, "the im2col scratch", |cols| {
-                    self.im2col(xs, 0..self.output[0], 0, cols, p, par);
-                    product(cols, ct);
-                })?;
+                return product(&xs[start..], p);
             }
-            to_planes(ct, m, &mut out[..m * p]);
-            Ok(())
-        })?
-    }
-}
-
-/// planes [m, p] = rows [p, m] transposed (p = planes.len() / m): 8×8 tiles in AVX registers
-/// where available, the rest element by element. Values move only.
-fn to_planes(rows: &[f32], m: usize, planes: &mut [f32]) {
-    let p = planes.len() / m;
-    assert!(rows.len() >= p * m);
-    let [m8, p8] = tiles(rows, m, planes);
-    // The pixels p8.. of every plane, then the first p8 pixels of the planes m8...
-    for (co, plane) in planes.chunks_exact_mut(p).enumerate() {
-        let from = if co < m8 { p8 } else { 0 };
-        for (j, v) in plane.iter_mut().enumerate().skip(from) {
-            *v = rows[j * m + co];
+            with_scratch(&COLS, k * n, "the im2col scratch", |cols| {
+                self.im2col(xs, rows.clone(), 0, cols, n, false);
+                product(cols, n)
+            })?
+        };
+        let tiles = self.block_tiles(rayon::current_num_threads());
+        if tiles.len() > 1 && rayon::current_num_threads() > 1 {
+            tiles.par_iter().try_for_each(tile)
+        } else {
+            tiles.iter().try_for_each(tile)
         }
     }
 }
 
-/// The 8×8 tiles of [`to_planes`] on AVX: planes [co, j] for co < m8, j < p8 (the multiples of
-/// 8 below m and p), which it returns; [0, 0] without AVX.
-fn tiles(rows: &[f32], m: usize, planes: &mut [f32]) -> [usize; 2] {
+/// planes[c·stride + i] = rows[i·w + c] for the rows.len() / w pixels i and the w channels
+/// c (rows [n, w] transposed into w planes `stride` apart): 8×8 tiles in AVX registers where
+/// available, the rest element by element. Values move only.
+///
+/// # Safety
+/// `planes` = (pointer, stride) is valid for writes at every c·stride + i, which nothing else
+/// accesses during the call, and stride ≥ n.
+unsafe fn to_planes(rows: &[f32], w: usize, (planes, stride): (*mut f32, usize)) {
+    let n = rows.len() / w;
+    debug_assert!(stride >= n);
+    // SAFETY: the caller's contract.
+    let [w8, n8] = unsafe { tiles(rows, w, (planes, stride)) };
+    for c in 0..w {
+        let from = if c < w8 { n8 } else { 0 };
+        for i in from..n {
+            // SAFETY: the caller's contract (c < w, i < n).
+            unsafe { *planes.add(c * stride + i) = rows[i * w + c] };
+        }
+    }
+}
+
+/// The 8×8 tiles of [`to_planes`] on AVX: channels c < w8 at pixels i < n8 (the multiples of
+/// 8 below w and n), which it returns; [0, 0] without AVX.
+///
+/// # Safety
+/// As [`to_planes`].
+unsafe fn tiles(rows: &[f32], w: usize, planes: (*mut f32, usize)) -> [usize; 2] {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx") {
-        let p = planes.len() / m;
-        let (m8, p8) = (m / 8 * 8, p / 8 * 8);
-        // SAFETY: AVX is available; rows holds p·m values (the caller's assert), planes m·p.
-        unsafe { x86::tiles(rows, [m, p], [m8, p8], planes) };
-        return [m8, p8];
+        let n = rows.len() / w;
+        let (w8, n8) = (w / 8 * 8, n / 8 * 8);
+        // SAFETY: AVX is available; rows holds n·w values; the caller's contract on planes.
+        unsafe { x86::tiles(rows, w, [w8, n8], planes) };
+        return [w8, n8];
     }
     [0, 0]
 }
@@ -113,25 +185,26 @@ mod x86 {
 
     use super::super::simd_transpose::transpose8;
 
-    /// planes[co·p + j] = rows[j·m + co] for co < m8, j < p8 (multiples of 8, at most m, p).
+    /// planes[c·stride + i] = rows[i·w + c] for c < w8, i < n8 (multiples of 8, at most w and
+    /// n = rows.len() / w).
     ///
     /// # Safety
-    /// AVX is available; rows holds p·m values and planes m·p.
+    /// AVX is available; `planes` is valid for writes at every c·stride + i (c < w8, i < n8).
     #[target_feature(enable = "avx")]
     pub(super) unsafe fn tiles(
         rows: &[f32],
-        [m, p]: [usize; 2],
-        [m8, p8]: [usize; 2],
-        planes: &mut [f32],
+        w: usize,
+        [w8, n8]: [usize; 2],
+        (planes, stride): (*mut f32, usize),
     ) {
-        debug_assert!(rows.len() >= p * m && planes.len() >= m * p && m8 <= m && p8 <= p);
-        let (src, dst) = (rows.as_ptr(), planes.as_mut_ptr());
-        for co in (0..m8).step_by(8) {
-            for j in (0..p8).step_by(8) {
-                // SAFETY: rows j..j + 8 (≤ p) at columns co..co + 8 (≤ m), and planes
-                // co..co + 8 at pixels j..j + 8, lie inside the slices (the caller's contract).
+        assert!(rows.len() >= n8 * w && w8 <= w);
+        let src = rows.as_ptr();
+        for c in (0..w8).step_by(8) {
+            for i in (0..n8).step_by(8) {
+                // SAFETY: rows i..i + 8 (≤ n8) at columns c..c + 8 (≤ w) lie in `rows`
+                // (asserted); planes c..c + 8 at pixels i..i + 8: the caller's contract.
                 unsafe {
-                    let at = |t: usize| src.add((j + t) * m + co);
+                    let at = |t: usize| src.add((i + t) * w + c);
                     let r = [
                         _mm256_loadu_ps(at(0)),
                         _mm256_loadu_ps(at(1)),
@@ -143,7 +216,7 @@ mod x86 {
                         _mm256_loadu_ps(at(7)),
                     ];
                     for (t, v) in transpose8(r).into_iter().enumerate() {
-                        _mm256_storeu_ps(dst.add((co + t) * p + j), v);
+                        _mm256_storeu_ps(planes.add((c + t) * stride + i), v);
                     }
                 }
             }
@@ -160,8 +233,8 @@ mod tests {
 
     /// Every bit of the dense conv (`Conv::eval`, bias in or not): ResNet's 7×7 and 14×14
     /// shapes, 1×1 at strides 1 and 2, 3×3 with padding, one block and blocks with a
-    /// remainder (Cout 128, 257, 300, 512), K past a depth block, 3 to 200 pixels, batch 2, at
-    /// 1, 2 and 3 threads; an f64 sum agrees to f32 accuracy.
+    /// remainder (Cout 128, 257, 300, 512), K past a depth block, 3 to 288 pixels in one tile
+    /// or several, batch 2, at 1, 2 and 3 threads; an f64 sum agrees to f32 accuracy.
     #[test]
     fn blocks_give_the_dense_conv_bits() {
         if !weight_blocks::usable() {
@@ -176,6 +249,7 @@ mod tests {
             (1, 96, 9, 9, 1, 2, 0, 512),
             (1, 1030, 3, 1, 1, 1, 0, 128),
             (1, 40, 8, 5, 3, 1, 0, 200),
+            (1, 128, 16, 18, 3, 1, 1, 136),
         ] {
             let conv = Conv {
                 strides: [s, s],

@@ -15,9 +15,9 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
-use crate::ops::conv_gemm::SyncPtr;
-use crate::ops::gemm::{sgemm_raw, PAR_MIN_MACS};
-use crate::ops::gemm_order;
+use super::conv_gemm::SyncPtr;
+use super::gemm::{sgemm_raw, PAR_MIN_MACS};
+use super::gemm_order;
 
 /// Columns per block (the last block takes the remainder, up to 2·BLOCK − 1 columns).
 pub const BLOCK: usize = 128;
@@ -47,34 +47,15 @@ pub fn usable() -> bool {
     gemm_order::depth_block(BLOCK, BLOCK, 3).is_some()
 }
 
-/// y [m, n] = x [m, k] · Wᵀ with Wᵀ in `blocks` (see [`index`]), x row-major; see
-/// [`matmul_strided`].
+/// y [m, n] = x [m, k] · Wᵀ with Wᵀ in `blocks` (see [`index`]); blocks (and row ranges)
+/// on the rayon pool above `PAR_MIN_MACS`. Panics if a slice is shorter than its shape.
 pub fn matmul(blocks: &[f32], (m, n, k): (usize, usize, usize), x: &[f32], y: &mut [f32]) {
-    matmul_strided(blocks, (m, n, k), (x, k, 1), y, false);
-}
-
-/// y [m, n] (+)= x · Wᵀ with x [m, k] at `x[i·x_rs + p·x_cs]` and Wᵀ in `blocks` (see
-/// [`index`]); `accumulate` adds onto y as the crate's accumulating call does (y += acc per
-/// depth block). Blocks (and row ranges) run on the rayon pool above `PAR_MIN_MACS`. Panics
-/// if a slice is shorter than its shape.
-pub fn matmul_strided(
-    blocks: &[f32],
-    (m, n, k): (usize, usize, usize),
-    (x, x_rs, x_cs): (&[f32], usize, usize),
-    y: &mut [f32],
-    accumulate: bool,
-) {
-    assert!(blocks.len() >= n * k && y.len() >= m * n);
+    assert!(blocks.len() >= n * k && x.len() >= m * k && y.len() >= m * n);
     if m < MIN_ROWS && n >= 2 * BLOCK {
         let mut xp = vec![0f32; MIN_ROWS * k];
-        for (i, row) in xp.chunks_exact_mut(k).take(m).enumerate() {
-            row.iter_mut()
-                .enumerate()
-                .for_each(|(p, v)| *v = x[i * x_rs + p * x_cs]);
-        }
+        xp[..m * k].copy_from_slice(&x[..m * k]);
         let mut yp = vec![0f32; MIN_ROWS * n];
-        yp[..m * n].copy_from_slice(&y[..m * n]);
-        matmul_strided(blocks, (MIN_ROWS, n, k), (&xp, k, 1), &mut yp, accumulate);
+        matmul(blocks, (MIN_ROWS, n, k), &xp, &mut yp);
         y[..m * n].copy_from_slice(&yp[..m * n]);
         return;
     }
@@ -96,21 +77,8 @@ pub fn matmul_strided(
         // ≥ m·n from `start`) and no other task writes them: tasks own disjoint (row range,
         // column block) rectangles, and `y` is borrowed mutably for the whole call.
         unsafe {
-            sgemm_raw(
-                false,
-                r,
-                w,
-                k,
-                &x[r0 * x_rs..],
-                x_rs,
-                x_cs,
-                &blocks[j0 * k..],
-                w,
-                1,
-                (out.get().add(start), m * n - start),
-                n,
-                accumulate,
-            )
+            let y = (out.get().add(start), m * n - start);
+            block_product(blocks, (j0, w, k), (&x[r0 * k..], r, k, 1), y, n, false)
         }
     };
     if tasks.len() > 1 && m * n * k >= PAR_MIN_MACS {
@@ -118,6 +86,27 @@ pub fn matmul_strided(
     } else {
         tasks.iter().for_each(run);
     }
+}
+
+/// y [r, w] (+)= x [r, k] · Wᵀ[:, j0..j0 + w] for the block of `blocks` at column j0 (w wide,
+/// see [`spans`]), x at `x[i·x_rs + p·x_cs]`, y with row stride `y_rs`: one `sgemm` call, the
+/// crate's chain per element (`accumulate`: y += acc per depth block). Panics if an operand
+/// is shorter than its shape.
+///
+/// # Safety
+/// `y` = (pointer, len) describes memory valid for writes that nothing else accesses during
+/// the call.
+pub unsafe fn block_product(
+    blocks: &[f32],
+    (j0, w, k): (usize, usize, usize),
+    (x, r, x_rs, x_cs): (&[f32], usize, usize, usize),
+    y: (*mut f32, usize),
+    y_rs: usize,
+    accumulate: bool,
+) {
+    let b = &blocks[j0 * k..];
+    // SAFETY: the caller's contract on `y`; the operands' bounds are checked inside.
+    unsafe { sgemm_raw(false, r, w, k, x, x_rs, x_cs, b, w, 1, y, y_rs, accumulate) }
 }
 
 #[cfg(test)]
