@@ -95,45 +95,50 @@ impl Product {
         let p = oh * ow;
         assert!(out.len() >= m * p && blocks.len() >= m * k && bias.is_none_or(|b| b.len() >= m));
         let planes = SyncPtr(out.as_mut_ptr());
+        let threads = rayon::current_num_threads();
+        let spans: Vec<(usize, usize)> = weight_blocks::spans(m).collect();
+        // On threads: the blocks of each tile side by side when there are enough of them (each
+        // block of the weight read once), else the tiles side by side.
+        let par = threads > 1 && m * k * p >= PAR_MIN_MACS;
+        let by_blocks = par && spans.len() >= threads;
         let tile = |rows: &Range<usize>| -> Result<()> {
             let (n, start) = (rows.len() * ow, rows.start * ow);
-            // Cᵀ of the tile, block by block, into the planes (pixels start.., all channels).
-            let product = |cols: &[f32], x_cs: usize| {
-                with_scratch(
-                    &TRANSPOSED,
-                    n * 2 * BLOCK,
-                    "the transposed conv tile",
-                    |t| {
-                        for (j0, w) in weight_blocks::spans(m) {
-                            let t = &mut t[..n * w];
-                            if let Some(b) = bias {
-                                t.chunks_exact_mut(w)
-                                    .for_each(|r| r.copy_from_slice(&b[j0..j0 + w]));
-                            }
-                            let acc = bias.is_some();
-                            // SAFETY: `t` is this thread's scratch, borrowed mutably here.
-                            unsafe {
-                                let y = (t.as_mut_ptr(), t.len());
-                                block_product(blocks, (j0, w, k), (cols, n, 1, x_cs), y, w, acc);
-                            }
-                            // SAFETY: planes j0..j0 + w (< m) at pixels start..start + n (≤ p) lie
-                            // in `out` (len ≥ m·p, asserted above), which this call borrows
-                            // mutably; no other tile writes those pixels.
-                            unsafe { to_planes(t, w, (planes.get().add(j0 * p + start), p)) };
-                        }
-                    },
-                )
+            // Cᵀ of the tile for one block, transposed into its planes at pixels start...
+            let block = |cols: &[f32], x_cs: usize, &(j0, w): &(usize, usize)| {
+                with_scratch(&TRANSPOSED, n * w, "the transposed conv tile", |t| {
+                    if let Some(b) = bias {
+                        t.chunks_exact_mut(w)
+                            .for_each(|r| r.copy_from_slice(&b[j0..j0 + w]));
+                    }
+                    // SAFETY: `t` is this thread's scratch, borrowed mutably here.
+                    unsafe {
+                        let y = (t.as_mut_ptr(), t.len());
+                        let acc = bias.is_some();
+                        block_product(blocks, (j0, w, k), (cols, n, 1, x_cs), y, w, acc);
+                    }
+                    // SAFETY: planes j0..j0 + w (≤ m) at pixels start..start + n (≤ p) lie in
+                    // `out` (len ≥ m·p, asserted above), which this call borrows mutably; no
+                    // other (tile, block) writes them.
+                    unsafe { to_planes(t, w, (planes.get().add(j0 * p + start), p)) };
+                })
+            };
+            let product = |cols: &[f32], x_cs: usize| -> Result<()> {
+                if by_blocks {
+                    spans.par_iter().try_for_each(|s| block(cols, x_cs, s))
+                } else {
+                    spans.iter().try_for_each(|s| block(cols, x_cs, s))
+                }
             };
             if self.direct() {
                 return product(&xs[start..], p);
             }
             with_scratch(&COLS, k * n, "the im2col scratch", |cols| {
-                self.im2col(xs, rows.clone(), 0, cols, n, false);
+                self.im2col(xs, rows.clone(), 0, cols, n, by_blocks);
                 product(cols, n)
             })?
         };
-        let tiles = self.block_tiles(rayon::current_num_threads());
-        if tiles.len() > 1 && rayon::current_num_threads() > 1 {
+        let tiles = self.block_tiles(if by_blocks { 1 } else { threads });
+        if par && !by_blocks && tiles.len() > 1 {
             tiles.par_iter().try_for_each(tile)
         } else {
             tiles.iter().try_for_each(tile)
