@@ -55,6 +55,7 @@ pub mod pool;
 mod pool_max_s2;
 pub mod rearrange;
 pub mod reduce;
+mod reduce_lanes;
 pub mod resize;
 pub(crate) mod row_norm;
 pub mod simd_exp;

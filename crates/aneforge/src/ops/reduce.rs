@@ -5,7 +5,7 @@ use super::io::{expect_fp16, expect_inputs};
 use super::kernel::{broadcast_strides, exp_in_place, for_chunks, for_each_broadcast};
 use super::layout::{check_axes, index_param, ints};
 use super::table::mil_kinds;
-use super::{Buf, Family, Op, TensorType};
+use super::{reduce_lanes, Buf, Family, Op, TensorType};
 use crate::error::{Error, Result};
 use crate::mil::{Literal, MilArgs, MilOp};
 use crate::shape;
@@ -69,8 +69,16 @@ impl Reduce {
         y.iter_mut().zip(&sum).for_each(|(m, s)| *m += s.ln());
     }
 
-    /// Fold every input element into its output accumulator (f32, starting at `init`).
-    fn fold(&self, x: &Buf, y: &mut [f32], init: f32, f: impl Fn(f32, f32) -> f32 + Sync) {
+    /// Fold every input element into its output accumulator (f32, starting at `init`); `sum`
+    /// says f is `a + v` (whose reduced tails may run on `reduce_lanes`, the same additions).
+    fn fold(
+        &self,
+        x: &Buf,
+        y: &mut [f32],
+        init: f32,
+        f: impl Fn(f32, f32) -> f32 + Sync,
+        sum: bool,
+    ) {
         y.fill(init);
         let (first, last) = (self.axes[0], self.axes[self.axes.len() - 1]);
         if last - first + 1 == self.axes.len() {
@@ -80,7 +88,10 @@ impl Reduce {
             let block = shape::numel(&x.shape[first..=last]) * inner;
             let body = |acc: &mut [f32], xs: &[f32]| {
                 if inner == 1 {
-                    fold_each_row(acc, xs, &f);
+                    let lanes = <&mut [f32; LANES]>::try_from(&mut *acc).ok();
+                    if !lanes.is_some_and(|a| sum && reduce_lanes::sum8(a, xs)) {
+                        fold_each_row(acc, xs, &f);
+                    }
                 } else {
                     for row in xs.chunks_exact(inner) {
                         acc.iter_mut().zip(row).for_each(|(a, &v)| *a = f(*a, v));
@@ -178,12 +189,16 @@ impl Family for Reduce {
         let (x, y) = (ins[0], &mut out[0].data);
         match self.kind {
             ReduceKind::Mean | ReduceKind::Sum | ReduceKind::LogSum => {
-                self.fold(x, y, 0.0, |a, v| a + v)
+                self.fold(x, y, 0.0, |a, v| a + v, true)
             }
-            ReduceKind::L2Norm | ReduceKind::SumSquare => self.fold(x, y, 0.0, |a, v| a + v * v),
-            ReduceKind::L1Norm => self.fold(x, y, 0.0, |a, v| a + v.abs()),
-            ReduceKind::Max | ReduceKind::LogSumExp => self.fold(x, y, f32::NEG_INFINITY, f32::max),
-            ReduceKind::Min => self.fold(x, y, f32::INFINITY, f32::min),
+            ReduceKind::L2Norm | ReduceKind::SumSquare => {
+                self.fold(x, y, 0.0, |a, v| a + v * v, false)
+            }
+            ReduceKind::L1Norm => self.fold(x, y, 0.0, |a, v| a + v.abs(), false),
+            ReduceKind::Max | ReduceKind::LogSumExp => {
+                self.fold(x, y, f32::NEG_INFINITY, f32::max, false)
+            }
+            ReduceKind::Min => self.fold(x, y, f32::INFINITY, f32::min, false),
         }
         let n = (x.data.len() / y.len()) as f32;
         match self.kind {
