@@ -133,6 +133,7 @@ pub(crate) unsafe fn lookup8(
 
 /// The lanes of [`lookup8`] when some are off the fp16 grid (lane i's bit in `hit` clear):
 /// out of line, so that the gather path keeps its vectors in registers.
+#[cfg(target_arch = "x86_64")]
 #[cold]
 #[inline(never)]
 fn lookup_lanes(
