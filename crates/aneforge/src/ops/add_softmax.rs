@@ -1,14 +1,14 @@
-//! softmax(x + m) over the last axis as one pass per block of 8 rows, where m (an attention
-//! mask or bias) broadcasts against x: the add rounded to fp16, the softmax of `reduce`, and
-//! its result rounded to fp16 — the bits of the `add` step, the `softmax` step and the
-//! executor's rounding, without storing the sum or rounding in separate passes.
+//! softmax(x + m) over the last axis per block of 8 rows, where m (an attention mask or bias)
+//! broadcasts against x: the add rounded to fp16, the softmax of `reduce`, and its result
+//! rounded to fp16 — the bits of the `add` step, the `softmax` step and the executor's
+//! rounding, in the three passes of `simd_softmax`'s fused lanes where they apply.
 
 use rayon::prelude::*;
 
 use super::kernel::{broadcast_strides, PAR_MIN_ELEMS};
 use super::reduce::softmax_rows;
 use super::simd_fp16::round_in_place;
-use super::simd_softmax::try_softmax_rows_rounded_in_place;
+use super::simd_softmax::{try_add_softmax_rows_rounded, Fused};
 
 /// Rows per block (the softmax lanes' block).
 const ROWS: usize = 8;
@@ -40,28 +40,33 @@ pub fn add_softmax_rounded(
         at
     };
     let col = col[0];
+    // Row r's mask: n values, or one broadcast along the row.
+    let mask = |r: usize| {
+        let start = row_start(r);
+        &m[start..start + if col == 1 { n } else { 1 }]
+    };
     let block = |b: usize, yb: &mut [f32]| {
         let first = b * ROWS;
-        for (k, row) in yb.chunks_exact_mut(n).enumerate() {
-            let xr = &x[(first + k) * n..(first + k + 1) * n];
-            let start = row_start(first + k);
-            if col == 1 {
-                let mr = &m[start..start + n];
-                row.iter_mut()
-                    .zip(xr)
-                    .zip(mr)
-                    .for_each(|((o, &a), &b)| *o = a + b);
-            } else {
-                let b = m[start];
-                row.iter_mut().zip(xr).for_each(|(o, &a)| *o = a + b);
+        let xb = &x[first * n..first * n + yb.len()];
+        let rows = std::array::from_fn(|k| mask(first + k));
+        match try_add_softmax_rows_rounded(xb, &rows, yb, n) {
+            Fused::Done => return,
+            Fused::Sums => {}
+            Fused::Declined => {
+                for (k, (row, xr)) in yb.chunks_exact_mut(n).zip(xb.chunks_exact(n)).enumerate() {
+                    let mk = mask(first + k);
+                    let b = |j: usize| mk[j.min(mk.len() - 1)];
+                    row.iter_mut()
+                        .zip(xr)
+                        .enumerate()
+                        .for_each(|(j, (o, &a))| *o = a + b(j));
+                }
+                round_in_place(yb);
             }
         }
+        let v = yb.to_vec();
+        softmax_rows(&v, yb, n);
         round_in_place(yb);
-        if !try_softmax_rows_rounded_in_place(yb, n) {
-            let v = yb.to_vec();
-            softmax_rows(&v, yb, n);
-            round_in_place(yb);
-        }
     };
     if x.len() >= PAR_MIN_ELEMS {
         y.par_chunks_mut(ROWS * n)
@@ -116,8 +121,8 @@ mod tests {
 
     /// Masks of several broadcast shapes (a row of the last axis, one value per row, a full
     /// tensor, a per-head value), widths that leave the AVX lanes (not a multiple of 8), row
-    /// counts that leave short blocks, a NaN row and a size split over the pool: the fused
-    /// bits equal the steps'.
+    /// counts that leave short blocks, a NaN row and a size split over pools of 1, 2 and 3
+    /// threads: the fused bits equal the steps'.
     #[test]
     fn fused_bits_equal_the_steps() {
         let cases: [(&[usize], &[usize]); 6] = [
@@ -140,11 +145,21 @@ mod tests {
             let m: Vec<f32> = (0..mlen)
                 .map(|i| if i % 5 == 4 { -10000.0 } else { (i % 3) as f32 })
                 .collect();
-            let mut y = vec![0f32; len];
-            add_softmax_rounded(&x, &m, shape, m_shape, &mut y);
             let want = steps(&x, &m, shape, m_shape);
             let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(&y), bits(&want), "{shape:?} + {m_shape:?}");
+            for threads in 1..=3 {
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .unwrap();
+                let mut y = vec![0f32; len];
+                pool.install(|| add_softmax_rounded(&x, &m, shape, m_shape, &mut y));
+                assert_eq!(
+                    bits(&y),
+                    bits(&want),
+                    "{shape:?} + {m_shape:?}, {threads} threads"
+                );
+            }
         }
     }
 }

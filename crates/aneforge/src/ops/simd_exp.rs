@@ -112,64 +112,95 @@ pub fn try_exp_in_place(v: &mut [f32]) -> Option<()> {
     Some(())
 }
 
-/// [`exp1`] 8 lanes a step (two halves of 4 in double), lanes below [`UNDERFLOW`] +0; a group
-/// with any other lane outside |x| < 88 and the tail take [`exp1`].
+/// [`exp1`] of every element in place, 8 lanes a step with [`exp8`]; the tail takes [`exp1`].
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn exp_avx2(v: &mut [f32]) {
-    use std::arch::x86_64::*;
-    let (inv, shift) = (_mm256_set1_pd(INV_LN2_N), _mm256_set1_pd(SHIFT));
-    let (c0, c1, c2) = (
-        _mm256_set1_pd(C[0]),
-        _mm256_set1_pd(C[1]),
-        _mm256_set1_pd(C[2]),
-    );
-    let one = _mm256_set1_pd(1.0);
-    // e^x of 4 lanes with |x| < 88; table indices are masked to 0..32, inside TAB.
-    let half = |xf: __m128| {
-        let xd = _mm256_cvtps_pd(xf);
-        let z = _mm256_fmadd_pd(inv, xd, shift);
-        let ki = _mm256_castpd_si256(z);
-        let kd = _mm256_sub_pd(z, shift);
-        let r = _mm256_fmsub_pd(inv, xd, kd);
-        let mut ix = [0u64; 4];
-        // SAFETY: `ix` holds 4 u64, written unaligned.
-        unsafe { _mm256_storeu_si256(ix.as_mut_ptr() as *mut __m256i, ki) };
-        let [t0, t1, t2, t3] = ix.map(|i| TAB[(i & 31) as usize] as i64);
-        let t = _mm256_set_epi64x(t3, t2, t1, t0);
-        let s = _mm256_castsi256_pd(_mm256_add_epi64(t, _mm256_slli_epi64::<47>(ki)));
-        let p = _mm256_fmadd_pd(c0, r, c1);
-        let y = _mm256_fmadd_pd(p, _mm256_mul_pd(r, r), _mm256_fmadd_pd(r, c2, one));
-        _mm256_cvtpd_ps(_mm256_mul_pd(y, s))
-    };
-    let lim = _mm256_set1_ps(88.0);
-    let zero_below = _mm256_set1_ps(UNDERFLOW);
-    let abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff));
+    use std::arch::x86_64::{_mm256_loadu_ps, _mm256_storeu_ps};
     let mut chunks = v.chunks_exact_mut(8);
     for c in &mut chunks {
-        // SAFETY: each chunk holds exactly 8 f32, read and written unaligned.
-        unsafe {
-            let xf = _mm256_loadu_ps(c.as_ptr());
-            // Lanes with |x| < 88 are computed, lanes below UNDERFLOW are +0 (false for NaN).
-            let inside = _mm256_cmp_ps::<_CMP_LT_OQ>(_mm256_and_ps(xf, abs), lim);
-            let zero = _mm256_cmp_ps::<_CMP_LT_OQ>(xf, zero_below);
-            if _mm256_movemask_ps(_mm256_or_ps(inside, zero)) != 0xff {
-                c.iter_mut().for_each(|x| *x = exp1(*x));
-                continue;
-            }
-            let xf = _mm256_andnot_ps(zero, xf);
-            let lo = half(_mm256_castps256_ps128(xf));
-            let hi = half(_mm256_extractf128_ps::<1>(xf));
-            _mm256_storeu_ps(
-                c.as_mut_ptr(),
-                _mm256_andnot_ps(zero, _mm256_set_m128(hi, lo)),
-            );
-        }
+        // SAFETY: each chunk holds exactly 8 f32, read and written unaligned; the features
+        // `exp8` needs are this function's.
+        unsafe { _mm256_storeu_ps(c.as_mut_ptr(), exp8(_mm256_loadu_ps(c.as_ptr()))) };
     }
     chunks
         .into_remainder()
         .iter_mut()
         .for_each(|x| *x = exp1(*x));
+}
+
+/// [`exp1`] of 8 lanes (two halves of 4 in double), lanes below [`UNDERFLOW`] +0; when any
+/// other lane is outside |x| < 88 every lane takes [`exp1`]. The kernel every exp lane runs.
+///
+/// # Safety
+/// AVX2 and FMA are available; called from a function compiled for them (always inlined
+/// there: a call across the feature boundary would pass the lanes through memory).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(super) unsafe fn exp8(xf: std::arch::x86_64::__m256) -> std::arch::x86_64::__m256 {
+    use std::arch::x86_64::*;
+    let lim = _mm256_set1_ps(88.0);
+    let abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff));
+    // Lanes with |x| < 88 are computed (false for NaN), lanes below UNDERFLOW are +0.
+    let inside = _mm256_cmp_ps::<_CMP_LT_OQ>(_mm256_and_ps(xf, abs), lim);
+    if _mm256_movemask_ps(inside) == 0xff {
+        // SAFETY: as this function's contract.
+        return unsafe { halves(xf) };
+    }
+    let zero = _mm256_cmp_ps::<_CMP_LT_OQ>(xf, _mm256_set1_ps(UNDERFLOW));
+    if _mm256_movemask_ps(_mm256_or_ps(inside, zero)) != 0xff {
+        let mut lanes = [0f32; 8];
+        // SAFETY: `lanes` holds 8 f32, read and written unaligned.
+        unsafe {
+            _mm256_storeu_ps(lanes.as_mut_ptr(), xf);
+            lanes.iter_mut().for_each(|x| *x = exp1(*x));
+            return _mm256_loadu_ps(lanes.as_ptr());
+        }
+    }
+    // SAFETY: as this function's contract.
+    _mm256_andnot_ps(zero, unsafe { halves(_mm256_andnot_ps(zero, xf)) })
+}
+
+/// [`exp4`] of each half of 8 lanes with |x| < 88.
+///
+/// # Safety
+/// As [`exp8`].
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn halves(xf: std::arch::x86_64::__m256) -> std::arch::x86_64::__m256 {
+    use std::arch::x86_64::*;
+    // SAFETY: as this function's contract.
+    unsafe {
+        let lo = exp4(_mm256_castps256_ps128(xf));
+        _mm256_set_m128(exp4(_mm256_extractf128_ps::<1>(xf)), lo)
+    }
+}
+
+/// e^x of 4 lanes with |x| < 88 in double ([`exp1`]'s steps); table indices are masked to
+/// 0..32, inside TAB.
+///
+/// # Safety
+/// As [`exp8`].
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn exp4(xf: std::arch::x86_64::__m128) -> std::arch::x86_64::__m128 {
+    use std::arch::x86_64::*;
+    let (inv, shift) = (_mm256_set1_pd(INV_LN2_N), _mm256_set1_pd(SHIFT));
+    let xd = _mm256_cvtps_pd(xf);
+    let z = _mm256_fmadd_pd(inv, xd, shift);
+    let ki = _mm256_castpd_si256(z);
+    let kd = _mm256_sub_pd(z, shift);
+    let r = _mm256_fmsub_pd(inv, xd, kd);
+    let mut ix = [0u64; 4];
+    // SAFETY: `ix` holds 4 u64, written unaligned.
+    unsafe { _mm256_storeu_si256(ix.as_mut_ptr() as *mut __m256i, ki) };
+    let [t0, t1, t2, t3] = ix.map(|i| TAB[(i & 31) as usize] as i64);
+    let t = _mm256_set_epi64x(t3, t2, t1, t0);
+    let s = _mm256_castsi256_pd(_mm256_add_epi64(t, _mm256_slli_epi64::<47>(ki)));
+    let p = _mm256_fmadd_pd(_mm256_set1_pd(C[0]), r, _mm256_set1_pd(C[1]));
+    let q = _mm256_fmadd_pd(r, _mm256_set1_pd(C[2]), _mm256_set1_pd(1.0));
+    let y = _mm256_fmadd_pd(p, _mm256_mul_pd(r, r), q);
+    _mm256_cvtpd_ps(_mm256_mul_pd(y, s))
 }
 
 #[cfg(test)]

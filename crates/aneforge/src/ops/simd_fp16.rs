@@ -74,9 +74,7 @@ pub fn lookup(table: &[f32; TABLE_LEN], x: &[f32], y: &mut [f32], fallback: impl
         .for_each(|(o, &v)| *o = lookup1(table, v, &fallback));
 }
 
-/// [`lookup`] 8 lanes a step: convert to fp16 and back; when all 8 survive the round trip
-/// gather the 8 entries, else read the entry of each lane that survives and call `fallback` for
-/// the others; the tail takes [`lookup1`].
+/// [`lookup`] 8 lanes a step with [`lookup8`]; the tail takes [`lookup1`].
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,f16c")]
 unsafe fn lookup_avx2(
@@ -85,41 +83,71 @@ unsafe fn lookup_avx2(
     y: &mut [f32],
     fallback: &impl Fn(f32) -> f32,
 ) {
-    use std::arch::x86_64::{
-        __m128i, _mm256_castps_si256, _mm256_castsi256_ps, _mm256_cmpeq_epi32,
-        _mm256_cvtepu16_epi32, _mm256_cvtph_ps, _mm256_cvtps_ph, _mm256_i32gather_ps,
-        _mm256_loadu_ps, _mm256_movemask_ps, _mm256_storeu_ps, _mm_storeu_si128,
-        _MM_FROUND_TO_NEAREST_INT,
-    };
+    use std::arch::x86_64::{_mm256_loadu_ps, _mm256_storeu_ps};
     let (mut xs, mut ys) = (x.chunks_exact(8), y.chunks_exact_mut(8));
-    let mut bits = [0u16; 8];
     for (xc, yc) in (&mut xs).zip(&mut ys) {
-        // SAFETY: `xc` and `yc` hold exactly 8 f32 and `bits` 8 u16; gather indices are u16
-        // values, inside the 65,536-entry table.
-        let hit = unsafe {
-            let v = _mm256_loadu_ps(xc.as_ptr());
-            let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v);
-            let back = _mm256_cvtph_ps(h);
-            let same = _mm256_cmpeq_epi32(_mm256_castps_si256(back), _mm256_castps_si256(v));
-            let hit = _mm256_movemask_ps(_mm256_castsi256_ps(same));
-            if hit == 0xff {
-                let g = _mm256_i32gather_ps::<4>(table.as_ptr(), _mm256_cvtepu16_epi32(h));
-                _mm256_storeu_ps(yc.as_mut_ptr(), g);
-                continue;
-            }
-            _mm_storeu_si128(bits.as_mut_ptr().cast::<__m128i>(), h);
-            hit
-        };
-        for (lane, (o, &v)) in yc.iter_mut().zip(xc).enumerate() {
-            *o = if (hit >> lane) & 1 == 1 {
-                table[bits[lane] as usize]
-            } else {
-                fallback(v)
-            };
+        // SAFETY: `xc` and `yc` hold exactly 8 f32; the features `lookup8` needs are this
+        // function's.
+        unsafe {
+            let v = lookup8(table, _mm256_loadu_ps(xc.as_ptr()), fallback);
+            _mm256_storeu_ps(yc.as_mut_ptr(), v);
         }
     }
     for (o, &v) in ys.into_remainder().iter_mut().zip(xs.remainder()) {
         *o = lookup1(table, v, fallback);
+    }
+}
+
+/// [`lookup1`] of 8 lanes: convert to fp16 and back; when all 8 survive the round trip gather
+/// the 8 entries, else read the entry of each lane that survives and call `fallback` for the
+/// others.
+///
+/// # Safety
+/// AVX2 and F16C are available; called from a function compiled for them (always inlined
+/// there).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) unsafe fn lookup8(
+    table: &[f32; TABLE_LEN],
+    v: std::arch::x86_64::__m256,
+    fallback: &impl Fn(f32) -> f32,
+) -> std::arch::x86_64::__m256 {
+    use std::arch::x86_64::*;
+    let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v);
+    let back = _mm256_cvtph_ps(h);
+    let same = _mm256_cmpeq_epi32(_mm256_castps_si256(back), _mm256_castps_si256(v));
+    let hit = _mm256_movemask_ps(_mm256_castsi256_ps(same));
+    if hit == 0xff {
+        // SAFETY: gather indices are u16 values, inside the 65,536-entry table.
+        return unsafe { _mm256_i32gather_ps::<4>(table.as_ptr(), _mm256_cvtepu16_epi32(h)) };
+    }
+    let (mut bits, mut lanes) = ([0u16; 8], [0f32; 8]);
+    // SAFETY: `bits` holds 8 u16 and `lanes` 8 f32, written and read unaligned.
+    unsafe {
+        _mm_storeu_si128(bits.as_mut_ptr().cast::<__m128i>(), h);
+        _mm256_storeu_ps(lanes.as_mut_ptr(), v);
+        lookup_lanes(table, hit, &bits, &mut lanes, fallback);
+        _mm256_loadu_ps(lanes.as_ptr())
+    }
+}
+
+/// The lanes of [`lookup8`] when some are off the fp16 grid (lane i's bit in `hit` clear):
+/// out of line, so that the gather path keeps its vectors in registers.
+#[cfg(target_arch = "x86_64")]
+#[cold]
+#[inline(never)]
+fn lookup_lanes(
+    table: &[f32; TABLE_LEN],
+    hit: i32,
+    bits: &[u16; 8],
+    lanes: &mut [f32; 8],
+    fallback: &impl Fn(f32) -> f32,
+) {
+    for (lane, (o, &b)) in lanes.iter_mut().zip(bits).enumerate() {
+        *o = match (hit >> lane) & 1 == 1 {
+            true => table[b as usize],
+            false => fallback(*o),
+        };
     }
 }
 

@@ -300,7 +300,8 @@ enum Planned {
     Step(Lane<'static>),
     /// The conv's bias, added in the pass.
     Bias,
-    /// The stage of this index in `Pass::params` (batch_norm or an add).
+    /// The stage of this index in `Pass::params` (batch_norm, an add, or a unary op through
+    /// its table).
     Param(usize),
 }
 
@@ -565,6 +566,10 @@ impl<'a> Pass<'a> {
                     plan.push(Planned::Step(Lane::HardswishRounded { alpha, beta }));
                     continue;
                 }
+                Params::Unary(_, Some(_)) if *round => {
+                    plan.push(Planned::Param(i));
+                    continue; // rounded by the table
+                }
                 Params::Unary(..) | Params::Gate(..) => return None,
                 _ => plan.push(Planned::Param(i)),
             }
@@ -606,6 +611,7 @@ impl<'a> Pass<'a> {
                     Params::ColumnAdd(per_column) => {
                         Lane::AddFrom(per_column.get(column..column + len)?)
                     }
+                    Params::Unary(_, Some(t)) => Lane::Table(t),
                     Params::Unary(..) | Params::Gate(..) => return None,
                 },
             };
@@ -1004,7 +1010,8 @@ mod tests {
     }
 
     /// Linears (shared fp16 weight, x [8, 144]) with a bias add, GELU and a residual add in
-    /// their output pass, at an odd width (37), run by the executor: every bit equal to
+    /// their output pass, at an odd width (37) and rows of 300 (vector lanes), run by the
+    /// executor: every bit equal to
     /// node-by-node evaluation in fp16 and fp32 precision; a value read by two ops (the GELU
     /// output, the last linear's output) ends its chain. The GELU chain alone also against an
     /// f64 oracle.
@@ -1026,6 +1033,8 @@ mod tests {
         // matmul→add→gelu; matmul→add→add (residual); matmul→add (read twice).
         check_fused(&y, "linear-epilogue", 3, 5);
 
+        // Rows of at least a piece run on the vector lanes, the GELU through its table there.
+        check_fused(&lin(&x, 300, 41).gelu().unwrap(), "linear-gelu-rows", 1, 2);
         let got = check_fused(&lin(&x, 37, 31).gelu().unwrap(), "linear-gelu", 1, 2);
         let xs: Vec<f64> = rand_vec(8 * 144, 9)
             .iter()

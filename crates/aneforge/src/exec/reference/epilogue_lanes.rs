@@ -3,6 +3,8 @@
 //! one pass over memory (and one rounding pass) per op. Each step computes the scalar stage's
 //! formula with the same IEEE operations (no contraction), so every bit is the scalar pass's.
 
+use super::fp16_table::Fp16Table;
+
 /// Most steps one part runs (a bias, the conv's rounding and up to 7 ops each with a rounding).
 pub(super) const MAX_STEPS: usize = 16;
 
@@ -24,6 +26,9 @@ pub(super) enum Lane<'a> {
     Relu6,
     /// The gate v · round(clamp(alpha·v + beta, 0, 1)), rounded (hardswish, both outputs fp16).
     HardswishRounded { alpha: f32, beta: f32 },
+    /// A costly unary op through its fp16 table, rounded (`Fp16Table::eval`: entries for fp16
+    /// values, the op's kernel and a rounding for others).
+    Table(&'a Fp16Table),
 }
 
 /// Whether [`run`] can take parts on this CPU (AVX2 and F16C).
@@ -69,6 +74,7 @@ mod x86 {
     use std::arch::x86_64::*;
 
     use super::Lane;
+    use crate::ops::simd_fp16::lookup8;
 
     /// Vectors kept in registers through all steps (independent chains hide the latencies).
     const BLOCK: usize = 4;
@@ -190,6 +196,8 @@ mod x86 {
                 let u = round(_mm256_min_ps(_mm256_set1_ps(1.0), _mm256_max_ps(zero, t)));
                 round(_mm256_mul_ps(v, u))
             }
+            // SAFETY: this function's features are the ones `lookup8` needs.
+            Lane::Table(t) => unsafe { lookup8(t.values(), v, &|x| t.off_grid(x)) },
         }
     }
 }
@@ -280,6 +288,11 @@ mod tests {
         check(&[Lane::HardswishRounded { alpha, beta }], &x, |_, v| {
             round1(v * round1(unary(u, v)))
         });
+        // Every fp16 value reads the table, values off the grid take the kernel.
+        for u in [Unary::Gelu, Unary::Sigmoid] {
+            let t = Fp16Table::new(u).expect("a costly op");
+            check(&[Lane::Table(&t)], &x, |_, v| round1(unary(u, v)));
+        }
     }
 
     #[test]

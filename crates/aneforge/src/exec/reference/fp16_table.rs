@@ -16,6 +16,15 @@ pub struct Fp16Table {
     values: Box<[f32; TABLE_LEN]>,
 }
 
+impl std::fmt::Debug for Fp16Table {
+    /// The op (not its 65,536 entries).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fp16Table")
+            .field("op", &self.op)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Whether `op`'s scalar kernel costs enough (a libm call or a polynomial) to be worth a table.
 fn costly(op: Unary) -> bool {
     use Unary::*;
@@ -63,11 +72,23 @@ impl Fp16Table {
         self.op
     }
 
+    /// The entries, indexed by fp16 bit pattern (read by the x86-64 epilogue lanes).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    pub fn values(&self) -> &[f32; TABLE_LEN] {
+        &self.values
+    }
+
+    /// round_fp16(op(v)) for a value off the fp16 grid (what [`Fp16Table::eval`] computes
+    /// there).
+    pub fn off_grid(&self, v: f32) -> f32 {
+        round1(self.op.apply(v))
+    }
+
     /// y = round_fp16(op(x)) elementwise (`y.len() == x.len()`), on the rayon pool for large inputs.
     pub fn eval(&self, x: &[f32], y: &mut [f32]) {
         const CHUNK: usize = 4096;
         for_chunks(y, CHUNK, x, CHUNK, |yc, xc| {
-            lookup(&self.values, xc, yc, |v| round1(self.op.apply(v)))
+            lookup(&self.values, xc, yc, |v| self.off_grid(v))
         });
     }
 }
