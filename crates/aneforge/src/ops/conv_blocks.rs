@@ -181,6 +181,8 @@ unsafe fn tiles(rows: &[f32], w: usize, planes: (*mut f32, usize)) -> [usize; 2]
         unsafe { x86::tiles(rows, w, [w8, n8], planes) };
         return [w8, n8];
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (rows, w, planes);
     [0, 0]
 }
 
