@@ -18,6 +18,7 @@
 //! [K, Cout] as column blocks too, and runs on them transposed (`ops::conv_blocks`).
 
 use std::collections::HashMap;
+use std::mem::MaybeUninit;
 use std::sync::{Arc, Mutex, Weak};
 
 use half::f16;
@@ -139,13 +140,18 @@ impl SharedWeight {
             }
         }
         let (at, len) = layout(kind, n, k);
-        let mut wt = vec![0f32; len];
+        // Written in place in its shared allocation (a Vec turned into an Arc would be copied,
+        // holding the weight twice at load).
+        let mut wt = Arc::<[f32]>::new_uninit_slice(len);
+        let slots = Arc::get_mut(&mut wt).expect("a new Arc has one owner");
+        slots.fill(MaybeUninit::new(0.0));
         for (j, row) in c.values.chunks_exact(k).enumerate() {
             for (p, v) in row.iter().enumerate() {
-                wt[at(p, j)] = v.to_f32();
+                slots[at(p, j)] = MaybeUninit::new(v.to_f32());
             }
         }
-        let wt: Arc<[f32]> = wt.into();
+        // SAFETY: the fill above initialised every element.
+        let wt: Arc<[f32]> = unsafe { wt.assume_init() };
         cache.retain(|_, w| w.strong_count() > 0);
         cache.insert(key, Arc::downgrade(&wt));
         SharedWeight {
