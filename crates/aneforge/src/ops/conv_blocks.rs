@@ -62,16 +62,13 @@ impl Product {
             && !self.prefers_lanes()
     }
 
-    /// Output rows of each tile of [`Product::run_blocks`] on `threads` threads: about
-    /// [`TILE_ELEMS`] im2col elements each, at least one per thread when the product is
-    /// large, every tile at least [`MIN_TILE_PIXELS`] pixels; balanced.
-    fn block_tiles(&self, threads: usize) -> Vec<Range<usize>> {
-        let ([oh, ow], m, k) = (self.output, self.cog, self.depth());
-        let mut n = (oh * ow * k).div_ceil(TILE_ELEMS).max(1);
-        if threads > 1 && m * k * oh * ow >= PAR_MIN_MACS {
-            n = n.max(threads);
-        }
-        n = n.min(oh).max(1);
+    /// Output rows of each tile of [`Product::run_blocks`]: about [`TILE_ELEMS`] im2col
+    /// elements each, at least `least` tiles (one per thread that runs them), every tile at
+    /// least [`MIN_TILE_PIXELS`] pixels; balanced.
+    fn block_tiles(&self, least: usize) -> Vec<Range<usize>> {
+        let ([oh, ow], k) = (self.output, self.depth());
+        let n = (oh * ow * k).div_ceil(TILE_ELEMS).max(least);
+        let mut n = n.min(oh).max(1);
         while n > 1 && (oh / n) * ow < MIN_TILE_PIXELS {
             n -= 1;
         }
@@ -137,8 +134,9 @@ impl Product {
                 product(cols, n)
             })?
         };
-        let tiles = self.block_tiles(if by_blocks { 1 } else { threads });
-        if par && !by_blocks && tiles.len() > 1 {
+        let by_tiles = par && !by_blocks;
+        let tiles = self.block_tiles(if by_tiles { threads } else { 1 });
+        if by_tiles && tiles.len() > 1 {
             tiles.par_iter().try_for_each(tile)
         } else {
             tiles.iter().try_for_each(tile)

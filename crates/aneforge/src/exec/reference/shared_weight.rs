@@ -345,15 +345,15 @@ fn one_pixel_conv(g: &Graph, nd: &crate::graph::Node, c: &Conv) -> Option<Shared
         .then(|| SharedWeight::half(wc, Some(ConvUse::Pixel { bias })))
 }
 
-/// The weight blocks of conv node `nd` when its product prefers them
-/// (`Product::prefers_blocks`: one group, an fp16 constant weight, this CPU's layout blocks).
+/// The weight blocks of conv node `nd` when its product prefers them (`Product::prefers_blocks`,
+/// which holds only where this CPU's [`Layout`] is blocks; one group, an fp16 constant weight).
 fn blocks_conv(g: &Graph, nd: &crate::graph::Node, c: &Conv) -> Option<SharedWeight> {
     let (x, w) = (nd.inputs.first()?, nd.inputs.get(1)?);
     let Op::Const(wc) = &g.nodes[w.node].op else {
         return None;
     };
     let product = c.single_product(&g.ty(*x).shape, &wc.shape)?;
-    if Layout::here() != Layout::Blocks || !product.prefers_blocks() || nd.inputs.len() > 3 {
+    if !product.prefers_blocks() || nd.inputs.len() > 3 {
         return None;
     }
     let bias = nd.inputs.len() == 3;
