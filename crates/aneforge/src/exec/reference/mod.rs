@@ -304,7 +304,7 @@ impl RefProgram {
                 (Some(c), _) => c.inputs(g).iter().map(|v| value[v.node][v.port]).collect(),
                 (_, Some(r)) => r.inputs().iter().map(|v| value[v.node][v.port]).collect(),
                 _ => (g.nodes[i].inputs.iter().enumerate())
-                    .map(|(p, &v)| transpose_fold::source(g, views[i].as_ref(), p, v))
+                    .map(|(p, &v)| transpose_fold::source(views[i].as_ref(), p, v))
                     .map(|v| value[v.node][v.port])
                     .collect(),
             })

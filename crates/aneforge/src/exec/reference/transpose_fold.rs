@@ -1,20 +1,32 @@
-//! Transposes folded into the matmul that reads them. A `transpose` whose value only a plain
-//! `matmul` reads (once; not a graph output) runs as no step of its own: the matmul reads the
-//! transpose's input through the permuted strides (attention's head split `[S, H, D] → [H, S, D]`
-//! and the key transpose `[H, S, D] → [H, D, S]`). Each product is still one `sgemm` call over
-//! the same values, whose summation order does not depend on the operands' strides, so the
-//! results are bit-identical; the permuting copy is gone.
+//! Transposes folded into the matmul that reads them. A chain of `transpose`s whose value only a
+//! plain `matmul` reads (each one read once; not graph outputs) runs as no step of its own: the
+//! matmul reads the first transpose's input through the composed permutation's strides
+//! (attention's head split `[S, H, D] → [H, S, D]`, and the key's split followed by its
+//! transpose `[H, S, D] → [H, D, S]`). Each product is still one `sgemm` call over the same
+//! values. On the `gemm` crate's blocked path its summation order depends on no stride
+//! (`gemm_order`), so any permutation folds there; off it (tiny products) only one that keeps
+//! the last axis does, whose unit-stride depth the crate's other kernels see unchanged. So
+//! the results are bit-identical; the permuting copies are gone.
 
 use crate::error::Result;
 use crate::graph::{Graph, Value};
+use crate::ops::gemm_order::blocked_path;
 use crate::ops::layout::Layout;
 use crate::ops::linear::{MatMul, View};
 use crate::ops::{Buf, Op};
 use crate::shape::strides;
 
-/// How a matmul step reads each operand folded from a transpose: the viewed (transposed)
-/// shape and its strides in the transpose's input; `None` for an operand read as stored.
-pub(super) type Views = [Option<(Vec<usize>, Vec<usize>)>; 2];
+/// A matmul operand read through folded transposes: its viewed (transposed) shape, that view's
+/// strides in `source`, and `source`, the value the first transpose of the chain reads.
+#[derive(Clone, Debug)]
+pub(super) struct Fold {
+    shape: Vec<usize>,
+    strides: Vec<usize>,
+    source: Value,
+}
+
+/// How a matmul step reads each operand: through a [`Fold`], or `None` as stored.
+pub(super) type Views = [Option<Fold>; 2];
 
 /// For each node, the views of a matmul with folded transposes (`None` for any other node), and
 /// the transpose nodes folded away. `skip[i]` excludes node i as a matmul (a matmul run with a
@@ -29,23 +41,24 @@ pub(super) fn find(g: &Graph, skip: &[bool]) -> (Vec<Option<Views>>, Vec<bool>) 
     let mut views = vec![None; n];
     let mut folded = vec![false; n];
     for (i, node) in g.nodes.iter().enumerate() {
-        if skip[i] || !matches!(node.op, Op::MatMul(_)) || node.inputs.len() != 2 {
+        let Op::MatMul(mm) = &node.op else { continue };
+        if skip[i] || node.inputs.len() != 2 {
             continue;
         }
+        let blocked = product_dims(g, i, mm).is_some_and(|[m, n, k]| blocked_path(m, n, k));
         let mut v: Views = [None, None];
-        for (p, input) in node.inputs.iter().enumerate() {
-            let t = input.node;
-            let Op::Layout(Layout::Transpose { perm }) = &g.nodes[t].op else {
+        for (p, &input) in node.inputs.iter().enumerate() {
+            let (chain, source, perm) = transposes(g, &readers, input);
+            let Some(perm) = perm.filter(|pm| blocked || pm.last() == Some(&(pm.len() - 1))) else {
                 continue;
             };
-            if readers[t] != 1 || perm.last() != Some(&(perm.len() - 1)) {
-                continue;
-            }
-            let src = g.ty(g.nodes[t].inputs[0]);
-            let st = strides(&src.shape);
-            let shape = perm.iter().map(|&a| src.shape[a]).collect();
-            v[p] = Some((shape, perm.iter().map(|&a| st[a]).collect()));
-            folded[t] = true;
+            let st = strides(&g.ty(source).shape);
+            v[p] = Some(Fold {
+                shape: perm.iter().map(|&a| g.ty(source).shape[a]).collect(),
+                strides: perm.iter().map(|&a| st[a]).collect(),
+                source,
+            });
+            chain.iter().for_each(|&t| folded[t] = true);
         }
         if v.iter().any(Option::is_some) {
             views[i] = Some(v);
@@ -54,12 +67,46 @@ pub(super) fn find(g: &Graph, skip: &[bool]) -> (Vec<Option<Views>>, Vec<bool>) 
     (views, folded)
 }
 
+/// The single-reader transposes ending at `value` (outermost first), the value the innermost
+/// one reads, and their composed permutation of it (`None` when `value` is no such transpose).
+fn transposes(
+    g: &Graph,
+    readers: &[usize],
+    value: Value,
+) -> (Vec<usize>, Value, Option<Vec<usize>>) {
+    let (mut chain, mut at, mut composed) = (Vec::new(), value, None::<Vec<usize>>);
+    while let Op::Layout(Layout::Transpose { perm }) = &g.nodes[at.node].op {
+        if readers[at.node] != 1 {
+            break;
+        }
+        // The outer view's axis a is axis perm[outer[a]] of this transpose's input.
+        composed = Some(match composed {
+            None => perm.clone(),
+            Some(outer) => outer.iter().map(|&a| perm[a]).collect(),
+        });
+        chain.push(at.node);
+        at = g.nodes[at.node].inputs[0];
+    }
+    (chain, at, composed)
+}
+
+/// (m, n, k) of matmul node `i`'s matrices (the last two axes of its output, the depth from x),
+/// when both operands are at least matrices.
+fn product_dims(g: &Graph, i: usize, mm: &MatMul) -> Option<[usize; 3]> {
+    let node = &g.nodes[i];
+    let (x, out) = (&g.ty(node.inputs[0]).shape, &node.outputs.first()?.shape);
+    let ([.., xr, xc], [.., m, n]) = (&x[..], &out[..]) else {
+        return None;
+    };
+    Some([*m, *n, if mm.transpose_x { *xr } else { *xc }])
+}
+
 /// The value a matmul step reads as operand `p` (input `input` of the node): the folded
-/// transpose's own input when `views` folds it.
-pub(super) fn source(g: &Graph, views: Option<&Views>, p: usize, input: Value) -> Value {
-    match views {
-        Some(v) if v[p].is_some() => g.nodes[input.node].inputs[0],
-        _ => input,
+/// transposes' source when `views` folds them.
+pub(super) fn source(views: Option<&Views>, p: usize, input: Value) -> Value {
+    match views.and_then(|v| v[p].as_ref()) {
+        Some(fold) => fold.source,
+        None => input,
     }
 }
 
@@ -67,10 +114,10 @@ pub(super) fn source(g: &Graph, views: Option<&Views>, p: usize, input: Value) -
 pub(super) fn run(mm: &MatMul, views: &Views, ins: &[&Buf], out: &mut [Buf]) -> Result<()> {
     let own = [0, 1].map(|p| strides(&ins[p].shape));
     let [x, y] = [0, 1].map(|p| match &views[p] {
-        Some((shape, st)) => View {
+        Some(fold) => View {
             buf: ins[p],
-            shape,
-            strides: st,
+            shape: &fold.shape,
+            strides: &fold.strides,
         },
         None => View {
             buf: ins[p],
@@ -84,25 +131,21 @@ pub(super) fn run(mm: &MatMul, views: &Views, ins: &[&Buf], out: &mut [Buf]) -> 
 #[cfg(test)]
 mod tests {
     use super::super::handoff::ref_program;
+    use super::{Layout, Op};
     use crate::compile::{compile, CompileOptions, Device};
     use crate::exec::PortData;
     use crate::graph::build::io::input;
 
-    /// a [S, H, D] and b [S, H, E] (head-split layouts) → matmul(transpose(a, [1, 0, 2]),
-    /// transpose(transpose(b, [1, 0, 2]), [0, 2, 1])): the first transpose folds into the
-    /// matmul; the key-style one (last axis moved) does not. Against an f64 oracle, and bit for
-    /// bit against the same graph with the transpose also returned (so not folded).
-    #[test]
-    fn head_split_transposes_fold_into_the_matmul_bit_for_bit() {
-        let (s, h, d) = (5, 3, 4);
+    /// a [S, H, D] and b [S, H, D] (head-split layouts) → matmul(transpose(a, [1, 0, 2]),
+    /// transpose(transpose(b, [1, 0, 2]), [0, 2, 1])), compiled twice: as is, and with the
+    /// transposes also returned (so none folds). Checks the folded result bit for bit against
+    /// the unfolded one and against an f64 oracle; returns the transpose steps left in each.
+    fn fold_attention_scores(s: usize, h: usize, d: usize) -> (usize, usize) {
         let a = input(&[s, h, d]).unwrap();
         let b = input(&[s, h, d]).unwrap();
         let at = a.transpose(&[1, 0, 2]).unwrap();
-        let bt = b
-            .transpose(&[1, 0, 2])
-            .unwrap()
-            .transpose(&[0, 2, 1])
-            .unwrap();
+        let bs = b.transpose(&[1, 0, 2]).unwrap();
+        let bt = bs.transpose(&[0, 2, 1]).unwrap();
         let y = at.matmul(&bt).unwrap();
         let va: Vec<f32> = (0..s * h * d)
             .map(|i| ((i * 7 % 23) as f32 - 11.0) / 8.0)
@@ -111,30 +154,31 @@ mod tests {
             .map(|i| ((i * 5 % 19) as f32 - 9.0) / 4.0)
             .collect();
         let run = |outs: Vec<(Option<String>, crate::graph::Tensor)>, tag: &str| {
-            let dir =
-                std::env::temp_dir().join(format!("aneforge-tfold-{tag}-{}", std::process::id()));
+            let dir = std::env::temp_dir()
+                .join(format!("aneforge-tfold-{tag}{s}-{}", std::process::id()));
             let opts = CompileOptions {
                 device: Device::Reference,
                 build_dir: Some(dir.clone()),
                 ..Default::default()
             };
             let mut c = compile(&outs, &opts).unwrap();
-            let folded = ref_program(c.loaded.as_mut())
+            let transposes = ref_program(c.loaded.as_mut())
                 .unwrap()
                 .steps
                 .iter()
-                .filter(|st| st.views.is_some())
+                .filter(|st| matches!(st.op, Op::Layout(Layout::Transpose { .. })))
                 .count();
             let r = c
                 .run(&[PortData::F32(&va), PortData::F32(&vb)])
                 .unwrap()
                 .remove(0);
             std::fs::remove_dir_all(dir).unwrap();
-            (folded, r)
+            (transposes, r)
         };
         let (folded, got) = run(vec![(None, y.clone())], "fold");
-        let (unfolded, want_bits) = run(vec![(None, y), (None, at)], "plain");
-        assert_eq!((folded, unfolded), (1, 0));
+        let (unfolded, want_bits) =
+            run(vec![(None, y), (None, at), (None, bs), (None, bt)], "plain");
+        assert_eq!(unfolded, 3, "nothing folds when the transposes are outputs");
         assert_eq!(
             got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
             want_bits.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
@@ -155,5 +199,20 @@ mod tests {
                 }
             }
         }
+        (folded, unfolded)
+    }
+
+    /// A tiny product (off the crate's blocked path): only the query's transpose (last axis
+    /// kept) folds; the key's two stay steps.
+    #[test]
+    fn head_split_transposes_fold_into_a_tiny_matmul_bit_for_bit() {
+        assert_eq!(fold_attention_scores(5, 3, 4), (2, 3));
+    }
+
+    /// A product on the blocked path (m·n = 400 > 256): the key's split and transpose fold
+    /// too, composed into one view.
+    #[test]
+    fn key_transposes_fold_into_a_blocked_matmul_bit_for_bit() {
+        assert_eq!(fold_attention_scores(20, 3, 5), (0, 3));
     }
 }
