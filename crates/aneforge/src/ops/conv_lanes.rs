@@ -33,13 +33,15 @@ const LANES: usize = 16;
 const PIXELS: usize = 6;
 
 /// Deepest product the dispatch sends here ([`Product::prefers_lanes`]): at 64 channels 3×3
-/// (K = 576) the kernel takes 0.87–0.89 of the crate's time, at K ≥ 1152 1.0–1.13.
+/// (K = 576) the kernel takes 0.87–0.89 of the crate's time, at K ≥ 1152 1.0–1.13. On Zen 4,
+/// K = 1152 on 28×28 ties the weight blocks (`conv_blocks`) that take it: 0.999–1.002 per op.
 const MAX_DEPTH: usize = 576;
 
 /// Fewest output pixels the dispatch sends here (28×28: the 56×56-input convs measured).
 const MIN_PIXELS: usize = 784;
 
 /// Depth steps per sweep over the rows: the packed weight's [CHUNK][16] (8 KiB) stays in L1.
+/// One chunk per depth block (288 at 64 channels 3×3) measured no faster in ResNet-18.
 const CHUNK: usize = 128;
 
 thread_local! {
