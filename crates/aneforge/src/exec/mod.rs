@@ -87,9 +87,9 @@ pub enum PortView<'a> {
 impl PortView<'_> {
     /// Copy port data already validated by [`check_port_data`] into this buffer (floats are rounded to fp16).
     pub fn write(self, data: PortData) {
-        use half::slice::HalfFloatSliceExt;
+        use crate::ops::simd_fp16::narrow;
         match (self, data) {
-            (PortView::F16(d), PortData::F32(x)) => d.convert_from_f32_slice(x),
+            (PortView::F16(d), PortData::F32(x)) => narrow(x, d),
             (PortView::F16(d), PortData::F64(x)) => d
                 .iter_mut()
                 .zip(x)

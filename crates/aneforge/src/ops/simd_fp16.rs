@@ -45,6 +45,74 @@ unsafe fn round_f16c(v: &mut [f32]) {
         .for_each(|x| *x = round1(*x));
 }
 
+/// dst[i] = src[i] widened to f32 (exact), 8 lanes a step with F16C; panics if the lengths
+/// differ. `half`'s slice conversion calls its F16C kernel once per 8 values.
+pub fn widen(src: &[f16], dst: &mut [f32]) {
+    assert_eq!(src.len(), dst.len(), "fp16 widen: lengths differ");
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("f16c") && std::arch::is_x86_feature_detected!("avx") {
+        // SAFETY: the features the function is compiled for were just detected.
+        unsafe { widen_f16c(src, dst) };
+        return;
+    }
+    dst.iter_mut().zip(src).for_each(|(d, h)| *d = h.to_f32());
+}
+
+/// dst[i] = src[i] rounded to fp16 (the module contract), 8 lanes a step with F16C; panics if
+/// the lengths differ.
+pub fn narrow(src: &[f32], dst: &mut [f16]) {
+    assert_eq!(src.len(), dst.len(), "fp16 narrow: lengths differ");
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("f16c") && std::arch::is_x86_feature_detected!("avx") {
+        // SAFETY: the features the function is compiled for were just detected.
+        unsafe { narrow_f16c(src, dst) };
+        return;
+    }
+    dst.iter_mut()
+        .zip(src)
+        .for_each(|(d, &v)| *d = f16::from_f32(v));
+}
+
+/// [`widen`] with `vcvtph2ps`; the tail of fewer than 8 through `half`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx,f16c")]
+unsafe fn widen_f16c(src: &[f16], dst: &mut [f32]) {
+    use std::arch::x86_64::{__m128i, _mm256_cvtph_ps, _mm256_storeu_ps, _mm_loadu_si128};
+    let mut d = dst.chunks_exact_mut(8);
+    let mut s = src.chunks_exact(8);
+    for (d, s) in (&mut d).zip(&mut s) {
+        // SAFETY: `s` holds 8 fp16 (16 bytes) and `d` 8 f32, read and written unaligned.
+        unsafe {
+            let h = _mm_loadu_si128(s.as_ptr().cast::<__m128i>());
+            _mm256_storeu_ps(d.as_mut_ptr(), _mm256_cvtph_ps(h));
+        }
+    }
+    let (d, s) = (d.into_remainder(), s.remainder());
+    d.iter_mut().zip(s).for_each(|(d, h)| *d = h.to_f32());
+}
+
+/// [`narrow`] with `vcvtps2ph` (round to nearest even); the tail through `half`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx,f16c")]
+unsafe fn narrow_f16c(src: &[f32], dst: &mut [f16]) {
+    use std::arch::x86_64::{
+        __m128i, _mm256_cvtps_ph, _mm256_loadu_ps, _mm_storeu_si128, _MM_FROUND_TO_NEAREST_INT,
+    };
+    let mut d = dst.chunks_exact_mut(8);
+    let mut s = src.chunks_exact(8);
+    for (d, s) in (&mut d).zip(&mut s) {
+        // SAFETY: `s` holds 8 f32 and `d` 8 fp16 (16 bytes), read and written unaligned.
+        unsafe {
+            let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_loadu_ps(s.as_ptr()));
+            _mm_storeu_si128(d.as_mut_ptr().cast::<__m128i>(), h);
+        }
+    }
+    let (d, s) = (d.into_remainder(), s.remainder());
+    d.iter_mut()
+        .zip(s)
+        .for_each(|(d, &v)| *d = f16::from_f32(v));
+}
+
 /// Entries of a table indexed by fp16 bit pattern.
 pub const TABLE_LEN: usize = 1 << 16;
 
@@ -270,6 +338,45 @@ mod tests {
                     "fast vs soft at {v:e} ({:#x})",
                     v.to_bits()
                 );
+            }
+        }
+    }
+
+    /// `narrow` on f32 values around every fp16 (exact, ±1 ulp, halfway), overflow, NaN
+    /// payloads and random bit patterns, and `widen` on every fp16 bit pattern, equal the
+    /// independent bit-level conversions (up to the quieting of signalling NaNs), at lengths
+    /// with and without a tail of < 8.
+    #[test]
+    fn slice_conversions_match_an_independent_conversion() {
+        let mut x: Vec<f32> = (0..=u16::MAX)
+            .flat_map(|b| {
+                let bits = f16::from_bits(b).to_f32().to_bits();
+                [0, 1, u32::MAX, 0x1000].map(|d| f32::from_bits(bits.wrapping_add(d)))
+            })
+            .collect();
+        x.extend([65519.99f32, 65520.0, 1e-8, f32::from_bits(0x7fa0_0001)]);
+        let mut s = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..1 << 18 {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            x.push(f32::from_bits(s as u32));
+        }
+        let all: Vec<f16> = (0..=u16::MAX).map(f16::from_bits).collect();
+        for len in [x.len(), 7, 21] {
+            let mut h = vec![f16::ZERO; len];
+            narrow(&x[..len], &mut h);
+            for (v, g) in x.iter().zip(&h) {
+                let want = half_soft_from_f32(v.to_bits());
+                assert_eq!(g.to_bits(), want, "narrow at {v:e} ({:#x})", v.to_bits());
+            }
+            let mut w = vec![0.0f32; len.min(all.len())];
+            widen(&all[..w.len()], &mut w);
+            for (h, g) in all.iter().zip(&w) {
+                // F16C quiets a signalling NaN (as `half`'s F16C path does): payload kept.
+                let quiet = |b: u32| if h.is_nan() { b | 0x0040_0000 } else { b };
+                let want = quiet(half_soft_to_f32(h.to_bits()));
+                assert_eq!(quiet(g.to_bits()), want, "widen {:#x}", h.to_bits());
             }
         }
     }

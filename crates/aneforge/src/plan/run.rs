@@ -17,8 +17,8 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use crate::ops::simd_fp16::{narrow, widen};
 use half::f16;
-use half::slice::HalfFloatSliceExt;
 
 use super::file::REGIONS;
 use super::{CutValue, Plan, Stage};
@@ -473,7 +473,7 @@ impl PlanLoaded {
                     &results_at(&self.steps, step)[index].data,
                     &mut self.slots[dst],
                 ) {
-                    (Elems::F32(s), Held::F16(d)) => d.convert_from_f32_slice(s),
+                    (Elems::F32(s), Held::F16(d)) => narrow(s, d),
                     (Elems::F32(s), Held::F32(d)) => d.copy_from_slice(s),
                     (Elems::I32(s), Held::I32(d)) => d.copy_from_slice(s),
                     _ => unreachable!("alias checked that the dtypes match"),
@@ -662,7 +662,7 @@ fn lend_error(f: &Feed) -> Error {
 fn copy_arg(from: Home, arg: &mut HostTensor, done: &[Step], slots: &[Held]) -> Result<()> {
     match (from, &mut arg.data) {
         (Home::Slot(s), Elems::F32(d)) => match &slots[s] {
-            Held::F16(v) => v.convert_to_f32_slice(d),
+            Held::F16(v) => widen(v, d),
             _ => return Err(arg_mismatch()),
         },
         (Home::Port { step, port }, data) => {
@@ -722,7 +722,7 @@ fn feed_f32(loaded: &mut dyn Loaded, j: usize, v: &[f32], exact: bool) -> Result
     }
     if exact {
         if let PortView::F16(d) = loaded.input_view(j)? {
-            d.convert_from_f32_slice(v);
+            narrow(v, d);
             return Ok(());
         }
     }
@@ -778,7 +778,7 @@ impl Loaded for PlanLoaded {
             Held::F32(d) => match data {
                 PortData::F32(x) => d.copy_from_slice(x),
                 PortData::F64(x) => d.iter_mut().zip(x).for_each(|(d, &v)| *d = v as f32),
-                PortData::F16(x) => x.convert_to_f32_slice(d),
+                PortData::F16(x) => widen(x, d),
                 _ => unreachable!("checked_input matched the port dtype"),
             },
         }
@@ -807,7 +807,7 @@ impl Loaded for PlanLoaded {
         match self.output_homes[index] {
             Home::Port { step, port } => self.region_at(step).read_output(port, out)?,
             Home::Slot(s) => match &self.slots[s] {
-                Held::F16(v) => v.convert_to_f32_slice(out),
+                Held::F16(v) => widen(v, out),
                 Held::F32(v) => out.copy_from_slice(v),
                 Held::I32(v) => out.iter_mut().zip(v).for_each(|(o, &x)| *o = x as f32),
                 Held::U8(v) => out.iter_mut().zip(v).for_each(|(o, &x)| *o = x as f32),

@@ -26,8 +26,8 @@ mod transpose_fold;
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::ops::simd_fp16::{narrow, widen};
 use half::f16;
-use half::slice::HalfFloatSliceExt;
 use half::vec::HalfBitsVecExt;
 
 use super::profile::{OpLabel, Profile};
@@ -105,7 +105,7 @@ impl PortBuf {
 
     fn load_into(&self, dst: &mut [f32]) {
         match self {
-            PortBuf::F16(v) => v.convert_to_f32_slice(dst),
+            PortBuf::F16(v) => widen(v, dst),
             PortBuf::U8(v) => dst.iter_mut().zip(v).for_each(|(d, &b)| *d = b as f32),
             PortBuf::I32(v) => dst.iter_mut().zip(v).for_each(|(d, &b)| *d = b as f32),
         }
@@ -115,7 +115,7 @@ impl PortBuf {
     /// integers; int32 values come from `cast` of fp16, so they are integers within ±65504).
     fn store_from(&mut self, src: &[f32]) {
         match self {
-            PortBuf::F16(v) => v.convert_from_f32_slice(src),
+            PortBuf::F16(v) => narrow(src, v),
             PortBuf::U8(v) => v.iter_mut().zip(src).for_each(|(d, &x)| *d = x as u8),
             PortBuf::I32(v) => v.iter_mut().zip(src).for_each(|(d, &x)| *d = x as i32),
         }
@@ -623,7 +623,7 @@ impl Loaded for RefProgram {
                 match data {
                     PortData::F32(x) => dst.copy_from_slice(x),
                     PortData::F64(x) => dst.iter_mut().zip(x).for_each(|(d, &v)| *d = v as f32),
-                    PortData::F16(x) => x.convert_to_f32_slice(dst),
+                    PortData::F16(x) => widen(x, dst),
                     PortData::U8(x) => dst.iter_mut().zip(x).for_each(|(d, &v)| *d = v as f32),
                     PortData::I32(x) => dst.iter_mut().zip(x).for_each(|(d, &v)| *d = v as f32),
                 }
