@@ -55,6 +55,13 @@ const WINDOW: usize = 64;
 /// crate's own packing (BENCHMARKS.md, h-im2p round 12).
 const DIRECT_PANEL_COLS: usize = 256;
 
+/// Multiply-adds from which a pointwise product ([`Product::direct`]) is split over the
+/// threads: MobileNetV3-small's 1×1 convs of 0.8–2.7 M multiply-adds (24 to 576 channels at
+/// 28×28 to 7×7, 25–110 µs) ran 2–50 % slower on 2 threads than on 1 with the general
+/// [`PAR_MIN_MACS`] (a woken worker starts its half 20–40 µs late here), its 3.6 M one at
+/// 56×56 no slower (mnet9 results).
+const PAR_MIN_MACS_DIRECT: usize = 3 << 20;
+
 /// Depth up to which the `gemm` crate runs a product in one depth block (its depth block is at
 /// least min(K, 512) on every path and CPU).
 const ONE_DEPTH_BLOCK: usize = 512;
@@ -93,6 +100,17 @@ impl Product {
         self.input[0] * self.kernel[0] * self.kernel[1]
     }
 
+    /// Whether the product is split over `threads` threads: more than one, and at least
+    /// [`PAR_MIN_MACS`] multiply-adds ([`PAR_MIN_MACS_DIRECT`] for a pointwise product).
+    fn parallel(&self, threads: usize) -> bool {
+        let [oh, ow] = self.output;
+        let least = match self.direct() {
+            true => PAR_MIN_MACS_DIRECT,
+            false => PAR_MIN_MACS,
+        };
+        threads > 1 && self.cog * self.depth() * oh * ow >= least
+    }
+
     /// Output rows of each tile for `threads` threads: one tile (the whole product) unless
     /// every tile takes the same `gemm` path as the whole (see the module doc); on one thread
     /// the rows split for the fewest kernel vectors ([`lane_aligned_tiles`]).
@@ -100,7 +118,7 @@ impl Product {
         let ([oh, ow], m, k) = (self.output, self.cog, self.depth());
         let cols = |rows: usize| rows * ow;
         let whole = std::iter::once(0..oh).collect();
-        let parallel = threads > 1 && m * k * oh * ow >= PAR_MIN_MACS;
+        let parallel = self.parallel(threads);
         // Sequential direct products gain nothing from tiles (no im2col to keep in cache).
         if m < 2 || k <= 2 || (self.direct() && !parallel) {
             return whole;
@@ -314,7 +332,7 @@ impl Product {
         let (c, len) = (SyncPtr(out.as_mut_ptr()), out.len());
         // A single tile is left to the `gemm` crate's own threads only when it is large enough
         // to split; a smaller one stays on the packed kernel (same bits, no per-call packing).
-        let par = tiles.len() == 1 && m * k * p >= PAR_MIN_MACS;
+        let par = tiles.len() == 1 && self.parallel(threads);
         let any_packed = || {
             packed
                 && !self.direct()
@@ -368,7 +386,7 @@ impl Product {
                     unsafe { sgemm_raw(par, m, n, k, a, k, 1, col, n, 1, c, p, accumulate) };
                 })
             };
-            if tiles.len() == 1 || threads == 1 || m * k * p < PAR_MIN_MACS {
+            if tiles.len() == 1 || !self.parallel(threads) {
                 // One thread per product (tiles in order), or the whole product at once with
                 // the `gemm` crate's own threads.
                 return tiles.iter().try_for_each(|rows| tile(rows, par));
@@ -894,6 +912,41 @@ pub(crate) mod tests {
         // 1×1 direct: one tile on one thread.
         assert!(one_tile(product(64, 1, 56, 256).tile_rows(1), 56));
         assert!(one_tile(product(1, 3, 56, 1).tile_rows(2), 56));
+    }
+
+    /// Pointwise products split over threads from [`PAR_MIN_MACS_DIRECT`], others from
+    /// [`PAR_MIN_MACS`]: MobileNetV3-small's 1×1 convs below it stay whole on 2 threads, its
+    /// 16→72 at 56×56, ResNet-50's 64→256 at 56×56 and a 3×3 product of 1.8 M split.
+    #[test]
+    fn pointwise_products_split_from_their_own_threshold() {
+        let product = |cin: usize, k: usize, out: usize, cog: usize| Product {
+            input: [cin, out, out],
+            kernel: [k, k],
+            output: [out, out],
+            strides: [1, 1],
+            dilations: [1, 1],
+            pad: [k / 2; 4],
+            cog,
+        };
+        // (Cin, kernel, output size, Cout, split on 2 threads)
+        let cases = [
+            (72, 1, 28, 24, false),
+            (88, 1, 28, 24, false),
+            (24, 1, 28, 96, false),
+            (40, 1, 14, 240, false),
+            (96, 1, 7, 576, false),
+            (576, 1, 7, 96, false),
+            (16, 1, 56, 72, true),
+            (64, 1, 56, 256, true),
+            (16, 3, 28, 16, true),
+        ];
+        for (cin, k, out, cog, split) in cases {
+            let p = product(cin, k, out, cog);
+            let tag = format!("{cin}→{cog} k{k} at {out}×{out}");
+            assert_eq!(p.parallel(2), split, "{tag}");
+            assert!(!p.parallel(1), "{tag}");
+            assert_eq!(p.tile_rows(2).len() > 1, split, "{tag}");
+        }
     }
 
     /// The packed path (im2col written as panels, edge half panels, 1×1 inputs read in place
