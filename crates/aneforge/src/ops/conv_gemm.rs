@@ -874,11 +874,9 @@ pub(crate) mod tests {
         }
     }
 
-    /// The tile plan: several tiles for a large im2col product, a multiple of the threads when
-    /// parallel, never a tile the `gemm` crate would run on another path, one tile when small.
-    #[test]
-    fn tile_plan_respects_the_gemm_paths() {
-        let product = |cin: usize, k: usize, out: usize, cog: usize| Product {
+    /// The product of a k×k conv, stride 1, "same" padding, Cin → Cout on an out×out plane.
+    fn square(cin: usize, k: usize, out: usize, cog: usize) -> Product {
+        Product {
             input: [cin, out, out],
             kernel: [k, k],
             output: [out, out],
@@ -886,32 +884,38 @@ pub(crate) mod tests {
             dilations: [1, 1],
             pad: [k / 2; 4],
             cog,
-        };
+        }
+    }
+
+    /// The tile plan: several tiles for a large im2col product, a multiple of the threads when
+    /// parallel, never a tile the `gemm` crate would run on another path, one tile when small.
+    #[test]
+    fn tile_plan_respects_the_gemm_paths() {
         // One tile covering all `oh` rows.
         let one_tile = |t: Vec<Range<usize>>, oh: usize| t.len() == 1 && t[0] == (0..oh);
-        let big = product(64, 3, 56, 64).tile_rows(1);
+        let big = square(64, 3, 56, 64).tile_rows(1);
         assert!(big.len() > 4, "{big:?}");
         assert_eq!(big.iter().map(Range::len).sum::<usize>(), 56);
-        assert_eq!(product(64, 3, 56, 64).tile_rows(2).len() % 2, 0);
+        assert_eq!(square(64, 3, 56, 64).tile_rows(2).len() % 2, 0);
         // m = 64: every tile keeps more than 64 columns, and a 64-column product stays whole.
-        for rows in product(64, 3, 12, 64).tile_rows(2) {
+        for rows in square(64, 3, 12, 64).tile_rows(2) {
             assert!(rows.len() * 12 > GEMM_SMALL, "{rows:?}");
         }
-        assert!(one_tile(product(64, 3, 8, 64).tile_rows(2), 8));
+        assert!(one_tile(square(64, 3, 8, 64).tile_rows(2), 8));
         // m > 64: 7×7 outputs split for two threads, not for one.
-        assert_eq!(product(512, 3, 7, 512).tile_rows(2).len(), 2);
-        assert!(one_tile(product(512, 3, 7, 512).tile_rows(1), 7));
+        assert_eq!(square(512, 3, 7, 512).tile_rows(2).len(), 2);
+        assert!(one_tile(square(512, 3, 7, 512).tile_rows(1), 7));
         // 14×14 outputs in two tiles on one thread: 8 + 6 rows (112 + 84 columns, 25 kernel
         // vectors a row) rather than 7 + 7 (2 · 13); balanced when the tiles run in parallel.
-        assert_eq!(product(128, 3, 14, 24).tile_rows(1), [0..8, 8..14]);
-        assert_eq!(product(128, 3, 14, 24).tile_rows(2), [0..7, 7..14]);
+        assert_eq!(square(128, 3, 14, 24).tile_rows(1), [0..8, 8..14]);
+        assert_eq!(square(128, 3, 14, 24).tile_rows(2), [0..7, 7..14]);
         // 28×28 outputs of a depth-1152 product in six tiles: 4 rows (112 columns) or 6, not 5.
-        let six = product(128, 3, 28, 128).tile_rows(1);
+        let six = square(128, 3, 28, 128).tile_rows(1);
         let vectors: usize = six.iter().map(|r| (r.len() * 28).div_ceil(8)).sum();
         assert_eq!((six.len(), vectors), (6, 98), "{six:?}");
         // 1×1 direct: one tile on one thread.
-        assert!(one_tile(product(64, 1, 56, 256).tile_rows(1), 56));
-        assert!(one_tile(product(1, 3, 56, 1).tile_rows(2), 56));
+        assert!(one_tile(square(64, 1, 56, 256).tile_rows(1), 56));
+        assert!(one_tile(square(1, 3, 56, 1).tile_rows(2), 56));
     }
 
     /// Pointwise products split over threads from [`PAR_MIN_MACS_DIRECT`], others from
@@ -919,15 +923,6 @@ pub(crate) mod tests {
     /// 16→72 at 56×56, ResNet-50's 64→256 at 56×56 and a 3×3 product of 1.8 M split.
     #[test]
     fn pointwise_products_split_from_their_own_threshold() {
-        let product = |cin: usize, k: usize, out: usize, cog: usize| Product {
-            input: [cin, out, out],
-            kernel: [k, k],
-            output: [out, out],
-            strides: [1, 1],
-            dilations: [1, 1],
-            pad: [k / 2; 4],
-            cog,
-        };
         // (Cin, kernel, output size, Cout, split on 2 threads)
         let cases = [
             (72, 1, 28, 24, false),
@@ -941,7 +936,7 @@ pub(crate) mod tests {
             (16, 3, 28, 16, true),
         ];
         for (cin, k, out, cog, split) in cases {
-            let p = product(cin, k, out, cog);
+            let p = square(cin, k, out, cog);
             let tag = format!("{cin}→{cog} k{k} at {out}×{out}");
             assert_eq!(p.parallel(2), split, "{tag}");
             assert!(!p.parallel(1), "{tag}");

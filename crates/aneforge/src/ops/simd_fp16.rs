@@ -11,10 +11,16 @@ pub fn round1(v: f32) -> f32 {
     f16::from_f32(v).to_f32()
 }
 
+/// Whether this CPU has F16C and AVX (the 8-lane conversions).
+#[cfg(target_arch = "x86_64")]
+fn f16c() -> bool {
+    std::arch::is_x86_feature_detected!("f16c") && std::arch::is_x86_feature_detected!("avx")
+}
+
 /// Round every element of `v` to the nearest fp16 in place (see the module contract).
 pub fn round_in_place(v: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("f16c") && std::arch::is_x86_feature_detected!("avx") {
+    if f16c() {
         // SAFETY: the features the function is compiled for were just detected.
         unsafe { round_f16c(v) };
         return;
@@ -50,7 +56,7 @@ unsafe fn round_f16c(v: &mut [f32]) {
 pub fn widen(src: &[f16], dst: &mut [f32]) {
     assert_eq!(src.len(), dst.len(), "fp16 widen: lengths differ");
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("f16c") && std::arch::is_x86_feature_detected!("avx") {
+    if f16c() {
         // SAFETY: the features the function is compiled for were just detected.
         unsafe { widen_f16c(src, dst) };
         return;
@@ -63,7 +69,7 @@ pub fn widen(src: &[f16], dst: &mut [f32]) {
 pub fn narrow(src: &[f32], dst: &mut [f16]) {
     assert_eq!(src.len(), dst.len(), "fp16 narrow: lengths differ");
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("f16c") && std::arch::is_x86_feature_detected!("avx") {
+    if f16c() {
         // SAFETY: the features the function is compiled for were just detected.
         unsafe { narrow_f16c(src, dst) };
         return;
