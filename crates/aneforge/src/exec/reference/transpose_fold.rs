@@ -94,8 +94,10 @@ fn transposes(
 /// when both operands are at least matrices.
 fn product_dims(g: &Graph, i: usize, mm: &MatMul) -> Option<[usize; 3]> {
     let node = &g.nodes[i];
-    let (x, out) = (&g.ty(node.inputs[0]).shape, &node.outputs.first()?.shape);
-    let ([.., xr, xc], [.., m, n]) = (&x[..], &out[..]) else {
+    let (x, y) = (&g.ty(node.inputs[0]).shape, &g.ty(node.inputs[1]).shape);
+    let out = &node.outputs.first()?.shape;
+    // A vector operand drops its axis from the output: its last two axes are not (m, n).
+    let ([.., xr, xc], [_, _, ..], [.., m, n]) = (&x[..], &y[..], &out[..]) else {
         return None;
     };
     Some([*m, *n, if mm.transpose_x { *xr } else { *xc }])
@@ -200,6 +202,27 @@ mod tests {
             }
         }
         (folded, unfolded)
+    }
+
+    /// A batch of transposed matrices times a vector, x [b, k, m]ᵀ · y [k] → [b, m]: the product
+    /// is m×1 (off the crate's blocked path, whatever the b×m output), so the transpose that
+    /// moves x's last axis stays a step.
+    #[test]
+    fn a_vector_operand_keeps_the_transpose_that_moves_the_last_axis() {
+        let (b, k, m) = (30, 4, 20);
+        let xt = input(&[b, k, m]).unwrap().transpose(&[0, 2, 1]).unwrap();
+        let y = xt.matmul(&input(&[k]).unwrap()).unwrap();
+        let g = crate::graph::Graph::from_outputs(&[(None, y)]).unwrap();
+        let mm = (g.nodes.iter().enumerate())
+            .find(|(_, nd)| matches!(nd.op, Op::MatMul(_)))
+            .map(|(i, _)| i)
+            .unwrap();
+        let Op::MatMul(op) = &g.nodes[mm].op else {
+            unreachable!()
+        };
+        assert_eq!(super::product_dims(&g, mm, op), Some([m, 1, k]));
+        let (views, folded) = super::find(&g, &vec![false; g.nodes.len()]);
+        assert!(views[mm].is_none() && !folded.contains(&true));
     }
 
     /// A tiny product (off the crate's blocked path): only the query's transpose (last axis
