@@ -1,19 +1,22 @@
 //! Matrix-vector products (C with one row or one column, e.g. a batch-1 linear) in the `gemm`
 //! crate's own order, reading the matrix in f32 or straight from fp16 (exact in f32, so the
-//! same bits with half the memory traffic). On AVX2+FMA CPUs without AVX-512 the
-//! crate (gemm-common 0.19, `gemm_basic_generic`) computes each element of such a product as a
-//! dot product u·v of a contiguous row of one operand with the other operand's contiguous
-//! vector, in one of two orders (which one depends on the shape and strides, see [`plan`]):
+//! same bits with half the memory traffic). The crate (gemm-common 0.19, `gemm_basic_generic`)
+//! computes each element of such a product as a dot product u·v of a contiguous row of one
+//! operand with the other operand's contiguous vector, in one of two orders (which one depends
+//! on the shape and strides, see [`plan`]), with L = 8 lanes on AVX2+FMA CPUs and 16 on
+//! AVX-512 ones:
 //!
-//! - [`Order::Horizontal`] (its horizontal microkernel): depth cut into blocks of 1024; per
-//!   block eight lane accumulators from +0, lane l = fma over the depths ≡ l (mod 8) in
-//!   increasing order, the block's last partial group loaded with zeros in the missing lanes
-//!   (fma(0, 0, acc)); the lanes summed as ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7));
-//!   C = that sum for the first block when not accumulating, else C + sum.
-//! - [`Order::Rows`] (its row-major GEMV): eight 8-lane accumulators over groups of 64 depths,
+//! - [`Order::Horizontal`] (its horizontal microkernel, modelled for L = 8 only): depth cut
+//!   into blocks of 1024; per block eight lane accumulators from +0, lane l = fma over the
+//!   depths ≡ l (mod 8) in increasing order, the block's last partial group loaded with zeros
+//!   in the missing lanes (fma(0, 0, acc)); the lanes summed as
+//!   ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)); C = that sum for the first block when
+//!   not accumulating, else C + sum.
+//! - [`Order::Rows`] (its row-major GEMV): eight L-lane accumulators over groups of 8·L depths,
 //!   combined as ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)), then the remaining whole
-//!   groups of 8 fma'd into that vector, its lanes summed in order (l0 + l1 + … + l7), the last
-//!   depths by scalar fma; C = sum, or C + sum when accumulating. No depth blocks.
+//!   groups of L fma'd into that vector, its lanes summed in order (l0 + l1 + … + l(L−1)), the
+//!   last depths by scalar fma; C = sum, or C + sum when accumulating. No depth blocks. Here
+//!   an L-lane vector is L / 8 AVX2 registers (the same per-lane operations).
 //!
 //! [`run`] performs the same operations (several rows at a time, which changes no element's
 //! sequence); the tests compare every bit with the crate on the f32 expansion.
@@ -50,22 +53,30 @@ pub enum Order {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Plan {
     pub order: Order,
+    /// The crate's vector width L here (8 or 16 f32 lanes).
+    pub lanes: usize,
     pub rows: usize,
     pub matrix_is_a: bool,
     pub row_stride: usize,
     pub dst: usize,
 }
 
-/// Whether the crate runs its AVX2 kernels here (AVX2 + FMA, no AVX-512) and F16C is there.
-fn cpu() -> bool {
+/// The crate's f32 vector width on this CPU when its GEMV is one this module reproduces
+/// (16 lanes where it dispatches to AVX-512, else 8 with AVX2 + FMA) and F16C is there.
+fn crate_lanes() -> Option<usize> {
     #[cfg(target_arch = "x86_64")]
     {
-        gemm_avx2::available() && std::arch::is_x86_feature_detected!("f16c")
+        if !std::arch::is_x86_feature_detected!("f16c") {
+            return None;
+        }
+        if gemm_avx2::available() {
+            return Some(8);
+        }
+        if gemm_avx2::usable() && std::arch::is_x86_feature_detected!("avx512f") {
+            return Some(16);
+        }
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    None
 }
 
 /// The crate's per-element sequence for C (m×n) = A·B with A[i, p] = a[i·a_rs + p·a_cs],
@@ -78,9 +89,10 @@ pub fn plan(
     (b_rs, b_cs): (usize, usize),
     c_rs: usize,
 ) -> Option<Plan> {
-    if (m != 1 && n != 1) || !cpu() {
+    if m != 1 && n != 1 {
         return None;
     }
+    let lanes = crate_lanes()?;
     // `sgemm` hands the crate unit strides for unit extents; C's column stride is 1.
     let st = |extent: usize, s: usize| if extent == 1 { 1 } else { s };
     let (drs, lcs, lrs, rcs, rrs) = (
@@ -99,6 +111,9 @@ pub fn plan(
     // `gemm_basic_generic`'s dispatch, in its order.
     let unit_depth = lcs == 1 && rrs == 1;
     let order = if unit_depth && m2.saturating_mul(n2) <= HORIZONTAL_MAX {
+        if lanes != 8 {
+            return None;
+        }
         Order::Horizontal
     } else if k <= 2 || (n2 <= 1 && lrs == 1 && drs == 1) {
         return None;
@@ -116,6 +131,7 @@ pub fn plan(
     Some(if n == 1 {
         Plan {
             order,
+            lanes,
             rows: m,
             matrix_is_a: true,
             row_stride: a_rs,
@@ -124,6 +140,7 @@ pub fn plan(
     } else {
         Plan {
             order,
+            lanes,
             rows: n,
             matrix_is_a: false,
             row_stride: b_cs,
@@ -217,9 +234,9 @@ pub fn run<E: Elem>(
         let at = |i: usize| out.get().wrapping_add(i * plan.dst);
         #[cfg(target_arch = "x86_64")]
         {
-            let step = match plan.order {
-                Order::Horizontal => x86::ROWS,
-                Order::Rows => 1,
+            let step = match (plan.order, plan.lanes) {
+                (Order::Rows, 8) => 1,
+                _ => x86::ROWS,
             };
             let mut i = range.start;
             while i < range.end {
@@ -228,7 +245,7 @@ pub fn run<E: Elem>(
                 let rows: [&[E]; x86::ROWS] = std::array::from_fn(|r| row(pick(r)));
                 let old: [f32; x86::ROWS] = std::array::from_fn(|r| unsafe { *at(pick(r)) });
                 // SAFETY: `plan` exists only on CPUs with AVX2 and FMA; rows and v are k long.
-                let sums = unsafe { x86::group(plan.order, group, rows, v, old, accumulate) };
+                let sums = unsafe { x86::group(plan, group, rows, v, old, accumulate) };
                 (0..group).for_each(|r| unsafe { *at(i + r) = sums[r] });
                 i += group;
             }
@@ -253,7 +270,7 @@ pub fn run<E: Elem>(
 mod x86 {
     use std::arch::x86_64::*;
 
-    use super::{Elem, Order, HORIZONTAL_BLOCK};
+    use super::{Elem, Order, Plan, HORIZONTAL_BLOCK};
 
     /// Rows the horizontal order computes together (independent fma chains; a short last group
     /// repeats its last row). The row order computes one row at a time (eight chains already).
@@ -266,20 +283,20 @@ mod x86 {
     /// The CPU has AVX2, FMA and F16C; every row is as long as `v`.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn group<E: Elem>(
-        order: Order,
+        plan: &Plan,
         used: usize,
         rows: [&[E]; ROWS],
         v: &[f32],
         c: [f32; ROWS],
         accumulate: bool,
     ) -> [f32; ROWS] {
-        sums(order, used, rows.map(|r| r.as_ptr()), v, c, accumulate)
+        sums(plan, used, rows.map(|r| r.as_ptr()), v, c, accumulate)
     }
 
     /// [`group`] on row pointers.
     #[inline(always)]
     unsafe fn sums<E: Elem>(
-        order: Order,
+        plan: &Plan,
         used: usize,
         rows: [*const E; ROWS],
         v: &[f32],
@@ -287,7 +304,7 @@ mod x86 {
         accumulate: bool,
     ) -> [f32; ROWS] {
         let k = v.len();
-        match order {
+        match plan.order {
             Order::Horizontal => {
                 let mut out = c;
                 let mut start = 0;
@@ -306,12 +323,14 @@ mod x86 {
                 out
             }
             Order::Rows => {
-                let mut out = c;
-                for r in 0..used {
-                    let sum = by_rows(rows[r], v.as_ptr(), k);
-                    out[r] = if accumulate { sum + c[r] } else { sum };
-                }
-                out
+                let sums = match plan.lanes {
+                    8 => std::array::from_fn(|r| match r < used {
+                        true => by_rows::<E, 1, 1>([rows[r]], v.as_ptr(), k)[0],
+                        false => 0.0,
+                    }),
+                    _ => by_rows::<E, 2, ROWS>(rows, v.as_ptr(), k),
+                };
+                std::array::from_fn(|r| if accumulate { sums[r] + c[r] } else { sums[r] })
             }
         }
     }
@@ -346,29 +365,64 @@ mod x86 {
         })
     }
 
-    /// The row-major GEMV's sum of one row (see the module doc).
+    /// The row-major GEMV's sums of `R` rows (see the module doc) with L = 8·`H` lanes, each
+    /// L-lane vector held as `H` AVX2 registers of consecutive depths; the rows' lane sums run
+    /// interleaved (independent chains), each row's sequence unchanged.
     #[inline(always)]
-    unsafe fn by_rows<E: Elem>(row: *const E, v: *const f32, k: usize) -> f32 {
-        let mut acc = [_mm256_setzero_ps(); 8];
-        let mut p = 0;
-        while p + 64 <= k {
-            for (j, a) in acc.iter_mut().enumerate() {
-                let q = p + 8 * j;
-                *a = _mm256_fmadd_ps(E::load8(row.add(q)), _mm256_loadu_ps(v.add(q)), *a);
+    unsafe fn by_rows<E: Elem, const H: usize, const R: usize>(
+        rows: [*const E; R],
+        v: *const f32,
+        k: usize,
+    ) -> [f32; R] {
+        let lanes = 8 * H;
+        let fma = |s: __m256, row: *const E, q: usize| {
+            _mm256_fmadd_ps(E::load8(row.add(q)), _mm256_loadu_ps(v.add(q)), s)
+        };
+        let whole = k / (8 * lanes) * (8 * lanes);
+        // Each row's vector in one pass over it (the rows' passes are independent chains).
+        let s: [[__m256; H]; R] = std::array::from_fn(|r| {
+            let row = rows[r];
+            let mut acc = [[_mm256_setzero_ps(); H]; 8];
+            for q in (0..whole).step_by(8 * lanes) {
+                for (j, a) in acc.iter_mut().enumerate() {
+                    for (h, half) in a.iter_mut().enumerate() {
+                        *half = fma(*half, row, q + lanes * j + 8 * h);
+                    }
+                }
             }
-            p += 64;
+            let mut s = [_mm256_setzero_ps(); H];
+            for (h, s) in s.iter_mut().enumerate() {
+                let a = acc.map(|a| a[h]);
+                let (a01, a23) = (_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3]));
+                let (a45, a67) = (_mm256_add_ps(a[4], a[5]), _mm256_add_ps(a[6], a[7]));
+                *s = _mm256_add_ps(_mm256_add_ps(a01, a23), _mm256_add_ps(a45, a67));
+            }
+            for q in (whole..k - k % lanes).step_by(lanes) {
+                for (h, half) in s.iter_mut().enumerate() {
+                    *half = fma(*half, row, q + 8 * h);
+                }
+            }
+            s
+        });
+        let p = k - k % lanes;
+        let mut l = [[0f32; 16]; R];
+        for (l, s) in l.iter_mut().zip(&s) {
+            for (h, half) in s.iter().enumerate() {
+                _mm256_storeu_ps(l.as_mut_ptr().add(8 * h), *half);
+            }
         }
-        let (a01, a23) = (_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-        let (a45, a67) = (_mm256_add_ps(acc[4], acc[5]), _mm256_add_ps(acc[6], acc[7]));
-        let mut s = _mm256_add_ps(_mm256_add_ps(a01, a23), _mm256_add_ps(a45, a67));
-        while p + 8 <= k {
-            s = _mm256_fmadd_ps(E::load8(row.add(p)), _mm256_loadu_ps(v.add(p)), s);
-            p += 8;
+        let mut t: [f32; R] = std::array::from_fn(|r| l[r][0]);
+        for x in 1..lanes {
+            for (t, l) in t.iter_mut().zip(&l) {
+                *t += l[x];
+            }
         }
-        let mut lanes = [0f32; 8];
-        _mm256_storeu_ps(lanes.as_mut_ptr(), s);
-        let t = lanes[1..].iter().fold(lanes[0], |t, &l| t + l);
-        (p..k).fold(t, |t, q| (*row.add(q)).f32().mul_add(*v.add(q), t))
+        for q in p..k {
+            for (t, &row) in t.iter_mut().zip(&rows) {
+                *t = (*row.add(q)).f32().mul_add(*v.add(q), *t);
+            }
+        }
+        t
     }
 }
 
@@ -382,7 +436,7 @@ mod tests {
     type Case = (usize, usize, usize, [usize; 2], [usize; 2], usize);
 
     /// Batch-1 linears (x [1, K] × W [N, K] read transposed: MobileNetV3's classifier
-    /// 576 → 1024 → 1000, squeeze-excite-sized ones), 1×1 convs on one pixel (weight [m, k] × x), depths around the kernels' 8 / 64 / 1024
+    /// 576 → 1024 → 1000, squeeze-excite-sized ones), 1×1 convs on one pixel (weight [m, k] × x), depths around the kernels' 8 / 16 / 64 / 128 / 1024
     /// boundaries, both sides of the crate's horizontal bound m·n ≤ 256, a padded C column.
     fn cases() -> Vec<Case> {
         let mut v = Vec::new();
@@ -399,7 +453,10 @@ mod tests {
         for (m, k) in [(24, 96), (240, 64), (288, 72), (576, 144)] {
             v.push((m, 1, k, [k, 1], [1, 1], 1));
         }
-        for k in [1, 2, 3, 7, 8, 9, 63, 64, 65, 71, 1023, 1024, 1025, 2100] {
+        for k in [
+            1, 2, 3, 7, 8, 9, 15, 16, 17, 63, 64, 65, 71, 127, 128, 129, 143, 1023, 1024, 1025,
+            2100,
+        ] {
             v.push((5, 1, k, [k + 1, 1], [1, 1], 1));
             v.push((300, 1, k, [k, 1], [1, 1], 1));
             v.push((1, 3, k, [k, 1], [1, k + 2], 3));
@@ -416,11 +473,12 @@ mod tests {
     /// −0 lanes into +0); the batch-1 linears of MobileNetV3 do take the GEMV.
     #[test]
     fn gemv_matches_the_crate_bit_for_bit() {
-        if !cpu() {
+        let Some(lanes) = crate_lanes() else {
             return;
-        }
+        };
         assert!(plan((1, 1000, 1024), (1024, 1), (1, 1024), 1000).is_some());
-        assert!(plan((1, 64, 240), (240, 1), (1, 240), 64).is_some());
+        let horizontal_case = plan((1, 64, 240), (240, 1), (1, 240), 64);
+        assert_eq!(horizontal_case.is_some(), lanes == 8);
         // Row-major B [K, N] with m = 1 is the crate's column-major GEMV: not this kernel's.
         assert!(plan((1, 64, 300), (300, 1), (64, 1), 64).is_none());
         let two = rayon::ThreadPoolBuilder::new()
@@ -429,9 +487,14 @@ mod tests {
             .unwrap();
         let (mut horizontal, mut rows) = (0, 0);
         for (ci, &(m, n, k, [a_rs, a_cs], [b_rs, b_cs], c_rs)) in cases().iter().enumerate() {
-            // Depth ≤ 2 with m·n > 256 is the crate's outer-product path (not a GEMV).
+            // Depth ≤ 2 with m·n > 256 is the crate's outer-product path (not a GEMV); its
+            // 16-lane horizontal kernel (m·n ≤ 256) is not modelled.
             let Some(g) = plan((m, n, k), (a_rs, a_cs), (b_rs, b_cs), c_rs) else {
-                assert!(k <= 2 && m * n > 256, "({m}, {n}, {k}) is a GEMV");
+                let outer = k <= 2 && m * n > 256;
+                assert!(
+                    outer || (lanes == 16 && m * n <= 256),
+                    "({m}, {n}, {k}) is a GEMV"
+                );
                 continue;
             };
             *(if g.order == Order::Rows {
@@ -483,7 +546,10 @@ mod tests {
                 }
             }
         }
-        assert!(horizontal > 10 && rows > 10, "{horizontal} {rows}");
+        assert!(
+            (horizontal > 10 || lanes == 16) && rows > 10,
+            "{horizontal} {rows}"
+        );
     }
 
     /// A too-short matrix is a panic naming the sizes, not an out-of-bounds read.
@@ -492,6 +558,7 @@ mod tests {
     fn short_operands_panic() {
         let g = Plan {
             order: Order::Rows,
+            lanes: 8,
             rows: 3,
             matrix_is_a: true,
             row_stride: 10,
