@@ -348,4 +348,44 @@ mod tests {
         );
         assert!(y.iter().all(|&v| v == 7.0));
     }
+
+    /// Not a check: ns per element of the exp lanes on 196608 attention-like values (x − max in
+    /// [−20, 0]) and of the fused add + softmax on [12·128, 128] scores, the best of 200 runs.
+    /// `cargo test --release -p aneforge --lib simd_softmax::tests::bench -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn bench_exp_and_fused_softmax() {
+        if !applies(8 * 8, 8) {
+            return;
+        }
+        let r = crate::ops::simd_fp16::round1;
+        let len = 12 * 128 * 128;
+        let x: Vec<f32> = (0..len)
+            .map(|i| r(((i * 7919 % 4093) as f32 / 4093.0) * 20.0 - 20.0))
+            .collect();
+        let best = |f: &mut dyn FnMut()| {
+            (0..200)
+                .map(|_| {
+                    let t = std::time::Instant::now();
+                    f();
+                    t.elapsed().as_nanos() as f64 / len as f64
+                })
+                .fold(f64::INFINITY, f64::min)
+        };
+        let mut y = x.clone();
+        let exp = best(&mut || {
+            y.copy_from_slice(&x);
+            crate::ops::simd_exp::try_exp_in_place(std::hint::black_box(&mut y)).unwrap();
+        });
+        let s: Vec<f32> = x.iter().map(|v| r(v * 0.6 + 6.0)).collect();
+        let zeros = [0f32; 128];
+        let m: [&[f32]; ROWS] = [&zeros; ROWS];
+        let fused = best(&mut || {
+            for (xb, yb) in s.chunks_exact(8 * 128).zip(y.chunks_exact_mut(8 * 128)) {
+                let done = try_add_softmax_rows_rounded(xb, &m, yb, 128);
+                assert_eq!(done, Fused::Done);
+            }
+        });
+        println!("exp lanes {exp:.3} ns/elem, fused add+softmax {fused:.3} ns/elem");
+    }
 }
