@@ -191,11 +191,14 @@ unsafe fn exp_scale(
     let mut sum = _mm256_setzero_ps();
     for p in (0..n).step_by(8) {
         // SAFETY: row k's 8 elements at p lie at k·n + p, p + 8 ≤ n, inside x and y; the
-        // features `exp8` and `transpose8` need are this function's.
+        // features `exp8x8` and `transpose8` need are this function's.
         unsafe {
-            let mut e = [_mm256_setzero_ps(); ROWS];
-            for (k, (e, &m)) in e.iter_mut().zip(max).enumerate() {
-                *e = super::simd_exp::exp8(_mm256_sub_ps(_mm256_loadu_ps(x.add(k * n + p)), m));
+            let mut v = [_mm256_setzero_ps(); ROWS];
+            for (k, (v, &m)) in v.iter_mut().zip(max).enumerate() {
+                *v = _mm256_sub_ps(_mm256_loadu_ps(x.add(k * n + p)), m);
+            }
+            let e = super::simd_exp::exp8x8(v);
+            for (k, e) in e.iter().enumerate() {
                 _mm256_storeu_ps(y.add(k * n + p), *e);
             }
             for c in super::simd_transpose::transpose8(e) {
@@ -347,6 +350,36 @@ mod tests {
             Fused::Declined
         );
         assert!(y.iter().all(|&v| v == 7.0));
+    }
+
+    /// The fused lanes give the scalar steps' bits on plain scores (every x − max inside the
+    /// exp's fast range: the columns of 8 rows that skip the per-group tests), with zero masks
+    /// and with a −10000 in one column of 8 of a row (those columns take the per-group path).
+    #[test]
+    fn fused_lanes_equal_the_scalar_steps_on_plain_scores() {
+        if !applies(8 * 8, 8) {
+            return;
+        }
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        for n in [8, 64, 128, 136] {
+            let x: Vec<f32> = (0..8 * n)
+                .map(|i| crate::ops::simd_fp16::round1(((i * 7919 % 4093) as f32 - 2046.0) / 97.0))
+                .collect();
+            let zeros = vec![0f32; n];
+            let masked: Vec<f32> = (0..n)
+                .map(|j| if j % 24 == 5 { -10000.0 } else { 0.0 })
+                .collect();
+            for m in [
+                [&zeros[..]; ROWS],
+                [
+                    &zeros, &masked, &zeros, &zeros, &masked, &zeros, &zeros, &zeros,
+                ],
+            ] {
+                let mut y = vec![7f32; x.len()];
+                assert_eq!(try_add_softmax_rows_rounded(&x, &m, &mut y, n), Fused::Done);
+                assert_eq!(bits(&y), bits(&steps(&x, &m, n)), "n = {n}");
+            }
+        }
     }
 
     /// Not a check: ns per element of the exp lanes on 196608 attention-like values (x − max in
