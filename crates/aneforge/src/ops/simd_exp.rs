@@ -129,6 +129,52 @@ unsafe fn exp_avx2(v: &mut [f32]) {
         .for_each(|x| *x = exp1(*x));
 }
 
+/// [`exp8`] of 8 groups of 8 lanes; when every lane has |x| < 88 (attention scores minus
+/// their max) one test for all 64 and no per-group branch or call, so the groups' double
+/// steps interleave in registers (the softmax lanes' column of 8 rows).
+///
+/// # Safety
+/// As [`exp8`].
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(super) unsafe fn exp8x8(x: [std::arch::x86_64::__m256; 8]) -> [std::arch::x86_64::__m256; 8] {
+    use std::arch::x86_64::*;
+    let mut all = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+    for &v in &x {
+        // SAFETY: as this function's contract.
+        all = _mm256_and_ps(all, unsafe { inside(v) });
+    }
+    let [a, b, c, d, e, f, g, h] = x;
+    // SAFETY (both arms): as this function's contract; the halves' lanes are inside.
+    if _mm256_movemask_ps(all) == 0xff {
+        unsafe {
+            [
+                halves(a),
+                halves(b),
+                halves(c),
+                halves(d),
+                halves(e),
+                halves(f),
+                halves(g),
+                halves(h),
+            ]
+        }
+    } else {
+        unsafe {
+            [
+                exp8(a),
+                exp8(b),
+                exp8(c),
+                exp8(d),
+                exp8(e),
+                exp8(f),
+                exp8(g),
+                exp8(h),
+            ]
+        }
+    }
+}
+
 /// [`exp1`] of 8 lanes (two halves of 4 in double), lanes below [`UNDERFLOW`] +0; when any
 /// other lane is outside |x| < 88 every lane takes [`exp1`]. The kernel every exp lane runs.
 ///
@@ -137,12 +183,11 @@ unsafe fn exp_avx2(v: &mut [f32]) {
 /// there: a call across the feature boundary would pass the lanes through memory).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-pub(super) unsafe fn exp8(xf: std::arch::x86_64::__m256) -> std::arch::x86_64::__m256 {
+unsafe fn exp8(xf: std::arch::x86_64::__m256) -> std::arch::x86_64::__m256 {
     use std::arch::x86_64::*;
-    let lim = _mm256_set1_ps(88.0);
-    let abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff));
-    // Lanes with |x| < 88 are computed (false for NaN), lanes below UNDERFLOW are +0.
-    let inside = _mm256_cmp_ps::<_CMP_LT_OQ>(_mm256_and_ps(xf, abs), lim);
+    // Lanes inside are computed, lanes below UNDERFLOW are +0.
+    // SAFETY: as this function's contract.
+    let inside = unsafe { inside(xf) };
     if _mm256_movemask_ps(inside) == 0xff {
         // SAFETY: as this function's contract.
         return unsafe { halves(xf) };
@@ -159,6 +204,18 @@ pub(super) unsafe fn exp8(xf: std::arch::x86_64::__m256) -> std::arch::x86_64::_
     }
     // SAFETY: as this function's contract.
     _mm256_andnot_ps(zero, unsafe { halves(_mm256_andnot_ps(zero, xf)) })
+}
+
+/// All ones in the lanes with |x| < 88, the range [`halves`] computes (not NaN).
+///
+/// # Safety
+/// As [`exp8`].
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn inside(xf: std::arch::x86_64::__m256) -> std::arch::x86_64::__m256 {
+    use std::arch::x86_64::*;
+    let abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff));
+    _mm256_cmp_ps::<_CMP_LT_OQ>(_mm256_and_ps(xf, abs), _mm256_set1_ps(88.0))
 }
 
 /// [`exp4`] of each half of 8 lanes with |x| < 88.
@@ -251,6 +308,74 @@ mod tests {
         try_exp_in_place(&mut e).unwrap();
         for (v, e) in low.iter().zip(&e) {
             assert_eq!(e.to_bits(), v.exp().to_bits(), "exp({v})");
+        }
+    }
+
+    /// [`exp8x8`] of 64 values.
+    ///
+    /// # Safety
+    /// AVX2 and FMA are available.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn exp64(x: &[f32; 64]) -> [f32; 64] {
+        use std::arch::x86_64::{_mm256_loadu_ps, _mm256_setzero_ps, _mm256_storeu_ps};
+        let (mut v, mut y) = ([_mm256_setzero_ps(); 8], [0f32; 64]);
+        // SAFETY: x and y hold 64 f32, read and written unaligned 8 at a time; the features
+        // `exp8x8` needs are this function's.
+        unsafe {
+            for (k, v) in v.iter_mut().enumerate() {
+                *v = _mm256_loadu_ps(x.as_ptr().add(8 * k));
+            }
+            for (k, e) in exp8x8(v).into_iter().enumerate() {
+                _mm256_storeu_ps(y.as_mut_ptr().add(8 * k), e);
+            }
+        }
+        y
+    }
+
+    /// The 64 lanes of [`exp8x8`] give `f32::exp`'s bits when all are inside |x| < 88 (spread
+    /// over (−88, 88), or like attention scores) and when one lane at any of the 64 positions
+    /// is outside (below −104, −100, ≥ 88, ±inf, NaN), the other lanes inside.
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn groups_of_64_lanes_match_exp() {
+        if !available() {
+            return;
+        }
+        let run = |x: [f32; 64]| {
+            // SAFETY: `available` detected AVX2 and FMA.
+            let y = unsafe { exp64(&x) };
+            for (v, e) in x.iter().zip(&y) {
+                let want = v.exp();
+                let same = want.to_bits() == e.to_bits() || (want.is_nan() && e.is_nan());
+                assert!(same, "exp({v}) = {want}, lanes {e}");
+            }
+        };
+        for g in 0..2000u32 {
+            run(std::array::from_fn(|i| {
+                let v =
+                    f32::from_bits((g * 64 + i as u32).wrapping_mul(2_654_435_761) % 0x7f00_0000);
+                if g % 2 == 0 {
+                    v % 175.0 - 87.5
+                } else {
+                    -(v % 20.0)
+                }
+            }));
+        }
+        let specials = [
+            -104.5,
+            -1e4,
+            -100.0,
+            88.0,
+            100.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+        ];
+        for (at, &s) in (0..64).flat_map(|at| specials.iter().map(move |s| (at, s))) {
+            let mut x = std::array::from_fn(|i| -(i as f32) * 0.37 + 3.0);
+            x[at] = s;
+            run(x);
         }
     }
 }
