@@ -141,12 +141,14 @@ impl Depthwise {
     fn takes_lanes(&self) -> bool {
         let (plane, strided) = (self.output[0] * self.output[1], self.strides != [1, 1]);
         let fits = plane <= LANES_MAX_PLANE || (strided && plane <= LANES_MAX_STRIDED);
-        fits && !self.reuses_rows() && depthwise_lanes::available()
+        let reuse = self.reuses_rows() && self.kernel[0] == 5;
+        fits && !reuse && depthwise_lanes::available()
     }
 
     /// Whether the per-plane kernel reuses input rows across output rows here
-    /// (`depthwise_reuse`: stride 1, 3×3 or 5×5, rows of ≥ 8; measured at least as fast as
-    /// the lane kernel on 14×14 planes, faster on 28×28 and up: `throughput_per_shape`).
+    /// (`depthwise_reuse`: stride 1, 3×3 or 5×5, rows of ≥ 8). The lane kernel still takes
+    /// the small 3×3 planes (even or faster on 14×14); 5×5 ones on 14×14 and 20×20 measured
+    /// 3–10 % faster per plane (`throughput_per_shape`).
     fn reuses_rows(&self) -> bool {
         depthwise_reuse::fits(self.kernel, [self.strides, self.dilations], self.output)
     }
