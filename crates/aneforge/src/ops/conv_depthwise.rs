@@ -141,14 +141,13 @@ impl Depthwise {
     fn takes_lanes(&self) -> bool {
         let (plane, strided) = (self.output[0] * self.output[1], self.strides != [1, 1]);
         let fits = plane <= LANES_MAX_PLANE || (strided && plane <= LANES_MAX_STRIDED);
-        let reuse = self.reuses_rows() && self.kernel[0] == 5;
-        fits && !reuse && depthwise_lanes::available()
+        fits && depthwise_lanes::available()
     }
 
     /// Whether the per-plane kernel reuses input rows across output rows here
     /// (`depthwise_reuse`: stride 1, 3×3 or 5×5, rows of ≥ 8). The lane kernel still takes
-    /// the small 3×3 planes (even or faster on 14×14); 5×5 ones on 14×14 and 20×20 measured
-    /// 3–10 % faster per plane (`throughput_per_shape`).
+    /// planes up to 16×16: on 14×14 the two measured even for 3×3 and 3–5 % apart for 5×5 in
+    /// `throughput_per_shape`, but slower in MobileNetV3 with the conv epilogue run per plane.
     fn reuses_rows(&self) -> bool {
         depthwise_reuse::fits(self.kernel, [self.strides, self.dilations], self.output)
     }
