@@ -16,6 +16,7 @@ use rayon::prelude::*;
 use super::conv::gather_strided;
 use super::conv_gemm::grow_scratch;
 use super::depthwise_lanes;
+use super::depthwise_reuse;
 use super::depthwise_rows::{copy_rows, split_pairs};
 use crate::error::Result;
 use crate::limits::Limits;
@@ -141,6 +142,14 @@ impl Depthwise {
         let (plane, strided) = (self.output[0] * self.output[1], self.strides != [1, 1]);
         let fits = plane <= LANES_MAX_PLANE || (strided && plane <= LANES_MAX_STRIDED);
         fits && depthwise_lanes::available()
+    }
+
+    /// Whether the per-plane kernel reuses input rows across output rows here
+    /// (`depthwise_reuse`: stride 1, 3×3 or 5×5, rows of ≥ 8). The lane kernel still takes
+    /// planes up to 16×16: on 14×14 the two measured even for 3×3 and 3–5 % apart for 5×5 in
+    /// `throughput_per_shape`, but slower in MobileNetV3 with the conv epilogue run per plane.
+    fn reuses_rows(&self) -> bool {
+        depthwise_reuse::fits(self.kernel, [self.strides, self.dilations], self.output)
     }
 
     /// [`Self::run_then`] one plane at a time (`post` on each plane alone), plane counts
@@ -289,6 +298,11 @@ impl Depthwise {
             last < s.len() && offsets.len() == f.len(),
             "depthwise: scratch too small"
         );
+        if self.reuses_rows() {
+            // SAFETY: `fits` holds; at stride and dilation 1, offsets[ky·K + kx] = ky·step + kx,
+            // so every read is one of those checked above.
+            return unsafe { depthwise_reuse::output_plane(s.as_ptr(), step, f, bias, o, ow) };
+        }
         // SAFETY: s[oy·step + offsets[t] + ox] for oy < H', ox < max(W', 8) is at most `last`,
         // checked above.
         unsafe { output_plane(s.as_ptr(), step, offsets, f, bias, o, ow) };
@@ -326,7 +340,7 @@ unsafe fn output_plane(
 ///
 /// # Safety
 /// `base.add(offsets[t] + ox)` must be readable for every tap t and ox < row.len().
-unsafe fn output_row_scalar(
+pub(super) unsafe fn output_row_scalar(
     base: *const f32,
     offsets: &[usize],
     f: &[f32],
@@ -822,6 +836,8 @@ mod tests {
             (16, 224, 3, 1),
             (96, 14, 3, 1),
             (256, 7, 3, 1),
+            (88, 14, 3, 1),
+            (64, 20, 5, 1),
         ];
         let clock = || crate::exec::clock::process_cpu_us().unwrap();
         let median = |mut t: Vec<f64>| {

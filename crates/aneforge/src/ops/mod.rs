@@ -17,6 +17,7 @@ mod conv_panels;
 pub(crate) mod conv_pointwise;
 pub mod conv_transpose;
 mod depthwise_lanes;
+mod depthwise_reuse;
 mod depthwise_rows;
 pub mod einsum;
 pub mod elementwise;
