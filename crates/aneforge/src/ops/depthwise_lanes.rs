@@ -433,14 +433,7 @@ mod tests {
             (geometry(4, 3, 1, 3), 1, 9),
         ]);
         // Pools kept across the cases: each thread's scratch goes from geometry to geometry.
-        let pools: Vec<_> = (1..=3)
-            .map(|t| {
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(t)
-                    .build()
-                    .unwrap()
-            })
-            .collect();
+        let pools = crate::ops::gemm::tests::pools(3);
         for (ci, &(dw, batch, c)) in cases.iter().enumerate() {
             let [hw, taps, p] = dw.sizes();
             let mut x = rand_vec(batch * c * hw, 51 + ci as u64);

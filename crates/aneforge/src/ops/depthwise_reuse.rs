@@ -237,14 +237,7 @@ mod tests {
         if !depthwise_lanes::available() {
             return;
         }
-        let pools: Vec<_> = (1..=3)
-            .map(|t| {
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(t)
-                    .build()
-                    .unwrap()
-            })
-            .collect();
+        let pools = crate::ops::gemm::tests::pools(3);
         for size in 1..=40 {
             for (k, s) in [(3, 1), (5, 1), (3, 2), (5, 2)] {
                 let out = (size + 2 * (k / 2) - k) / s + 1;

@@ -186,6 +186,13 @@ pub(crate) mod tests {
         pool.build().unwrap().install(f)
     }
 
+    /// Rayon pools of 1 to `max` threads, built once so that tests can keep them across cases
+    /// (each thread's scratch then goes from geometry to geometry).
+    pub(crate) fn pools(max: usize) -> Vec<rayon::ThreadPool> {
+        let pool = |t| rayon::ThreadPoolBuilder::new().num_threads(t).build();
+        (1..=max).map(|t| pool(t).unwrap()).collect()
+    }
+
     /// Median over 9 rounds of the process CPU time of `calls` calls of `f`, in µs per call
     /// (for the `#[ignore]` throughput benchmarks; nothing asserts it).
     pub(crate) fn median_cpu_us(calls: usize, f: &mut dyn FnMut()) -> f64 {
