@@ -388,7 +388,8 @@ mod x86 {
         let fma = |s: __m256, row: *const E, q: usize| {
             _mm256_fmadd_ps(E::load8(row.add(q)), _mm256_loadu_ps(v.add(q)), s)
         };
-        let whole = k / (8 * lanes) * (8 * lanes);
+        // Depths in whole groups of 8·L, then in whole L-lane vectors; the rest by scalar fma.
+        let (whole, p) = (k / (8 * lanes) * (8 * lanes), k - k % lanes);
         // Each row's vector in one pass over it (the rows' passes are independent chains).
         let s: [[__m256; H]; R] = std::array::from_fn(|r| {
             let row = rows[r];
@@ -407,14 +408,13 @@ mod x86 {
                 let (a45, a67) = (_mm256_add_ps(a[4], a[5]), _mm256_add_ps(a[6], a[7]));
                 *s = _mm256_add_ps(_mm256_add_ps(a01, a23), _mm256_add_ps(a45, a67));
             }
-            for q in (whole..k - k % lanes).step_by(lanes) {
+            for q in (whole..p).step_by(lanes) {
                 for (h, half) in s.iter_mut().enumerate() {
                     *half = fma(*half, row, q + 8 * h);
                 }
             }
             s
         });
-        let p = k - k % lanes;
         let mut l = [[0f32; 16]; R];
         for (l, s) in l.iter_mut().zip(&s) {
             for (h, half) in s.iter().enumerate() {
@@ -446,8 +446,9 @@ mod tests {
     type Case = (usize, usize, usize, [usize; 2], [usize; 2], usize);
 
     /// Batch-1 linears (x [1, K] × W [N, K] read transposed: MobileNetV3's classifier
-    /// 576 → 1024 → 1000, squeeze-excite-sized ones), 1×1 convs on one pixel (weight [m, k] × x), depths around the kernels' 8 / 16 / 64 / 128 / 1024
-    /// boundaries, both sides of the crate's horizontal bound m·n ≤ 256, a padded C column.
+    /// 576 → 1024 → 1000, squeeze-excite-sized ones), 1×1 convs on one pixel (weight [m, k] × x),
+    /// depths around the kernels' 8 / 16 / 64 / 128 / 1024 boundaries, both sides of the crate's
+    /// horizontal bound m·n ≤ 256, a padded C column.
     fn cases() -> Vec<Case> {
         let mut v = Vec::new();
         for (n, k) in [
