@@ -602,21 +602,10 @@ pub(super) fn with_scratch<R>(
     what: &str,
     f: impl FnOnce(&mut [f32]) -> R,
 ) -> Result<R> {
-    with_scratch_of(super::conv::MIL_NAME, cell, len, what, f)
-}
-
-/// [`with_scratch`] for a scratch of op `op` (named in a limit or allocation error).
-pub(super) fn with_scratch_of<R>(
-    op: &str,
-    cell: &'static std::thread::LocalKey<RefCell<Vec<f32>>>,
-    len: usize,
-    what: &str,
-    f: impl FnOnce(&mut [f32]) -> R,
-) -> Result<R> {
     cell.with_borrow_mut(|v| {
         if v.len() < len {
             let bytes = (len as u64).saturating_mul(4);
-            crate::limits::Limits::current()?.bytes(op, what, bytes)?;
+            crate::limits::Limits::current()?.bytes(super::conv::MIL_NAME, what, bytes)?;
             grow_scratch(v, len, what)?;
         }
         Ok(f(&mut v[..len]))

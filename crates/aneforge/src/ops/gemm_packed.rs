@@ -7,11 +7,9 @@
 //! `gemm_avx2_column::column_at` for one column), the same chain per element. On AVX-512 CPUs
 //! every tile is `gemm_avx512`'s (8 rows × 2 panels in 16-lane registers).
 
-use std::cell::RefCell;
-
 use rayon::prelude::*;
 
-use super::conv_gemm::{with_scratch_of, SyncPtr};
+use super::conv_gemm::SyncPtr;
 use super::gemm::{check_operand, PAR_MIN_MACS};
 use super::gemm_avx2::{self as avx2, MR, NARROW_ROWS, NR};
 use super::gemm_avx2_column::{self as column, COLUMN_ROWS};
@@ -57,52 +55,6 @@ const AVX512_MAX_COLS: usize = 256;
 /// [`AVX512_MAX_MACS`].
 fn beats_avx512(m: usize, n: usize, k: usize) -> bool {
     n <= AVX512_MAX_COLS && m * n * k <= AVX512_MAX_MACS
-}
-
-/// Fewest rows and columns of C for which [`gemm_packing_b`] packs B (smaller products lose
-/// more of the tile's 8 × 32 than the crate).
-const PACK_MIN: usize = 32;
-
-thread_local! {
-    /// B packed for one call of [`gemm_packing_b`] (every element read is written).
-    static B_PANELS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-}
-
-/// C (m×n, row stride `c_rs`) = A·B with A[i, p] = `a[i·a_rs + p]` read in place and B[p, j] =
-/// `b[p·b_rs + j·b_cs]` packed into panels for this call, where [`depth_block_wide`] runs the
-/// product on AVX-512 (m, n ≥ [`PACK_MIN`]); the bits of the same `sgemm` call. Ok(false),
-/// nothing written, where it does not apply (the caller runs `sgemm`); a Resource error naming
-/// `op` when the panels cannot be allocated. Column blocks run on the rayon pool when
-/// `parallel` and the product is large. Panics if an operand exceeds its slice.
-pub fn gemm_packing_b(
-    op: &str,
-    parallel: bool,
-    (m, n, k): (usize, usize, usize),
-    (a, a_rs): (&[f32], usize),
-    (b, b_rs, b_cs): (&[f32], usize, usize),
-    c: &mut [f32],
-    c_rs: usize,
-) -> crate::error::Result<bool> {
-    let kc = match avx512::available() && m >= PACK_MIN && n >= PACK_MIN {
-        true => depth_block_wide(m, n, k),
-        false => None,
-    };
-    let Some(kc) = kc else {
-        return Ok(false);
-    };
-    check_operand("B", k, n, b.len(), b_rs, b_cs);
-    with_scratch_of(op, &B_PANELS, panels_len(k, n), "the packed B", |panels| {
-        for (jb, panel) in panels.chunks_exact_mut(k * NR).enumerate() {
-            for (p, row) in panel.chunks_exact_mut(NR).enumerate() {
-                for (jj, v) in row.iter_mut().enumerate() {
-                    let j = jb * NR + jj;
-                    *v = if j < n { b[p * b_rs + j * b_cs] } else { 0.0 };
-                }
-            }
-        }
-        gemm(kc, parallel, (m, n, k), a, a_rs, panels, c, c_rs);
-    })?;
-    Ok(true)
 }
 
 /// Length of k×n packed as panels.

@@ -6,7 +6,6 @@
 use rayon::prelude::*;
 
 use super::gemm::{sgemm, PAR_MIN_MACS};
-use super::gemm_packed;
 use super::io::{expect_fp16, expect_inputs};
 use super::kernel::for_each_broadcast;
 use super::{Buf, Family, Op, TensorType};
@@ -167,8 +166,7 @@ pub struct View<'a> {
 
 impl MatMul {
     /// `eval` on operands read through views; `out` is the contiguous result. Each product is
-    /// one `sgemm` call (or, on AVX-512 CPUs, `gemm_packed`'s tile on B packed for the call:
-    /// the same bits) whatever the strides, so a view changes no bit of the result.
+    /// one `sgemm` call whatever the strides, so a view changes no bit of the result.
     pub fn eval_views(&self, xv: View, yv: View, out: &mut Buf) -> Result<()> {
         let (x, y, batch) = self.operands((xv.shape, xv.strides), (yv.shape, yv.strides))?;
         let (m, n, k) = (x.rows, y.cols, x.cols);
@@ -176,26 +174,31 @@ impl MatMul {
         let mut offsets = Vec::new();
         for_each_broadcast(&batch, [&sx, &sy], |_, [i, j]| offsets.push((i, j)));
         let (xd, yd) = (&xv.buf.data, &yv.buf.data);
-        let outer = offsets.len() > 1 && (m * n * k).saturating_mul(offsets.len()) >= PAR_MIN_MACS;
-        let run = |(c, &(xo, yo)): (&mut [f32], &(usize, usize))| -> Result<()> {
-            let (a, b) = (&xd[xo..], &yd[yo..]);
-            if x.cs == 1 {
-                let (a, b) = ((a, x.rs), (b, y.rs, y.cs));
-                if gemm_packed::gemm_packing_b(MIL_NAME, !outer, (m, n, k), a, b, c, n)? {
-                    return Ok(());
-                }
-            }
-            sgemm(m, n, k, a, x.rs, x.cs, b, y.rs, y.cs, c, n, false);
-            Ok(())
+        let run = |(c, &(xo, yo)): (&mut [f32], &(usize, usize))| {
+            sgemm(
+                m,
+                n,
+                k,
+                &xd[xo..],
+                x.rs,
+                x.cs,
+                &yd[yo..],
+                y.rs,
+                y.cs,
+                c,
+                n,
+                false,
+            );
         };
         let od = &mut out.data;
-        if outer {
+        if offsets.len() > 1 && (m * n * k).saturating_mul(offsets.len()) >= PAR_MIN_MACS {
             od.par_chunks_mut(m * n)
                 .zip(offsets.par_iter())
-                .try_for_each(run)
+                .for_each(run);
         } else {
-            od.chunks_mut(m * n).zip(offsets.iter()).try_for_each(run)
+            od.chunks_mut(m * n).zip(offsets.iter()).for_each(run);
         }
+        Ok(())
     }
 }
 
@@ -288,69 +291,6 @@ mod tests {
         let mut out = [Buf::zeros(&shape)];
         mm.eval(&[&x, &y], &mut out).unwrap();
         assert_close(&out[0].data, &naive(tx, ty, xs, &x.data, ys, &y.data), 1e-5);
-    }
-
-    /// Batched products of attention's shapes (Q·Kᵀ with B read through a transposed view,
-    /// P·V) and larger odd ones give the bits of one `sgemm` call per product on 1 and 2
-    /// threads (on AVX-512 CPUs through the packed tile, which they then take).
-    #[test]
-    fn batched_products_give_the_bits_of_sgemm() {
-        use crate::ops::gemm::tests::on_threads;
-        for (batch, m, n, k, ty) in [
-            (3, 128, 128, 32, true),
-            (3, 128, 32, 128, false),
-            (2, 33, 47, 300, true),
-            (1, 64, 200, 700, false),
-            (4, 40, 36, 1100, false),
-        ] {
-            let (x, y) = (rand_vec(batch * m * k, 1), rand_vec(batch * k * n, 2));
-            let mm = MatMul {
-                transpose_x: false,
-                transpose_y: ty,
-            };
-            let xb = Buf {
-                shape: vec![batch, m, k],
-                data: x.clone(),
-            };
-            let yb = Buf {
-                shape: if ty {
-                    vec![batch, n, k]
-                } else {
-                    vec![batch, k, n]
-                },
-                data: y.clone(),
-            };
-            let (b_rs, b_cs) = if ty { (1, k) } else { (n, 1) };
-            let mut want = vec![0f32; batch * m * n];
-            for (bi, c) in want.chunks_exact_mut(m * n).enumerate() {
-                let (a, b) = (&x[bi * m * k..], &y[bi * k * n..]);
-                sgemm(m, n, k, a, k, 1, b, b_rs, b_cs, c, n, false);
-            }
-            let took = crate::ops::gemm_packed::gemm_packing_b(
-                MIL_NAME,
-                false,
-                (m, n, k),
-                (&x, k),
-                (&y, b_rs, b_cs),
-                &mut vec![0f32; m * n],
-                n,
-            );
-            let zmm = crate::ops::gemm_avx512::available();
-            assert_eq!(took.unwrap(), zmm && m >= 32 && n >= 32, "({m}, {n}, {k})");
-            for threads in [1, 2] {
-                let mut out = vec![Buf::zeros(&[batch, m, n])];
-                on_threads(threads, || mm.eval(&[&xb, &yb], &mut out)).unwrap();
-                let same = out[0]
-                    .data
-                    .iter()
-                    .zip(&want)
-                    .all(|(g, w)| g.to_bits() == w.to_bits());
-                assert!(
-                    same,
-                    "({batch}, {m}, {n}, {k}) transpose_y {ty}, {threads} threads"
-                );
-            }
-        }
     }
 
     #[test]
