@@ -335,7 +335,7 @@ impl<'a> BlobReader<'a> {
         let err = |at: u64, msg: String| Error::format(self.file, Some(at), msg);
         let len = self.bytes.len() as u64;
         if offset < ALIGN as u64
-            || offset % ALIGN as u64 != 0
+            || !offset.is_multiple_of(ALIGN as u64)
             || offset.checked_add(ALIGN as u64).is_none_or(|e| e > len)
         {
             return Err(err(offset, format!("descriptor offset {offset} is not a 64-aligned record inside the {len}-byte file")));

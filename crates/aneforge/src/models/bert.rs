@@ -97,7 +97,7 @@ impl BertConfig {
             type_vocab: json_opt_usize(&v, "type_vocab_size", 2, path)?,
             layer_norm_eps: json_opt_positive(&v, "layer_norm_eps", 1e-12, path)? as f32,
         };
-        if cfg.heads == 0 || cfg.hidden % cfg.heads != 0 || cfg.type_vocab == 0 {
+        if cfg.heads == 0 || !cfg.hidden.is_multiple_of(cfg.heads) || cfg.type_vocab == 0 {
             return Err(Error::format(path, None, format!("hidden_size {} is not divisible by num_attention_heads {} (or type_vocab_size is 0)", cfg.hidden, cfg.heads)));
         }
         Ok(cfg)

@@ -50,9 +50,9 @@ impl VitConfig {
             layer_norm_eps: json_opt_positive(&v, "layer_norm_eps", 1e-12, path)? as f32,
         };
         if cfg.heads == 0
-            || cfg.hidden % cfg.heads != 0
+            || !cfg.hidden.is_multiple_of(cfg.heads)
             || cfg.patch_size == 0
-            || cfg.image_size % cfg.patch_size != 0
+            || !cfg.image_size.is_multiple_of(cfg.patch_size)
         {
             return Err(Error::format(path, None, format!("hidden_size {} must divide by num_attention_heads {} and image_size {} by patch_size {}", cfg.hidden, cfg.heads, cfg.image_size, cfg.patch_size)));
         }

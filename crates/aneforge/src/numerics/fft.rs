@@ -37,7 +37,7 @@ pub fn radices(n: usize) -> Result<Vec<usize>> {
         ));
     }
     let mut best = vec![n];
-    let divisors = |m: usize| (2..m).filter(move |d| m % d == 0);
+    let divisors = |m: usize| (2..m).filter(move |d| m.is_multiple_of(*d));
     for a in divisors(n) {
         let m = n / a;
         if a + m < best.iter().sum() && a <= m {

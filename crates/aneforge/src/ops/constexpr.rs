@@ -245,7 +245,7 @@ impl Constexpr {
                     && scale_shape.len() == 2
                     && scale_shape[0] == c.shape[0]
                     && scale_shape[1] > 0
-                    && c.shape[1] % scale_shape[1] == 0;
+                    && c.shape[1].is_multiple_of(scale_shape[1]);
                 let n_scales = crate::shape::numel(scale_shape);
                 if !fits || scale.len() != n_scales {
                     return fail(format!("scale shape {scale_shape:?} ({} values) must be [rows, blocks] with blocks dividing the columns", scale.len()));

@@ -126,7 +126,7 @@ impl Depthwise {
         let [hw, taps, p] = self.sizes();
         let c = w.len() / taps;
         assert!(
-            x.len() / hw == out.len() / p && c > 0 && (x.len() / hw) % c == 0,
+            x.len() / hw == out.len() / p && c > 0 && (x.len() / hw).is_multiple_of(c),
             "depthwise: input, filter and output plane counts disagree"
         );
         if self.takes_lanes() {
@@ -226,7 +226,7 @@ impl Depthwise {
     /// Whether a plane is filled from its even and odd columns split apart first (stride 2,
     /// even width), which turns every phase row into a contiguous copy.
     fn splits_pairs(&self) -> bool {
-        self.strides[1] == 2 && self.input[1] % 2 == 0
+        self.strides[1] == 2 && self.input[1].is_multiple_of(2)
     }
 
     /// Copy input plane `xs` [H, W] into the scratch plane `s`, zeroing all of `s` first when

@@ -236,13 +236,19 @@ impl Product {
     /// (`gemm_packed`, the `gemm` crate's per-element sequence) instead of the crate, `None`
     /// where it does not: direct products wider than [`DIRECT_PANEL_COLS`] not read in place
     /// (the crate packs their input as fast), products the crate threads itself (`par` on
-    /// several threads), and where `gemm_packed::depth_block` does not know the crate's order.
+    /// several threads), and where `gemm_packed::depth_block` (`depth_block_wide` for kernels
+    /// larger than 1×1: on AVX-512 CPUs their im2col panels run faster on `gemm_avx512`'s tile
+    /// than in the crate, `throughput_per_conv`) does not know the crate's order.
     fn packed_block(&self, n: usize, par: bool) -> Option<usize> {
         let copied = self.direct() && !conv_pointwise::in_place(self.cog, self.depth());
         if (copied && n > DIRECT_PANEL_COLS) || (par && rayon::current_num_threads() > 1) {
             return None;
         }
-        gemm_packed::depth_block(self.cog, n, self.depth())
+        let (m, k) = (self.cog, self.depth());
+        match self.kernel == [1, 1] {
+            true => gemm_packed::depth_block(m, n, k),
+            false => gemm_packed::depth_block_wide(m, n, k),
+        }
     }
 
     /// Whether a tap's rows are one run of the plane: stride 1, the output as wide as the
@@ -973,6 +979,10 @@ pub(crate) mod tests {
             assert!(kc < 4096, "depth block {kc}");
             cases.extend([kc - 1, kc, kc + 1, 2 * kc + 1].map(|k| (k, 1, [13, 13], 2, 0, 1, 256)));
         }
+        // 3×3 convs whose depth passes one and two of the crate's depth blocks (AVX-512 tile).
+        if let Some(kc) = gemm_packed::depth_block_wide(70, 81, 4096) {
+            cases.extend([kc / 9 + 1, 2 * kc / 9 + 1].map(|c| (c, 3, [9, 9], 1, 1, 1, 70)));
+        }
         let mut ran_packed = false;
         for (ci, &(cin, kk, [h, w], stride, pad, dil, cog)) in cases.iter().enumerate() {
             let span = dil * (kk - 1) + 1;
@@ -1002,7 +1012,9 @@ pub(crate) mod tests {
             }
             assert_packed_matches_crate(&product, 10 * ci as u64, &[1, 2], &format!("case {ci}"));
         }
-        assert!(ran_packed || !crate::ops::gemm_avx2::available());
+        let packed_here =
+            crate::ops::gemm_avx2::available() || crate::ops::gemm_avx512::available();
+        assert!(ran_packed || !packed_here);
     }
 
     /// `run_on` on the packed kernel (and the direct path) gives the bits of the `gemm` crate's

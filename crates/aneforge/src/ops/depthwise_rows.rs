@@ -65,7 +65,7 @@ unsafe fn copy_row(src: *const f32, dst: *mut f32, n: usize) {
 /// odd columns, each a plane of half the width. Panics on other lengths.
 pub(super) fn split_pairs(src: &[f32], out: &mut [f32]) {
     assert!(
-        src.len() == out.len() && src.len() % 2 == 0,
+        src.len() == out.len() && src.len().is_multiple_of(2),
         "split_pairs: lengths"
     );
     let half = src.len() / 2;

@@ -18,7 +18,10 @@ const GROUPS: usize = 3;
 /// Rows of C per column call: [`GROUPS`] vectors of 8 rows, 4 strips of [`MR`].
 pub const COLUMN_ROWS: usize = 8 * GROUPS;
 
-const _: () = assert!(COLUMN_ROWS % MR == 0, "a column call covers whole strips");
+const _: () = assert!(
+    COLUMN_ROWS.is_multiple_of(MR),
+    "a column call covers whole strips"
+);
 
 /// Depth steps per transposed block of A (one 8×8 transpose per group).
 #[cfg(target_arch = "x86_64")]

@@ -9,9 +9,10 @@
 //! depends on which microkernel the crate dispatches to on this CPU and on the L1 cache
 //! geometry it reads. The packed GEMM (`gemm_packed`, AVX2+FMA CPUs) reproduces
 //! this sequence; the test below fails if a `gemm` upgrade changes it (the bit-identity hashes
-//! would move). On AVX-512 CPUs the crate's 16-lane kernel runs above the AVX2 peak, so the
-//! crate stays there (BENCHMARKS.md, h-gemm) except on small products, where its packing per
-//! call costs more (`gemm_packed::depth_block`).
+//! would move). On AVX-512 CPUs the packed GEMM runs its own 16-lane tile (`gemm_avx512`) where
+//! B is packed once or written into panels anyway (`gemm_packed::depth_block_wide`); other
+//! products stay on the crate, except small ones, where its packing per call costs more
+//! (`gemm_packed::depth_block`).
 
 /// Smallest m·n the crate multiplies on its blocked path for every stride pattern (smaller
 /// products with unit-stride depth take its horizontal kernel, whose order differs).

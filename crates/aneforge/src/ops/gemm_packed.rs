@@ -4,7 +4,8 @@
 //! gives the bits of the same `sgemm` call; the kernel runs only where that sequence is known
 //! and the crate's kernel is not faster ([`depth_block`]), and callers use `sgemm` otherwise.
 //! A last panel of at most 8 columns runs several 6-row strips at once (`gemm_avx2::narrow_at`,
-//! `gemm_avx2_column::column_at` for one column), the same chain per element.
+//! `gemm_avx2_column::column_at` for one column), the same chain per element. On AVX-512 CPUs
+//! every tile is `gemm_avx512`'s (8 rows × 2 panels in 16-lane registers).
 
 use rayon::prelude::*;
 
@@ -12,6 +13,7 @@ use super::conv_gemm::SyncPtr;
 use super::gemm::{check_operand, PAR_MIN_MACS};
 use super::gemm_avx2::{self as avx2, MR, NARROW_ROWS, NR};
 use super::gemm_avx2_column::{self as column, COLUMN_ROWS};
+use super::gemm_avx512 as avx512;
 use super::gemm_order;
 
 /// Panels per column block: the block's panels (≤ 512 × 128 f32, 256 KiB) stay in L2 while
@@ -26,6 +28,17 @@ pub fn depth_block(m: usize, n: usize, k: usize) -> Option<usize> {
         return None;
     }
     gemm_order::depth_block(m, n, k)
+}
+
+/// [`depth_block`] extended on AVX-512 CPUs to every blocked-path product, which
+/// `gemm_avx512`'s tile runs faster than the crate where the caller's B is packed once or
+/// written into panels anyway: a matmul's shared weight (`throughput_against_sgemm`), an
+/// im2col'd conv product (`conv_gemm::tests::throughput_per_conv`).
+pub fn depth_block_wide(m: usize, n: usize, k: usize) -> Option<usize> {
+    match avx512::available() && gemm_order::blocked_path(m, n, k) {
+        true => gemm_order::depth_block(m, n, k),
+        false => depth_block(m, n, k),
+    }
 }
 
 /// Most multiply-adds (m·n·k) and columns (n) of a product the kernel takes from the crate
@@ -118,11 +131,31 @@ pub unsafe fn gemm_raw(
         blocks = blocks.max((2 * threads).min(count));
     }
     let dst = SyncPtr(c.0);
+    let zmm = avx512::available();
     let block = |t: usize| {
         let range = count * t / blocks..count * (t + 1) / blocks;
         let mut p0 = 0;
         while p0 < k {
             let kb = kc.min(k - p0);
+            if zmm {
+                for i0 in (0..m).step_by(avx512::MR) {
+                    let mut jb = range.start;
+                    while jb < range.end {
+                        // SAFETY: AVX-512F detected; the checks above keep the A rows, the
+                        // panels (a second one only where C has columns, inside this block's
+                        // range or the next panel's padding-free start) and the C tile inside
+                        // their slices; blocks write disjoint columns.
+                        jb += unsafe {
+                            let b = (panels.as_ptr().add(jb * k * NR + p0 * NR), k * NR);
+                            let (a, c) = ((a.as_ptr(), a_rs), (dst.get(), c_rs));
+                            let n_here = n.min(range.end * NR);
+                            avx512::tile_at((p0, kb), (i0, jb), (m, n_here), a, b, c, accumulate)
+                        };
+                    }
+                }
+                p0 += kb;
+                continue;
+            }
             for i0 in (0..m).step_by(MR) {
                 for jb in range.clone() {
                     // SAFETY: the CPU has AVX2+FMA (asserted); the checks above keep the A rows,
@@ -216,7 +249,7 @@ mod tests {
             (64, 3136, 64),
         ];
         for (si, &(m, n, k)) in shapes.iter().enumerate() {
-            let Some(kc) = depth_block(m, n, k) else {
+            let Some(kc) = depth_block_wide(m, n, k) else {
                 return;
             };
             let seed = 20 * si as u64;
@@ -267,7 +300,7 @@ mod tests {
             (128, 384, 1536),
             (256, 384, 384),
         ] {
-            let Some(kc) = depth_block(m, n, k) else {
+            let Some(kc) = depth_block_wide(m, n, k) else {
                 return;
             };
             let (a, w) = (rand_vec(m * k, 1), rand_vec(n * k, 2));

@@ -25,7 +25,7 @@ pub fn cross_product_shape(a: &[usize], b: &[usize]) -> Result<Shape> {
 
 /// `a × b` for each 3-vector on the last axis.
 pub fn cross_product(a: &[f32], b: &[f32]) -> Result<Vec<f32>> {
-    if a.len() != b.len() || a.len() % 3 != 0 {
+    if a.len() != b.len() || !a.len().is_multiple_of(3) {
         return Err(Error::shape(
             CROSS_PRODUCT,
             format!(
@@ -115,7 +115,7 @@ pub fn radius_search_shape(points: &[usize], centroids: &[usize], radius: f64) -
 /// `out[i, j] = 1` when point `i` lies within `radius` of centroid `j` (squared distance <=
 /// radius², inclusive), else 0.
 pub fn radius_search(points: &[f32], centroids: &[f32], radius: f64) -> Result<Vec<f32>> {
-    if points.len() % 3 != 0 || centroids.len() % 3 != 0 {
+    if !points.len().is_multiple_of(3) || !centroids.len().is_multiple_of(3) {
         return Err(Error::shape(
             RADIUS_SEARCH,
             "points and centroids must hold 3-vectors",

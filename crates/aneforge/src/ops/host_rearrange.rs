@@ -71,7 +71,7 @@ pub fn block_shape(
     let mut out = x.to_vec();
     match dir {
         Direction::FromSpace => {
-            if x[2] % bh != 0 || x[3] % bw != 0 {
+            if !x[2].is_multiple_of(bh) || !x[3].is_multiple_of(bw) {
                 return Err(Error::shape(
                     op,
                     format!(
@@ -85,7 +85,7 @@ pub fn block_shape(
             out[3] /= bw;
         }
         Direction::ToSpace => {
-            if x[slot] % blocks != 0 {
+            if !x[slot].is_multiple_of(blocks) {
                 return Err(Error::shape(
                     op,
                     format!(

@@ -93,7 +93,7 @@ impl SplitMix64 {
 /// One token id per row of `logits` (`rows × vocab` values); non-finite logits are a value
 /// error naming the row and position.
 pub fn sample(logits: &[f32], vocab: usize, params: &SampleParams) -> Result<Vec<i32>> {
-    if vocab == 0 || logits.len() % vocab != 0 {
+    if vocab == 0 || !logits.len().is_multiple_of(vocab) {
         return Err(Error::shape(
             SAMPLE,
             format!("{} logits do not split into rows of {vocab}", logits.len()),

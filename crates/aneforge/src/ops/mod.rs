@@ -24,6 +24,7 @@ pub mod elementwise;
 pub mod gemm;
 pub(crate) mod gemm_avx2;
 mod gemm_avx2_column;
+pub(crate) mod gemm_avx512;
 pub(crate) mod gemm_order;
 pub(crate) mod gemm_packed;
 pub(crate) mod gemv;

@@ -35,7 +35,7 @@ fn applies(len: usize, n: usize) -> bool {
         #[cfg(not(target_arch = "x86_64"))]
         false
     };
-    n != 0 && n % 8 == 0 && len == ROWS * n && super::simd_exp::available() && features()
+    n != 0 && n.is_multiple_of(8) && len == ROWS * n && super::simd_exp::available() && features()
 }
 
 /// What [`try_add_softmax_rows_rounded`] did with a block.

@@ -135,7 +135,7 @@ fn bind_port(ctx: Ctx, op: &Handle, spec: &PortSpec, input: bool) -> Result<Port
         ctx,
         e5rt_buffer_object_get_data_ptr(buffer.raw(), &mut data)
     )?;
-    if data.is_null() || (data as usize) % 4 != 0 {
+    if data.is_null() || !(data as usize).is_multiple_of(4) {
         let message = format!("buffer of port '{}' has an unusable data pointer {data:p} (null or not 4-byte aligned)", spec.name);
         return Err(Error::E5rt {
             function: "e5rt_buffer_object_get_data_ptr",

@@ -94,7 +94,7 @@ mod x86 {
         // their inputs read now: the elements it shares with the last whole vector get the same
         // values again.
         let whole = n / 8;
-        let count = whole + usize::from(n % 8 != 0);
+        let count = whole + usize::from(!n.is_multiple_of(8));
         let start = |v: usize| if v < whole { 8 * v } else { n - 8 };
         // SAFETY: n ≥ 8, so elements n − 8..n lie in `part`.
         let last = unsafe { _mm256_loadu_ps(p.add(n - 8)) };

@@ -1,12 +1,12 @@
 //! Dense fp16 matmul weights expanded to f32 once per process, in the layout the GEMM reads
 //! without packing, and shared by every program built from the same constant (e.g. every
 //! sequence bucket of a sentence encoder). A `matmul(x, W, transpose_y = true)` with W a rank-2
-//! fp16 constant [N, K] keeps Wᵀ (K×N) instead of the program's own [N, K] slot: on AVX2 CPUs
-//! without AVX-512 in the panels of the packed GEMM (`ops::gemm_packed`, which then runs the
-//! product without packing anything per call); on other CPUs whose `gemm` kernel
-//! `ops::gemm_order` models, as column blocks (`weight_blocks`) that the crate (computing
-//! Cᵀ = Wᵀᵀ·xᵀ with W as its left operand) reads in place block by block; elsewhere as a
-//! row-major [K, N] array. All three reproduce the crate's per-element summation order (blocking by
+//! fp16 constant [N, K] keeps Wᵀ (K×N) instead of the program's own [N, K] slot: on x86 CPUs
+//! with AVX2 or AVX-512 in the panels of the packed GEMM (`ops::gemm_packed`, which then runs
+//! the product without packing anything per call, on `gemm_avx512`'s tile where there is
+//! AVX-512); on other CPUs whose `gemm` kernel `ops::gemm_order` models, as column blocks
+//! (`weight_blocks`) that the crate (computing Cᵀ = Wᵀᵀ·xᵀ with W as its left operand) reads
+//! in place block by block; elsewhere as a row-major [K, N] array. All three reproduce the crate's per-element summation order (blocking by
 //! (m, n, k) alone), so results are bit-identical to the [N, K] call. That holds on the crate's
 //! blocked path only; shapes its small-matrix paths take (M or N < 2, K ≤ 2, M·N ≤ 256) keep
 //! the ordinary dense matmul, except one row (M = 1, x [1, K]): a matrix-vector product that
@@ -29,6 +29,7 @@ use crate::ops::conv::Conv;
 use crate::ops::conv_gemm::Product;
 use crate::ops::gemm::sgemm;
 use crate::ops::gemm_avx2;
+use crate::ops::gemm_avx512;
 use crate::ops::gemm_packed;
 use crate::ops::gemv;
 use crate::ops::io::Const;
@@ -41,8 +42,8 @@ use crate::ops::weight_blocks;
 /// smaller products with a horizontal kernel whose order depends on the layout).
 const MIN_OUTPUT: usize = 16 * 16 + 1;
 
-/// Expanded weights alive in this process, by (content hash, N, K).
-type Cache = HashMap<(u64, usize, usize), Weak<[f32]>>;
+/// Expanded weights alive in this process, by (content hash, N, K, layout).
+type Cache = HashMap<(u64, usize, usize, Layout), Weak<[f32]>>;
 static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
 
 /// Wᵀ of a rank-2 fp16 constant W [N, K] as f32 K×N (in its [`Layout`]), shared between programs; or W's own fp16 values for x [1, K].
@@ -68,7 +69,7 @@ enum ConvUse {
 }
 
 /// How Wᵀ is stored: the packed GEMM's panels, column blocks (`weight_blocks`) or row-major.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Layout {
     Panels,
     Blocks,
@@ -76,7 +77,8 @@ enum Layout {
 }
 
 impl Layout {
-    /// The layout the matmul reads fastest on this CPU with the dense call's bits.
+    /// The layout a conv's weight blocks (`Product::prefers_blocks`) and, on CPUs without
+    /// AVX-512, a matmul read fastest here with the dense call's bits.
     fn here() -> Layout {
         if gemm_avx2::available() {
             Layout::Panels
@@ -84,6 +86,15 @@ impl Layout {
             Layout::Blocks
         } else {
             Layout::RowMajor
+        }
+    }
+
+    /// The layout of a matmul's weight: panels on AVX-512 CPUs too (`gemm_avx512`'s tile),
+    /// else [`Layout::here`].
+    fn matmul() -> Layout {
+        match gemm_avx512::available() {
+            true => Layout::Panels,
+            false => Layout::here(),
         }
     }
 }
@@ -120,11 +131,10 @@ fn is_transpose_of(wt: &[f32], values: &[f16], n: usize, k: usize, kind: Layout)
 
 impl SharedWeight {
     /// The process-wide expansion of `c` (shape [N, K], or [N, ...] with K the product of the
-    /// rest), made now if no live program holds it.
-    pub fn of(c: &Const) -> SharedWeight {
+    /// rest) in layout `kind`, made now if no live program holds it.
+    fn of(c: &Const, kind: Layout) -> SharedWeight {
         let (n, k) = (c.shape[0], c.shape[1..].iter().product());
-        let kind = Layout::here();
-        let key = (content_hash(&c.values), n, k);
+        let key = (content_hash(&c.values), n, k, kind);
         let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
         let cache = cache.get_or_insert_with(HashMap::new);
         if let Some(wt) = cache.get(&key).and_then(Weak::upgrade) {
@@ -272,7 +282,7 @@ impl SharedWeight {
             }
             Layout::Panels => {}
         }
-        let kc = gemm_packed::depth_block(m, n, k).ok_or_else(|| {
+        let kc = gemm_packed::depth_block_wide(m, n, k).ok_or_else(|| {
             Error::shape(
                 "matmul",
                 format!("x {:?} is below the shared weight's GEMM size", x.shape),
@@ -317,7 +327,7 @@ pub fn shared_weights(g: &Graph) -> Vec<Option<SharedWeight>> {
                 (&[m, k], &[n, kw])
                     if k == kw && m >= 2 && n >= 2 && k >= 3 && m * n >= MIN_OUTPUT =>
                 {
-                    Some(SharedWeight::of(c))
+                    Some(SharedWeight::of(c, Layout::matmul()))
                 }
                 (&[1, k], &[n, kw])
                     if k == kw && gemv::plan((1, n, k), (k, 1), (1, k), n).is_some() =>
@@ -359,7 +369,7 @@ fn blocks_conv(g: &Graph, nd: &crate::graph::Node, c: &Conv) -> Option<SharedWei
     let bias = nd.inputs.len() == 3;
     Some(SharedWeight {
         conv: Some(ConvUse::Blocks { product, bias }),
-        ..SharedWeight::of(wc)
+        ..SharedWeight::of(wc, Layout::here())
     })
 }
 
@@ -421,7 +431,9 @@ mod tests {
             let mut dense = vec![0f32; m * n];
             sgemm(m, n, k, &x.data, k, 1, &w, 1, k, &mut dense, n, false);
             let mut got = vec![f32::NAN; m * n];
-            SharedWeight::of(&c).matmul(&x, &mut got).unwrap();
+            SharedWeight::of(&c, Layout::matmul())
+                .matmul(&x, &mut got)
+                .unwrap();
             for (i, (g, d)) in got.iter().zip(&dense).enumerate() {
                 assert_eq!(g.to_bits(), d.to_bits(), "({m}, {n}, {k}) element {i}");
                 let (r, j) = (i / n, i % n);
@@ -533,13 +545,17 @@ mod tests {
             fp16_const([40, 24], 2),
         );
         let (wa, wb, wo) = (
-            SharedWeight::of(&a),
-            SharedWeight::of(&b),
-            SharedWeight::of(&other),
+            SharedWeight::of(&a, Layout::matmul()),
+            SharedWeight::of(&b, Layout::matmul()),
+            SharedWeight::of(&other, Layout::matmul()),
         );
         assert!(Arc::ptr_eq(&wa.wt, &wb.wt));
         assert!(!Arc::ptr_eq(&wa.wt, &wo.wt));
-        let padded = if gemm_avx2::available() { 48 } else { 40 };
+        let padded = if Layout::matmul() == Layout::Panels {
+            48
+        } else {
+            40
+        };
         assert_eq!(wa.bytes(), 4 * padded * 24);
         let x = Buf::zeros(&[3, 23]);
         assert!(wa.matmul(&x, &mut [0.0; 3 * 40]).is_err());

@@ -58,7 +58,7 @@ impl Tensor {
     pub fn split(&self, num_splits: usize, axis: i64) -> Result<Vec<Tensor>> {
         let ax = shape::axis("split", axis, self.rank())?;
         let ext = self.shape()[ax];
-        if num_splits == 0 || ext % num_splits != 0 {
+        if num_splits == 0 || !ext.is_multiple_of(num_splits) {
             return Err(Error::shape(
                 "split",
                 format!(

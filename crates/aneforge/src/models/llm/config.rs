@@ -140,7 +140,7 @@ impl LlmConfig {
             return Err(bad(format!("{name} must be positive")));
         }
         check_rope_table(self.head_dim)?;
-        if self.heads % self.kv_heads != 0 {
+        if !self.heads.is_multiple_of(self.kv_heads) {
             return Err(bad(format!(
                 "head count {} is not a multiple of the key/value head count {}",
                 self.heads, self.kv_heads
@@ -152,7 +152,7 @@ impl LlmConfig {
                 self.width, self.heads
             )));
         }
-        if self.family.rope() && self.head_dim % 2 != 0 {
+        if self.family.rope() && !self.head_dim.is_multiple_of(2) {
             return Err(bad(format!(
                 "head_dim {} must be even (RoPE)",
                 self.head_dim

@@ -53,7 +53,7 @@ pub fn encode(
     let ty = info.ggml_type;
     let (block, size) = (ty.block_size() as usize, ty.type_size() as usize);
     let fail = |msg: String| Error::format(path, None, format!("tensor '{}': {msg}", info.name));
-    if req.cols == 0 || req.cols % block != 0 {
+    if req.cols == 0 || !req.cols.is_multiple_of(block) {
         return Err(fail(format!(
             "rows of {} elements are not whole {} blocks of {block}",
             req.cols,
@@ -78,7 +78,7 @@ pub fn encode(
         }
     };
     let shape = vec![rows, req.cols];
-    let blocks = if req.cols % BLOCK == 0 {
+    let blocks = if req.cols.is_multiple_of(BLOCK) {
         gguf_blocks(ty, &bytes, req.scale)
     } else {
         None

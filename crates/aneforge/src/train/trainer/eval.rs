@@ -107,7 +107,7 @@ impl Trainer {
             .expect("compiled above");
         let b = ev.x_shape[0];
         let per: usize = ev.x_shape[1..].iter().product();
-        if x.len() % per != 0 {
+        if !x.len().is_multiple_of(per) {
             return Err(Error::shape(
                 "Trainer.predict",
                 format!(
