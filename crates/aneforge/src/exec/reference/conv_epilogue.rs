@@ -475,8 +475,8 @@ impl<'a> Pass<'a> {
                 let filled = self.steps(plan, i % self.channels, 0, i * len, len, steps);
                 filled.expect("epilogue lanes: an operand shorter than the output")
             };
-            // SAFETY: `lanes` is only set when the CPU runs them.
             let steps = &mut steps[..plan.len()];
+            // SAFETY: `lanes` is only set when the CPU runs them.
             return unsafe { epilogue_lanes::run_planes(len, p, steps, fill) };
         }
         let span = (PIECE / len).max(1) * len;
@@ -1199,11 +1199,11 @@ mod tests {
         }
     }
 
-    /// ns per 8-lane vector in L1 at 1 thread (process CPU time, best of 15 runs of 2000 passes): a bare rounding
-    /// stream, the ResNet chain (round, batch_norm, round, add, round, relu) and the MobileNetV3
-    /// gate chain (bias, round, hardswish) on planes of 32×32, 14×14 and 7×7 (~2 K elements), on
-    /// the lanes where the pass takes them and on the scalar stages. A benchmark, not a test: run
-    /// with `--ignored --nocapture` in release.
+    /// ns per 8-lane vector in L1 at 1 thread (process CPU time, best of 15 runs of 2000
+    /// passes): a bare rounding stream, the ResNet chain (round, batch_norm, round, add, round,
+    /// relu) and the MobileNetV3 gate chain (bias, round, hardswish) on planes of 32×32, 14×14
+    /// and 7×7 (~2 K elements), on the lanes where the pass takes them and on the scalar
+    /// stages. A benchmark, not a test: run with `--ignored --nocapture` in release.
     #[test]
     #[ignore]
     fn ns_per_vector_in_l1() {
