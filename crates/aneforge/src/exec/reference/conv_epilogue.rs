@@ -305,28 +305,6 @@ enum Planned {
     Param(usize),
 }
 
-/// The vector steps of one plane part (the first `len` of `steps`).
-struct Steps<'a> {
-    steps: [Lane<'a>; MAX_STEPS],
-    len: usize,
-}
-
-impl Default for Steps<'_> {
-    fn default() -> Self {
-        Steps {
-            steps: [Lane::Round; MAX_STEPS],
-            len: 0,
-        }
-    }
-}
-
-impl<'a> Steps<'a> {
-    /// The steps in order.
-    fn as_slice(&self) -> &[Lane<'a>] {
-        &self.steps[..self.len]
-    }
-}
-
 impl Epilogue {
     /// The output pass of a conv with nothing folded after it (rounding, and the bias when the
     /// conv leaves it for later), for node `i` of `g` when it is a conv step of its own with a
@@ -486,9 +464,21 @@ impl<'a> Pass<'a> {
     }
 
     /// Run every stage over whole planes `p` (planes `first`.. of the output's flat [N·C]
-    /// planes, each of `len` elements, not yet rounded): one at a time, or pieces of several
-    /// when planes are shorter than [`PIECE`].
+    /// planes, each of `len` elements, not yet rounded): on the vector lanes from a [`PIECE`]
+    /// a plane (on smaller planes the per-plane steps cost more than the passes: 7×7 and 14×14
+    /// in `ns_per_vector_in_l1`), else pieces of several planes.
     fn planes(&self, first: usize, len: usize, p: &mut [f32]) {
+        if let Some(plan) = self.lanes.as_deref().filter(|_| len >= PIECE) {
+            let mut steps = [Lane::Round; MAX_STEPS];
+            let fill = |q: usize, steps: &mut [Lane<'a>]| {
+                let i = first + q;
+                let filled = self.steps(plan, i % self.channels, 0, i * len, len, steps);
+                filled.expect("epilogue lanes: an operand shorter than the output")
+            };
+            let steps = &mut steps[..plan.len()];
+            // SAFETY: `lanes` is only set when the CPU runs them.
+            return unsafe { epilogue_lanes::run_planes(len, p, steps, fill) };
+        }
         let span = (PIECE / len).max(1) * len;
         for (g, p) in p.chunks_mut(span).enumerate() {
             match span > len {
@@ -499,17 +489,10 @@ impl<'a> Pass<'a> {
     }
 
     /// Run every stage over plane `i` ([H, W] of the output's flat [N·C] planes, not yet
-    /// rounded), first adding its channel's bias when the conv left it out, one piece at a time.
+    /// rounded) on the scalar stages, first adding its channel's bias when the conv left it
+    /// out, one piece at a time.
     fn plane(&self, i: usize, p: &mut [f32]) {
         let len = p.len();
-        // On lanes only from a piece up: on smaller planes the per-plane steps and the short
-        // dependent chains cost more than the passes (7×7: 86 → 171 µs; `throughput_lanes`).
-        if let Some(plan) = self.lanes.as_deref().filter(|_| len >= PIECE) {
-            let steps = self.steps(plan, i % self.channels, 0, i * len, len);
-            let steps = steps.expect("epilogue lanes: an operand shorter than the output");
-            // SAFETY: `lanes` is only set when the CPU runs them.
-            return unsafe { epilogue_lanes::run(steps.as_slice(), p) };
-        }
         for (ci, chunk) in p.chunks_mut(PIECE).enumerate() {
             self.piece(len, i * len + ci * PIECE, chunk);
         }
@@ -580,9 +563,9 @@ impl<'a> Pass<'a> {
         (plan.len() <= MAX_STEPS).then_some(plan)
     }
 
-    /// The planned steps on one plane part (channel `k`, first column `column`, first flat
-    /// index `e`, `len` elements) with that plane's constants; None when an operand is shorter
-    /// than the part needs.
+    /// Write into `steps` (as long as `plan`) the planned steps on one plane part (channel `k`,
+    /// first column `column`, first flat index `e`, `len` elements) with that plane's
+    /// constants; None when an operand is shorter than the part needs.
     fn steps(
         &self,
         plan: &[Planned],
@@ -590,9 +573,9 @@ impl<'a> Pass<'a> {
         column: usize,
         e: usize,
         len: usize,
-    ) -> Option<Steps<'_>> {
-        let mut steps = Steps::default();
-        for (slot, planned) in steps.steps.iter_mut().zip(plan) {
+        steps: &mut [Lane<'a>],
+    ) -> Option<()> {
+        for (slot, planned) in steps.iter_mut().zip(plan) {
             *slot = match *planned {
                 Planned::Step(lane) => lane,
                 Planned::Bias => Lane::AddConst(*self.bias?.get(k)?),
@@ -616,8 +599,7 @@ impl<'a> Pass<'a> {
                 },
             };
         }
-        steps.len = plan.len();
-        Some(steps)
+        Some(())
     }
 
     /// Run every stage over `chunk` (≤ [`PIECE`] elements, not yet rounded), the flat output's
@@ -1214,6 +1196,77 @@ mod tests {
             };
             let (stages, lanes) = (time(None), time(Some(plan)));
             println!("{shape:?}: stages {stages:.0} µs, lanes {lanes:.0} µs");
+        }
+    }
+
+    /// ns per 8-lane vector in L1 at 1 thread (process CPU time, best of 15 runs of 2000
+    /// passes): a bare rounding stream, the ResNet chain (round, batch_norm, round, add, round,
+    /// relu) and the MobileNetV3 gate chain (bias, round, hardswish) on planes of 32×32, 14×14
+    /// and 7×7 (~2 K elements), on the lanes where the pass takes them and on the scalar
+    /// stages. A benchmark, not a test: run with `--ignored --nocapture` in release.
+    #[test]
+    #[ignore]
+    fn ns_per_vector_in_l1() {
+        let best = |f: &mut dyn FnMut(), vectors: usize| {
+            let clock = || crate::exec::clock::process_cpu_us().unwrap();
+            let mut t = f64::MAX;
+            for _ in 0..15 {
+                let t0 = clock();
+                (0..2000).for_each(|_| f());
+                t = t.min((clock() - t0) * 1e3 / 2000.0 / vectors as f64);
+            }
+            t
+        };
+        let mut x = rand_vec(2048, 1);
+        let round = best(&mut || round_in_place(std::hint::black_box(&mut x)), 256);
+        println!("bare round: {round:.2} ns/vector");
+        for (c, h) in [(2, 32), (10, 14), (40, 7)] {
+            let shape = [1, c, h, h];
+            let n = c * h * h;
+            let (x, residual) = (rand_vec(n, 1), rand_vec(n, 2));
+            let (mean, beta, scale) = (rand_vec(c, 3), rand_vec(c, 4), rand_vec(c, 5));
+            let hardswish = Unary::SigmoidHard {
+                alpha: 1.0 / 6.0,
+                beta: 0.5,
+            };
+            let bn = || Params::BatchNorm {
+                mean: &mean,
+                scale: scale.clone(),
+                beta: &beta,
+            };
+            let chains = [
+                (
+                    "resnet",
+                    vec![
+                        (bn(), true),
+                        (Params::Add(&residual), true),
+                        (Params::Unary(Unary::Relu, None), true),
+                    ],
+                    None,
+                ),
+                (
+                    "hardswish",
+                    vec![(Params::Gate(hardswish, None, true), true)],
+                    Some(&beta[..]),
+                ),
+            ];
+            for (name, params, bias) in chains {
+                let mut pass = Pass::new(true, params, bias, c);
+                let mut out = Buf::zeros(&shape);
+                let mut time = |pass: &Pass| {
+                    best(
+                        &mut || {
+                            out.data.copy_from_slice(&x);
+                            pass.run(&mut out)
+                        },
+                        n.div_ceil(8),
+                    )
+                };
+                let default = time(&pass);
+                pass.lanes = None;
+                let stages = time(&pass);
+                println!("{name} {h}x{h}: default {default:.2}, stages {stages:.2} ns/vector");
+            }
         }
     }
 
