@@ -91,7 +91,7 @@ pub(super) unsafe fn run_planes<'a>(
     plane: impl FnMut(usize, &mut [Lane<'a>]),
 ) {
     assert!(
-        len >= 8 && part.len() % len == 0 && steps.len() <= MAX_STEPS,
+        len >= 8 && part.len().is_multiple_of(len) && steps.len() <= MAX_STEPS,
         "epilogue lanes: planes of at least 8, at most MAX_STEPS steps"
     );
     #[cfg(target_arch = "x86_64")]
