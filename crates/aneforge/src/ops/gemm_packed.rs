@@ -138,18 +138,18 @@ pub unsafe fn gemm_raw(
         while p0 < k {
             let kb = kc.min(k - p0);
             if zmm {
+                // C's columns up to this block's end: a tile takes a second panel only inside it.
+                let n_block = n.min(range.end * NR);
                 for i0 in (0..m).step_by(avx512::MR) {
                     let mut jb = range.start;
                     while jb < range.end {
                         // SAFETY: AVX-512F detected; the checks above keep the A rows, the
-                        // panels (a second one only where C has columns, inside this block's
-                        // range or the next panel's padding-free start) and the C tile inside
-                        // their slices; blocks write disjoint columns.
+                        // panels and the C tile inside their slices; blocks write disjoint
+                        // columns.
                         jb += unsafe {
                             let b = (panels.as_ptr().add(jb * k * NR + p0 * NR), k * NR);
                             let (a, c) = ((a.as_ptr(), a_rs), (dst.get(), c_rs));
-                            let n_here = n.min(range.end * NR);
-                            avx512::tile_at((p0, kb), (i0, jb), (m, n_here), a, b, c, accumulate)
+                            avx512::tile_at((p0, kb), (i0, jb), (m, n_block), a, b, c, accumulate)
                         };
                     }
                 }
