@@ -376,8 +376,8 @@ mod tests {
 
     /// Max-pooling keeps the per-element chain max(…max(max(−inf, t0), t1)…) over the taps in
     /// (ky, kx) order bit for bit (signed zeros and NaNs in the input), for strides 1–3 and the
-    /// 2×2 stride-2 pass and the column-stride-2 phase rows (odd sizes, rows long enough for their
-    /// vector loops, −inf taps).
+    /// 2×2 stride-2 pass, the column-stride-2 phase rows and 3-wide windows (odd sizes, rows
+    /// long enough for their vector loops, −inf taps).
     #[test]
     fn max_pool_is_the_tap_order_chain_bit_for_bit() {
         let cases = [
@@ -393,6 +393,14 @@ mod tests {
             ([2, 1, 9, 37], [3, 5], [1, 2], [0, 2, 3, 1]),
             ([1, 2, 7, 33], [2, 4], [3, 2], [1, 0, 0, 2]),
             ([1, 1, 5, 17], [1, 2], [2, 2], [0, 0, 1, 0]),
+            // 3-wide with left padding 1 (`MaxS2::rows3_avx2`): widths 1–3 and past 8 / 16
+            // outputs, row kernels 1–5, row strides 1–3, top padding 0–2.
+            ([1, 2, 9, 1], [3, 3], [2, 2], [1, 1, 1, 1]),
+            ([2, 1, 11, 17], [3, 3], [1, 2], [2, 1, 1, 2]),
+            ([1, 3, 6, 2], [5, 3], [3, 2], [2, 2, 1, 1]),
+            ([1, 1, 4, 31], [1, 3], [2, 2], [0, 0, 1, 0]),
+            ([1, 2, 13, 35], [3, 3], [2, 2], [0, 1, 1, 1]),
+            ([1, 1, 5, 3], [2, 3], [1, 2], [1, 0, 1, 0]),
         ];
         for (xs, k, s, pad) in cases {
             let p = pool(PoolKind::Max, k, s, pad);
