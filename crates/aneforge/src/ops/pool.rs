@@ -427,10 +427,9 @@ mod tests {
     fn max_pool_3_wide_keeps_the_first_of_equal_taps() {
         let values = [0.0, -0.0, -1.0, f32::NAN, f32::NEG_INFINITY];
         for (xs, k, s, pad) in THREE_WIDE {
-            let n: usize = xs.iter().product();
-            let xd = (0..n)
-                .map(|i| values[i.wrapping_mul(2654435761) % 97 % 5])
-                .collect();
+            let pick = |r: f32| values[((r * 1e4) as i64).rem_euclid(5) as usize];
+            let xd = rand_vec(xs.iter().product(), 43).into_iter().map(pick);
+            let xd = xd.collect();
             assert_tap_order_chain(xs, pool(PoolKind::Max, k, s, pad), xd);
         }
     }
