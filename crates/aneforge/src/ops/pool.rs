@@ -408,10 +408,12 @@ mod tests {
         }
     }
 
+    /// A pool test case: input shape, kernel, strides, pad.
+    type PoolCase = ([usize; 4], [usize; 2], [usize; 2], [usize; 4]);
+
     /// Max-pools of 3-wide windows with left padding 1 (`MaxS2::rows3_avx2`): widths 1–3 and
-    /// past 8 / 16 outputs, row kernels 1–5, row strides 1–3, top padding 0–2 (input shape,
-    /// kernel, strides, pad).
-    const THREE_WIDE: [([usize; 4], [usize; 2], [usize; 2], [usize; 4]); 7] = [
+    /// past 8 / 16 outputs, row kernels 1–5, row strides 1–3, top padding 0–2.
+    const THREE_WIDE: [PoolCase; 7] = [
         ([1, 2, 112, 112], [3, 3], [2, 2], [1, 1, 1, 1]),
         ([1, 2, 9, 1], [3, 3], [2, 2], [1, 1, 1, 1]),
         ([2, 1, 11, 17], [3, 3], [1, 2], [2, 1, 1, 2]),
