@@ -44,6 +44,10 @@ const MIN_PIXELS: usize = 784;
 /// One chunk per depth block (288 at 64 channels 3×3) measured no faster in ResNet-18.
 const CHUNK: usize = 128;
 
+/// Deepest depth block swept as one chunk (the stem's 147 steps of 3 channels 7×7, whose
+/// second chunk of 19 steps stored and reloaded every tile's sums for few products).
+const ONE_CHUNK: usize = 192;
+
 thread_local! {
     /// The zero-padded input (every element read is written).
     static PADDED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
@@ -228,7 +232,8 @@ fn tile_widths(ow: usize) -> Vec<usize> {
 
 /// Output rows `rows` of one channel block: C [valid, p] at `c` (rows p apart) (+)= the packed
 /// weight block `wb` [k][16] × the taps of `padded`, in depth blocks of `kc`, each swept over
-/// the rows in chunks of [`CHUNK`] depth steps with the running sums in `acc` [pixels][16].
+/// the rows in chunks of [`CHUNK`] depth steps (one chunk up to [`ONE_CHUNK`]) with the
+/// running sums in `acc` [pixels][16].
 ///
 /// # Safety
 /// The CPU has AVX2+FMA; `c` holds `valid` ≤ 16 rows of p floats, columns of `rows` the
@@ -252,18 +257,28 @@ unsafe fn block(
         "lane conv: taps past the input"
     );
     assert!(wb.len() >= k * LANES && acc.len() >= rows.len() * ow * LANES && kc > 0);
-    // Where each pixel of the rows (flattened) reads its taps.
-    let start = |q: usize| (rows.start + q / ow) * s * geo.wp + q % ow * s;
+    // Where each pixel of the rows (flattened) reads its taps, in order.
+    let starts = || {
+        let row = |oy: usize| (0..ow).map(move |ox| (oy * geo.wp + ox) * s);
+        rows.clone().flat_map(row)
+    };
     let widths = tile_widths(rows.len() * ow);
     for p0 in (0..k).step_by(kc) {
         let end = (p0 + kc).min(k);
-        for c0 in (p0..end).step_by(CHUNK) {
-            let c1 = (c0 + CHUNK).min(end);
+        let chunk = if end - p0 <= ONE_CHUNK {
+            ONE_CHUNK
+        } else {
+            CHUNK
+        };
+        for c0 in (p0..end).step_by(chunk) {
+            let c1 = (c0 + chunk).min(end);
             let (w, offsets) = (&wb[c0 * LANES..c1 * LANES], &geo.offsets[c0..c1]);
-            let mut q = 0;
+            let (mut q, mut at) = (0, starts());
             for &n in &widths {
-                let x: [*const f32; PIXELS] =
-                    std::array::from_fn(|j| padded[start(q + j.min(n - 1))..].as_ptr());
+                let mut x = [padded.as_ptr(); PIXELS];
+                for (j, o) in at.by_ref().take(n).enumerate() {
+                    x[j] = padded[o..].as_ptr();
+                }
                 let sums = &mut acc[q * LANES..(q + n) * LANES];
                 // SAFETY: pixel j < n of this tile reads x[j] + offsets[t] ≤ `span` (asserted);
                 // AVX2+FMA (the caller's).
@@ -453,9 +468,10 @@ mod tests {
 
     /// The lane kernel gives every bit of the `gemm` crate's product (`run_on` unpacked) on
     /// 1, 2 and 3 threads, writing or accumulating onto a bias: strides 1 and 2, 3×3, 5×5,
-    /// 1×3 and 2×4 kernels, asymmetric padding, output widths 1 to 56 (tiles across rows,
-    /// 1–5 pixel edge tiles), Cout not a multiple of 16 (17, 33, 130), depth past one block,
-    /// and an infinite weight on padding taps (inf · 0 = NaN, as in im2col).
+    /// 1×3, 2×4 and 7×7 kernels, asymmetric padding, output widths 1 to 56 (tiles across
+    /// rows, 1–5 pixel edge tiles), Cout not a multiple of 16 (17, 33, 130), depth past one
+    /// block and one chunk of up to [`ONE_CHUNK`] steps, and an infinite weight on padding
+    /// taps (inf · 0 = NaN, as in im2col).
     #[test]
     fn lanes_match_the_crate_bit_for_bit() {
         // (Cin, kernel, input [H, W], stride, pad (t, b, l, r), Cout)
@@ -472,6 +488,9 @@ mod tests {
             (64, [3, 3], [56, 56], 1, [1; 4], 16),
             (128, [3, 3], [15, 15], 2, [1; 4], 32),
             (24, [3, 3], [5, 37], 2, [0, 1, 1, 0], 40),
+            // ResNet's stem: 147 steps in one chunk ([`ONE_CHUNK`]).
+            (3, [7, 7], [29, 31], 2, [3; 4], 64),
+            (3, [7, 7], [12, 9], 2, [3, 2, 3, 1], 20),
         ];
         let mut depth_blocks = false;
         for (ci, &(cin, kernel, [h, w], s, pad, cog)) in cases.iter().enumerate() {

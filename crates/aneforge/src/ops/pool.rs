@@ -376,8 +376,8 @@ mod tests {
 
     /// Max-pooling keeps the per-element chain max(…max(max(−inf, t0), t1)…) over the taps in
     /// (ky, kx) order bit for bit (signed zeros and NaNs in the input), for strides 1–3 and the
-    /// 2×2 stride-2 pass and the column-stride-2 phase rows (odd sizes, rows long enough for their
-    /// vector loops, −inf taps).
+    /// 2×2 stride-2 pass, the column-stride-2 phase rows and 3-wide windows (odd sizes, rows
+    /// long enough for their vector loops, −inf taps).
     #[test]
     fn max_pool_is_the_tap_order_chain_bit_for_bit() {
         let cases = [
@@ -387,15 +387,13 @@ mod tests {
             ([1, 1, 3, 2], [3, 3], [1, 3], [1, 1, 2, 2]),
             ([2, 3, 29, 29], [2, 2], [2, 2], [0; 4]),
             ([1, 2, 4, 70], [2, 2], [2, 2], [0; 4]),
-            // Column stride 2 on phase rows (`pool_max_s2`): ResNet's pool, odd widths past
-            // one and two 16-column steps, wide kernels, left padding 0–3, row strides 1–3.
-            ([1, 2, 112, 112], [3, 3], [2, 2], [1, 1, 1, 1]),
+            // Column stride 2 on phase rows (`pool_max_s2`): odd widths past one and two
+            // 16-column steps, wide kernels, left padding 0–3, row strides 1–3.
             ([2, 1, 9, 37], [3, 5], [1, 2], [0, 2, 3, 1]),
             ([1, 2, 7, 33], [2, 4], [3, 2], [1, 0, 0, 2]),
             ([1, 1, 5, 17], [1, 2], [2, 2], [0, 0, 1, 0]),
         ];
-        for (xs, k, s, pad) in cases {
-            let p = pool(PoolKind::Max, k, s, pad);
+        for (xs, k, s, pad) in cases.into_iter().chain(THREE_WIDE) {
             let mut xd = rand_vec(xs.iter().product(), 41);
             for (i, v) in xd.iter_mut().enumerate() {
                 match i % 7 {
@@ -406,35 +404,70 @@ mod tests {
                     _ => {}
                 }
             }
-            let x = Buf {
-                shape: xs.to_vec(),
-                data: xd,
-            };
-            let shape = p.infer(&[TensorType::fp16(xs.to_vec())]).unwrap()[0]
-                .shape
-                .clone();
-            let mut out = [Buf::zeros(&shape)];
-            p.eval(&[&x], &mut out).unwrap();
-            let ([h, w], [oh, ow]) = ([xs[2], xs[3]], [shape[2], shape[3]]);
-            let mut want = Vec::new();
-            for plane in x.data.chunks(h * w) {
-                for (oy, ox) in (0..oh).flat_map(|oy| (0..ow).map(move |ox| (oy, ox))) {
-                    let mut m = f32::NEG_INFINITY;
-                    for (ky, kx) in (0..k[0]).flat_map(|ky| (0..k[1]).map(move |kx| (ky, kx))) {
-                        let iy = (oy * s[0] + ky).checked_sub(pad[0]).filter(|&i| i < h);
-                        let ix = (ox * s[1] + kx).checked_sub(pad[2]).filter(|&i| i < w);
-                        let e = match (iy, ix) {
-                            (Some(iy), Some(ix)) => plane[iy * w + ix],
-                            _ => f32::NEG_INFINITY,
-                        };
-                        m = m.max(e);
-                    }
-                    want.push(m.to_bits());
-                }
-            }
-            let got: Vec<u32> = out[0].data.iter().map(|v| v.to_bits()).collect();
-            assert_eq!(got, want, "{xs:?} k {k:?} s {s:?} pad {pad:?}");
+            assert_tap_order_chain(xs, pool(PoolKind::Max, k, s, pad), xd);
         }
+    }
+
+    /// A pool test case: input shape, kernel, strides, pad.
+    type PoolCase = ([usize; 4], [usize; 2], [usize; 2], [usize; 4]);
+
+    /// Max-pools of 3-wide windows with left padding 1 (`MaxS2::rows3_avx2`): widths 1–3 and
+    /// past 8 / 16 outputs, row kernels 1–5, row strides 1–3, top padding 0–2.
+    const THREE_WIDE: [PoolCase; 7] = [
+        ([1, 2, 112, 112], [3, 3], [2, 2], [1, 1, 1, 1]),
+        ([1, 2, 9, 1], [3, 3], [2, 2], [1, 1, 1, 1]),
+        ([2, 1, 11, 17], [3, 3], [1, 2], [2, 1, 1, 2]),
+        ([1, 3, 6, 2], [5, 3], [3, 2], [2, 2, 1, 1]),
+        ([1, 1, 4, 31], [1, 3], [2, 2], [0, 0, 1, 0]),
+        ([1, 2, 13, 35], [3, 3], [2, 2], [0, 1, 1, 1]),
+        ([1, 1, 5, 3], [2, 3], [1, 2], [1, 0, 1, 0]),
+    ];
+
+    /// The 3-wide pools keep the chain's first of equal taps (in (ky, kx) order) where most
+    /// windows hold several: every input is +0, −0, −1, NaN or −inf.
+    #[test]
+    fn max_pool_3_wide_keeps_the_first_of_equal_taps() {
+        let values = [0.0, -0.0, -1.0, f32::NAN, f32::NEG_INFINITY];
+        for (xs, k, s, pad) in THREE_WIDE {
+            let pick = |r: f32| values[((r * 1e4) as i64).rem_euclid(5) as usize];
+            let xd = rand_vec(xs.iter().product(), 43).into_iter().map(pick);
+            let xd = xd.collect();
+            assert_tap_order_chain(xs, pool(PoolKind::Max, k, s, pad), xd);
+        }
+    }
+
+    /// `p` on input `xd` of shape `xs` gives, bit for bit, each output's chain
+    /// m = (t > m ? t : m) from −inf over its taps in (ky, kx) order (−inf in the padding).
+    fn assert_tap_order_chain(xs: [usize; 4], p: Pool, xd: Vec<f32>) {
+        let (k, s, pad) = (p.kernel, p.strides, p.pad);
+        let x = Buf {
+            shape: xs.to_vec(),
+            data: xd,
+        };
+        let shape = p.infer(&[TensorType::fp16(xs.to_vec())]).unwrap()[0]
+            .shape
+            .clone();
+        let mut out = [Buf::zeros(&shape)];
+        p.eval(&[&x], &mut out).unwrap();
+        let ([h, w], [oh, ow]) = ([xs[2], xs[3]], [shape[2], shape[3]]);
+        let mut want = Vec::new();
+        for plane in x.data.chunks(h * w) {
+            for (oy, ox) in (0..oh).flat_map(|oy| (0..ow).map(move |ox| (oy, ox))) {
+                let mut m = f32::NEG_INFINITY;
+                for (ky, kx) in (0..k[0]).flat_map(|ky| (0..k[1]).map(move |kx| (ky, kx))) {
+                    let iy = (oy * s[0] + ky).checked_sub(pad[0]).filter(|&i| i < h);
+                    let ix = (ox * s[1] + kx).checked_sub(pad[2]).filter(|&i| i < w);
+                    let e = match (iy, ix) {
+                        (Some(iy), Some(ix)) => plane[iy * w + ix],
+                        _ => f32::NEG_INFINITY,
+                    };
+                    m = if e > m { e } else { m };
+                }
+                want.push(m.to_bits());
+            }
+        }
+        let got: Vec<u32> = out[0].data.iter().map(|v| v.to_bits()).collect();
+        assert_eq!(got, want, "{xs:?} k {k:?} s {s:?} pad {pad:?}");
     }
 
     #[test]

@@ -1,12 +1,16 @@
-//! Max-pooling planes at column stride 2 with AVX2 (ResNet's 3×3 / 2 pool): each input row is
-//! split once into its even and odd columns between margins of −inf, so every tap of an
-//! output row is one unclamped run of a phase, and 16 outputs keep their running max in two
-//! registers over all taps.
+//! Max-pooling planes at column stride 2 with AVX2. A 3-wide kernel with left padding 1
+//! (ResNet's 3×3 / 2 pool) takes each input row's windows once, 8 a step from the row's
+//! even and odd columns split in registers, then each output row's max over its rows of
+//! those. Other kernels split each input row once into its even and odd columns between
+//! margins of −inf, so every tap of an output row is one unclamped run of a phase, and 16
+//! outputs keep their running max in two registers over all taps.
 //!
 //! Bits: each output is the chain max(…max(max(−inf, t₀), t₁)…) over the taps in (ky, kx)
 //! order, with `a.max(v)` = (v > a ? v : a) for a never NaN (it starts at −inf and a NaN tap
 //! keeps it), exactly what `vmaxps(v, a)` computes; a tap in the padding reads −inf, which
-//! keeps a, as skipping it does.
+//! keeps a, as skipping it does. The chain's result is its first tap (in that order) equal
+//! to the largest, so the max over rows of each row's chain (from −inf, ties keeping the
+//! earlier row) is the same value with the same sign of zero.
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_variables))]
 
 #[cfg(target_arch = "x86_64")]
@@ -30,6 +34,11 @@ impl MaxS2<'_> {
     pub fn run(&mut self, x: &[f32], [h, w]: [usize; 2], out: &mut [f32], ow: usize) -> bool {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") {
+            if self.kernel[1] == 3 && self.pad_top_left[1] == 1 {
+                // SAFETY: AVX2 was just detected.
+                unsafe { self.rows3_avx2(x, [h, w], out, ow) };
+                return true;
+            }
             self.split(x, [h, w], ow);
             // SAFETY: AVX2 was just detected; `split` sized every phase row for the runs read.
             unsafe { self.rows_avx2(h, out, ow) };
@@ -126,6 +135,74 @@ impl MaxS2<'_> {
                     acc_row[ox..ox + n].copy_from_slice(&lanes[..n]);
                 }
                 ox += 2 * LANES;
+            }
+        }
+    }
+}
+
+impl MaxS2<'_> {
+    /// The output rows for a 3-wide kernel with left padding 1 (ResNet's pool): each input
+    /// row's windows first (hmax[iy][ox] = the chain over kx of x[iy][2·ox + kx − 1], 8
+    /// outputs a step from one row copied between −inf margins, phases split in registers),
+    /// then per output row the chain over its rows of those; ties keep the earlier value, so
+    /// the result is the (ky, kx)-order chain's (see the module's contract).
+    ///
+    /// # Safety
+    /// The CPU has AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn rows3_avx2(&mut self, x: &[f32], [h, w]: [usize; 2], out: &mut [f32], ow: usize) {
+        let ([kh, _], pt, sh) = (self.kernel, self.pad_top_left[0], self.stride_h);
+        let owr = ow.next_multiple_of(LANES);
+        // The row copy: −inf, the W columns, −inf through the last step's 2·owr + 2 reads.
+        let len = (2 * owr + 2).max(w + 1);
+        assert!(
+            x.len() >= h * w,
+            "max-pool: {h}×{w} plane of {} floats",
+            x.len()
+        );
+        self.phases.resize(len + h * owr, 0.0);
+        let (row, hmax) = self.phases.split_at_mut(len);
+        row.fill(f32::NEG_INFINITY);
+        for (src, dst) in x.chunks_exact(w).zip(hmax.chunks_exact_mut(owr)) {
+            row[1..=w].copy_from_slice(src);
+            for ox in (0..owr).step_by(LANES) {
+                // SAFETY: floats 2·ox .. 2·ox + 18 ≤ 2·owr + 2 of `row`, 8 of `dst` from ox.
+                unsafe {
+                    let p = row.as_ptr().add(2 * ox);
+                    let (a, b) = (_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(LANES)));
+                    let (c, d) = (_mm256_loadu_ps(p.add(2)), _mm256_loadu_ps(p.add(LANES + 2)));
+                    // Lanes in the order 0 1 4 5 2 3 6 7 of the outputs, put back at the end.
+                    let t0 = _mm256_shuffle_ps::<0x88>(a, b);
+                    let t1 = _mm256_shuffle_ps::<0xDD>(a, b);
+                    let t2 = _mm256_shuffle_ps::<0x88>(c, d);
+                    let m = _mm256_max_ps(t0, _mm256_set1_ps(f32::NEG_INFINITY));
+                    let m = _mm256_max_ps(t2, _mm256_max_ps(t1, m));
+                    let m = _mm256_permute4x64_pd::<0xD8>(_mm256_castps_pd(m));
+                    _mm256_storeu_ps(dst.as_mut_ptr().add(ox), _mm256_castpd_ps(m));
+                }
+            }
+        }
+        for (oy, dst) in out.chunks_exact_mut(ow).enumerate() {
+            let top = oy * sh;
+            let rows = top.saturating_sub(pt)..(top + kh).saturating_sub(pt).min(h);
+            for ox in (0..ow).step_by(LANES) {
+                let mut acc = _mm256_set1_ps(f32::NEG_INFINITY);
+                for iy in rows.clone() {
+                    // SAFETY: row iy < H of `hmax` holds owr ≥ ox + 8 floats.
+                    acc = _mm256_max_ps(unsafe { _mm256_loadu_ps(&hmax[iy * owr + ox]) }, acc);
+                }
+                let n = (ow - ox).min(LANES);
+                let mut lanes = [0f32; LANES];
+                let to = match n {
+                    LANES => dst[ox..].as_mut_ptr(),
+                    _ => lanes.as_mut_ptr(),
+                };
+                // SAFETY: `to` holds 8 floats: `dst` from ox when 8 remain, else `lanes`.
+                unsafe { _mm256_storeu_ps(to, acc) };
+                if n < LANES {
+                    dst[ox..ox + n].copy_from_slice(&lanes[..n]);
+                }
             }
         }
     }
