@@ -95,20 +95,13 @@ mod x86 {
     /// As [`super::tile_at`] for this tile.
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn tile<const H: usize>(t: Tile, b: [*const f32; H]) {
-        let Tile {
-            kb,
-            a: (a, a_rs),
-            c: (c, c_rs),
-            rows,
-            cols,
-            overwrite,
-        } = t;
+        let ((a, a_rs), (c, c_rs), rows) = (t.a, t.c, t.rows);
         // Rows past the edge re-read the last row; their sums are not stored.
         // SAFETY: row r.min(rows − 1) < rows of A is readable (the caller's contract).
         let ar: [*const f32; MR] =
             std::array::from_fn(|r| unsafe { a.add(r.min(rows - 1) * a_rs) });
         let mut acc = [[_mm512_setzero_ps(); H]; MR];
-        for p in 0..kb {
+        for p in 0..t.kb {
             // SAFETY: p < kb: NR values of each panel's depth row p and A's column p of every
             // row read are inside the operands (the caller's contract); unaligned loads.
             unsafe {
@@ -122,7 +115,7 @@ mod x86 {
             }
         }
         let masks: [__mmask16; H] = std::array::from_fn(|h| {
-            let left = cols.saturating_sub(h * NR).min(NR);
+            let left = t.cols.saturating_sub(h * NR).min(NR);
             ((1u32 << left) - 1) as __mmask16
         });
         for (r, acc) in acc.iter().enumerate().take(rows) {
@@ -131,7 +124,7 @@ mod x86 {
                 // elements the caller gave us alone; masked lanes are neither read nor written.
                 unsafe {
                     let d = c.add(r * c_rs + h * NR);
-                    let v = match overwrite {
+                    let v = match t.overwrite {
                         true => v,
                         false => _mm512_add_ps(_mm512_maskz_loadu_ps(k, d), v),
                     };
