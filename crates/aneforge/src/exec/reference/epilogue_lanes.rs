@@ -475,24 +475,29 @@ mod tests {
     fn each_step_keeps_the_scalar_bits() {
         let x = inputs();
         let other: Vec<f32> = x.iter().rev().copied().collect();
-        check(&[Lane::Round], &x, |_, v| round1(v));
-        check(&[Lane::Relu], &x, |_, v| unary(Unary::Relu, v));
-        check(&[Lane::Relu6], &x, |_, v| unary(Unary::Relu6, v));
-        // Constants through black_box: folding v + −0 into v would keep a signalling NaN that
-        // the add (scalar or vector, at run time) quiets.
-        for c in [-0.0, 0.0, 3.25] {
-            check(&[Lane::AddConst(c)], &x, |_, v| v + black_box(c));
+        let alpha = half::f16::from_f32(1.0 / 6.0).to_f32();
+        // Constants through black_box in `scalar`: folding v + −0 into v would keep a
+        // signalling NaN that the add (scalar or vector, at run time) quiets.
+        let steps = [
+            Lane::Round,
+            Lane::Relu,
+            Lane::Relu6,
+            Lane::AddConst(-0.0),
+            Lane::AddConst(0.0),
+            Lane::AddConst(3.25),
+            Lane::AddFrom(&other),
+            Lane::BatchNorm {
+                mean: 0.3,
+                scale: 1.7,
+                beta: -0.25,
+            },
+            Lane::HardswishRounded { alpha, beta: 0.5 },
+        ];
+        for s in steps {
+            check(&[s], &x, |i, v| scalar(&s, i, v));
         }
-        check(&[Lane::AddFrom(&other)], &x, |i, v| v + other[i]);
-        let (mean, scale, beta) = (0.3, 1.7, -0.25);
-        let bn = Lane::BatchNorm { mean, scale, beta };
-        check(&[bn], &x, |_, v| (v - black_box(mean)) * scale + beta);
-        let (alpha, beta) = (half::f16::from_f32(1.0 / 6.0).to_f32(), 0.5);
-        let u = Unary::SigmoidHard { alpha, beta };
-        check(&[Lane::HardswishRounded { alpha, beta }], &x, |_, v| {
-            round1(v * round1(unary(u, v)))
-        });
-        // Every fp16 value reads the table, values off the grid take the kernel.
+        // Every fp16 value reads the table, values off the grid take the kernel: against the
+        // op's own kernel, rounded.
         for u in [Unary::Gelu, Unary::Sigmoid] {
             let t = Fp16Table::new(u).expect("a costly op");
             check(&[Lane::Table(&t)], &x, |_, v| round1(unary(u, v)));
