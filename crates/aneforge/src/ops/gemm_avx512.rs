@@ -45,30 +45,32 @@ pub unsafe fn tile_at(
 ) -> usize {
     let (rows, cols) = (MR.min(m - i0), (PANELS * NR).min(n - jb * NR));
     let overwrite = p0 == 0 && !accumulate;
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: the caller's contract, offset to the tile.
-    unsafe {
-        let (a, c) = (a.add(i0 * a_rs + p0), c.add(i0 * c_rs + jb * NR));
-        let tile = Tile {
-            kb,
-            a: (a, a_rs),
-            c: (c, c_rs),
-            rows,
-            cols,
-            overwrite,
-        };
-        if cols > NR {
-            x86::tile::<2>(tile, [b, b.add(panel_stride)]);
-        } else {
-            x86::tile::<1>(tile, [b]);
-        }
-    }
     #[cfg(not(target_arch = "x86_64"))]
     {
         let _ = (kb, a, a_rs, b, panel_stride, c, c_rs, rows, overwrite);
         unreachable!("the AVX-512 GEMM tile runs on x86_64 only");
     }
-    cols.div_ceil(NR)
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: the caller's contract, offset to the tile.
+        unsafe {
+            let (a, c) = (a.add(i0 * a_rs + p0), c.add(i0 * c_rs + jb * NR));
+            let tile = Tile {
+                kb,
+                a: (a, a_rs),
+                c: (c, c_rs),
+                rows,
+                cols,
+                overwrite,
+            };
+            if cols > NR {
+                x86::tile::<2>(tile, [b, b.add(panel_stride)]);
+            } else {
+                x86::tile::<1>(tile, [b]);
+            }
+        }
+        cols.div_ceil(NR)
+    }
 }
 
 /// One tile's operands: depth, A and C at the tile's first row (pointer, row stride), its rows
